@@ -1,0 +1,129 @@
+"""The `mugraph` command line. Errors meant for people print one line and exit with status 2."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from mugraph.cuda.backend import backend_name, get_array_module
+from mugraph.ir.errors import MugraphError
+from mugraph.ir.render import render
+from mugraph.ir.serialize import digest
+from mugraph.programs import builtin_programs, resolve_program
+from mugraph.stages.verify.check import DEFAULT_SEEDS, check_equivalence
+from mugraph.stages.verify.field import FieldSpec
+
+EXIT_USAGE = 2
+
+
+def _seeds(text: str) -> tuple[int, ...]:
+    try:
+        seeds = tuple(int(s) for s in text.split(",") if s.strip())
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not a comma-separated list of integers") from None
+    if not seeds:
+        raise click.BadParameter("at least one seed is needed")
+    return seeds
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="mugraph")
+def cli() -> None:
+    """mugraph: search equivalent μGraphs (fused multi-level kernels) for tensor programs."""
+
+
+@cli.command("list")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per program on stdout.")
+def list_cmd(as_json: bool) -> None:
+    """Name the built-in programs."""
+    for name, prog in builtin_programs().items():
+        if as_json:
+            click.echo(json.dumps({"program": name, "preset": prog.preset,
+                                   "description": prog.description, "experts": list(prog.experts)}))
+        else:
+            click.echo(f"{name:<12} {prog.preset:<10} {prog.description}")
+
+
+@cli.command()
+@click.argument("program")
+@click.option("--json", "as_json", is_flag=True, help="Last stdout line: one JSON object with the verdict.")
+@click.option("--seeds", default=",".join(map(str, DEFAULT_SEEDS)), show_default=True,
+              help="Fingerprint seeds (random inputs and ω per seed).")
+@click.option("--backend", type=click.Choice(["auto", "numpy", "cupy"]), default="auto",
+              show_default=True, help="Array backend for fingerprints.")
+@click.option("--p", "p", default=227, show_default=True, help="Fingerprint prime p.")
+@click.option("--q", "q", default=113, show_default=True, help="Fingerprint prime q (q must divide p-1).")
+@click.option("--show", is_flag=True, help="Print the reference and expert graphs.")
+def check(program: str, as_json: bool, seeds: str, backend: str, p: int, q: int, show: bool) -> None:
+    """Fingerprint every expert μGraph of PROGRAM (built-in name, .py or .json file) against its
+    reference, then compare in float64."""
+    seed_list = _seeds(seeds)
+    prog = resolve_program(program)
+    if not prog.experts:
+        raise MugraphError(f"{program}: the program has no expert μGraphs to check")
+    spec = FieldSpec(p, q)
+    xp = get_array_module(backend)
+    t0 = time.perf_counter()
+    reference = prog.reference()
+    if show:
+        click.echo(render(reference, f"reference {prog.name}  {digest(reference)[:16]}"))
+    rows: list[dict[str, Any]] = []
+    for label, build in prog.experts.items():
+        expert = build()
+        if show:
+            click.echo(render(expert, f"expert {label}  {digest(expert)[:16]}"))
+        r = check_equivalence(reference, expert, seed_list, spec, xp)
+        rows.append({
+            "expert": label, "digest": digest(expert), "equivalent": r.equivalent,
+            "float_max_rel_err": r.float_max_rel_err, "fingerprint_seconds": round(r.fingerprint_seconds, 4),
+            "float_seconds": round(r.float_seconds, 4), "reason": r.reason,
+        })
+        if not as_json:
+            verdict = "EQUIVALENT" if r.equivalent else f"NOT equivalent ({r.reason})"
+            err = "n/a" if r.float_max_rel_err is None else f"{r.float_max_rel_err:.2e}"
+            click.echo(f"{prog.name} [{label}]: {verdict}; fingerprints on seeds "
+                       f"{','.join(map(str, seed_list))} in {r.fingerprint_seconds:.2f} s, "
+                       f"float64 max rel err {err}")
+    seconds = time.perf_counter() - t0
+    equivalent = all(row["equivalent"] for row in rows)
+    errs = [row["float_max_rel_err"] for row in rows if row["float_max_rel_err"] is not None]
+    summary = {
+        "program": prog.name, "equivalent": equivalent,
+        "float_max_rel_err": max(errs) if len(errs) == len(rows) else None,
+        "seconds": round(seconds, 4), "backend": backend_name(xp), "p": p, "q": q,
+        "seeds": list(seed_list), "reference_digest": digest(reference), "experts": rows,
+    }
+    if as_json:
+        click.echo(json.dumps(summary))
+    else:
+        click.echo(f"{prog.name}: {'all experts equivalent' if equivalent else 'MISMATCH'} "
+                   f"({seconds:.2f} s on {backend_name(xp)})")
+    if not equivalent:
+        sys.exit(1)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: MugraphErrors become one line on stderr and exit status 2, never a traceback."""
+    run: Callable[..., Any] = cli.main
+    try:
+        run(args=argv, prog_name="mugraph", standalone_mode=False)
+    except click.exceptions.Exit as e:
+        sys.exit(e.exit_code)
+    except click.ClickException as e:
+        e.show()
+        sys.exit(EXIT_USAGE)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except MugraphError as e:
+        click.echo(f"mugraph: error: {e}", err=True)
+        sys.exit(EXIT_USAGE)
+
+
+if __name__ == "__main__":
+    main()

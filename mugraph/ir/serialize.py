@@ -1,0 +1,242 @@
+"""Canonical JSON of kernel graphs and its content digest.
+
+The JSON carries a schema version and string enums (never numbers, unlike Mirage's files that broke
+when enum values were renumbered). Output shapes are not stored: loading rebuilds the graph through
+the builder, so every validity rule is checked again and a stored graph can never be trusted blindly.
+The digest is SHA-256 of the canonical text (sorted keys, no spaces, ASCII), which is the same in
+every process, machine and Python version.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from mugraph.ir.errors import IRError, SchemaError
+from mugraph.ir.graph import BlockGraph, KernelGraph, Op, Tensor
+from mugraph.ir.limits import DEFAULT_LIMITS, Limits
+from mugraph.ir.types import ACCUMULATORS, BLOCK_OPS, KERNEL_OPS, UNARY_OPS, OpKind
+
+SCHEMA = "mugraph.kernel-graph/1"
+JSONDict = dict[str, Any]
+
+
+def _op_json(op: Op) -> JSONDict:
+    out: JSONDict = {"kind": op.kind.value}
+    if op.inputs:
+        out["inputs"] = list(op.inputs)
+    for key, value in op.attrs:
+        out[key] = list(value) if isinstance(value, tuple) else value
+    if op.block is not None:
+        out["block"] = block_to_json(op.block)
+    return out
+
+
+def block_to_json(bg: BlockGraph) -> JSONDict:
+    return {
+        "grid": list(bg.grid),
+        "block": list(bg.block),
+        "forloop": bg.forloop,
+        "rdx": bg.rdx,
+        "ops": [_op_json(op) for op in bg.ops],
+    }
+
+
+def to_json(graph: KernelGraph) -> JSONDict:
+    return {"schema": SCHEMA, "ops": [_op_json(op) for op in graph.ops]}
+
+
+def dumps(graph: KernelGraph) -> str:
+    """The canonical text: what is hashed and what is stored."""
+    return canonical_text(to_json(graph))
+
+
+def canonical_text(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+
+
+def digest(graph: KernelGraph) -> str:
+    return hashlib.sha256(dumps(graph).encode("ascii")).hexdigest()
+
+
+# -- loading --------------------------------------------------------------------------------------
+
+
+class _Fields:
+    """Typed access to one JSON object, naming the field path in every error."""
+
+    def __init__(self, obj: Any, path: str) -> None:
+        if not isinstance(obj, Mapping):
+            raise SchemaError(f"{path}: expected an object, got {type(obj).__name__}")
+        self.obj = obj
+        self.path = path
+
+    def get(self, key: str, check: Callable[[Any], bool], what: str, default: Any = ...) -> Any:
+        if key not in self.obj:
+            if default is ...:
+                raise SchemaError(f"{self.path}.{key}: missing ({what} expected)")
+            return default
+        value = self.obj[key]
+        if not check(value):
+            raise SchemaError(f"{self.path}.{key}: expected {what}, got {json.dumps(value)}")
+        return value
+
+    def ints(self, key: str, n: int | None = None, default: Any = ...) -> list[int]:
+        what = f"a list of {n} integers" if n else "a list of integers"
+        return list(
+            self.get(
+                key,
+                lambda v: isinstance(v, list)
+                and all(_is_int(x) for x in v)
+                and (n is None or len(v) == n),
+                what,
+                default,
+            )
+        )
+
+    def int(self, key: str, default: Any = ...) -> int:
+        return int(self.get(key, _is_int, "an integer", default))
+
+    def number(self, key: str) -> float:
+        return float(
+            self.get(key, lambda v: isinstance(v, int | float) and not isinstance(v, bool), "a number")
+        )
+
+    def kind(self, allowed: frozenset[OpKind]) -> OpKind:
+        names = sorted(k.value for k in allowed)
+        raw = self.get("kind", lambda v: v in names, "one of " + ", ".join(names))
+        return OpKind(raw)
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _tensor(tensors: Sequence[Tensor], index: int, path: str) -> Tensor:
+    if not 0 <= index < len(tensors):
+        raise SchemaError(f"{path}: tensor {index} does not exist yet ({len(tensors)} defined)")
+    return tensors[index]
+
+
+def _apply_common(g: KernelGraph | BlockGraph, kind: OpKind, f: _Fields, args: list[Tensor]) -> Tensor:
+    if kind is OpKind.MATMUL:
+        return g.matmul(args[0], args[1])
+    if kind is OpKind.ADD:
+        return g.add(args[0], args[1])
+    if kind is OpKind.MUL:
+        return g.mul(args[0], args[1])
+    if kind is OpKind.DIV:
+        return g.div(args[0], args[1])
+    if kind is OpKind.MUL_SCALAR:
+        return g.mul_scalar(args[0], f.number("scalar"))
+    if kind is OpKind.CLAMP:
+        return g.clamp(args[0], f.number("lo"), f.number("hi"))
+    if kind in UNARY_OPS:
+        return getattr(g, kind.value)(args[0])  # type: ignore[no-any-return]
+    if kind is OpKind.REDUCTION:
+        return g.reduction(args[0], f.int("dim"))
+    if kind is OpKind.RMS_NORM:
+        return g.rms_norm(args[0])
+    if kind is OpKind.CONCAT:
+        return g.concat(args[0], args[1], f.int("dim"))
+    raise SchemaError(f"{f.path}.kind: {kind} is not handled here")  # pragma: no cover
+
+
+_ARITY = {
+    OpKind.MATMUL: 2,
+    OpKind.ADD: 2,
+    OpKind.MUL: 2,
+    OpKind.DIV: 2,
+    OpKind.CONCAT: 2,
+    OpKind.OUTPUT: 1,
+    OpKind.REDUCTION: 1,
+    OpKind.RMS_NORM: 1,
+    **{k: 1 for k in UNARY_OPS},
+    **{k: 1 for k in ACCUMULATORS},
+}
+
+
+def _args(f: _Fields, kind: OpKind, tensors: Sequence[Tensor]) -> list[Tensor]:
+    idx = f.ints("inputs", default=[])
+    want = _ARITY.get(kind)
+    if want is not None and len(idx) != want:
+        raise SchemaError(f"{f.path}.inputs: {kind} takes {want} inputs, got {len(idx)}")
+    return [_tensor(tensors, i, f"{f.path}.inputs") for i in idx]
+
+
+def _block_from_json(obj: Any, path: str, sources: list[Tensor], limits: Limits) -> BlockGraph:
+    f = _Fields(obj, path)
+    bg = BlockGraph(
+        f.ints("grid", 3), f.int("forloop"), f.ints("block", 3, [128, 1, 1]), f.int("rdx", 64), limits
+    )
+    ops = f.get("ops", lambda v: isinstance(v, list), "a list of ops")
+    n_inputs = 0
+    for i, raw in enumerate(ops):
+        of = _Fields(raw, f"{path}.ops[{i}]")
+        kind = of.kind(BLOCK_OPS)
+        try:
+            if kind is OpKind.INPUT:
+                if n_inputs >= len(sources):
+                    raise SchemaError(f"{of.path}: more block inputs than the op's {len(sources)} inputs")
+                bg.new_input(sources[n_inputs], of.ints("imap", 3), of.int("fmap", -1))
+                n_inputs += 1
+                continue
+            args = _args(of, kind, bg.tensors)
+            if kind is OpKind.OUTPUT:
+                bg.new_output(args[0], of.ints("omap", 3))
+            elif kind in ACCUMULATORS:
+                bg.forloop_accum(args[0], kind)
+            else:
+                _apply_common(bg, kind, of, args)
+        except IRError as e:
+            raise SchemaError(f"{of.path}: {e}") from e
+    if n_inputs != len(sources):
+        raise SchemaError(f"{path}: {n_inputs} block inputs for {len(sources)} op inputs")
+    return bg
+
+
+def from_json(obj: Any, limits: Limits = DEFAULT_LIMITS, path: str = "graph") -> KernelGraph:
+    """Rebuild a kernel graph from its JSON; errors name the field path (`graph.ops[3].imap`)."""
+    f = _Fields(obj, path)
+    schema = f.get("schema", lambda v: isinstance(v, str), "a schema string")
+    if schema != SCHEMA:
+        raise SchemaError(f"{path}.schema: {schema!r} is not supported (expected {SCHEMA!r})")
+    ops = f.get("ops", lambda v: isinstance(v, list), "a list of ops")
+    g = KernelGraph(limits)
+    for i, raw in enumerate(ops):
+        of = _Fields(raw, f"{path}.ops[{i}]")
+        kind = of.kind(KERNEL_OPS)
+        try:
+            if kind is OpKind.INPUT:
+                shape = of.ints("shape")
+                dtype = of.get("dtype", lambda v: isinstance(v, str), "a dtype name", "float16")
+                name = of.get("name", lambda v: isinstance(v, str) and bool(v), "a name", None)
+                try:
+                    g.new_input(shape, dtype, name)
+                except ValueError as e:
+                    if isinstance(e, IRError):
+                        raise
+                    raise SchemaError(f"{of.path}.dtype: unknown dtype {dtype!r}") from e
+                continue
+            args = _args(of, kind, g.tensors)
+            if kind is OpKind.OUTPUT:
+                name = of.get("name", lambda v: isinstance(v, str) and bool(v), "a name", None)
+                g.mark_output(args[0], name)
+            elif kind is OpKind.CUSTOMIZED:
+                srcs = [_tensor(g.tensors, j, f"{of.path}.inputs") for j in of.ints("inputs")]
+                bg = _block_from_json(of.get("block", lambda v: True, "a block graph"),
+                                      f"{of.path}.block", srcs, limits)
+                g.customized(bg, srcs)
+            else:
+                _apply_common(g, kind, of, args)
+        except IRError as e:
+            if isinstance(e, SchemaError):
+                raise
+            raise SchemaError(f"{of.path}: {e}") from e
+    return g
+
+
+def loads(text: str, limits: Limits = DEFAULT_LIMITS) -> KernelGraph:
+    return from_json(json.loads(text), limits)

@@ -1,0 +1,85 @@
+"""Enumerations of the IR. Values are strings so stored graphs never depend on enum numbering."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+Shape = tuple[int, ...]
+Dim3 = tuple[int, int, int]
+
+MAX_DIMS = 4
+
+
+class DType(StrEnum):
+    FLOAT16 = "float16"
+    BFLOAT16 = "bfloat16"
+    FLOAT32 = "float32"
+
+    @property
+    def itemsize(self) -> int:
+        return 4 if self is DType.FLOAT32 else 2
+
+
+class OpKind(StrEnum):
+    """Every operator of kernel and block graphs; which level allows which is below."""
+
+    INPUT = "input"
+    OUTPUT = "output"
+    MATMUL = "matmul"
+    EXP = "exp"
+    SQUARE = "square"
+    SQRT = "sqrt"
+    MUL_SCALAR = "mul_scalar"
+    SILU = "silu"
+    GELU = "gelu"
+    RELU = "relu"
+    CLAMP = "clamp"
+    ADD = "add"
+    MUL = "mul"
+    DIV = "div"
+    REDUCTION = "reduction"
+    RMS_NORM = "rms_norm"
+    CONCAT = "concat"
+    CUSTOMIZED = "customized"
+    ACCUM_NO_RED = "accum_no_red"
+    ACCUM_SUM = "accum_sum"
+    ACCUM_MEAN = "accum_mean"
+    ACCUM_RMS = "accum_rms"
+    ACCUM_REDTOX = "accum_redtox"
+
+
+UNARY_OPS = frozenset(
+    {
+        OpKind.EXP,
+        OpKind.SQUARE,
+        OpKind.SQRT,
+        OpKind.MUL_SCALAR,
+        OpKind.SILU,
+        OpKind.GELU,
+        OpKind.RELU,
+        OpKind.CLAMP,
+    }
+)
+BINARY_ELEMENTWISE_OPS = frozenset({OpKind.ADD, OpKind.MUL, OpKind.DIV})
+COMMUTATIVE_OPS = frozenset({OpKind.ADD, OpKind.MUL})
+ACCUMULATORS = frozenset(
+    {
+        OpKind.ACCUM_NO_RED,
+        OpKind.ACCUM_SUM,
+        OpKind.ACCUM_MEAN,
+        OpKind.ACCUM_RMS,
+        OpKind.ACCUM_REDTOX,
+    }
+)
+_COMMON = (
+    frozenset({OpKind.INPUT, OpKind.OUTPUT, OpKind.MATMUL, OpKind.REDUCTION})
+    | frozenset({OpKind.RMS_NORM, OpKind.CONCAT})
+    | UNARY_OPS
+    | BINARY_ELEMENTWISE_OPS
+)
+KERNEL_OPS = _COMMON | {OpKind.CUSTOMIZED}
+BLOCK_OPS = _COMMON | ACCUMULATORS
+# Ops whose output may reuse the input's shared memory (Mirage's accounting counts them as 0 bytes).
+IN_PLACE_BLOCK_OPS = UNARY_OPS | {OpKind.ACCUM_NO_RED}
+# Ops outside LAX (cut points for fragments).
+NON_LAX_OPS = frozenset({OpKind.RELU, OpKind.CLAMP})

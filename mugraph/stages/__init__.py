@@ -1,0 +1,1 @@
+"""Pure pipeline stages: fragments, search, prune, verify, layout, combine. None imports the pipeline."""

@@ -1,0 +1,1 @@
+"""Layout selection and cost-model ranking of confirmed μGraphs (issue 6)."""

@@ -1,0 +1,139 @@
+"""The value domains the interpreter runs in: Z_pq for fingerprints, float64 for numerics.
+
+Both are written against an array namespace `xp` (NumPy or CuPy), so one interpreter serves both
+domains on both backends.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any, Protocol
+
+from mugraph.cuda.backend import ArrayModule
+from mugraph.stages.verify.field import FieldSpec, matmul_chunk, tables
+
+Array = Any
+
+
+class Algebra(Protocol):
+    """The primitive operations every op of the IR is expressed in."""
+
+    xp: ArrayModule
+
+    def add(self, a: Array, b: Array) -> Array: ...
+    def mul(self, a: Array, b: Array) -> Array: ...
+    def div(self, a: Array, b: Array) -> Array: ...
+    def exp(self, a: Array) -> Array: ...
+    def sqrt(self, a: Array) -> Array: ...
+    def silu(self, a: Array) -> Array: ...
+    def gelu(self, a: Array) -> Array: ...
+    def relu(self, a: Array) -> Array: ...
+    def clamp(self, a: Array, lo: float, hi: float) -> Array: ...
+    def scale(self, a: Array, c: Fraction) -> Array: ...
+    def matmul(self, a: Array, b: Array) -> Array: ...
+    def sum(self, a: Array, axis: int) -> Array: ...
+
+
+class ZpqAlgebra:
+    """Exact arithmetic in Z_pq on int64 arrays; ω picks the exp homomorphism."""
+
+    def __init__(self, xp: ArrayModule, spec: FieldSpec, omega: int) -> None:
+        self.xp = xp
+        self.spec = spec
+        self.m = spec.m
+        t = tables(spec, omega)
+        self._inv = xp.asarray(t.inv)
+        self._exp = xp.asarray(t.exp)
+        self._sqrt = xp.asarray(t.sqrt)
+        self._relu = xp.asarray(t.relu)
+        self._clamp = xp.asarray(t.clamp)
+        self._chunk = matmul_chunk(spec)
+
+    def add(self, a: Array, b: Array) -> Array:
+        return (a + b) % self.m
+
+    def mul(self, a: Array, b: Array) -> Array:
+        return (a * b) % self.m
+
+    def div(self, a: Array, b: Array) -> Array:
+        return (a * self._inv[b]) % self.m
+
+    def exp(self, a: Array) -> Array:
+        return self._exp[a]
+
+    def sqrt(self, a: Array) -> Array:
+        return self._sqrt[a]
+
+    def silu(self, a: Array) -> Array:
+        return self.mul(a, self.exp(a))
+
+    def gelu(self, a: Array) -> Array:
+        return self.mul(a, self.exp(self.add(a, a)))
+
+    def relu(self, a: Array) -> Array:
+        return self._relu[a]
+
+    def clamp(self, a: Array, lo: float, hi: float) -> Array:
+        return self._clamp[a]
+
+    def scale(self, a: Array, c: Fraction) -> Array:
+        return (a * self.spec.from_fraction(c)) % self.m
+
+    def matmul(self, a: Array, b: Array) -> Array:
+        """Exact: float64 GEMM on contraction chunks short enough that no sum exceeds 2**53."""
+        xp, k = self.xp, a.shape[-1]
+        af, bf = a.astype(xp.float64), b.astype(xp.float64)
+        out = None
+        for s in range(0, k, self._chunk):
+            part = xp.matmul(af[..., s : s + self._chunk], bf[..., s : s + self._chunk, :])
+            part = part.astype(xp.int64) % self.m
+            out = part if out is None else (out + part) % self.m
+        return out
+
+    def sum(self, a: Array, axis: int) -> Array:
+        return self.xp.sum(a, axis=axis, keepdims=True) % self.m
+
+
+class Float64Algebra:
+    """Real arithmetic in float64: the numerical check beside the fingerprints."""
+
+    def __init__(self, xp: ArrayModule) -> None:
+        self.xp = xp
+
+    def add(self, a: Array, b: Array) -> Array:
+        return a + b
+
+    def mul(self, a: Array, b: Array) -> Array:
+        return a * b
+
+    def div(self, a: Array, b: Array) -> Array:
+        return a / b
+
+    def exp(self, a: Array) -> Array:
+        return self.xp.exp(a)
+
+    def sqrt(self, a: Array) -> Array:
+        return self.xp.sqrt(a)
+
+    def silu(self, a: Array) -> Array:
+        return a / (1.0 + self.xp.exp(-a))
+
+    def gelu(self, a: Array) -> Array:
+        """The tanh form of GELU (the fingerprint treats gelu as an opaque function anyway)."""
+        c = 0.7978845608028654  # sqrt(2/pi)
+        return 0.5 * a * (1.0 + self.xp.tanh(c * (a + 0.044715 * a**3)))
+
+    def relu(self, a: Array) -> Array:
+        return self.xp.maximum(a, 0.0)
+
+    def clamp(self, a: Array, lo: float, hi: float) -> Array:
+        return self.xp.clip(a, lo, hi)
+
+    def scale(self, a: Array, c: Fraction) -> Array:
+        return a * float(c)
+
+    def matmul(self, a: Array, b: Array) -> Array:
+        return self.xp.matmul(a, b)
+
+    def sum(self, a: Array, axis: int) -> Array:
+        return self.xp.sum(a, axis=axis, keepdims=True)

@@ -1,0 +1,139 @@
+"""Arithmetic in Z_pq (p, q prime, q | p-1), the ring μGraph fingerprints are computed in.
+
+A value is one integer in [0, pq); by the Chinese remainder theorem it is the pair of its residues
+mod p and mod q, and + and * act on both at once. The other ops:
+
+- div: multiplication by the inverse, taken residue by residue (a zero residue has inverse 0);
+- exp(x) = ω^(x mod q) in the p-component and 0 in the q-component. ω has order q in Z_p*, so
+  exp(a + b) = exp(a)·exp(b), and an exp of an exp degenerates (the LAX limit of one exp per path);
+- sqrt: per residue the smallest root of x, or of n·x (n the smallest non-residue) when x has none;
+- silu(x) = x·exp(x), gelu(x) = x·exp(2x) (Mirage's rules), relu and clamp: the residue itself in
+  the lower half / middle third of [0, r), else the nearest bound (clamp ignores its float bounds);
+- scaling by a rational c = n/d (mul_scalar, mean, rms): n·d⁻¹, exact because a float is a dyadic
+  rational and 2 is invertible.
+
+Every unary op is one table lookup of size pq, so it runs unchanged on NumPy and CuPy.
+Defaults p = 227, q = 113 (the paper's); any primes with q | p-1 and pq < 2**31 work.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import lru_cache
+
+import numpy as np
+
+from mugraph.ir.errors import MugraphError
+
+
+def is_prime(n: int) -> bool:
+    if n < 2:
+        return False
+    i = 2
+    while i * i <= n:
+        if n % i == 0:
+            return False
+        i += 1
+    return True
+
+
+def _roots_table(r: int) -> list[int]:
+    """sqrt mod prime r as described in the module docstring."""
+    root: dict[int, int] = {}
+    for s in range(r):
+        root.setdefault(s * s % r, s)
+    nonres = next(n for n in range(2, r) if n not in root) if r > 2 else 1
+    return [root[x] if x in root else root[nonres * x % r] for x in range(r)]
+
+
+@lru_cache(maxsize=16)
+def _omegas(p: int, q: int) -> tuple[int, ...]:
+    return tuple(w for w in range(2, p) if pow(w, q, p) == 1)
+
+
+@dataclass(frozen=True, slots=True)
+class FieldSpec:
+    """The primes of the fingerprint ring Z_pq."""
+
+    p: int = 227
+    q: int = 113
+
+    def __post_init__(self) -> None:
+        if not (is_prime(self.p) and is_prime(self.q)):
+            raise MugraphError(f"fingerprint primes p={self.p}, q={self.q} must both be prime")
+        if (self.p - 1) % self.q:
+            raise MugraphError(f"fingerprint prime q={self.q} must divide p-1={self.p - 1}")
+        if self.p * self.q >= 2**31:
+            raise MugraphError(f"fingerprint modulus p*q={self.p * self.q} must be below 2**31")
+
+    @property
+    def m(self) -> int:
+        return self.p * self.q
+
+    def crt(self, rp: int, rq: int) -> int:
+        """The value in [0, pq) with residues rp mod p and rq mod q."""
+        p, q = self.p, self.q
+        return (rp * q * pow(q, -1, p) + rq * p * pow(p, -1, q)) % (p * q)
+
+    @property
+    def omegas(self) -> tuple[int, ...]:
+        """All elements of order q in Z_p*, sorted; a fingerprint picks ω among them."""
+        return _omegas(self.p, self.q)
+
+    def from_fraction(self, c: Fraction) -> int:
+        """The ring element of a rational whose denominator is invertible."""
+        num, den = c.numerator, c.denominator
+        if den % self.p == 0 or den % self.q == 0:
+            raise MugraphError(f"scalar {c} has a denominator not invertible mod {self.p}*{self.q}")
+        return num * self.crt(pow(den, -1, self.p), pow(den, -1, self.q)) % self.m
+
+
+@dataclass(frozen=True, slots=True)
+class Tables:
+    """Lookup tables (NumPy int64, length pq) for the unary ops of one field and one ω."""
+
+    inv: np.ndarray
+    exp: np.ndarray
+    sqrt: np.ndarray
+    relu: np.ndarray
+    clamp: np.ndarray
+
+
+@lru_cache(maxsize=64)
+def tables(spec: FieldSpec, omega: int) -> Tables:
+    p, q, m = spec.p, spec.q, spec.m
+    if omega not in spec.omegas:
+        raise MugraphError(f"omega={omega} does not have order {q} mod {p}")
+    x = np.arange(m, dtype=np.int64)
+    xp_, xq = x % p, x % q
+
+    def crt(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        ep = q * pow(q, -1, p)  # 1 mod p, 0 mod q
+        eq = p * pow(p, -1, q)  # 0 mod p, 1 mod q
+        return (a * ep + b * eq) % m
+
+    inv_p = np.array([0] + [pow(v, -1, p) for v in range(1, p)], dtype=np.int64)
+    inv_q = np.array([0] + [pow(v, -1, q) for v in range(1, q)], dtype=np.int64)
+    pw = np.array([pow(omega, k, p) for k in range(q)], dtype=np.int64)
+    sq_p = np.array(_roots_table(p), dtype=np.int64)
+    sq_q = np.array(_roots_table(q), dtype=np.int64)
+
+    def relu_r(r: np.ndarray, n: int) -> np.ndarray:
+        return np.where(r <= n // 2, r, 0)
+
+    def clamp_r(r: np.ndarray, n: int) -> np.ndarray:
+        return np.clip(r, n // 3, 2 * n // 3)
+
+    return Tables(
+        inv=crt(inv_p[xp_], inv_q[xq]),
+        exp=crt(pw[xq], np.zeros_like(xq)),
+        sqrt=crt(sq_p[xp_], sq_q[xq]),
+        relu=crt(relu_r(xp_, p), relu_r(xq, q)),
+        clamp=crt(clamp_r(xp_, p), clamp_r(xq, q)),
+    )
+
+
+def matmul_chunk(spec: FieldSpec) -> int:
+    """Largest contraction length whose float64 dot products of residues stay exact (< 2**53)."""
+    return max(1, (2**53 - 1) // ((spec.m - 1) ** 2))

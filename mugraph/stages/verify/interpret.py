@@ -1,0 +1,223 @@
+"""Run a kernel graph in an algebra: kernel ops directly, block graphs vectorised over the grid.
+
+A block-graph tensor is held for all blocks at once as an array of shape (gx, gy, gz, *tile), where
+a grid axis along which the value does not vary has size 1 and broadcasts. The for-loop is the only
+Python loop: each iteration evaluates the ops before accumulation, the accumulators add up, and the
+ops after accumulation run once at the end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from fractions import Fraction
+
+from mugraph.ir.graph import BlockGraph, KernelGraph, Op, Tensor
+from mugraph.ir.types import ACCUMULATORS, OpKind
+from mugraph.stages.verify.algebra import Algebra, Array
+
+GRID_AXES = 3
+
+
+def _reduce_last(alg: Algebra, x: Array) -> Array:
+    return alg.sum(x, -1)
+
+
+def _rms(alg: Algebra, sum_sq: Array, n: int) -> Array:
+    return alg.sqrt(alg.scale(sum_sq, Fraction(1, n)))
+
+
+def _concat(alg: Algebra, a: Array, b: Array, axis: int) -> Array:
+    """Concatenate along a (negative) axis, broadcasting every other axis first."""
+    xp = alg.xp
+    ash, bsh = list(a.shape), list(b.shape)
+    if len(ash) != len(bsh):  # block arrays always share rank; kernel arrays too
+        raise AssertionError("concat of arrays of different rank")
+    full = [max(x, y) for x, y in zip(ash, bsh, strict=True)]
+    full_a, full_b = list(full), list(full)
+    full_a[axis], full_b[axis] = ash[axis], bsh[axis]
+    return xp.concatenate([xp.broadcast_to(a, full_a), xp.broadcast_to(b, full_b)], axis=axis)
+
+
+def apply_common(alg: Algebra, op: Op, args: Sequence[Array], rank: int) -> Array:
+    """Ops shared by both levels. `rank` is the tensor rank; axes are counted from the end so
+    leading grid axes are transparent."""
+    k = op.kind
+    if k is OpKind.MATMUL:
+        return alg.matmul(args[0], args[1])
+    if k is OpKind.ADD:
+        return alg.add(args[0], args[1])
+    if k is OpKind.MUL:
+        return alg.mul(args[0], args[1])
+    if k is OpKind.DIV:
+        return alg.div(args[0], args[1])
+    if k is OpKind.EXP:
+        return alg.exp(args[0])
+    if k is OpKind.SQUARE:
+        return alg.mul(args[0], args[0])
+    if k is OpKind.SQRT:
+        return alg.sqrt(args[0])
+    if k is OpKind.SILU:
+        return alg.silu(args[0])
+    if k is OpKind.GELU:
+        return alg.gelu(args[0])
+    if k is OpKind.RELU:
+        return alg.relu(args[0])
+    if k is OpKind.CLAMP:
+        return alg.clamp(args[0], op.float_attr("lo"), op.float_attr("hi"))
+    if k is OpKind.MUL_SCALAR:
+        return alg.scale(args[0], Fraction(op.float_attr("scalar")))
+    if k is OpKind.REDUCTION:
+        return alg.sum(args[0], op.int_attr("dim") - rank)
+    if k is OpKind.RMS_NORM:
+        x = args[0]
+        return alg.div(x, _rms(alg, _reduce_last(alg, alg.mul(x, x)), x.shape[-1]))
+    if k is OpKind.CONCAT:
+        return _concat(alg, args[0], args[1], op.int_attr("dim") - rank)
+    raise NotImplementedError(f"no semantics for {k}")
+
+
+def partition(alg: Algebra, x: Array, bg: BlockGraph, imap: Sequence[int], fmap: int) -> Array:
+    """View a device tensor as per-block tiles: shape (gx|1, gy|1, gz|1, [F,] *tile).
+
+    Along a mapped dim the grid index is the major part, then (with fmap) the iteration index.
+    """
+    xp = alg.xp
+    axis_of_dim = {d: a for a, d in enumerate(imap) if d >= 0}
+    split: list[int] = []
+    pos_grid: dict[int, int] = {}
+    pos_f = -1
+    pos_tile: list[int] = []
+    for d, n in enumerate(x.shape):
+        if d in axis_of_dim:
+            a = axis_of_dim[d]
+            pos_grid[a] = len(split)
+            split.append(bg.grid[a])
+            n //= bg.grid[a]
+        if d == fmap:
+            pos_f = len(split)
+            split.append(bg.forloop)
+            n //= bg.forloop
+        pos_tile.append(len(split))
+        split.append(n)
+    y = x.reshape(split)
+    order = [pos_grid[a] for a in range(GRID_AXES) if a in pos_grid]
+    order += [pos_f] if pos_f >= 0 else []
+    y = xp.transpose(y, order + pos_tile)
+    for a in range(GRID_AXES):
+        if a not in pos_grid:
+            y = xp.expand_dims(y, a)
+    return y
+
+
+def assemble(alg: Algebra, s: Array, bg: BlockGraph, omap: Sequence[int]) -> Array:
+    """Inverse of partition for outputs: block b's tile goes to chunk b of each mapped dim."""
+    xp = alg.xp
+    rank = s.ndim - GRID_AXES
+    s = xp.broadcast_to(s, tuple(bg.grid) + tuple(s.shape[GRID_AXES:]))
+    order: list[int] = []
+    out_shape: list[int] = []
+    for d in range(rank):
+        n = s.shape[GRID_AXES + d]
+        for a in range(GRID_AXES):
+            if omap[a] == d:
+                order.append(a)
+                n *= bg.grid[a]
+        order.append(GRID_AXES + d)
+        out_shape.append(n)
+    unmapped = [a for a in range(GRID_AXES) if omap[a] < 0]  # each of size 1 (validated)
+    y = xp.transpose(s, unmapped + order)
+    return xp.ascontiguousarray(y).reshape(out_shape)
+
+
+def _in_loop(op: Op, tensors: Sequence[Tensor]) -> bool:
+    return op.kind is not OpKind.OUTPUT and not tensors[op.outputs[0]].after_accum
+
+
+def run_block(alg: Algebra, bg: BlockGraph, inputs: Sequence[Array]) -> list[Array]:
+    tensors: list[Tensor] = bg.tensors
+    views: dict[int, tuple[Array, bool]] = {}
+    n_in = 0
+    for op in bg.ops:
+        if op.kind is OpKind.INPUT:
+            imap, fmap = op.dims_attr("imap"), op.int_attr("fmap")
+            views[op.outputs[0]] = (partition(alg, inputs[n_in], bg, imap, fmap), fmap >= 0)
+            n_in += 1
+    acc: dict[int, Array] = {}
+    # The loop body: every op up to and including the accumulators (their outputs are the
+    # only after-accumulation tensors whose inputs are not).
+    body = [op for op in bg.ops if op.kind in ACCUMULATORS or _in_loop(op, tensors)]
+    for t in range(bg.forloop):
+        env: dict[int, Array] = {}
+        for op in body:
+            out = op.outputs[0]
+            if op.kind is OpKind.INPUT:
+                view, per_iter = views[out]
+                env[out] = view[:, :, :, t] if per_iter else view
+                continue
+            args = [env[i] for i in op.inputs]
+            if op.kind in ACCUMULATORS:
+                part = _accum_part(alg, op.kind, args[0], bg.rdx)
+                acc[out] = part if t == 0 else alg.add(acc[out], part)
+            else:
+                env[out] = apply_common(alg, op, args, len(tensors[out].shape))
+    env = {}
+    outputs: list[Array] = []
+    for op in bg.ops:
+        if op.kind in ACCUMULATORS:
+            x_shape = tensors[op.inputs[0]].shape
+            env[op.outputs[0]] = _accum_final(alg, op.kind, acc[op.outputs[0]], x_shape, bg.forloop)
+        elif op.kind is OpKind.OUTPUT:
+            outputs.append(assemble(alg, env[op.inputs[0]], bg, op.dims_attr("omap")))
+        elif op.kind is not OpKind.INPUT and tensors[op.outputs[0]].after_accum:
+            out = op.outputs[0]
+            env[out] = apply_common(alg, op, [env[i] for i in op.inputs], len(tensors[out].shape))
+    return outputs
+
+
+def _accum_part(alg: Algebra, kind: OpKind, x: Array, rdx: int) -> Array:
+    """One iteration's contribution to an accumulator."""
+    if kind in (OpKind.ACCUM_SUM, OpKind.ACCUM_MEAN):
+        return _reduce_last(alg, x)
+    if kind is OpKind.ACCUM_RMS:
+        return _reduce_last(alg, alg.mul(x, x))
+    if kind is OpKind.ACCUM_REDTOX:
+        n = x.shape[-1]
+        folded = x.reshape(tuple(x.shape[:-1]) + (n // rdx, rdx))
+        return alg.sum(folded, -2).reshape(tuple(x.shape[:-1]) + (rdx,))
+    return x
+
+
+def _accum_final(alg: Algebra, kind: OpKind, total: Array, x_shape: Sequence[int], forloop: int) -> Array:
+    n = forloop * x_shape[-1]
+    if kind is OpKind.ACCUM_MEAN:
+        return alg.scale(total, Fraction(1, n))
+    if kind is OpKind.ACCUM_RMS:
+        return _rms(alg, total, n)
+    return total
+
+
+def evaluate(alg: Algebra, graph: KernelGraph, inputs: Sequence[Array]) -> list[Array]:
+    """The graph's outputs, in the order they were marked, for `inputs` in input order."""
+    env: dict[int, Array] = {}
+    n_in = 0
+    outputs: list[Array] = []
+    for op in graph.ops:
+        if op.kind is OpKind.INPUT:
+            t = graph.tensors[op.outputs[0]]
+            x = inputs[n_in]
+            if tuple(x.shape) != t.shape:
+                raise ValueError(f"input {n_in} has shape {tuple(x.shape)}, expected {t.shape}")
+            env[t.index] = x
+            n_in += 1
+        elif op.kind is OpKind.OUTPUT:
+            outputs.append(env[op.inputs[0]])
+        elif op.kind is OpKind.CUSTOMIZED:
+            assert op.block is not None
+            outs = run_block(alg, op.block, [env[i] for i in op.inputs])
+            env.update(zip(op.outputs, outs, strict=True))
+        else:
+            out = op.outputs[0]
+            env[out] = apply_common(alg, op, [env[i] for i in op.inputs], len(graph.tensors[out].shape))
+    if n_in != len(inputs):
+        raise ValueError(f"{len(inputs)} inputs given, the graph has {n_in}")
+    return outputs
