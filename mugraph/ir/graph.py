@@ -19,6 +19,7 @@ from mugraph.ir.errors import (
     DeviceMemoryError,
     DTypeError,
     GraphStructureError,
+    MappingError,
     SharedMemoryError,
 )
 from mugraph.ir.limits import DEFAULT_LIMITS, Limits
@@ -245,12 +246,12 @@ class BlockGraph(_Graph):
         self.grid: Dim3 = shapes.check_dim3(grid, "grid")
         self.block: Dim3 = shapes.check_dim3(block, "block dims")
         if not isinstance(forloop, int) or isinstance(forloop, bool) or forloop < 1:
-            raise shapes.MappingError(f"for-loop range {forloop!r} must be a positive integer")
+            raise MappingError(f"for-loop range {forloop!r} must be a positive integer")
         if not isinstance(rdx, int) or isinstance(rdx, bool) or rdx < 1:
-            raise shapes.MappingError(f"reduction_dimx {rdx!r} must be a positive integer")
+            raise MappingError(f"reduction_dimx {rdx!r} must be a positive integer")
         blocks = prod(self.grid)
         if blocks > limits.max_blocks:
-            raise shapes.MappingError(
+            raise MappingError(
                 f"grid {list(self.grid)} has {blocks} blocks; at most {limits.max_blocks} allowed"
             )
         self.forloop = forloop

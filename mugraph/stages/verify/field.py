@@ -111,7 +111,7 @@ def tables(spec: FieldSpec, omega: int) -> Tables:
     def crt(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         ep = q * pow(q, -1, p)  # 1 mod p, 0 mod q
         eq = p * pow(p, -1, q)  # 0 mod p, 1 mod q
-        return (a * ep + b * eq) % m
+        return np.asarray((a * ep + b * eq) % m, dtype=np.int64)
 
     inv_p = np.array([0] + [pow(v, -1, p) for v in range(1, p)], dtype=np.int64)
     inv_q = np.array([0] + [pow(v, -1, q) for v in range(1, q)], dtype=np.int64)
@@ -120,10 +120,10 @@ def tables(spec: FieldSpec, omega: int) -> Tables:
     sq_q = np.array(_roots_table(q), dtype=np.int64)
 
     def relu_r(r: np.ndarray, n: int) -> np.ndarray:
-        return np.where(r <= n // 2, r, 0)
+        return np.asarray(np.where(r <= n // 2, r, 0), dtype=np.int64)
 
     def clamp_r(r: np.ndarray, n: int) -> np.ndarray:
-        return np.clip(r, n // 3, 2 * n // 3)
+        return np.asarray(np.clip(r, n // 3, 2 * n // 3), dtype=np.int64)
 
     return Tables(
         inv=crt(inv_p[xp_], inv_q[xq]),

@@ -1,0 +1,132 @@
+"""Z_pq arithmetic against Python big integers."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mugraph.ir.errors import MugraphError
+from mugraph.stages.verify.algebra import ZpqAlgebra
+from mugraph.stages.verify.field import FieldSpec, matmul_chunk, tables
+
+SPEC = FieldSpec()
+P, Q, M = SPEC.p, SPEC.q, SPEC.m
+elem = st.integers(0, M - 1)
+omega = st.sampled_from(SPEC.omegas)
+
+
+def alg(w: int = SPEC.omegas[0]) -> ZpqAlgebra:
+    return ZpqAlgebra(np, SPEC, w)
+
+
+def arr(*xs: int) -> np.ndarray:
+    return np.array(xs, dtype=np.int64)
+
+
+def test_defaults_are_the_papers_primes() -> None:
+    assert (P, Q) == (227, 113)
+    assert len(SPEC.omegas) == Q - 1
+    assert all(pow(w, Q, P) == 1 and w != 1 for w in SPEC.omegas)
+
+
+@given(elem, elem)
+def test_add_and_mul(a: int, b: int) -> None:
+    z = alg()
+    assert int(z.add(arr(a), arr(b))[0]) == (a + b) % M
+    prod = int(z.mul(arr(a), arr(b))[0])
+    assert prod % P == (a % P) * (b % P) % P
+    assert prod % Q == (a % Q) * (b % Q) % Q
+
+
+@given(elem, elem)
+def test_div_is_residue_wise_inverse(a: int, b: int) -> None:
+    r = int(alg().div(arr(a), arr(b))[0])
+    for n in (P, Q):
+        want = a % n * pow(b % n, -1, n) % n if b % n else 0
+        assert r % n == want
+
+
+@given(elem, elem, omega)
+def test_exp_is_omega_power_and_a_homomorphism(a: int, b: int, w: int) -> None:
+    z = alg(w)
+    e = int(z.exp(arr(a))[0])
+    assert e % P == pow(w, a % Q, P)
+    assert e % Q == 0
+    lhs = int(z.exp(z.add(arr(a), arr(b)))[0])
+    rhs = int(z.mul(z.exp(arr(a)), z.exp(arr(b)))[0])
+    assert lhs == rhs
+
+
+@given(elem)
+def test_sqrt_of_a_square_is_a_root(a: int) -> None:
+    sq = a * a % M
+    r = int(alg().sqrt(arr(sq))[0])
+    assert r * r % P == sq % P
+    assert r * r % Q == sq % Q
+
+
+@given(elem, st.integers(-(2**20), 2**20), st.integers(0, 30))
+def test_scale_by_dyadic_rational(a: int, num: int, k: int) -> None:
+    c = Fraction(num, 2**k)
+    r = int(alg().scale(arr(a), c)[0])
+    assert r * 2**k % M == a * num % M
+
+
+@given(elem, omega)
+def test_silu_gelu_follow_mirages_rules(a: int, w: int) -> None:
+    z = alg(w)
+    x = arr(a)
+    assert int(z.silu(x)[0]) == a * int(z.exp(x)[0]) % M
+    assert int(z.gelu(x)[0]) == a * int(z.exp(arr(2 * a % M))[0]) % M
+
+
+@settings(max_examples=30)
+@given(st.data())
+def test_matmul_is_exact_and_chunk_invariant(data: st.DataObject) -> None:
+    n, k, m = (data.draw(st.integers(1, 6)) for _ in range(3))
+    a = data.draw(st.lists(elem, min_size=n * k, max_size=n * k))
+    b = data.draw(st.lists(elem, min_size=k * m, max_size=k * m))
+    want = [[sum(a[i * k + t] * b[t * m + j] for t in range(k)) % M for j in range(m)] for i in range(n)]
+    z = alg()
+    A, B = np.array(a, dtype=np.int64).reshape(n, k), np.array(b, dtype=np.int64).reshape(k, m)
+    assert z.matmul(A, B).tolist() == want
+    z._chunk = 2  # force the chunked path
+    assert z.matmul(A, B).tolist() == want
+
+
+def test_matmul_chunk_keeps_float64_exact() -> None:
+    c = matmul_chunk(SPEC)
+    assert c * (M - 1) ** 2 < 2**53 <= (c + 1) * (M - 1) ** 2
+    big = np.full((1, 4096), M - 1, dtype=np.int64)
+    assert int(alg().matmul(big, big.T)[0, 0]) == 4096 * (M - 1) ** 2 % M
+
+
+@given(st.lists(elem, min_size=1, max_size=50))
+def test_sum(xs: list[int]) -> None:
+    assert int(alg().sum(np.array(xs, dtype=np.int64), -1)[0]) == sum(xs) % M
+
+
+def test_tables_cover_the_ring() -> None:
+    t = tables(SPEC, SPEC.omegas[3])
+    for table in (t.inv, t.exp, t.sqrt, t.relu, t.clamp):
+        assert table.shape == (M,)
+        assert table.min() >= 0 and table.max() < M
+
+
+@pytest.mark.parametrize(
+    ("p", "q", "message"),
+    [(225, 113, "prime"), (227, 7, "divide"), (65537, 65521, "divide"), (2**31 - 1, 3, "below")],
+)
+def test_bad_primes_are_refused(p: int, q: int, message: str) -> None:
+    with pytest.raises(MugraphError, match=message):
+        FieldSpec(p, q)
+
+
+def test_other_primes_work() -> None:
+    spec = FieldSpec(167, 83)  # Mirage's current code
+    z = ZpqAlgebra(np, spec, spec.omegas[0])
+    assert int(z.mul(arr(100), arr(200))[0]) == 100 * 200 % (167 * 83)
