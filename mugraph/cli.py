@@ -121,7 +121,8 @@ def main(argv: list[str] | None = None) -> None:
         click.echo("aborted", err=True)
         sys.exit(130)
     except MugraphError as e:
-        click.echo(f"mugraph: error: {e}", err=True)
+        one_line = " | ".join(part.strip() for part in str(e).splitlines() if part.strip())
+        click.echo(f"mugraph: error: {one_line}", err=True)
         sys.exit(EXIT_USAGE)
 
 

@@ -8,6 +8,7 @@ closed once a graph-defined op uses it.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from math import prod
@@ -85,6 +86,14 @@ class Op:
         return value
 
 
+def _finite(v: object) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _shape_of(t: object) -> str:
+    return fmt(t.shape) if isinstance(t, Tensor) else repr(t)
+
+
 class _Graph:
     """What kernel and block graphs share: tensors, ops, and the ops valid at both levels."""
 
@@ -110,11 +119,9 @@ class _Graph:
         if self._closed:
             raise GraphStructureError(f"{op}: this {self.level} graph is closed")
         checked = tuple(self._operand(op, t) for t in ts)
-        dtypes = {t.dtype for t in checked}
-        if len(dtypes) > 1:
-            raise DTypeError(
-                f"{op}: operands have dtypes {', '.join(sorted(dtypes))}; they must be equal"
-            )
+        if len({t.dtype for t in checked}) > 1:
+            shown = ", ".join(f"{fmt(t.shape)} {t.dtype}" for t in checked)
+            raise DTypeError(f"{op}: operands {shown} have different dtypes; they must be equal")
         return checked
 
     def _after_accum(self, op: OpKind, ts: Sequence[Tensor]) -> bool:
@@ -180,13 +187,18 @@ class _Graph:
         return self._unary(OpKind.RELU, x)
 
     def mul_scalar(self, x: Tensor, scalar: float) -> Tensor:
-        if not isinstance(scalar, int | float) or isinstance(scalar, bool) or scalar != scalar:
-            raise GraphStructureError(f"mul_scalar: scalar {scalar!r} must be a finite number")
+        if not _finite(scalar):
+            raise GraphStructureError(
+                f"mul_scalar {_shape_of(x)}: scalar {scalar!r} must be a finite number"
+            )
         return self._unary(OpKind.MUL_SCALAR, x, scalar=float(scalar))
 
     def clamp(self, x: Tensor, lo: float, hi: float) -> Tensor:
-        if not lo < hi:
-            raise GraphStructureError(f"clamp: lower bound {lo} must be below upper bound {hi}")
+        if not (_finite(lo) and _finite(hi)) or not lo < hi:
+            raise GraphStructureError(
+                f"clamp {_shape_of(x)}: lower bound {lo!r} must be a finite number below "
+                f"upper bound {hi!r}"
+            )
         return self._unary(OpKind.CLAMP, x, lo=float(lo), hi=float(hi))
 
     def _binary(self, kind: OpKind, a: Tensor, b: Tensor) -> Tensor:
@@ -290,9 +302,10 @@ class BlockGraph(_Graph):
         if not isinstance(dtensor, Tensor):
             raise GraphStructureError(f"input: {dtensor!r} is not a device tensor")
         im, tile = shapes.block_input_tile(dtensor.shape, self.grid, imap, fmap, self.forloop)
-        self.sources.append(dtensor)
         attrs: list[tuple[str, Attr]] = [("fmap", fmap), ("imap", im)]
-        return self._add(OpKind.INPUT, (), [tile], dtensor.dtype, attrs, after_accum=False)[0]
+        out = self._add(OpKind.INPUT, (), [tile], dtensor.dtype, attrs, after_accum=False)[0]
+        self.sources.append(dtensor)  # only once the input is accepted
+        return out
 
     def forloop_accum(self, x: Tensor, kind: OpKind | str = OpKind.ACCUM_NO_RED) -> Tensor:
         """Accumulate over the for-loop: no_red (sum of iterations), sum / mean / rms over the
@@ -381,10 +394,14 @@ class KernelGraph(_Graph):
         if block._closed:
             raise GraphStructureError("customized: this block graph is already used by an op")
         srcs = list(block.sources)
-        if inputs is not None and [t.index for t in inputs] != [t.index for t in srcs]:
+        if inputs is not None:
+            self._operands(OpKind.CUSTOMIZED, *inputs)  # foreign tensors get their own message
+        if inputs is not None and list(inputs) != srcs:
+            given = ", ".join(_shape_of(t) for t in inputs)
+            wanted = ", ".join(fmt(t.shape) for t in srcs)
             raise GraphStructureError(
-                "customized: inputs must be the block graph's input tensors in the order of its "
-                "new_input calls"
+                f"customized: inputs ({given}) must be the block graph's input tensors ({wanted}) "
+                "in the order of its new_input calls"
             )
         if not block.output_shapes:
             raise GraphStructureError("customized: the block graph has no outputs")

@@ -49,7 +49,7 @@ def matmul(a: Shape, b: Shape) -> Shape:
 
 
 def check_dim(op: OpKind, shape: Shape, dim: int) -> None:
-    if not isinstance(dim, int) or not 0 <= dim < len(shape):
+    if not isinstance(dim, int) or isinstance(dim, bool) or not 0 <= dim < len(shape):
         raise ShapeError(f"{op}: dim {dim} is out of range for {fmt(shape)}")
 
 
@@ -100,7 +100,9 @@ def _check_map(
         if d == -1:
             continue
         if not 0 <= d < rank:
-            raise MappingError(f"{kind} {list(m)}: grid axis {axis} maps dim {d}, {fmt(shape)} has {rank}")
+            raise MappingError(
+                f"{kind} {list(m)}: grid axis {axis} maps dim {d}, {fmt(shape)} has {rank} dims"
+            )
         if d in seen:
             raise MappingError(
                 f"{kind} {list(m)}: grid axes {seen[d]} and {axis} both map dim {d} of {fmt(shape)}"
@@ -109,7 +111,8 @@ def _check_map(
     for axis, d, g in zip(AXES, m, grid, strict=True):
         if g == 1 and d != -1:
             raise MappingError(
-                f"{kind} {list(m)}: grid axis {axis} has size 1 and must map -1 (grid {list(grid)})"
+                f"{kind} {list(m)} of {fmt(shape)}: grid axis {axis} has size 1 and must map -1 "
+                f"(grid {list(grid)})"
             )
     return (m[0], m[1], m[2])
 
