@@ -1,0 +1,238 @@
+"""Abstract expressions (Mirage's Table 1): which inputs a tensor combines, and how, ignoring values.
+
+Terms are immutable and hash-consed: building the same term twice returns the same object, so an
+expression costs one dict lookup per op as the search adds ops, and equality is identity. The
+operands of the commutative ops (add, mul) are kept sorted, so `add(a, b)` and `add(b, a)` are one
+term. Each term carries its canonical s-expression (inputs named `v0, v1, ...` by reference-input
+order; reduction degrees exact) and a digest of it, the same in every process and on every machine.
+
+Rules, per op: input i → v_i; matmul(A, B) → (sum k (* A B)) with k = A's last dim; reduction over a
+dim of size n → (sum n x) (n = 1 is x itself); rms_norm(x) → (/ x (rms n x)); square → (* x x);
+mul_scalar → x (a constant factor changes no subexpression relation); exp, sqrt, silu, gelu,
+relu, clamp → the same unary term; concat → (concat D S a b), and matmul(concat(a, b), concat(c, d))
+split at the same S along the contraction dim → (+ (sum S (* a c)) (sum k-S (* b d))), the lora
+preset's concat-then-matmul macro. Block graphs are inlined: an input
+is its device tensor's term; accumulators over F iterations of a last dim n give no_red → (sum F x),
+sum and mean → (sum F·n x), rms → (rms F·n x), redtox → (sum F·n/rdx x).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from mugraph.ir.graph import BlockGraph, KernelGraph, Op
+from mugraph.ir.types import ACCUMULATORS, OpKind
+
+
+class Head:
+    """Term heads, as they appear in s-expressions."""
+
+    VAR = "v"
+    ADD = "+"
+    MUL = "*"
+    DIV = "/"
+    SUM = "sum"
+    RMS = "rms"
+    EXP = "exp"
+    SQRT = "sqrt"
+    SILU = "silu"
+    GELU = "gelu"
+    RELU = "relu"
+    CLAMP = "clamp"
+    CONCAT = "concat"
+
+
+COMMUTATIVE = frozenset({Head.ADD, Head.MUL})
+UNARY_HEADS = {
+    OpKind.EXP: Head.EXP,
+    OpKind.SQRT: Head.SQRT,
+    OpKind.SILU: Head.SILU,
+    OpKind.GELU: Head.GELU,
+    OpKind.RELU: Head.RELU,
+    OpKind.CLAMP: Head.CLAMP,
+}
+
+
+@dataclass(frozen=True, slots=True, eq=False, weakref_slot=True)
+class Expr:
+    """A hash-consed term. Build terms with the functions below, never with the constructor."""
+
+    head: str
+    args: tuple[Expr, ...]
+    param: tuple[int, ...]  # (input index,) for VAR, (degree,) for SUM and RMS, see concat
+    sexpr: str = field(repr=False)
+
+    def __str__(self) -> str:
+        return self.sexpr
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256(self.sexpr.encode("ascii")).hexdigest()[:32]
+
+    def subterms(self) -> set[Expr]:
+        seen: set[Expr] = set()
+        stack = [self]
+        while stack:
+            e = stack.pop()
+            if e not in seen:
+                seen.add(e)
+                stack.extend(e.args)
+        return seen
+
+
+_TABLE: weakref.WeakValueDictionary[str, Expr] = weakref.WeakValueDictionary()
+
+
+def _make(head: str, args: tuple[Expr, ...], param: tuple[int, ...] = ()) -> Expr:
+    if head in COMMUTATIVE:
+        args = tuple(sorted(args, key=lambda e: e.sexpr))
+    if head == Head.VAR:
+        text = f"v{param[0]}"
+    else:
+        text = "(" + " ".join([head, *map(str, param), *(a.sexpr for a in args)]) + ")"
+    found = _TABLE.get(text)
+    if found is None:
+        found = Expr(head, args, param, text)
+        _TABLE[text] = found
+    return found
+
+
+def var(i: int) -> Expr:
+    return _make(Head.VAR, (), (i,))
+
+
+def add(a: Expr, b: Expr) -> Expr:
+    return _make(Head.ADD, (a, b))
+
+
+def mul(a: Expr, b: Expr) -> Expr:
+    return _make(Head.MUL, (a, b))
+
+
+def div(a: Expr, b: Expr) -> Expr:
+    return _make(Head.DIV, (a, b))
+
+
+def red(n: int, x: Expr) -> Expr:
+    """Sum of n terms; nested sums merge (their degrees multiply)."""
+    if n == 1:
+        return x
+    if x.head == Head.SUM:
+        return _make(Head.SUM, x.args, (n * x.param[0],))
+    return _make(Head.SUM, (x,), (n,))
+
+
+def rms(n: int, x: Expr) -> Expr:
+    return _make(Head.RMS, (x,), (n,))
+
+
+def unary(head: str, x: Expr) -> Expr:
+    return _make(head, (x,))
+
+
+def concat(a: Expr, b: Expr, dim_from_end: int, size_a: int) -> Expr:
+    """(concat D S a b): b follows a along the dim D from the end; a's size there is S."""
+    return _make(Head.CONCAT, (a, b), (dim_from_end, size_a))
+
+
+def matmul(a: Expr, b: Expr, k: int) -> Expr:
+    """(sum k (* a b)); a product of two concatenations split at the same place along the
+    contraction dim is the sum of the two partial products."""
+    if (
+        a.head == Head.CONCAT
+        and b.head == Head.CONCAT
+        and a.param[0] == 1
+        and b.param[0] == 2
+        and a.param[1] == b.param[1]
+    ):
+        ka = a.param[1]
+        return add(red(ka, mul(a.args[0], b.args[0])), red(k - ka, mul(a.args[1], b.args[1])))
+    return red(k, mul(a, b))
+
+
+def op_expr(op: Op, args: Sequence[Expr], shapes: Sequence[tuple[int, ...]]) -> Expr:
+    """The term of a (non-input, non-accumulator) op's output from its operands' terms and shapes."""
+    k = op.kind
+    if k is OpKind.MATMUL:
+        return matmul(args[0], args[1], shapes[0][-1])
+    if k is OpKind.ADD:
+        return add(args[0], args[1])
+    if k is OpKind.MUL:
+        return mul(args[0], args[1])
+    if k is OpKind.DIV:
+        return div(args[0], args[1])
+    if k is OpKind.SQUARE:
+        return mul(args[0], args[0])
+    if k is OpKind.MUL_SCALAR:
+        return args[0]
+    if k in UNARY_HEADS:
+        return unary(UNARY_HEADS[k], args[0])
+    if k is OpKind.REDUCTION:
+        return red(shapes[0][op.int_attr("dim")], args[0])
+    if k is OpKind.RMS_NORM:
+        return div(args[0], rms(shapes[0][-1], args[0]))
+    if k is OpKind.CONCAT:
+        dim = op.int_attr("dim")
+        return concat(args[0], args[1], len(shapes[0]) - dim, shapes[0][dim])
+    raise ValueError(f"no abstract expression rule for {k}")
+
+
+def accumulator_expr(kind: OpKind, x: Expr, shape: Sequence[int], forloop: int, rdx: int) -> Expr:
+    n = forloop * shape[-1]
+    if kind is OpKind.ACCUM_NO_RED:
+        return red(forloop, x)
+    if kind in (OpKind.ACCUM_SUM, OpKind.ACCUM_MEAN):
+        return red(n, x)
+    if kind is OpKind.ACCUM_RMS:
+        return rms(n, x)
+    if kind is OpKind.ACCUM_REDTOX:
+        return red(n // rdx, x)
+    raise ValueError(f"{kind} is not an accumulator")
+
+
+def block_exprs(bg: BlockGraph, inputs: Sequence[Expr]) -> tuple[dict[int, Expr], list[Expr]]:
+    """Terms of a block graph's tensors (by index) and of its outputs, from its inputs' terms."""
+    terms: dict[int, Expr] = {}
+    outs: list[Expr] = []
+    n_in = 0
+    for op in bg.ops:
+        if op.kind is OpKind.INPUT:
+            terms[op.outputs[0]] = inputs[n_in]
+            n_in += 1
+        elif op.kind is OpKind.OUTPUT:
+            outs.append(terms[op.inputs[0]])
+        elif op.kind in ACCUMULATORS:
+            x = op.inputs[0]
+            terms[op.outputs[0]] = accumulator_expr(
+                op.kind, terms[x], bg.tensors[x].shape, bg.forloop, bg.rdx
+            )
+        else:
+            shapes = [bg.tensors[i].shape for i in op.inputs]
+            terms[op.outputs[0]] = op_expr(op, [terms[i] for i in op.inputs], shapes)
+    return terms, outs
+
+
+def graph_exprs(graph: KernelGraph) -> dict[int, Expr]:
+    """Terms of every device tensor of a kernel graph, graph-defined ops inlined."""
+    terms: dict[int, Expr] = {}
+    n_in = 0
+    for op in graph.ops:
+        if op.kind is OpKind.INPUT:
+            terms[op.outputs[0]] = var(n_in)
+            n_in += 1
+        elif op.kind is OpKind.CUSTOMIZED:
+            assert op.block is not None
+            _, outs = block_exprs(op.block, [terms[i] for i in op.inputs])
+            terms.update(zip(op.outputs, outs, strict=True))
+        elif op.kind is not OpKind.OUTPUT:
+            shapes = [graph.tensors[i].shape for i in op.inputs]
+            terms[op.outputs[0]] = op_expr(op, [terms[i] for i in op.inputs], shapes)
+    return terms
+
+
+def output_exprs(graph: KernelGraph) -> list[Expr]:
+    terms = graph_exprs(graph)
+    return [terms[t.index] for t in graph.output_tensors]

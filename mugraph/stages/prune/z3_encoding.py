@@ -1,0 +1,131 @@
+"""Mirage's subexpression axioms in Z3, and the encoding of abstract expressions into them.
+
+One `Z3Session` holds a Z3 context and a solver with the axioms and one reference's output terms
+asserted once; each query is a push / assert not(sub(candidate, output) for some output) / check /
+pop. `unsat` means the candidate is a subexpression. Limits are Z3's deterministic resource limit
+(rlimit), never a wall-clock timeout, so a verdict is a function of the query and can be cached.
+
+Axioms (reference/mirage-search.md §3): sub is reflexive and transitive; x ⊑ add(x, y),
+mul(x, y), div(x, y); y ⊑ div(x, y); x ⊑ every unary op of x, rms(i, x), sum(i, x), concat parts;
+add and mul are commutative and associative; mul distributes over add; div-add; mul-div;
+sum(0, x) = x; nested sums add degrees; sums distribute over add of sums; sum(i, mul(x, y)) =
+mul(sum(i, x), y) and the same for div; and i1 ≤ i2 → sum(i1, x) ⊑ sum(i2, x) (partial sums).
+Degrees are stored as ceil(log2(n)), as Mirage does, so nesting adds them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import z3
+
+from mugraph.stages.prune.expr import Expr, Head
+
+AXIOM_VERSION = "mirage-sub/1"
+Z3_VERSION = z3.get_version_string()
+
+_UNARY = (Head.EXP, Head.SQRT, Head.SILU, Head.GELU, Head.RELU, Head.CLAMP)
+
+
+def log_degree(n: int) -> int:
+    return max(0, math.ceil(math.log2(n)))
+
+
+class Z3Session:
+    """A solver primed with the axioms and one reference's output terms."""
+
+    def __init__(self, ctx: z3.Context, finals: Sequence[Expr], n_inputs: int, rlimit: int, mbqi: bool):
+        self.ctx = ctx
+        P = z3.DeclareSort("P", ctx)
+        Int = z3.IntSort(ctx)
+        self.P = P
+        f = z3.Function
+        self.add = f("add", P, P, P)
+        self.mul = f("mul", P, P, P)
+        self.div = f("div", P, P, P)
+        self.red = f("sum", Int, P, P)
+        self.rms = f("rms", Int, P, P)
+        self.concat = f("concat", Int, Int, P, P, P)
+        self.unary = {h: f(h, P, P) for h in _UNARY}
+        self.sub = f("sub", P, P, z3.BoolSort(ctx))
+        self.vars = [z3.Const(f"v{i}", P) for i in range(n_inputs)]
+        self.solver = z3.Solver(ctx=ctx)
+        self.solver.set("rlimit", rlimit)
+        self.solver.set("mbqi", mbqi)
+        self._cache: dict[Expr, Any] = {}
+        self.solver.add(*self._axioms())
+        self.finals = [self.encode(e) for e in finals]
+
+    def _axioms(self) -> list[Any]:
+        ctx, P, sub = self.ctx, self.P, self.sub
+        add, mul, div, red, rms = self.add, self.mul, self.div, self.red, self.rms
+        x, y, z = (z3.Const(n, P) for n in "xyz")
+        i, i1, i2 = (z3.Int(n, ctx) for n in ("i", "i1", "i2"))
+        fa = z3.ForAll
+        ax = [
+            fa([x], sub(x, x)),
+            fa([x, y, z], z3.Implies(z3.And(sub(x, y), sub(y, z)), sub(x, z))),
+            fa([x, y], sub(x, add(x, y))),
+            fa([x, y], sub(x, mul(x, y))),
+            fa([x, y], sub(x, div(x, y))),
+            fa([x, y], sub(y, div(x, y))),
+            fa([i, x], sub(x, rms(i, x))),
+            fa([i, x], sub(x, red(i, x))),
+            fa([i, i1, x, y], z3.And(sub(x, self.concat(i, i1, x, y)), sub(y, self.concat(i, i1, x, y)))),
+            fa([x, y], add(x, y) == add(y, x)),
+            fa([x, y], mul(x, y) == mul(y, x)),
+            fa([x, y, z], add(add(x, y), z) == add(x, add(y, z))),
+            fa([x, y, z], mul(mul(x, y), z) == mul(x, mul(y, z))),
+            fa([x, y, z], add(mul(x, z), mul(y, z)) == mul(add(x, y), z)),
+            fa([x, y, z], add(div(x, z), div(y, z)) == div(add(x, y), z)),
+            fa([x, y, z], mul(x, div(y, z)) == div(mul(x, y), z)),
+            fa([x], red(0, x) == x),
+            fa([i1, i2, x], red(i1, red(i2, x)) == red(i1 + i2, x)),
+            fa([i, i1, i2, x, y],
+               red(i, add(red(i1, x), red(i2, y))) == add(red(i + i1, x), red(i + i2, y))),
+            fa([i, x, y], red(i, mul(x, y)) == mul(red(i, x), y)),
+            fa([i, x, y], red(i, div(x, y)) == div(red(i, x), y)),
+            fa([i1, i2, x], z3.Implies(i1 <= i2, sub(red(i1, x), red(i2, x)))),
+        ]
+        ax += [fa([x], sub(x, u(x))) for u in self.unary.values()]
+        if len(self.vars) > 1:
+            ax.append(z3.Distinct(*self.vars))
+        ax += [z3.Not(sub(a, b)) for a in self.vars for b in self.vars if a is not b]
+        return ax
+
+    def encode(self, e: Expr) -> Any:
+        hit = self._cache.get(e)
+        if hit is not None:
+            return hit
+        h = e.head
+        args = [self.encode(a) for a in e.args]
+        if h == Head.VAR:
+            out = self.vars[e.param[0]]
+        elif h == Head.ADD:
+            out = self.add(*args)
+        elif h == Head.MUL:
+            out = self.mul(*args)
+        elif h == Head.DIV:
+            out = self.div(*args)
+        elif h == Head.SUM:
+            out = self.red(z3.IntVal(log_degree(e.param[0]), self.ctx), args[0])
+        elif h == Head.RMS:
+            out = self.rms(z3.IntVal(log_degree(e.param[0]), self.ctx), args[0])
+        elif h == Head.CONCAT:
+            out = self.concat(z3.IntVal(e.param[0], self.ctx), z3.IntVal(e.param[1], self.ctx), *args)
+        else:
+            out = self.unary[h](args[0])
+        self._cache[e] = out
+        return out
+
+    def check(self, candidate: Expr) -> str:
+        """'unsat' (a subexpression), 'sat' (not one) or 'unknown' (the resource limit hit)."""
+        c = self.encode(candidate)
+        self.solver.push()
+        try:
+            self.solver.add(z3.Not(z3.Or(*[self.sub(c, f) for f in self.finals])))
+            return str(self.solver.check())
+        finally:
+            self.solver.pop()

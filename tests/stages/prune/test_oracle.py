@@ -1,0 +1,103 @@
+"""The Z3 subexpression oracle: Mirage's verdicts, determinism, batching, the unknown policy."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+
+import pytest
+
+from mugraph.stages.prune.expr import Expr, output_exprs
+from mugraph.stages.prune.oracle import OracleConfig, SubexprOracle, Verdict
+from tests.conftest import reference
+from tests.stages.prune.verdict_tables import GATED_MLP, LORA
+
+TABLES = {"gated_mlp": GATED_MLP, "lora": LORA}
+
+
+def oracle(name: str, config: OracleConfig | None = None, memo: object = None) -> SubexprOracle:
+    ref = reference(name)
+    return SubexprOracle(output_exprs(ref), len(ref.input_tensors), config, memo)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("name", sorted(TABLES))
+def test_verdict_table(name: str) -> None:
+    o = oracle(name)
+    table = TABLES[name]
+    verdicts = o.verdicts([e for _, e, _ in table])
+    wrong = [(label, v) for (label, _, keep), v in zip(table, verdicts, strict=True) if o.keeps(v) != keep]
+    assert not wrong
+    assert o.counters.solver_calls == len({e for _, e, _ in table})
+    assert o.counters.solver_seconds > 0
+
+
+def test_verdicts_do_not_depend_on_query_order_or_thread() -> None:
+    """Verdicts are cached and shared, so they must be a function of the query alone."""
+    exprs = [e for _, e, _ in LORA]
+    forward = oracle("lora").verdicts(exprs)
+    result: list[Verdict] = []
+    t = threading.Thread(target=lambda: result.extend(oracle("lora").verdicts(exprs[::-1])))
+    t.start()
+    t.join()
+    assert result[::-1] == forward
+
+
+def test_unknown_policy() -> None:
+    exprs = [e for _, e, keep in GATED_MLP if not keep]
+    default = oracle("gated_mlp")
+    assert default.keep_many(exprs) == [False] * len(exprs)
+    assert Verdict.UNKNOWN in default.verdicts(exprs)  # Mirage's case: the rlimit is hit
+    lenient = oracle("gated_mlp", OracleConfig(unknown_keeps=True))
+    kept = lenient.keep_many(exprs)
+    assert kept == [v is Verdict.UNKNOWN for v in lenient.verdicts(exprs)]
+    assert any(kept)
+
+
+def test_memo_keys_are_versioned() -> None:
+    e = LORA[0][1]
+    base = oracle("lora").key(e)
+    assert base == oracle("lora").key(e)
+    assert base.startswith("mugraph:sub:")
+    assert oracle("lora", OracleConfig(rlimit=1000)).key(e) != base
+    assert oracle("gated_mlp").key(e) != base
+    assert oracle("lora").key(LORA[1][1]) != base
+    assert oracle("lora", OracleConfig(unknown_keeps=True)).key(e) == base  # policy is not in the key
+
+
+class RecordingMemo:
+    """A dict memo that records its calls (a unit-test double of the VerdictMemo protocol)."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, bytes] = {}
+        self.lookups: list[list[str]] = []
+        self.stores: list[dict[str, bytes]] = []
+
+    def lookup(self, keys: Sequence[str]) -> list[bytes | None]:
+        self.lookups.append(list(keys))
+        return [self.data.get(k) for k in keys]
+
+    def store(self, items: Mapping[str, bytes]) -> None:
+        self.stores.append(dict(items))
+        self.data.update(items)
+
+
+def test_one_memo_round_trip_per_batch_and_solver_only_for_misses() -> None:
+    memo = RecordingMemo()
+    exprs: list[Expr] = [e for _, e, _ in LORA]
+    first = oracle("lora", memo=memo)
+    v1 = first.verdicts(exprs + exprs[:3])  # duplicates inside a batch are asked once
+    assert len(memo.lookups) == 1 and len(memo.lookups[0]) == len(exprs)
+    assert len(memo.stores) == 1 and set(memo.stores[0].values()) <= {b"Y", b"N", b"U"}
+    second = oracle("lora", memo=memo)
+    assert second.verdicts(exprs) == v1[: len(exprs)]
+    assert second.counters.solver_calls == 0 and second.counters.memo_hits == len(exprs)
+    assert len(memo.stores) == 1  # nothing new to write
+
+
+def test_invalid_memo_values_are_not_trusted() -> None:
+    memo = RecordingMemo()
+    o = oracle("lora", memo=memo)
+    e = LORA[0][1]
+    memo.data[o.key(e)] = b"garbage"
+    assert o.verdicts([e]) == [Verdict.YES]
+    assert o.counters.solver_calls == 1
