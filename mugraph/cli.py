@@ -6,6 +6,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
@@ -15,8 +16,11 @@ from mugraph.ir.errors import MugraphError
 from mugraph.ir.render import render
 from mugraph.ir.serialize import digest
 from mugraph.programs import builtin_programs, resolve_program
+from mugraph.stages.prune.expr import labelled_exprs, output_exprs
+from mugraph.stages.prune.oracle import DEFAULT_RLIMIT, VERDICT_BYTES, OracleConfig, SubexprOracle
 from mugraph.stages.verify.check import DEFAULT_SEEDS, check_equivalence
 from mugraph.stages.verify.field import FieldSpec
+from mugraph.storage.memo_session import verdict_memo
 
 EXIT_USAGE = 2
 
@@ -105,6 +109,58 @@ def check(program: str, as_json: bool, seeds: str, backend: str, p: int, q: int,
                    f"({seconds:.2f} s on {backend_name(xp)})")
     if not equivalent:
         sys.exit(1)
+
+
+@cli.command()
+@click.argument("program")
+@click.option("--json", "as_json", is_flag=True, help="Last stdout line: one JSON object with the verdicts.")
+@click.option("--memo-url", default=None, metavar="URL",
+              help="Shared verdict memo: redis://HOST:PORT/DB, unix:///PATH, or 'local' (no server). "
+                   "Default: a private redis-server keeping its data in --memo-dir.")
+@click.option("--memo-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("runs/memo"),
+              show_default=True, help="Data directory of the private redis-server.")
+@click.option("--rlimit", default=DEFAULT_RLIMIT, type=click.IntRange(min=1), show_default=True,
+              help="Z3 resource limit per query (deterministic, part of every memo key).")
+@click.option("--unknown-keeps", is_flag=True,
+              help="Keep candidates whose query hits the rlimit (default: prune them, as Mirage does).")
+def prune(program: str, as_json: bool, memo_url: str | None, memo_dir: Path, rlimit: int,
+          unknown_keeps: bool) -> None:
+    """Ask the abstract-expression oracle about every intermediate tensor of PROGRAM's experts.
+
+    An expert the search can reach has every intermediate kept: its abstract expression is a
+    subexpression of the reference's output under Mirage's axioms."""
+    prog = resolve_program(program)
+    if not prog.experts:
+        raise MugraphError(f"{program}: the program has no expert μGraphs to ask about")
+    t0 = time.perf_counter()
+    reference = prog.reference()
+    config = OracleConfig(rlimit=rlimit, unknown_keeps=unknown_keeps)
+    rows: list[dict[str, Any]] = []
+    with verdict_memo(memo_url, memo_dir, VERDICT_BYTES) as memo:
+        oracle = SubexprOracle(output_exprs(reference), len(reference.input_tensors), config, memo)
+        for label, build in prog.experts.items():
+            exprs = labelled_exprs(build())
+            verdicts = oracle.verdicts([e for _, e in exprs])
+            pruned = [(name, e, v) for (name, e), v in zip(exprs, verdicts, strict=True) if not oracle.keeps(v)]
+            rows.append({"expert": label, "tensors": len(exprs), "pruned": [n for n, _, _ in pruned],
+                         "reachable": not pruned})
+            if not as_json:
+                click.echo(f"{prog.name} [{label}]: {len(exprs) - len(pruned)} of {len(exprs)} intermediates "
+                           f"kept{'' if pruned else ' (reachable by the search)'}")
+                for name, e, v in pruned:
+                    click.echo(f"  pruned {name}: {v.name.lower()}  {e.sexpr}")
+        memo_counts = memo.counters.as_dict()
+    summary = {
+        "program": prog.name, "experts": rows, "seconds": round(time.perf_counter() - t0, 4),
+        "memo": memo.name, **oracle.counters.as_dict(), "memo_counters": memo_counts,
+    }
+    if as_json:
+        click.echo(json.dumps(summary))
+    else:
+        c = oracle.counters
+        click.echo(f"{c.queries} queries: {c.memo_hits} memo hits ({memo_counts['local_hits']} local, "
+                   f"{memo_counts['remote_hits']} {memo.name}), {c.solver_calls} solver calls in "
+                   f"{c.solver_seconds:.2f} s, {c.unknowns} unknown")
 
 
 def main(argv: list[str] | None = None) -> None:

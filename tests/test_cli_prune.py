@@ -1,0 +1,44 @@
+"""`mugraph prune`: the oracle on every intermediate of the experts, with each kind of memo."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "mugraph.cli", *args], capture_output=True, text=True, cwd=cwd)
+
+
+def summary(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    assert proc.returncode == 0, proc.stderr
+    result: dict[str, Any] = json.loads(proc.stdout.splitlines()[-1])
+    return result
+
+
+def test_prune_reports_which_experts_the_search_can_reach(tmp_path: Path) -> None:
+    s = summary(run("prune", "lora", "--memo-url", "local", "--json", cwd=tmp_path))
+    experts = {row["expert"]: row for row in s["experts"]}
+    assert experts["saved"]["reachable"] is True and experts["saved"]["pruned"] == []
+    # the concat intermediates are not subexpressions under Mirage's axioms (no saved graph uses concat)
+    assert experts["concat"]["reachable"] is False and "K1.s5" in experts["concat"]["pruned"]
+    assert s["solver_calls"] > 0 and s["memo"] == "lru"
+
+
+def test_private_redis_keeps_verdicts_between_runs(tmp_path: Path) -> None:
+    first = summary(run("prune", "gqa", "--json", "--memo-dir", "memo", cwd=tmp_path))
+    second = summary(run("prune", "gqa", "--json", "--memo-dir", "memo", cwd=tmp_path))
+    assert first["solver_calls"] > 0 and first["memo"] == "lru+redis"
+    assert second["solver_calls"] == 0
+    assert second["memo_counters"]["remote_hits"] == first["solver_calls"]
+    assert second["experts"] == first["experts"]
+    assert (tmp_path / "memo").is_dir()
+
+
+def test_unreachable_memo_server_is_one_line_exit_2(tmp_path: Path) -> None:
+    proc = run("prune", "lora", "--memo-url", "redis://127.0.0.1:1/0", cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.count("\n") == 1 and "cannot reach the memo server" in proc.stderr
