@@ -6,12 +6,13 @@ from mugraph.ir.graph import BlockGraph, KernelGraph, Op, Tensor
 from mugraph.ir.shapes import fmt
 from mugraph.ir.types import OpKind
 
+_ORDER = {"imap": 0, "fmap": 1, "omap": 2}
 
-def _attrs(op: Op, skip: tuple[str, ...] = ()) -> str:
+
+def _attrs(op: Op) -> str:
+    """Attributes as `key=value`, maps in the order imap, fmap, omap."""
     parts = []
-    for key, value in op.attrs:
-        if key in skip:
-            continue
+    for key, value in sorted(op.attrs, key=lambda kv: (_ORDER.get(kv[0], 3), kv[0])):
         shown = "(" + ",".join(str(v) for v in value) + ")" if isinstance(value, tuple) else value
         parts.append(f"{key}={shown}")
     return (" " + " ".join(parts)) if parts else ""

@@ -232,8 +232,6 @@ def from_json(obj: Any, limits: Limits = DEFAULT_LIMITS, path: str = "graph") ->
             else:
                 _apply_common(g, kind, of, args)
         except IRError as e:
-            if isinstance(e, SchemaError):
-                raise
             raise SchemaError(f"{of.path}: {e}") from e
     return g
 

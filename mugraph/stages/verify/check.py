@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -126,7 +126,6 @@ class CheckResult:
     float_max_rel_err: float | None = None
     float_seconds: float = 0.0
     reason: str = ""
-    extra: dict[str, object] = field(default_factory=dict)
 
 
 def check_equivalence(
