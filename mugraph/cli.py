@@ -15,7 +15,7 @@ from mugraph.cuda.backend import backend_name, get_array_module
 from mugraph.ir.errors import MugraphError
 from mugraph.ir.render import render
 from mugraph.ir.serialize import digest
-from mugraph.programs import builtin_programs, resolve_program
+from mugraph.programs import Program, builtin_programs, resolve_program
 from mugraph.stages.prune.expr import labelled_exprs, output_exprs
 from mugraph.stages.prune.oracle import DEFAULT_RLIMIT, VERDICT_BYTES, OracleConfig, SubexprOracle
 from mugraph.stages.verify.check import DEFAULT_SEEDS, check_equivalence
@@ -33,6 +33,13 @@ def _seeds(text: str) -> tuple[int, ...]:
     if not seeds:
         raise click.BadParameter("at least one seed is needed")
     return seeds
+
+
+def _program_with_experts(spec: str, purpose: str) -> Program:
+    prog = resolve_program(spec)
+    if not prog.experts:
+        raise MugraphError(f"{spec}: the program has no expert μGraphs to {purpose}")
+    return prog
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -67,9 +74,7 @@ def check(program: str, as_json: bool, seeds: str, backend: str, p: int, q: int,
     """Fingerprint every expert μGraph of PROGRAM (built-in name, .py or .json file) against its
     reference, then compare in float64."""
     seed_list = _seeds(seeds)
-    prog = resolve_program(program)
-    if not prog.experts:
-        raise MugraphError(f"{program}: the program has no expert μGraphs to check")
+    prog = _program_with_experts(program, "check")
     spec = FieldSpec(p, q)
     xp = get_array_module(backend)
     t0 = time.perf_counter()
@@ -129,9 +134,7 @@ def prune(program: str, as_json: bool, memo_url: str | None, memo_dir: Path, rli
 
     An expert the search can reach has every intermediate kept: its abstract expression is a
     subexpression of the reference's output under Mirage's axioms."""
-    prog = resolve_program(program)
-    if not prog.experts:
-        raise MugraphError(f"{program}: the program has no expert μGraphs to ask about")
+    prog = _program_with_experts(program, "ask about")
     t0 = time.perf_counter()
     reference = prog.reference()
     config = OracleConfig(rlimit=rlimit, unknown_keeps=unknown_keeps)

@@ -72,16 +72,6 @@ class Expr:
     def digest(self) -> str:
         return hashlib.sha256(self.sexpr.encode("ascii")).hexdigest()[:32]
 
-    def subterms(self) -> set[Expr]:
-        seen: set[Expr] = set()
-        stack = [self]
-        while stack:
-            e = stack.pop()
-            if e not in seen:
-                seen.add(e)
-                stack.extend(e.args)
-        return seen
-
 
 _TABLE: weakref.WeakValueDictionary[str, Expr] = weakref.WeakValueDictionary()
 
@@ -215,9 +205,10 @@ def block_exprs(bg: BlockGraph, inputs: Sequence[Expr]) -> tuple[dict[int, Expr]
     return terms, outs
 
 
-def graph_exprs(graph: KernelGraph) -> dict[int, Expr]:
-    """Terms of every device tensor of a kernel graph, graph-defined ops inlined."""
+def _walk(graph: KernelGraph) -> tuple[dict[int, Expr], list[dict[int, Expr]]]:
+    """Terms of every device tensor, and of every block tensor of each graph-defined op in order."""
     terms: dict[int, Expr] = {}
+    blocks: list[dict[int, Expr]] = []
     n_in = 0
     for op in graph.ops:
         if op.kind is OpKind.INPUT:
@@ -225,12 +216,18 @@ def graph_exprs(graph: KernelGraph) -> dict[int, Expr]:
             n_in += 1
         elif op.kind is OpKind.CUSTOMIZED:
             assert op.block is not None
-            _, outs = block_exprs(op.block, [terms[i] for i in op.inputs])
+            bterms, outs = block_exprs(op.block, [terms[i] for i in op.inputs])
+            blocks.append(bterms)
             terms.update(zip(op.outputs, outs, strict=True))
         elif op.kind is not OpKind.OUTPUT:
             shapes = [graph.tensors[i].shape for i in op.inputs]
             terms[op.outputs[0]] = op_expr(op, [terms[i] for i in op.inputs], shapes)
-    return terms
+    return terms, blocks
+
+
+def graph_exprs(graph: KernelGraph) -> dict[int, Expr]:
+    """Terms of every device tensor of a kernel graph, graph-defined ops inlined."""
+    return _walk(graph)[0]
 
 
 def output_exprs(graph: KernelGraph) -> list[Expr]:
@@ -241,14 +238,14 @@ def output_exprs(graph: KernelGraph) -> list[Expr]:
 def labelled_exprs(graph: KernelGraph) -> list[tuple[str, Expr]]:
     """Every computed tensor's term, labelled `t5` (kernel) or `K1.s4` (block graph of the first
     graph-defined op), in op order: what the search would ask the oracle about."""
-    terms = graph_exprs(graph)
+    terms, blocks = _walk(graph)
     out: list[tuple[str, Expr]] = []
     n_block = 0
     for op in graph.ops:
         if op.kind is OpKind.CUSTOMIZED:
             assert op.block is not None
+            bterms = blocks[n_block]
             n_block += 1
-            bterms, _ = block_exprs(op.block, [terms[i] for i in op.inputs])
             out += [
                 (f"K{n_block}.s{o}", bterms[o])
                 for bop in op.block.ops
