@@ -12,12 +12,17 @@ from typing import Any
 import click
 
 from mugraph.cuda.backend import backend_name, get_array_module
+from mugraph.dashboards.progress import ProgressLine
+from mugraph.ir.canonical import canonical_digest
 from mugraph.ir.errors import MugraphError
 from mugraph.ir.render import render
 from mugraph.ir.serialize import digest
 from mugraph.programs import Program, builtin_programs, resolve_program
 from mugraph.stages.prune.expr import labelled_exprs, output_exprs
 from mugraph.stages.prune.oracle import DEFAULT_RLIMIT, VERDICT_BYTES, OracleConfig, SubexprOracle
+from mugraph.stages.search.config import PRESETS, parse_override, preset_config
+from mugraph.stages.search.explore import Fragment, Searcher
+from mugraph.stages.search.serial import DEFAULT_BUDGET, SearchReport, run_search
 from mugraph.stages.verify.check import DEFAULT_SEEDS, check_equivalence
 from mugraph.stages.verify.field import FieldSpec
 from mugraph.storage.memo_session import verdict_memo
@@ -33,6 +38,27 @@ def _seeds(text: str) -> tuple[int, ...]:
     if not seeds:
         raise click.BadParameter("at least one seed is needed")
     return seeds
+
+
+def parse_duration(text: str) -> float:
+    """Seconds from `90`, `90s`, `15m`, `2h` or `1h30m`."""
+    units = {"h": 3600.0, "m": 60.0, "s": 1.0}
+    total, num = 0.0, ""
+    try:
+        for ch in text.strip().lower():
+            if ch.isdigit() or ch == ".":
+                num += ch
+            elif ch in units and num:
+                total += float(num) * units[ch]
+                num = ""
+            else:
+                raise ValueError
+        total += float(num) if num else 0.0
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not a duration such as 90, 90s, 15m or 2h") from None
+    if total <= 0:
+        raise click.BadParameter(f"{text!r}: the duration must be positive")
+    return total
 
 
 def _program_with_experts(spec: str, purpose: str) -> Program:
@@ -164,6 +190,84 @@ def prune(program: str, as_json: bool, memo_url: str | None, memo_dir: Path, rli
         click.echo(f"{c.queries} queries: {c.memo_hits} memo hits ({memo_counts['local_hits']} local, "
                    f"{memo_counts['remote_hits']} {memo.name}), {c.solver_calls} solver calls in "
                    f"{c.solver_seconds:.2f} s, {c.unknowns} unknown")
+
+
+def _hit_rate(hits: float, misses: float) -> str:
+    return f"{100.0 * hits / (hits + misses):.0f}%" if hits + misses else "n/a"
+
+
+def _progress_text(r: SearchReport) -> str:
+    c = r.counters
+    rate = c.nodes / r.seconds if r.seconds > 0 else 0.0
+    return (f"states {c.nodes:,} ({rate:,.0f}/s) · candidates {c.fingerprints:,} · μGraphs {len(r.found)} · "
+            f"memo hits {_hit_rate(c.memo_hits, c.solver_calls)} · solver {c.solver_calls:,} calls "
+            f"· {r.seconds:,.0f} s")
+
+
+@cli.command()
+@click.argument("program")
+@click.option("--preset", type=click.Choice(PRESETS), default=None,
+              help="Search space preset (default: the program's own).")
+@click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
+              help="Override one search limit, VALUE in JSON, e.g. --set 'grids=[[64,1,1]]' --set franges=[64]. "
+                   "Repeatable.")
+@click.option("--time-limit", default=None, metavar="DURATION",
+              help="Stop cleanly after this long (90, 15m, 2h); the result says whether the search finished.")
+@click.option("--budget", default=DEFAULT_BUDGET, show_default=True, type=click.IntRange(min=1),
+              help="Nodes per task: the unit of progress updates and of time-limit checks.")
+@click.option("--memo-url", default=None, metavar="URL",
+              help="Shared verdict memo: redis://HOST:PORT/DB, unix:///PATH, or 'local' (no server). "
+                   "Default: a private redis-server keeping its data in --memo-dir.")
+@click.option("--memo-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("runs/memo"),
+              show_default=True, help="Data directory of the private redis-server.")
+@click.option("--backend", type=click.Choice(["auto", "numpy", "cupy"]), default="auto", show_default=True,
+              help="Array backend for fingerprints.")
+@click.option("--json", "as_json", is_flag=True, help="Last stdout line: one JSON object with the results.")
+@click.option("--show", is_flag=True, help="Print every μGraph found.")
+def search(program: str, preset: str | None, settings: tuple[str, ...], time_limit: str | None, budget: int,
+           memo_url: str | None, memo_dir: Path, backend: str, as_json: bool, show: bool) -> None:
+    """Search PROGRAM (built-in name, .py or .json file) for equivalent μGraphs, serially in one
+    process, with Mirage's search space; report what was found and whether the expert is among them."""
+    limit = parse_duration(time_limit) if time_limit is not None else None
+    prog = resolve_program(program)
+    config = preset_config(preset or prog.preset)
+    if settings:
+        config = config.with_overrides(dict(parse_override(s) for s in settings))
+    reference = prog.reference()
+    fragment = Fragment(reference, config, prog.name)
+    expert_digests = {canonical_digest(build()) for build in list(prog.experts.values())[:1]}
+    progress = ProgressLine()
+    with verdict_memo(memo_url, memo_dir, VERDICT_BYTES) as memo:
+        searcher = Searcher(fragment, memo, xp=get_array_module(backend))
+        try:
+            report = run_search(searcher, budget, limit, lambda r: progress.update(_progress_text(r)))
+        finally:
+            progress.close()
+        memo_counts = memo.counters.as_dict()
+    c = report.counters
+    digests = sorted(report.found)
+    summary: dict[str, Any] = {
+        "program": prog.name, "preset": config.preset, "config_digest": config.digest,
+        "states": c.nodes, "mugraphs": len(digests), "digests": digests,
+        "expert_found": bool(expert_digests & set(digests)) if prog.experts else None,
+        "solver_calls": c.solver_calls, "seconds": round(report.seconds, 3), "complete": report.complete,
+        "frontier": len(report.frontier), "tasks": report.tasks, "memo": memo.name,
+        "counters": c.as_dict(), "memo_counters": memo_counts,
+        "paths": {d: list(report.found[d].path) for d in digests},
+    }
+    if show:
+        for d in digests:
+            click.echo(render(report.found[d].kernel_graph(), f"μGraph {d[:16]}  path {list(report.found[d].path)}"))
+    if as_json:
+        click.echo(json.dumps(summary))
+    else:
+        state = "finished" if report.complete else f"stopped at the time limit, {len(report.frontier)} subtrees left"
+        expert = {True: ", expert found", False: ", expert NOT found", None: ""}[summary["expert_found"]]
+        click.echo(f"{prog.name}: {len(digests)} μGraphs{expert}; search {state}")
+        click.echo(f"  {_progress_text(report)}")
+        click.echo(f"  oracle: {c.oracle_queries:,} queries, {c.prefiltered:,} answered without Z3, "
+                   f"{c.memo_hits:,} memo hits, {c.solver_calls:,} solver calls in {c.solver_seconds:.1f} s; "
+                   f"fingerprints: {c.fingerprints:,} in {c.fingerprint_seconds:.1f} s")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -95,10 +95,12 @@ def gated_mlp_reference() -> KernelGraph:
 
 
 def gated_mlp_expert() -> KernelGraph:
+    """cpp_examples/gated_mlp.cc: for-loop range 64, one of Mirage's default ranges (the Python
+    reference_mugraphs version uses 32, which the default search does not try)."""
     g, x_d, w1_d, w2_d = _mlp_inputs()
-    b = BlockGraph(grid=(64, 1, 1), forloop=32)
-    x = b.new_input(x_d, NONE, fmap=1)  # [8,128]
-    w1 = b.new_input(w1_d, (1, -1, -1), fmap=0)  # [128,64]
+    b = BlockGraph(grid=(64, 1, 1), forloop=64)
+    x = b.new_input(x_d, NONE, fmap=1)  # [8,64]
+    w1 = b.new_input(w1_d, (1, -1, -1), fmap=0)  # [64,64]
     w2 = b.new_input(w2_d, (1, -1, -1), fmap=0)
     a1, a2 = b.accum_no_red(b.matmul(x, w1)), b.accum_no_red(b.matmul(x, w2))
     b.new_output(b.mul(b.silu(a1), a2), (1, -1, -1))

@@ -12,6 +12,11 @@ Unknown (the rlimit was hit before a proof either way): by default the candidate
 Mirage, whose oracle treats unknown as "not a subexpression". `OracleConfig(unknown_keeps=True)`
 keeps such candidates instead (a larger, slower, more complete search). The memo stores the raw
 verdict `U`, so changing the policy needs no new memo.
+
+Before any memo or solver: a candidate holding a unary head (exp, silu, rms, ...) that no output
+holds is answered `N` at once. This is sound: no axiom creates or removes such a head, so every
+term equal to an output has the output's heads, and so has each of its subterms. It spares the
+solver the commonest query of a search, which otherwise ends `unknown` at the rlimit.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from typing import Protocol
 
 import z3
 
-from mugraph.stages.prune.expr import Expr
+from mugraph.stages.prune.expr import Expr, Head
 from mugraph.stages.prune.z3_encoding import AXIOM_VERSION, Z3_VERSION, Z3Session
 
 MEMO_SCHEMA = "mugraph-memo/1"
@@ -41,6 +46,17 @@ class Verdict(StrEnum):
 
 VERDICT_BYTES = frozenset(v.value.encode() for v in Verdict)
 _FROM_Z3 = {"unsat": Verdict.YES, "sat": Verdict.NO, "unknown": Verdict.UNKNOWN}
+# Heads no axiom creates or removes (see the module docstring).
+FIXED_HEADS = frozenset({Head.EXP, Head.SQRT, Head.SILU, Head.GELU, Head.RELU, Head.CLAMP, Head.RMS})
+
+
+def fixed_heads(e: Expr, seen: dict[Expr, frozenset[str]]) -> frozenset[str]:
+    found = seen.get(e)
+    if found is None:
+        own = frozenset({e.head}) & FIXED_HEADS
+        found = own.union(*(fixed_heads(a, seen) for a in e.args)) if e.args else own
+        seen[e] = found
+    return found
 
 
 class VerdictMemo(Protocol):
@@ -67,6 +83,7 @@ class OracleConfig:
 @dataclass(slots=True)
 class OracleCounters:
     queries: int = 0
+    prefiltered: int = 0
     memo_hits: int = 0
     solver_calls: int = 0
     solver_seconds: float = 0.0
@@ -114,6 +131,8 @@ class SubexprOracle:
         )
         self.reference_digest = hashlib.sha256(reference.encode("ascii")).hexdigest()[:32]
         self._local: dict[Expr, Verdict] = {}  # this oracle's own answers, when there is no memo
+        self._heads: dict[Expr, frozenset[str]] = {}
+        self._final_heads = frozenset().union(*(fixed_heads(f, self._heads) for f in self.finals))
 
     def key(self, candidate: Expr) -> str:
         """The memo key: a digest of schema, axioms, Z3 version, limits, reference, candidate."""
@@ -130,10 +149,14 @@ class SubexprOracle:
         """Verdicts for a batch, in order."""
         self.counters.queries += len(candidates)
         unique = list(dict.fromkeys(candidates))
-        known: dict[Expr, Verdict] = {}
-        todo = [c for c in unique if c not in self._local]
-        known.update((c, self._local[c]) for c in unique if c in self._local)
-        self.counters.memo_hits += len(unique) - len(todo)
+        known: dict[Expr, Verdict] = {
+            c: Verdict.NO for c in unique if not fixed_heads(c, self._heads) <= self._final_heads
+        }
+        self.counters.prefiltered += len(known)
+        local = {c: self._local[c] for c in unique if c not in known and c in self._local}
+        known.update(local)
+        self.counters.memo_hits += len(local)
+        todo = [c for c in unique if c not in known]
         if todo and self.memo is not None:
             keys = [self.key(c) for c in todo]
             found = self.memo.lookup(keys)

@@ -1,0 +1,64 @@
+"""Rebuild the real IR graph of a search state, through the IR builder (so every rule is checked
+again: a state the search accepted but the IR refuses is a bug, and the tests look for it)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from mugraph.ir.graph import BlockGraph, KernelGraph, Tensor
+from mugraph.ir.types import ACCUMULATORS, OpKind
+from mugraph.stages.search.state import BlockSpec, OpSpec, State
+
+
+def _apply(g: KernelGraph | BlockGraph, op: OpSpec | None, kind: OpKind, args: Sequence[Tensor],
+           attrs: dict[str, object]) -> list[Tensor]:
+    if kind is OpKind.CONCAT and len(args) == 4:  # the lora macro
+        r = len(args[0].shape)
+        return [g.matmul(g.concat(args[0], args[1], r - 1), g.concat(args[2], args[3], r - 2))]
+    if kind in ACCUMULATORS:
+        assert isinstance(g, BlockGraph)
+        return [g.forloop_accum(args[0], kind)]
+    if kind is OpKind.REDUCTION:
+        dim = attrs["dim"]
+        assert isinstance(dim, int)
+        return [g.reduction(args[0], dim)]
+    method = getattr(g, kind.value)
+    out = method(*args)
+    assert isinstance(out, Tensor)
+    return [out]
+
+
+def _block(g: KernelGraph, spec: BlockSpec, tensors: list[Tensor], rdx: int) -> BlockGraph:
+    bg = BlockGraph(spec.grid, spec.forloop, rdx=rdx)
+    bt = [bg.new_input(tensors[i.source], i.imap, i.fmap) for i in spec.inputs]
+    for op in spec.ops:
+        outs = _apply(bg, op, op.kind, [bt[i] for i in op.inputs], dict(op.attrs))
+        if op.kind is OpKind.CONCAT and len(op.inputs) == 4:
+            # the macro made three tensors; keep the search's indices
+            bt += [bg.tensors[outs[0].index - 2], bg.tensors[outs[0].index - 1], outs[0]]
+        else:
+            bt += outs
+    for i in spec.outputs:
+        bg.new_output(bt[i], spec.omap)
+    return bg
+
+
+def build_graph(state: State, names: Sequence[str], outputs: Sequence[int] = (), output_names: Sequence[str] = (),
+                rdx: int = 64) -> KernelGraph:
+    """The kernel graph of a state with no open block graph; `outputs` (kernel tensor indices)
+    are marked in order with `output_names`."""
+    g = KernelGraph()
+    tensors: list[Tensor] = []
+    for op in state.ops:
+        if op.kind is OpKind.INPUT:
+            i = len(tensors)
+            tensors.append(g.new_input(state.tensors[i].shape, name=names[i]))
+        elif op.kind is OpKind.CUSTOMIZED:
+            assert op.block is not None
+            bg = _block(g, op.block, tensors, rdx)
+            tensors += g.customized(bg, [tensors[i] for i in op.inputs])
+        else:
+            tensors += _apply(g, None, op.kind, [tensors[i] for i in op.inputs], dict(op.attrs))
+    for i, name in zip(outputs, output_names, strict=True):
+        g.mark_output(tensors[i], name)
+    return g

@@ -1,0 +1,107 @@
+"""Mirage's candidate generators for graph-defined ops (`dim_strategy.cc`), each returning a sorted list.
+
+Grids: for each distinct dim d of the block graph's inputs and x in `grid_divisors` dividing d,
+(d/x, 1, 1); with `attention_grids` also (batch, d/y, 1) and (batch, 16, 4); only grids with
+`min_blocks`..`max_blocks` blocks, then (batch, 1, 1), batch being the first input's dim 0.
+Imaps: per input, the configured maps with grid axes of size 1 set to -1, then kept when every
+mapped dim exists and divides; a combination is dropped when some grid axis larger than 1 splits
+no input (every block along it would compute the same thing). Fmaps: -1 or any dim whose tile is
+longer than 1. For-loop range: 1 when no input is split by the loop, else every configured range
+dividing each split dim. Omaps: the configured maps valid for the grid and the outputs' rank.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+from mugraph.ir.types import Dim3, Shape
+from mugraph.stages.search.config import SearchConfig
+
+
+def grid_candidates(shapes: Sequence[Shape], cfg: SearchConfig) -> list[Dim3]:
+    if cfg.grids is not None:
+        return sorted(set(cfg.grids))
+    dims = sorted({d for s in shapes for d in s})
+    batch = shapes[0][0]
+    found: set[Dim3] = set()
+    for d in dims:
+        found.update((d // x, 1, 1) for x in cfg.grid_divisors if d % x == 0)
+        if cfg.attention_grids:
+            found.update((batch, d // y, 1) for y in cfg.attention_divisors if d % y == 0)
+    if cfg.attention_grids:
+        found.add((batch, 16, 4))
+    kept = {g for g in found if cfg.min_blocks <= g[0] * g[1] * g[2] <= min(cfg.max_blocks, 1024)}
+    kept.add((batch, 1, 1))
+    return sorted(kept)
+
+
+def _normalise(imap: Dim3, grid: Dim3) -> Dim3:
+    a, b, c = (m if g > 1 else -1 for m, g in zip(imap, grid, strict=True))
+    return (a, b, c)
+
+
+def imap_options(shape: Shape, grid: Dim3, cfg: SearchConfig) -> list[Dim3]:
+    """The imaps one input may use under `grid`."""
+    out: set[Dim3] = set()
+    for raw in cfg.imaps:
+        m = _normalise(raw, grid)
+        mapped = [d for d in m if d >= 0]
+        if len(set(mapped)) != len(mapped) or any(d >= len(shape) for d in mapped):
+            continue
+        if all(d < 0 or shape[d] % g == 0 for d, g in zip(m, grid, strict=True)):
+            out.add(m)
+    return sorted(out)
+
+
+def imap_combos(shapes: Sequence[Shape], grid: Dim3, cfg: SearchConfig) -> list[tuple[Dim3, ...]]:
+    per_input = [imap_options(s, grid, cfg) for s in shapes]
+    combos = []
+    for combo in itertools.product(*per_input):
+        if all(g == 1 or any(m[axis] >= 0 for m in combo) for axis, g in enumerate(grid)):
+            combos.append(combo)
+    return combos  # product of sorted lists: already in lexicographic order
+
+
+def tile_after_grid(shape: Shape, grid: Dim3, imap: Dim3) -> Shape:
+    tile = list(shape)
+    for d, g in zip(imap, grid, strict=True):
+        if d >= 0:
+            tile[d] //= g
+    return tuple(tile)
+
+
+def loop_options(tiles: Sequence[Shape], cfg: SearchConfig) -> list[tuple[tuple[int, ...], int]]:
+    """(fmaps, for-loop range) pairs for inputs whose per-block tiles are `tiles`."""
+    per_input = [sorted({-1} | {f for f in cfg.fmaps if 0 <= f < len(t) and t[f] > 1}) for t in tiles]
+    out: list[tuple[tuple[int, ...], int]] = []
+    for fmaps in itertools.product(*per_input):
+        split = [t[f] for t, f in zip(tiles, fmaps, strict=True) if f >= 0]
+        if not split:
+            out.append((fmaps, 1))
+            continue
+        out.extend((fmaps, r) for r in sorted(set(cfg.franges)) if all(n % r == 0 for n in split))
+    return out
+
+
+def omap_candidates(grid: Dim3, rank: int, cfg: SearchConfig) -> list[Dim3]:
+    out = set()
+    for m in cfg.omaps:
+        mapped = [d for d in m if d >= 0]
+        if len(set(mapped)) != len(mapped) or any(d >= rank for d in mapped):
+            continue
+        if all((g > 1) == (d >= 0) for d, g in zip(m, grid, strict=True)):
+            out.add(m)
+    return sorted(out)
+
+
+def block_sources(n_tensors: int, cfg: SearchConfig) -> tuple[int, ...] | None:
+    """Mirage's single input tuple of a new block graph: all four tensors (lora), the first three
+    when there are three, else the last two."""
+    if n_tensors == 4 and cfg.four_input_blocks:
+        return (0, 1, 2, 3)
+    if n_tensors == 3:
+        return (0, 1, 2)
+    if n_tensors >= 2:
+        return (n_tensors - 2, n_tensors - 1)
+    return None

@@ -1,0 +1,186 @@
+"""Every limit of the search in one frozen object, Mirage's presets, and overrides by name.
+
+Defaults follow Mirage's `get_default_config` (reference/mirage-search.md §1): at most 5 kernel ops
+and 9 block ops (both counting input ops), one block graph (two with `attention`), for-loop ranges
+{4, 16, 64}, grids from the inputs' dims. Differences, each deliberate: clamp is not explored (its
+bounds are floats the search cannot choose and its fingerprint ignores them); candidate lists
+are sorted; a commutative op's operand pair is tried once.
+
+A config has a digest (of its canonical JSON), so stored results name the exact space they
+were searched in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from mugraph.ir.errors import MugraphError
+from mugraph.ir.types import Dim3, OpKind
+
+PRESETS = ("mlp", "lora", "attention")
+
+_KERNEL_OPS = (
+    OpKind.MATMUL, OpKind.EXP, OpKind.SILU, OpKind.GELU, OpKind.RELU,
+    OpKind.ADD, OpKind.MUL, OpKind.DIV,
+)
+_BLOCK_OPS = (
+    OpKind.MATMUL, OpKind.EXP, OpKind.SILU, OpKind.GELU, OpKind.RELU,
+    OpKind.ADD, OpKind.MUL, OpKind.DIV, OpKind.RMS_NORM,
+    OpKind.ACCUM_NO_RED, OpKind.ACCUM_SUM, OpKind.ACCUM_RMS,
+)
+# Mirage's imap candidates; `attention` keeps only the first three.
+_IMAPS: tuple[Dim3, ...] = ((0, -1, 1), (0, 1, -1), (0, 2, -1), (-1, -1, -1), (1, -1, -1), (0, -1, -1))
+_OMAPS: tuple[Dim3, ...] = (
+    (0, 1, -1), (0, 2, 1), (0, 2, -1), (0, -1, -1), (-1, 2, 1),
+    (-1, 1, -1), (-1, 2, -1), (-1, -1, -1), (1, -1, -1),
+)
+
+
+class ConfigError(MugraphError):
+    """A preset or an override the search cannot use."""
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """What the search explores. `None` in `grids` means Mirage's grid heuristics."""
+
+    preset: str = "mlp"
+    max_kernel_ops: int = 5  # counting input ops, as Mirage does
+    max_block_ops: int = 9  # counting block input ops
+    max_block_graphs: int = 1
+    max_block_outputs: int = 2
+    kernel_ops: tuple[OpKind, ...] = _KERNEL_OPS
+    block_ops: tuple[OpKind, ...] = _BLOCK_OPS
+    concat_matmul: bool = False  # the lora preset's concat-then-matmul macro
+    four_input_blocks: bool = False  # lora: a block graph may read all four inputs
+    grids: tuple[Dim3, ...] | None = None
+    grid_divisors: tuple[int, ...] = (8, 16, 32, 64)
+    attention_grids: bool = False  # (batch, d/y, 1) for y in attention_divisors, and (batch, 16, 4)
+    attention_divisors: tuple[int, ...] = (8, 64, 128, 256)
+    min_blocks: int = 32
+    max_blocks: int = 1024
+    imaps: tuple[Dim3, ...] = _IMAPS
+    omaps: tuple[Dim3, ...] = _OMAPS
+    fmaps: tuple[int, ...] = (-1, 0, 1, 2)
+    franges: tuple[int, ...] = (4, 16, 64)
+    rdx: int = 64
+    seeds: tuple[int, ...] = (0,)  # fingerprint seeds of the inline check
+    rlimit: int = 80_000
+    unknown_keeps: bool = False
+    _note: str = field(default="", compare=False, repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            if f.name.startswith("_"):
+                continue
+            out[f.name] = _plain(getattr(self, f.name))
+        return out
+
+    @property
+    def digest(self) -> str:
+        text = json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+    def with_overrides(self, overrides: Mapping[str, Any]) -> SearchConfig:
+        """A copy with fields replaced; values are checked and converted (lists become tuples)."""
+        known = {f.name: f for f in dataclasses.fields(self) if not f.name.startswith("_")}
+        changes: dict[str, Any] = {}
+        for name, value in overrides.items():
+            if name not in known:
+                raise ConfigError(f"unknown search setting {name!r}; known: {', '.join(sorted(known))}")
+            changes[name] = _convert(name, value, getattr(self, name))
+        out = dataclasses.replace(self, **changes)
+        out.validate()
+        return out
+
+    def validate(self) -> None:
+        if self.preset not in PRESETS:
+            raise ConfigError(f"unknown preset {self.preset!r}; presets are: {', '.join(PRESETS)}")
+        for name in ("max_kernel_ops", "max_block_ops", "max_block_outputs", "min_blocks", "max_blocks", "rdx",
+                     "rlimit"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be at least 1, not {getattr(self, name)}")
+        if self.max_block_graphs < 0:
+            raise ConfigError("max_block_graphs must not be negative")
+        if any(f < 2 for f in self.franges):
+            raise ConfigError(f"franges {list(self.franges)}: every for-loop range must be at least 2")
+        if not self.seeds:
+            raise ConfigError("at least one fingerprint seed is needed")
+        for name, maps in (("imaps", self.imaps), ("omaps", self.omaps)):
+            if any(len(m) != 3 for m in maps):
+                raise ConfigError(f"{name}: every map has three entries (grid axes x, y, z)")
+        if self.grids is not None and any(len(g) != 3 or min(g) < 1 for g in self.grids):
+            raise ConfigError("grids: every grid is three positive integers")
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, OpKind):
+        return v.value
+    if isinstance(v, tuple):
+        return [_plain(x) for x in v]
+    return v
+
+
+def _convert(name: str, value: Any, current: Any) -> Any:
+    """Turn a JSON-ish override into the field's type."""
+    try:
+        if name in ("kernel_ops", "block_ops"):
+            return tuple(OpKind(v) for v in value)
+        if name in ("grids", "imaps", "omaps"):
+            return None if value is None else tuple(tuple(int(x) for x in m) for m in value)
+        if isinstance(current, bool) or name in ("concat_matmul", "four_input_blocks", "attention_grids",
+                                                 "unknown_keeps"):
+            if not isinstance(value, bool):
+                raise TypeError("expected true or false")
+            return value
+        if isinstance(current, tuple):
+            return tuple(int(x) for x in value)
+        if isinstance(current, int):
+            if isinstance(value, bool) or int(value) != value:
+                raise TypeError("expected an integer")
+            return int(value)
+        if isinstance(current, str):
+            return str(value)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"search setting {name}={value!r}: {e}") from None
+    raise ConfigError(f"search setting {name} cannot be overridden")
+
+
+def preset_config(preset: str) -> SearchConfig:
+    """Mirage's presets: `mlp` (the defaults), `lora` (+ concat-then-matmul, four-input blocks),
+    `attention` (two block graphs, REDTOX, 2-D grids, for-loop ranges up to 8, three imaps)."""
+    if preset == "mlp":
+        cfg = SearchConfig()
+    elif preset == "lora":
+        cfg = SearchConfig(preset="lora", concat_matmul=True, four_input_blocks=True)
+    elif preset == "attention":
+        cfg = SearchConfig(
+            preset="attention",
+            max_block_graphs=2,
+            block_ops=_BLOCK_OPS + (OpKind.ACCUM_REDTOX,),
+            attention_grids=True,
+            imaps=_IMAPS[:3],
+            franges=(4,),
+        )
+    else:
+        raise ConfigError(f"unknown preset {preset!r}; presets are: {', '.join(PRESETS)}")
+    cfg.validate()
+    return cfg
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """`KEY=VALUE` with VALUE in JSON (bare words are strings): `grids=[[64,1,1]]`, `franges=[64]`."""
+    key, sep, raw = text.partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(f"setting {text!r} is not KEY=VALUE")
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        value = raw
+    return key.strip(), value

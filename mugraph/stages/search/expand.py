@@ -1,0 +1,254 @@
+"""The children of a search state, in a fixed order: Mirage's steps K2, K3, B1, B2 (§2).
+
+Kernel level: pre-defined ops (K2) over operand tuples, then opening a graph-defined op (K3) in two
+steps (grid and imaps, then fmaps and for-loop range), so no node has tens of thousands of
+children. Block level: closing the block graph (B1, one child per omap), then block ops and
+accumulators (B2). A child is listed only if it passes the canonical order, shape and memory
+checks; the abstract-expression oracle is asked later, for all children of a node at once, so a
+child's index (its choice in a path) never depends on the oracle or its memo.
+
+Operand tuples: unary ops take every tensor; non-commutative binary ops every ordered pair; add and
+mul one pair per set, ordered (larger, smaller) index, the order that ranks highest, so no
+μGraph reachable with the other order is lost.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+from mugraph.ir import shapes
+from mugraph.ir.errors import IRError
+from mugraph.ir.graph import Op
+from mugraph.ir.limits import DEFAULT_LIMITS
+from mugraph.ir.types import ACCUMULATORS, COMMUTATIVE_OPS, IN_PLACE_BLOCK_OPS, UNARY_OPS, OpKind
+from mugraph.stages.prune import expr as E
+from mugraph.stages.search import candidates as C
+from mugraph.stages.search.config import SearchConfig
+from mugraph.stages.search.state import (
+    CONCAT_MATMUL_ORDER,
+    INPUT_RANK,
+    TYPE_ORDER,
+    BlockInput,
+    BlockSpec,
+    KernelOp,
+    OpenBlock,
+    OpSpec,
+    State,
+    TInfo,
+    bump,
+)
+
+SINGLE_INPUT = UNARY_OPS | {OpKind.RMS_NORM, OpKind.REDUCTION} | ACCUMULATORS
+
+
+def children(state: State, cfg: SearchConfig) -> list[State]:
+    if state.block is None:
+        return _kernel_children(state, cfg)
+    if not state.block.configured:
+        return _loop_children(state, state.block, cfg)
+    return _close_children(state, state.block, cfg) + _block_op_children(state, state.block, cfg)
+
+
+def operand_tuples(kind: OpKind, n: int) -> list[tuple[int, ...]]:
+    if kind in SINGLE_INPUT:
+        return [(i,) for i in range(n)]
+    if kind in COMMUTATIVE_OPS:
+        return [(i, j) for i in range(n) for j in range(i + 1)]
+    return [(i, j) for i in range(n) for j in range(n)]
+
+
+def _out_shape(kind: OpKind, ins: Sequence[tuple[int, ...]], attrs: dict[str, int]) -> tuple[int, ...]:
+    if kind is OpKind.MATMUL:
+        return shapes.matmul(ins[0], ins[1])
+    if kind in (OpKind.ADD, OpKind.MUL, OpKind.DIV):
+        return shapes.elementwise(kind, ins[0], ins[1])
+    if kind is OpKind.REDUCTION:
+        return shapes.reduction(ins[0], attrs["dim"])
+    return ins[0]
+
+
+def _op_term(kind: OpKind, args: Sequence[TInfo], attrs: Sequence[tuple[str, int | tuple[int, ...]]] = ()) -> E.Expr:
+    op = Op(kind, tuple(range(len(args))), (), tuple(attrs))
+    return E.op_expr(op, [a.expr for a in args], [a.shape for a in args])
+
+
+def _reduction_dims(kind: OpKind, shape: tuple[int, ...]) -> list[int | None]:
+    if kind is OpKind.REDUCTION:
+        return [d for d, n in enumerate(shape) if n > 1]
+    return [None]
+
+
+# -- kernel level --------------------------------------------------------------------------------
+def _kernel_children(s: State, cfg: SearchConfig) -> list[State]:
+    if len(s.ops) >= cfg.max_kernel_ops:
+        return []
+    out: list[State] = []
+    n = len(s.tensors)
+    for kind in cfg.kernel_ops:
+        for ins in operand_tuples(kind, n):
+            args = [s.tensors[i] for i in ins]
+            for dim in _reduction_dims(kind, args[0].shape):
+                attrs = () if dim is None else (("dim", dim),)
+                rank = (ins, TYPE_ORDER[kind])
+                if rank <= s.last:
+                    continue
+                try:
+                    shape = _out_shape(kind, [a.shape for a in args], dict(attrs))
+                except IRError:
+                    continue
+                t = TInfo(shape, _op_term(kind, args, attrs))
+                if s.dmem + t.nbytes > DEFAULT_LIMITS.dmem_bytes:
+                    continue
+                label = f"{kind}({','.join(map(str, ins))}{'' if dim is None else f';{dim}'})"
+                out.append(State(s.tensors + (t,), bump(s.uses, ins, 1), s.ops + (KernelOp(kind, ins, attrs),),
+                                 rank, s.dmem + t.nbytes, None, (t.expr,), label))
+    out += _open_children(s, cfg)
+    return out
+
+
+def _open_children(s: State, cfg: SearchConfig) -> list[State]:
+    """K3, first step: a graph-defined op's inputs (Mirage's single tuple), grid and imaps."""
+    if s.n_block_graphs >= cfg.max_block_graphs or len(s.ops) >= cfg.max_kernel_ops:
+        return []
+    sources = C.block_sources(len(s.tensors), cfg)
+    if sources is None or (sources, TYPE_ORDER[OpKind.CUSTOMIZED]) <= s.last:
+        return []
+    in_shapes = [s.tensors[i].shape for i in sources]
+    out = []
+    for grid in C.grid_candidates(in_shapes, cfg):
+        for imaps in C.imap_combos(in_shapes, grid, cfg):
+            block = OpenBlock(sources, grid, imaps)
+            label = f"open(grid={list(grid)},imaps={[list(m) for m in imaps]})"
+            out.append(State(s.tensors, s.uses, s.ops, s.last, s.dmem, block, (), label))
+    return out
+
+
+def _loop_children(s: State, b: OpenBlock, cfg: SearchConfig) -> list[State]:
+    """K3, second step: fmaps and for-loop range; creates the block inputs (shared memory checked)."""
+    grid_tiles = [C.tile_after_grid(s.tensors[src].shape, b.grid, m) for src, m in zip(b.sources, b.imaps,
+                                                                                          strict=True)]
+    out = []
+    for fmaps, frange in C.loop_options(grid_tiles, cfg):
+        tensors = []
+        for src, tile, f in zip(b.sources, grid_tiles, fmaps, strict=True):
+            t = list(tile)
+            if f >= 0:
+                t[f] //= frange
+            tensors.append(TInfo(tuple(t), s.tensors[src].expr))
+        smem = sum(t.nbytes for t in tensors)
+        if smem > DEFAULT_LIMITS.smem_bytes:
+            continue
+        inputs = tuple(BlockInput(src, m, f) for src, m, f in zip(b.sources, b.imaps, fmaps, strict=True))
+        block = OpenBlock(b.sources, b.grid, b.imaps, frange, inputs, (), tuple(tensors), (0,) * len(tensors),
+                          INPUT_RANK, smem)
+        out.append(State(s.tensors, s.uses, s.ops, s.last, s.dmem, block, (), f"loop(fmaps={list(fmaps)},F={frange})"))
+    return out
+
+
+# -- block level ---------------------------------------------------------------------------------
+def _close_children(s: State, b: OpenBlock, cfg: SearchConfig) -> list[State]:
+    """B1: every dangling computed tensor becomes an output, under one omap per child."""
+    n_in = len(b.inputs)
+    dangling = [i for i in range(n_in, len(b.tensors)) if b.uses[i] == 0]
+    if not 1 <= len(dangling) <= min(cfg.max_block_outputs, DEFAULT_LIMITS.max_block_outputs):
+        return []
+    if not all(b.tensors[i].after_accum for i in dangling):
+        return []
+    rank = min(len(b.tensors[i].shape) for i in dangling)
+    out = []
+    kernel_rank = (b.sources, TYPE_ORDER[OpKind.CUSTOMIZED])
+    for omap in C.omap_candidates(b.grid, rank, cfg):
+        new = []
+        for i in dangling:
+            shape = list(b.tensors[i].shape)
+            for d, g in zip(omap, b.grid, strict=True):
+                if d >= 0:
+                    shape[d] *= g
+            new.append(TInfo(tuple(shape), b.tensors[i].expr))
+        extra = sum(t.nbytes for t in new)
+        if s.dmem + extra > DEFAULT_LIMITS.dmem_bytes:
+            continue
+        spec = BlockSpec(b.grid, b.forloop, b.inputs, b.ops, tuple(dangling), omap)
+        op = KernelOp(OpKind.CUSTOMIZED, b.sources, (), spec)
+        out.append(State(s.tensors + tuple(new), bump(s.uses, b.sources, len(new)), s.ops + (op,), kernel_rank,
+                         s.dmem + extra, None, (), f"close(omap={list(omap)})"))
+    return out
+
+
+def _block_op_children(s: State, b: OpenBlock, cfg: SearchConfig) -> list[State]:
+    """B2: one block op or accumulator (or the lora macro) over every operand tuple."""
+    if b.op_count >= cfg.max_block_ops:
+        return []
+    out: list[State] = []
+    n = len(b.tensors)
+    for kind in cfg.block_ops:
+        for ins in operand_tuples(kind, n):
+            rank = (ins, TYPE_ORDER[kind])
+            if rank <= b.last:
+                continue
+            args = [b.tensors[i] for i in ins]
+            flags = {a.after_accum for a in args}
+            if len(flags) > 1:
+                continue
+            accum = kind in ACCUMULATORS
+            if accum and args[0].after_accum:
+                continue
+            try:
+                if accum:
+                    shape = shapes.accumulator(kind, args[0].shape, cfg.rdx)
+                else:
+                    shape = _out_shape(kind, [a.shape for a in args], {})
+            except IRError:
+                continue
+            if accum:
+                term = E.accumulator_expr(kind, args[0].expr, args[0].shape, b.forloop, cfg.rdx)
+            else:
+                term = _op_term(kind, args)
+            t = TInfo(shape, term, accum or args[0].after_accum)
+            smem = b.smem + (0 if kind in IN_PLACE_BLOCK_OPS else t.nbytes)
+            if smem > DEFAULT_LIMITS.smem_bytes:
+                continue
+            nb = OpenBlock(b.sources, b.grid, b.imaps, b.forloop, b.inputs, b.ops + (OpSpec(kind, ins),),
+                           b.tensors + (t,), bump(b.uses, ins, 1), rank, smem, b.has_macro)
+            out.append(State(s.tensors, s.uses, s.ops, s.last, s.dmem, nb, (t.expr,),
+                             f"{kind}({','.join(map(str, ins))})"))
+    if cfg.concat_matmul and not b.has_macro:
+        out += _macro_children(s, b)
+    return out
+
+
+def _macro_children(s: State, b: OpenBlock) -> list[State]:
+    """The lora preset's concat-then-matmul: matmul(concat(a, b, last dim), concat(c, d, dim -2)).
+    Only the matmul's term goes to the oracle, as in Mirage (the macro is one op there)."""
+    out = []
+    n = len(b.tensors)
+    for ins in itertools.permutations(range(n), 4):
+        rank = (ins, CONCAT_MATMUL_ORDER)
+        if rank <= b.last:
+            continue
+        args = [b.tensors[i] for i in ins]
+        if len({a.after_accum for a in args}) > 1:
+            continue
+        r = len(args[0].shape)
+        try:
+            left = shapes.concat(args[0].shape, args[1].shape, r - 1)
+            right = shapes.concat(args[2].shape, args[3].shape, r - 2)
+            prod_shape = shapes.matmul(left, right)
+        except IRError:
+            continue
+        flag = args[0].after_accum
+        lt = TInfo(left, E.concat(args[0].expr, args[1].expr, 1, args[0].shape[-1]), flag)
+        rt = TInfo(right, E.concat(args[2].expr, args[3].expr, 2, args[2].shape[-2]), flag)
+        mt = TInfo(prod_shape, E.matmul(lt.expr, rt.expr, left[-1]), flag)
+        smem = b.smem + lt.nbytes + rt.nbytes + mt.nbytes
+        if smem > DEFAULT_LIMITS.smem_bytes:
+            continue
+        uses = bump(b.uses, ins, 3)
+        uses = uses[:n] + (1, 1, 0)
+        spec = OpSpec(OpKind.CONCAT, ins)
+        nb = OpenBlock(b.sources, b.grid, b.imaps, b.forloop, b.inputs, b.ops + (spec,),
+                       b.tensors + (lt, rt, mt), uses, rank, smem, True)
+        out.append(State(s.tensors, s.uses, s.ops, s.last, s.dmem, nb, (mt.expr,),
+                         f"concat_matmul({','.join(map(str, ins))})"))
+    return out

@@ -1,0 +1,241 @@
+"""Budgeted depth-first exploration of one subtree of the search, named by its choice path.
+
+A node's children are listed by `expand.children` (fixed order, independent of the oracle); a path
+is the list of child indices from the root, so replaying it rebuilds the node exactly, on any
+machine. `explore(path, budget)` expands at most `budget` nodes of that subtree depth first and
+returns the μGraphs found (deduplicated by canonical digest), the unexplored frontier as paths
+(next first), and counters. Each node is expanded once by exactly one call, so exploring with
+any budget and resubmitting every frontier path visits the same nodes and finds the same μGraphs as
+one unbudgeted call.
+
+At a node: a kernel-level node whose unconsumed tensors are as many as the reference's outputs is
+a candidate, fingerprinted once; a match is recorded and not extended (Mirage's rule). Otherwise
+its children are listed, the oracle judges all their new terms in one batch, and the kept
+children are pushed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from mugraph.cuda.backend import ArrayModule
+from mugraph.ir.canonical import canonical_digest
+from mugraph.ir.errors import IRError, MugraphError
+from mugraph.ir.graph import KernelGraph
+from mugraph.ir.serialize import digest as graph_digest
+from mugraph.ir.serialize import dumps
+from mugraph.stages.prune.expr import output_exprs, var
+from mugraph.stages.prune.oracle import OracleConfig, SubexprOracle, VerdictMemo
+from mugraph.stages.search.build import build_graph
+from mugraph.stages.search.config import SearchConfig
+from mugraph.stages.search.expand import children
+from mugraph.stages.search.state import State, root_state
+from mugraph.stages.verify.check import ReferenceFingerprints
+
+Path = tuple[int, ...]
+
+
+class SearchPathError(MugraphError):
+    """A path that names no node of this search tree."""
+
+
+@dataclass(slots=True)
+class SearchCounters:
+    """What one exploration did; counters of several explorations add up."""
+
+    nodes: int = 0
+    kernel_nodes: int = 0
+    block_nodes: int = 0
+    children: int = 0  # listed children (they passed the order, shape and memory checks)
+    pruned: int = 0  # children the oracle pruned
+    candidates: int = 0  # kernel graphs with as many unconsumed tensors as outputs
+    fingerprints: int = 0  # candidates fingerprinted (output shapes matched)
+    fingerprint_seconds: float = 0.0
+    verified: int = 0  # fingerprint matches, before deduplication
+    ir_rejects: int = 0  # complete candidates the IR refused (a search bug if ever > 0)
+    oracle_queries: int = 0
+    prefiltered: int = 0
+    memo_hits: int = 0
+    solver_calls: int = 0
+    solver_seconds: float = 0.0
+    seconds: float = 0.0
+
+    def add(self, other: SearchCounters) -> None:
+        for name in self.__slots__:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    def as_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """A verified μGraph: canonical digest, the path that reached it, and its canonical JSON."""
+
+    digest: str
+    path: Path
+    graph: str
+
+    def kernel_graph(self) -> KernelGraph:
+        from mugraph.ir.serialize import loads
+
+        return loads(self.graph)
+
+
+@dataclass(slots=True)
+class ExploreResult:
+    path: Path
+    found: dict[str, Found]
+    frontier: list[Path]
+    counters: SearchCounters = field(default_factory=SearchCounters)
+
+
+class Fragment:
+    """A search problem: a reference program (a LAX fragment) and the config to search it with."""
+
+    def __init__(self, reference: KernelGraph, config: SearchConfig, name: str = "fragment") -> None:
+        self.name = name
+        self.reference = reference
+        self.config = config
+        sig = reference.input_signature()
+        self.input_names = [n for n, _, _ in sig]
+        self.output_names = [str(op.attr("name")) for op in reference.ops if op.kind.value == "output"]
+        self.output_shapes = sorted(t.shape for t in reference.output_tensors)
+        self.finals = output_exprs(reference)
+        self.root = root_state([(s, d) for _, s, d in sig], [var(i) for i in range(len(sig))])
+        self.reference_digest = graph_digest(reference)
+        self.digest = hashlib.sha256(f"{self.reference_digest}|{config.digest}".encode()).hexdigest()[:32]
+
+
+class Searcher:
+    """Explores subtrees of one fragment; holds the oracle and reference fingerprints, which a
+    worker builds once and reuses for every task."""
+
+    def __init__(
+        self,
+        fragment: Fragment,
+        memo: VerdictMemo | None = None,
+        oracle: SubexprOracle | None = None,
+        xp: ArrayModule = np,
+    ) -> None:
+        self.fragment = fragment
+        cfg = fragment.config
+        self.oracle = oracle or SubexprOracle(
+            fragment.finals, len(fragment.input_names), OracleConfig(cfg.rlimit, True, cfg.unknown_keeps), memo
+        )
+        self.fingerprints = ReferenceFingerprints(fragment.reference, cfg.seeds, xp=xp)
+        self._kids: OrderedDict[Path, list[State]] = OrderedDict()
+
+    # -- paths -------------------------------------------------------------------------------
+    def _children_cached(self, path: Path, state: State) -> list[State]:
+        kids = self._kids.get(path)
+        if kids is None:
+            kids = children(state, self.fragment.config)
+            self._kids[path] = kids
+            if len(self._kids) > 64:
+                self._kids.popitem(last=False)
+        else:
+            self._kids.move_to_end(path)
+        return kids
+
+    def replay(self, path: Sequence[int]) -> State:
+        """The node named by `path`, rebuilt step by step (no oracle needed: the path's choices
+        were kept when it was made)."""
+        state = self.fragment.root
+        for depth, idx in enumerate(path):
+            kids = self._children_cached(tuple(path[:depth]), state)
+            if not (isinstance(idx, int) and 0 <= idx < len(kids)):
+                raise SearchPathError(
+                    f"path {list(path)}: step {depth} chooses child {idx}, but that node has {len(kids)} children"
+                )
+            state = kids[idx]
+        return state
+
+    def describe(self, path: Sequence[int]) -> list[str]:
+        """The choices along a path, readable (`matmul(0,1)`, `close(omap=[1,-1,-1])`, ...)."""
+        state = self.fragment.root
+        out = []
+        for depth, idx in enumerate(path):
+            state = self._children_cached(tuple(path[:depth]), state)[idx]
+            out.append(state.label)
+        return out
+
+    # -- verification ------------------------------------------------------------------------
+    def _verify(self, state: State, path: Path, counters: SearchCounters) -> Found | bool | None:
+        """None: not a candidate. False: a candidate that failed. A Found: a verified μGraph."""
+        frag = self.fragment
+        dangling = state.unconsumed()
+        if len(dangling) != len(frag.output_names):
+            return None
+        counters.candidates += 1
+        if sorted(state.tensors[i].shape for i in dangling) != frag.output_shapes:
+            return False
+        counters.fingerprints += 1
+        t0 = time.perf_counter()
+        try:
+            names = [f"o{i}" for i in range(len(dangling))]
+            graph = build_graph(state, frag.input_names, dangling, names, self.fragment.config.rdx)
+            perm = self.fingerprints.match(graph)
+            if perm is None:
+                return False
+            ordered = [dangling[perm[i]] for i in range(len(dangling))]
+            graph = build_graph(state, frag.input_names, ordered, frag.output_names, self.fragment.config.rdx)
+        except IRError:
+            counters.ir_rejects += 1
+            return False
+        finally:
+            counters.fingerprint_seconds += time.perf_counter() - t0
+        counters.verified += 1
+        return Found(canonical_digest(graph), path, dumps(graph))
+
+    # -- exploration -------------------------------------------------------------------------
+    def explore(self, path: Sequence[int] = (), budget: int | None = None) -> ExploreResult:
+        """Depth-first over the subtree at `path`, expanding at most `budget` nodes."""
+        if budget is not None and budget < 1:
+            raise MugraphError(f"budget {budget} must be at least 1 node")
+        t0 = time.perf_counter()
+        o0 = self.oracle.counters
+        before = (o0.queries, o0.prefiltered, o0.memo_hits, o0.solver_calls, o0.solver_seconds)
+        start = tuple(path)
+        counters = SearchCounters()
+        found: dict[str, Found] = {}
+        stack: list[tuple[Path, State]] = [(start, self.replay(start))]
+        while stack and (budget is None or counters.nodes < budget):
+            p, s = stack.pop()
+            counters.nodes += 1
+            if s.block is None:
+                counters.kernel_nodes += 1
+                verdict = self._verify(s, p, counters)
+                if isinstance(verdict, Found):
+                    found.setdefault(verdict.digest, verdict)
+                    continue
+            else:
+                counters.block_nodes += 1
+            kids = children(s, self.fragment.config)
+            counters.children += len(kids)
+            terms = list(dict.fromkeys(e for k in kids for e in k.new))
+            keep = dict(zip(terms, self.oracle.keep_many(terms), strict=True)) if terms else {}
+            kept = [(i, k) for i, k in enumerate(kids) if all(keep[e] for e in k.new)]
+            counters.pruned += len(kids) - len(kept)
+            stack.extend((p + (i,), k) for i, k in reversed(kept))
+        o1 = self.oracle.counters
+        counters.oracle_queries = o1.queries - before[0]
+        counters.prefiltered = o1.prefiltered - before[1]
+        counters.memo_hits = o1.memo_hits - before[2]
+        counters.solver_calls = o1.solver_calls - before[3]
+        counters.solver_seconds = o1.solver_seconds - before[4]
+        counters.seconds = time.perf_counter() - t0
+        return ExploreResult(start, found, [p for p, _ in reversed(stack)], counters)
+
+
+def explore(
+    fragment: Fragment, path: Sequence[int] = (), budget: int | None = None, memo: VerdictMemo | None = None
+) -> ExploreResult:
+    """One-shot form of `Searcher(fragment, memo).explore(path, budget)`."""
+    return Searcher(fragment, memo).explore(path, budget)

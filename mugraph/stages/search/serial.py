@@ -1,0 +1,65 @@
+"""The whole search in one process: budgeted subtree explorations, each frontier resubmitted.
+
+This is the same task protocol the Dask pipeline uses (one `explore(path, budget)` per task), run
+serially, depth first: the frontier of each task is pushed so the next task continues where it
+stopped. Between tasks the caller gets a progress callback and the time limit is checked, so a
+limited run stops cleanly with its remaining frontier.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from mugraph.stages.search.explore import ExploreResult, Found, Path, SearchCounters, Searcher
+
+DEFAULT_BUDGET = 500
+
+
+@dataclass(slots=True)
+class SearchReport:
+    found: dict[str, Found] = field(default_factory=dict)
+    counters: SearchCounters = field(default_factory=SearchCounters)
+    frontier: list[Path] = field(default_factory=list)
+    tasks: int = 0
+    seconds: float = 0.0
+
+    @property
+    def complete(self) -> bool:
+        return not self.frontier
+
+    def merge(self, result: ExploreResult) -> None:
+        """Add one task's result; of two finds of one μGraph the smaller path is kept, so the
+        report does not depend on the order tasks finish in."""
+        self.tasks += 1
+        self.counters.add(result.counters)
+        for digest, f in result.found.items():
+            have = self.found.get(digest)
+            if have is None or f.path < have.path:
+                self.found[digest] = f
+
+
+def run_search(
+    searcher: Searcher,
+    budget: int = DEFAULT_BUDGET,
+    time_limit: float | None = None,
+    on_progress: Callable[[SearchReport], None] | None = None,
+    start: list[Path] | None = None,
+) -> SearchReport:
+    """Explore from `start` (default: the root) until the frontier is empty or time is up."""
+    t0 = time.perf_counter()
+    report = SearchReport()
+    pending: list[Path] = list(reversed(start if start is not None else [()]))
+    while pending:
+        if time_limit is not None and time.perf_counter() - t0 >= time_limit:
+            break
+        result = searcher.explore(pending.pop(), budget)
+        report.merge(result)
+        pending.extend(reversed(result.frontier))
+        report.seconds = time.perf_counter() - t0
+        if on_progress is not None:
+            on_progress(report)
+    report.frontier = list(reversed(pending))
+    report.seconds = time.perf_counter() - t0
+    return report

@@ -1,0 +1,129 @@
+"""A node of the search tree: an immutable μGraph prefix, cheap to extend and to share.
+
+A state holds what extending it needs (each tensor's shape, abstract expression, after-accum flag
+and consumer count; the last op's canonical rank; memory used) plus the op specs that rebuild the
+real IR graph (`build.py`) once a candidate is complete. Children share their parent's tuples, so
+a deep stack of states costs little.
+
+Canonical order (Mirage's `Order`, paper §4.1): an op's rank is (its input tensor indices, its
+kind's position in `TYPE_ORDER`), compared lexicographically with a shorter prefix smaller; a new
+op must rank strictly above the last op of its graph, and input ops rank lowest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+
+from mugraph.ir.types import Dim3, DType, OpKind, Shape
+from mugraph.stages.prune.expr import Expr
+
+TYPE_ORDER: dict[OpKind, int] = {k: i for i, k in enumerate(OpKind)}
+CONCAT_MATMUL_ORDER = len(TYPE_ORDER)  # the lora macro ranks after every single op
+Rank = tuple[tuple[int, ...], int]
+INPUT_RANK: Rank = ((), TYPE_ORDER[OpKind.INPUT])
+Attrs = tuple[tuple[str, int | tuple[int, ...]], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TInfo:
+    shape: Shape
+    expr: Expr
+    after_accum: bool = False
+
+    @property
+    def nbytes(self) -> int:
+        return prod(self.shape) * 2  # searches run in fp16, as Mirage's
+
+
+@dataclass(frozen=True, slots=True)
+class BlockInput:
+    source: int  # kernel tensor index
+    imap: Dim3
+    fmap: int
+
+
+@dataclass(frozen=True, slots=True)
+class OpSpec:
+    """One op as the search chose it (either level). `kind` CONCAT with 4 inputs is the macro."""
+
+    kind: OpKind
+    inputs: tuple[int, ...]
+    attrs: Attrs = ()
+
+
+@dataclass(frozen=True, slots=True)
+class BlockSpec:
+    grid: Dim3
+    forloop: int
+    inputs: tuple[BlockInput, ...]
+    ops: tuple[OpSpec, ...]
+    outputs: tuple[int, ...]  # block tensor indices, in output order
+    omap: Dim3
+
+
+@dataclass(frozen=True, slots=True)
+class KernelOp:
+    kind: OpKind
+    inputs: tuple[int, ...]
+    attrs: Attrs = ()
+    block: BlockSpec | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OpenBlock:
+    """A block graph being built. Until `inputs` is set, only the grid and imaps are chosen."""
+
+    sources: tuple[int, ...]
+    grid: Dim3
+    imaps: tuple[Dim3, ...]
+    forloop: int = 1
+    inputs: tuple[BlockInput, ...] = ()
+    ops: tuple[OpSpec, ...] = ()
+    tensors: tuple[TInfo, ...] = ()
+    uses: tuple[int, ...] = ()
+    last: Rank = INPUT_RANK
+    smem: int = 0
+    has_macro: bool = False
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.inputs)
+
+    @property
+    def op_count(self) -> int:
+        """Ops counted against max_block_ops: inputs and computed ops (a macro counts as one)."""
+        return len(self.inputs) + len(self.ops)
+
+
+@dataclass(frozen=True, slots=True)
+class State:
+    tensors: tuple[TInfo, ...]
+    uses: tuple[int, ...]
+    ops: tuple[KernelOp, ...]
+    last: Rank
+    dmem: int
+    block: OpenBlock | None = None
+    new: tuple[Expr, ...] = ()  # terms the last step created: the oracle must keep them all
+    label: str = "root"
+
+    @property
+    def n_block_graphs(self) -> int:
+        return sum(op.kind is OpKind.CUSTOMIZED for op in self.ops)
+
+    def unconsumed(self) -> list[int]:
+        return [i for i, u in enumerate(self.uses) if u == 0]
+
+
+def root_state(inputs: list[tuple[Shape, DType]], exprs: list[Expr]) -> State:
+    tensors = tuple(TInfo(shape, e) for (shape, _), e in zip(inputs, exprs, strict=True))
+    ops = tuple(KernelOp(OpKind.INPUT, (), (("input", i),)) for i in range(len(inputs)))
+    return State(tensors, (0,) * len(tensors), ops, INPUT_RANK, sum(t.nbytes for t in tensors))
+
+
+def bump(uses: tuple[int, ...], used: tuple[int, ...], extra: int) -> tuple[int, ...]:
+    """Consumer counts after an op reading `used` and creating `extra` new tensors."""
+    out = list(uses)
+    for i in used:
+        out[i] += 1
+    return tuple(out) + (0,) * extra

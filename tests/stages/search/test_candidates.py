@@ -1,0 +1,73 @@
+"""Mirage's candidate generators, checked against lists worked out by hand from the rules."""
+
+from __future__ import annotations
+
+from mugraph.stages.search import candidates as C
+from mugraph.stages.search.config import preset_config
+from mugraph.stages.search.expand import operand_tuples
+from mugraph.ir.types import OpKind
+
+MLP = preset_config("mlp")
+ATTN = preset_config("attention")
+
+
+def test_rms_norm_grids() -> None:
+    # dims 16, 4096, 6144; 4096/x and 6144/x for x in 8..64, 16/x too small; then (batch=16, 1, 1)
+    got = C.grid_candidates([(16, 4096), (4096, 6144)], MLP)
+    want = sorted({(4096 // x, 1, 1) for x in (8, 16, 32, 64)} | {(6144 // x, 1, 1) for x in (8, 16, 32, 64)}
+                  | {(16, 1, 1)})
+    assert got == want
+
+
+def test_attention_grids_contain_the_experts() -> None:
+    k1 = C.grid_candidates([(2, 256, 64), (2, 64, 4096), (2, 4096, 64)], ATTN)
+    k2 = C.grid_candidates([(2, 256, 1024), (2, 256, 16)], ATTN)
+    assert (2, 16, 4) in k1 and (2, 16, 1) in k2
+    assert all(32 <= a * b * c <= 1024 or (a, b, c) == (2, 1, 1) for a, b, c in k1 + k2)
+    assert k1 == sorted(k1)
+
+
+def test_imaps_normalise_size_one_axes_and_check_divisibility() -> None:
+    # (0,-1,1) under grid (64,1,1) becomes (0,-1,-1); dim 0 of X (16) is not divisible by 64
+    assert C.imap_options((16, 4096), (64, 1, 1), MLP) == [(-1, -1, -1), (1, -1, -1)]
+    assert C.imap_options((4096, 6144), (64, 1, 1), MLP) == [(-1, -1, -1), (0, -1, -1), (1, -1, -1)]
+    # attention keeps Mirage's three base imaps only
+    assert C.imap_options((2, 256, 64), (2, 16, 4), ATTN) == [(0, -1, 1), (0, 1, -1), (0, 2, -1)]
+    # under (2, 64, 1) the z axis has size 1: (0,-1,1) becomes (0,-1,-1)
+    assert C.imap_options((2, 256, 64), (2, 64, 1), ATTN) == [(0, -1, -1), (0, 1, -1), (0, 2, -1)]
+
+
+def test_combos_need_every_large_axis_split_by_some_input() -> None:
+    combos = C.imap_combos([(16, 4096), (4096, 6144)], (64, 1, 1), MLP)
+    assert ((-1, -1, -1), (-1, -1, -1)) not in combos
+    assert ((-1, -1, -1), (1, -1, -1)) in combos
+    assert len(combos) == 2 * 3 - 1
+
+
+def test_loop_options() -> None:
+    # tiles X [16,4096] and W [4096,96]: fmap -1/0/1 each; ranges must divide every split dim
+    opts = C.loop_options([(16, 4096), (4096, 96)], MLP)
+    assert (((-1, -1), 1)) in opts and ((1, 0), 64) in opts
+    assert ((1, 1), 64) not in opts  # 96 is not divisible by 64
+    assert ((1, 1), 16) in opts
+    assert all(r == 1 for f, r in opts if f == (-1, -1)) and all(r > 1 for f, r in opts if f != (-1, -1))
+
+
+def test_omaps_follow_the_grid() -> None:
+    assert C.omap_candidates((64, 1, 1), 2, MLP) == [(0, -1, -1), (1, -1, -1)]
+    assert (0, 2, 1) in C.omap_candidates((2, 16, 4), 3, ATTN)
+    assert C.omap_candidates((2, 16, 4), 2, ATTN) == []
+
+
+def test_block_sources_follow_mirage() -> None:
+    assert C.block_sources(4, preset_config("lora")) == (0, 1, 2, 3)
+    assert C.block_sources(4, MLP) == (2, 3)
+    assert C.block_sources(3, MLP) == (0, 1, 2)
+    assert C.block_sources(5, ATTN) == (3, 4)
+    assert C.block_sources(1, MLP) is None
+
+
+def test_commutative_pairs_once() -> None:
+    assert operand_tuples(OpKind.ADD, 3) == [(0, 0), (1, 0), (1, 1), (2, 0), (2, 1), (2, 2)]
+    assert len(operand_tuples(OpKind.DIV, 3)) == 9
+    assert operand_tuples(OpKind.EXP, 2) == [(0,), (1,)]
