@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from mugraph.ir.types import OpKind
 from mugraph.stages.search import candidates as C
 from mugraph.stages.search.config import preset_config
 from mugraph.stages.search.expand import operand_tuples
-from mugraph.ir.types import OpKind
 
 MLP = preset_config("mlp")
 ATTN = preset_config("attention")
