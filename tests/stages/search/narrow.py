@@ -1,0 +1,14 @@
+"""Search limits narrow enough for the default suite that still keep each expert reachable:
+Mirage's preset with the grid (and, where it matters, imaps, for-loop ranges and kernel ops)
+restricted to the expert's choices plus a few others."""
+
+from __future__ import annotations
+
+from typing import Any
+
+NARROW: dict[str, dict[str, Any]] = {
+    "rms_norm": {"grids": [[64, 1, 1]], "franges": [64], "kernel_ops": [], "imaps": [[-1, -1, -1], [1, -1, -1]]},
+    "lora": {"grids": [[64, 1, 1]], "fmaps": [-1], "kernel_ops": [], "imaps": [[-1, -1, -1], [1, -1, -1]]},
+    "gated_mlp": {"grids": [[64, 1, 1]], "franges": [64], "kernel_ops": [], "imaps": [[-1, -1, -1], [1, -1, -1]]},
+    "gqa": {"grids": [[2, 16, 4], [2, 16, 1]], "kernel_ops": []},
+}

@@ -1,0 +1,115 @@
+"""The search finds the experts, returns only equivalent μGraphs, and is deterministic and
+partitionable: budgeted tasks plus their frontiers cover exactly the unbudgeted tree."""
+
+from __future__ import annotations
+
+from functools import cache
+
+import pytest
+
+from mugraph.ir.canonical import canonical_digest
+from mugraph.programs import get_builtin
+from mugraph.stages.search.config import preset_config
+from mugraph.stages.search.explore import ExploreResult, Fragment, Searcher, SearchPathError
+from mugraph.stages.search.serial import run_search
+from mugraph.stages.verify.check import check_equivalence
+from tests.conftest import reference
+from tests.stages.search.narrow import NARROW
+
+FAST = ["rms_norm", "lora", "gated_mlp"]
+
+
+def fragment(name: str, **extra: object) -> Fragment:
+    prog = get_builtin(name)
+    cfg = preset_config(prog.preset).with_overrides({**NARROW[name], **extra})
+    return Fragment(reference(name), cfg, name)
+
+
+@cache
+def searcher(name: str) -> Searcher:
+    return Searcher(fragment(name))
+
+
+@cache
+def full(name: str) -> ExploreResult:
+    return searcher(name).explore(())
+
+
+def expert_digest(name: str) -> str:
+    return canonical_digest(next(iter(get_builtin(name).experts.values()))())
+
+
+@pytest.mark.parametrize("name", FAST)
+def test_finds_the_expert(name: str) -> None:
+    r = full(name)
+    assert not r.frontier
+    assert expert_digest(name) in r.found
+    assert r.counters.ir_rejects == 0
+
+
+@pytest.mark.parametrize("name", FAST)
+def test_every_mugraph_found_is_equivalent_in_float64(name: str) -> None:
+    for d, f in full(name).found.items():
+        g = f.kernel_graph()
+        assert canonical_digest(g) == d
+        result = check_equivalence(reference(name), g, seeds=(5, 6))
+        assert result.equivalent, (d, result.reason)
+        assert result.float_max_rel_err is not None and result.float_max_rel_err < 1e-9
+
+
+@pytest.mark.parametrize("name", FAST)
+def test_paths_replay_to_the_same_mugraph(name: str) -> None:
+    s = searcher(name)
+    for d, f in full(name).found.items():
+        state = s.replay(f.path)
+        assert state.block is None
+        again = s.explore(f.path, budget=1)  # a verified node is a leaf: found again, no frontier
+        assert list(again.found) == [d] and again.frontier == []
+
+
+def test_an_unreachable_expert_is_not_found() -> None:
+    """rms_norm's expert needs 6 block ops; with 5 it cannot be built, and is not reported."""
+    r = Searcher(fragment("rms_norm", max_block_ops=5)).explore(())
+    assert expert_digest("rms_norm") not in r.found
+    assert r.counters.nodes < full("rms_norm").counters.nodes
+
+
+@pytest.mark.parametrize("budget", [1, 7, 60])
+def test_budgeted_tasks_cover_the_tree_exactly(budget: int) -> None:
+    s = searcher("rms_norm")
+    whole = full("rms_norm")
+    report = run_search(s, budget=budget)
+    assert report.complete
+    assert report.counters.nodes == whole.counters.nodes
+    assert report.counters.children == whole.counters.children
+    assert report.counters.fingerprints == whole.counters.fingerprints
+    assert {d: f.path for d, f in report.found.items()} == {d: f.path for d, f in whole.found.items()}
+    assert report.tasks >= whole.counters.nodes // budget
+
+
+def test_tasks_split_the_lora_tree_exactly() -> None:
+    s = searcher("lora")
+    whole = full("lora")
+    report = run_search(s, budget=400)
+    assert report.tasks > 1 and report.counters.nodes == whole.counters.nodes
+    assert set(report.found) == set(whole.found)
+
+
+def test_two_runs_are_identical() -> None:
+    """Fresh searchers (own oracle, no memo): same paths, results and counters."""
+    a = Searcher(fragment("rms_norm")).explore((), budget=150)
+    b = Searcher(fragment("rms_norm")).explore((), budget=150)
+    assert a.frontier == b.frontier
+    assert {d: (f.path, f.graph) for d, f in a.found.items()} == {d: (f.path, f.graph) for d, f in b.found.items()}
+    ca, cb = a.counters.as_dict(), b.counters.as_dict()
+    for key in ("seconds", "solver_seconds", "fingerprint_seconds"):
+        ca.pop(key), cb.pop(key)
+    assert ca == cb
+
+
+def test_bad_paths_are_refused() -> None:
+    s = searcher("rms_norm")
+    with pytest.raises(SearchPathError, match="step 0"):
+        s.replay((10**6,))
+    with pytest.raises(SearchPathError):
+        s.replay((0, -1))
