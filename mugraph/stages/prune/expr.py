@@ -76,7 +76,22 @@ class Expr:
 _TABLE: weakref.WeakValueDictionary[str, Expr] = weakref.WeakValueDictionary()
 
 
+# The same table keyed by identity of the (hash-consed) arguments: finding a known term costs no
+# string building. A live entry's value holds its arguments, so their ids cannot be reused.
+_BY_ID: weakref.WeakValueDictionary[tuple[object, ...], Expr] = weakref.WeakValueDictionary()
+
+
 def _make(head: str, args: tuple[Expr, ...], param: tuple[int, ...] = ()) -> Expr:
+    key = (head, param, *map(id, args))
+    hit = _BY_ID.get(key)
+    if hit is not None:
+        return hit
+    found = _make_slow(head, args, param)
+    _BY_ID[key] = found
+    return found
+
+
+def _make_slow(head: str, args: tuple[Expr, ...], param: tuple[int, ...]) -> Expr:
     if head in COMMUTATIVE:
         args = tuple(sorted(args, key=lambda e: e.sexpr))
     if head == Head.VAR:

@@ -14,6 +14,8 @@ mul one pair per set, ordered (larger, smaller) index, the order that ranks high
 
 from __future__ import annotations
 
+import bisect
+import functools
 import itertools
 from collections.abc import Sequence
 
@@ -21,7 +23,7 @@ from mugraph.ir import shapes
 from mugraph.ir.errors import IRError
 from mugraph.ir.graph import Op
 from mugraph.ir.limits import DEFAULT_LIMITS
-from mugraph.ir.types import ACCUMULATORS, COMMUTATIVE_OPS, IN_PLACE_BLOCK_OPS, UNARY_OPS, OpKind
+from mugraph.ir.types import ACCUMULATORS, COMMUTATIVE_OPS, IN_PLACE_BLOCK_OPS, UNARY_OPS, OpKind, Shape
 from mugraph.stages.prune import expr as E
 from mugraph.stages.search import candidates as C
 from mugraph.stages.search.config import SearchConfig
@@ -34,6 +36,7 @@ from mugraph.stages.search.state import (
     KernelOp,
     OpenBlock,
     OpSpec,
+    Rank,
     State,
     TInfo,
     bump,
@@ -50,12 +53,49 @@ def children(state: State, cfg: SearchConfig) -> list[State]:
     return _close_children(state, state.block, cfg) + _block_op_children(state, state.block, cfg)
 
 
-def operand_tuples(kind: OpKind, n: int) -> list[tuple[int, ...]]:
-    if kind in SINGLE_INPUT:
-        return [(i,) for i in range(n)]
-    if kind in COMMUTATIVE_OPS:
-        return [(i, j) for i in range(n) for j in range(i + 1)]
-    return [(i, j) for i in range(n) for j in range(n)]
+@functools.cache
+def _tuples(arity: str, n: int) -> tuple[tuple[int, ...], ...]:
+    if arity == "unary":
+        return tuple((i,) for i in range(n))
+    if arity == "commutative":
+        return tuple((i, j) for i in range(n) for j in range(i + 1))
+    return tuple((i, j) for i in range(n) for j in range(n))
+
+
+def _arity(kind: OpKind) -> str:
+    return "unary" if kind in SINGLE_INPUT else "commutative" if kind in COMMUTATIVE_OPS else "ordered"
+
+
+def operand_tuples(kind: OpKind, n: int) -> tuple[tuple[int, ...], ...]:
+    """Every operand tuple of `kind` over n tensors, sorted lexicographically."""
+    return _tuples(_arity(kind), n)
+
+
+def ranked_tuples(kind: OpKind, n: int, last: Rank) -> Sequence[tuple[int, ...]]:
+    """The operand tuples whose rank (tuple, kind) is above `last`: a suffix of the sorted list."""
+    tuples = operand_tuples(kind, n)
+    start = bisect.bisect_left(tuples, last[0])
+    if start < len(tuples) and tuples[start] == last[0] and TYPE_ORDER[kind] <= last[1]:
+        start += 1
+    return tuples[start:]
+
+
+def _fast_shape(kind: OpKind, a: Shape, b: Shape | None) -> Shape | None:
+    """Output shape of a block op, or None if invalid (no exception: this runs for every candidate)."""
+    if b is None:
+        return a
+    if len(a) != len(b):
+        return None
+    if kind is OpKind.MATMUL:
+        if len(a) < 2 or a[-1] != b[-2] or a[:-2] != b[:-2]:
+            return None
+        return a[:-1] + (b[-1],)
+    out = []
+    for x, y in zip(a, b, strict=True):
+        if x != y and x != 1 and y != 1:
+            return None
+        out.append(x if x > y else y)
+    return tuple(out)
 
 
 def _out_shape(kind: OpKind, ins: Sequence[tuple[int, ...]], attrs: dict[str, int]) -> tuple[int, ...]:
@@ -86,13 +126,11 @@ def _kernel_children(s: State, cfg: SearchConfig) -> list[State]:
     out: list[State] = []
     n = len(s.tensors)
     for kind in cfg.kernel_ops:
-        for ins in operand_tuples(kind, n):
+        for ins in ranked_tuples(kind, n, s.last):
             args = [s.tensors[i] for i in ins]
             for dim in _reduction_dims(kind, args[0].shape):
                 attrs = () if dim is None else (("dim", dim),)
                 rank = (ins, TYPE_ORDER[kind])
-                if rank <= s.last:
-                    continue
                 try:
                     shape = _out_shape(kind, [a.shape for a in args], dict(attrs))
                 except IRError:
@@ -183,24 +221,25 @@ def _block_op_children(s: State, b: OpenBlock, cfg: SearchConfig) -> list[State]
     out: list[State] = []
     n = len(b.tensors)
     for kind in cfg.block_ops:
-        for ins in operand_tuples(kind, n):
-            rank = (ins, TYPE_ORDER[kind])
-            if rank <= b.last:
-                continue
+        accum = kind in ACCUMULATORS
+        order = TYPE_ORDER[kind]
+        for ins in ranked_tuples(kind, n, b.last):
             args = [b.tensors[i] for i in ins]
-            flags = {a.after_accum for a in args}
-            if len(flags) > 1:
+            if len(args) == 2 and args[0].after_accum != args[1].after_accum:
                 continue
-            accum = kind in ACCUMULATORS
             if accum and args[0].after_accum:
                 continue
-            try:
-                if accum:
+            if accum:
+                try:
                     shape = shapes.accumulator(kind, args[0].shape, cfg.rdx)
-                else:
-                    shape = _out_shape(kind, [a.shape for a in args], {})
-            except IRError:
-                continue
+                except IRError:
+                    continue
+            else:
+                found = _fast_shape(kind, args[0].shape, args[1].shape if len(args) == 2 else None)
+                if found is None:
+                    continue
+                shape = found
+            rank = (ins, order)
             if accum:
                 term = E.accumulator_expr(kind, args[0].expr, args[0].shape, b.forloop, cfg.rdx)
             else:
@@ -222,33 +261,47 @@ def _macro_children(s: State, b: OpenBlock) -> list[State]:
     """The lora preset's concat-then-matmul: matmul(concat(a, b, last dim), concat(c, d, dim -2)).
     Only the matmul's term goes to the oracle, as in Mirage (the macro is one op there)."""
     out = []
-    n = len(b.tensors)
-    for ins in itertools.permutations(range(n), 4):
-        rank = (ins, CONCAT_MATMUL_ORDER)
-        if rank <= b.last:
-            continue
-        args = [b.tensors[i] for i in ins]
-        if len({a.after_accum for a in args}) > 1:
-            continue
-        r = len(args[0].shape)
-        try:
-            left = shapes.concat(args[0].shape, args[1].shape, r - 1)
-            right = shapes.concat(args[2].shape, args[3].shape, r - 2)
-            prod_shape = shapes.matmul(left, right)
-        except IRError:
-            continue
-        flag = args[0].after_accum
-        lt = TInfo(left, E.concat(args[0].expr, args[1].expr, 1, args[0].shape[-1]), flag)
-        rt = TInfo(right, E.concat(args[2].expr, args[3].expr, 2, args[2].shape[-2]), flag)
-        mt = TInfo(prod_shape, E.matmul(lt.expr, rt.expr, left[-1]), flag)
-        smem = b.smem + lt.nbytes + rt.nbytes + mt.nbytes
-        if smem > DEFAULT_LIMITS.smem_bytes:
-            continue
-        uses = bump(b.uses, ins, 3)
-        uses = uses[:n] + (1, 1, 0)
-        spec = OpSpec(OpKind.CONCAT, ins)
-        nb = OpenBlock(b.sources, b.grid, b.imaps, b.forloop, b.inputs, b.ops + (spec,),
-                       b.tensors + (lt, rt, mt), uses, rank, smem, True)
-        out.append(State(s.tensors, s.uses, s.ops, s.last, s.dmem, nb, (mt.expr,),
-                         f"concat_matmul({','.join(map(str, ins))})"))
+    ts = b.tensors
+    n = len(ts)
+
+    def pairs(dim_from_end: int) -> list[tuple[int, int, Shape]]:
+        found = []
+        for i, j in itertools.permutations(range(n), 2):
+            x, y = ts[i].shape, ts[j].shape
+            d = len(x) - dim_from_end
+            if len(x) == len(y) and d >= 0 and ts[i].after_accum == ts[j].after_accum and all(
+                p == q for k, (p, q) in enumerate(zip(x, y, strict=True)) if k != d
+            ):
+                found.append((i, j, x[:d] + (x[d] + y[d],) + x[d + 1 :]))
+        return found
+
+    rights = pairs(2)
+    for a, bb, left in pairs(1):
+        for c, d, right in rights:
+            ins = (a, bb, c, d)
+            if len(set(ins)) < 4 or (ins, CONCAT_MATMUL_ORDER) <= b.last:
+                continue
+            prod_shape = _fast_shape(OpKind.MATMUL, left, right)
+            if prod_shape is None or ts[a].after_accum != ts[c].after_accum:
+                continue
+            out += _macro_child(s, b, ins, left, right, prod_shape)
     return out
+
+
+def _macro_child(s: State, b: OpenBlock, ins: tuple[int, ...], left: Shape, right: Shape, prod_shape: Shape
+                 ) -> list[State]:
+    n = len(b.tensors)
+    rank = (ins, CONCAT_MATMUL_ORDER)
+    args = [b.tensors[i] for i in ins]
+    flag = args[0].after_accum
+    lt = TInfo(left, E.concat(args[0].expr, args[1].expr, 1, args[0].shape[-1]), flag)
+    rt = TInfo(right, E.concat(args[2].expr, args[3].expr, 2, args[2].shape[-2]), flag)
+    mt = TInfo(prod_shape, E.matmul(lt.expr, rt.expr, left[-1]), flag)
+    smem = b.smem + lt.nbytes + rt.nbytes + mt.nbytes
+    if smem > DEFAULT_LIMITS.smem_bytes:
+        return []
+    uses = bump(b.uses, ins, 3)[:n] + (1, 1, 0)
+    nb = OpenBlock(b.sources, b.grid, b.imaps, b.forloop, b.inputs, b.ops + (OpSpec(OpKind.CONCAT, ins),),
+                   b.tensors + (lt, rt, mt), uses, rank, smem, True)
+    return [State(s.tensors, s.uses, s.ops, s.last, s.dmem, nb, (mt.expr,),
+                  f"concat_matmul({','.join(map(str, ins))})")]
