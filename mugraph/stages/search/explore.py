@@ -157,6 +157,17 @@ class Searcher:
             state = kids[idx]
         return state
 
+    def find_path(self, labels: Sequence[str]) -> Path:
+        """The path whose choices have these labels (as `describe` prints them)."""
+        state, path = self.fragment.root, ()
+        for label in labels:
+            kids = self._children_cached(path, state)
+            found = [i for i, k in enumerate(kids) if k.label == label]
+            if not found:
+                raise SearchPathError(f"after {list(path)} no choice is labelled {label!r}")
+            path, state = path + (found[0],), kids[found[0]]
+        return path
+
     def describe(self, path: Sequence[int]) -> list[str]:
         """The choices along a path, readable (`matmul(0,1)`, `close(omap=[1,-1,-1])`, ...)."""
         state = self.fragment.root

@@ -113,3 +113,36 @@ def test_bad_paths_are_refused() -> None:
         s.replay((10**6,))
     with pytest.raises(SearchPathError):
         s.replay((0, -1))
+
+
+GQA_K1 = [
+    "open(grid=[2, 16, 4],imaps=[[0, -1, 1], [0, 2, -1], [0, 1, -1]])",
+    "loop(fmaps=[-1, 2, 1],F=4)",
+]
+GQA_K1_BODY = ["matmul(0,1)", "exp(3)", "accum_sum(4)", "matmul(4,2)", "accum_no_red(6)", "close(omap=[0, 2, 1])"]
+
+
+def test_gqa_second_kernel_is_found_below_the_experts_first() -> None:
+    """The whole K2 search (grids, maps, ops, omaps) below the expert's K1: the expert is found,
+    and so is Mirage's other saved K2 form (for-loop range 4, fmap 2 on both inputs)."""
+    s = Searcher(fragment("gqa"))
+    start = s.find_path(GQA_K1 + GQA_K1_BODY)
+    r = s.explore(start)
+    assert not r.frontier and expert_digest("gqa") in r.found and len(r.found) >= 2
+    loops = {s.describe(f.path)[len(start) + 1] for f in r.found.values()}
+    assert {"loop(fmaps=[-1, -1],F=1)", "loop(fmaps=[2, 2],F=4)"} <= loops
+    for f in r.found.values():
+        assert check_equivalence(reference("gqa"), f.kernel_graph(), seeds=(3,)).equivalent
+
+
+@pytest.mark.slow
+def test_gqa_expert_found_below_its_first_kernels_configuration() -> None:
+    """Everything below K1's grid, imaps, fmaps and for-loop range: K1's body and all of K2."""
+    s = Searcher(fragment("gqa"))
+    report = run_search(s, budget=2000, start=[s.find_path(GQA_K1)])
+    assert report.complete and expert_digest("gqa") in report.found
+
+
+def test_find_path_names_missing_choices() -> None:
+    with pytest.raises(SearchPathError, match="no choice is labelled"):
+        searcher("rms_norm").find_path(["open(grid=[3, 1, 1],imaps=[])"])
