@@ -159,7 +159,7 @@ class Searcher:
 
     def find_path(self, labels: Sequence[str]) -> Path:
         """The path whose choices have these labels (as `describe` prints them)."""
-        state, path = self.fragment.root, ()
+        state, path = self.fragment.root, Path()
         for label in labels:
             kids = self._children_cached(path, state)
             found = [i for i, k in enumerate(kids) if k.label == label]
