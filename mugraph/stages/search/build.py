@@ -7,11 +7,11 @@ from collections.abc import Sequence
 
 from mugraph.ir.graph import BlockGraph, KernelGraph, Tensor
 from mugraph.ir.types import ACCUMULATORS, OpKind
-from mugraph.stages.search.state import BlockSpec, OpSpec, State
+from mugraph.stages.search.state import BlockSpec, State
 
 
-def _apply(g: KernelGraph | BlockGraph, op: OpSpec | None, kind: OpKind, args: Sequence[Tensor],
-           attrs: dict[str, object]) -> list[Tensor]:
+def _apply(g: KernelGraph | BlockGraph, kind: OpKind, args: Sequence[Tensor], attrs: dict[str, object]
+           ) -> list[Tensor]:
     if kind is OpKind.CONCAT and len(args) == 4:  # the lora macro
         r = len(args[0].shape)
         return [g.matmul(g.concat(args[0], args[1], r - 1), g.concat(args[2], args[3], r - 2))]
@@ -32,7 +32,7 @@ def _block(g: KernelGraph, spec: BlockSpec, tensors: list[Tensor], rdx: int) -> 
     bg = BlockGraph(spec.grid, spec.forloop, rdx=rdx)
     bt = [bg.new_input(tensors[i.source], i.imap, i.fmap) for i in spec.inputs]
     for op in spec.ops:
-        outs = _apply(bg, op, op.kind, [bt[i] for i in op.inputs], dict(op.attrs))
+        outs = _apply(bg, op.kind, [bt[i] for i in op.inputs], dict(op.attrs))
         if op.kind is OpKind.CONCAT and len(op.inputs) == 4:
             # the macro made three tensors; keep the search's indices
             bt += [bg.tensors[outs[0].index - 2], bg.tensors[outs[0].index - 1], outs[0]]
@@ -58,7 +58,7 @@ def build_graph(state: State, names: Sequence[str], outputs: Sequence[int] = (),
             bg = _block(g, op.block, tensors, rdx)
             tensors += g.customized(bg, [tensors[i] for i in op.inputs])
         else:
-            tensors += _apply(g, None, op.kind, [tensors[i] for i in op.inputs], dict(op.attrs))
+            tensors += _apply(g, op.kind, [tensors[i] for i in op.inputs], dict(op.attrs))
     for i, name in zip(outputs, output_names, strict=True):
         g.mark_output(tensors[i], name)
     return g

@@ -98,16 +98,6 @@ def _fast_shape(kind: OpKind, a: Shape, b: Shape | None) -> Shape | None:
     return tuple(out)
 
 
-def _out_shape(kind: OpKind, ins: Sequence[tuple[int, ...]], attrs: dict[str, int]) -> tuple[int, ...]:
-    if kind is OpKind.MATMUL:
-        return shapes.matmul(ins[0], ins[1])
-    if kind in (OpKind.ADD, OpKind.MUL, OpKind.DIV):
-        return shapes.elementwise(kind, ins[0], ins[1])
-    if kind is OpKind.REDUCTION:
-        return shapes.reduction(ins[0], attrs["dim"])
-    return ins[0]
-
-
 def _op_term(kind: OpKind, args: Sequence[TInfo], attrs: Sequence[tuple[str, int | tuple[int, ...]]] = ()) -> E.Expr:
     op = Op(kind, tuple(range(len(args))), (), tuple(attrs))
     return E.op_expr(op, [a.expr for a in args], [a.shape for a in args])
@@ -131,9 +121,11 @@ def _kernel_children(s: State, cfg: SearchConfig) -> list[State]:
             for dim in _reduction_dims(kind, args[0].shape):
                 attrs = () if dim is None else (("dim", dim),)
                 rank = (ins, TYPE_ORDER[kind])
-                try:
-                    shape = _out_shape(kind, [a.shape for a in args], dict(attrs))
-                except IRError:
+                if dim is not None:
+                    shape: Shape | None = shapes.reduction(args[0].shape, dim)
+                else:
+                    shape = _fast_shape(kind, args[0].shape, args[1].shape if len(args) == 2 else None)
+                if shape is None:
                     continue
                 t = TInfo(shape, _op_term(kind, args, attrs))
                 if s.dmem + t.nbytes > DEFAULT_LIMITS.dmem_bytes:

@@ -29,7 +29,7 @@ from mugraph.ir.canonical import canonical_digest
 from mugraph.ir.errors import IRError, MugraphError
 from mugraph.ir.graph import KernelGraph
 from mugraph.ir.serialize import digest as graph_digest
-from mugraph.ir.serialize import dumps
+from mugraph.ir.serialize import dumps, loads
 from mugraph.stages.prune.expr import output_exprs, var
 from mugraph.stages.prune.oracle import OracleConfig, SubexprOracle, VerdictMemo
 from mugraph.stages.search.build import build_graph
@@ -83,8 +83,6 @@ class Found:
     graph: str
 
     def kernel_graph(self) -> KernelGraph:
-        from mugraph.ir.serialize import loads
-
         return loads(self.graph)
 
 
