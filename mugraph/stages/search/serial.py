@@ -46,8 +46,10 @@ def run_search(
     time_limit: float | None = None,
     on_progress: Callable[[SearchReport], None] | None = None,
     start: list[Path] | None = None,
+    stop: Callable[[SearchReport], bool] | None = None,
 ) -> SearchReport:
-    """Explore from `start` (default: the root) until the frontier is empty or time is up."""
+    """Explore from `start` (default: the root) until the frontier is empty, time is up, or
+    `stop(report)` is true after a task (say, once a wanted μGraph is found)."""
     t0 = time.perf_counter()
     report = SearchReport()
     pending: list[Path] = list(reversed(start if start is not None else [()]))
@@ -60,6 +62,8 @@ def run_search(
         report.seconds = time.perf_counter() - t0
         if on_progress is not None:
             on_progress(report)
+        if stop is not None and stop(report):
+            break
     report.frontier = list(reversed(pending))
     report.seconds = time.perf_counter() - t0
     return report
