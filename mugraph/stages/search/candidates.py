@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 
+from mugraph.ir.limits import DEFAULT_LIMITS
 from mugraph.ir.types import Dim3, Shape
 from mugraph.stages.search.config import SearchConfig
 
@@ -31,7 +32,7 @@ def grid_candidates(shapes: Sequence[Shape], cfg: SearchConfig) -> list[Dim3]:
             found.update((batch, d // y, 1) for y in cfg.attention_divisors if d % y == 0)
     if cfg.attention_grids:
         found.add((batch, 16, 4))
-    kept = {g for g in found if cfg.min_blocks <= g[0] * g[1] * g[2] <= min(cfg.max_blocks, 1024)}
+    kept = {g for g in found if cfg.min_blocks <= g[0] * g[1] * g[2] <= min(cfg.max_blocks, DEFAULT_LIMITS.max_blocks)}
     kept.add((batch, 1, 1))
     return sorted(kept)
 

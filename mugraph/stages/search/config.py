@@ -16,7 +16,7 @@ import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from mugraph.ir.errors import MugraphError
@@ -72,13 +72,10 @@ class SearchConfig:
     seeds: tuple[int, ...] = (0,)  # fingerprint seeds of the inline check
     rlimit: int = 80_000
     unknown_keeps: bool = False
-    _note: str = field(default="", compare=False, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self):
-            if f.name.startswith("_"):
-                continue
             out[f.name] = _plain(getattr(self, f.name))
         return out
 
@@ -89,7 +86,7 @@ class SearchConfig:
 
     def with_overrides(self, overrides: Mapping[str, Any]) -> SearchConfig:
         """A copy with fields replaced; values are checked and converted (lists become tuples)."""
-        known = {f.name: f for f in dataclasses.fields(self) if not f.name.startswith("_")}
+        known = {f.name: f for f in dataclasses.fields(self)}
         changes: dict[str, Any] = {}
         for name, value in overrides.items():
             if name not in known:
@@ -134,8 +131,7 @@ def _convert(name: str, value: Any, current: Any) -> Any:
             return tuple(OpKind(v) for v in value)
         if name in ("grids", "imaps", "omaps"):
             return None if value is None else tuple(tuple(int(x) for x in m) for m in value)
-        if isinstance(current, bool) or name in ("concat_matmul", "four_input_blocks", "attention_grids",
-                                                 "unknown_keeps"):
+        if isinstance(current, bool):
             if not isinstance(value, bool):
                 raise TypeError("expected true or false")
             return value

@@ -30,6 +30,7 @@ from mugraph.ir.errors import IRError, MugraphError
 from mugraph.ir.graph import KernelGraph
 from mugraph.ir.serialize import digest as graph_digest
 from mugraph.ir.serialize import dumps, loads
+from mugraph.ir.types import OpKind
 from mugraph.stages.prune.expr import output_exprs, var
 from mugraph.stages.prune.oracle import OracleConfig, SubexprOracle, VerdictMemo
 from mugraph.stages.search.build import build_graph
@@ -103,7 +104,7 @@ class Fragment:
         self.config = config
         sig = reference.input_signature()
         self.input_names = [n for n, _, _ in sig]
-        self.output_names = [str(op.attr("name")) for op in reference.ops if op.kind.value == "output"]
+        self.output_names = [str(op.attr("name")) for op in reference.ops_of(OpKind.OUTPUT)]
         self.output_shapes = sorted(t.shape for t in reference.output_tensors)
         self.finals = output_exprs(reference)
         self.root = root_state([(s, d) for _, s, d in sig], [var(i) for i in range(len(sig))])
