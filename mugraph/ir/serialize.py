@@ -64,7 +64,7 @@ def digest(graph: KernelGraph) -> str:
 # -- loading --------------------------------------------------------------------------------------
 
 
-class _Fields:
+class Fields:
     """Typed access to one JSON object, naming the field path in every error."""
 
     def __init__(self, obj: Any, path: str) -> None:
@@ -120,7 +120,7 @@ def _tensor(tensors: Sequence[Tensor], index: int, path: str) -> Tensor:
     return tensors[index]
 
 
-def _apply_common(g: KernelGraph | BlockGraph, kind: OpKind, f: _Fields, args: list[Tensor]) -> Tensor:
+def _apply_common(g: KernelGraph | BlockGraph, kind: OpKind, f: Fields, args: list[Tensor]) -> Tensor:
     if kind is OpKind.MATMUL:
         return g.matmul(args[0], args[1])
     if kind is OpKind.ADD:
@@ -158,7 +158,7 @@ _ARITY = {
 }
 
 
-def _args(f: _Fields, kind: OpKind, tensors: Sequence[Tensor]) -> list[Tensor]:
+def _args(f: Fields, kind: OpKind, tensors: Sequence[Tensor]) -> list[Tensor]:
     idx = f.ints("inputs", default=[])
     want = _ARITY.get(kind)
     if want is not None and len(idx) != want:
@@ -167,14 +167,14 @@ def _args(f: _Fields, kind: OpKind, tensors: Sequence[Tensor]) -> list[Tensor]:
 
 
 def _block_from_json(obj: Any, path: str, sources: list[Tensor], limits: Limits) -> BlockGraph:
-    f = _Fields(obj, path)
+    f = Fields(obj, path)
     bg = BlockGraph(
         f.ints("grid", 3), f.int("forloop"), f.ints("block", 3, [128, 1, 1]), f.int("rdx", 64), limits
     )
     ops = f.get("ops", lambda v: isinstance(v, list), "a list of ops")
     n_inputs = 0
     for i, raw in enumerate(ops):
-        of = _Fields(raw, f"{path}.ops[{i}]")
+        of = Fields(raw, f"{path}.ops[{i}]")
         kind = of.kind(BLOCK_OPS)
         try:
             if kind is OpKind.INPUT:
@@ -197,42 +197,66 @@ def _block_from_json(obj: Any, path: str, sources: list[Tensor], limits: Limits)
     return bg
 
 
+def replay(
+    g: KernelGraph,
+    ops: Sequence[Any],
+    path: str,
+    bind_input: Callable[[Fields], Tensor],
+    bind_output: Callable[[Fields, Tensor], None],
+) -> None:
+    """Add the JSON `ops` of a kernel graph to `g`, checking every rule again.
+
+    Tensor indices in `ops` count only the tensors these ops make, so the same list can be
+    replayed into a fresh graph (`from_json`) or inlined into a larger one (`ir.compose`);
+    `bind_input` supplies the tensor of each input op, `bind_output` receives each output.
+    """
+    local: list[Tensor] = []
+    for i, raw in enumerate(ops):
+        of = Fields(raw, f"{path}.ops[{i}]")
+        kind = of.kind(KERNEL_OPS)
+        try:
+            if kind is OpKind.INPUT:
+                local.append(bind_input(of))
+                continue
+            args = _args(of, kind, local)
+            if kind is OpKind.OUTPUT:
+                bind_output(of, args[0])
+            elif kind is OpKind.CUSTOMIZED:
+                srcs = [_tensor(local, j, f"{of.path}.inputs") for j in of.ints("inputs")]
+                bg = _block_from_json(of.get("block", lambda v: True, "a block graph"),
+                                      f"{of.path}.block", srcs, g.limits)
+                local.extend(g.customized(bg, srcs))
+            else:
+                local.append(_apply_common(g, kind, of, args))
+        except IRError as e:
+            raise SchemaError(f"{of.path}: {e}") from e
+
+
+def _name(f: Fields) -> str | None:
+    return f.get("name", lambda v: isinstance(v, str) and bool(v), "a name", None)  # type: ignore[no-any-return]
+
+
 def from_json(obj: Any, limits: Limits = DEFAULT_LIMITS, path: str = "graph") -> KernelGraph:
     """Rebuild a kernel graph from its JSON; errors name the field path (`graph.ops[3].imap`)."""
-    f = _Fields(obj, path)
+    f = Fields(obj, path)
     schema = f.get("schema", lambda v: isinstance(v, str), "a schema string")
     if schema != SCHEMA:
         raise SchemaError(f"{path}.schema: {schema!r} is not supported (expected {SCHEMA!r})")
     ops = f.get("ops", lambda v: isinstance(v, list), "a list of ops")
     g = KernelGraph(limits)
-    for i, raw in enumerate(ops):
-        of = _Fields(raw, f"{path}.ops[{i}]")
-        kind = of.kind(KERNEL_OPS)
+
+    def new_input(of: Fields) -> Tensor:
+        shape = of.ints("shape")
+        dtype = of.get("dtype", lambda v: isinstance(v, str), "a dtype name", "float16")
+        name = _name(of)
         try:
-            if kind is OpKind.INPUT:
-                shape = of.ints("shape")
-                dtype = of.get("dtype", lambda v: isinstance(v, str), "a dtype name", "float16")
-                name = of.get("name", lambda v: isinstance(v, str) and bool(v), "a name", None)
-                try:
-                    g.new_input(shape, dtype, name)
-                except ValueError as e:
-                    if isinstance(e, IRError):
-                        raise
-                    raise SchemaError(f"{of.path}.dtype: unknown dtype {dtype!r}") from e
-                continue
-            args = _args(of, kind, g.tensors)
-            if kind is OpKind.OUTPUT:
-                name = of.get("name", lambda v: isinstance(v, str) and bool(v), "a name", None)
-                g.mark_output(args[0], name)
-            elif kind is OpKind.CUSTOMIZED:
-                srcs = [_tensor(g.tensors, j, f"{of.path}.inputs") for j in of.ints("inputs")]
-                bg = _block_from_json(of.get("block", lambda v: True, "a block graph"),
-                                      f"{of.path}.block", srcs, limits)
-                g.customized(bg, srcs)
-            else:
-                _apply_common(g, kind, of, args)
-        except IRError as e:
-            raise SchemaError(f"{of.path}: {e}") from e
+            return g.new_input(shape, dtype, name)
+        except ValueError as e:
+            if isinstance(e, IRError):
+                raise
+            raise SchemaError(f"{of.path}.dtype: unknown dtype {dtype!r}") from e
+
+    replay(g, ops, path, new_input, lambda of, t: g.mark_output(t, _name(of)))
     return g
 
 

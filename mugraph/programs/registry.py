@@ -35,7 +35,7 @@ def register(program: Program) -> Program:
 
 
 def builtin_programs() -> dict[str, Program]:
-    from mugraph.programs import benchmarks  # noqa: F401  (registers on import)
+    from mugraph.programs import benchmarks, transformer  # noqa: F401  (register on import)
 
     return dict(sorted(_REGISTRY.items()))
 

@@ -22,8 +22,9 @@ def test_expert_matches_reference_on_three_seeds(name: str, label: str) -> None:
 
 
 def test_experts_cover_every_benchmark() -> None:
-    assert set(PROGRAMS) == {"rms_norm", "lora", "gated_mlp", "gqa", "qknorm_gqa", "ntrans"}
-    assert all(p.experts for p in PROGRAMS.values())
+    benchmarks = {"rms_norm", "lora", "gated_mlp", "gqa", "qknorm_gqa", "ntrans"}
+    assert set(PROGRAMS) == benchmarks | {"transformer_block"}
+    assert all(PROGRAMS[n].experts for n in benchmarks)
 
 
 def test_fingerprints_distinguish_seeds() -> None:
