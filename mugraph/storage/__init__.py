@@ -1,4 +1,4 @@
-"""The Zarr run store and the verdict memo backends (issues 3, 5).
+"""The Zarr run store (`RunStore`) and the verdict memo backends (issues 3, 5).
 
 The only package that knows Zarr and Redis. The memo: `LayeredMemo` (a per-process LRU) in front of a
 shared `MemoStore` — `RedisMemo` (`mugraph.storage.redis_memo`, imported on demand by `open_memo_store`)
@@ -13,14 +13,23 @@ from mugraph.storage.memo import (
     open_memo_store,
 )
 from mugraph.storage.redis_server import EmbeddedRedis, find_redis_server
+from mugraph.storage.run_store import FoundRecord, RunStore, TaskRecord
+from mugraph.storage.store_errors import StoreBusy, StoreDamaged, StoreError, StoreMismatch
 
 __all__ = [
     "EmbeddedRedis",
+    "FoundRecord",
     "LayeredMemo",
     "LocalMemo",
     "MemoCounters",
     "MemoStore",
     "MemoUnavailable",
+    "RunStore",
+    "StoreBusy",
+    "StoreDamaged",
+    "StoreError",
+    "StoreMismatch",
+    "TaskRecord",
     "find_redis_server",
     "open_memo_store",
 ]

@@ -1,0 +1,113 @@
+"""Small JSON records kept as Zarr group attributes (one `zarr.json` each), sealed with a checksum.
+
+Zarr checksums chunks (crc32c codec) but not metadata, so a bit flip inside a `zarr.json` would pass
+as valid JSON with a wrong value. Every record therefore carries `crc32`, the CRC-32 of the canonical
+JSON of its other attributes; a mismatch is reported as damage, never returned. Values are normalised
+through JSON before they are sealed so that what a caller gets back equals what was stored.
+
+A record is replaced by rewriting its `zarr.json` (one atomic file), never by deleting and recreating
+the group, so a crash leaves the old record or the new one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import zlib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import zarr.api.asynchronous as zasync
+from zarr.abc.store import Store
+from zarr.buffer import default_buffer_prototype
+from zarr.core.group import GroupMetadata
+
+from mugraph.storage.atomic_store import AtomicLocalStore, write_atomic
+from mugraph.storage.store_errors import StoreError, damaged
+
+__all__ = ["CRC_KEY", "canonical_json", "normalize", "read_record", "record_names", "seal", "unseal", "write_record"]
+
+CRC_KEY = "crc32"
+
+
+def canonical_json(value: Any) -> str:
+    """The one JSON text of `value` that checksums and equality tests use."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def normalize(value: Any, what: str) -> Any:
+    """`value` as plain JSON types (tuples → lists, int keys → str); ValueError if it is not JSON-able."""
+    try:
+        return json.loads(json.dumps(value))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{what} is not JSON-serialisable: {exc}") from None
+
+
+def _crc(attrs: Mapping[str, Any]) -> int:
+    return zlib.crc32(canonical_json({k: v for k, v in attrs.items() if k != CRC_KEY}).encode())
+
+
+def seal(attrs: Mapping[str, Any]) -> dict[str, Any]:
+    """`attrs` (already normalised) plus their checksum."""
+    out = dict(attrs)
+    out[CRC_KEY] = _crc(attrs)
+    return out
+
+
+def unseal(attrs: Mapping[str, Any], file: Path) -> dict[str, Any]:
+    """The attributes without the checksum; StoreDamaged naming `file` if it is missing or wrong."""
+    if attrs.get(CRC_KEY) != _crc(attrs):
+        raise damaged(file, "checksum mismatch (the record was altered or truncated)")
+    return {k: v for k, v in attrs.items() if k != CRC_KEY}
+
+
+def metadata_file(root: Path, path: str) -> Path:
+    return root / path / "zarr.json" if path else root / "zarr.json"
+
+
+async def read_record(store: Store, root: Path, path: str) -> dict[str, Any] | None:
+    """The unsealed record at `path`, None if there is none; StoreDamaged if it cannot be trusted."""
+    file = metadata_file(root, path)
+    if not file.is_file():
+        return None
+    try:
+        group = await zasync.open_group(store=store, path=path, mode="r")
+        attrs = dict(group.attrs)
+    except StoreError:
+        raise
+    except Exception as exc:
+        raise damaged(file, exc) from None
+    return unseal(attrs, file)
+
+
+def write_record(store: AtomicLocalStore, path: str, attrs: Mapping[str, Any]) -> None:
+    """Write the record group at `path` (creating missing parent groups); `attrs` must be normalised.
+
+    The group's `zarr.json` is serialised by zarr's own `GroupMetadata` and written as one atomic
+    file, without a round trip through zarr's event loop (about 1 ms each on a local disk)."""
+    if store.read_only:
+        raise StoreError(f"run store {store.root} is open read-only")
+    parts = path.split("/") if path else []
+    for i in range(len(parts)):
+        parent = metadata_file(store.root, "/".join(parts[:i]))
+        if not parent.is_file():
+            with contextlib.suppress(FileExistsError):
+                write_atomic(parent, _group_json({}), exclusive=True, durable=store.durable)
+    write_atomic(metadata_file(store.root, path), _group_json(seal(attrs)), durable=store.durable)
+
+
+def _group_json(attrs: Mapping[str, Any]) -> bytes:
+    meta = GroupMetadata(attributes=dict(attrs), zarr_format=3)
+    return bytes(meta.to_buffer_dict(default_buffer_prototype())["zarr.json"].to_bytes())
+
+
+def record_names(root: Path, path: str) -> list[str]:
+    """Sorted names of the record groups directly under `path` (directories holding a zarr.json).
+
+    A directory without one is a record whose write a crash interrupted before its only file was
+    renamed into place: it never existed, so it is skipped."""
+    base = root / path
+    if not base.is_dir():
+        return []
+    return sorted(e.name for e in base.iterdir() if not e.name.startswith(".") and (e / "zarr.json").is_file())

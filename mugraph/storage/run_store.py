@@ -1,0 +1,580 @@
+"""The run store: the record of truth of one search, a Zarr v3 directory written by the driver alone.
+
+Layout (every node is a group or array with one `zarr.json`; JSON records carry a `crc32`, see
+`mugraph.storage.records`)::
+
+    <store>/                        root group; attrs: format "mugraph-run-store", schema (int),
+                                    identity {str: str} (compared on open), meta (free, not compared),
+                                    crc32 (of format, schema, identity)
+      mugraph.lock                  flock lock file of the single writer (holds its pid)
+      fragments/                    attrs: fragments [ {name, digest, graph, config, ...} ]  (written once)
+      tasks/                        attrs (the commit record): rows, epoch, counter_names, workers
+        path/      int32  [cap, 64] choice path from the root, padded with -1      chunks 512 rows,
+        info/      int64  [cap, 5]  fragment, parent|-1, status 0|1, worker|-1,    zstd + crc32c,
+                                    epoch|-1
+        counters/  float64[cap, C]  a done task's counters, named by counter_names fill -2 / NaN
+      found/<fragment>/<digest>/    attrs: path [int], graph (JSON text), task (row)
+      confirmations/<fragment>/<digest>/   attrs: result {equivalent, seeds, error, ...}
+      rankings/<fragment>/          attrs: ranking [ {...} ]
+      final/                        attrs: final {...}
+
+Surviving `kill -9` at any instant. Every file is replaced atomically (`AtomicLocalStore`), so each
+file is old or new. A store is built in a hidden sibling directory and renamed into place, so a
+directory at the store path is complete or empty; `fresh` renames the old store away before building
+the new one. `complete_task` writes, each step after the previous one is on disk: (1) the found
+μGraphs, (2) the children's rows (their chunks, then the commit record with the new row count and
+any new worker name), (3) the task's counters, (4) last, its status, in the same chunk write as its
+worker and the commit epoch. So a task that reads as done has its results and its children on disk.
+A crash before (4) leaves a pending task, which the driver reruns: rows past the committed count
+(children written but not committed) are ignored and overwritten; committed children are found again
+by (fragment, path) and not added twice; found μGraphs of the killed attempt are harmless, since the
+rerun finds the same ones and a digest keeps the smaller path, whichever attempt wrote it. An explicit
+commit replaces "use the common length of the task arrays": arrays may differ in capacity after a
+crash mid-resize without consequence, and a deleted tail chunk is reported instead of silently
+shortening the table. Readers (`open_existing`, no lock) may run beside the writer; the epoch keeps
+their view consistent (see `mugraph.storage.task_table`).
+
+Damage (invalid JSON, a record whose checksum fails, a chunk failing its crc32c, truncated or
+missing, an impossible value) raises StoreDamaged naming the file; nothing is ever guessed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import errno
+import json
+import os
+import re
+import shutil
+import uuid
+import zlib
+from collections.abc import Coroutine, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar
+
+import zarr.api.asynchronous as zasync
+from zarr.core.sync import sync as zarr_sync
+
+from mugraph.storage.atomic_store import AtomicLocalStore, remove_temp_files
+from mugraph.storage.records import (
+    canonical_json,
+    metadata_file,
+    normalize,
+    read_record,
+    record_names,
+    write_record,
+)
+from mugraph.storage.store_errors import (
+    RECOVERY_HINT,
+    StoreBusy,
+    StoreDamaged,
+    StoreError,
+    StoreMismatch,
+    damaged,
+)
+from mugraph.storage.store_lock import LOCK_NAME, StoreLock
+from mugraph.storage.task_table import CHUNK_ROWS, MAX_DEPTH, TaskRecord, TaskTable, check_path
+
+__all__ = [
+    "CHUNK_ROWS",
+    "FORMAT",
+    "MAX_DEPTH",
+    "SCHEMA_VERSION",
+    "FoundRecord",
+    "RunStore",
+    "StoreBusy",
+    "StoreDamaged",
+    "StoreError",
+    "StoreMismatch",
+    "TaskRecord",
+]
+
+SCHEMA_VERSION = 1
+FORMAT = "mugraph-run-store"
+_DIGEST = re.compile(r"[0-9A-Za-z][0-9A-Za-z_.-]{0,127}")
+_SIBLING = re.compile(r"\.(?P<name>.+)\.mugraph-(?:new|old)-(?P<pid>\d+)-[0-9a-f]+")
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class FoundRecord:
+    """A μGraph found by a search task; `graph` is its JSON text, `task` the row that found it."""
+
+    fragment: int
+    digest: str
+    path: tuple[int, ...]
+    graph: str
+    task: int
+
+
+def _root_crc(attrs: Mapping[str, Any]) -> int:
+    return zlib.crc32(canonical_json({k: attrs.get(k) for k in ("format", "schema", "identity")}).encode())
+
+
+def _sibling(path: Path, kind: str) -> Path:
+    return path.parent / f".{path.name}.mugraph-{kind}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _clean_siblings(path: Path) -> None:
+    """Remove half-built or half-deleted stores that a killed `open` left next to `path`."""
+    if not path.parent.is_dir():
+        return
+    for entry in path.parent.iterdir():
+        m = _SIBLING.fullmatch(entry.name)
+        if m and m["name"] == path.name and not _pid_alive(int(m["pid"])):
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+def _has_entries(path: Path) -> bool:
+    return path.is_dir() and any(path.iterdir())
+
+
+def _looks_like_store(path: Path) -> bool:
+    """True if `path` was made by this module (its lock file, or a root marked with FORMAT)."""
+    if (path / LOCK_NAME).is_file():
+        return True
+    try:
+        return bool(json.loads((path / "zarr.json").read_text())["attributes"]["format"] == FORMAT)
+    except Exception:
+        return False
+
+
+class RunStore:
+    """One run's tasks, found μGraphs, confirmations, rankings and final result, on disk.
+
+    Used from one thread. Reads of tasks come from memory (loaded at open); found μGraphs are
+    loaded per fragment on first use; confirmations, rankings and the final result are read on
+    each call."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        readonly: bool,
+        lock: StoreLock | None,
+        durable: bool,
+        created: bool,
+        root_attrs: Mapping[str, Any],
+    ) -> None:
+        self.path = path
+        self.readonly = readonly
+        self.created = created
+        self.identity: dict[str, str] = dict(root_attrs["identity"])
+        self.meta: dict[str, Any] = dict(root_attrs["meta"])
+        self._lock = lock
+        self._store = AtomicLocalStore(path, read_only=readonly, durable=durable)
+        self._closed = False
+        self._broken: str | None = None
+        self._found: dict[int, dict[str, FoundRecord]] = {}
+        frags = self._run(read_record(self._store, path, "fragments"))
+        self._fragments: list[dict[str, Any]] | None = None
+        if frags is not None:
+            value = frags.get("fragments")
+            if not isinstance(value, list) or not all(isinstance(f, dict) for f in value):
+                raise damaged(metadata_file(path, "fragments"), "fragments is not a list of objects")
+            self._fragments = value
+        count = len(self._fragments) if self._fragments is not None else None
+        self._table = self._run(TaskTable.load(self._store, path, count, exclusive=lock is not None))
+
+    # ---------------------------------------------------------------- opening and closing
+
+    @classmethod
+    def open(
+        cls,
+        path: Path,
+        identity: Mapping[str, str],
+        *,
+        meta: Mapping[str, Any] | None = None,
+        counter_names: Sequence[str] = (),
+        fresh: bool = False,
+        durable: bool = False,
+    ) -> RunStore:
+        """Open the store at `path` for writing, creating it if missing (or, with `fresh`, replacing it).
+
+        An existing store must have this schema version and this identity (StoreMismatch) and no live
+        writer (StoreBusy). `fresh` deletes only a directory that is a run store. `durable` fsyncs
+        every write (power-loss safety, about 1 ms a file); a process crash never needs it."""
+        path = Path(path)
+        ident = {str(k): v for k, v in identity.items()}
+        bad = [k for k, v in ident.items() if not isinstance(v, str)]
+        if bad:
+            raise ValueError(f"identity values must be str; not for {bad}")
+        meta_json = normalize(dict(meta or {}), "meta")
+        names = [str(n) for n in counter_names]
+        _clean_siblings(path)
+        if path.exists() and not path.is_dir():
+            raise StoreError(f"run store path {path} is a file, not a directory; choose another --store")
+        if fresh and _has_entries(path):
+            if not _looks_like_store(path):
+                raise StoreError(
+                    f"refusing to delete {path} for --fresh: it is not a mugraph run store; choose another --store"
+                )
+            cls._discard(path)
+        lock: StoreLock | None = None
+        created = False
+        if not _has_entries(path):
+            lock = cls._create(path, ident, meta_json, names, durable)
+            created = lock is not None
+        try:
+            attrs = cls._read_root(path)
+            stored = attrs["identity"]
+            diffs = [
+                f"{k}: stored {stored.get(k, '(none)')!r}, given {ident.get(k, '(none)')!r}"
+                for k in sorted(set(stored) | set(ident))
+                if stored.get(k) != ident.get(k)
+            ]
+            if diffs:
+                raise StoreMismatch(f"run store {path} was made for another run ({'; '.join(diffs)}); {RECOVERY_HINT}")
+            if lock is None:
+                lock = StoreLock.acquire(path)
+                remove_temp_files(path)
+            store = cls(path, readonly=False, lock=lock, durable=durable, created=created, root_attrs=attrs)
+        except BaseException:
+            if lock is not None:
+                lock.release()
+            raise
+        stored_names = list(store._table.counter_names)
+        if names and names != stored_names:
+            store.close()
+            raise StoreMismatch(
+                f"run store {path} was made for another run (counter_names: stored {stored_names}, given {names}); "
+                f"{RECOVERY_HINT}"
+            )
+        return store
+
+    @classmethod
+    def open_existing(cls, path: Path, *, readonly: bool = True) -> RunStore:
+        """Open an existing store without an identity check (for `mugraph status` / `show`).
+
+        Read-only opens take no lock and may run beside a live writer."""
+        path = Path(path)
+        if not path.is_dir():
+            raise StoreError(f"no run store at {path}")
+        attrs = cls._read_root(path)
+        lock = None if readonly else StoreLock.acquire(path)
+        try:
+            if lock is not None:
+                remove_temp_files(path)
+            return cls(path, readonly=readonly, lock=lock, durable=False, created=False, root_attrs=attrs)
+        except BaseException:
+            if lock is not None:
+                lock.release()
+            raise
+
+    @staticmethod
+    def _read_root(path: Path) -> dict[str, Any]:
+        """The root attributes, checked: a run store, this schema version, an intact identity."""
+        file = path / "zarr.json"
+        ours = (path / LOCK_NAME).is_file()
+        if not file.is_file():
+            if ours:
+                raise damaged(file, "missing")
+            raise StoreError(f"{path} is not a mugraph run store (it has no zarr.json); choose another --store")
+        store = AtomicLocalStore(path, read_only=True)
+        try:
+            group = zarr_sync(zasync.open_group(store=store, path="", mode="r"))
+            attrs = dict(group.attrs)
+        except Exception as exc:
+            raise damaged(file, exc) from None
+        if attrs.get("format") != FORMAT:
+            if ours:
+                raise damaged(file, "the root has lost its run-store attributes")
+            raise StoreError(f"{path} is a Zarr store but not a mugraph run store; choose another --store")
+        if attrs.get("schema") != SCHEMA_VERSION:
+            raise StoreMismatch(
+                f"run store {path} has schema version {attrs.get('schema')!r}; this mugraph reads version "
+                f"{SCHEMA_VERSION}; {RECOVERY_HINT}"
+            )
+        ident, meta = attrs.get("identity"), attrs.get("meta")
+        if attrs.get("crc32") != _root_crc(attrs) or not isinstance(meta, dict):
+            raise damaged(file, "checksum mismatch in the root attributes")
+        if not isinstance(ident, dict) or not all(isinstance(v, str) for v in ident.values()):
+            raise damaged(file, "identity is not a mapping of strings")
+        return attrs
+
+    @classmethod
+    def _create(
+        cls, path: Path, identity: dict[str, str], meta: dict[str, Any], counter_names: list[str], durable: bool
+    ) -> StoreLock | None:
+        """Build a new store beside `path` and rename it into place; its lock, or None if another won."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = _sibling(path, "new")
+        tmp.mkdir()
+        lock = StoreLock.acquire(tmp)
+        try:
+            store = AtomicLocalStore(tmp, durable=durable)
+            attrs = {"format": FORMAT, "schema": SCHEMA_VERSION, "identity": identity, "meta": meta}
+            attrs["crc32"] = _root_crc(attrs)
+
+            async def build() -> None:
+                await zasync.create_group(store=store, attributes=attrs)
+                await TaskTable.create(store, tmp, counter_names)
+
+            zarr_sync(build())
+            try:
+                os.rename(tmp, path)  # atomic; replaces an empty directory, fails on a non-empty one
+            except OSError as exc:
+                if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                    raise
+                lock.release()
+                shutil.rmtree(tmp, ignore_errors=True)
+                return None
+        except BaseException:
+            lock.release()
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        lock.directory = path
+        return lock
+
+    @staticmethod
+    def _discard(path: Path) -> None:
+        """Delete the run store at `path` for --fresh, unless a live process holds it (StoreBusy)."""
+        lock = StoreLock.acquire(path)
+        try:
+            trash = _sibling(path, "old")
+            os.rename(path, trash)  # the path is empty from here on; a crash leaves only the sibling
+            shutil.rmtree(trash, ignore_errors=True)
+        finally:
+            lock.release()
+
+    def close(self) -> None:
+        """Release the lock. Idempotent; the store cannot be used afterwards."""
+        self._closed = True
+        if self._lock is not None:
+            self._lock.release()
+
+    def __enter__(self) -> RunStore:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # ---------------------------------------------------------------- internals
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return zarr_sync(coro)
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Guard a write: after a failed one the memory may be ahead of the disk, so refuse more."""
+        self._check_writable()
+        try:
+            yield
+        except BaseException as exc:
+            self._broken = f"{type(exc).__name__}: {exc}"
+            raise
+
+    def _check_writable(self) -> None:
+        if self._closed:
+            raise StoreError(f"run store {self.path} is closed")
+        if self.readonly:
+            raise StoreError(f"run store {self.path} is open read-only")
+        if self._broken is not None:
+            raise StoreError(f"run store {self.path}: an earlier write failed ({self._broken}); reopen the store")
+
+    def _check_fragment(self, fragment: int) -> int:
+        if isinstance(fragment, bool) or not isinstance(fragment, int) or fragment < 0:
+            raise ValueError(f"fragment index must be a non-negative int, got {fragment!r}")
+        if self._fragments is not None and fragment >= len(self._fragments):
+            raise ValueError(f"fragment {fragment} does not exist (the store has {len(self._fragments)} fragments)")
+        return fragment
+
+    @staticmethod
+    def _check_digest(digest: str) -> str:
+        if not isinstance(digest, str) or not _DIGEST.fullmatch(digest):
+            raise ValueError(f"digest {digest!r} is not a plain name ([0-9A-Za-z_.-], at most 128 characters)")
+        return digest
+
+    # ---------------------------------------------------------------- fragments
+
+    def set_fragments(self, fragments: Sequence[Mapping[str, Any]]) -> None:
+        """Record the fragments once; the same list again is a no-op, a different one StoreMismatch."""
+        self._check_writable()
+        value = normalize([dict(f) for f in fragments], "fragments")
+        if self._fragments is not None:
+            if canonical_json(value) != canonical_json(self._fragments):
+                raise StoreMismatch(f"run store {self.path} holds other fragments than these; {RECOVERY_HINT}")
+            return
+        used = self._table.summary()["fragments"]
+        if used and max(used) >= len(value):
+            raise ValueError(f"tasks refer to fragment {max(used)} but only {len(value)} fragments are given")
+        with self._writing():
+            write_record(self._store, "fragments", {"fragments": value})
+        self._fragments = value
+
+    def fragments(self) -> list[dict[str, Any]]:
+        return copy.deepcopy(self._fragments) if self._fragments is not None else []
+
+    # ---------------------------------------------------------------- tasks
+
+    def add_tasks(self, items: Sequence[tuple[int, tuple[int, ...], int]]) -> list[int]:
+        """Add (fragment, path, parent row) tasks, pending; a (fragment, path) already present keeps its row."""
+        self._check_writable()
+        checked = [(self._check_fragment(f), check_path(p, "add_tasks"), int(parent)) for f, p, parent in items]
+        rows = self._table.stage(checked)  # memory only; a bad item raises before any change
+        with self._writing():
+            self._table.flush()
+            self._table.commit()
+        return rows
+
+    def complete_task(
+        self,
+        row: int,
+        *,
+        counters: Mapping[str, float],
+        worker: str,
+        found: Sequence[FoundRecord],
+        children: Sequence[tuple[int, ...]],
+    ) -> list[int]:
+        """Record a finished task: found μGraphs, then children rows, then counters, LAST its done status.
+
+        Children belong to the task's fragment with the task as parent; one already present keeps
+        its row. Each found record is stored with `task=row`; a digest already stored keeps the
+        smaller path. A task already done keeps its counters; its found and children are merged in.
+        Returns the children's rows, in the order of `children`."""
+        self._check_writable()
+        table = self._table
+        table.check_row(row)
+        fragment = table.fragment_of(row)
+        best: dict[str, FoundRecord] = {}
+        for rec in found:
+            if rec.fragment != fragment:
+                raise ValueError(
+                    f"found μGraph {rec.digest} is for fragment {rec.fragment}, task row {row} for {fragment}"
+                )
+            if not isinstance(rec.graph, str):
+                raise ValueError(f"found μGraph {rec.digest}: graph must be JSON text")
+            digest = self._check_digest(rec.digest)
+            cand = FoundRecord(fragment, digest, check_path(rec.path, f"found {digest}"), rec.graph, row)
+            if digest not in best or cand.path < best[digest].path:
+                best[digest] = cand
+        known = self._found_for(fragment)
+        new_found = [r for d, r in best.items() if d not in known or r.path < known[d].path]
+        kids = [(fragment, check_path(p, f"child of row {row}"), row) for p in children]
+        already_done = table.is_done(row)
+        values = table.counter_values(counters, row)
+        rows = table.stage(kids)  # memory only, like the next line
+        if not already_done:
+            table.stage_completion(row, values, str(worker))
+        with self._writing():
+            for r in new_found:
+                attrs = {"path": list(r.path), "graph": r.graph, "task": r.task}
+                write_record(self._store, f"found/{fragment}/{r.digest}", attrs)
+            known.update((r.digest, r) for r in new_found)
+            table.flush()  # the children's chunks,
+            table.commit()  # then their row count (and a new worker's name),
+            if not already_done:
+                table.write_counters(row)  # then the counters,
+                table.mark_done(row)  # and last the status, with the worker, in one chunk write
+        return rows
+
+    def tasks(self) -> list[TaskRecord]:
+        return self._table.records()
+
+    def pending(self) -> list[TaskRecord]:
+        return self._table.records(pending_only=True)
+
+    def task_summary(self) -> dict[str, Any]:
+        """{tasks, done, pending, fragments: {i: {done, pending}}, counters: sums over done tasks,
+        workers: done tasks per worker}; numpy over the in-memory mirrors, no disk access."""
+        return self._table.summary()
+
+    # ---------------------------------------------------------------- found, confirmations, rankings, final
+
+    def found(self, fragment: int) -> dict[str, FoundRecord]:
+        return dict(self._found_for(self._check_fragment(fragment)))
+
+    def _found_for(self, fragment: int) -> dict[str, FoundRecord]:
+        if fragment not in self._found:
+            self._found[fragment] = self._run(self._load_found(fragment))
+        return self._found[fragment]
+
+    async def _load_found(self, fragment: int) -> dict[str, FoundRecord]:
+        base = f"found/{fragment}"
+        names = record_names(self.path, base)
+        records = await asyncio.gather(*(read_record(self._store, self.path, f"{base}/{n}") for n in names))
+        out: dict[str, FoundRecord] = {}
+        for name, attrs in zip(names, records, strict=True):
+            file = metadata_file(self.path, f"{base}/{name}")
+            try:
+                assert attrs is not None
+                task = attrs["task"]
+                path = check_path(attrs["path"], "found")
+                if not isinstance(attrs["graph"], str) or not isinstance(task, int) or not 0 <= task < self._table.rows:
+                    raise ValueError("graph must be text and task an existing row")
+            except (AssertionError, KeyError, TypeError, ValueError) as exc:
+                raise damaged(file, exc) from None
+            out[name] = FoundRecord(fragment, name, path, attrs["graph"], task)
+        return out
+
+    def put_confirmation(self, fragment: int, digest: str, result: Mapping[str, Any]) -> None:
+        self._check_writable()
+        path = f"confirmations/{self._check_fragment(fragment)}/{self._check_digest(digest)}"
+        value = normalize(dict(result), "confirmation")
+        with self._writing():
+            write_record(self._store, path, {"result": value})
+
+    def confirmations(self, fragment: int) -> dict[str, dict[str, Any]]:
+        base = f"confirmations/{self._check_fragment(fragment)}"
+        names = record_names(self.path, base)
+
+        async def read() -> list[dict[str, Any] | None]:
+            return await asyncio.gather(*(read_record(self._store, self.path, f"{base}/{n}") for n in names))
+
+        records = self._run(read())
+        return {n: self._field(f"{base}/{n}", attrs, "result", dict) for n, attrs in zip(names, records, strict=True)}
+
+    def put_ranking(self, fragment: int, ranking: Sequence[Mapping[str, Any]]) -> None:
+        self._check_writable()
+        path = f"rankings/{self._check_fragment(fragment)}"
+        value = normalize([dict(r) for r in ranking], "ranking")
+        with self._writing():
+            write_record(self._store, path, {"ranking": value})
+
+    def ranking(self, fragment: int) -> list[dict[str, Any]] | None:
+        path = f"rankings/{self._check_fragment(fragment)}"
+        attrs = self._run(read_record(self._store, self.path, path))
+        return None if attrs is None else self._field(path, attrs, "ranking", list)
+
+    def put_final(self, final: Mapping[str, Any]) -> None:
+        self._check_writable()
+        value = normalize(dict(final), "final result")
+        with self._writing():
+            write_record(self._store, "final", {"final": value})
+
+    def final(self) -> dict[str, Any] | None:
+        attrs = self._run(read_record(self._store, self.path, "final"))
+        return None if attrs is None else self._field("final", attrs, "final", dict)
+
+    def _field(self, path: str, attrs: Mapping[str, Any] | None, key: str, kind: type[T]) -> T:
+        value = (attrs or {}).get(key)
+        if not isinstance(value, kind):
+            raise damaged(metadata_file(self.path, path), f"{key} is not a {kind.__name__}")
+        return value
+
+    # ---------------------------------------------------------------- size
+
+    def size_bytes(self) -> int:
+        """Bytes of all files of the store on disk."""
+        total = 0
+        for dirpath, _, filenames in os.walk(self.path):
+            for name in filenames:
+                with contextlib.suppress(FileNotFoundError):  # a temp file renamed meanwhile
+                    total += (Path(dirpath) / name).stat().st_size
+        return total

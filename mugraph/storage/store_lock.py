@@ -1,0 +1,63 @@
+"""The single-writer lock of a run store: `fcntl.flock` on a file inside the store directory.
+
+flock is released by the kernel when its holder dies, even by `kill -9`, so a stale lock cannot
+outlive a crashed writer. Locks belong to open file descriptions, so a second open in the same
+process is refused just like one from another process. The holder's pid is written into the file
+only for the message a refused opener prints.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+
+from mugraph.storage.store_errors import StoreBusy
+
+__all__ = ["LOCK_NAME", "StoreLock"]
+
+LOCK_NAME = "mugraph.lock"
+
+
+class StoreLock:
+    """An exclusive, non-blocking lock on `directory/LOCK_NAME`, held until `release`."""
+
+    def __init__(self, fd: int, directory: Path) -> None:
+        self._fd: int | None = fd
+        self.directory = directory
+
+    @classmethod
+    def acquire(cls, directory: Path) -> StoreLock:
+        """Lock `directory` (creating the lock file) or raise StoreBusy naming the holder's pid."""
+        fd = os.open(directory / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise StoreBusy(
+                f"run store {directory} is in use by another mugraph process (pid {holder}); "
+                "wait for it to finish, stop it, or choose another --store"
+            ) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        return cls(fd, directory)
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def __del__(self) -> None:
+        self.release()
+
+    def release(self) -> None:
+        """Unlock and close. Idempotent."""
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            finally:
+                os.close(fd)
