@@ -270,6 +270,13 @@ def search(program: str, preset: str | None, settings: tuple[str, ...], time_lim
                    f"fingerprints: {c.fingerprints:,} in {c.fingerprint_seconds:.1f} s")
 
 
+from mugraph.cli_pipeline import optimize, show, status  # noqa: E402  (needs `cli` and `parse_duration`)
+
+cli.add_command(optimize)
+cli.add_command(status)
+cli.add_command(show)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: MugraphErrors become one line on stderr and exit status 2, never a traceback."""
     run: Callable[..., Any] = cli.main
@@ -278,7 +285,9 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
     except click.ClickException as e:
-        e.show()
+        ctx = getattr(e, "ctx", None)
+        hint = f" (see `{ctx.command_path} --help`)" if isinstance(e, click.UsageError) and ctx is not None else ""
+        click.echo(f"mugraph: error: {e.format_message()}{hint}", err=True)
         sys.exit(EXIT_USAGE)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)

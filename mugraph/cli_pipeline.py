@@ -1,0 +1,228 @@
+"""`mugraph optimize`, `status` and `show`: the batch pipeline over a run store."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+
+from mugraph.dashboards.progress import ProgressLine
+from mugraph.ir.errors import MugraphError
+from mugraph.ir.render import render
+from mugraph.ir.serialize import loads
+from mugraph.programs import resolve_program
+from mugraph.stages.search.config import PRESETS, parse_override
+from mugraph.stages.search.serial import DEFAULT_BUDGET
+from mugraph.storage.memo_session import verdict_memo
+from mugraph.storage.redis_server import EmbeddedRedis
+from mugraph.storage.run_store import RunStore
+
+DEFAULT_RUNS = Path("runs")
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for pkg in ("mugraph", "zarr", "dask", "distributed", "z3-solver", "numpy"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            out[pkg] = "unknown"
+    return out
+
+
+@contextlib.contextmanager
+def _memo_url(memo_url: str | None, store: Path) -> Iterator[str | None]:
+    """The URL workers use: the given one (checked now), or a private redis-server kept beside the
+    store (so a resumed run finds its verdicts again)."""
+    if memo_url is None:
+        with EmbeddedRedis(store.with_name(store.name + ".memo")) as server:
+            yield server.url
+        return
+    if memo_url == "local":
+        yield None
+        return
+    from mugraph.stages.prune.oracle import VERDICT_BYTES
+
+    with verdict_memo(memo_url, store, VERDICT_BYTES):  # fails with one clear line when unreachable
+        pass
+    yield memo_url
+
+
+def _progress_text(e: dict[str, Any]) -> str:
+    local, remote = e.get("memo_local_hit_rate"), e.get("memo_remote_hit_rate")
+    memo = "n/a" if local is None or remote is None else f"{100 * local:.0f}% local + {100 * remote:.0f}% redis"
+    return (f"tasks {e['tasks_done']:,} done, {e['tasks_running']:,} queued · states {e['states']:,} "
+            f"({e['states_per_s']:,.0f}/s) · μGraphs {e['mugraphs']} ({e['confirmed']} confirmed) · "
+            f"memo hits {memo} · solver {e['solver_calls']:,} · {e['seconds']:,.0f} s")
+
+
+@click.command()
+@click.argument("program")
+@click.option("--preset", type=click.Choice(PRESETS), default=None,
+              help="Search space preset for every fragment (default: the program's own, or one per fragment).")
+@click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
+              help="Override one search limit for every fragment, VALUE in JSON (see `mugraph search`).")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Worker processes of the local cluster (default: one per core).")
+@click.option("--scheduler", default=None, metavar="ADDRESS",
+              help="Run on an existing Dask cluster (tcp://HOST:8786) whose workers came from `dask worker`.")
+@click.option("--memo-url", default=None, metavar="URL",
+              help="Shared verdict memo (redis://HOST:PORT/DB, unix:///PATH, or 'local'). Default: a private "
+                   "redis-server beside the store.")
+@click.option("--store", type=click.Path(path_type=Path), default=None,
+              help="The run store (Zarr). Default: runs/PROGRAM-DIGEST.zarr; an existing one is resumed.")
+@click.option("--time-limit", default=None, metavar="DURATION",
+              help="Stop cleanly after this long (90, 15m, 2h); the same command resumes.")
+@click.option("--fresh", is_flag=True, help="Delete the store first and start over.")
+@click.option("--budget", default=DEFAULT_BUDGET, show_default=True, type=click.IntRange(min=1),
+              help="Search states per task (part of the run's identity: it fixes the task split).")
+@click.option("--backend", type=click.Choice(["auto", "numpy", "cupy"]), default="auto", show_default=True,
+              help="Array backend of the workers' fingerprints.")
+@click.option("--json", "as_json", is_flag=True, help="NDJSON events on stdout; the last has event 'done'.")
+@click.option("--profile", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write Dask's performance report (HTML) to this file.")
+@click.option("--dashboard-address", default="127.0.0.1:8787", show_default=True,
+              help="Where the local cluster's Dask dashboard listens.")
+def optimize(program: str, preset: str | None, settings: tuple[str, ...], workers: int | None,
+             scheduler: str | None, memo_url: str | None, store: Path | None, time_limit: str | None,
+             fresh: bool, budget: int, backend: str, as_json: bool, profile: Path | None,
+             dashboard_address: str) -> None:
+    """Search every fragment of PROGRAM (built-in name, .py or .json file) on a Dask cluster, confirm,
+    rank and stitch the best μGraphs; everything is kept in a Zarr store, and killing the command then
+    running it again continues where it stopped."""
+    from distributed import performance_report
+
+    from mugraph.cli import parse_duration
+    from mugraph.pipeline.cluster import dask_client
+    from mugraph.pipeline.driver import COUNTER_NAMES, Driver
+    from mugraph.pipeline.plan import make_plan
+    from mugraph.pipeline.worker import MugraphPlugin
+
+    limit = parse_duration(time_limit) if time_limit is not None else None
+    if workers is not None and scheduler is not None:
+        raise click.UsageError("--workers starts a local cluster; with --scheduler the cluster's own workers run")
+    prog = resolve_program(program)
+    overrides = dict(parse_override(s) for s in settings)
+    plan = make_plan(prog, preset, overrides, budget)
+    path = store or DEFAULT_RUNS / f"{prog.name}-{plan.identity['program_digest'][:8]}-" \
+        f"{plan.identity['config_digest'][:8]}.zarr"
+    meta = {"versions": _versions(), "command": sys.argv[1:]}
+    progress = ProgressLine()
+
+    def emit(e: dict[str, Any]) -> None:
+        if as_json and e["event"] != "done":
+            click.echo(json.dumps(e))
+        if e["event"] == "progress":
+            progress.update(_progress_text(e))
+        elif e["event"] == "start":
+            verb = "resuming" if e["resumed"] else "starting"
+            click.echo(f"mugraph: {verb} {e['program']} in {e['store']}: {len(e['fragments'])} fragment(s), "
+                       f"{e['tasks_done']} tasks done, {e['tasks_pending']} pending; {e['workers']} workers; "
+                       f"dashboard {e['dashboard']}", err=True)
+
+    with RunStore.open(path, plan.identity, meta=meta, counter_names=COUNTER_NAMES, fresh=fresh) as st, \
+            _memo_url(memo_url, path) as url, \
+            dask_client(workers, scheduler, dashboard_address) as client:
+        client.register_plugin(MugraphPlugin(url, backend), name="mugraph")
+        report = performance_report(filename=str(profile)) if profile else contextlib.nullcontext()
+        try:
+            with report:
+                done = Driver(plan, st, client, time_limit=limit, on_event=emit).run()
+        except KeyboardInterrupt:
+            progress.close()
+            click.echo(f"mugraph: interrupted; run the same command to resume from {path}", err=True)
+            raise
+        finally:
+            progress.close()
+    done["profile"] = str(profile) if profile else None
+    if as_json:
+        click.echo(json.dumps(done))
+        return
+    state = "finished" if done["complete"] else "stopped at the time limit (run the same command to resume)"
+    click.echo(f"{prog.name}: search {state}; {len(done['mugraphs'])} confirmed μGraphs, "
+               f"{done['tasks_run']} tasks this run, {done['states']:,} states, {done['solver_calls']:,} solver "
+               f"calls, {done['seconds']:.1f} s")
+    for name, ranking in done["ranking"].items():
+        best = ranking[0]
+        what = "the reference itself" if best["reference"] else f"μGraph {best['digest'][:16]}"
+        click.echo(f"  {name}: best is {what}, {best['kernels']} kernel(s), estimated speedup "
+                   f"{best['speedup']:.2f}x over the reference ({len(ranking)} ranked)")
+    click.echo(f"  store: {done['store']}  (mugraph show {done['store']})")
+
+
+def _open(store: Path) -> RunStore:
+    return RunStore.open_existing(store, readonly=True)
+
+
+@click.command()
+@click.argument("store", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+def status(store: Path, as_json: bool) -> None:
+    """What is done and pending in a run STORE, and the best μGraphs so far."""
+    with _open(store) as st:
+        summary = st.task_summary()
+        frags = st.fragments()
+        final = st.final()
+        per = []
+        for i, f in enumerate(frags):
+            conf = st.confirmations(i)
+            ranking = st.ranking(i)
+            per.append({
+                "name": f["name"], "preset": f.get("preset"), "found": len(st.found(i)),
+                "confirmed": sum(1 for r in conf.values() if r["equivalent"]),
+                "best": ranking[0]["digest"] if ranking else None,
+            })
+        out = {"store": str(store), "identity": st.identity, "tasks": summary, "fragments": per,
+               "complete": bool(final and final.get("complete")), "best": final.get("best") if final else None}
+    if as_json:
+        click.echo(json.dumps(out))
+        return
+    ident = st.identity
+    click.echo(f"{store}: program {ident.get('program')}, budget {ident.get('budget')}, "
+               f"{'complete' if out['complete'] else 'not complete (run optimize again to resume)'}")
+    click.echo(f"  tasks: {summary.get('done', 0):,} done, {summary.get('pending', 0):,} pending")
+    for p in per:
+        click.echo(f"  {p['name']} ({p['preset']}): {p['found']} found, {p['confirmed']} confirmed, best "
+                   f"{(p['best'] or '-')[:16]}")
+
+
+@click.command()
+@click.argument("store", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout (rankings and graphs).")
+def show(store: Path, as_json: bool) -> None:
+    """The chosen μGraph of every fragment of a run STORE, readable, with each fragment's ranking."""
+    with _open(store) as st:
+        frags = st.fragments()
+        rows = []
+        for i, f in enumerate(frags):
+            ranking = st.ranking(i) or []
+            found = st.found(i)
+            best = ranking[0] if ranking else None
+            graph = None
+            if best is not None:
+                graph = f["graph"] if best.get("reference") else found[best["digest"]].graph
+            rows.append({"name": f["name"], "ranking": ranking, "best": best, "graph": graph})
+        final = st.final()
+    if final is None:
+        raise MugraphError(f"{store}: no result yet; run `mugraph optimize` on it first")
+    if as_json:
+        click.echo(json.dumps({"store": str(store), "fragments": rows, "final": final}))
+        return
+    for r in rows:
+        click.echo(f"== {r['name']}: {len(r['ranking'])} ranked (simple cost: launches + DRAM bytes)")
+        for e in r["ranking"][:10]:
+            tag = "reference" if e.get("reference") else e["digest"][:16]
+            click.echo(f"   {tag:<16}  kernels {e['kernels']}  DRAM {e['dram_bytes']:>12,} B  "
+                       f"est {e['estimated_seconds'] * 1e6:8.1f} μs  speedup {e['speedup']:.2f}x")
+        if r["graph"] is not None:
+            click.echo(render(loads(r["graph"]), f"chosen for {r['name']}"))
+    state = "complete" if final["complete"] else "NOT complete (best so far)"
+    click.echo(f"run {state}; stitched program checked in float64, max rel err "
+               f"{final['end_to_end_max_rel_err']:.2e}")

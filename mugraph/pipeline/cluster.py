@@ -1,0 +1,71 @@
+"""The Dask cluster a run uses: a LocalCluster of worker processes (one thread each, one per core by
+default), or an existing cluster reached through its scheduler's address."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Iterator
+from typing import Any
+
+from distributed import Client, LocalCluster
+
+from mugraph.cuda.backend import cupy_available
+from mugraph.ir.errors import MugraphError
+
+DEFAULT_DASHBOARD = "127.0.0.1:8787"
+
+
+def default_workers() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+@contextlib.contextmanager
+def dask_client(
+    workers: int | None = None,
+    scheduler: str | None = None,
+    dashboard_address: str = DEFAULT_DASHBOARD,
+    connect_timeout: float = 20.0,
+) -> Iterator[Client]:
+    """A client on a fresh LocalCluster, or on the cluster at `scheduler` (whose workers were
+    started with `dask worker`); both are closed (the LocalCluster stopped) on exit."""
+    if scheduler is not None:
+        try:
+            client = Client(scheduler, timeout=connect_timeout)
+        except (OSError, TimeoutError) as e:
+            raise MugraphError(f"cannot reach the Dask scheduler at {scheduler}: {e}") from None
+        try:
+            yield client
+        finally:
+            client.close()
+        return
+    n = workers or default_workers()
+    kwargs: dict[str, Any] = {}
+    if cupy_available():
+        kwargs["resources"] = {"GPU": 1}
+    cluster = LocalCluster(
+        n_workers=n,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=dashboard_address,
+        silence_logs=logging.ERROR,
+        **kwargs,
+    )
+    try:
+        client = Client(cluster)
+        try:
+            yield client
+        finally:
+            client.close()
+    finally:
+        cluster.close()
+
+
+def gpu_workers(client: Client) -> int:
+    """How many workers declared a GPU resource."""
+    info = client.scheduler_info()["workers"]
+    return sum(1 for w in info.values() if w.get("resources", {}).get("GPU", 0) > 0)

@@ -1,0 +1,265 @@
+"""The driver of one run: a Dask computation over the run store.
+
+Search tasks explore one subtree each under a node budget; every result is written to the store
+(found μGraphs, then the frontier as new task rows, then the task's done mark) before its frontier is
+submitted (`as_completed(...).add`), so long subtrees split themselves and idle workers take the
+pieces. Each new μGraph is confirmed by its own task as soon as it is found. When every task is
+done, each fragment's confirmed μGraphs are ranked (stages.layout.cost), the best of each fragment is
+stitched into one program, and that program is checked end to end in float64.
+
+The driver is the store's only writer. Killing it loses at most the tasks that were running; the
+next run resubmits every row not marked done. Task keys are `search-<fragment>-<id>` and
+`confirm-<fragment>-<digest>`, so the Dask dashboard groups them by stage.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from distributed import Client, Future, as_completed
+
+from mugraph.ir.canonical import canonical_digest
+from mugraph.ir.errors import MugraphError
+from mugraph.ir.graph import KernelGraph
+from mugraph.ir.serialize import dumps, loads
+from mugraph.pipeline.cluster import gpu_workers
+from mugraph.pipeline.plan import FragmentPlan, RunPlan
+from mugraph.pipeline.worker import confirm_task, search_task
+from mugraph.stages.fragments import stitch
+from mugraph.stages.layout.cost import rank
+from mugraph.stages.search.explore import SearchCounters
+from mugraph.stages.verify.check import float_max_rel_err
+from mugraph.storage.run_store import FoundRecord, RunStore
+
+Event = dict[str, Any]
+EventSink = Callable[[Event], None]
+COUNTER_NAMES = tuple(SearchCounters().as_dict())
+END_TO_END_TOLERANCE = 1e-6
+
+
+def task_key(plan: FragmentPlan, path: Iterable[int]) -> str:
+    text = f"{plan.payload.digest}|{','.join(map(str, path))}"
+    return f"search-{plan.spec.name}-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+
+
+@dataclass
+class RunTotals:
+    """What this invocation did (the store holds the totals across restarts)."""
+
+    tasks_run: int = 0
+    confirms_run: int = 0
+    counters: SearchCounters = field(default_factory=SearchCounters)
+    memo: dict[str, int] = field(default_factory=lambda: {"local_hits": 0, "remote_hits": 0, "misses": 0,
+                                                          "remote_errors": 0})
+    busy: dict[str, float] = field(default_factory=dict)  # worker → seconds inside tasks
+
+    def add_search(self, result: dict[str, Any]) -> None:
+        self.tasks_run += 1
+        c = SearchCounters(**{k: type(getattr(SearchCounters(), k))(v) for k, v in result["counters"].items()})
+        self.counters.add(c)
+        for k, v in result["memo"].items():
+            self.memo[k] = self.memo.get(k, 0) + int(v)
+        self.busy[result["worker"]] = self.busy.get(result["worker"], 0.0) + float(result["counters"]["seconds"])
+
+
+class Driver:
+    def __init__(
+        self,
+        plan: RunPlan,
+        store: RunStore,
+        client: Client,
+        *,
+        time_limit: float | None = None,
+        on_event: EventSink | None = None,
+        progress_interval: float = 1.0,
+    ) -> None:
+        self.plan = plan
+        self.store = store
+        self.client = client
+        self.time_limit = time_limit
+        self.on_event = on_event or (lambda e: None)
+        self.progress_interval = progress_interval
+        self.totals = RunTotals()
+        self._ac: as_completed = as_completed()
+        self._what: dict[Future[Any], tuple[str, int, Any]] = {}
+        self._inflight: set[int] = set()
+        self._done: set[int] = set()
+        self._found: list[dict[str, FoundRecord]] = []
+        self._confirmed: list[dict[str, dict[str, Any]]] = []
+        self._gpu = False
+        self._t0 = 0.0
+
+    # -- submission ------------------------------------------------------------------------------
+    def _submit_search(self, row: int, fragment: int, path: tuple[int, ...]) -> None:
+        if row in self._inflight or row in self._done:
+            return
+        fp = self.plan.fragments[fragment]
+        fut = self.client.submit(search_task, fp.payload, path, self.plan.budget, key=task_key(fp, path),
+                                 pure=False, priority=len(path))
+        self._inflight.add(row)
+        self._what[fut] = ("search", row, fragment)
+        self._ac.add(fut)
+
+    def _submit_confirm(self, fragment: int, rec: FoundRecord) -> None:
+        fp = self.plan.fragments[fragment]
+        kwargs: dict[str, Any] = {"resources": {"GPU": 1}} if self._gpu else {}
+        fut = self.client.submit(confirm_task, fp.payload, rec.digest, rec.graph,
+                                 key=f"confirm-{fp.spec.name}-{rec.digest[:16]}", pure=False, priority=100,
+                                 **kwargs)
+        self._what[fut] = ("confirm", fragment, rec.digest)
+        self._ac.add(fut)
+
+    # -- the run ---------------------------------------------------------------------------------
+    def run(self) -> Event:
+        self._t0 = time.perf_counter()
+        store, plan = self.store, self.plan
+        # both idempotent: a kill between them must not leave a store without its root tasks
+        store.set_fragments([self._fragment_record(fp) for fp in plan.fragments])
+        store.add_tasks([(i, (), -1) for i in range(len(plan.fragments))])
+        tasks = store.tasks()
+        self._done = {t.row for t in tasks if t.done}
+        pending = [t for t in tasks if not t.done]
+        self._found = [store.found(i) for i in range(len(plan.fragments))]
+        self._confirmed = [store.confirmations(i) for i in range(len(plan.fragments))]
+        self._gpu = gpu_workers(self.client) > 0
+        self.on_event({
+            "event": "start", "program": plan.program.name, "store": str(store.path),
+            "resumed": not store.created, "fragments": [fp.spec.name for fp in plan.fragments],
+            "presets": {fp.spec.name: fp.config.preset for fp in plan.fragments},
+            "tasks_done": len(self._done), "tasks_pending": len(pending),
+            "workers": len(self.client.scheduler_info()["workers"]), "gpu_workers": self._gpu,
+            "dashboard": self.client.dashboard_link,
+        })
+        for t in pending:
+            self._submit_search(t.row, t.fragment, t.path)
+        for i, found in enumerate(self._found):
+            for d, rec in sorted(found.items()):
+                if d not in self._confirmed[i]:
+                    self._submit_confirm(i, rec)
+        stopped = self._loop()
+        if stopped:
+            self.client.cancel(list(self._what))
+        return self._finish(complete=not stopped)
+
+    def _loop(self) -> bool:
+        """Handle results until no task is left; True when stopped by the time limit."""
+        last = 0.0
+        while not self._ac.is_empty():
+            now = time.perf_counter()
+            if self.time_limit is not None and now - self._t0 >= self.time_limit:
+                return True
+            if now - last >= self.progress_interval:
+                self.on_event(self._progress())
+                last = now
+            if not self._ac.has_ready():
+                time.sleep(0.02)
+                continue
+            for fut in self._ac.next_batch(block=False):
+                kind, a, b = self._what.pop(fut)
+                if kind == "search":
+                    self._on_search(a, b, fut.result())
+                else:
+                    self._on_confirm(a, b, fut.result())
+        return False
+
+    def _on_search(self, row: int, fragment: int, result: dict[str, Any]) -> None:
+        found = [FoundRecord(fragment, f["digest"], tuple(f["path"]), f["graph"], row) for f in result["found"]]
+        children = [tuple(p) for p in result["frontier"]]
+        counters = {k: float(v) for k, v in result["counters"].items()}
+        rows = self.store.complete_task(row, counters=counters, worker=result["worker"], found=found,
+                                        children=children)
+        self._inflight.discard(row)
+        self._done.add(row)
+        self.totals.add_search(result)
+        known = self._found[fragment]
+        for rec in found:
+            have = known.get(rec.digest)
+            if have is None:
+                known[rec.digest] = rec
+                self.on_event({"event": "found", "fragment": self.plan.fragments[fragment].spec.name,
+                               "digest": rec.digest, "path": list(rec.path)})
+                self._submit_confirm(fragment, rec)
+            elif rec.path < have.path:
+                known[rec.digest] = rec
+        for child_row, path in zip(rows, children, strict=True):
+            self._submit_search(child_row, fragment, path)
+
+    def _on_confirm(self, fragment: int, digest: str, result: dict[str, Any]) -> None:
+        self.store.put_confirmation(fragment, digest, result)
+        self._confirmed[fragment][digest] = result
+        self.totals.confirms_run += 1
+        self.on_event({"event": "confirmed", "fragment": self.plan.fragments[fragment].spec.name,
+                       "digest": digest, "equivalent": result["equivalent"]})
+
+    # -- reporting -------------------------------------------------------------------------------
+    def _fragment_record(self, fp: FragmentPlan) -> dict[str, Any]:
+        return {"name": fp.spec.name, "digest": fp.payload.digest, "graph": fp.payload.reference,
+                "config": fp.payload.config, "preset": fp.config.preset, "sources": list(fp.spec.sources),
+                "outputs": list(fp.spec.outputs)}
+
+    def _progress(self) -> Event:
+        c, m = self.totals.counters, self.totals.memo
+        seconds = time.perf_counter() - self._t0
+        lookups = m["local_hits"] + m["remote_hits"] + m["misses"]
+        return {
+            "event": "progress", "seconds": round(seconds, 3),
+            "tasks_done": len(self._done), "tasks_running": len(self._inflight), "tasks_run": self.totals.tasks_run,
+            "states": c.nodes, "states_per_s": round(c.nodes / seconds, 1) if seconds > 0 else 0.0,
+            "mugraphs": sum(len(f) for f in self._found),
+            "confirmed": sum(1 for conf in self._confirmed for r in conf.values() if r["equivalent"]),
+            "solver_calls": c.solver_calls,
+            "memo_local_hit_rate": m["local_hits"] / lookups if lookups else None,
+            "memo_remote_hit_rate": m["remote_hits"] / lookups if lookups else None,
+        }
+
+    def _finish(self, complete: bool) -> Event:
+        plan, store = self.plan, self.store
+        chosen: dict[str, KernelGraph] = {}
+        best_per_fragment: dict[str, str] = {}
+        mugraphs: list[str] = []
+        rankings: dict[str, list[dict[str, Any]]] = {}
+        for i, fp in enumerate(plan.fragments):
+            ok = {d: loads(self._found[i][d].graph) for d, r in sorted(self._confirmed[i].items())
+                  if r["equivalent"] and d in self._found[i]}
+            mugraphs.extend(ok)
+            ref_digest = canonical_digest(fp.spec.graph)
+            candidates = {ref_digest: fp.spec.graph, **ok}
+            ranking = rank(candidates, fp.spec.graph)
+            for r in ranking:
+                r["reference"] = r["digest"] == ref_digest
+            store.put_ranking(i, ranking)
+            rankings[fp.spec.name] = ranking
+            best_per_fragment[fp.spec.name] = ranking[0]["digest"]
+            if not ranking[0]["reference"]:
+                chosen[fp.spec.name] = candidates[ranking[0]["digest"]]
+        stitched = stitch(plan.split, chosen)
+        n_out = len(plan.reference.output_tensors)
+        err = float_max_rel_err(plan.reference, stitched, list(range(n_out)), __import__("numpy"))
+        if not err <= END_TO_END_TOLERANCE:
+            raise MugraphError(f"the stitched program differs from {plan.program.name} in float64 "
+                               f"(relative error {err:.3g}); this is a bug, please report it")
+        best = best_per_fragment[plan.fragments[0].spec.name] if len(plan.fragments) == 1 \
+            else canonical_digest(stitched)
+        summary = store.task_summary()
+        final = {
+            "complete": complete, "best": best, "best_per_fragment": best_per_fragment,
+            "program_graph": dumps(stitched), "end_to_end_max_rel_err": err,
+            "mugraphs": sorted(mugraphs),
+        }
+        store.put_final(final)
+        c = self.totals.counters
+        busy = self.totals.busy
+        return {
+            "event": "done", "store": str(store.path), "program": plan.program.name, "complete": complete,
+            "mugraphs": sorted(mugraphs), "best": best, "best_per_fragment": best_per_fragment,
+            "ranking": rankings, "end_to_end_max_rel_err": err,
+            "tasks_run": self.totals.tasks_run, "confirms_run": self.totals.confirms_run,
+            "tasks_done": summary.get("done"), "tasks_pending": summary.get("pending"),
+            "states": c.nodes, "solver_calls": c.solver_calls, "memo": dict(self.totals.memo),
+            "worker_busy_seconds": {w: round(s, 3) for w, s in sorted(busy.items())},
+            "seconds": round(time.perf_counter() - self._t0, 3),
+        }

@@ -1,0 +1,88 @@
+"""What one `optimize` run computes: the program's fragments, each with its search config, the task
+budget, and the run's identity (what a store made for this run must match to be resumed)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from mugraph.ir.graph import KernelGraph
+from mugraph.ir.serialize import SCHEMA, digest, dumps
+from mugraph.ir.types import OpKind
+from mugraph.programs.registry import Program
+from mugraph.stages.fragments import FragmentSpec, Split, split_program
+from mugraph.stages.search.config import SearchConfig, preset_config
+
+
+@dataclass(frozen=True, slots=True)
+class FragmentPayload:
+    """What a worker needs to search or confirm one fragment: plain text, cached by `digest`."""
+
+    index: int
+    name: str
+    digest: str  # of (reference, config): the search.Fragment digest
+    reference: str  # canonical JSON of the fragment's reference graph
+    config: str  # JSON of its SearchConfig
+
+
+@dataclass(frozen=True)
+class FragmentPlan:
+    spec: FragmentSpec
+    config: SearchConfig
+    payload: FragmentPayload
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    program: Program
+    reference: KernelGraph
+    split: Split
+    fragments: tuple[FragmentPlan, ...]
+    budget: int
+
+    @property
+    def identity(self) -> dict[str, str]:
+        """The fields a resumed store must match: the same program, configs and task split."""
+        configs = "|".join(f"{f.spec.name}:{f.config.digest}" for f in self.fragments)
+        return {
+            "program": self.program.name,
+            "program_digest": digest(self.reference),
+            "config_digest": hashlib.sha256(configs.encode()).hexdigest()[:32],
+            "budget": str(self.budget),
+            "ir_schema": str(SCHEMA),
+        }
+
+
+def suggest_preset(graph: KernelGraph) -> str:
+    """A preset for a fragment of a larger program: attention for an exp, lora for four inputs, else mlp."""
+    kinds = {op.kind for op in graph.ops}
+    if OpKind.EXP in kinds:
+        return "attention"
+    if len(graph.input_signature()) >= 4:
+        return "lora"
+    return "mlp"
+
+
+def make_plan(
+    program: Program, preset: str | None, overrides: Mapping[str, Any], budget: int
+) -> RunPlan:
+    """`preset` None: the program's own for a one-fragment program, else one suggested per fragment.
+    `overrides` (the `--set` settings) apply to every fragment."""
+    reference = program.reference()
+    split = split_program(reference)
+    plans = []
+    for spec in split.fragments:
+        name = preset or (program.preset if len(split.fragments) == 1 else suggest_preset(spec.graph))
+        config = preset_config(name).with_overrides(overrides) if overrides else preset_config(name)
+        ref_json = dumps(spec.graph)
+        frag_digest = hashlib.sha256(f"{digest(spec.graph)}|{config.digest}".encode()).hexdigest()[:32]
+        payload = FragmentPayload(spec.index, spec.name, frag_digest, ref_json, json.dumps(config.to_json()))
+        plans.append(FragmentPlan(spec, config, payload))
+    return RunPlan(program, reference, split, tuple(plans), budget)
+
+
+def config_from_json(text: str) -> SearchConfig:
+    return SearchConfig().with_overrides(json.loads(text))

@@ -1,0 +1,126 @@
+"""What runs on a Dask worker: the per-process state a WorkerPlugin holds (memo client, array backend,
+one Searcher per fragment with its Z3 contexts and reference fingerprints) and the task functions.
+
+Task functions take and return plain data (paths, counters, graph JSON), so results are the same
+whichever worker ran them; the state only makes repeated tasks of one fragment cheap.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import OrderedDict
+from typing import Any
+
+from distributed import WorkerPlugin, get_worker
+
+from mugraph.cuda.backend import ArrayModule, cupy_available, get_array_module
+from mugraph.ir.serialize import loads
+from mugraph.pipeline.plan import FragmentPayload, config_from_json
+from mugraph.stages.prune.oracle import VERDICT_BYTES
+from mugraph.stages.search.explore import Fragment, Searcher
+from mugraph.stages.verify.confirm import confirm
+from mugraph.storage.memo import LayeredMemo, MemoStore, open_memo_store
+
+PLUGIN_NAME = "mugraph"
+MAX_SEARCHERS = 8
+
+
+class WorkerState:
+    """One per worker process."""
+
+    def __init__(self, memo_url: str | None, backend: str) -> None:
+        store: MemoStore | None = None
+        if memo_url not in (None, "local"):
+            store = open_memo_store(memo_url)
+        self.memo = LayeredMemo(store, valid_values=VERDICT_BYTES)
+        self.xp: ArrayModule = get_array_module(backend)
+        self._searchers: OrderedDict[str, Searcher] = OrderedDict()
+
+    def searcher(self, payload: FragmentPayload) -> Searcher:
+        s = self._searchers.get(payload.digest)
+        if s is None:
+            fragment = Fragment(loads(payload.reference), config_from_json(payload.config), payload.name)
+            s = Searcher(fragment, self.memo, xp=self.xp)
+            self._searchers[payload.digest] = s
+            if len(self._searchers) > MAX_SEARCHERS:
+                self._searchers.popitem(last=False)
+        else:
+            self._searchers.move_to_end(payload.digest)
+        return s
+
+    def close(self) -> None:
+        self.memo.close()
+
+
+class MugraphPlugin(WorkerPlugin):
+    """Installed on every worker (also on workers that join later, and on restarted ones)."""
+
+    name = PLUGIN_NAME
+
+    def __init__(self, memo_url: str | None, backend: str = "auto") -> None:
+        self.memo_url = memo_url
+        self.backend = backend
+        self.state: WorkerState | None = None
+
+    def setup(self, worker: Any) -> None:
+        self.state = WorkerState(self.memo_url, self.backend)
+
+    def teardown(self, worker: Any) -> None:
+        if self.state is not None:
+            self.state.close()
+
+
+_FALLBACK: WorkerState | None = None
+
+
+def _state() -> WorkerState:
+    """The worker's plugin state; outside a worker (a unit test calling a task directly), a
+    process-wide state with a local memo."""
+    global _FALLBACK
+    try:
+        plugin = get_worker().plugins.get(PLUGIN_NAME)
+    except ValueError:
+        plugin = None
+    if isinstance(plugin, MugraphPlugin) and plugin.state is not None:
+        return plugin.state
+    if _FALLBACK is None:
+        _FALLBACK = WorkerState(None, "numpy")
+    return _FALLBACK
+
+
+def _worker_name() -> str:
+    try:
+        return str(get_worker().name)
+    except ValueError:
+        return f"pid{os.getpid()}"
+
+
+def search_task(payload: FragmentPayload, path: tuple[int, ...], budget: int) -> dict[str, Any]:
+    """Explore one subtree under a node budget: found μGraphs, the frontier, counters."""
+    state = _state()
+    m0 = state.memo.counters.as_dict()
+    result = state.searcher(payload).explore(path, budget)
+    m1 = state.memo.counters.as_dict()
+    return {
+        "path": list(result.path),
+        "found": [{"digest": f.digest, "path": list(f.path), "graph": f.graph} for f in result.found.values()],
+        "frontier": [list(p) for p in result.frontier],
+        "counters": result.counters.as_dict(),
+        "memo": {k: m1[k] - m0[k] for k in ("local_hits", "remote_hits", "misses", "remote_errors")},
+        "worker": _worker_name(),
+    }
+
+
+def confirm_task(payload: FragmentPayload, digest: str, graph: str) -> dict[str, Any]:
+    """k fresh fingerprint tests and float64 against the fragment's reference."""
+    t0 = time.perf_counter()
+    state = _state()
+    out = confirm(loads(payload.reference), loads(graph), digest, xp=state.xp)
+    out["worker"] = _worker_name()
+    out["wall_seconds"] = round(time.perf_counter() - t0, 6)
+    return out
+
+
+def worker_has_gpu() -> bool:
+    return cupy_available()

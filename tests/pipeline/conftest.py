@@ -1,0 +1,40 @@
+"""Helpers for the pipeline tests: `mugraph optimize` as a subprocess, NDJSON events, narrowed limits."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.stages.search.narrow import NARROW
+
+
+def settings(name: str) -> list[str]:
+    out = []
+    for key, value in NARROW[name].items():
+        out += ["--set", f"{key}={json.dumps(value)}"]
+    return out
+
+
+def optimize_args(name: str, store: Path, *extra: str, budget: int = 40) -> list[str]:
+    return ["optimize", name, *settings(name), "--store", str(store), "--budget", str(budget), "--json",
+            "--dashboard-address", ":0", *extra]
+
+
+def mugraph(*args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "mugraph.cli", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=timeout, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+
+def events(proc: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+
+
+def done(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    last = events(proc)[-1]
+    assert last["event"] == "done", last
+    return last

@@ -1,0 +1,101 @@
+"""`mugraph optimize` end to end on real Dask worker processes, a real Zarr store and a private
+redis-server: what it finds equals the serial search, whatever the number of workers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mugraph.ir.canonical import canonical_digest
+from mugraph.programs import get_builtin
+from mugraph.programs.benchmarks import rms_norm_expert
+from mugraph.stages.search.config import preset_config
+from mugraph.stages.search.explore import Fragment, Searcher
+from mugraph.stages.search.explore import Path as SearchPath
+from mugraph.storage.run_store import RunStore
+from tests.pipeline.conftest import done, events, mugraph, optimize_args
+from tests.stages.search.narrow import NARROW
+
+BUDGET = 40
+Run = tuple[Path, dict[str, Any], list[dict[str, Any]]]
+
+
+def serial_tasks(name: str, budget: int) -> tuple[set[str], set[SearchPath]]:
+    """The μGraphs and the task paths of the same search run serially in this process."""
+    prog = get_builtin(name)
+    cfg = preset_config(prog.preset).with_overrides(NARROW[name])
+    searcher = Searcher(Fragment(prog.reference(), cfg, name))
+    pending: list[SearchPath] = [()]
+    paths: set[SearchPath] = set()
+    found: set[str] = set()
+    while pending:
+        p = pending.pop()
+        paths.add(p)
+        r = searcher.explore(p, budget)
+        found |= set(r.found)
+        pending.extend(r.frontier)
+    return found, paths
+
+
+def store_paths(store: Path) -> set[SearchPath]:
+    with RunStore.open_existing(store) as st:
+        tasks = st.tasks()
+        assert all(t.done for t in tasks)
+        return {t.path for t in tasks}
+
+
+@pytest.fixture(scope="module")
+def serial_rms() -> tuple[set[str], set[SearchPath]]:
+    return serial_tasks("rms_norm", BUDGET)
+
+
+@pytest.fixture(scope="module")
+def two_workers(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    cwd = tmp_path_factory.mktemp("two")
+    proc = mugraph(*optimize_args("rms_norm", cwd / "run.zarr", "--workers", "2", budget=BUDGET), cwd=cwd)
+    return cwd, done(proc), events(proc)
+
+
+def test_optimize_equals_the_serial_search(two_workers: Run, serial_rms: tuple[set[str], set[SearchPath]]) -> None:
+    cwd, last, evs = two_workers
+    found, paths = serial_rms
+    assert last["complete"] is True
+    assert set(last["mugraphs"]) == found  # every find confirmed, none lost, none extra
+    assert canonical_digest(rms_norm_expert()) in last["mugraphs"]
+    assert store_paths(cwd / "run.zarr") == paths and last["tasks_run"] == len(paths) > 10
+    assert last["solver_calls"] > 0 and last["end_to_end_max_rel_err"] < 1e-9
+    kinds = [e["event"] for e in evs]
+    assert kinds[0] == "start" and "found" in kinds and "confirmed" in kinds and kinds[-1] == "done"
+    # the best is a fused μGraph, ranked above the reference by the simple cost
+    ranking = last["ranking"]["f0"]
+    assert ranking[0]["reference"] is False and ranking[0]["speedup"] > 1
+    assert any(r["reference"] for r in ranking) and last["best"] == ranking[0]["digest"]
+    assert len(last["worker_busy_seconds"]) == 2
+
+
+def test_rerun_of_a_finished_store_runs_nothing(two_workers: Run) -> None:
+    cwd, last, _ = two_workers
+    again = done(mugraph(*optimize_args("rms_norm", cwd / "run.zarr", "--workers", "1", budget=BUDGET), cwd=cwd))
+    assert again["tasks_run"] == 0 and again["confirms_run"] == 0
+    assert again["mugraphs"] == last["mugraphs"] and again["best"] == last["best"]
+
+
+def test_status_and_show_read_the_store(two_workers: Run) -> None:
+    cwd, last, _ = two_workers
+    st = mugraph("status", str(cwd / "run.zarr"), cwd=cwd)
+    assert st.returncode == 0 and "complete" in st.stdout and f"{last['tasks_run']:,} done" in st.stdout
+    sh = mugraph("show", str(cwd / "run.zarr"), cwd=cwd)
+    assert sh.returncode == 0 and "customized" in sh.stdout and str(last["best"])[:16] in sh.stdout
+
+
+@pytest.mark.parametrize("workers", [1, 4])
+def test_same_result_with_other_worker_counts(
+    workers: int, tmp_path: Path, two_workers: Run
+) -> None:
+    cwd0, base, _ = two_workers
+    last = done(mugraph(*optimize_args("rms_norm", tmp_path / "run.zarr", "--workers", str(workers),
+                                       "--memo-url", "local", budget=BUDGET), cwd=tmp_path))
+    assert last["mugraphs"] == base["mugraphs"] and last["best"] == base["best"]
+    assert store_paths(tmp_path / "run.zarr") == store_paths(cwd0 / "run.zarr")
