@@ -28,7 +28,7 @@ from mugraph.ir.graph import KernelGraph
 from mugraph.ir.serialize import dumps, loads
 from mugraph.pipeline.cluster import gpu_workers
 from mugraph.pipeline.plan import FragmentPlan, RunPlan
-from mugraph.pipeline.worker import confirm_task, search_task
+from mugraph.pipeline.worker import confirm_task, peak_rss_mib, search_task
 from mugraph.stages.fragments import stitch
 from mugraph.stages.layout.cost import rank
 from mugraph.stages.search.explore import SearchCounters
@@ -56,6 +56,7 @@ class RunTotals:
     memo: dict[str, int] = field(default_factory=lambda: {"local_hits": 0, "remote_hits": 0, "misses": 0,
                                                           "remote_errors": 0})
     busy: dict[str, float] = field(default_factory=dict)  # worker → seconds inside tasks
+    peak_rss_mib: dict[str, float] = field(default_factory=dict)  # worker → its peak resident memory
 
     def add_search(self, result: dict[str, Any]) -> None:
         self.tasks_run += 1
@@ -63,7 +64,9 @@ class RunTotals:
         self.counters.add(c)
         for k, v in result["memo"].items():
             self.memo[k] = self.memo.get(k, 0) + int(v)
-        self.busy[result["worker"]] = self.busy.get(result["worker"], 0.0) + float(result["counters"]["seconds"])
+        w = result["worker"]
+        self.busy[w] = self.busy.get(w, 0.0) + float(result["counters"]["seconds"])
+        self.peak_rss_mib[w] = max(self.peak_rss_mib.get(w, 0.0), float(result["peak_rss_mib"]))
 
 
 class Driver:
@@ -261,5 +264,7 @@ class Driver:
             "tasks_done": summary.get("done"), "tasks_pending": summary.get("pending"),
             "states": c.nodes, "solver_calls": c.solver_calls, "memo": dict(self.totals.memo),
             "worker_busy_seconds": {w: round(s, 3) for w, s in sorted(busy.items())},
+            "worker_peak_rss_mib": {w: round(m, 1) for w, m in sorted(self.totals.peak_rss_mib.items())},
+            "driver_peak_rss_mib": round(peak_rss_mib(), 1), "store_bytes": store.size_bytes(),
             "seconds": round(time.perf_counter() - self._t0, 3),
         }

@@ -8,6 +8,7 @@ whichever worker ran them; the state only makes repeated tasks of one fragment c
 from __future__ import annotations
 
 import os
+import resource
 import time
 from collections import OrderedDict
 from typing import Any
@@ -19,7 +20,7 @@ from mugraph.ir.serialize import loads
 from mugraph.pipeline.plan import FragmentPayload, config_from_json
 from mugraph.stages.prune.oracle import VERDICT_BYTES
 from mugraph.stages.search.explore import Fragment, Searcher
-from mugraph.stages.verify.confirm import confirm
+from mugraph.stages.verify.confirm import Confirmer
 from mugraph.storage.memo import LayeredMemo, MemoStore, open_memo_store
 
 PLUGIN_NAME = "mugraph"
@@ -36,6 +37,7 @@ class WorkerState:
         self.memo = LayeredMemo(store, valid_values=VERDICT_BYTES)
         self.xp: ArrayModule = get_array_module(backend)
         self._searchers: OrderedDict[str, Searcher] = OrderedDict()
+        self._confirmers: OrderedDict[str, Confirmer] = OrderedDict()
 
     def searcher(self, payload: FragmentPayload) -> Searcher:
         s = self._searchers.get(payload.digest)
@@ -48,6 +50,15 @@ class WorkerState:
         else:
             self._searchers.move_to_end(payload.digest)
         return s
+
+    def confirmer(self, payload: FragmentPayload) -> Confirmer:
+        c = self._confirmers.get(payload.digest)
+        if c is None:
+            c = Confirmer(loads(payload.reference), payload.digest, xp=self.xp)
+            self._confirmers[payload.digest] = c
+            if len(self._confirmers) > MAX_SEARCHERS:
+                self._confirmers.popitem(last=False)
+        return c
 
     def close(self) -> None:
         self.memo.close()
@@ -109,6 +120,7 @@ def search_task(payload: FragmentPayload, path: tuple[int, ...], budget: int) ->
         "counters": result.counters.as_dict(),
         "memo": {k: m1[k] - m0[k] for k in ("local_hits", "remote_hits", "misses", "remote_errors")},
         "worker": _worker_name(),
+        "peak_rss_mib": peak_rss_mib(),
     }
 
 
@@ -116,10 +128,16 @@ def confirm_task(payload: FragmentPayload, digest: str, graph: str) -> dict[str,
     """k fresh fingerprint tests and float64 against the fragment's reference."""
     t0 = time.perf_counter()
     state = _state()
-    out = confirm(loads(payload.reference), loads(graph), digest, xp=state.xp)
+    out = state.confirmer(payload).confirm(loads(graph))
+    out["digest"] = digest
     out["worker"] = _worker_name()
     out["wall_seconds"] = round(time.perf_counter() - t0, 6)
     return out
+
+
+def peak_rss_mib() -> float:
+    """This process's peak resident memory (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def worker_has_gpu() -> bool:

@@ -1,9 +1,9 @@
 """The confirm stage: a μGraph the search matched on its one inline seed is tested again on k fresh
 random seeds and in float64 before anything downstream trusts it.
 
-The fresh seeds are derived from the μGraph's digest, so they differ from the search's seeds and from
-one μGraph to the next (a μGraph that slipped through one random point is unlikely to pass others),
-yet a rerun confirms with the same seeds and reaches the same verdict.
+The fresh seeds are derived from the fragment's digest: they differ from the search's seeds (small
+integers), a rerun confirms with the same seeds and reaches the same verdict, and the reference's
+fingerprints are computed once per fragment and worker rather than once per μGraph.
 """
 
 from __future__ import annotations
@@ -16,30 +16,44 @@ import numpy as np
 
 from mugraph.cuda.backend import ArrayModule, backend_name
 from mugraph.ir.graph import KernelGraph
-from mugraph.stages.verify.check import check_equivalence
+from mugraph.stages.verify.check import ReferenceFingerprints, float_max_rel_err
 
 CONFIRM_TESTS = 3
+TOLERANCE = 1e-6
 
 
-def confirm_seeds(digest: str, k: int = CONFIRM_TESTS) -> tuple[int, ...]:
-    """k seeds from the digest, each at least 2**20 (the search's seeds are small integers)."""
+def confirm_seeds(fragment_digest: str, k: int = CONFIRM_TESTS) -> tuple[int, ...]:
+    """k seeds from the fragment's digest, each at least 2**20."""
     return tuple(
-        (1 << 20) + int.from_bytes(hashlib.sha256(f"confirm|{digest}|{i}".encode()).digest()[:4], "big")
+        (1 << 20) + int.from_bytes(hashlib.sha256(f"confirm|{fragment_digest}|{i}".encode()).digest()[:4], "big")
         for i in range(k)
     )
 
 
-def confirm(
-    reference: KernelGraph, candidate: KernelGraph, digest: str, k: int = CONFIRM_TESTS, xp: ArrayModule = np
-) -> dict[str, Any]:
-    """The verdict as a JSON-able dict: equivalent, seeds, float64 error, reason, seconds, backend."""
-    t0 = time.perf_counter()
-    result = check_equivalence(reference, candidate, confirm_seeds(digest, k), xp=xp)
-    return {
-        "equivalent": result.equivalent,
-        "seeds": list(result.seeds),
-        "float_max_rel_err": result.float_max_rel_err,
-        "reason": result.reason,
-        "seconds": round(time.perf_counter() - t0, 6),
-        "backend": backend_name(xp),
-    }
+class Confirmer:
+    """The reference's fingerprints on the fresh seeds, computed once, matched against many μGraphs."""
+
+    def __init__(self, reference: KernelGraph, fragment_digest: str, k: int = CONFIRM_TESTS,
+                 xp: ArrayModule = np) -> None:
+        self.reference = reference
+        self.xp = xp
+        self.fingerprints = ReferenceFingerprints(reference, confirm_seeds(fragment_digest, k), xp=xp)
+
+    def confirm(self, candidate: KernelGraph) -> dict[str, Any]:
+        """The verdict as a JSON-able dict: equivalent, seeds, float64 error, reason, seconds, backend."""
+        t0 = time.perf_counter()
+        perm = self.fingerprints.match(candidate)
+        err: float | None = None
+        reason = "fingerprints differ" if perm is None else ""
+        if perm is not None:
+            err = float_max_rel_err(self.reference, candidate, perm, self.xp)
+            if not err <= TOLERANCE:
+                reason = f"float64 relative error {err:.3g} over {TOLERANCE:g}"
+        return {
+            "equivalent": not reason,
+            "seeds": [c.seed for c in self.fingerprints.cases],
+            "float_max_rel_err": err,
+            "reason": reason,
+            "seconds": round(time.perf_counter() - t0, 6),
+            "backend": backend_name(self.xp),
+        }
