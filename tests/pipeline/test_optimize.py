@@ -77,8 +77,10 @@ def test_optimize_equals_the_serial_search(two_workers: Run, serial_rms: tuple[s
 
 def test_rerun_of_a_finished_store_runs_nothing(two_workers: Run) -> None:
     cwd, last, _ = two_workers
-    again = done(mugraph(*optimize_args("rms_norm", cwd / "run.zarr", "--workers", "1", budget=BUDGET), cwd=cwd))
+    again = done(mugraph(*optimize_args("rms_norm", cwd / "run.zarr", "--workers", "1", "--profile", "p.html",
+                                        budget=BUDGET), cwd=cwd))
     assert again["tasks_run"] == 0 and again["confirms_run"] == 0
+    assert (cwd / "p.html").stat().st_size > 1000  # Dask's performance report
     assert again["mugraphs"] == last["mugraphs"] and again["best"] == last["best"]
 
 
