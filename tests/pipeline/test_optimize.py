@@ -3,6 +3,7 @@ redis-server: what it finds equals the serial search, whatever the number of wor
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -101,3 +102,21 @@ def test_same_result_with_other_worker_counts(
                                        "--memo-url", "local", budget=BUDGET), cwd=tmp_path))
     assert last["mugraphs"] == base["mugraphs"] and last["best"] == base["best"]
     assert store_paths(tmp_path / "run.zarr") == store_paths(cwd0 / "run.zarr")
+
+
+def test_transformer_block_is_split_searched_and_stitched(tmp_path: Path) -> None:
+    """Three fragments, each searched with its own preset until the time limit; the stitched best
+    program equals the transformer block in float64, and the stopped run says it is incomplete."""
+    args = ["optimize", "transformer_block", "--store", str(tmp_path / "t.zarr"), "--workers", "2", "--json",
+            "--time-limit", "15s", "--memo-url", "local", "--dashboard-address", ":0", "--budget", "50"]
+    evs = events(mugraph(*args, cwd=tmp_path))
+    start, last = evs[0], evs[-1]
+    assert start["fragments"] == ["f0", "f1", "f2"]
+    assert start["presets"] == {"f0": "mlp", "f1": "attention", "f2": "lora"}  # f2 reads four inputs
+    assert last["event"] == "done" and last["complete"] is False and last["tasks_run"] > 0
+    assert set(last["ranking"]) == {"f0", "f1", "f2"} and last["end_to_end_max_rel_err"] < 1e-9
+    assert all(r[0]["speedup"] >= 1.0 for r in last["ranking"].values())
+    st = mugraph("status", str(tmp_path / "t.zarr"), "--json", cwd=tmp_path)
+    status = json.loads(st.stdout)
+    assert status["complete"] is False and status["tasks"]["pending"] > 0
+    assert [f["name"] for f in status["fragments"]] == ["f0", "f1", "f2"]
