@@ -68,6 +68,7 @@ from mugraph.storage.records import (
     record_names,
     write_record,
 )
+from mugraph.storage.redis_server import _pid_alive
 from mugraph.storage.store_errors import (
     RECOVERY_HINT,
     StoreBusy,
@@ -117,16 +118,6 @@ def _root_crc(attrs: Mapping[str, Any]) -> int:
 
 def _sibling(path: Path, kind: str) -> Path:
     return path.parent / f".{path.name}.mugraph-{kind}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _clean_siblings(path: Path) -> None:
