@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from distributed import Client, Future, as_completed
 
 from mugraph.ir.canonical import canonical_digest
@@ -241,7 +242,7 @@ class Driver:
                 chosen[fp.spec.name] = candidates[ranking[0]["digest"]]
         stitched = stitch(plan.split, chosen)
         n_out = len(plan.reference.output_tensors)
-        err = float_max_rel_err(plan.reference, stitched, list(range(n_out)), __import__("numpy"))
+        err = float_max_rel_err(plan.reference, stitched, list(range(n_out)), np)
         if not err <= END_TO_END_TOLERANCE:
             raise MugraphError(f"the stitched program differs from {plan.program.name} in float64 "
                                f"(relative error {err:.3g}); this is a bug, please report it")
