@@ -1,0 +1,51 @@
+"""Layouts and ranking rows as text a person reads (used by `mugraph show` and the report)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from mugraph.ir.graph import KernelGraph
+from mugraph.ir.types import OpKind
+from mugraph.stages.layout.costs import Layouts
+
+
+def _dims(shape: Sequence[int], inner: int, swizzle: int) -> str:
+    """`[64,96]:1~0`: the shape, its innermost dim after `:`, a swizzled dim after `~`."""
+    return "[" + ",".join(map(str, shape)) + f"]:{inner}" + (f"~{swizzle}" if swizzle >= 0 else "")
+
+
+def describe_layouts(graph: KernelGraph, layouts: Layouts) -> list[str]:
+    """One line for the device tensors and one per block graph: each tensor's shape, its innermost
+    (stride-1) dim after `:`, and a swizzled dim after `~`."""
+    names: dict[int, str] = {}
+    for op in graph.ops:
+        if op.kind is OpKind.INPUT:
+            names[op.outputs[0]] = str(op.attr("name"))
+        elif op.kind is OpKind.OUTPUT:
+            names[op.inputs[0]] = str(op.attr("name"))
+    device = [f"{names.get(t.index, f't{t.index}')}{_dims(t.shape, layouts.kernel[t.index], -1)}"
+              for t in graph.tensors]
+    lines = ["device tensors: " + " ".join(device)]
+    for index, op in enumerate(graph.ops):
+        if op.block is None:
+            continue
+        pairs = layouts.blocks[index]
+        shared = [f"s{t.index}{_dims(t.shape, *pairs[t.index])}" for t in op.block.tensors]
+        lines.append(f"block graph of op {index} (grid {list(op.block.grid)}): " + " ".join(shared))
+    return lines
+
+
+def seconds_text(s: float) -> str:
+    return f"{s * 1e6:,.1f} μs"
+
+
+def explain(row: Mapping[str, Any], reference: Mapping[str, Any]) -> str:
+    """Why a row is faster or slower than the reference, in the model's own terms."""
+    parts = [f"{row['kernels']} kernel(s) vs {reference['kernels']} (launches {seconds_text(row['launch_seconds'])}"
+             f" vs {seconds_text(reference['launch_seconds'])})",
+             f"DRAM {row['dram_bytes']:,} B vs {reference['dram_bytes']:,} B",
+             f"bound by {row['bound']}"]
+    if not row["fits"]:
+        parts.append("does NOT fit the profile's shared memory")
+    return "; ".join(parts)
