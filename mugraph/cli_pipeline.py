@@ -16,6 +16,10 @@ from mugraph.ir.errors import MugraphError
 from mugraph.ir.render import render
 from mugraph.ir.serialize import loads
 from mugraph.programs import resolve_program
+from mugraph.stages.layout.costs import Layouts
+from mugraph.stages.layout.describe import describe_layouts, explain, seconds_text
+from mugraph.stages.layout.profiles import DEFAULT_PROFILE, PROFILES, get_profile
+from mugraph.stages.layout.rank import rerank
 from mugraph.stages.search.config import PRESETS, parse_override
 from mugraph.stages.search.serial import DEFAULT_BUDGET
 from mugraph.storage.memo_session import verdict_memo
@@ -90,10 +94,13 @@ def _progress_text(e: dict[str, Any]) -> str:
               help="Write Dask's performance report (HTML) to this file.")
 @click.option("--dashboard-address", default="127.0.0.1:8787", show_default=True,
               help="Where the local cluster's Dask dashboard listens.")
+@click.option("--gpu-profile", default=DEFAULT_PROFILE, show_default=True, metavar="NAME",
+              help=f"GPU whose roofline ranks the μGraphs: {', '.join(PROFILES)}. Not part of the run's "
+                   "identity: rerunning a finished store with another profile ranks it again.")
 def optimize(program: str, preset: str | None, settings: tuple[str, ...], workers: int | None,
              scheduler: str | None, memo_url: str | None, store: Path | None, time_limit: str | None,
              fresh: bool, budget: int, backend: str, as_json: bool, profile: Path | None,
-             dashboard_address: str) -> None:
+             dashboard_address: str, gpu_profile: str) -> None:
     """Search every fragment of PROGRAM (built-in name, .py or .json file) on a Dask cluster, confirm,
     rank and stitch the best μGraphs; everything is kept in a Zarr store, and killing the command then
     running it again continues where it stopped."""
@@ -106,6 +113,7 @@ def optimize(program: str, preset: str | None, settings: tuple[str, ...], worker
     from mugraph.pipeline.worker import MugraphPlugin
 
     limit = parse_duration(time_limit) if time_limit is not None else None
+    gpu = get_profile(gpu_profile)
     if workers is not None and scheduler is not None:
         raise click.UsageError("--workers starts a local cluster; with --scheduler the cluster's own workers run")
     prog = resolve_program(program)
@@ -134,7 +142,7 @@ def optimize(program: str, preset: str | None, settings: tuple[str, ...], worker
         report = performance_report(filename=str(profile)) if profile else contextlib.nullcontext()
         try:
             with report:
-                done = Driver(plan, st, client, time_limit=limit, on_event=emit).run()
+                done = Driver(plan, st, client, time_limit=limit, on_event=emit, profile=gpu).run()
         except KeyboardInterrupt:
             progress.close()
             click.echo(f"mugraph: interrupted; run the same command to resume from {path}", err=True)
@@ -150,10 +158,12 @@ def optimize(program: str, preset: str | None, settings: tuple[str, ...], worker
                f"{done['tasks_run']} tasks this run, {done['states']:,} states, {done['solver_calls']:,} solver "
                f"calls, {done['seconds']:.1f} s")
     for name, ranking in done["ranking"].items():
-        best = ranking[0]
+        ref = done["reference"][name]
+        best = ranking[0] if ranking and done["best_per_fragment"][name] != ref["digest"] else ref
         what = "the reference itself" if best["reference"] else f"μGraph {best['digest'][:16]}"
-        click.echo(f"  {name}: best is {what}, {best['kernels']} kernel(s), estimated speedup "
-                   f"{best['speedup']:.2f}x over the reference ({len(ranking)} ranked)")
+        click.echo(f"  {name}: best is {what}, {best['kernels']} kernel(s), estimated "
+                   f"{seconds_text(best['estimated_seconds'])} on {gpu.name}, speedup {best['speedup']:.2f}x "
+                   f"over the reference ({len(ranking)} μGraphs ranked)")
     click.echo(f"  store: {done['store']}  (mugraph show {done['store']})")
 
 
@@ -193,22 +203,46 @@ def status(store: Path, as_json: bool) -> None:
                    f"{(p['best'] or '-')[:16]}")
 
 
+def _ranking_lines(ranking: list[dict[str, Any]], limit: int | None) -> list[str]:
+    head = (f"   {'#':>3}  {'μGraph':<16}  {'kernels':>7}  {'DRAM bytes':>13}  {'FLOPs':>15}  {'est. time':>11}  "
+            f"{'speedup':>7}  bound    fits")
+    lines = [head]
+    for n, e in enumerate(ranking[:limit] if limit else ranking, 1):
+        tag = "reference" if e.get("reference") else e["digest"][:16]
+        lines.append(f"   {n:>3}  {tag:<16}  {e['kernels']:>7}  {e['dram_bytes']:>13,}  {e['flops']:>15,}  "
+                     f"{seconds_text(e['estimated_seconds']):>11}  {e['speedup']:>6.2f}x  {e['bound']:<7}  "
+                     f"{'yes' if e['fits'] else 'NO'}")
+    if limit and len(ranking) > limit:
+        lines.append(f"   ... {len(ranking) - limit} more (--all shows every row)")
+    return lines
+
+
 @click.command()
 @click.argument("store", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout (rankings and graphs).")
-def show(store: Path, as_json: bool) -> None:
-    """The chosen μGraph of every fragment of a run STORE, readable, with each fragment's ranking."""
+@click.option("--gpu-profile", default=None, metavar="NAME",
+              help=f"Rank again for this GPU ({', '.join(PROFILES)}) from the stored layouts; default: the "
+                   "profile the run was ranked for.")
+@click.option("--all", "show_all", is_flag=True, help="Every row of each ranking (default: the first 10).")
+def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) -> None:
+    """The ranking of every fragment of a run STORE (each μGraph's kernels, DRAM bytes, FLOPs and
+    estimated time on a GPU profile, best first), then the chosen μGraph with its layouts."""
+    gpu = get_profile(gpu_profile) if gpu_profile is not None else None
     with _open(store) as st:
         frags = st.fragments()
         rows = []
         for i, f in enumerate(frags):
             ranking = st.ranking(i) or []
             found = st.found(i)
+            graphs = {d: rec.graph for d, rec in found.items()}
+            for r in ranking:
+                if r.get("reference"):
+                    graphs[r["digest"]] = f["graph"]
+            if gpu is not None and ranking:
+                ranking = rerank(ranking, {r["digest"]: loads(graphs[r["digest"]]) for r in ranking}, gpu)
             best = ranking[0] if ranking else None
-            graph = None
-            if best is not None:
-                graph = f["graph"] if best.get("reference") else found[best["digest"]].graph
-            rows.append({"name": f["name"], "ranking": ranking, "best": best, "graph": graph})
+            rows.append({"name": f["name"], "ranking": ranking, "best": best,
+                         "graph": graphs[best["digest"]] if best is not None else None})
         final = st.final()
     if final is None:
         raise MugraphError(f"{store}: no result yet; run `mugraph optimize` on it first")
@@ -216,13 +250,25 @@ def show(store: Path, as_json: bool) -> None:
         click.echo(json.dumps({"store": str(store), "fragments": rows, "final": final}))
         return
     for r in rows:
-        click.echo(f"== {r['name']}: {len(r['ranking'])} ranked (simple cost: launches + DRAM bytes)")
-        for e in r["ranking"][:10]:
-            tag = "reference" if e.get("reference") else e["digest"][:16]
-            click.echo(f"   {tag:<16}  kernels {e['kernels']}  DRAM {e['dram_bytes']:>12,} B  "
-                       f"est {e['estimated_seconds'] * 1e6:8.1f} μs  speedup {e['speedup']:.2f}x")
-        if r["graph"] is not None:
-            click.echo(render(loads(r["graph"]), f"chosen for {r['name']}"))
+        ranking = r["ranking"]
+        profile = ranking[0]["profile"] if ranking else "-"
+        click.echo(f"== {r['name']}: {len(ranking)} ranked on {profile} ({ranking[0]['model'] if ranking else '-'}"
+                   f"; speedup over the reference program)")
+        for line in _ranking_lines(ranking, None if show_all else 10):
+            click.echo(line)
+        best, graph = r["best"], r["graph"]
+        if best is None or graph is None:
+            continue
+        ref = next(e for e in ranking if e.get("reference"))
+        if not best.get("reference"):
+            click.echo(f"   why: {explain(best, ref)}")
+        terms = ", ".join(f"{k} {v:,}" for k, v in best["layout_terms"].items() if v)
+        click.echo(f"   layout cost {best['layout_cost']:,} ({terms or 'nothing'})")
+        g = loads(graph)
+        click.echo(render(g, f"chosen for {r['name']}"))
+        click.echo("layouts (shape:innermost dim~swizzled dim):")
+        for line in describe_layouts(g, Layouts.from_json(best["layouts"])):
+            click.echo(f"  {line}")
     state = "complete" if final["complete"] else "NOT complete (best so far)"
     click.echo(f"run {state}; stitched program checked in float64, max rel err "
                f"{final['end_to_end_max_rel_err']:.2e}")

@@ -3,13 +3,16 @@
 Search tasks explore one subtree each under a node budget; every result is written to the store
 (found μGraphs, then the frontier as new task rows, then the task's done mark) before its frontier is
 submitted (`as_completed(...).add`), so long subtrees split themselves and idle workers take the
-pieces. Each new μGraph is confirmed by its own task as soon as it is found. When every task is
-done, each fragment's confirmed μGraphs are ranked (stages.layout.cost), the best of each fragment is
-stitched into one program, and that program is checked end to end in float64.
+pieces. Each new μGraph is confirmed by its own task as soon as it is found, and each confirmed one
+gets a layout task (z3.Optimize over its tensors' layouts). When every task is done, each fragment's
+confirmed μGraphs are ranked by the roofline estimate of a GPU profile under their layouts
+(stages.layout), the best of each fragment is stitched into one program, and that program is checked
+end to end in float64.
 
 The driver is the store's only writer. Killing it loses at most the tasks that were running; the
-next run resubmits every row not marked done. Task keys are `search-<fragment>-<id>` and
-`confirm-<fragment>-<digest>`, so the Dask dashboard groups them by stage.
+next run resubmits every row not marked done. Task keys are `search-<fragment>-<id>`,
+`confirm-<fragment>-<digest>` and `layout-<fragment>-<digest>`, so the Dask dashboard groups them by
+stage.
 """
 
 from __future__ import annotations
@@ -29,9 +32,11 @@ from mugraph.ir.graph import KernelGraph
 from mugraph.ir.serialize import dumps, loads
 from mugraph.pipeline.cluster import gpu_workers
 from mugraph.pipeline.plan import FragmentPlan, RunPlan
-from mugraph.pipeline.worker import confirm_task, peak_rss_mib, search_task
+from mugraph.pipeline.worker import confirm_task, layout_task, peak_rss_mib, search_task
 from mugraph.stages.fragments import stitch
-from mugraph.stages.layout.cost import rank
+from mugraph.stages.layout.choose import LayoutResult, choose_layouts
+from mugraph.stages.layout.profiles import DEFAULT_PROFILE, GpuProfile, get_profile
+from mugraph.stages.layout.rank import combined, rank
 from mugraph.stages.search.explore import SearchCounters
 from mugraph.stages.verify.check import float_max_rel_err
 from mugraph.storage.run_store import FoundRecord, RunStore
@@ -53,6 +58,7 @@ class RunTotals:
 
     tasks_run: int = 0
     confirms_run: int = 0
+    layouts_run: int = 0
     counters: SearchCounters = field(default_factory=SearchCounters)
     memo: dict[str, int] = field(default_factory=lambda: {"local_hits": 0, "remote_hits": 0, "misses": 0,
                                                           "remote_errors": 0})
@@ -80,8 +86,10 @@ class Driver:
         time_limit: float | None = None,
         on_event: EventSink | None = None,
         progress_interval: float = 1.0,
+        profile: GpuProfile | None = None,
     ) -> None:
         self.plan = plan
+        self.profile = profile or get_profile(DEFAULT_PROFILE)
         self.store = store
         self.client = client
         self.time_limit = time_limit
@@ -94,6 +102,7 @@ class Driver:
         self._done: set[int] = set()
         self._found: list[dict[str, FoundRecord]] = []
         self._confirmed: list[dict[str, dict[str, Any]]] = []
+        self._layouts: list[dict[str, dict[str, Any]]] = []
         self._gpu = False
         self._t0 = 0.0
 
@@ -117,6 +126,13 @@ class Driver:
         self._what[fut] = ("confirm", fragment, rec.digest)
         self._ac.add(fut)
 
+    def _submit_layout(self, fragment: int, digest: str) -> None:
+        fp = self.plan.fragments[fragment]
+        fut = self.client.submit(layout_task, digest, self._found[fragment][digest].graph,
+                                 key=f"layout-{fp.spec.name}-{digest[:16]}", pure=False, priority=50)
+        self._what[fut] = ("layout", fragment, digest)
+        self._ac.add(fut)
+
     # -- the run ---------------------------------------------------------------------------------
     def run(self) -> Event:
         self._t0 = time.perf_counter()
@@ -129,6 +145,7 @@ class Driver:
         pending = [t for t in tasks if not t.done]
         self._found = [store.found(i) for i in range(len(plan.fragments))]
         self._confirmed = [store.confirmations(i) for i in range(len(plan.fragments))]
+        self._layouts = [store.layouts(i) for i in range(len(plan.fragments))]
         self._gpu = gpu_workers(self.client) > 0
         self.on_event({
             "event": "start", "program": plan.program.name, "store": str(store.path),
@@ -136,7 +153,7 @@ class Driver:
             "presets": {fp.spec.name: fp.config.preset for fp in plan.fragments},
             "tasks_done": len(self._done), "tasks_pending": len(pending),
             "workers": len(self.client.scheduler_info()["workers"]), "gpu_workers": self._gpu,
-            "dashboard": self.client.dashboard_link,
+            "dashboard": self.client.dashboard_link, "gpu_profile": self.profile.name,
         })
         for t in pending:
             self._submit_search(t.row, t.fragment, t.path)
@@ -144,6 +161,8 @@ class Driver:
             for d, rec in sorted(found.items()):
                 if d not in self._confirmed[i]:
                     self._submit_confirm(i, rec)
+                elif self._confirmed[i][d]["equivalent"] and d not in self._layouts[i]:
+                    self._submit_layout(i, d)
         stopped = self._loop()
         if stopped:
             self.client.cancel(list(self._what))
@@ -166,8 +185,10 @@ class Driver:
                 kind, a, b = self._what.pop(fut)
                 if kind == "search":
                     self._on_search(a, b, fut.result())
-                else:
+                elif kind == "confirm":
                     self._on_confirm(a, b, fut.result())
+                else:
+                    self._on_layout(a, b, fut.result())
         return False
 
     def _on_search(self, row: int, fragment: int, result: dict[str, Any]) -> None:
@@ -198,6 +219,16 @@ class Driver:
         self.totals.confirms_run += 1
         self.on_event({"event": "confirmed", "fragment": self.plan.fragments[fragment].spec.name,
                        "digest": digest, "equivalent": result["equivalent"]})
+        if result["equivalent"]:
+            self._submit_layout(fragment, digest)
+
+    def _on_layout(self, fragment: int, digest: str, result: dict[str, Any]) -> None:
+        self.store.put_layout(fragment, digest, result)
+        self._layouts[fragment][digest] = result
+        self.totals.layouts_run += 1
+        self.on_event({"event": "layout", "fragment": self.plan.fragments[fragment].spec.name,
+                       "digest": digest, "objective": result["objective"],
+                       "solve_seconds": result["solve_seconds"]})
 
     # -- reporting -------------------------------------------------------------------------------
     def _fragment_record(self, fp: FragmentPlan) -> dict[str, Any]:
@@ -220,26 +251,37 @@ class Driver:
             "memo_remote_hit_rate": m["remote_hits"] / lookups if lookups else None,
         }
 
+    def _layout_of(self, fragment: int, digest: str, graph: KernelGraph) -> LayoutResult:
+        """The stored layouts, or (a run stopped before its layout task ran) solved here and stored."""
+        rec = self._layouts[fragment].get(digest)
+        if rec is None:
+            rec = choose_layouts(graph).to_json()
+            self.store.put_layout(fragment, digest, rec)
+            self._layouts[fragment][digest] = rec
+        return LayoutResult.from_json(rec)
+
     def _finish(self, complete: bool) -> Event:
         plan, store = self.plan, self.store
         chosen: dict[str, KernelGraph] = {}
         best_per_fragment: dict[str, str] = {}
         mugraphs: list[str] = []
         rankings: dict[str, list[dict[str, Any]]] = {}
+        references: dict[str, dict[str, Any]] = {}
         for i, fp in enumerate(plan.fragments):
             ok = {d: loads(self._found[i][d].graph) for d, r in sorted(self._confirmed[i].items())
                   if r["equivalent"] and d in self._found[i]}
             mugraphs.extend(ok)
             ref_digest = canonical_digest(fp.spec.graph)
-            candidates = {ref_digest: fp.spec.graph, **ok}
-            ranking = rank(candidates, fp.spec.graph)
-            for r in ranking:
-                r["reference"] = r["digest"] == ref_digest
-            store.put_ranking(i, ranking)
-            rankings[fp.spec.name] = ranking
-            best_per_fragment[fp.spec.name] = ranking[0]["digest"]
-            if not ranking[0]["reference"]:
-                chosen[fp.spec.name] = candidates[ranking[0]["digest"]]
+            candidates = {d: (g, self._layout_of(i, d, g)) for d, g in ok.items()}
+            rows, ref_row = rank(candidates, (fp.spec.graph, choose_layouts(fp.spec.graph)), self.profile)
+            ref_row["digest"] = ref_digest
+            ordered = combined(rows, ref_row)
+            store.put_ranking(i, ordered)
+            rankings[fp.spec.name] = [r for r in ordered if not r["reference"]]
+            references[fp.spec.name] = next(r for r in ordered if r["reference"])
+            best_per_fragment[fp.spec.name] = ordered[0]["digest"]
+            if not ordered[0]["reference"]:
+                chosen[fp.spec.name] = ok[ordered[0]["digest"]]
         stitched = stitch(plan.split, chosen)
         n_out = len(plan.reference.output_tensors)
         err = float_max_rel_err(plan.reference, stitched, list(range(n_out)), np)
@@ -252,7 +294,7 @@ class Driver:
         final = {
             "complete": complete, "best": best, "best_per_fragment": best_per_fragment,
             "program_graph": dumps(stitched), "end_to_end_max_rel_err": err,
-            "mugraphs": sorted(mugraphs),
+            "mugraphs": sorted(mugraphs), "gpu_profile": self.profile.name,
         }
         store.put_final(final)
         c = self.totals.counters
@@ -260,8 +302,10 @@ class Driver:
         return {
             "event": "done", "store": str(store.path), "program": plan.program.name, "complete": complete,
             "mugraphs": sorted(mugraphs), "best": best, "best_per_fragment": best_per_fragment,
-            "ranking": rankings, "end_to_end_max_rel_err": err,
+            "ranking": rankings, "reference": references, "gpu_profile": self.profile.name,
+            "end_to_end_max_rel_err": err,
             "tasks_run": self.totals.tasks_run, "confirms_run": self.totals.confirms_run,
+            "layouts_run": self.totals.layouts_run,
             "tasks_done": summary.get("done"), "tasks_pending": summary.get("pending"),
             "states": c.nodes, "solver_calls": c.solver_calls, "memo": dict(self.totals.memo),
             "worker_busy_seconds": {w: round(s, 3) for w, s in sorted(busy.items())},

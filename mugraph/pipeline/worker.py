@@ -18,6 +18,7 @@ from distributed import WorkerPlugin, get_worker
 from mugraph.cuda.backend import ArrayModule, cupy_available, get_array_module
 from mugraph.ir.serialize import loads
 from mugraph.pipeline.plan import FragmentPayload, config_from_json
+from mugraph.stages.layout.choose import choose_layouts
 from mugraph.stages.prune.oracle import VERDICT_BYTES
 from mugraph.stages.search.explore import Fragment, Searcher
 from mugraph.stages.verify.confirm import Confirmer
@@ -129,6 +130,16 @@ def confirm_task(payload: FragmentPayload, digest: str, graph: str) -> dict[str,
     t0 = time.perf_counter()
     state = _state()
     out = state.confirmer(payload).confirm(loads(graph))
+    out["digest"] = digest
+    out["worker"] = _worker_name()
+    out["wall_seconds"] = round(time.perf_counter() - t0, 6)
+    return out
+
+
+def layout_task(digest: str, graph: str) -> dict[str, Any]:
+    """Choose the layouts of a confirmed μGraph (z3.Optimize); the record the store keeps."""
+    t0 = time.perf_counter()
+    out = choose_layouts(loads(graph)).to_json()
     out["digest"] = digest
     out["worker"] = _worker_name()
     out["wall_seconds"] = round(time.perf_counter() - t0, 6)

@@ -15,6 +15,7 @@ Layout (every node is a group or array with one `zarr.json`; JSON records carry 
         counters/  float64[cap, C]  a done task's counters, named by counter_names fill -2 / NaN
       found/<fragment>/<digest>/    attrs: path [int], graph (JSON text), task (row)
       confirmations/<fragment>/<digest>/   attrs: result {equivalent, seeds, error, ...}
+      layouts/<fragment>/<digest>/  attrs: result {schema, layouts, terms, objective, solve_seconds}
       rankings/<fragment>/          attrs: ranking [ {...} ]
       final/                        attrs: final {...}
 
@@ -521,14 +522,27 @@ class RunStore:
         return out
 
     def put_confirmation(self, fragment: int, digest: str, result: Mapping[str, Any]) -> None:
+        self._put_keyed("confirmations", fragment, digest, result)
+
+    def confirmations(self, fragment: int) -> dict[str, dict[str, Any]]:
+        return self._keyed("confirmations", fragment)
+
+    def put_layout(self, fragment: int, digest: str, layout: Mapping[str, Any]) -> None:
+        """The chosen layouts of a confirmed μGraph (independent of the GPU profile)."""
+        self._put_keyed("layouts", fragment, digest, layout)
+
+    def layouts(self, fragment: int) -> dict[str, dict[str, Any]]:
+        return self._keyed("layouts", fragment)
+
+    def _put_keyed(self, kind: str, fragment: int, digest: str, result: Mapping[str, Any]) -> None:
         self._check_writable()
-        path = f"confirmations/{self._check_fragment(fragment)}/{self._check_digest(digest)}"
-        value = normalize(dict(result), "confirmation")
+        path = f"{kind}/{self._check_fragment(fragment)}/{self._check_digest(digest)}"
+        value = normalize(dict(result), kind[:-1])
         with self._writing():
             write_record(self._store, path, {"result": value})
 
-    def confirmations(self, fragment: int) -> dict[str, dict[str, Any]]:
-        base = f"confirmations/{self._check_fragment(fragment)}"
+    def _keyed(self, kind: str, fragment: int) -> dict[str, dict[str, Any]]:
+        base = f"{kind}/{self._check_fragment(fragment)}"
         names = record_names(self.path, base)
 
         async def read() -> list[dict[str, Any] | None]:

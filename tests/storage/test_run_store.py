@@ -153,6 +153,7 @@ def test_create_and_reopen_roundtrip(tmp_path: Path) -> None:
         )
         assert kids == [2, 3]
         st.put_confirmation(0, "abc", {"equivalent": True, "seeds": [1, 2], "error": 1e-12})
+        st.put_layout(0, "abc", {"schema": "mugraph.layout/1", "objective": 5, "layouts": {"kernel": [1, 0]}})
         st.put_ranking(0, [{"digest": "abc", "speedup": 1.5}])
         st.put_final({"complete": False, "best": {"f0": "abc"}})
         assert st.size_bytes() > 0
@@ -166,6 +167,8 @@ def test_create_and_reopen_roundtrip(tmp_path: Path) -> None:
         assert [t.row for t in st.pending()] == [1, 2, 3]
         assert st.found(0) == {"abc": FoundRecord(0, "abc", (0, 1), '{"g": 1}', 0)} and st.found(1) == {}
         assert st.confirmations(0) == {"abc": {"equivalent": True, "seeds": [1, 2], "error": 1e-12}}
+        assert st.layouts(0) == {"abc": {"schema": "mugraph.layout/1", "objective": 5, "layouts": {"kernel": [1, 0]}}}
+        assert st.layouts(1) == {} and st.confirmations(1) == {}
         assert st.ranking(0) == [{"digest": "abc", "speedup": 1.5}] and st.ranking(1) is None
         assert st.final() == {"complete": False, "best": {"f0": "abc"}}
         summary = st.task_summary()

@@ -1,1 +1,11 @@
-"""Layout selection and cost-model ranking of confirmed μGraphs (issue 6)."""
+"""Layout selection and ranking of confirmed μGraphs.
+
+facts.py     what a μGraph's layouts depend on (shapes, copies, matmul operands, user strides)
+costs.py     a layout assignment, Mirage's cost terms, and the hard rules
+choose.py    z3.Optimize over one-hot layout choices
+profiles.py  A100 / H100 / H200 numbers for the roofline
+roofline.py  per-kernel time: launch + max(DRAM, L2, shared memory, compute), every term kept
+rank.py      rankings of a fragment's μGraphs (and re-ranking stored rows for another profile)
+describe.py  layouts and rows as text
+measure.py   fp16 timing of a μGraph as array operations (CuPy on a GPU)
+"""
