@@ -93,6 +93,16 @@ def table(results: dict[str, Any]) -> str:
         ranks = "/".join(str(r["profiles"][p]["expert_rank"]) for p in PROFILES)
         lines.append(f"| {name} | {r['mugraphs']} | {r['solve_median_ms']:.0f} / {r['solve_max_ms']:.0f} | "
                      + " | ".join(cells) + f" | {ranks} |")
+    lines += [
+        "",
+        "Every expert ranks above its reference program on every profile (the test suite asserts it). The "
+        "model is conservative next to Mirage's measured speedups (RMSNorm+Linear 1.5x A100 / 1.9x H100, "
+        "GatedMLP 1.5x A100 / 2.7-3.3x H100): at these decoding shapes the fused kernel and the "
+        "reference both stream the same weights from DRAM, so the model credits fusion only with the "
+        "launches and intermediate tensors it removes. Where μGraphs tie on the bound term, the one "
+        "with less traffic elsewhere ranks first; Mirage's rms_norm expert (grid 64, fewer blocks than "
+        "SMs) ties in estimated time with the winner and ranks behind it on that second key.",
+    ]
     measured = {n: r["measured"] for n, r in results.items() if "measured" in r}
     lines.append("")
     if measured:

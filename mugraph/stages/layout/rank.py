@@ -1,8 +1,9 @@
 """Rank the confirmed μGraphs of a fragment by their roofline estimate under their chosen layouts.
 
 A row carries every term of the estimate and of the layout cost, so the table says why a μGraph
-ranks where it does. μGraphs that do not fit the profile's shared memory rank last; ties break by
-digest, so the same store always gives the same ranking.
+ranks where it does. μGraphs that do not fit the profile's shared memory rank last; equal estimates
+are ordered by the no-overlap time, then the layout cost, then the digest, so the same store always
+gives the same ranking.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ def rank(candidates: Mapping[str, tuple[KernelGraph, LayoutResult]], reference: 
     base = estimate(ref_graph, ref_layout.layouts, profile).seconds
     ref_row = ranking_row("reference", ref_graph, ref_layout, profile, base)
     rows = [ranking_row(d, g, lay, profile, base) for d, (g, lay) in candidates.items()]
-    rows.sort(key=lambda r: (not r["fits"], r["estimated_seconds"], r["layout_cost"], r["digest"]))
+    rows.sort(key=lambda r: (not r["fits"], r["estimated_seconds"], r["no_overlap_seconds"], r["layout_cost"],
+                             r["digest"]))
     return rows, ref_row
 
 

@@ -6,7 +6,9 @@ Each kernel op is one launch. Its time is the launch overhead plus the largest o
   shared-memory bytes / (smem bandwidth x u), tensor FLOPs / (tensor throughput x u)
                                                 + other FLOPs / (CUDA-core throughput x u),
 where u = min(1, blocks / SMs) is the share of SMs a grid keeps busy and u_dram = min(1, blocks x
-dram_share_per_sm / SMs) (one SM can pull more than its even share of DRAM bandwidth).
+dram_share_per_sm / SMs) (one SM can pull more than its even share of DRAM bandwidth). The sum of
+all terms instead of their maximum (`no_overlap_seconds`, the time if nothing overlapped) breaks
+ties between μGraphs bound by the same traffic: the one moving less through the other levels wins.
 
 - A pre-defined kernel op (a library kernel) reads each input and writes its output once, uses the
   whole GPU, and runs matmuls on tensor cores.
@@ -93,6 +95,8 @@ class Estimate:
             "launch_seconds": sum(k.launch_seconds for k in ks),
             **{f"{b}_bound_seconds": s for b, s in by_bound.items()},
             "estimated_seconds": self.seconds, "fits": self.fits,
+            "no_overlap_seconds": sum(k.launch_seconds + k.dram_seconds + k.l2_seconds + k.smem_seconds +
+                                      k.compute_seconds for k in ks),
             "bound": max(BOUNDS, key=lambda b: by_bound[b]) if ks else "none",
         }
 
