@@ -270,11 +270,12 @@ def search(program: str, preset: str | None, settings: tuple[str, ...], time_lim
                    f"fingerprints: {c.fingerprints:,} in {c.fingerprint_seconds:.1f} s")
 
 
-from mugraph.cli_pipeline import optimize, show, status  # noqa: E402  (needs `cli` and `parse_duration`)
+from mugraph.cli_pipeline import optimize, report, show, status  # noqa: E402  (needs `cli` and `parse_duration`)
 
 cli.add_command(optimize)
 cli.add_command(status)
 cli.add_command(show)
+cli.add_command(report)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from mugraph.dashboards.progress import ProgressLine
+from mugraph.dashboards.report import report_path, write_report
 from mugraph.ir.errors import MugraphError
 from mugraph.ir.render import render
 from mugraph.ir.serialize import loads
@@ -125,7 +126,7 @@ def optimize(program: str, preset: str | None, settings: tuple[str, ...], worker
     progress = ProgressLine()
 
     def emit(e: dict[str, Any]) -> None:
-        if as_json and e["event"] != "done":
+        if as_json and e["event"] not in ("done", "history"):
             click.echo(json.dumps(e))
         if e["event"] == "progress":
             progress.update(_progress_text(e))
@@ -150,6 +151,7 @@ def optimize(program: str, preset: str | None, settings: tuple[str, ...], worker
         finally:
             progress.close()
     done["profile"] = str(profile) if profile else None
+    done["report"] = str(write_report(path))
     if as_json:
         click.echo(json.dumps(done))
         return
@@ -165,6 +167,7 @@ def optimize(program: str, preset: str | None, settings: tuple[str, ...], worker
                    f"{seconds_text(best['estimated_seconds'])} on {gpu.name}, speedup {best['speedup']:.2f}x "
                    f"over the reference ({len(ranking)} μGraphs ranked)")
     click.echo(f"  store: {done['store']}  (mugraph show {done['store']})")
+    click.echo(f"  report: {done['report']}")
 
 
 def _open(store: Path) -> RunStore:
@@ -272,3 +275,14 @@ def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) ->
     state = "complete" if final["complete"] else "NOT complete (best so far)"
     click.echo(f"run {state}; stitched program checked in float64, max rel err "
                f"{final['end_to_end_max_rel_err']:.2e}")
+
+
+@click.command()
+@click.argument("store", type=click.Path(path_type=Path))
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Where to write the HTML (default: beside the store, NAME.report.html).")
+def report(store: Path, out: Path | None) -> None:
+    """Write the HTML report of a run STORE: configuration, fragments, timeline of states/s and memo hit
+    rates, per-worker busy time, rankings, the chosen μGraphs drawn, counters. One self-contained file
+    (no network needed); `optimize` writes it at the end of every run. Works beside a running search."""
+    click.echo(str(write_report(store, out or report_path(store))))

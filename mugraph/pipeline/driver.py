@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +33,7 @@ from mugraph.ir.graph import KernelGraph
 from mugraph.ir.serialize import dumps, loads
 from mugraph.pipeline.cluster import gpu_workers
 from mugraph.pipeline.plan import FragmentPlan, RunPlan
+from mugraph.pipeline.progress import RunProgress
 from mugraph.pipeline.worker import confirm_task, layout_task, peak_rss_mib, search_task
 from mugraph.stages.fragments import stitch
 from mugraph.stages.layout.choose import LayoutResult, choose_layouts
@@ -45,6 +47,7 @@ Event = dict[str, Any]
 EventSink = Callable[[Event], None]
 COUNTER_NAMES = tuple(SearchCounters().as_dict())
 END_TO_END_TOLERANCE = 1e-6
+TIMELINE_WRITE_SECONDS = 5.0
 
 
 def task_key(plan: FragmentPlan, path: Iterable[int]) -> str:
@@ -105,6 +108,9 @@ class Driver:
         self._layouts: list[dict[str, dict[str, Any]]] = []
         self._gpu = False
         self._t0 = 0.0
+        self._progress_state: RunProgress | None = None
+        self._timeline_written = -TIMELINE_WRITE_SECONDS  # the first sample is written at once
+        self._row_fragment: dict[int, int] = {}
 
     # -- submission ------------------------------------------------------------------------------
     def _submit_search(self, row: int, fragment: int, path: tuple[int, ...]) -> None:
@@ -114,6 +120,7 @@ class Driver:
         fut = self.client.submit(search_task, fp.payload, path, self.plan.budget, key=task_key(fp, path),
                                  pure=False, priority=len(path))
         self._inflight.add(row)
+        self._row_fragment[row] = fragment
         self._what[fut] = ("search", row, fragment)
         self._ac.add(fut)
 
@@ -147,6 +154,7 @@ class Driver:
         self._confirmed = [store.confirmations(i) for i in range(len(plan.fragments))]
         self._layouts = [store.layouts(i) for i in range(len(plan.fragments))]
         self._gpu = gpu_workers(self.client) > 0
+        self._progress_state = RunProgress([fp.spec.name for fp in plan.fragments], tasks, store.timeline())
         self.on_event({
             "event": "start", "program": plan.program.name, "store": str(store.path),
             "resumed": not store.created, "fragments": [fp.spec.name for fp in plan.fragments],
@@ -154,7 +162,10 @@ class Driver:
             "tasks_done": len(self._done), "tasks_pending": len(pending),
             "workers": len(self.client.scheduler_info()["workers"]), "gpu_workers": self._gpu,
             "dashboard": self.client.dashboard_link, "gpu_profile": self.profile.name,
+            "invocation": self._progress_state.invocation,
         })
+        if self._progress_state.history:
+            self.on_event({"event": "history", "samples": self._progress_state.past_samples()})
         for t in pending:
             self._submit_search(t.row, t.fragment, t.path)
         for i, found in enumerate(self._found):
@@ -176,7 +187,7 @@ class Driver:
             if self.time_limit is not None and now - self._t0 >= self.time_limit:
                 return True
             if now - last >= self.progress_interval:
-                self.on_event(self._progress())
+                self._sample(now)
                 last = now
             if not self._ac.has_ready():
                 time.sleep(0.02)
@@ -200,6 +211,8 @@ class Driver:
         self._inflight.discard(row)
         self._done.add(row)
         self.totals.add_search(result)
+        assert self._progress_state is not None
+        self._progress_state.on_search(fragment, result)
         known = self._found[fragment]
         for rec in found:
             have = known.get(rec.digest)
@@ -236,20 +249,41 @@ class Driver:
                 "config": fp.payload.config, "preset": fp.config.preset, "sources": list(fp.spec.sources),
                 "outputs": list(fp.spec.outputs)}
 
+    def _running(self) -> dict[str, int]:
+        """Search tasks a worker holds, per fragment (the scheduler's view)."""
+        try:
+            processing = self.client.processing()
+        except Exception:  # a scheduler going away ends the run elsewhere; progress is best effort
+            return {}
+        out: Counter[str] = Counter()
+        for keys in processing.values():
+            for key in keys:
+                text = str(key)
+                if text.startswith("search-"):
+                    out[text[len("search-"):].rsplit("-", 1)[0]] += 1
+        return dict(out)
+
     def _progress(self) -> Event:
-        c, m = self.totals.counters, self.totals.memo
-        seconds = time.perf_counter() - self._t0
-        lookups = m["local_hits"] + m["remote_hits"] + m["misses"]
-        return {
-            "event": "progress", "seconds": round(seconds, 3),
-            "tasks_done": len(self._done), "tasks_running": len(self._inflight), "tasks_run": self.totals.tasks_run,
-            "states": c.nodes, "states_per_s": round(c.nodes / seconds, 1) if seconds > 0 else 0.0,
-            "mugraphs": sum(len(f) for f in self._found),
-            "confirmed": sum(1 for conf in self._confirmed for r in conf.values() if r["equivalent"]),
-            "solver_calls": c.solver_calls,
-            "memo_local_hit_rate": m["local_hits"] / lookups if lookups else None,
-            "memo_remote_hit_rate": m["remote_hits"] / lookups if lookups else None,
-        }
+        assert self._progress_state is not None
+        names = [fp.spec.name for fp in self.plan.fragments]
+        inflight = Counter(names[self._row_fragment[r]] for r in self._inflight)
+        running = {f: min(n, inflight[f]) for f, n in self._running().items()}
+        pending = {f: inflight[f] - running.get(f, 0) for f in names}
+        found = {names[i]: len(f) for i, f in enumerate(self._found)}
+        confirmed = {names[i]: sum(1 for r in conf.values() if r["equivalent"])
+                     for i, conf in enumerate(self._confirmed)}
+        return self._progress_state.event(time.perf_counter() - self._t0, self.totals.tasks_run, running, pending,
+                                          found, confirmed)
+
+    def _sample(self, now: float, final: bool = False) -> None:
+        """Emit a progress event, keep it as a sample, and write the timeline now and then."""
+        assert self._progress_state is not None
+        event = self._progress()
+        self.on_event(event)
+        self._progress_state.record(event)
+        if final or now - self._timeline_written >= TIMELINE_WRITE_SECONDS:
+            self.store.put_timeline(self._progress_state.invocation, self._progress_state.samples)
+            self._timeline_written = now
 
     def _layout_of(self, fragment: int, digest: str, graph: KernelGraph) -> LayoutResult:
         """The stored layouts, or (a run stopped before its layout task ran) solved here and stored."""
@@ -262,6 +296,7 @@ class Driver:
 
     def _finish(self, complete: bool) -> Event:
         plan, store = self.plan, self.store
+        self._sample(time.perf_counter(), final=True)
         chosen: dict[str, KernelGraph] = {}
         best_per_fragment: dict[str, str] = {}
         mugraphs: list[str] = []

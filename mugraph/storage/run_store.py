@@ -17,6 +17,7 @@ Layout (every node is a group or array with one `zarr.json`; JSON records carry 
       confirmations/<fragment>/<digest>/   attrs: result {equivalent, seeds, error, ...}
       layouts/<fragment>/<digest>/  attrs: result {schema, layouts, terms, objective, solve_seconds}
       rankings/<fragment>/          attrs: ranking [ {...} ]
+      timeline/<invocation>/        attrs: samples [ progress event, ... ] (one record per invocation)
       final/                        attrs: final {...}
 
 Surviving `kill -9` at any instant. Every file is replaced atomically (`AtomicLocalStore`), so each
@@ -542,14 +543,17 @@ class RunStore:
             write_record(self._store, path, {"result": value})
 
     def _keyed(self, kind: str, fragment: int) -> dict[str, dict[str, Any]]:
-        base = f"{kind}/{self._check_fragment(fragment)}"
+        return dict(self._read_all(f"{kind}/{self._check_fragment(fragment)}", "result", dict))
+
+    def _read_all(self, base: str, key: str, kind: type[T]) -> list[tuple[str, T]]:
+        """(name, field `key`) of every record directly under `base`, by name."""
         names = record_names(self.path, base)
 
         async def read() -> list[dict[str, Any] | None]:
             return await asyncio.gather(*(read_record(self._store, self.path, f"{base}/{n}") for n in names))
 
         records = self._run(read())
-        return {n: self._field(f"{base}/{n}", attrs, "result", dict) for n, attrs in zip(names, records, strict=True)}
+        return [(n, self._field(f"{base}/{n}", attrs, key, kind)) for n, attrs in zip(names, records, strict=True)]
 
     def put_ranking(self, fragment: int, ranking: Sequence[Mapping[str, Any]]) -> None:
         self._check_writable()
@@ -562,6 +566,19 @@ class RunStore:
         path = f"rankings/{self._check_fragment(fragment)}"
         attrs = self._run(read_record(self._store, self.path, path))
         return None if attrs is None else self._field(path, attrs, "ranking", list)
+
+    def put_timeline(self, invocation: int, samples: Sequence[Mapping[str, Any]]) -> None:
+        """The progress samples of one invocation of the run (replaced as it goes on)."""
+        self._check_writable()
+        if not isinstance(invocation, int) or isinstance(invocation, bool) or not 0 <= invocation < 10**6:
+            raise ValueError(f"invocation {invocation!r} must be an int in [0, 10**6)")
+        value = normalize([dict(x) for x in samples], "timeline")
+        with self._writing():
+            write_record(self._store, f"timeline/{invocation:06d}", {"samples": value})
+
+    def timeline(self) -> list[list[dict[str, Any]]]:
+        """Every invocation's progress samples, oldest invocation first."""
+        return [samples for _, samples in self._read_all("timeline", "samples", list)]
 
     def put_final(self, final: Mapping[str, Any]) -> None:
         self._check_writable()

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from mugraph.dashboards.report import read_report_data
 from mugraph.storage.run_store import RunStore
 from tests.pipeline.conftest import done, mugraph, optimize_args
 
@@ -73,6 +74,12 @@ def test_kill_9_at_several_points_then_resume(tmp_path: Path, uninterrupted: Who
     assert paths == whole_paths and n_done == len(paths)
     # no task marked done ran again: the last run did exactly the rest
     assert done_before + last["tasks_run"] == len(whole_paths)
+    # the report covers the whole run: four invocations, one timeline, ending at the full task count
+    data = read_report_data(Path(last["report"]).read_text())
+    assert data["invocations"] == 4 and len(data["restarts"]) == 3
+    elapsed = [s["elapsed"] for s in data["timeline"]]
+    assert elapsed == sorted(elapsed) and data["timeline"][-1]["tasks_done"] == len(whole_paths)
+    assert data["restarts"] == sorted(data["restarts"]) and data["restarts"][0] > 0
 
 
 def test_a_killed_worker_does_not_change_the_result(

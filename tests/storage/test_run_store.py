@@ -155,6 +155,11 @@ def test_create_and_reopen_roundtrip(tmp_path: Path) -> None:
         st.put_confirmation(0, "abc", {"equivalent": True, "seeds": [1, 2], "error": 1e-12})
         st.put_layout(0, "abc", {"schema": "mugraph.layout/1", "objective": 5, "layouts": {"kernel": [1, 0]}})
         st.put_ranking(0, [{"digest": "abc", "speedup": 1.5}])
+        st.put_timeline(0, [{"wall": 1.0, "states": 3}])
+        st.put_timeline(0, [{"wall": 1.0, "states": 3}, {"wall": 2.0, "states": 7}])
+        st.put_timeline(1, [{"wall": 9.0, "states": 8}])
+        with pytest.raises(ValueError, match="invocation"):
+            st.put_timeline(-1, [])
         st.put_final({"complete": False, "best": {"f0": "abc"}})
         assert st.size_bytes() > 0
     with new_store(path) as st:
@@ -169,6 +174,7 @@ def test_create_and_reopen_roundtrip(tmp_path: Path) -> None:
         assert st.confirmations(0) == {"abc": {"equivalent": True, "seeds": [1, 2], "error": 1e-12}}
         assert st.layouts(0) == {"abc": {"schema": "mugraph.layout/1", "objective": 5, "layouts": {"kernel": [1, 0]}}}
         assert st.layouts(1) == {} and st.confirmations(1) == {}
+        assert st.timeline() == [[{"wall": 1.0, "states": 3}, {"wall": 2.0, "states": 7}], [{"wall": 9.0, "states": 8}]]
         assert st.ranking(0) == [{"digest": "abc", "speedup": 1.5}] and st.ranking(1) is None
         assert st.final() == {"complete": False, "best": {"f0": "abc"}}
         summary = st.task_summary()

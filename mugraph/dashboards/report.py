@@ -1,0 +1,235 @@
+"""The end-of-run report: one self-contained HTML file (inline CSS and SVG, no scripts, nothing
+fetched) that says what a run found and why it took what it took.
+
+`report_data` reads everything from the run store (so a resumed run's report covers every
+invocation); `render_report` turns it into HTML and embeds the same data as JSON, which is what
+the tests compare with the store.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from mugraph.dashboards.svg_charts import bar_chart, line_chart
+from mugraph.dashboards.svg_graph import draw_mugraph
+from mugraph.ir.errors import MugraphError
+from mugraph.ir.serialize import loads
+from mugraph.stages.layout.costs import Layouts
+from mugraph.stages.layout.describe import describe_layouts, seconds_text
+from mugraph.storage.run_store import RunStore
+
+SECTIONS = ("configuration", "fragments", "timeline", "workers", "ranking", "mugraphs", "counters")
+RANKING_ROWS = 25
+DATA_ID = "mugraph-report-data"
+
+
+def report_path(store: Path) -> Path:
+    """Where `optimize` writes the report: beside the store, `NAME.zarr` → `NAME.report.html`."""
+    return store.with_name(store.name.removesuffix(".zarr") + ".report.html")
+
+
+def _timeline(invocations: list[list[dict[str, Any]]]) -> tuple[list[dict[str, Any]], list[float]]:
+    """Samples with `elapsed`: run time summed over invocations (gaps between them left out), and the
+    elapsed time at which each later invocation started."""
+    out: list[dict[str, Any]] = []
+    starts: list[float] = []
+    offset = 0.0
+    for n, inv in enumerate(invocations):
+        if not inv:
+            continue
+        if n and out:
+            starts.append(offset)
+        prev: dict[str, Any] | None = None
+        for s in inv:
+            row = {**s, "elapsed": round(offset + float(s["seconds"]), 3), "invocation": n}
+            dt = float(s["seconds"]) - float(prev["seconds"]) if prev is not None else 0.0
+            row["states_per_s_now"] = (s["states"] - prev["states"]) / dt if prev is not None and dt > 0 else None
+            out.append(row)
+            prev = s
+        offset += float(inv[-1]["seconds"])
+    return out, starts
+
+
+def report_data(store: RunStore) -> dict[str, Any]:
+    summary = store.task_summary()
+    frags = store.fragments()
+    tasks = store.tasks()
+    busy: dict[str, float] = defaultdict(float)
+    done_per_worker: dict[str, int] = defaultdict(int)
+    for t in tasks:
+        if t.done:
+            busy[t.worker] += float(t.counters.get("seconds", 0.0))
+            done_per_worker[t.worker] += 1
+    samples, restarts = _timeline(store.timeline())
+    fragments, rankings, chosen = [], {}, {}
+    for i, f in enumerate(frags):
+        conf = store.confirmations(i)
+        found = store.found(i)
+        ranking = store.ranking(i) or []
+        per = summary.get("fragments", {}).get(i, {"done": 0, "pending": 0})
+        best = ranking[0] if ranking else None
+        fragments.append({
+            "name": f["name"], "preset": f.get("preset"), "digest": f["digest"], "sources": f.get("sources"),
+            "outputs": f.get("outputs"), "tasks_done": per["done"], "tasks_pending": per["pending"],
+            "found": len(found), "confirmed": sum(1 for r in conf.values() if r["equivalent"]),
+            "layouts": len(store.layouts(i)), "best": best["digest"] if best else None,
+            "best_is_reference": bool(best and best.get("reference")),
+        })
+        rankings[f["name"]] = ranking
+        if best is not None:
+            graph = f["graph"] if best.get("reference") else found[best["digest"]].graph
+            chosen[f["name"]] = {"digest": best["digest"], "graph": graph, "layouts": best.get("layouts")}
+    return {
+        "store": str(store.path), "identity": store.identity, "meta": store.meta, "final": store.final(),
+        "tasks": {"total": summary.get("tasks", 0), "done": summary.get("done", 0),
+                  "pending": summary.get("pending", 0)},
+        "counters": summary.get("counters", {}),
+        "fragments": fragments, "timeline": samples, "restarts": restarts,
+        "invocations": len(store.timeline()),
+        "workers": {w: {"busy_seconds": round(busy[w], 3), "tasks": done_per_worker[w]} for w in sorted(busy)},
+        "ranking": rankings, "chosen": chosen, "generated": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+    }
+
+
+_CSS = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px auto;max-width:1100px;color:#222}
+h1{font-size:22px} h2{font-size:18px;border-bottom:1px solid #ddd;padding-bottom:4px;margin-top:32px}
+table{border-collapse:collapse;margin:8px 0} td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}
+th{background:#f6f6f6} td.l,th.l{text-align:left} code{font-size:12px}
+figure.chart{margin:12px 0} figcaption{font-weight:600;margin-bottom:4px}
+svg text{font:11px system-ui,sans-serif;fill:#333} svg .grid{stroke:#eee} svg .axis{stroke:#999}
+svg .marker{stroke:#d62728;stroke-dasharray:4 3} svg .gtitle{font-weight:600;font-size:12px}
+svg .detail{fill:#666;font-size:10px} .graphs svg{display:block;margin:8px 0;border:1px solid #eee}
+.empty{color:#999} .note{color:#666;font-size:12px} pre{background:#f8f8f8;padding:8px;overflow:auto}
+"""
+
+
+def _table(head: list[str], rows: list[list[Any]], left: int = 1) -> str:
+    th = "".join(f'<th class="{"l" if i < left else ""}">{html.escape(h)}</th>' for i, h in enumerate(head))
+    body = "".join("<tr>" + "".join(f'<td class="{"l" if i < left else ""}">{html.escape(str(c))}</td>'
+                                    for i, c in enumerate(r)) + "</tr>" for r in rows)
+    return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _section(key: str, title: str, body: str) -> str:
+    return f'<section id="{key}"><h2>{html.escape(title)}</h2>{body}</section>'
+
+
+def render_report(data: dict[str, Any]) -> str:
+    ident, final = data["identity"], data["final"] or {}
+    state = "complete" if final.get("complete") else "not complete (best so far)"
+    parts = [f"<h1>mugraph run: {html.escape(str(ident.get('program')))}</h1>",
+             f'<p>{html.escape(data["store"])} · {html.escape(state)} · {data["invocations"]} invocation(s) · '
+             f'report generated {html.escape(data["generated"])}</p>']
+    conf_rows = [[k, v] for k, v in sorted(ident.items())]
+    meta = data.get("meta") or {}
+    conf_rows += [["command", " ".join(map(str, meta.get("command", [])))]]
+    conf_rows += [[f"version {k}", v] for k, v in sorted((meta.get("versions") or {}).items())]
+    if final:
+        conf_rows += [["best", final.get("best")], ["GPU profile", final.get("gpu_profile", "-")],
+                      ["end-to-end max rel err (float64)", f"{final.get('end_to_end_max_rel_err', float('nan')):.2e}"]]
+    parts.append(_section("configuration", "Configuration and digests", _table(["field", "value"], conf_rows, 2)))
+    frag_rows = [[f["name"], f["preset"], f["digest"][:16], f["tasks_done"], f["tasks_pending"], f["found"],
+                  f["confirmed"], f["layouts"], "reference" if f["best_is_reference"] else (f["best"] or "-")[:16]]
+                 for f in data["fragments"]]
+    parts.append(_section("fragments", "Fragments", _table(
+        ["fragment", "preset", "digest", "tasks done", "pending", "found", "confirmed", "layouts", "chosen"],
+        frag_rows, 3)))
+    tl, marks = data["timeline"], data["restarts"]
+    names = [f["name"] for f in data["fragments"]]
+
+    def series(key: str) -> list[tuple[float, float]]:
+        return [(s["elapsed"], float(s[key])) for s in tl if s.get(key) is not None]
+
+    states = {n: [(s["elapsed"], float(s["fragments"][n]["states"])) for s in tl if n in s.get("fragments", {})]
+              for n in names}
+    rate = {"states/s": series("states_per_s_now")}
+    memo = {"local LRU": [(x, 100 * y) for x, y in series("memo_local_hit_rate")],
+            "redis": [(x, 100 * y) for x, y in series("memo_remote_hit_rate")]}
+    found = {"found": series("mugraphs"), "confirmed": series("confirmed")}
+    span = (0.0, max((s["elapsed"] for s in tl), default=1.0))
+    def chart(title: str, data: dict[str, list[tuple[float, float]]], y_label: str, chart_id: str) -> str:
+        return line_chart(title, data, x_label="run time (s)", y_label=y_label, markers=marks, x_range=span,
+                          chart_id=chart_id)
+
+    charts = [
+        chart("States explored, per fragment", states, "states", "chart-states"),
+        chart("States per second", rate, "states/s", "chart-rate"),
+        chart("Memo hit rate per level", memo, "% of lookups", "chart-memo"),
+        chart("Solver calls", {"solver calls": series("solver_calls")}, "calls", "chart-solver"),
+        chart("μGraphs found and confirmed", found, "μGraphs", "chart-found"),
+    ]
+    note = ('<p class="note">Run time adds up the invocations and leaves out the gaps between them; dashed red '
+            'lines mark where a resumed invocation began.</p>')
+    parts.append(_section("timeline", "Timeline", note + "".join(charts)))
+    workers = data["workers"]
+    mean = sum(w["busy_seconds"] for w in workers.values()) / len(workers) if workers else 0.0
+    imbalance = (max(w["busy_seconds"] for w in workers.values()) / mean) if workers and mean > 0 else None
+    parts.append(_section("workers", "Per-worker busy time (search tasks, whole run)",
+                          bar_chart("Seconds inside search tasks", {w: v["busy_seconds"] for w, v in workers.items()},
+                                    unit="s", chart_id="chart-workers")
+                          + _table(["worker", "busy s", "tasks"], [[w, v["busy_seconds"], v["tasks"]]
+                                                                   for w, v in workers.items()])
+                          + (f'<p>max/mean busy time: {imbalance:.2f}</p>' if imbalance else "")))
+    rank_parts = []
+    for name, rows in data["ranking"].items():
+        shown = rows[:RANKING_ROWS]
+        profile = rows[0].get("profile", "-") if rows else "-"
+        body = [[n, "reference" if r.get("reference") else r["digest"][:16], r["kernels"], f"{r['dram_bytes']:,}",
+                 f"{r.get('flops', 0):,}", seconds_text(r["estimated_seconds"]), f"{r['speedup']:.2f}x",
+                 r.get("bound", "-"), "yes" if r.get("fits", True) else "NO", f"{r.get('layout_cost', 0):,}"]
+                for n, r in enumerate(shown, 1)]
+        more = f'<p class="note">{len(rows) - len(shown)} more rows in the store.</p>' if len(rows) > len(shown) else ""
+        rank_parts.append(f"<h3>{html.escape(name)} on {html.escape(str(profile))} ({len(rows)} ranked)</h3>"
+                          + _table(["#", "μGraph", "kernels", "DRAM bytes", "FLOPs", "est. time", "speedup", "bound",
+                                    "fits", "layout cost"], body, 2) + more)
+    parts.append(_section("ranking", "Ranking (roofline estimate; speedup over the reference program)",
+                          "".join(rank_parts) or '<p class="empty">no ranking yet</p>'))
+    graphs = []
+    for name, c in data["chosen"].items():
+        g = loads(c["graph"])
+        lay = "".join(f"<div><code>{html.escape(line)}</code></div>"
+                      for line in describe_layouts(g, Layouts.from_json(c["layouts"]))) if c.get("layouts") else ""
+        graphs.append(f"<h3>{html.escape(name)}: {html.escape(c['digest'][:16])}</h3>"
+                      + draw_mugraph(g, name) + (f"<p>Layouts (shape:innermost dim~swizzled dim):</p>{lay}"
+                                                 if lay else ""))
+    parts.append(_section("mugraphs", "Chosen μGraphs", "".join(graphs) or '<p class="empty">none yet</p>'))
+    counters = [[k, f"{v:,.3f}" if isinstance(v, float) and not float(v).is_integer() else f"{int(v):,}"]
+                for k, v in sorted(data["counters"].items())]
+    tasks = data["tasks"]
+    parts.append(_section("counters", "Counters (sums over done search tasks)",
+                          f"<p>tasks: {tasks['done']:,} done, {tasks['pending']:,} pending</p>"
+                          + _table(["counter", "value"], counters)))
+    blob = json.dumps(data, default=str).replace("</", "<\\/")
+    return ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>mugraph report: {html.escape(str(ident.get('program')))}</title><style>{_CSS}</style></head>"
+            f"<body>{''.join(parts)}"
+            f'<script type="application/json" id="{DATA_ID}">{blob}</script></body></html>')
+
+
+def read_report_data(html_text: str) -> dict[str, Any]:
+    """The data a report embeds (what tools and tests compare with the store)."""
+    start = html_text.find(f'id="{DATA_ID}">')
+    if start < 0:
+        raise MugraphError("not a mugraph report: it embeds no report data")
+    blob = html_text[start + len(DATA_ID) + 6:].split("</script>", 1)[0]
+    data: dict[str, Any] = json.loads(blob.replace("<\\/", "</"))
+    return data
+
+
+def write_report(store_path: Path, out: Path | None = None) -> Path:
+    """Read the store (read-only, beside a running writer if need be) and write its report."""
+    if not store_path.exists():
+        raise MugraphError(f"{store_path}: no such run store")
+    with RunStore.open_existing(store_path, readonly=True) as st:
+        data = report_data(st)
+    target = out or report_path(store_path)
+    tmp = target.with_name(f".{target.name}.tmp")
+    tmp.write_text(render_report(data), encoding="utf-8")
+    tmp.replace(target)
+    return target

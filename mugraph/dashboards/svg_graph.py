@@ -1,0 +1,81 @@
+"""A μGraph drawn as inline SVG: the kernel graph left to right by depth, and under it each
+graph-defined op's block graph (grid, for-loop, its inputs' maps) drawn the same way."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+
+from mugraph.ir.graph import BlockGraph, KernelGraph, Op
+from mugraph.ir.shapes import fmt
+from mugraph.ir.types import ACCUMULATORS, OpKind
+
+BOX_W, BOX_H, GAP_X, GAP_Y = 150, 40, 40, 14
+_FILL = {"input": "#e8f1fb", "output": "#e9f7ec", "customized": "#fff1db", "accum": "#f3e8fb", "op": "#f4f4f4"}
+
+
+def _label(op: Op, tensors: Sequence[object], level: str) -> tuple[str, str, str]:
+    """(title, detail, fill) of one op's box."""
+    kind = str(op.kind)
+    if op.kind is OpKind.INPUT:
+        shape = fmt(getattr(tensors[op.outputs[0]], "shape", ()))
+        if level == "kernel":
+            return f"input {op.attr('name')}", shape, _FILL["input"]
+        return f"input imap={fmt(op.dims_attr('imap'))}", f"fmap={op.int_attr('fmap')} {shape}", _FILL["input"]
+    if op.kind is OpKind.OUTPUT:
+        detail = f"omap={fmt(op.dims_attr('omap'))}" if level == "block" else str(op.attr("name"))
+        return "output", detail, _FILL["output"]
+    shape = fmt(getattr(tensors[op.outputs[0]], "shape", ()))
+    if op.kind is OpKind.CUSTOMIZED and op.block is not None:
+        b = op.block
+        return "graph-defined op", f"grid={fmt(b.grid)} loop={b.forloop}", _FILL["customized"]
+    return kind, shape, _FILL["accum"] if op.kind in ACCUMULATORS else _FILL["op"]
+
+
+def _draw(graph: KernelGraph | BlockGraph, level: str, title: str) -> str:
+    producer: dict[int, int] = {}
+    depth: list[int] = []
+    for i, op in enumerate(graph.ops):
+        d = max((depth[producer[t]] + 1 for t in op.inputs if t in producer), default=0)
+        depth.append(d)
+        for t in op.outputs:
+            producer[t] = i
+    rows: dict[int, int] = {}
+    pos: list[tuple[float, float]] = []
+    for d in depth:
+        r = rows.get(d, 0)
+        rows[d] = r + 1
+        pos.append((10 + d * (BOX_W + GAP_X), 30 + r * (BOX_H + GAP_Y)))
+    width = 20 + (max(depth, default=0) + 1) * (BOX_W + GAP_X)
+    height = 40 + max(rows.values(), default=1) * (BOX_H + GAP_Y)
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+           f'class="mugraph" data-level="{level}" data-ops="{len(graph.ops)}">',
+           '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="6" markerHeight="6" '
+           'orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="#555"/></marker></defs>',
+           f'<text x="10" y="18" class="gtitle">{html.escape(title)}</text>']
+    for i, op in enumerate(graph.ops):
+        for t in op.inputs:
+            if t in producer:
+                (x0, y0), (x1, y1) = pos[producer[t]], pos[i]
+                out.append(f'<line x1="{x0 + BOX_W:.0f}" y1="{y0 + BOX_H / 2:.0f}" x2="{x1:.0f}" '
+                           f'y2="{y1 + BOX_H / 2:.0f}" stroke="#555" marker-end="url(#arrow)"/>')
+    for i, op in enumerate(graph.ops):
+        x, y = pos[i]
+        head, detail, fill = _label(op, graph.tensors, level)
+        out.append(f'<g class="op" data-kind="{html.escape(str(op.kind))}"><rect x="{x:.0f}" y="{y:.0f}" '
+                   f'width="{BOX_W}" height="{BOX_H}" rx="6" fill="{fill}" stroke="#888"/>'
+                   f'<text x="{x + 6:.0f}" y="{y + 16:.0f}">{html.escape(head)}</text>'
+                   f'<text x="{x + 6:.0f}" y="{y + 32:.0f}" class="detail">{html.escape(detail)}</text></g>')
+    out.append("</svg>")
+    return "".join(out)
+
+
+def draw_mugraph(graph: KernelGraph, title: str) -> str:
+    """The kernel graph, then one drawing per block graph."""
+    parts = [_draw(graph, "kernel", f"{title}: kernel graph")]
+    for i, op in enumerate(graph.ops):
+        if op.block is not None:
+            b = op.block
+            parts.append(_draw(b, "block", f"block graph of op {i}: grid {list(b.grid)}, for-loop {b.forloop}, "
+                                           f"{b.smem_bytes:,} B shared memory"))
+    return '<div class="graphs">' + "".join(parts) + "</div>"
