@@ -35,22 +35,27 @@ def report_path(store: Path) -> Path:
 
 def _timeline(invocations: list[list[dict[str, Any]]]) -> tuple[list[dict[str, Any]], list[float]]:
     """Samples with `elapsed`: run time summed over invocations (gaps between them left out), and the
-    elapsed time at which each later invocation started."""
+    elapsed time at which each later invocation started. `states_per_s_now` is the rate over a window
+    of about a fortieth of the run (2 to 30 s), so batches of finishing tasks do not make it jagged."""
     out: list[dict[str, Any]] = []
     starts: list[float] = []
     offset = 0.0
+    span = sum(float(inv[-1]["seconds"]) for inv in invocations if inv)
+    window = min(30.0, max(2.0, span / 40))
     for n, inv in enumerate(invocations):
         if not inv:
             continue
         if n and out:
             starts.append(offset)
-        prev: dict[str, Any] | None = None
-        for s in inv:
-            row = {**s, "elapsed": round(offset + float(s["seconds"]), 3), "invocation": n}
-            dt = float(s["seconds"]) - float(prev["seconds"]) if prev is not None else 0.0
-            row["states_per_s_now"] = (s["states"] - prev["states"]) / dt if prev is not None and dt > 0 else None
-            out.append(row)
-            prev = s
+        first = 0
+        for i, s in enumerate(inv):
+            now = float(s["seconds"])
+            while float(inv[first]["seconds"]) < now - window:
+                first += 1
+            back = inv[first] if first < i else (inv[i - 1] if i else None)
+            dt = now - float(back["seconds"]) if back is not None else 0.0
+            rate = (s["states"] - back["states"]) / dt if back is not None and dt > 0 else None
+            out.append({**s, "elapsed": round(offset + now, 3), "invocation": n, "states_per_s_now": rate})
         offset += float(inv[-1]["seconds"])
     return out, starts
 

@@ -22,7 +22,10 @@ def _nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
     mag = 10 ** math.floor(math.log10(raw))
     step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
     start = math.floor(lo / step) * step
-    return [start + i * step for i in range(int((hi - start) / step) + 2) if start + i * step <= hi + 1e-9 * step]
+    ticks = [start]
+    while ticks[-1] < hi - 1e-9 * step:  # up to the first tick at or above hi, so the top is labelled
+        ticks.append(start + len(ticks) * step)
+    return ticks
 
 
 def _fmt(v: float) -> str:
@@ -41,7 +44,7 @@ def line_chart(title: str, series: Mapping[str, Series], *, x_label: str, y_labe
     head = f'<figure class="chart"{ident}><figcaption>{html.escape(title)}</figcaption>'
     if not points:
         return head + '<p class="empty">no data</p></figure>'
-    left, right, top, bottom = 64, 16, 12, 40
+    left, right, top, bottom = 64, 16, 26, 40  # the legend sits above the plot
     x0, x1 = x_range or (min(p[0] for p in points), max(p[0] for p in points))
     y0, y1 = min(0.0, min(p[1] for p in points)), max(p[1] for p in points)
     xt, yt = _nice_ticks(x0, x1), _nice_ticks(y0, y1)
@@ -73,8 +76,8 @@ def line_chart(title: str, series: Mapping[str, Series], *, x_label: str, y_labe
         if pts:
             out.append(f'<polyline points="{pts}" fill="none" stroke="{color}" stroke-width="2" '
                        f'data-series="{html.escape(name)}"/>')
-        out.append(f'<rect x="{left + 8 + 130 * i}" y="{top + 2}" width="10" height="10" fill="{color}"/>'
-                   f'<text x="{left + 22 + 130 * i}" y="{top + 11}">{html.escape(name)}</text>')
+        out.append(f'<rect x="{left + 8 + 130 * i}" y="4" width="10" height="10" fill="{color}"/>'
+                   f'<text x="{left + 22 + 130 * i}" y="13">{html.escape(name)}</text>')
     out.append("</svg>")
     return head + "".join(out) + "</figure>"
 
