@@ -16,7 +16,7 @@ DRIVERS = ("chromedriver", "chromium-driver")
 PAGE_TIMEOUT = 30.0
 
 
-def _which(names: tuple[str, ...], env: str) -> str | None:
+def which_executable(names: tuple[str, ...], env: str) -> str | None:
     given = os.environ.get(env)
     if given:
         return given
@@ -31,8 +31,8 @@ def browser() -> Iterator[Any]:
         from selenium.webdriver.chrome.service import Service
     except ImportError:
         pytest.fail("selenium is missing: pip install -e '.[test]' (scripts/test.sh does)")
-    binary = _which(BROWSERS, "MUGRAPH_CHROMIUM")
-    driver_path = _which(DRIVERS, "MUGRAPH_CHROMEDRIVER")
+    binary = which_executable(BROWSERS, "MUGRAPH_CHROMIUM")
+    driver_path = which_executable(DRIVERS, "MUGRAPH_CHROMEDRIVER")
     if binary is None or driver_path is None:
         pytest.fail("headless Chromium is missing: apt-get install chromium chromium-driver (scripts/test.sh does), "
                     "or set MUGRAPH_CHROMIUM and MUGRAPH_CHROMEDRIVER")

@@ -4,7 +4,6 @@ it opens in headless Chromium with the network cut off, showing every section.""
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from collections import defaultdict
 from pathlib import Path
@@ -14,11 +13,12 @@ import pytest
 
 from mugraph.dashboards.report import SECTIONS, read_report_data, report_path
 from mugraph.storage.run_store import RunStore
+from tests.dashboards.conftest import BROWSERS, which_executable
 from tests.pipeline.conftest import done, mugraph, optimize_args
 
 
 def chromium() -> str:
-    exe = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    exe = which_executable(BROWSERS, "MUGRAPH_CHROMIUM")
     assert exe, "headless Chromium is needed (scripts/test.sh installs Debian's chromium package)"
     return exe
 
