@@ -61,6 +61,15 @@ def _memo_url(memo_url: str | None, store: Path) -> Iterator[str | None]:
     yield memo_url
 
 
+def _parse_layout(text: str) -> tuple[str, int]:
+    name, _, dim = text.partition("=")
+    try:
+        return name.strip(), int(dim)
+    except ValueError:
+        raise click.BadParameter(f"{text!r}: expected NAME=DIM, e.g. W=0 for a column-major W",
+                                 param_hint="--layout") from None
+
+
 def _progress_text(e: dict[str, Any]) -> str:
     local, remote = e.get("memo_local_hit_rate"), e.get("memo_remote_hit_rate")
     memo = "n/a" if local is None or remote is None else f"{100 * local:.0f}% local + {100 * remote:.0f}% redis"
@@ -96,13 +105,16 @@ def _progress_text(e: dict[str, Any]) -> str:
               help="Write Dask's performance report (HTML) to this file.")
 @click.option("--dashboard-address", default="127.0.0.1:8787", show_default=True,
               help="Where the local cluster's Dask dashboard listens.")
+@click.option("--layout", "layouts", multiple=True, metavar="NAME=DIM",
+              help="The innermost (stride-1) dim of a program input or output, as your tensors have it (default: "
+                   "row-major, the last dim). Layouts are chosen around it; not part of the run's identity.")
 @click.option("--gpu-profile", default=DEFAULT_PROFILE, show_default=True, metavar="NAME",
               help=f"GPU whose roofline ranks the μGraphs: {', '.join(PROFILES)}. Not part of the run's "
                    "identity: rerunning a finished store with another profile ranks it again.")
 def optimize(program: str, preset: str | None, settings: tuple[str, ...], workers: int | None,
              scheduler: str | None, memo_url: str | None, store: Path | None, time_limit: str | None,
              fresh: bool, budget: int, backend: str, as_json: bool, profile: Path | None,
-             dashboard_address: str, gpu_profile: str) -> None:
+             dashboard_address: str, layouts: tuple[str, ...], gpu_profile: str) -> None:
     """Search every fragment of PROGRAM (built-in name, .py or .json file) on a Dask cluster, confirm,
     rank and stitch the best μGraphs; everything is kept in a Zarr store, and killing the command then
     running it again continues where it stopped."""
@@ -111,7 +123,7 @@ def optimize(program: str, preset: str | None, settings: tuple[str, ...], worker
     from mugraph.cli import parse_duration
     from mugraph.pipeline.cluster import dask_client
     from mugraph.pipeline.driver import COUNTER_NAMES, Driver
-    from mugraph.pipeline.plan import make_plan
+    from mugraph.pipeline.plan import fragment_io_layouts, make_plan
     from mugraph.pipeline.worker import MugraphPlugin
 
     limit = parse_duration(time_limit) if time_limit is not None else None
@@ -121,6 +133,8 @@ def optimize(program: str, preset: str | None, settings: tuple[str, ...], worker
     prog = resolve_program(program)
     overrides = dict(parse_override(s) for s in settings)
     plan = make_plan(prog, preset, overrides, budget)
+    io_layouts = dict(_parse_layout(s) for s in layouts)
+    fragment_io_layouts(plan, io_layouts)  # refuses unknown names and dims before anything starts
     path = store or DEFAULT_RUNS / f"{prog.name}-{plan.identity['program_digest'][:8]}-" \
         f"{plan.identity['config_digest'][:8]}.zarr"
     meta = {"versions": _versions(), "command": sys.argv[1:]}
@@ -150,7 +164,8 @@ def optimize(program: str, preset: str | None, settings: tuple[str, ...], worker
         perf = performance_report(filename=str(profile)) if profile else contextlib.nullcontext()
         try:
             with perf:
-                done = Driver(plan, st, client, time_limit=limit, on_event=emit, profile=gpu).run()
+                done = Driver(plan, st, client, time_limit=limit, on_event=emit, profile=gpu,
+                              io_layouts=io_layouts).run()
             live.publish(client, done)  # before the client closes: the page says how the run ended
         except KeyboardInterrupt:
             progress.close()

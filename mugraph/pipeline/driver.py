@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,11 +32,12 @@ from mugraph.ir.errors import MugraphError
 from mugraph.ir.graph import KernelGraph
 from mugraph.ir.serialize import dumps, loads
 from mugraph.pipeline.cluster import gpu_workers
-from mugraph.pipeline.plan import FragmentPlan, RunPlan
+from mugraph.pipeline.plan import FragmentPlan, RunPlan, fragment_io_layouts
 from mugraph.pipeline.progress import RunProgress
 from mugraph.pipeline.worker import confirm_task, layout_task, peak_rss_mib, search_task
 from mugraph.stages.fragments import stitch
 from mugraph.stages.layout.choose import LayoutResult, choose_layouts
+from mugraph.stages.layout.facts import LayoutError
 from mugraph.stages.layout.profiles import DEFAULT_PROFILE, GpuProfile, get_profile
 from mugraph.stages.layout.rank import combined, rank
 from mugraph.stages.search.explore import SearchCounters
@@ -90,9 +91,11 @@ class Driver:
         on_event: EventSink | None = None,
         progress_interval: float = 1.0,
         profile: GpuProfile | None = None,
+        io_layouts: Mapping[str, int] | None = None,
     ) -> None:
         self.plan = plan
         self.profile = profile or get_profile(DEFAULT_PROFILE)
+        self.io = fragment_io_layouts(plan, io_layouts or {})  # the user's strides, per fragment
         self.store = store
         self.client = client
         self.time_limit = time_limit
@@ -135,7 +138,7 @@ class Driver:
 
     def _submit_layout(self, fragment: int, digest: str) -> None:
         fp = self.plan.fragments[fragment]
-        fut = self.client.submit(layout_task, digest, self._found[fragment][digest].graph,
+        fut = self.client.submit(layout_task, digest, self._found[fragment][digest].graph, self.io[fragment],
                                  key=f"layout-{fp.spec.name}-{digest[:16]}", pure=False, priority=50)
         self._what[fut] = ("layout", fragment, digest)
         self._ac.add(fut)
@@ -172,7 +175,7 @@ class Driver:
             for d, rec in sorted(found.items()):
                 if d not in self._confirmed[i]:
                     self._submit_confirm(i, rec)
-                elif self._confirmed[i][d]["equivalent"] and d not in self._layouts[i]:
+                elif self._confirmed[i][d]["equivalent"] and not self._layout_current(i, d):
                     self._submit_layout(i, d)
         stopped = self._loop()
         if stopped:
@@ -240,8 +243,8 @@ class Driver:
         self._layouts[fragment][digest] = result
         self.totals.layouts_run += 1
         self.on_event({"event": "layout", "fragment": self.plan.fragments[fragment].spec.name,
-                       "digest": digest, "objective": result["objective"],
-                       "solve_seconds": result["solve_seconds"]})
+                       "digest": digest, "objective": result.get("objective"),
+                       "solve_seconds": result.get("solve_seconds"), "error": result.get("error")})
 
     # -- reporting -------------------------------------------------------------------------------
     def _fragment_record(self, fp: FragmentPlan) -> dict[str, Any]:
@@ -285,14 +288,28 @@ class Driver:
             self.store.put_timeline(self._progress_state.invocation, self._progress_state.samples)
             self._timeline_written = now
 
-    def _layout_of(self, fragment: int, digest: str, graph: KernelGraph) -> LayoutResult:
-        """The stored layouts, or (a run stopped before its layout task ran) solved here and stored."""
+    def _layout_current(self, fragment: int, digest: str) -> bool:
+        """A layout record exists and was solved for the strides this run asks for."""
         rec = self._layouts[fragment].get(digest)
-        if rec is None:
-            rec = choose_layouts(graph).to_json()
+        return rec is not None and rec.get("io_layouts", {}) == self.io[fragment]
+
+    def _layout_of(self, fragment: int, digest: str, graph: KernelGraph) -> LayoutResult | None:
+        """The stored layouts, or (a run stopped before its layout task ran) solved here and stored;
+        None when no layout satisfies the user's strides."""
+        if not self._layout_current(fragment, digest):
+            rec = layout_task(digest, dumps(graph), self.io[fragment])
             self.store.put_layout(fragment, digest, rec)
             self._layouts[fragment][digest] = rec
-        return LayoutResult.from_json(rec)
+        rec = self._layouts[fragment][digest]
+        return None if "error" in rec else LayoutResult.from_json(rec)
+
+    def _reference_layout(self, fragment: int) -> LayoutResult:
+        fp = self.plan.fragments[fragment]
+        try:
+            return choose_layouts(fp.spec.graph, self.io[fragment])
+        except LayoutError as e:
+            raise MugraphError(f"{fp.spec.name}: the reference program itself has no layout with the strides "
+                               f"given by --layout ({e}); drop or change them") from None
 
     def _finish(self, complete: bool) -> Event:
         plan, store = self.plan, self.store
@@ -302,13 +319,16 @@ class Driver:
         mugraphs: list[str] = []
         rankings: dict[str, list[dict[str, Any]]] = {}
         references: dict[str, dict[str, Any]] = {}
+        unlaid: dict[str, list[str]] = {}
         for i, fp in enumerate(plan.fragments):
             ok = {d: loads(self._found[i][d].graph) for d, r in sorted(self._confirmed[i].items())
                   if r["equivalent"] and d in self._found[i]}
             mugraphs.extend(ok)
             ref_digest = canonical_digest(fp.spec.graph)
-            candidates = {d: (g, self._layout_of(i, d, g)) for d, g in ok.items()}
-            rows, ref_row = rank(candidates, (fp.spec.graph, choose_layouts(fp.spec.graph)), self.profile)
+            laid = {d: (g, self._layout_of(i, d, g)) for d, g in ok.items()}
+            candidates = {d: (g, lay) for d, (g, lay) in laid.items() if lay is not None}
+            unlaid[fp.spec.name] = sorted(d for d, (_, lay) in laid.items() if lay is None)
+            rows, ref_row = rank(candidates, (fp.spec.graph, self._reference_layout(i)), self.profile)
             ref_row["digest"] = ref_digest
             ordered = combined(rows, ref_row)
             store.put_ranking(i, ordered)
@@ -338,6 +358,8 @@ class Driver:
             "event": "done", "store": str(store.path), "program": plan.program.name, "complete": complete,
             "mugraphs": sorted(mugraphs), "best": best, "best_per_fragment": best_per_fragment,
             "ranking": rankings, "reference": references, "gpu_profile": self.profile.name,
+            "io_layouts": {fp.spec.name: io for fp, io in zip(plan.fragments, self.io, strict=True) if io},
+            "no_layout": {name: ds for name, ds in unlaid.items() if ds},
             "end_to_end_max_rel_err": err,
             "tasks_run": self.totals.tasks_run, "confirms_run": self.totals.confirms_run,
             "layouts_run": self.totals.layouts_run,

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from mugraph.ir.errors import MugraphError
 from mugraph.ir.graph import KernelGraph
 from mugraph.ir.serialize import SCHEMA, digest, dumps
 from mugraph.ir.types import OpKind
@@ -86,3 +87,33 @@ def make_plan(
 
 def config_from_json(text: str) -> SearchConfig:
     return SearchConfig().with_overrides(json.loads(text))
+
+
+def fragment_io_layouts(plan: RunPlan, layouts: Mapping[str, int]) -> list[dict[str, int]]:
+    """The user's innermost dims (`--layout NAME=DIM`, NAME a program input or output) as each
+    fragment sees them: inputs keep their names; a program output becomes the fragment output it
+    comes from. Names that are neither, and dims that are not dims of the tensor, are refused."""
+    shapes = {n: s for n, s, _ in plan.reference.input_signature()}
+    outputs = dict(plan.split.outputs)
+    out_shapes = {str(op.attr("name")): plan.reference.tensors[op.inputs[0]].shape
+                  for op in plan.reference.ops_of(OpKind.OUTPUT)}
+    per: list[dict[str, int]] = [{} for _ in plan.fragments]
+    frag_index = {fp.spec.name: i for i, fp in enumerate(plan.fragments)}
+    for name, dim in sorted(layouts.items()):
+        shape = shapes.get(name, out_shapes.get(name))
+        if shape is None:
+            known = ", ".join([*shapes, *out_shapes])
+            raise MugraphError(f"--layout {name}: not an input or output of {plan.program.name} (they are: {known})")
+        if not -len(shape) <= dim < len(shape):
+            raise MugraphError(f"--layout {name}={dim}: {name} has shape {list(shape)}, so the innermost dim is one "
+                               f"of 0..{len(shape) - 1}")
+        dim %= len(shape)
+        if name in shapes:
+            for i, fp in enumerate(plan.fragments):
+                if name in fp.spec.sources:
+                    per[i][name] = dim
+        else:
+            frag, _, out = outputs[name].partition(":")
+            if frag in frag_index:  # an output made by a glue op has no fragment to lay out
+                per[frag_index[frag]][out] = dim
+    return per

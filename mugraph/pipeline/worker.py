@@ -19,6 +19,8 @@ from mugraph.cuda.backend import ArrayModule, cupy_available, get_array_module
 from mugraph.ir.serialize import loads
 from mugraph.pipeline.plan import FragmentPayload, config_from_json
 from mugraph.stages.layout.choose import choose_layouts
+from mugraph.stages.layout.costs import LAYOUT_SCHEMA
+from mugraph.stages.layout.facts import LayoutError
 from mugraph.stages.prune.oracle import VERDICT_BYTES
 from mugraph.stages.search.explore import Fragment, Searcher
 from mugraph.stages.verify.confirm import Confirmer
@@ -136,10 +138,14 @@ def confirm_task(payload: FragmentPayload, digest: str, graph: str) -> dict[str,
     return out
 
 
-def layout_task(digest: str, graph: str) -> dict[str, Any]:
-    """Choose the layouts of a confirmed μGraph (z3.Optimize); the record the store keeps."""
+def layout_task(digest: str, graph: str, io_layouts: dict[str, int] | None = None) -> dict[str, Any]:
+    """Choose the layouts of a confirmed μGraph (z3.Optimize) for the user's strides; the record the
+    store keeps. No layout under those strides is a record with an `error`, not a failed task."""
     t0 = time.perf_counter()
-    out = choose_layouts(loads(graph)).to_json()
+    try:
+        out = choose_layouts(loads(graph), io_layouts).to_json()
+    except LayoutError as e:
+        out = {"schema": LAYOUT_SCHEMA, "error": str(e), "io_layouts": dict(sorted((io_layouts or {}).items()))}
     out["digest"] = digest
     out["worker"] = _worker_name()
     out["wall_seconds"] = round(time.perf_counter() - t0, 6)

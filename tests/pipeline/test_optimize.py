@@ -4,6 +4,7 @@ redis-server: what it finds equals the serial search, whatever the number of wor
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -127,6 +128,26 @@ def test_status_and_show_read_the_store(two_workers: Run) -> None:
     assert {r["profile"] for r in rows} == {"H200"} and len(rows) == len(last["mugraphs"]) + 1
     nope = mugraph("show", str(cwd / "run.zarr"), "--gpu-profile", "nope", cwd=cwd)
     assert nope.returncode == 2 and "known profiles are" in nope.stderr
+
+
+def test_user_strides_are_kept_and_change_the_layouts(two_workers: Run, tmp_path: Path) -> None:
+    """--layout W=0 (W column-major): every μGraph is laid out again around it, and a finished
+    store asked for other strides solves again instead of reusing layouts made for row-major."""
+    cwd, last, _ = two_workers
+    shutil.copytree(cwd / "run.zarr", tmp_path / "run.zarr")
+    args = optimize_args("rms_norm", tmp_path / "run.zarr", "--workers", "1", "--memo-url", "local", budget=BUDGET)
+    col = done(mugraph(*args, "--layout", "W=0", cwd=tmp_path))
+    assert col["tasks_run"] == 0 and col["layouts_run"] == len(last["mugraphs"]) and col["no_layout"] == {}
+    assert col["io_layouts"] == {"f0": {"W": 0}}
+    rows = [*col["ranking"]["f0"], col["reference"]["f0"]]
+    assert len(rows) == len(last["mugraphs"]) + 1
+    assert all(r["layouts"]["kernel"][1] == 0 and r["layouts"]["kernel"][0] == 1 for r in rows)  # W, X
+    with RunStore.open_existing(tmp_path / "run.zarr") as st:
+        assert all(rec["io_layouts"] == {"W": 0} for rec in st.layouts(0).values())
+    back = done(mugraph(*args, cwd=tmp_path))
+    assert back["layouts_run"] == len(last["mugraphs"]) and back["ranking"] == last["ranking"]
+    bad = mugraph(*args, "--layout", "Y=0", cwd=tmp_path)
+    assert bad.returncode == 2 and "not an input or output of rms_norm (they are: X, W, O)" in bad.stderr
 
 
 @pytest.mark.parametrize("workers", [1, 4])

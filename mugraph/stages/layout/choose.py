@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import z3
@@ -40,17 +40,22 @@ class LayoutResult:
     terms: dict[str, int]  # weighted cost of each term
     objective: int  # their sum
     solve_seconds: float
+    io_layouts: dict[str, int] = field(default_factory=dict)  # the user's strides it was solved for
 
     def to_json(self) -> dict[str, Any]:
         return {"schema": LAYOUT_SCHEMA, "layouts": self.layouts.to_json(), "terms": dict(self.terms),
-                "objective": self.objective, "solve_seconds": round(self.solve_seconds, 6)}
+                "objective": self.objective, "solve_seconds": round(self.solve_seconds, 6),
+                "io_layouts": dict(sorted(self.io_layouts.items()))}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> LayoutResult:
         if data.get("schema") != LAYOUT_SCHEMA:
             raise LayoutError(f"layout record of schema {data.get('schema')!r}; expected {LAYOUT_SCHEMA}")
+        if "error" in data:
+            raise LayoutError(str(data["error"]))
         return cls(Layouts.from_json(data["layouts"]), {k: int(v) for k, v in data["terms"].items()},
-                   int(data["objective"]), float(data["solve_seconds"]))
+                   int(data["objective"]), float(data["solve_seconds"]),
+                   {k: int(v) for k, v in data.get("io_layouts", {}).items()})
 
 
 class _Problem:
@@ -147,4 +152,4 @@ def choose_layouts(graph: KernelGraph, io_layouts: Mapping[str, int] | None = No
     if broken:  # the encoding and the rules disagree: never hand such layouts on
         raise AssertionError(f"solver layouts break rules: {broken}")
     terms = cost_terms(facts, layouts)
-    return LayoutResult(layouts, terms, sum(terms.values()), time.perf_counter() - t0)
+    return LayoutResult(layouts, terms, sum(terms.values()), time.perf_counter() - t0, dict(io_layouts or {}))

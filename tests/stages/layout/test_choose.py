@@ -177,3 +177,16 @@ def test_layout_record_round_trips() -> None:
     assert back.layouts == r.layouts and back.terms == r.terms and back.objective == r.objective
     with pytest.raises(LayoutError, match="schema"):
         LayoutResult.from_json({**r.to_json(), "schema": "other/9"})
+    w = choose_layouts(builtin_programs()["rms_norm"].experts["expert"](), {"W": 0})
+    assert LayoutResult.from_json(json.loads(json.dumps(w.to_json()))).io_layouts == {"W": 0}
+
+
+def test_a_layout_task_reports_impossible_strides_as_a_record() -> None:
+    from mugraph.pipeline.worker import layout_task
+
+    rec = layout_task("d", dumps(builtin_programs()["gqa"].reference()), {"K": 0})
+    assert "no layout satisfies" in rec["error"] and rec["io_layouts"] == {"K": 0}
+    with pytest.raises(LayoutError, match="no layout satisfies"):
+        LayoutResult.from_json(rec)
+    ok = layout_task("d", dumps(builtin_programs()["gqa"].reference()))
+    assert "error" not in ok and LayoutResult.from_json(ok).objective == ok["objective"]
