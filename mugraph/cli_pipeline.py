@@ -73,7 +73,8 @@ def _parse_layout(text: str) -> tuple[str, int]:
 def _progress_text(e: dict[str, Any]) -> str:
     local, remote = e.get("memo_local_hit_rate"), e.get("memo_remote_hit_rate")
     memo = "n/a" if local is None or remote is None else f"{100 * local:.0f}% local + {100 * remote:.0f}% redis"
-    return (f"tasks {e['tasks_done']:,} done, {e['tasks_running']:,} queued · states {e['states']:,} "
+    return (f"tasks {e['tasks_done']:,} done, {e['tasks_running']:,} running, {e['tasks_pending']:,} pending · "
+            f"states {e['states']:,} "
             f"({e['states_per_s']:,.0f}/s) · μGraphs {e['mugraphs']} ({e['confirmed']} confirmed) · "
             f"memo hits {memo} · solver {e['solver_calls']:,} · {e['seconds']:,.0f} s")
 

@@ -70,7 +70,8 @@ def report_data(store: RunStore) -> dict[str, Any]:
         if t.done:
             busy[t.worker] += float(t.counters.get("seconds", 0.0))
             done_per_worker[t.worker] += 1
-    samples, restarts = _timeline(store.timeline())
+    invocations = store.timeline()
+    samples, restarts = _timeline(invocations)
     fragments, rankings, chosen = [], {}, {}
     for i, f in enumerate(frags):
         conf = store.confirmations(i)
@@ -95,7 +96,7 @@ def report_data(store: RunStore) -> dict[str, Any]:
                   "pending": summary.get("pending", 0)},
         "counters": summary.get("counters", {}),
         "fragments": fragments, "timeline": samples, "restarts": restarts,
-        "invocations": len(store.timeline()),
+        "invocations": len(invocations),
         "workers": {w: {"busy_seconds": round(busy[w], 3), "tasks": done_per_worker[w]} for w in sorted(busy)},
         "ranking": rankings, "chosen": chosen, "generated": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
     }
