@@ -89,7 +89,7 @@ class Layouts:
         return json.dumps(self.to_json(), separators=(",", ":"))
 
 
-def contiguous(facts: LayoutFacts, layouts: Layouts, copy: Copy) -> int | None:
+def contiguous(layouts: Layouts, copy: Copy) -> int | None:
     """The dim along which a tile copy reads contiguous rows, or None when the tile's innermost dim
     is not the device tensor's."""
     d = layouts.inner(copy.stensor)
@@ -101,12 +101,12 @@ def row_bytes(facts: LayoutFacts, key: TensorKey, dim: int) -> int:
 
 
 def is_wide(facts: LayoutFacts, layouts: Layouts, copy: Copy) -> bool:
-    d = contiguous(facts, layouts, copy)
+    d = contiguous(layouts, copy)
     return d is not None and row_bytes(facts, copy.stensor, d) % WIDE_COPY_BYTES == 0
 
 
 def is_async(facts: LayoutFacts, layouts: Layouts, copy: Copy) -> bool:
-    d = contiguous(facts, layouts, copy)
+    d = contiguous(layouts, copy)
     return copy.direction == "input" and d is not None and row_bytes(facts, copy.stensor, d) % ASYNC_COPY_BYTES == 0
 
 

@@ -145,7 +145,7 @@ def _block_op(g: KernelGraph, index: int, op: Op, facts: LayoutFacts, lay: Layou
         if bop.kind is OpKind.INPUT or bop.kind is OpKind.OUTPUT:
             t = bg.tensors[bop.outputs[0] if bop.kind is OpKind.INPUT else bop.inputs[0]]
             c = copies[(index, t.index)]
-            if contiguous(facts, lay, c) is None:
+            if contiguous(lay, c) is None:
                 moved = prod(t.shape) * SECTOR_BYTES
             else:
                 moved = t.nbytes * (1 if is_wide(facts, lay, c) else NARROW_COPY_FACTOR)
