@@ -13,13 +13,10 @@ Mirage, whose oracle treats unknown as "not a subexpression". `OracleConfig(unkn
 keeps such candidates instead (a larger, slower, more complete search). The memo stores the raw
 verdict `U`, so changing the policy needs no new memo.
 
-Before any memo or solver: a candidate whose *head set* (its heads other than `sum`, and its
-variables) is contained in no output's head set is answered `N` at once. This is sound: every
-equation among the axioms has the same heads other than `sum` and the same variables on both
-sides, and every `⊑` axiom only adds heads, so the terms modulo the equations with
-`sub(a, b) := heads(a) ⊆ heads(b)` satisfy every axiom, and in that model the candidate is no
-subexpression. It spares the solver the commonest queries of a search (an exp, a div or a square
-that no output has), which otherwise end `unknown` at the rlimit after ~40 ms each.
+Before any memo or solver, two finite models of the axioms (models.py) may refute a candidate:
+if in either it is a subexpression of no output, the answer is `N` at once, soundly. They spare
+the solver the commonest queries of a search (an exp or a div that no output has, a square of an
+input the output uses once), which otherwise end `unknown` at the rlimit after ~40 ms each.
 """
 
 from __future__ import annotations
@@ -34,7 +31,8 @@ from typing import Protocol
 
 import z3
 
-from mugraph.stages.prune.expr import Expr, Head
+from mugraph.stages.prune.expr import Expr
+from mugraph.stages.prune.models import Refuter
 from mugraph.stages.prune.z3_encoding import AXIOM_VERSION, Z3_VERSION, Z3Session
 
 MEMO_SCHEMA = "mugraph-memo/1"
@@ -49,16 +47,6 @@ class Verdict(StrEnum):
 
 VERDICT_BYTES = frozenset(v.value.encode() for v in Verdict)
 _FROM_Z3 = {"unsat": Verdict.YES, "sat": Verdict.NO, "unknown": Verdict.UNKNOWN}
-
-
-def head_set(e: Expr, seen: dict[Expr, frozenset[str]]) -> frozenset[str]:
-    """Heads other than `sum`, and variables (`v0`, ...), of a term (see the module docstring)."""
-    found = seen.get(e)
-    if found is None:
-        own = frozenset() if e.head == Head.SUM else frozenset({e.sexpr if e.head == Head.VAR else e.head})
-        found = own.union(*(head_set(a, seen) for a in e.args))
-        seen[e] = found
-    return found
 
 
 class VerdictMemo(Protocol):
@@ -133,8 +121,7 @@ class SubexprOracle:
         )
         self.reference_digest = hashlib.sha256(reference.encode("ascii")).hexdigest()[:32]
         self._local: dict[Expr, Verdict] = {}  # this oracle's own answers, when there is no memo
-        self._heads: dict[Expr, frozenset[str]] = {}
-        self._final_heads = [head_set(f, self._heads) for f in self.finals]
+        self.refuter = Refuter(self.finals)
 
     def key(self, candidate: Expr) -> str:
         """The memo key: a digest of schema, axioms, Z3 version, limits, reference, candidate."""
@@ -151,9 +138,7 @@ class SubexprOracle:
         """Verdicts for a batch, in order."""
         self.counters.queries += len(candidates)
         unique = list(dict.fromkeys(candidates))
-        known: dict[Expr, Verdict] = {
-            c: Verdict.NO for c in unique if not any(head_set(c, self._heads) <= f for f in self._final_heads)
-        }
+        known: dict[Expr, Verdict] = {c: Verdict.NO for c in unique if self.refuter.refutes(c)}
         self.counters.prefiltered += len(known)
         local = {c: self._local[c] for c in unique if c not in known and c in self._local}
         known.update(local)

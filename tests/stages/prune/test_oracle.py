@@ -34,21 +34,20 @@ def test_verdict_table(name: str) -> None:
 
 @pytest.mark.parametrize("name", sorted(TABLES))
 def test_prefilter_never_refuses_what_z3_proves(name: str) -> None:
-    """The head-set prefilter answers N without Z3; Z3 itself must never prove those candidates
-    subexpressions (it answers sat or unknown), and must prove none the prefilter lets through
-    wrongly: verdicts with and without the prefilter agree on keep/prune."""
+    """The model prefilters answer N without Z3; Z3 itself must never prove those candidates
+    subexpressions (it answers sat or unknown), so verdicts with and without them agree on keep/prune."""
     import z3
 
-    from mugraph.stages.prune.oracle import head_set
+    from mugraph.stages.prune.models import Refuter
     from mugraph.stages.prune.z3_encoding import Z3Session
 
     o = oracle(name)
-    seen: dict[Expr, frozenset[str]] = {}
-    finals = [head_set(f, seen) for f in o.finals]
+    refuter = Refuter(o.finals)
     session = Z3Session(z3.Context(), o.finals, o.n_inputs, o.config.rlimit, o.config.mbqi)
-    refused = [e for _, e, _ in TABLES[name] if not any(head_set(e, seen) <= f for f in finals)]
-    assert refused
-    assert all(session.check(e) != "unsat" for e in refused)
+    by_heads = [e for _, e, _ in TABLES[name] if refuter.refuted_by_heads(e)]
+    by_monomials = [e for _, e, _ in TABLES[name] if refuter.refuted_by_monomials(e) and e not in by_heads]
+    assert by_heads and by_monomials  # each model refutes something the other does not
+    assert all(session.check(e) != "unsat" for e in by_heads + by_monomials)
 
 
 def test_verdicts_do_not_depend_on_query_order_or_thread() -> None:

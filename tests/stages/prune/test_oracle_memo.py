@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from mugraph.stages.prune.expr import Expr, output_exprs
-from mugraph.stages.prune.oracle import VERDICT_BYTES, SubexprOracle, Verdict, head_set
+from mugraph.stages.prune.models import Refuter
+from mugraph.stages.prune.oracle import VERDICT_BYTES, SubexprOracle, Verdict
 from mugraph.storage.memo import LayeredMemo, open_memo_store
 from mugraph.storage.redis_memo import RedisMemo
 from mugraph.storage.redis_server import EmbeddedRedis
@@ -42,11 +43,9 @@ def _exprs(name: str) -> list[Expr]:
 
 
 def needs_solver(name: str) -> int:
-    """Distinct queries the head-set prefilter leaves to the memo and Z3."""
-    o = oracle(name, None)
-    seen: dict[Expr, frozenset[str]] = {}
-    finals = [head_set(f, seen) for f in o.finals]
-    return len({e for e in _exprs(name) if any(head_set(e, seen) <= f for f in finals)})
+    """Distinct queries the model prefilters leave to the memo and Z3."""
+    refuter = Refuter(oracle(name, None).finals)
+    return len({e for e in _exprs(name) if not refuter.refutes(e)})
 
 
 def worker(url: str, name: str) -> tuple[list[str], int, int]:

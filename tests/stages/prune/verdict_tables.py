@@ -35,6 +35,7 @@ GATED_MLP: list[tuple[str, Expr, bool]] = [
     ("silu(X·W2)", silu(XW2), False),
     ("X·W1 + X·W2", add(XW1, XW2), False),
     ("X·W1 / X·W2", div(XW1, XW2), False),
+    ("W1·W1 (W1 appears once in each product)", mul(v1, v1), False),
 ]
 
 XA = matmul(v0, v2, 256)
