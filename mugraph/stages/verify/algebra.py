@@ -35,34 +35,46 @@ class Algebra(Protocol):
 
 
 class ZpqAlgebra:
-    """Exact arithmetic in Z_pq on int64 arrays; ω picks the exp homomorphism."""
+    """Exact arithmetic in Z_pq; ω picks the exp homomorphism.
+
+    Values are float64 arrays holding integers in [0, pq): every product of two residues and every
+    sum the ops form stays far below 2**53, so float64 is exact, and BLAS multiplies the inputs
+    (a [4096, 6144] weight, say) without converting them for every candidate. Integer arrays are
+    accepted as operands too. Table lookups index with integers.
+    """
 
     def __init__(self, xp: ArrayModule, spec: FieldSpec, omega: int) -> None:
         self.xp = xp
         self.spec = spec
         self.m = spec.m
         t = tables(spec, omega)
-        self._inv = xp.asarray(t.inv)
-        self._exp = xp.asarray(t.exp)
-        self._sqrt = xp.asarray(t.sqrt)
-        self._relu = xp.asarray(t.relu)
-        self._clamp = xp.asarray(t.clamp)
+        self._inv = xp.asarray(t.inv.astype(float))
+        self._exp = xp.asarray(t.exp.astype(float))
+        self._sqrt = xp.asarray(t.sqrt.astype(float))
+        self._relu = xp.asarray(t.relu.astype(float))
+        self._clamp = xp.asarray(t.clamp.astype(float))
         self._chunk = matmul_chunk(spec)
 
+    def _index(self, a: Array) -> Array:
+        return a.astype(self.xp.intp)
+
+    def _float(self, a: Array) -> Array:
+        return a if a.dtype == self.xp.float64 else a.astype(self.xp.float64)
+
     def add(self, a: Array, b: Array) -> Array:
-        return (a + b) % self.m
+        return (self._float(a) + b) % self.m
 
     def mul(self, a: Array, b: Array) -> Array:
-        return (a * b) % self.m
+        return (self._float(a) * b) % self.m
 
     def div(self, a: Array, b: Array) -> Array:
-        return (a * self._inv[b]) % self.m
+        return (self._float(a) * self._inv[self._index(b)]) % self.m
 
     def exp(self, a: Array) -> Array:
-        return self._exp[a]
+        return self._exp[self._index(a)]
 
     def sqrt(self, a: Array) -> Array:
-        return self._sqrt[a]
+        return self._sqrt[self._index(a)]
 
     def silu(self, a: Array) -> Array:
         return self.mul(a, self.exp(a))
@@ -71,27 +83,28 @@ class ZpqAlgebra:
         return self.mul(a, self.exp(self.add(a, a)))
 
     def relu(self, a: Array) -> Array:
-        return self._relu[a]
+        return self._relu[self._index(a)]
 
     def clamp(self, a: Array, lo: float, hi: float) -> Array:
-        return self._clamp[a]
+        return self._clamp[self._index(a)]
 
     def scale(self, a: Array, c: Fraction) -> Array:
-        return (a * self.spec.from_fraction(c)) % self.m
+        return (self._float(a) * self.spec.from_fraction(c)) % self.m
 
     def matmul(self, a: Array, b: Array) -> Array:
         """Exact: float64 GEMM on contraction chunks short enough that no sum exceeds 2**53."""
         xp, k = self.xp, a.shape[-1]
-        af, bf = a.astype(xp.float64), b.astype(xp.float64)
+        af, bf = self._float(a), self._float(b)
+        if k <= self._chunk:
+            return xp.matmul(af, bf) % self.m
         out = None
         for s in range(0, k, self._chunk):
-            part = xp.matmul(af[..., s : s + self._chunk], bf[..., s : s + self._chunk, :])
-            part = part.astype(xp.int64) % self.m
+            part = xp.matmul(af[..., s : s + self._chunk], bf[..., s : s + self._chunk, :]) % self.m
             out = part if out is None else (out + part) % self.m
         return out
 
     def sum(self, a: Array, axis: int) -> Array:
-        return self.xp.sum(a, axis=axis, keepdims=True) % self.m
+        return self.xp.sum(self._float(a), axis=axis, keepdims=True) % self.m
 
 
 class Float64Algebra:

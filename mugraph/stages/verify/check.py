@@ -58,7 +58,7 @@ def field_inputs(graph: KernelGraph, spec: FieldSpec, seed: int, xp: ArrayModule
     rng = np.random.default_rng([seed, spec.p, spec.q])
     omega = int(spec.omegas[int(rng.integers(len(spec.omegas)))])
     arrays = tuple(
-        xp.asarray(rng.integers(0, spec.m, size=shape, dtype=np.int32).astype(np.int64))
+        xp.asarray(rng.integers(0, spec.m, size=shape, dtype=np.int32).astype(np.float64))
         for _, shape, _ in graph.input_signature()
     )
     return FieldInputs(seed, omega, arrays)
