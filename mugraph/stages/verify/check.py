@@ -20,6 +20,7 @@ from mugraph.ir.graph import KernelGraph
 from mugraph.stages.verify.algebra import Array, Float64Algebra, ZpqAlgebra
 from mugraph.stages.verify.field import FieldSpec
 from mugraph.stages.verify.interpret import evaluate
+from mugraph.stages.verify.reuse import DEFAULT_MAX_BYTES, ValueCache
 
 DEFAULT_SEEDS = (0, 1, 2)
 
@@ -78,6 +79,7 @@ class ReferenceFingerprints:
         seeds: Sequence[int] = DEFAULT_SEEDS,
         spec: FieldSpec | None = None,
         xp: ArrayModule = np,
+        cache_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
         self.reference = reference
         self.spec = spec or FieldSpec()
@@ -88,10 +90,13 @@ class ReferenceFingerprints:
         self.outputs = [
             evaluate(a, reference, c.inputs) for a, c in zip(self.algebras, self.cases, strict=True)
         ]
+        # Values candidates share (reuse.py), one cache per seed's inputs.
+        self.caches = [ValueCache(cache_bytes // max(1, len(self.cases))) for _ in self.cases]
 
     def fingerprint(self, candidate: KernelGraph) -> list[list[Array]]:
         return [
-            evaluate(a, candidate, c.inputs) for a, c in zip(self.algebras, self.cases, strict=True)
+            evaluate(a, candidate, c.inputs, cache)
+            for a, c, cache in zip(self.algebras, self.cases, self.caches, strict=True)
         ]
 
     def match(self, candidate: KernelGraph) -> tuple[int, ...] | None:

@@ -20,6 +20,7 @@ from mugraph.stages.verify.check import ReferenceFingerprints, float_max_rel_err
 
 CONFIRM_TESTS = 3
 TOLERANCE = 1e-6
+CONFIRM_CACHE_BYTES = 64 << 20  # values shared by the μGraphs of one fragment (reuse.py)
 
 
 def confirm_seeds(fragment_digest: str, k: int = CONFIRM_TESTS) -> tuple[int, ...]:
@@ -37,7 +38,9 @@ class Confirmer:
                  xp: ArrayModule = np) -> None:
         self.reference = reference
         self.xp = xp
-        self.fingerprints = ReferenceFingerprints(reference, confirm_seeds(fragment_digest, k), xp=xp)
+        self.fingerprints = ReferenceFingerprints(
+            reference, confirm_seeds(fragment_digest, k), xp=xp, cache_bytes=CONFIRM_CACHE_BYTES
+        )
 
     def confirm(self, candidate: KernelGraph) -> dict[str, Any]:
         """The verdict as a JSON-able dict: equivalent, seeds, float64 error, reason, seconds, backend."""

@@ -14,6 +14,7 @@ from fractions import Fraction
 from mugraph.ir.graph import BlockGraph, KernelGraph, Op, Tensor
 from mugraph.ir.types import ACCUMULATORS, OpKind
 from mugraph.stages.verify.algebra import Algebra, Array
+from mugraph.stages.verify.reuse import ValueCache
 
 GRID_AXES = 3
 
@@ -133,8 +134,51 @@ def _in_loop(op: Op, tensors: Sequence[Tensor]) -> bool:
     return op.kind is not OpKind.OUTPUT and not tensors[op.outputs[0]].after_accum
 
 
-def run_block(alg: Algebra, bg: BlockGraph, inputs: Sequence[Array]) -> list[Array]:
+def _block_keys(bg: BlockGraph, input_keys: Sequence[int], cache: ValueCache) -> dict[int, int]:
+    """The structural key of every block tensor (see reuse.py); in-loop tensors are named once
+    for all iterations, which their accumulators cover."""
+    keys: dict[int, int] = {}
+    n_in = 0
+    for op in bg.ops:
+        if op.kind is OpKind.INPUT:
+            keys[op.outputs[0]] = cache.key(
+                "tile", input_keys[n_in], op.dims_attr("imap"), op.int_attr("fmap"), bg.grid, bg.forloop
+            )
+            n_in += 1
+        elif op.kind is not OpKind.OUTPUT:
+            rdx = bg.rdx if op.kind in ACCUMULATORS else 0
+            keys[op.outputs[0]] = cache.key(op.kind, op.attrs, rdx, *(keys[i] for i in op.inputs))
+    return keys
+
+
+def _needed(body: Sequence[Op], wanted: set[int]) -> list[Op]:
+    """The loop ops that the accumulators in `wanted` (output indices) depend on, in order."""
+    need = set(wanted)
+    keep: list[Op] = []
+    for op in reversed(body):
+        if op.outputs[0] in need:
+            keep.append(op)
+            need.update(op.inputs)
+    return keep[::-1]
+
+
+def run_block(
+    alg: Algebra,
+    bg: BlockGraph,
+    inputs: Sequence[Array],
+    cache: ValueCache | None = None,
+    input_keys: Sequence[int] = (),
+) -> tuple[list[Array], list[int]]:
+    """The block graph's outputs (assembled device tensors) and, with a cache, their keys."""
     tensors: list[Tensor] = bg.tensors
+    keys = _block_keys(bg, input_keys, cache) if cache is not None else {}
+    outs = [op for op in bg.ops if op.kind is OpKind.OUTPUT]
+    out_keys: list[int] = []
+    if cache is not None:
+        out_keys = [cache.key("assemble", keys[op.inputs[0]], op.dims_attr("omap")) for op in outs]
+        hits = [cache.get(k) for k in out_keys]
+        if all(h is not None for h in hits):
+            return hits, out_keys
     views: dict[int, tuple[Array, bool]] = {}
     n_in = 0
     for op in bg.ops:
@@ -142,36 +186,54 @@ def run_block(alg: Algebra, bg: BlockGraph, inputs: Sequence[Array]) -> list[Arr
             imap, fmap = op.dims_attr("imap"), op.int_attr("fmap")
             views[op.outputs[0]] = (partition(alg, inputs[n_in], bg, imap, fmap), fmap >= 0)
             n_in += 1
-    acc: dict[int, Array] = {}
+    env: dict[int, Array] = {}  # after the loop: accumulated and post-loop values
+    missing: set[int] = set()
+    for op in bg.ops:
+        if op.kind in ACCUMULATORS:
+            hit = cache.get(keys[op.outputs[0]]) if cache is not None else None
+            if hit is None:
+                missing.add(op.outputs[0])
+            else:
+                env[op.outputs[0]] = hit
     # The loop body: every op up to and including the accumulators (their outputs are the
-    # only after-accumulation tensors whose inputs are not).
-    body = [op for op in bg.ops if op.kind in ACCUMULATORS or _in_loop(op, tensors)]
-    for t in range(bg.forloop):
-        env: dict[int, Array] = {}
+    # only after-accumulation tensors whose inputs are not), as far as a missing one needs it.
+    body = _needed([op for op in bg.ops if op.kind in ACCUMULATORS or _in_loop(op, tensors)], missing)
+    acc: dict[int, Array] = {}
+    for t in range(bg.forloop if body else 0):
+        it: dict[int, Array] = {}
         for op in body:
             out = op.outputs[0]
             if op.kind is OpKind.INPUT:
                 view, per_iter = views[out]
-                env[out] = view[:, :, :, t] if per_iter else view
+                it[out] = view[:, :, :, t] if per_iter else view
                 continue
-            args = [env[i] for i in op.inputs]
+            args = [it[i] for i in op.inputs]
             if op.kind in ACCUMULATORS:
                 part = _accum_part(alg, op.kind, args[0], bg.rdx)
                 acc[out] = part if t == 0 else alg.add(acc[out], part)
             else:
-                env[out] = apply_common(alg, op, args, len(tensors[out].shape))
-    env = {}
+                it[out] = apply_common(alg, op, args, len(tensors[out].shape))
     outputs: list[Array] = []
     for op in bg.ops:
-        if op.kind in ACCUMULATORS:
-            x_shape = tensors[op.inputs[0]].shape
-            env[op.outputs[0]] = _accum_final(alg, op.kind, acc[op.outputs[0]], x_shape, bg.forloop)
-        elif op.kind is OpKind.OUTPUT:
+        if op.kind is OpKind.INPUT:
+            continue
+        if op.kind is OpKind.OUTPUT:
             outputs.append(assemble(alg, env[op.inputs[0]], bg, op.dims_attr("omap")))
-        elif op.kind is not OpKind.INPUT and tensors[op.outputs[0]].after_accum:
-            out = op.outputs[0]
+            continue
+        out = op.outputs[0]
+        if op.kind in ACCUMULATORS and out in missing:
+            x_shape = tensors[op.inputs[0]].shape
+            env[out] = _accum_final(alg, op.kind, acc[out], x_shape, bg.forloop)
+        elif op.kind not in ACCUMULATORS and tensors[out].after_accum:
             env[out] = apply_common(alg, op, [env[i] for i in op.inputs], len(tensors[out].shape))
-    return outputs
+        else:
+            continue
+        if cache is not None:
+            cache.put(keys[out], env[out])
+    if cache is not None:
+        for k, v in zip(out_keys, outputs, strict=True):
+            cache.put(k, v)
+    return outputs, out_keys
 
 
 def _accum_part(alg: Algebra, kind: OpKind, x: Array, rdx: int) -> Array:
@@ -196,11 +258,17 @@ def _accum_final(alg: Algebra, kind: OpKind, total: Array, x_shape: Sequence[int
     return total
 
 
-def evaluate(alg: Algebra, graph: KernelGraph, inputs: Sequence[Array]) -> list[Array]:
-    """The graph's outputs, in the order they were marked, for `inputs` in input order."""
+def evaluate(
+    alg: Algebra, graph: KernelGraph, inputs: Sequence[Array], cache: ValueCache | None = None
+) -> list[Array]:
+    """The graph's outputs, in the order they were marked, for `inputs` in input order. With a
+    cache (bound to these inputs), values an earlier graph computed are reused (reuse.py)."""
     env: dict[int, Array] = {}
+    keys: dict[int, int] = {}
     n_in = 0
     outputs: list[Array] = []
+    if cache is not None:
+        cache.start()
     for op in graph.ops:
         if op.kind is OpKind.INPUT:
             t = graph.tensors[op.outputs[0]]
@@ -208,16 +276,28 @@ def evaluate(alg: Algebra, graph: KernelGraph, inputs: Sequence[Array]) -> list[
             if tuple(x.shape) != t.shape:
                 raise ValueError(f"input {n_in} has shape {tuple(x.shape)}, expected {t.shape}")
             env[t.index] = x
+            if cache is not None:
+                keys[t.index] = cache.key("input", n_in)
             n_in += 1
         elif op.kind is OpKind.OUTPUT:
             outputs.append(env[op.inputs[0]])
         elif op.kind is OpKind.CUSTOMIZED:
             assert op.block is not None
-            outs = run_block(alg, op.block, [env[i] for i in op.inputs])
+            args = [env[i] for i in op.inputs]
+            outs, out_keys = run_block(alg, op.block, args, cache, [keys.get(i, -1) for i in op.inputs])
             env.update(zip(op.outputs, outs, strict=True))
+            if cache is not None:
+                keys.update(zip(op.outputs, out_keys, strict=True))
         else:
             out = op.outputs[0]
-            env[out] = apply_common(alg, op, [env[i] for i in op.inputs], len(graph.tensors[out].shape))
+            key = cache.key(op.kind, op.attrs, *(keys[i] for i in op.inputs)) if cache is not None else -1
+            value = cache.get(key) if cache is not None else None
+            if value is None:
+                value = apply_common(alg, op, [env[i] for i in op.inputs], len(graph.tensors[out].shape))
+                if cache is not None:
+                    cache.put(key, value)
+            env[out] = value
+            keys[out] = key
     if n_in != len(inputs):
         raise ValueError(f"{len(inputs)} inputs given, the graph has {n_in}")
     return outputs

@@ -1,0 +1,61 @@
+"""Reusing shared tensor values between fingerprints changes no fingerprint.
+
+Each expert and its mutants (which share most of their structure with it and with each other,
+differing in one map, accumulator or operand order) are fingerprinted twice: through one warm
+cache, in sequence, and each alone without a cache. Every output must be equal bit for bit,
+and the cache must have been used.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mugraph.ir.errors import MugraphError
+from mugraph.ir.serialize import from_json
+from mugraph.stages.verify.algebra import ZpqAlgebra
+from mugraph.stages.verify.check import ReferenceFingerprints
+from mugraph.stages.verify.field import FieldSpec
+from mugraph.stages.verify.interpret import evaluate
+from mugraph.stages.verify.reuse import ValueCache
+from tests.conftest import PROGRAMS, reference
+from tests.stages.verify.test_mutants import mutants
+
+
+@pytest.mark.parametrize("name", ["lora", "gqa", "ntrans"])
+def test_warm_cache_gives_the_same_fingerprints(name: str) -> None:
+    cached = ReferenceFingerprints(reference(name), (0,))
+    plain = ReferenceFingerprints(reference(name), (0,), cache_bytes=0)
+    graphs = []
+    for build in PROGRAMS[name].experts.values():
+        expert = build()
+        graphs.append(expert)
+        for _, _, data in mutants(expert):
+            try:
+                graphs.append(from_json(data))
+            except MugraphError:
+                continue
+    for g in graphs + graphs[::-1]:
+        for warm, cold in zip(cached.fingerprint(g)[0], plain.fingerprint(g)[0], strict=True):
+            assert warm.shape == cold.shape and np.array_equal(warm, cold)
+    cache = cached.caches[0]
+    assert cache.hits > len(graphs)  # the second pass alone reuses every block output
+    assert plain.caches[0].hits == 0 and plain.caches[0].nbytes == 0
+
+
+def test_cache_keeps_to_its_budget() -> None:
+    name = "lora"
+    spec = FieldSpec()
+    ref = reference(name)
+    fp = ReferenceFingerprints(ref, (0,))
+    alg = ZpqAlgebra(np, spec, fp.cases[0].omega)
+    expert = next(iter(PROGRAMS[name].experts.values()))()
+    evaluate(alg, expert, fp.cases[0].inputs, small := ValueCache(max_bytes=1_200_000))
+    for _, _, data in list(mutants(expert))[:30]:
+        try:
+            g = from_json(data)
+        except MugraphError:
+            continue
+        evaluate(alg, g, fp.cases[0].inputs, small)
+        assert small.nbytes <= small.max_bytes
+    assert small.nbytes > 0
