@@ -37,6 +37,7 @@ from mugraph.stages.prune.z3_encoding import AXIOM_VERSION, Z3_VERSION, Z3Sessio
 
 MEMO_SCHEMA = "mugraph-memo/1"
 DEFAULT_RLIMIT = 80_000  # Mirage's
+SETTLED_LIMIT = 1_000_000  # verdicts one oracle keeps by term before starting over
 
 
 class Verdict(StrEnum):
@@ -120,7 +121,9 @@ class SubexprOracle:
             [MEMO_SCHEMA, AXIOM_VERSION, Z3_VERSION, self.config.limits_tag, reference]
         )
         self.reference_digest = hashlib.sha256(reference.encode("ascii")).hexdigest()[:32]
-        self._local: dict[Expr, Verdict] = {}  # this oracle's own answers, when there is no memo
+        # Every verdict this oracle has settled, and whether the models gave it (True) or the
+        # memo or Z3 did: a repeated query costs one dict lookup and counts where it came from.
+        self._settled: dict[Expr, tuple[Verdict, bool]] = {}
         self.refuter = Refuter(self.finals)
 
     def key(self, candidate: Expr) -> str:
@@ -137,12 +140,21 @@ class SubexprOracle:
     def verdicts(self, candidates: Sequence[Expr]) -> list[Verdict]:
         """Verdicts for a batch, in order."""
         self.counters.queries += len(candidates)
+        if len(self._settled) > SETTLED_LIMIT:
+            self._settled.clear()
         unique = list(dict.fromkeys(candidates))
-        known: dict[Expr, Verdict] = {c: Verdict.NO for c in unique if self.refuter.refutes(c)}
-        self.counters.prefiltered += len(known)
-        local = {c: self._local[c] for c in unique if c not in known and c in self._local}
-        known.update(local)
-        self.counters.memo_hits += len(local)
+        known: dict[Expr, Verdict] = {}
+        for c in unique:
+            hit = self._settled.get(c)
+            if hit is None and self.refuter.refutes(c):
+                hit = self._settled[c] = (Verdict.NO, True)
+            elif hit is None:
+                continue
+            known[c] = hit[0]
+            if hit[1]:
+                self.counters.prefiltered += 1
+            else:
+                self.counters.memo_hits += 1
         todo = [c for c in unique if c not in known]
         if todo and self.memo is not None:
             keys = [self.key(c) for c in todo]
@@ -151,6 +163,7 @@ class SubexprOracle:
             for c, raw in zip(todo, found, strict=True):
                 if raw is not None and raw in VERDICT_BYTES:
                     known[c] = Verdict(raw.decode())
+                    self._settled[c] = (known[c], False)
                     self.counters.memo_hits += 1
                 else:
                     still.append(c)
@@ -168,8 +181,7 @@ class SubexprOracle:
             if self.memo is not None:
                 self.memo.store({self.key(c): v.value.encode() for c, v in solved.items()})
         known.update(solved)
-        if self.memo is None:
-            self._local.update(solved)
+        self._settled.update((c, (v, False)) for c, v in solved.items())
         out = [known[c] for c in candidates]
         for v in out:
             self.counters.verdicts[v.value] += 1
