@@ -98,7 +98,19 @@ def _fast_shape(kind: OpKind, a: Shape, b: Shape | None) -> Shape | None:
     return tuple(out)
 
 
+_BINARY_TERMS = {OpKind.ADD: E.add, OpKind.MUL: E.mul, OpKind.DIV: E.div}
+
+
 def _op_term(kind: OpKind, args: Sequence[TInfo], attrs: Sequence[tuple[str, int | tuple[int, ...]]] = ()) -> E.Expr:
+    """The new tensor's term: the commonest kinds directly, the rest through `expr.op_expr`."""
+    if kind is OpKind.MATMUL:
+        return E.matmul(args[0].expr, args[1].expr, args[0].shape[-1])
+    binary = _BINARY_TERMS.get(kind)
+    if binary is not None:
+        return binary(args[0].expr, args[1].expr)
+    head = E.UNARY_HEADS.get(kind)
+    if head is not None:
+        return E.unary(head, args[0].expr)
     op = Op(kind, tuple(range(len(args))), (), tuple(attrs))
     return E.op_expr(op, [a.expr for a in args], [a.shape for a in args])
 
@@ -254,21 +266,9 @@ def _macro_children(s: State, b: OpenBlock) -> list[State]:
     Only the matmul's term goes to the oracle, as in Mirage (the macro is one op there)."""
     out = []
     ts = b.tensors
-    n = len(ts)
-
-    def pairs(dim_from_end: int) -> list[tuple[int, int, Shape]]:
-        found = []
-        for i, j in itertools.permutations(range(n), 2):
-            x, y = ts[i].shape, ts[j].shape
-            d = len(x) - dim_from_end
-            if len(x) == len(y) and d >= 0 and ts[i].after_accum == ts[j].after_accum and all(
-                p == q for k, (p, q) in enumerate(zip(x, y, strict=True)) if k != d
-            ):
-                found.append((i, j, x[:d] + (x[d] + y[d],) + x[d + 1 :]))
-        return found
-
-    rights = pairs(2)
-    for a, bb, left in pairs(1):
+    layout = tuple((t.shape, t.after_accum) for t in ts)
+    rights = _concat_pairs(layout, 2)
+    for a, bb, left in _concat_pairs(layout, 1):
         for c, d, right in rights:
             ins = (a, bb, c, d)
             if len(set(ins)) < 4 or (ins, CONCAT_MATMUL_ORDER) <= b.last:
@@ -278,6 +278,21 @@ def _macro_children(s: State, b: OpenBlock) -> list[State]:
                 continue
             out += _macro_child(s, b, ins, left, right, prod_shape)
     return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _concat_pairs(layout: tuple[tuple[Shape, bool], ...], dim_from_end: int) -> list[tuple[int, int, Shape]]:
+    """Ordered pairs of block tensors (by shape and after-accum flag) that concatenate along the
+    dim `dim_from_end` from the end, with the concatenation's shape."""
+    found = []
+    for i, j in itertools.permutations(range(len(layout)), 2):
+        (x, fx), (y, fy) = layout[i], layout[j]
+        d = len(x) - dim_from_end
+        if len(x) == len(y) and d >= 0 and fx == fy and all(
+            p == q for k, (p, q) in enumerate(zip(x, y, strict=True)) if k != d
+        ):
+            found.append((i, j, x[:d] + (x[d] + y[d],) + x[d + 1 :]))
+    return found
 
 
 def _macro_child(s: State, b: OpenBlock, ins: tuple[int, ...], left: Shape, right: Shape, prod_shape: Shape

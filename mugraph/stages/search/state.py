@@ -8,6 +8,10 @@ a deep stack of states costs little.
 Canonical order (Mirage's `Order`, paper §4.1): an op's rank is (its input tensor indices, its
 kind's position in `TYPE_ORDER`), compared lexicographically with a shorter prefix smaller; a new
 op must rank strictly above the last op of its graph, and input ops rank lowest.
+
+The records below are never changed once made, but are not frozen dataclasses: a frozen
+dataclass sets each field through object.__setattr__, five times the cost of a plain slots
+record, and the search makes millions of them.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ INPUT_RANK: Rank = ((), TYPE_ORDER[OpKind.INPUT])
 Attrs = tuple[tuple[str, int | tuple[int, ...]], ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class TInfo:
     shape: Shape
     expr: Expr
@@ -36,14 +40,14 @@ class TInfo:
         return prod(self.shape) * 2  # searches run in fp16, as Mirage's
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class BlockInput:
     source: int  # kernel tensor index
     imap: Dim3
     fmap: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class OpSpec:
     """One op as the search chose it (either level). `kind` CONCAT with 4 inputs is the macro."""
 
@@ -52,7 +56,7 @@ class OpSpec:
     attrs: Attrs = ()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class BlockSpec:
     grid: Dim3
     forloop: int
@@ -62,7 +66,7 @@ class BlockSpec:
     omap: Dim3
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class KernelOp:
     kind: OpKind
     inputs: tuple[int, ...]
@@ -70,7 +74,7 @@ class KernelOp:
     block: BlockSpec | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class OpenBlock:
     """A block graph being built. Until `inputs` is set, only the grid and imaps are chosen."""
 
@@ -96,7 +100,7 @@ class OpenBlock:
         return len(self.inputs) + len(self.ops)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class State:
     tensors: tuple[TInfo, ...]
     uses: tuple[int, ...]
