@@ -24,15 +24,26 @@ def rms_norm_reference() -> KernelGraph:
     return g
 
 
-def rms_norm_expert() -> KernelGraph:
+def _rms_norm_fused(blocks: int, forloop: int) -> KernelGraph:
     """One kernel: the RMS accumulator runs beside the matmul, the division after the loop."""
     g, x_d, w_d = _rms_inputs()
-    b = BlockGraph(grid=(64, 1, 1), forloop=64)
-    x = b.new_input(x_d, NONE, fmap=1)  # [16,64]
-    w = b.new_input(w_d, (1, -1, -1), fmap=0)  # [64,96]
+    b = BlockGraph(grid=(blocks, 1, 1), forloop=forloop)
+    x = b.new_input(x_d, NONE, fmap=1)  # [16, K/forloop]
+    w = b.new_input(w_d, (1, -1, -1), fmap=0)  # [K/forloop, N/blocks]
     b.new_output(b.div(b.accum_no_red(b.matmul(x, w)), b.accum_rms(x)), (1, -1, -1))
     g.mark_output(g.customized(b)[0], "O")
     return g
+
+
+def rms_norm_expert() -> KernelGraph:
+    """Mirage's demo μGraph: grid 64, for-loop range 64 (tiles X [16,64], W [64,96])."""
+    return _rms_norm_fused(64, 64)
+
+
+def rms_norm_paper() -> KernelGraph:
+    """The best RMSNorm+Linear μGraph of Mirage's paper: grid 256, for-loop range 32 (tiles
+    X [16,128], W [128,24])."""
+    return _rms_norm_fused(256, 32)
 
 
 # -- LoRA: X [16,256], W [256,4096], A [256,16], B [16,4096] ---------------------------------------
@@ -122,10 +133,11 @@ def _attention(g: KernelGraph, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
     return g.matmul(g.div(e, g.reduction(e, 2)), v)
 
 
-def _attention_expert(norm_q: bool, norm_v: bool) -> KernelGraph:
-    """K1 splits the KV length over grid.y into 16 partial attentions; K2 merges them."""
+def _attention_expert(norm_q: bool, norm_v: bool, grid: tuple[int, int, int] = (2, 16, 4)) -> KernelGraph:
+    """K1 splits the KV length over grid.y into partial attentions (Q's rows over grid.z);
+    K2 merges them. Tile shapes in the comments are for the default grid (2, 16, 4)."""
     g, q_d, k_d, v_d = _attn_inputs()
-    b1 = BlockGraph(grid=(2, 16, 4), forloop=4)
+    b1 = BlockGraph(grid=grid, forloop=4)
     q = b1.new_input(q_d, (0, -1, 1))  # [1,64,64]
     k = b1.new_input(k_d, (0, 2, -1), fmap=2)  # [1,64,64]
     v = b1.new_input(v_d, (0, 1, -1), fmap=1)  # [1,64,64]
@@ -151,6 +163,12 @@ def gqa_reference() -> KernelGraph:
 
 def gqa_expert() -> KernelGraph:
     return _attention_expert(norm_q=False, norm_v=False)
+
+
+def gqa_paper() -> KernelGraph:
+    """The best GQA μGraph of Mirage's paper: K1 grid (2, 8, 16), 8 partial attentions of 512
+    keys each over 16 row tiles of Q."""
+    return _attention_expert(norm_q=False, norm_v=False, grid=(2, 8, 16))
 
 
 def qknorm_gqa_reference() -> KernelGraph:
@@ -191,12 +209,13 @@ def ntrans_expert() -> KernelGraph:
 
 
 register(Program("rms_norm", "RMSNorm followed by a linear layer", "mlp",
-                 rms_norm_reference, {"expert": rms_norm_expert}))
+                 rms_norm_reference, {"expert": rms_norm_expert, "paper": rms_norm_paper}))
 register(Program("lora", "Low-rank adaptation: X·W + (X·A)·B", "lora",
                  lora_reference, {"saved": lora_expert_saved, "concat": lora_expert_concat}))
 register(Program("gated_mlp", "Gated MLP: silu(X·W1) * (X·W2)", "mlp",
                  gated_mlp_reference, {"expert": gated_mlp_expert}))
-register(Program("gqa", "Group-query attention", "attention", gqa_reference, {"expert": gqa_expert}))
+register(Program("gqa", "Group-query attention", "attention", gqa_reference,
+                 {"expert": gqa_expert, "paper": gqa_paper}))
 register(Program("qknorm_gqa", "Group-query attention with RMS-normalised Q and V", "attention",
                  qknorm_gqa_reference, {"expert": qknorm_gqa_expert}))
 register(Program("ntrans", "Normalized transformer (nGPT) residual update", "mlp",
