@@ -1,10 +1,13 @@
 """Every limit of the search in one frozen object, Mirage's presets, and overrides by name.
 
 Defaults follow Mirage's `get_default_config` (reference/mirage-search.md §1): at most 5 kernel ops
-and 9 block ops (both counting input ops), one block graph (two with `attention`), for-loop ranges
-{4, 16, 64}, grids from the inputs' dims. Differences, each deliberate: clamp is not explored (its
-bounds are floats the search cannot choose and its fingerprint ignores them); candidate lists
-are sorted; a commutative op's operand pair is tried once.
+and 9 block ops (both counting input ops), one block graph (two with `attention`), grids from the
+inputs' dims. Widened where Mirage's paper reports its best μGraphs outside its own defaults:
+for-loop ranges {4, 16, 32, 64} (Mirage: {4, 16, 64}; the paper's RMSNorm+Linear uses 32) and the
+3-D attention grids (batch, 8, 16) beside (batch, 16, 4) (the paper's GQA kernel). Differences,
+each deliberate: clamp is not explored (its bounds are floats the search cannot choose and its
+fingerprint ignores them); candidate lists are sorted; a commutative op's operand pair is tried
+once.
 
 A config has a digest (of its canonical JSON), so stored results name the exact space they
 were searched in.
@@ -60,14 +63,15 @@ class SearchConfig:
     four_input_blocks: bool = False  # lora: a block graph may read all four inputs
     grids: tuple[Dim3, ...] | None = None
     grid_divisors: tuple[int, ...] = (8, 16, 32, 64)
-    attention_grids: bool = False  # (batch, d/y, 1) for y in attention_divisors, and (batch, 16, 4)
+    attention_grids: bool = False  # (batch, d/y, 1) for y in attention_divisors, and (batch, y, z) below
     attention_divisors: tuple[int, ...] = (8, 64, 128, 256)
+    attention_yz: tuple[tuple[int, int], ...] = ((8, 16), (16, 4))  # Mirage's 3-D attention grids
     min_blocks: int = 32
     max_blocks: int = 1024
     imaps: tuple[Dim3, ...] = _IMAPS
     omaps: tuple[Dim3, ...] = _OMAPS
     fmaps: tuple[int, ...] = (-1, 0, 1, 2)
-    franges: tuple[int, ...] = (4, 16, 64)
+    franges: tuple[int, ...] = (4, 16, 32, 64)
     rdx: int = 64
     seeds: tuple[int, ...] = (0,)  # fingerprint seeds of the inline check
     rlimit: int = 80_000
@@ -114,6 +118,8 @@ class SearchConfig:
                 raise ConfigError(f"{name}: every map has three entries (grid axes x, y, z)")
         if self.grids is not None and any(len(g) != 3 or min(g) < 1 for g in self.grids):
             raise ConfigError("grids: every grid is three positive integers")
+        if any(len(g) != 2 or min(g) < 1 for g in self.attention_yz):
+            raise ConfigError("attention_yz: every entry is two positive integers (grid y and z)")
 
 
 def _plain(v: Any) -> Any:
@@ -129,7 +135,7 @@ def _convert(name: str, value: Any, current: Any) -> Any:
     try:
         if name in ("kernel_ops", "block_ops"):
             return tuple(OpKind(v) for v in value)
-        if name in ("grids", "imaps", "omaps"):
+        if name in ("grids", "imaps", "omaps", "attention_yz"):
             return None if value is None else tuple(tuple(int(x) for x in m) for m in value)
         if isinstance(current, bool):
             if not isinstance(value, bool):

@@ -1,0 +1,49 @@
+"""The search finds exactly what it found before it was made faster.
+
+`data/narrow_results.json` holds, for each narrowed search of the default suite, the state count
+and the canonical digests of every μGraph found, as the search before its speed work (commit
+0449072) produced them; `data/rms_norm_mlp.json` the same for the full `mlp` space of rms_norm
+(slow), with the overrides that give the space searched then (the default space has since been
+widened, which also changed every config digest). Pruning, fingerprint reuse and expansion
+changes must leave both the tree and the μGraph set unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mugraph.programs import get_builtin
+from mugraph.stages.search.config import SearchConfig, preset_config
+from mugraph.stages.search.explore import Fragment, Searcher
+from mugraph.stages.search.serial import run_search
+
+DATA = Path(__file__).parent / "data"
+NARROW = json.loads((DATA / "narrow_results.json").read_text())
+
+
+def _search(name: str, config: SearchConfig) -> tuple[int, list[str]]:
+    report = run_search(Searcher(Fragment(get_builtin(name).reference(), config, name)))
+    assert report.complete
+    return report.counters.nodes, sorted(report.found)
+
+
+@pytest.mark.parametrize("name", sorted(NARROW))
+def test_narrowed_search_finds_the_recorded_mugraphs(name: str) -> None:
+    recorded: dict[str, Any] = NARROW[name]
+    config = preset_config(get_builtin(name).preset).with_overrides(recorded["overrides"])
+    states, digests = _search(name, config)
+    assert states == recorded["states"]
+    assert digests == recorded["digests"]
+
+
+@pytest.mark.slow
+def test_full_rms_norm_search_finds_the_recorded_mugraphs() -> None:
+    recorded = json.loads((DATA / "rms_norm_mlp.json").read_text())
+    config = SearchConfig().with_overrides(recorded["overrides"])
+    states, digests = _search("rms_norm", config)
+    assert states == recorded["states"]
+    assert digests == recorded["digests"]
