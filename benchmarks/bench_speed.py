@@ -1,0 +1,109 @@
+"""Search speed side by side: the same `mugraph search` runs on several source trees in one session.
+
+Each tree is a checkout of some commit (a `git worktree`: the baseline, the current code, the
+baseline plus one change for an ablation). Per program, the trees run one after another, each in
+a child process whose working directory and PYTHONPATH are that tree, with a cold in-process
+verdict memo (`--memo-url local`), either to completion or up to a time limit. Machines here are
+shared and noisy, so the table reports ratios to the first tree measured in the same run.
+
+    python benchmarks/bench_speed.py --tree base=/work/base --tree new=. --time-limit 60s
+    python benchmarks/bench_speed.py --tree base=/work/base --tree new=. --programs rms_norm --full
+
+`--old-space NAME` passes the overrides that give the search space before it was widened
+(for-loop ranges {4, 16, 64}, no (batch, 8, 16) attention grid) to the trees that know them, so
+that every tree searches the same tree; `--widened` adds a row per program for the current
+default space of the last tree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+PROGRAMS = ["rms_norm", "lora", "gated_mlp", "gqa"]
+MIRAGE_8_THREADS = {"rms_norm": 25, "lora": 213, "gqa": 111, "gated_mlp": 38}  # CMU 15-618, seconds
+OLD_SPACE = {"mlp": ["franges=[4,16,64]"], "lora": ["franges=[4,16,64]"], "attention": ["attention_yz=[[16,4]]"]}
+PRESET = {"rms_norm": "mlp", "lora": "lora", "gated_mlp": "mlp", "gqa": "attention"}
+
+
+def knows_widening(tree: Path) -> bool:
+    return "attention_yz" in (tree / "mugraph/stages/search/config.py").read_text()
+
+
+def run(tree: Path, name: str, settings: list[str], time_limit: str | None) -> dict[str, Any]:
+    args = [sys.executable, "-m", "mugraph.cli", "search", name, "--json", "--memo-url", "local"]
+    for s in settings:
+        args += ["--set", s]
+    if time_limit:
+        args += ["--time-limit", time_limit]
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    t0 = time.perf_counter()
+    proc = subprocess.run(args, cwd=tree, env=env, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise SystemExit(f"{tree}: mugraph search {name} failed:\n{proc.stderr[-2000:]}")
+    out: dict[str, Any] = json.loads(proc.stdout.splitlines()[-1])
+    out["wall"] = time.perf_counter() - t0
+    return out
+
+
+def row(label: str, name: str, r: dict[str, Any], base: dict[str, Any] | None) -> str:
+    c = r["counters"]
+    rate = c["nodes"] / c["seconds"]
+    ratio = "1.00" if base is None else f"{rate / (base['counters']['nodes'] / base['counters']['seconds']):.2f}"
+    done = "yes" if r["complete"] else "no"
+    return (
+        f"| {name} | {label} | {c['nodes']:,} | {rate:,.0f} | {ratio} | {c['seconds']:.0f} | {done} | "
+        f"{c['solver_calls']:,} ({c['solver_seconds']:.0f} s) | {c['prefiltered']:,} | "
+        f"{c['fingerprints']:,} ({c['fingerprint_seconds']:.1f} s) | {r['mugraphs']} | "
+        f"{'yes' if r['expert_found'] else 'no'} | {MIRAGE_8_THREADS[name]} s |"
+    )
+
+
+HEADER = (
+    "| program | tree | states | states/s | × first tree | seconds | complete | solver calls (s) | "
+    "refuted without Z3 | fingerprints (s) | μGraphs | expert found | Mirage C++, 8 threads |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tree", action="append", required=True, help="LABEL=PATH of a source tree (first is the base)")
+    ap.add_argument("--programs", nargs="*", default=PROGRAMS)
+    ap.add_argument("--time-limit", default="60s")
+    ap.add_argument("--full", action="store_true", help="no time limit: search each space to completion")
+    ap.add_argument("--old-space", action="store_true", help="search the space before widening on every tree")
+    ap.add_argument("--widened", action="store_true", help="also the current default space on the last tree")
+    ap.add_argument("--out", type=Path, help="append the table to this file")
+    args = ap.parse_args()
+    trees = [(label, Path(path).resolve()) for label, _, path in (t.partition("=") for t in args.tree)]
+    limit = None if args.full else args.time_limit
+    lines = [HEADER]
+    for name in args.programs:
+        base: dict[str, Any] | None = None
+        for label, tree in trees:
+            settings = OLD_SPACE[PRESET[name]] if args.old_space and knows_widening(tree) else []
+            r = run(tree, name, settings, limit)
+            lines.append(row(label, name, r, base))
+            base = base or r
+            print(lines[-1], flush=True)
+        if args.widened:
+            label, tree = trees[-1]
+            r = run(tree, name, [], limit)
+            lines.append(row(f"{label}, widened space", name, r, base))
+            print(lines[-1], flush=True)
+    table = "\n".join(lines)
+    print(table)
+    if args.out:
+        with args.out.open("a") as f:
+            f.write(f"\n<!-- bench_speed {time.strftime('%Y-%m-%d %H:%M')} {' '.join(sys.argv[1:])} -->\n{table}\n")
+
+
+if __name__ == "__main__":
+    main()
