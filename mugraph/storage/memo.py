@@ -65,6 +65,12 @@ class MemoStore(Protocol):
         """Store each value unconditionally. Only for repairing values that failed validation."""
         ...
 
+    def claim(self, keys: Sequence[str], seconds: float) -> list[bool]:
+        """Reserve each key for the caller for `seconds` (a lease that lapses by itself), so that
+        of several workers about to compute one verdict, one does and the others wait for it.
+        True where the caller holds the claim now; False where another does."""
+        ...
+
     def close(self) -> None:
         """Release connections. Idempotent."""
         ...
@@ -107,6 +113,10 @@ class LocalMemo(MemoStore):
         check_items(items)
         with self._lock:
             self._data.update(items)
+
+    def claim(self, keys: Sequence[str], seconds: float) -> list[bool]:
+        """Claims matter only between processes; this backend lives in one."""
+        return [True] * len(keys)
 
     def close(self) -> None:
         pass
@@ -332,6 +342,22 @@ class LayeredMemo:
             self.counters.remote_seconds += elapsed
             self.counters.repaired += len(repair)
             self._to_repair.difference_update(repair)
+
+    def claim(self, keys: Sequence[str], seconds: float = 10.0) -> list[bool]:
+        """Claim keys in the backend (see `MemoStore.claim`); with no backend, or once it failed,
+        every key is the caller's."""
+        backend = self._backend
+        if backend is None or not keys:
+            return [True] * len(keys)
+        start = time.perf_counter()
+        try:
+            held = backend.claim(keys, seconds)
+        except MemoUnavailable as exc:
+            self._backend_failed(backend, exc, time.perf_counter() - start)
+            return [True] * len(keys)
+        with self._lock:
+            self.counters.remote_seconds += time.perf_counter() - start
+        return held
 
     def close(self) -> None:
         """Close the backend (if any); the LRU stays usable."""

@@ -107,6 +107,19 @@ class RedisMemo(MemoStore):
     def replace(self, items: Mapping[str, bytes]) -> None:
         self._set_batch(items, nx=False)
 
+    def claim(self, keys: Sequence[str], seconds: float) -> list[bool]:
+        """SET NX of `claim:KEY` with a lease of `seconds` per key, in one pipeline."""
+        if not keys:
+            return []
+        lease = max(1, round(seconds * 1000))
+        try:
+            pipe = self._client.pipeline(transaction=False)
+            for key in keys:
+                pipe.set(f"claim:{key}", b"1", nx=True, px=lease)
+            return [bool(r) for r in pipe.execute()]
+        except _ERRORS as exc:
+            raise self._unavailable(f"claim of {len(keys)} keys", exc) from exc
+
     def close(self) -> None:
         with contextlib.suppress(*_ERRORS):
             self._client.close()

@@ -119,6 +119,10 @@ class MemoStoreContract:
         with pytest.raises(ValueError):
             store.replace(bad)
 
+    def test_first_claim_is_granted(self, store: MemoStore) -> None:
+        assert store.claim([], 5.0) == []
+        assert store.claim(["c1", "c2"], 5.0) == [True, True]
+
     def test_close_is_idempotent(self, make: Factory) -> None:
         handle = make()
         handle.close()
@@ -139,6 +143,15 @@ class TestRedisMemo(MemoStoreContract):
 
 
 # -- RedisMemo specifics ------------------------------------------------------------------------------
+
+
+def test_redis_claims_are_exclusive_until_their_lease_lapses(redis_url: str) -> None:
+    first, second = RedisMemo(redis_url), RedisMemo(redis_url)
+    assert first.claim(["q1", "q2"], 0.3) == [True, True]
+    assert second.claim(["q2", "q3"], 0.3) == [False, True]
+    time.sleep(0.4)
+    assert second.claim(["q1"], 5.0) == [True]
+    assert first.get_many(["q1", "q2", "q3"]) == [None, None, None]  # claims are not values
 
 
 def test_redis_memo_unreachable_raises_memo_unavailable(tmp_path: Path) -> None:

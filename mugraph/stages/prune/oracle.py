@@ -37,6 +37,7 @@ from mugraph.stages.prune.z3_encoding import AXIOM_VERSION, Z3_VERSION, Z3Sessio
 
 MEMO_SCHEMA = "mugraph-memo/1"
 DEFAULT_RLIMIT = 80_000  # Mirage's
+CLAIM_SECONDS = 10.0  # lease of a claimed query: how long others wait at most if its holder dies
 SETTLED_LIMIT = 1_000_000  # verdicts one oracle keeps by term before starting over
 
 
@@ -56,6 +57,8 @@ class VerdictMemo(Protocol):
     def lookup(self, keys: Sequence[str]) -> list[bytes | None]: ...
 
     def store(self, items: Mapping[str, bytes]) -> None: ...
+
+    def claim(self, keys: Sequence[str], seconds: float = ...) -> list[bool]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +82,7 @@ class OracleCounters:
     solver_calls: int = 0
     solver_seconds: float = 0.0
     unknowns: int = 0
+    claim_waits: int = 0  # verdicts another worker computed while this one waited for them
     verdicts: dict[str, int] = field(default_factory=lambda: {v.value: 0 for v in Verdict})
 
     def as_dict(self) -> dict[str, object]:
@@ -168,21 +172,51 @@ class SubexprOracle:
                 else:
                     still.append(c)
             todo = still
-        solved: dict[Expr, Verdict] = {}
-        if todo:
-            session = _session(self._prefix, self.finals, self.n_inputs, self.config)
-            for c in todo:
-                t0 = time.perf_counter()
-                v = _FROM_Z3[session.check(c)]
-                self.counters.solver_seconds += time.perf_counter() - t0
-                self.counters.solver_calls += 1
-                self.counters.unknowns += v is Verdict.UNKNOWN
-                solved[c] = v
-            if self.memo is not None:
-                self.memo.store({self.key(c): v.value.encode() for c, v in solved.items()})
+        solved = self._solve(todo)
         known.update(solved)
         self._settled.update((c, (v, False)) for c, v in solved.items())
         out = [known[c] for c in candidates]
         for v in out:
             self.counters.verdicts[v.value] += 1
         return out
+
+    def _solve(self, todo: Sequence[Expr]) -> dict[Expr, Verdict]:
+        """Verdicts the memo did not have. With a shared memo, each query is claimed first: of
+        several workers meeting one term at once, one runs Z3 and the others wait for its verdict
+        (or for its claim to lapse, then take it over), so parallel workers repeat no solver work."""
+        if not todo:
+            return {}
+        if self.memo is None:
+            return {c: self._z3(c) for c in todo}
+        keys = {c: self.key(c) for c in todo}
+        held = self.memo.claim(list(keys.values()), CLAIM_SECONDS)
+        solved = {c: self._z3(c) for c, mine in zip(todo, held, strict=True) if mine}
+        self.memo.store({keys[c]: v.value.encode() for c, v in solved.items()})
+        waiting = [c for c in todo if c not in solved]
+        pause = 0.002
+        while waiting:
+            time.sleep(pause)
+            pause = min(2 * pause, 0.05)
+            found = self.memo.lookup([keys[c] for c in waiting])
+            for c, raw in zip(waiting, found, strict=True):
+                if raw is not None and raw in VERDICT_BYTES:
+                    solved[c] = Verdict(raw.decode())
+                    self.counters.claim_waits += 1
+            waiting = [c for c in waiting if c not in solved]
+            # A claim whose holder died lapses after its lease: then this worker takes it over.
+            taken = [c for c, mine in zip(waiting, self.memo.claim([keys[c] for c in waiting], CLAIM_SECONDS),
+                                          strict=True) if mine]
+            own = {c: self._z3(c) for c in taken}
+            self.memo.store({keys[c]: v.value.encode() for c, v in own.items()})
+            solved.update(own)
+            waiting = [c for c in waiting if c not in solved]
+        return solved
+
+    def _z3(self, c: Expr) -> Verdict:
+        session = _session(self._prefix, self.finals, self.n_inputs, self.config)
+        t0 = time.perf_counter()
+        v = _FROM_Z3[session.check(c)]
+        self.counters.solver_seconds += time.perf_counter() - t0
+        self.counters.solver_calls += 1
+        self.counters.unknowns += v is Verdict.UNKNOWN
+        return v

@@ -5,8 +5,10 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import signal
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -65,6 +67,43 @@ def test_second_worker_process_makes_no_solver_calls(redis: EmbeddedRedis) -> No
     assert calls1 == needs_solver("lora") and hits1 == 0
     assert calls2 == 0 and hits2 == calls1
     assert v1 == v2
+
+
+def racing_worker(url: str, name: str, barrier: Any) -> tuple[list[str], int, int]:
+    """Like `worker`, but starts its batch together with the others: verdicts, solver calls,
+    verdicts waited for."""
+    memo = layered(url)
+    o = oracle(name, memo)
+    exprs = _exprs(name)
+    barrier.wait()
+    verdicts = o.verdicts(exprs)
+    return [v.value for v in verdicts], o.counters.solver_calls, o.counters.claim_waits
+
+
+def test_workers_meeting_the_same_queries_at_once_solve_each_once(redis: EmbeddedRedis) -> None:
+    ctx = mp.get_context("spawn")
+    with ctx.Manager() as manager, ctx.Pool(2) as pool:
+        barrier = manager.Barrier(2)
+        results = pool.starmap(racing_worker, [(redis.url, "gated_mlp", barrier)] * 2)
+    (v1, calls1, waits1), (v2, calls2, waits2) = results
+    need = needs_solver("gated_mlp")
+    assert v1 == v2 == [v.value for v in oracle("gated_mlp", None).verdicts(_exprs("gated_mlp"))]
+    assert calls1 + calls2 == need  # each query solved by one of them
+    assert waits1 + waits2 == need  # and waited for by the other
+
+
+def test_a_lapsed_claim_is_taken_over(redis: EmbeddedRedis) -> None:
+    """A worker that claimed a query and died holds it only for its lease."""
+    exprs = _exprs("lora")
+    o = oracle("lora", layered(redis.url))
+    dead = RedisMemo(redis.url)
+    assert all(dead.claim([o.key(e) for e in exprs], 0.3))
+    assert dead.claim([o.key(exprs[0])], 0.3) == [False]  # held
+    t0 = time.monotonic()
+    verdicts = o.verdicts(exprs)
+    assert 0.25 < time.monotonic() - t0 < 5
+    assert verdicts == oracle("lora", None).verdicts(exprs)
+    assert o.counters.solver_calls == needs_solver("lora") and o.counters.claim_waits == 0
 
 
 class KillAfterLookup(RedisMemo):
