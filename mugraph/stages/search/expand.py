@@ -17,7 +17,8 @@ from __future__ import annotations
 import bisect
 import functools
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from mugraph.ir import shapes
 from mugraph.ir.errors import IRError
@@ -31,6 +32,7 @@ from mugraph.stages.search.state import (
     CONCAT_MATMUL_ORDER,
     INPUT_RANK,
     TYPE_ORDER,
+    Attrs,
     BlockInput,
     BlockSpec,
     KernelOp,
@@ -45,12 +47,38 @@ from mugraph.stages.search.state import (
 SINGLE_INPUT = UNARY_OPS | {OpKind.RMS_NORM, OpKind.REDUCTION} | ACCUMULATORS
 
 
-def children(state: State, cfg: SearchConfig) -> list[State]:
+class Child:
+    """A listed child: the terms its step creates (what the oracle judges) and how to make its
+    state. Most children are pruned, so the state, with its tuples and label, is made only when
+    `build` is called for one that is kept (or replayed)."""
+
+    __slots__ = ("_args", "_make", "new")
+
+    def __init__(self, new: tuple[E.Expr, ...], make: Callable[..., State], *args: Any) -> None:
+        self.new = new
+        self._make = make
+        self._args = args
+
+    def build(self) -> State:
+        return self._make(*self._args)
+
+
+def _made(state: State) -> State:
+    return state
+
+
+def child_list(state: State, cfg: SearchConfig) -> list[Child]:
+    """The children of `state`, in their fixed order (a child's index is its choice in a path)."""
     if state.block is None:
         return _kernel_children(state, cfg)
     if not state.block.configured:
-        return _loop_children(state, state.block, cfg)
-    return _close_children(state, state.block, cfg) + _block_op_children(state, state.block, cfg)
+        return [Child((), _made, k) for k in _loop_children(state, state.block, cfg)]
+    closed = [Child((), _made, k) for k in _close_children(state, state.block, cfg)]
+    return closed + _block_op_children(state, state.block, cfg)
+
+
+def children(state: State, cfg: SearchConfig) -> list[State]:
+    return [c.build() for c in child_list(state, cfg)]
 
 
 @functools.cache
@@ -122,10 +150,17 @@ def _reduction_dims(kind: OpKind, shape: tuple[int, ...]) -> list[int | None]:
 
 
 # -- kernel level --------------------------------------------------------------------------------
-def _kernel_children(s: State, cfg: SearchConfig) -> list[State]:
+def _kernel_child(s: State, kind: OpKind, ins: tuple[int, ...], attrs: Attrs, rank: Rank, t: TInfo) -> State:
+    dim = attrs[0][1] if attrs else None
+    label = f"{kind}({','.join(map(str, ins))}{'' if dim is None else f';{dim}'})"
+    return State(s.tensors + (t,), bump(s.uses, ins, 1), s.ops + (KernelOp(kind, ins, attrs),),
+                 rank, s.dmem + t.nbytes, None, (t.expr,), label)
+
+
+def _kernel_children(s: State, cfg: SearchConfig) -> list[Child]:
     if len(s.ops) >= cfg.max_kernel_ops:
         return []
-    out: list[State] = []
+    out: list[Child] = []
     n = len(s.tensors)
     for kind in cfg.kernel_ops:
         for ins in ranked_tuples(kind, n, s.last):
@@ -142,10 +177,8 @@ def _kernel_children(s: State, cfg: SearchConfig) -> list[State]:
                 t = TInfo(shape, _op_term(kind, args, attrs))
                 if s.dmem + t.nbytes > DEFAULT_LIMITS.dmem_bytes:
                     continue
-                label = f"{kind}({','.join(map(str, ins))}{'' if dim is None else f';{dim}'})"
-                out.append(State(s.tensors + (t,), bump(s.uses, ins, 1), s.ops + (KernelOp(kind, ins, attrs),),
-                                 rank, s.dmem + t.nbytes, None, (t.expr,), label))
-    out += _open_children(s, cfg)
+                out.append(Child((t.expr,), _kernel_child, s, kind, ins, attrs, rank, t))
+    out += [Child((), _made, k) for k in _open_children(s, cfg)]
     return out
 
 
@@ -218,11 +251,18 @@ def _close_children(s: State, b: OpenBlock, cfg: SearchConfig) -> list[State]:
     return out
 
 
-def _block_op_children(s: State, b: OpenBlock, cfg: SearchConfig) -> list[State]:
+def _block_child(s: State, b: OpenBlock, kind: OpKind, ins: tuple[int, ...], rank: Rank, t: TInfo, smem: int
+                 ) -> State:
+    nb = OpenBlock(b.sources, b.grid, b.imaps, b.forloop, b.inputs, b.ops + (OpSpec(kind, ins),),
+                   b.tensors + (t,), bump(b.uses, ins, 1), rank, smem, b.has_macro)
+    return State(s.tensors, s.uses, s.ops, s.last, s.dmem, nb, (t.expr,), f"{kind}({','.join(map(str, ins))})")
+
+
+def _block_op_children(s: State, b: OpenBlock, cfg: SearchConfig) -> list[Child]:
     """B2: one block op or accumulator (or the lora macro) over every operand tuple."""
     if b.op_count >= cfg.max_block_ops:
         return []
-    out: list[State] = []
+    out: list[Child] = []
     n = len(b.tensors)
     for kind in cfg.block_ops:
         accum = kind in ACCUMULATORS
@@ -252,12 +292,9 @@ def _block_op_children(s: State, b: OpenBlock, cfg: SearchConfig) -> list[State]
             smem = b.smem + (0 if kind in IN_PLACE_BLOCK_OPS else t.nbytes)
             if smem > DEFAULT_LIMITS.smem_bytes:
                 continue
-            nb = OpenBlock(b.sources, b.grid, b.imaps, b.forloop, b.inputs, b.ops + (OpSpec(kind, ins),),
-                           b.tensors + (t,), bump(b.uses, ins, 1), rank, smem, b.has_macro)
-            out.append(State(s.tensors, s.uses, s.ops, s.last, s.dmem, nb, (t.expr,),
-                             f"{kind}({','.join(map(str, ins))})"))
+            out.append(Child((t.expr,), _block_child, s, b, kind, ins, rank, t, smem))
     if cfg.concat_matmul and not b.has_macro:
-        out += _macro_children(s, b)
+        out += [Child(k.new, _made, k) for k in _macro_children(s, b)]
     return out
 
 

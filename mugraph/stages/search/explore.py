@@ -35,7 +35,7 @@ from mugraph.stages.prune.expr import output_exprs, var
 from mugraph.stages.prune.oracle import OracleConfig, SubexprOracle, VerdictMemo
 from mugraph.stages.search.build import build_graph
 from mugraph.stages.search.config import SearchConfig
-from mugraph.stages.search.expand import children
+from mugraph.stages.search.expand import Child, child_list
 from mugraph.stages.search.state import State, root_state
 from mugraph.stages.verify.check import ReferenceFingerprints
 
@@ -129,13 +129,13 @@ class Searcher:
             fragment.finals, len(fragment.input_names), OracleConfig(cfg.rlimit, True, cfg.unknown_keeps), memo
         )
         self.fingerprints = ReferenceFingerprints(fragment.reference, cfg.seeds, xp=xp)
-        self._kids: OrderedDict[Path, list[State]] = OrderedDict()
+        self._kids: OrderedDict[Path, list[Child]] = OrderedDict()
 
     # -- paths -------------------------------------------------------------------------------
-    def _children_cached(self, path: Path, state: State) -> list[State]:
+    def _children_cached(self, path: Path, state: State) -> list[Child]:
         kids = self._kids.get(path)
         if kids is None:
-            kids = children(state, self.fragment.config)
+            kids = child_list(state, self.fragment.config)
             self._kids[path] = kids
             if len(self._kids) > 64:
                 self._kids.popitem(last=False)
@@ -153,7 +153,7 @@ class Searcher:
                 raise SearchPathError(
                     f"path {list(path)}: step {depth} chooses child {idx}, but that node has {len(kids)} children"
                 )
-            state = kids[idx]
+            state = kids[idx].build()
         return state
 
     def find_path(self, labels: Sequence[str]) -> Path:
@@ -161,10 +161,11 @@ class Searcher:
         state, path = self.fragment.root, Path()
         for label in labels:
             kids = self._children_cached(path, state)
-            found = [i for i, k in enumerate(kids) if k.label == label]
+            built = [k.build() for k in kids]
+            found = [i for i, k in enumerate(built) if k.label == label]
             if not found:
                 raise SearchPathError(f"after {list(path)} no choice is labelled {label!r}")
-            path, state = path + (found[0],), kids[found[0]]
+            path, state = path + (found[0],), built[found[0]]
         return path
 
     def describe(self, path: Sequence[int]) -> list[str]:
@@ -172,7 +173,7 @@ class Searcher:
         state = self.fragment.root
         out = []
         for depth, idx in enumerate(path):
-            state = self._children_cached(tuple(path[:depth]), state)[idx]
+            state = self._children_cached(tuple(path[:depth]), state)[idx].build()
             out.append(state.label)
         return out
 
@@ -215,9 +216,10 @@ class Searcher:
         start = tuple(path)
         counters = SearchCounters()
         found: dict[str, Found] = {}
-        stack: list[tuple[Path, State]] = [(start, self.replay(start))]
+        stack: list[tuple[Path, State | Child]] = [(start, self.replay(start))]
         while stack and (budget is None or counters.nodes < budget):
-            p, s = stack.pop()
+            p, top = stack.pop()
+            s = top.build() if isinstance(top, Child) else top
             counters.nodes += 1
             if s.block is None:
                 counters.kernel_nodes += 1
@@ -227,7 +229,7 @@ class Searcher:
                     continue
             else:
                 counters.block_nodes += 1
-            kids = children(s, self.fragment.config)
+            kids = child_list(s, self.fragment.config)
             counters.children += len(kids)
             terms = list(dict.fromkeys(e for k in kids for e in k.new))
             keep = dict(zip(terms, self.oracle.keep_many(terms), strict=True)) if terms else {}
