@@ -1,12 +1,14 @@
-"""Search speed side by side: the same `mugraph search` runs on several source trees in one session.
+"""Search speed side by side: the same serial search runs on several source trees in one session.
 
 Each tree is a checkout of some commit (a `git worktree`: the baseline, the current code, the
 baseline plus one change for an ablation). Per program, the trees run one after another, each in
 a child process whose working directory and PYTHONPATH are that tree, with a cold in-process
-verdict memo (`--memo-url local`), either to completion or up to a time limit. Machines here are
-shared and noisy, so the table reports ratios to the first tree measured in the same run.
+verdict memo, and all do the same work: the budgeted tasks of the search in order until `--states`
+states are explored (every tree explores the same nodes, since the tree is deterministic), or the
+whole space (`--full`). Machines here are shared and noisy, so the table reports ratios to the
+first tree measured in the same run.
 
-    python benchmarks/bench_speed.py --tree base=/work/base --tree new=. --time-limit 60s
+    python benchmarks/bench_speed.py --tree base=/work/base --tree new=. --states 20000
     python benchmarks/bench_speed.py --tree base=/work/base --tree new=. --programs rms_norm --full
 
 `--old-space NAME` passes the overrides that give the search space before it was widened
@@ -36,17 +38,33 @@ def knows_widening(tree: Path) -> bool:
     return "attention_yz" in (tree / "mugraph/stages/search/config.py").read_text()
 
 
-def run(tree: Path, name: str, settings: list[str], time_limit: str | None) -> dict[str, Any]:
-    args = [sys.executable, "-m", "mugraph.cli", "search", name, "--json", "--memo-url", "local"]
-    for s in settings:
-        args += ["--set", s]
-    if time_limit:
-        args += ["--time-limit", time_limit]
+# Runs inside the child, against the tree's own mugraph (only APIs the baseline has too).
+RUNNER = """
+import json, sys
+from mugraph.ir.canonical import canonical_digest
+from mugraph.programs import get_builtin
+from mugraph.stages.search.config import parse_override, preset_config
+from mugraph.stages.search.explore import Fragment, Searcher
+from mugraph.stages.search.serial import run_search
+name, states, settings = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+prog = get_builtin(name)
+config = preset_config(prog.preset).with_overrides(dict(parse_override(s) for s in settings))
+searcher = Searcher(Fragment(prog.reference(), config, name))
+stop = (lambda r: r.counters.nodes >= states) if states else None
+report = run_search(searcher, 500, None, stop=stop)
+expert = canonical_digest(next(iter(prog.experts.values()))())
+print(json.dumps({"counters": report.counters.as_dict(), "complete": report.complete,
+                  "mugraphs": len(report.found), "expert_found": expert in report.found}))
+"""
+
+
+def run(tree: Path, name: str, settings: list[str], states: int) -> dict[str, Any]:
+    args = [sys.executable, "-c", RUNNER, name, str(states), *settings]
     env = {**os.environ, "PYTHONPATH": str(tree)}
     t0 = time.perf_counter()
     proc = subprocess.run(args, cwd=tree, env=env, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
-        raise SystemExit(f"{tree}: mugraph search {name} failed:\n{proc.stderr[-2000:]}")
+        raise SystemExit(f"{tree}: the search of {name} failed:\n{proc.stderr[-2000:]}")
     out: dict[str, Any] = json.loads(proc.stdout.splitlines()[-1])
     out["wall"] = time.perf_counter() - t0
     return out
@@ -76,14 +94,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tree", action="append", required=True, help="LABEL=PATH of a source tree (first is the base)")
     ap.add_argument("--programs", nargs="*", default=PROGRAMS)
-    ap.add_argument("--time-limit", default="60s")
-    ap.add_argument("--full", action="store_true", help="no time limit: search each space to completion")
+    ap.add_argument("--states", type=int, default=20_000, help="stop after the task that reaches this many states")
+    ap.add_argument("--full", action="store_true", help="search each space to completion")
     ap.add_argument("--old-space", action="store_true", help="search the space before widening on every tree")
     ap.add_argument("--widened", action="store_true", help="also the current default space on the last tree")
     ap.add_argument("--out", type=Path, help="append the table to this file")
     args = ap.parse_args()
     trees = [(label, Path(path).resolve()) for label, _, path in (t.partition("=") for t in args.tree)]
-    limit = None if args.full else args.time_limit
+    limit = 0 if args.full else args.states
     lines = [HEADER]
     for name in args.programs:
         base: dict[str, Any] | None = None
