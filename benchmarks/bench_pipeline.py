@@ -2,6 +2,10 @@
 run killed (-9) twice then resumed, measured in one invocation so the ratios share the machine's load.
 
     python benchmarks/bench_pipeline.py [--programs lora,rms_norm] [--full] [--workers 1,2,4] [--write]
+    python benchmarks/bench_pipeline.py --tree base=/work/base --tree new=. --full --programs rms_norm --old-space
+
+`--tree LABEL=PATH` runs the same rows on several source trees (PYTHONPATH is the tree), side by side;
+`--old-space` searches the space before it was widened on the trees that know the widening.
 
 Per worker count: wall time, speedup over 1 worker, solver calls (ratio to 1 worker), max/mean worker
 busy time, peak resident memory of the driver and of each worker, store size. The resume figure runs
@@ -27,16 +31,17 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.stages.search.narrow import NARROW  # noqa: E402
+from tests.stages.search.narrow import NARROW, OLD_SPACE, PRESET  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "RESULTS.md"
+OLD_SPACE_SETTINGS: dict[str, list[str]] = {}  # per program, set by main() for the tree being run
 MARK = "<!-- bench_pipeline -->"
 
 
 def _settings(name: str, full: bool) -> list[str]:
+    out = [x for s in OLD_SPACE_SETTINGS.get(name, []) for x in ("--set", s)]
     if full:
-        return []
-    out = []
+        return out
     for k, v in NARROW[name].items():
         out += ["--set", f"{k}={json.dumps(v)}"]
     return out
@@ -139,15 +144,16 @@ def table(rows: list[dict[str, Any]], resumes: list[dict[str, Any]], full: bool,
     lines = [MARK, "",
              f"### Dask pipeline ({'full presets' if full else 'narrowed limits of the test suite'}, budget {budget}, "
              f"{os.cpu_count()} cores, {time.strftime('%Y-%m-%d')})", "",
-             "| program | workers | wall s | speedup | states | tasks | solver calls (× 1 worker) | busy max/mean | "
-             "driver RSS MiB | worker RSS MiB (max) | store MiB | same μGraphs |",
+             "| program | tree, workers | wall s | speedup | states | tasks | solver calls (× 1 worker) | "
+             "busy max/mean | driver RSS MiB | worker RSS MiB (max) | store MiB | same μGraphs |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     base: dict[str, dict[str, Any]] = {}
     for r in rows:
-        b = base.setdefault(r["program"], r)
+        b = base.setdefault(f"{r['tree']}|{r['program']}", r)
         lines.append(
-            f"| {r['program']} | {r['workers']} | {r['wall']:.1f} | {b['wall'] / r['wall']:.2f} | {r['states']:,} | "
-            f"{r['tasks']:,} | {r['solver_calls']:,} ({r['solver_calls'] / max(b['solver_calls'], 1):.2f}) | "
+            f"| {r['program']} | {r['tree']}, {r['workers']} | {r['wall']:.1f} | {b['wall'] / r['wall']:.2f} | "
+            f"{r['states']:,} | {r['tasks']:,} | "
+            f"{r['solver_calls']:,} ({r['solver_calls'] / max(b['solver_calls'], 1):.2f}) | "
             f"{r['imbalance']:.2f} | {r['driver_rss']:.0f} | {r['worker_rss']:.0f} | {r['store_mib']:.2f} | "
             f"{'yes' if r['digests'] == b['digests'] else 'NO'} |")
     if resumes:
@@ -169,17 +175,27 @@ def main() -> None:
     ap.add_argument("--kills", type=int, default=2)
     ap.add_argument("--no-resume", action="store_true")
     ap.add_argument("--write", action="store_true", help="Replace the pipeline section of RESULTS.md.")
+    ap.add_argument("--tree", action="append", help="LABEL=PATH of a source tree (default: this checkout)")
+    ap.add_argument("--old-space", action="store_true", help="the search space before it was widened")
     args = ap.parse_args()
+    specs = args.tree or [f"this={ROOT}"]
+    trees = [(label, Path(path).resolve()) for label, _, path in (t.partition("=") for t in specs)]
     rows, resumes = [], []
     with tempfile.TemporaryDirectory() as t:
         tmp = Path(t)
         for name in args.programs.split(","):
-            for w in (int(x) for x in args.workers.split(",")):
-                rows.append(run_workers(name, w, args.full, args.budget, tmp))
-                print(json.dumps({k: v for k, v in rows[-1].items() if k != "digests"}), flush=True)
-            if not args.no_resume:
-                resumes.append(run_resume(name, 2, args.full, args.budget, tmp, args.kills))
-                print(json.dumps({k: v for k, v in resumes[-1].items() if not k.endswith("digests")}), flush=True)
+            for label, tree in trees:
+                os.environ["PYTHONPATH"] = str(tree)
+                widened = "attention_yz" in (tree / "mugraph/stages/search/config.py").read_text()
+                OLD_SPACE_SETTINGS.clear()
+                if args.old_space and widened:
+                    OLD_SPACE_SETTINGS[name] = OLD_SPACE[PRESET[name]]
+                for w in (int(x) for x in args.workers.split(",")):
+                    rows.append({**run_workers(name, w, args.full, args.budget, tmp / label), "tree": label})
+                    print(json.dumps({k: v for k, v in rows[-1].items() if k != "digests"}), flush=True)
+                if not args.no_resume:
+                    resumes.append(run_resume(name, 2, args.full, args.budget, tmp / label, args.kills))
+                    print(json.dumps({k: v for k, v in resumes[-1].items() if not k.endswith("digests")}), flush=True)
     text = table(rows, resumes, args.full, args.budget)
     print(text)
     if args.write:

@@ -28,10 +28,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.stages.search.narrow import OLD_SPACE, PRESET
+
 PROGRAMS = ["rms_norm", "lora", "gated_mlp", "gqa"]
 MIRAGE_8_THREADS = {"rms_norm": 25, "lora": 213, "gqa": 111, "gated_mlp": 38}  # CMU 15-618, seconds
-OLD_SPACE = {"mlp": ["franges=[4,16,64]"], "lora": ["franges=[4,16,64]"], "attention": ["attention_yz=[[16,4]]"]}
-PRESET = {"rms_norm": "mlp", "lora": "lora", "gated_mlp": "mlp", "gqa": "attention"}
 
 
 def knows_widening(tree: Path) -> bool:

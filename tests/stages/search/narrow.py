@@ -12,3 +12,12 @@ NARROW: dict[str, dict[str, Any]] = {
     "gated_mlp": {"grids": [[64, 1, 1]], "franges": [64], "kernel_ops": [], "imaps": [[-1, -1, -1], [1, -1, -1]]},
     "gqa": {"grids": [[2, 16, 4], [2, 16, 1]], "kernel_ops": []},
 }
+
+# Per preset, the overrides that give the default space as it was before for-loop range 32 and
+# the (batch, 8, 16) attention grid were added (for side-by-side benchmarks against older trees).
+OLD_SPACE: dict[str, list[str]] = {
+    "mlp": ["franges=[4,16,64]"],
+    "lora": ["franges=[4,16,64]"],
+    "attention": ["attention_yz=[[16,4]]"],
+}
+PRESET = {"rms_norm": "mlp", "lora": "lora", "gated_mlp": "mlp", "gqa": "attention"}
