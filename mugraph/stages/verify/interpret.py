@@ -147,7 +147,7 @@ def _block_keys(bg: BlockGraph, input_keys: Sequence[int], cache: ValueCache) ->
             n_in += 1
         elif op.kind is not OpKind.OUTPUT:
             rdx = bg.rdx if op.kind in ACCUMULATORS else 0
-            keys[op.outputs[0]] = cache.key(op.kind, op.attrs, rdx, *(keys[i] for i in op.inputs))
+            keys[op.outputs[0]] = cache.key("block", op.kind, op.attrs, rdx, *(keys[i] for i in op.inputs))
     return keys
 
 
@@ -290,7 +290,7 @@ def evaluate(
                 keys.update(zip(op.outputs, out_keys, strict=True))
         else:
             out = op.outputs[0]
-            key = cache.key(op.kind, op.attrs, *(keys[i] for i in op.inputs)) if cache is not None else -1
+            key = cache.key("kernel", op.kind, op.attrs, *(keys[i] for i in op.inputs)) if cache is not None else -1
             value = cache.get(key) if cache is not None else None
             if value is None:
                 value = apply_common(alg, op, [env[i] for i in op.inputs], len(graph.tensors[out].shape))
