@@ -317,18 +317,22 @@ def _macro_children(s: State, b: OpenBlock) -> list[State]:
     return out
 
 
-@functools.lru_cache(maxsize=4096)
 def _concat_pairs(layout: tuple[tuple[Shape, bool], ...], dim_from_end: int) -> list[tuple[int, int, Shape]]:
-    """Ordered pairs of block tensors (by shape and after-accum flag) that concatenate along the
-    dim `dim_from_end` from the end, with the concatenation's shape."""
-    found = []
-    for i, j in itertools.permutations(range(len(layout)), 2):
-        (x, fx), (y, fy) = layout[i], layout[j]
+    """Ordered pairs (i, j), sorted, of block tensors (by shape and after-accum flag) that
+    concatenate along the dim `dim_from_end` from the end, with the concatenation's shape.
+    Tensors are grouped by everything but that dim, so only matching pairs are formed."""
+    groups: dict[tuple[object, ...], list[int]] = {}
+    for i, (x, flag) in enumerate(layout):
         d = len(x) - dim_from_end
-        if len(x) == len(y) and d >= 0 and fx == fy and all(
-            p == q for k, (p, q) in enumerate(zip(x, y, strict=True)) if k != d
-        ):
+        if d >= 0:
+            groups.setdefault((len(x), flag, x[:d], x[d + 1 :]), []).append(i)
+    found = []
+    for members in groups.values():
+        for i, j in itertools.permutations(members, 2):
+            x, y = layout[i][0], layout[j][0]
+            d = len(x) - dim_from_end
             found.append((i, j, x[:d] + (x[d] + y[d],) + x[d + 1 :]))
+    found.sort()
     return found
 
 
