@@ -150,3 +150,28 @@ def test_gqa_expert_found_below_its_first_kernels_configuration() -> None:
 def test_find_path_names_missing_choices() -> None:
     with pytest.raises(SearchPathError, match="no choice is labelled"):
         searcher("rms_norm").find_path(["open(grid=[3, 1, 1],imaps=[])"])
+
+
+def paper_digest(name: str) -> str:
+    return canonical_digest(get_builtin(name).experts["paper"]())
+
+
+def test_widened_default_space_holds_the_papers_rms_norm_mugraph() -> None:
+    """For-loop range 32 is a default range, and the search below grid 256 finds the paper's
+    one-kernel RMSNorm+Linear (grid 256, for-loop range 32)."""
+    assert 32 in preset_config("mlp").franges
+    r = Searcher(fragment("rms_norm", grids=[[256, 1, 1]], franges=[32])).explore(())
+    assert not r.frontier and paper_digest("rms_norm") in r.found
+
+
+def test_widened_default_space_holds_the_papers_gqa_kernel() -> None:
+    """(2, 8, 16) is among the default attention grids, and the whole K2 search below the paper's
+    K1 (grid (2, 8, 16)) finds the paper's μGraph."""
+    from mugraph.stages.search.candidates import grid_candidates
+
+    shapes = [t.shape for t in reference("gqa").input_tensors]
+    assert (2, 8, 16) in grid_candidates(shapes, preset_config("attention"))
+    s = Searcher(fragment("gqa", grids=[[2, 8, 16], [2, 16, 1]]))
+    k1 = ["open(grid=[2, 8, 16],imaps=[[0, -1, 1], [0, 2, -1], [0, 1, -1]])", "loop(fmaps=[-1, 2, 1],F=4)"]
+    r = s.explore(s.find_path(k1 + GQA_K1_BODY))
+    assert not r.frontier and paper_digest("gqa") in r.found
