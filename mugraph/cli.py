@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import sys
 import time
@@ -26,6 +27,7 @@ from mugraph.stages.search.serial import DEFAULT_BUDGET, SearchReport, run_searc
 from mugraph.stages.verify.check import DEFAULT_SEEDS, check_equivalence
 from mugraph.stages.verify.field import FieldSpec
 from mugraph.storage.memo_session import verdict_memo
+from mugraph.storage.memo_url import check_memo_url
 
 EXIT_USAGE = 2
 
@@ -37,6 +39,8 @@ def _seeds(text: str) -> tuple[int, ...]:
         raise click.BadParameter(f"{text!r} is not a comma-separated list of integers") from None
     if not seeds:
         raise click.BadParameter("at least one seed is needed")
+    if any(not 0 <= s < 2**32 for s in seeds):
+        raise click.BadParameter(f"{text!r}: seeds are integers from 0 to 2**32-1")
     return seeds
 
 
@@ -160,6 +164,8 @@ def prune(program: str, as_json: bool, memo_url: str | None, memo_dir: Path, rli
 
     An expert the search can reach has every intermediate kept: its abstract expression is a
     subexpression of the reference's output under Mirage's axioms."""
+    if memo_url is not None:
+        check_memo_url(memo_url)
     prog = _program_with_experts(program, "ask about")
     t0 = time.perf_counter()
     reference = prog.reference()
@@ -229,6 +235,8 @@ def search(program: str, preset: str | None, settings: tuple[str, ...], time_lim
     """Search PROGRAM (built-in name, .py or .json file) for equivalent μGraphs, serially in one
     process, with Mirage's search space; report what was found and whether the expert is among them."""
     limit = parse_duration(time_limit) if time_limit is not None else None
+    if memo_url is not None:
+        check_memo_url(memo_url)
     prog = resolve_program(program)
     config = preset_config(preset or prog.preset)
     if settings:
@@ -296,6 +304,14 @@ def main(argv: list[str] | None = None) -> None:
     except MugraphError as e:
         one_line = " | ".join(part.strip() for part in str(e).splitlines() if part.strip())
         click.echo(f"mugraph: error: {one_line}", err=True)
+        sys.exit(EXIT_USAGE)
+    except OSError as e:
+        where = f" ({e.filename})" if e.filename else ""
+        if e.errno == errno.ENOSPC:
+            click.echo(f"mugraph: error: no space left on device{where}; free some space and run the same "
+                       "command again (a run store stays resumable)", err=True)
+        else:
+            click.echo(f"mugraph: error: {e.strerror or e}{where}", err=True)
         sys.exit(EXIT_USAGE)
 
 

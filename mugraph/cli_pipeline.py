@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from mugraph.cli_checks import check_host_port, check_output_file, check_store_path, file_name, warn_many_workers
 from mugraph.dashboards import live
 from mugraph.dashboards.progress import ProgressLine
 from mugraph.dashboards.report import report_path, write_report
@@ -24,7 +25,8 @@ from mugraph.stages.layout.profiles import DEFAULT_PROFILE, PROFILES, get_profil
 from mugraph.stages.layout.rank import rerank
 from mugraph.stages.search.config import PRESETS, parse_override
 from mugraph.stages.search.serial import DEFAULT_BUDGET
-from mugraph.storage.memo_session import private_memo, verdict_memo
+from mugraph.storage.memo_session import check_memo_reachable, private_memo
+from mugraph.storage.memo_url import check_memo_url
 from mugraph.storage.run_store import RunStore
 
 DEFAULT_RUNS = Path("runs")
@@ -50,14 +52,7 @@ def _memo_url(memo_url: str | None, store: Path) -> Iterator[str | None]:
         with private_memo(store.with_name(store.name + ".memo")) as url:
             yield url
         return
-    if memo_url == "local":
-        yield None
-        return
-    from mugraph.stages.prune.oracle import VERDICT_BYTES
-
-    with verdict_memo(memo_url, store, VERDICT_BYTES):  # fails with one clear line when unreachable
-        pass
-    yield memo_url
+    yield None if memo_url == "local" else memo_url
 
 
 def _parse_layout(text: str) -> tuple[str, int]:
@@ -91,7 +86,7 @@ def _progress_text(e: dict[str, Any]) -> str:
 @click.option("--memo-url", default=None, metavar="URL",
               help="Shared verdict memo (redis://HOST:PORT/DB, unix:///PATH, or 'local'). Default: a private "
                    "redis-server beside the store.")
-@click.option("--store", type=click.Path(path_type=Path), default=None,
+@click.option("--store", default=None, metavar="PATH",
               help="The run store (Zarr). Default: runs/PROGRAM-DIGEST.zarr; an existing one is resumed.")
 @click.option("--time-limit", default=None, metavar="DURATION",
               help="Stop cleanly after this long (90, 15m, 2h); the same command resumes.")
@@ -112,7 +107,7 @@ def _progress_text(e: dict[str, Any]) -> str:
               help=f"GPU whose roofline ranks the μGraphs: {', '.join(PROFILES)}. Not part of the run's "
                    "identity: rerunning a finished store with another profile ranks it again.")
 def optimize(program: str, preset: str | None, settings: tuple[str, ...], workers: int | None,
-             scheduler: str | None, memo_url: str | None, store: Path | None, time_limit: str | None,
+             scheduler: str | None, memo_url: str | None, store: str | None, time_limit: str | None,
              fresh: bool, budget: int, backend: str, as_json: bool, profile: Path | None,
              dashboard_address: str, layouts: tuple[str, ...], gpu_profile: str) -> None:
     """Search every fragment of PROGRAM (built-in name, .py or .json file) on a Dask cluster, confirm,
@@ -126,17 +121,30 @@ def optimize(program: str, preset: str | None, settings: tuple[str, ...], worker
     from mugraph.pipeline.plan import fragment_io_layouts, make_plan
     from mugraph.pipeline.worker import MugraphPlugin
 
+    # Every option is checked before the store, the memo server or the cluster is created.
+    warn_many_workers(workers)
     limit = parse_duration(time_limit) if time_limit is not None else None
     gpu = get_profile(gpu_profile)
     if workers is not None and scheduler is not None:
         raise click.UsageError("--workers starts a local cluster; with --scheduler the cluster's own workers run")
+    if scheduler is not None:
+        check_host_port(scheduler, "--scheduler", scheduler=True)
+    else:
+        check_host_port(dashboard_address, "--dashboard-address")
+    if memo_url is not None:
+        check_memo_url(memo_url)
+    if profile is not None:
+        check_output_file(profile, "--profile")
     prog = resolve_program(program)
     overrides = dict(parse_override(s) for s in settings)
     plan = make_plan(prog, preset, overrides, budget)
     io_layouts = dict(_parse_layout(s) for s in layouts)
     fragment_io_layouts(plan, io_layouts)  # refuses unknown names and dims before anything starts
-    path = store or DEFAULT_RUNS / f"{prog.name}-{plan.identity['program_digest'][:8]}-" \
-        f"{plan.identity['config_digest'][:8]}.zarr"
+    path = check_store_path(store) if store is not None else check_store_path(str(
+        DEFAULT_RUNS / f"{file_name(prog.name)}-{plan.identity['program_digest'][:8]}-"
+        f"{plan.identity['config_digest'][:8]}.zarr"), "the default store")
+    if memo_url not in (None, "local"):
+        check_memo_reachable(memo_url)
     meta = {"versions": _versions(), "command": sys.argv[1:]}
     progress = ProgressLine()
     live_client: list[Any] = []  # the client once it exists, and the live page's URL
@@ -301,11 +309,15 @@ def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) ->
 
 
 @click.command()
-@click.argument("store", type=click.Path(path_type=Path))
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.argument("store")
+@click.option("--out", type=click.Path(path_type=Path), default=None,
               help="Where to write the HTML (default: beside the store, NAME.report.html).")
-def report(store: Path, out: Path | None) -> None:
+def report(store: str, out: Path | None) -> None:
     """Write the HTML report of a run STORE: configuration, fragments, timeline of states/s and memo hit
     rates, per-worker busy time, rankings, the chosen μGraphs drawn, counters. One self-contained file
     (no network needed); `optimize` writes it at the end of every run. Works beside a running search."""
-    click.echo(str(write_report(store, out or report_path(store))))
+    if not store.strip():
+        raise MugraphError("the run store path is empty; give one, e.g. runs/my-run.zarr")
+    path = Path(store)
+    target = check_output_file(out, "--out") if out is not None else check_output_file(report_path(path), "report")
+    click.echo(str(write_report(path, target)))

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from mugraph.ir.errors import MugraphError
 from mugraph.storage.memo import LayeredMemo, MemoStore, MemoUnavailable, open_memo_store
+from mugraph.storage.memo_url import check_memo_url, describe_url
 from mugraph.storage.redis_server import EmbeddedRedis, NoRedisServer, find_redis_server
 
 NO_SERVER_WARNING = (
@@ -34,6 +35,20 @@ def private_memo(data_dir: Path) -> Iterator[str | None]:
         yield server.url
 
 
+def check_memo_reachable(memo_url: str) -> None:
+    """A MugraphError unless the shared memo at `memo_url` answers PING now."""
+    store = open_memo_store(memo_url)
+    try:
+        problem = _unreachable(store)
+    finally:
+        store.close()
+    if problem:
+        raise MugraphError(
+            f"cannot reach the memo server at {describe_url(memo_url)} ({problem}); start it, or leave out "
+            "--memo-url to use a private one"
+        )
+
+
 @contextmanager
 def verdict_memo(
     memo_url: str | None, data_dir: Path, valid_values: frozenset[bytes]
@@ -44,21 +59,16 @@ def verdict_memo(
     if memo_url is None:
         with private_memo(data_dir) as url:
             backend = open_memo_store(url) if url is not None else None
-            memo = LayeredMemo(backend, valid_values=valid_values)
             try:
-                yield memo
-            finally:
-                memo.close()
+                yield LayeredMemo(backend, valid_values=valid_values)
+            finally:  # the backend only: the memo keeps its name for the command's summary
+                if backend is not None:
+                    backend.close()
         return
+    check_memo_url(memo_url)
+    if memo_url != "local":
+        check_memo_reachable(memo_url)
     store: MemoStore | None = None if memo_url == "local" else open_memo_store(memo_url)
-    if store is not None:
-        problem = _unreachable(store)
-        if problem:
-            store.close()
-            raise MugraphError(
-                f"cannot reach the memo server at {memo_url} ({problem}); start it, or leave out "
-                "--memo-url to use a private one"
-            )
     memo = LayeredMemo(store, valid_values=valid_values)
     try:
         yield memo
