@@ -62,6 +62,7 @@ import zarr.api.asynchronous as zasync
 from zarr.core.sync import sync as zarr_sync
 
 from mugraph.storage.atomic_store import AtomicLocalStore, remove_temp_files
+from mugraph.storage.ledger import Ledger
 from mugraph.storage.records import (
     canonical_json,
     metadata_file,
@@ -96,7 +97,7 @@ __all__ = [
     "TaskRecord",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the ledger of committed records
 FORMAT = "mugraph-run-store"
 _DIGEST = re.compile(r"[0-9A-Za-z][0-9A-Za-z_.-]{0,127}")
 _SIBLING = re.compile(r"\.(?P<name>.+)\.mugraph-(?:new|old)-(?P<pid>\d+)-[0-9a-f]+")
@@ -173,6 +174,7 @@ class RunStore:
         self._closed = False
         self._broken: str | None = None
         self._found: dict[int, dict[str, FoundRecord]] = {}
+        self._ledger = Ledger.load(path, writer=lock is not None, durable=durable)  # every committed record is there
         frags = self._run(read_record(self._store, path, "fragments"))
         self._fragments: list[dict[str, Any]] | None = None
         if frags is not None:
@@ -318,6 +320,7 @@ class RunStore:
                 await TaskTable.create(store, tmp, counter_names)
 
             zarr_sync(build())
+            Ledger.create(tmp, durable=durable)
             try:
                 os.rename(tmp, path)  # atomic; replaces an empty directory, fails on a non-empty one
             except OSError as exc:
@@ -409,6 +412,7 @@ class RunStore:
             raise ValueError(f"tasks refer to fragment {max(used)} but only {len(value)} fragments are given")
         with self._writing():
             write_record(self._store, "fragments", {"fragments": value})
+            self._ledger.add(["fragments"])
         self._fragments = value
 
     def fragments(self) -> list[dict[str, Any]]:
@@ -469,6 +473,7 @@ class RunStore:
             for r in new_found:
                 attrs = {"path": list(r.path), "graph": r.graph, "task": r.task}
                 write_record(self._store, f"found/{fragment}/{r.digest}", attrs)
+            self._ledger.add(f"found/{fragment}/{r.digest}" for r in new_found)  # before the task is done
             known.update((r.digest, r) for r in new_found)
             table.flush()  # the children's chunks,
             table.commit()  # then their row count (and a new worker's name),
@@ -541,6 +546,7 @@ class RunStore:
         value = normalize(dict(result), kind[:-1])
         with self._writing():
             write_record(self._store, path, {"result": value})
+            self._ledger.add([path])
 
     def _keyed(self, kind: str, fragment: int) -> dict[str, dict[str, Any]]:
         return dict(self._read_all(f"{kind}/{self._check_fragment(fragment)}", "result", dict))
@@ -561,6 +567,7 @@ class RunStore:
         value = normalize([dict(r) for r in ranking], "ranking")
         with self._writing():
             write_record(self._store, path, {"ranking": value})
+            self._ledger.add([path])
 
     def ranking(self, fragment: int) -> list[dict[str, Any]] | None:
         path = f"rankings/{self._check_fragment(fragment)}"
@@ -575,6 +582,7 @@ class RunStore:
         value = normalize([dict(x) for x in samples], "timeline")
         with self._writing():
             write_record(self._store, f"timeline/{invocation:06d}", {"samples": value})
+            self._ledger.add([f"timeline/{invocation:06d}"])
 
     def timeline(self) -> list[list[dict[str, Any]]]:
         """Every invocation's progress samples, oldest invocation first."""
@@ -585,6 +593,7 @@ class RunStore:
         value = normalize(dict(final), "final result")
         with self._writing():
             write_record(self._store, "final", {"final": value})
+            self._ledger.add(["final"])
 
     def final(self) -> dict[str, Any] | None:
         attrs = self._run(read_record(self._store, self.path, "final"))
