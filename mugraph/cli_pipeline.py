@@ -25,7 +25,7 @@ from mugraph.stages.layout.profiles import DEFAULT_PROFILE, PROFILES, get_profil
 from mugraph.stages.layout.rank import rerank
 from mugraph.stages.search.config import PRESETS, parse_override
 from mugraph.stages.search.serial import DEFAULT_BUDGET
-from mugraph.storage.memo_session import check_memo_reachable, private_memo
+from mugraph.storage.memo_session import check_memo_reachable, private_memo, signed_url
 from mugraph.storage.memo_url import check_memo_url
 from mugraph.storage.run_store import RunStore
 
@@ -46,13 +46,14 @@ def _versions() -> dict[str, str]:
 
 @contextlib.contextmanager
 def _memo_url(memo_url: str | None, store: Path) -> Iterator[str | None]:
-    """The URL workers use: the given one (checked now), or a private redis-server kept beside the
-    store (so a resumed run finds its verdicts again)."""
+    """The URL workers use, with the run's memo secret in it (kept in STORE.memo/): the given one, or a
+    private redis-server kept beside the store (so a resumed run finds its verdicts again)."""
+    memo_dir = store.with_name(store.name + ".memo")
     if memo_url is None:
-        with private_memo(store.with_name(store.name + ".memo")) as url:
+        with private_memo(memo_dir) as url:
             yield url
         return
-    yield None if memo_url == "local" else memo_url
+    yield None if memo_url == "local" else signed_url(memo_url, memo_dir)
 
 
 def _parse_layout(text: str) -> tuple[str, int]:

