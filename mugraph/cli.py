@@ -6,6 +6,7 @@ import errno
 import json
 import sys
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -286,8 +287,15 @@ cli.add_command(show)
 cli.add_command(report)
 
 
+def _warning_line(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                  line: str | None = None) -> str:
+    return f"mugraph: warning: {message}\n"
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: MugraphErrors become one line on stderr and exit status 2, never a traceback."""
+    """Entry point: MugraphErrors become one line on stderr and exit status 2, never a traceback;
+    warnings are one line each."""
+    warnings.formatwarning = _warning_line
     run: Callable[..., Any] = cli.main
     try:
         run(args=argv, prog_name="mugraph", standalone_mode=False)
