@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import errno
 import json
+import signal
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import click
@@ -31,6 +34,8 @@ from mugraph.storage.memo_session import verdict_memo
 from mugraph.storage.memo_url import check_memo_url
 
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+INTERRUPTED = "interrupted; run the same command to resume"
 
 
 def _seeds(text: str) -> tuple[int, ...]:
@@ -287,6 +292,12 @@ cli.add_command(show)
 cli.add_command(report)
 
 
+def _terminated(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM stops a command the way Ctrl-C does: blocks unwind, one line, exit status 130."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once is enough
+    raise KeyboardInterrupt
+
+
 def _warning_line(message: Warning | str, category: type[Warning], filename: str, lineno: int,
                   line: str | None = None) -> str:
     return f"mugraph: warning: {message}\n"
@@ -297,8 +308,14 @@ def main(argv: list[str] | None = None) -> None:
     warnings are one line each."""
     warnings.formatwarning = _warning_line
     run: Callable[..., Any] = cli.main
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _terminated)
     try:
         run(args=argv, prog_name="mugraph", standalone_mode=False)
+    except (KeyboardInterrupt, click.exceptions.Abort):
+        # Every `with` block (store, memo server, cluster) has closed on the way here.
+        click.echo(f"mugraph: {INTERRUPTED}", err=True)
+        sys.exit(EXIT_INTERRUPTED)
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
     except click.ClickException as e:
@@ -306,9 +323,6 @@ def main(argv: list[str] | None = None) -> None:
         hint = f" (see `{ctx.command_path} --help`)" if isinstance(e, click.UsageError) and ctx is not None else ""
         click.echo(f"mugraph: error: {e.format_message()}{hint}", err=True)
         sys.exit(EXIT_USAGE)
-    except click.exceptions.Abort:
-        click.echo("aborted", err=True)
-        sys.exit(130)
     except MugraphError as e:
         one_line = " | ".join(part.strip() for part in str(e).splitlines() if part.strip())
         click.echo(f"mugraph: error: {one_line}", err=True)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import signal
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -54,6 +56,20 @@ def _memo_url(memo_url: str | None, store: Path) -> Iterator[str | None]:
             yield url
         return
     yield None if memo_url == "local" else signed_url(memo_url, memo_dir)
+
+
+@contextlib.contextmanager
+def _children_ignore_sigint() -> Iterator[None]:
+    """Worker processes started inside inherit an ignored SIGINT: a terminal's Ctrl-C reaches the whole
+    process group, and only the driver answers it (stopping the cluster), so workers print no tracebacks."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _parse_layout(text: str) -> tuple[str, int]:
@@ -166,8 +182,9 @@ def optimize(program: str, preset: str | None, settings: tuple[str, ...], worker
                        f"dashboard {e['dashboard']}, search page {e.get('live_page') or '-'}", err=True)
 
     with RunStore.open(path, plan.identity, meta=meta, counter_names=COUNTER_NAMES, fresh=fresh) as st, \
-            _memo_url(memo_url, path) as url, \
-            dask_client(workers, scheduler, dashboard_address) as client:
+            _memo_url(memo_url, path) as url, contextlib.ExitStack() as stack:
+        with _children_ignore_sigint():
+            client = stack.enter_context(dask_client(workers, scheduler, dashboard_address))
         client.register_plugin(MugraphPlugin(url, backend), name="mugraph")
         live_client.extend([client, live.install(client)])
         perf = performance_report(filename=str(profile)) if profile else contextlib.nullcontext()
@@ -176,10 +193,6 @@ def optimize(program: str, preset: str | None, settings: tuple[str, ...], worker
                 done = Driver(plan, st, client, time_limit=limit, on_event=emit, profile=gpu,
                               io_layouts=io_layouts).run()
             live.publish(client, done)  # before the client closes: the page says how the run ended
-        except KeyboardInterrupt:
-            progress.close()
-            click.echo(f"mugraph: interrupted; run the same command to resume from {path}", err=True)
-            raise
         finally:
             progress.close()
     done["profile"] = str(profile) if profile else None
