@@ -16,6 +16,8 @@ from typing import Any
 
 import click
 
+from mugraph.cli_checks import parse_duration
+from mugraph.cli_pipeline import optimize, report, show, status
 from mugraph.cuda.backend import backend_name, get_array_module
 from mugraph.dashboards.progress import ProgressLine
 from mugraph.ir.canonical import canonical_digest
@@ -48,27 +50,6 @@ def _seeds(text: str) -> tuple[int, ...]:
     if any(not 0 <= s < 2**32 for s in seeds):
         raise click.BadParameter(f"{text!r}: seeds are integers from 0 to 2**32-1")
     return seeds
-
-
-def parse_duration(text: str) -> float:
-    """Seconds from `90`, `90s`, `15m`, `2h` or `1h30m`."""
-    units = {"h": 3600.0, "m": 60.0, "s": 1.0}
-    total, num = 0.0, ""
-    try:
-        for ch in text.strip().lower():
-            if ch.isdigit() or ch == ".":
-                num += ch
-            elif ch in units and num:
-                total += float(num) * units[ch]
-                num = ""
-            else:
-                raise ValueError
-        total += float(num) if num else 0.0
-    except ValueError:
-        raise click.BadParameter(f"{text!r} is not a duration such as 90, 90s, 15m or 2h") from None
-    if total <= 0:
-        raise click.BadParameter(f"{text!r}: the duration must be positive")
-    return total
 
 
 def _program_with_experts(spec: str, purpose: str) -> Program:
@@ -283,8 +264,6 @@ def search(program: str, preset: str | None, settings: tuple[str, ...], time_lim
                    f"{c.memo_hits:,} memo hits, {c.solver_calls:,} solver calls in {c.solver_seconds:.1f} s; "
                    f"fingerprints: {c.fingerprints:,} in {c.fingerprint_seconds:.1f} s")
 
-
-from mugraph.cli_pipeline import optimize, report, show, status  # noqa: E402  (needs `cli` and `parse_duration`)
 
 cli.add_command(optimize)
 cli.add_command(status)

@@ -91,3 +91,24 @@ def file_name(name: str) -> str:
     """A program name made safe as part of a file name in runs/: no directories, no hidden or empty names."""
     safe = re.sub(r"[^A-Za-z0-9_.+-]+", "_", name).strip("._")
     return safe[:64] or "program"
+
+
+def parse_duration(text: str) -> float:
+    """Seconds from `90`, `90s`, `15m`, `2h` or `1h30m`."""
+    units = {"h": 3600.0, "m": 60.0, "s": 1.0}
+    total, num = 0.0, ""
+    try:
+        for ch in text.strip().lower():
+            if ch.isdigit() or ch == ".":
+                num += ch
+            elif ch in units and num:
+                total += float(num) * units[ch]
+                num = ""
+            else:
+                raise ValueError
+        total += float(num) if num else 0.0
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not a duration such as 90, 90s, 15m or 2h") from None
+    if total <= 0:
+        raise click.BadParameter(f"{text!r}: the duration must be positive")
+    return total

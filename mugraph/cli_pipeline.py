@@ -13,7 +13,14 @@ from typing import Any
 
 import click
 
-from mugraph.cli_checks import check_host_port, check_output_file, check_store_path, file_name, warn_many_workers
+from mugraph.cli_checks import (
+    check_host_port,
+    check_output_file,
+    check_store_path,
+    file_name,
+    parse_duration,
+    warn_many_workers,
+)
 from mugraph.dashboards import live
 from mugraph.dashboards.progress import ProgressLine
 from mugraph.dashboards.report import report_path, write_report
@@ -132,7 +139,6 @@ def optimize(program: str, preset: str | None, settings: tuple[str, ...], worker
     running it again continues where it stopped."""
     from distributed import performance_report
 
-    from mugraph.cli import parse_duration
     from mugraph.pipeline.cluster import dask_client
     from mugraph.pipeline.driver import COUNTER_NAMES, Driver
     from mugraph.pipeline.plan import fragment_io_layouts, make_plan

@@ -20,7 +20,8 @@ from mugraph.ir.errors import MugraphError, SchemaError
 from mugraph.ir.graph import KernelGraph
 from mugraph.ir.serialize import SCHEMA, from_json, to_json
 from mugraph.ir.types import OpKind
-from mugraph.programs.registry import Program, get_builtin
+from mugraph.programs.program import Program
+from mugraph.programs.registry import get_builtin
 
 PROGRAM_SCHEMA = "mugraph.program/1"
 
