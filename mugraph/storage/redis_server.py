@@ -57,7 +57,12 @@ LOCK_NAME = "embedded-redis.lock"
 PID_NAME = "redis.pid"
 # The memo's data: AOF (one file before Redis 7, a directory with a manifest since), RDB.
 DATA_FILES = ("appendonly.aof", "appendonlydir", "dump.rdb")
-_CORRUPT_DATA = re.compile(r"(?i)aof|rdb|append|manifest|bad file format|corrupt|checksum|dump")
+# What redis-server logs when it cannot load its AOF, manifest or RDB (and not when a disk is full).
+_CORRUPT_DATA = re.compile(
+    r"(?i)bad file format|invalid|corrupt|checksum|short read|wrong signature|unrecoverable|"
+    r"unexpected end of file|can't handle rdb|unknown rdb|bad manifest"
+)
+_DISK_FULL = re.compile(r"(?i)no space left on device")
 ENV_EXECUTABLE = "MUGRAPH_REDIS_SERVER"
 
 
@@ -147,9 +152,14 @@ class _ExitedWhileStarting(Exception):
     def __init__(self, message: str, log: str) -> None:
         super().__init__(message)
         self.log = log
+        self.reason = self.reason_of(log)
+
+    @staticmethod
+    def reason_of(log: str) -> str:
+        """The last warning line of a redis log (`pid:M date # text`), else its last line."""
         lines = [line.strip() for line in log.splitlines() if line.strip()]
-        self.reason = next((line.split(" # ", 1)[-1] for line in reversed(lines) if " # " in line),
-                           lines[-1] if lines else "no log")[:200]
+        return next((line.split(" # ", 1)[-1] for line in reversed(lines) if " # " in line),
+                    lines[-1] if lines else "no log")[:300]
 
 
 def _read_pid(path: Path) -> int | None:
@@ -318,6 +328,11 @@ class EmbeddedRedis:
                 self._wait_ready()
             except _ExitedWhileStarting as exc:
                 # The memo is a cache: data the server cannot load is kept aside and the run goes on empty.
+                if _DISK_FULL.search(exc.log):
+                    raise MugraphError(
+                        f"no space left on device for the memo in {self.data_dir}; free some space and run the "
+                        "same command again"
+                    ) from None
                 if not _CORRUPT_DATA.search(exc.log) or (aside := self._move_data_aside()) is None:
                     raise MugraphError(str(exc)) from None
                 self._discard_process()
@@ -511,9 +526,10 @@ class EmbeddedRedis:
             code = self._proc.poll()
             if code is not None:
                 tail = _log_tail(self.log_path)
+                reason = _ExitedWhileStarting.reason_of(tail)
                 raise _ExitedWhileStarting(
-                    f"redis-server exited with status {code} while starting on {self.data_dir}; "
-                    f"its log ({self.log_path}) ends with:\n{tail}",
+                    f"redis-server exited with status {code} while starting on {self.data_dir}: {reason} "
+                    f"(its log: {self.log_path})",
                     tail,
                 )
             if os.path.exists(self.socket_path) and _ping(self.socket_path):
