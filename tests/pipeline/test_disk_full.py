@@ -1,5 +1,6 @@
 """A full disk (ENOSPC) is one line saying so, and the store stays resumable: after space is freed the same
-command finishes with the same μGraphs. Runs on a small tmpfs; skipped where mounting one is not allowed."""
+command finishes with the same μGraphs. Runs on a small tmpfs; skipped where mounting one is not allowed.
+In the slow suite."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from tests.pipeline.conftest import done, mugraph, optimize_args
 
 # Too little for the memo server's AOF; enough to create the store but not to finish the run.
 FREE_KIB = {"private": 40, "local": 80}
+
+pytestmark = pytest.mark.slow  # mounts a filesystem (root only) and runs out of space twice: -m slow
 
 
 @pytest.fixture(params=["private", "local"])
