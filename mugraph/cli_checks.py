@@ -13,13 +13,13 @@ import click
 
 from mugraph.ir.errors import MugraphError
 
-_HOST_PORT = re.compile(r"(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]*):(?P<port>\d+)")
+_HOST_PORT = re.compile(r"(?:(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]*):)?(?P<port>\d+)")
 _SCHEDULER = re.compile(r"(?:(?:tcp|tls|ws|wss|ucx)://)?" + _HOST_PORT.pattern)
 WORKERS_PER_CORE_WARNING = 2
 
 
 def check_host_port(text: str, option: str, *, scheduler: bool = False) -> None:
-    """`HOST:PORT` (HOST may be empty: all interfaces), or for a scheduler `tcp://HOST:PORT`."""
+    """`HOST:PORT` or `PORT` (no HOST: all interfaces), or for a scheduler `[tcp://]HOST:PORT`."""
     m = (_SCHEDULER if scheduler else _HOST_PORT).fullmatch(text.strip())
     example = "tcp://HOST:8786" if scheduler else "127.0.0.1:8787 or :0"
     if m is None or (scheduler and not m["host"]):
