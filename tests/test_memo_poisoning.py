@@ -93,11 +93,23 @@ def _free_port() -> int:
         return port
 
 
-def test_redis_auth_in_the_memo_url(tmp_path: Path) -> None:
+@pytest.mark.parametrize("tls", [False, True], ids=["auth", "tls-and-auth"])
+def test_redis_auth_and_tls_in_the_memo_url(tmp_path: Path, tls: bool) -> None:
     port = _free_port()
-    server = subprocess.Popen([find_redis_server(), "--port", str(port), "--bind", "127.0.0.1", "--requirepass",
-                               "s3cret", "--save", "", "--appendonly", "no", "--dir", str(tmp_path)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    listen = ["--port", str(port)]
+    scheme, query = "redis", ""
+    if tls:
+        made = subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "key.pem",
+                               "-out", "cert.pem", "-days", "1", "-subj", "/CN=127.0.0.1",
+                               "-addext", "subjectAltName=IP:127.0.0.1"], cwd=tmp_path, capture_output=True)
+        if made.returncode:
+            pytest.skip("no openssl to make a certificate")
+        listen = ["--port", "0", "--tls-port", str(port), "--tls-cert-file", "cert.pem", "--tls-key-file", "key.pem",
+                  "--tls-ca-cert-file", "cert.pem", "--tls-auth-clients", "no"]
+        scheme, query = "rediss", f"?ssl_cert_reqs=required&ssl_ca_certs={tmp_path / 'cert.pem'}"
+    server = subprocess.Popen([find_redis_server(), *listen, "--bind", "127.0.0.1", "--requirepass", "s3cret",
+                               "--save", "", "--appendonly", "no"], cwd=tmp_path,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 10
         while True:
@@ -105,12 +117,17 @@ def test_redis_auth_in_the_memo_url(tmp_path: Path) -> None:
                 socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
                 break
             except OSError:
+                if server.poll() is not None:
+                    pytest.skip("this redis-server was built without TLS")
                 assert time.monotonic() < deadline
                 time.sleep(0.05)
-        good = last_json(cli("prune", "lora", "--json", "--memo-url", f"redis://default:s3cret@127.0.0.1:{port}/0",
-                             cwd=tmp_path))
+        good = last_json(cli("prune", "lora", "--json", "--memo-url",
+                             f"{scheme}://default:s3cret@127.0.0.1:{port}/0{query}", cwd=tmp_path))
         assert good["memo_counters"]["remote_errors"] == 0 and good["memo_counters"]["stores"] > 0
-        bad = cli("prune", "lora", "--memo-url", f"redis://default:wrong@127.0.0.1:{port}/0", cwd=tmp_path)
+        again = last_json(cli("prune", "lora", "--json", "--memo-url",
+                              f"{scheme}://default:s3cret@127.0.0.1:{port}/0{query}", cwd=tmp_path))
+        assert again["solver_calls"] == 0 and again["memo_counters"]["remote_hits"] > 0
+        bad = cli("prune", "lora", "--memo-url", f"{scheme}://default:wrong@127.0.0.1:{port}/0{query}", cwd=tmp_path)
         assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
         assert "cannot reach" in bad.stderr and "wrong" not in bad.stderr and "Traceback" not in bad.stderr
     finally:
