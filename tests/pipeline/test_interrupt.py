@@ -40,3 +40,25 @@ def test_interrupted_run_says_one_line(tmp_path: Path, sig: signal.Signals, grou
     assert proc.returncode == 130, err
     assert err[-1] == "mugraph: interrupted; run the same command to resume", err
     assert not [line for line in err if "Traceback" in line or "KeyboardInterrupt" in line or "Error" in line], err
+
+
+def test_ctrl_c_stops_a_serial_search_mid_solve(tmp_path: Path) -> None:
+    """Z3 must not swallow the Ctrl-C (answering the running check "unknown" and going on)."""
+    args = ["search", "lora", "--memo-url", "local", "--budget", "20"]
+    proc = subprocess.Popen([sys.executable, "-m", "mugraph.cli", *args], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        assert proc.stderr is not None
+        first = proc.stderr.readline()  # the progress line: the search is solving
+        assert "states" in first, first
+        os.killpg(proc.pid, signal.SIGINT)
+        started = time.monotonic()
+        _, rest = proc.communicate(timeout=60)
+        waited = time.monotonic() - started
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130 and waited < 10, (proc.returncode, waited)
+    assert rest.strip().splitlines()[-1] == "mugraph: interrupted; run the same command to resume"
+    assert "Traceback" not in rest
