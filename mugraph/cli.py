@@ -15,7 +15,6 @@ from types import FrameType
 from typing import Any
 
 import click
-import z3
 
 from mugraph.cli_checks import parse_duration
 from mugraph.cli_pipeline import optimize, report, show, status
@@ -287,9 +286,6 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point: MugraphErrors become one line on stderr and exit status 2, never a traceback;
     warnings are one line each."""
     warnings.formatwarning = _warning_line
-    # Z3 answers a Ctrl-C during a check itself (the check returns "unknown" and the signal is gone), so the
-    # search would go on and the memo would keep a verdict that depends on timing: leave SIGINT to Python.
-    z3.set_param("ctrl_c", False)
     run: Callable[..., Any] = cli.main
     if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _terminated)

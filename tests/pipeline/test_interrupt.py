@@ -63,3 +63,10 @@ def test_ctrl_c_stops_a_serial_search_mid_solve(tmp_path: Path) -> None:
     assert proc.returncode == 130 and waited < 10, (proc.returncode, waited)
     assert rest.strip().splitlines()[-1] == "mugraph: interrupted; run the same command to resume"
     assert "Traceback" not in rest
+
+
+def test_z3_leaves_ctrl_c_to_python_wherever_the_oracle_runs() -> None:
+    """Workers ignore SIGINT, but Z3 would still catch it during a check and answer "unknown"."""
+    code = "import z3, mugraph.stages.prune.oracle; print(z3.get_param('ctrl_c'))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "false"

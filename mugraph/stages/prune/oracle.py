@@ -37,6 +37,10 @@ import z3
 from mugraph.stages.prune.expr import Expr, Head
 from mugraph.stages.prune.z3_encoding import AXIOM_VERSION, Z3_VERSION, Z3Session
 
+# Z3 otherwise catches SIGINT itself during a check (even where SIGINT is ignored, as on Dask workers) and
+# answers "unknown": a verdict that depends on when Ctrl-C came, which the shared memo would then keep.
+z3.set_param("ctrl_c", False)
+
 MEMO_SCHEMA = "mugraph-memo/1"
 DEFAULT_RLIMIT = 80_000  # Mirage's
 
