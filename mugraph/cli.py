@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import signal
 import sys
+import threading
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import click
 
+from mugraph.cli_checks import parse_duration
+from mugraph.cli_pipeline import optimize, report, show, status
 from mugraph.cuda.backend import backend_name, get_array_module
 from mugraph.dashboards.progress import ProgressLine
 from mugraph.ir.canonical import canonical_digest
@@ -26,8 +33,11 @@ from mugraph.stages.search.serial import DEFAULT_BUDGET, SearchReport, run_searc
 from mugraph.stages.verify.check import DEFAULT_SEEDS, check_equivalence
 from mugraph.stages.verify.field import FieldSpec
 from mugraph.storage.memo_session import verdict_memo
+from mugraph.storage.memo_url import check_memo_url
 
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+INTERRUPTED = "interrupted; run the same command to resume"
 
 
 def _seeds(text: str) -> tuple[int, ...]:
@@ -37,28 +47,9 @@ def _seeds(text: str) -> tuple[int, ...]:
         raise click.BadParameter(f"{text!r} is not a comma-separated list of integers") from None
     if not seeds:
         raise click.BadParameter("at least one seed is needed")
+    if any(not 0 <= s < 2**32 for s in seeds):
+        raise click.BadParameter(f"{text!r}: seeds are integers from 0 to 2**32-1")
     return seeds
-
-
-def parse_duration(text: str) -> float:
-    """Seconds from `90`, `90s`, `15m`, `2h` or `1h30m`."""
-    units = {"h": 3600.0, "m": 60.0, "s": 1.0}
-    total, num = 0.0, ""
-    try:
-        for ch in text.strip().lower():
-            if ch.isdigit() or ch == ".":
-                num += ch
-            elif ch in units and num:
-                total += float(num) * units[ch]
-                num = ""
-            else:
-                raise ValueError
-        total += float(num) if num else 0.0
-    except ValueError:
-        raise click.BadParameter(f"{text!r} is not a duration such as 90, 90s, 15m or 2h") from None
-    if total <= 0:
-        raise click.BadParameter(f"{text!r}: the duration must be positive")
-    return total
 
 
 def _program_with_experts(spec: str, purpose: str) -> Program:
@@ -160,6 +151,8 @@ def prune(program: str, as_json: bool, memo_url: str | None, memo_dir: Path, rli
 
     An expert the search can reach has every intermediate kept: its abstract expression is a
     subexpression of the reference's output under Mirage's axioms."""
+    if memo_url is not None:
+        check_memo_url(memo_url)
     prog = _program_with_experts(program, "ask about")
     t0 = time.perf_counter()
     reference = prog.reference()
@@ -229,6 +222,8 @@ def search(program: str, preset: str | None, settings: tuple[str, ...], time_lim
     """Search PROGRAM (built-in name, .py or .json file) for equivalent μGraphs, serially in one
     process, with Mirage's search space; report what was found and whether the expert is among them."""
     limit = parse_duration(time_limit) if time_limit is not None else None
+    if memo_url is not None:
+        check_memo_url(memo_url)
     prog = resolve_program(program)
     config = preset_config(preset or prog.preset)
     if settings:
@@ -270,19 +265,36 @@ def search(program: str, preset: str | None, settings: tuple[str, ...], time_lim
                    f"fingerprints: {c.fingerprints:,} in {c.fingerprint_seconds:.1f} s")
 
 
-from mugraph.cli_pipeline import optimize, report, show, status  # noqa: E402  (needs `cli` and `parse_duration`)
-
 cli.add_command(optimize)
 cli.add_command(status)
 cli.add_command(show)
 cli.add_command(report)
 
 
+def _terminated(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM stops a command the way Ctrl-C does: blocks unwind, one line, exit status 130."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once is enough
+    raise KeyboardInterrupt
+
+
+def _warning_line(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                  line: str | None = None) -> str:
+    return f"mugraph: warning: {message}\n"
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: MugraphErrors become one line on stderr and exit status 2, never a traceback."""
+    """Entry point: MugraphErrors become one line on stderr and exit status 2, never a traceback;
+    warnings are one line each."""
+    warnings.formatwarning = _warning_line
     run: Callable[..., Any] = cli.main
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _terminated)
     try:
         run(args=argv, prog_name="mugraph", standalone_mode=False)
+    except (KeyboardInterrupt, click.exceptions.Abort):
+        # Every `with` block (store, memo server, cluster) has closed on the way here.
+        click.echo(f"mugraph: {INTERRUPTED}", err=True)
+        sys.exit(EXIT_INTERRUPTED)
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
     except click.ClickException as e:
@@ -290,12 +302,17 @@ def main(argv: list[str] | None = None) -> None:
         hint = f" (see `{ctx.command_path} --help`)" if isinstance(e, click.UsageError) and ctx is not None else ""
         click.echo(f"mugraph: error: {e.format_message()}{hint}", err=True)
         sys.exit(EXIT_USAGE)
-    except click.exceptions.Abort:
-        click.echo("aborted", err=True)
-        sys.exit(130)
     except MugraphError as e:
         one_line = " | ".join(part.strip() for part in str(e).splitlines() if part.strip())
         click.echo(f"mugraph: error: {one_line}", err=True)
+        sys.exit(EXIT_USAGE)
+    except OSError as e:
+        where = f" ({e.filename})" if e.filename else ""
+        if e.errno == errno.ENOSPC:
+            click.echo(f"mugraph: error: no space left on device{where}; free some space and run the same "
+                       "command again (a run store stays resumable)", err=True)
+        else:
+            click.echo(f"mugraph: error: {e.strerror or e}{where}", err=True)
         sys.exit(EXIT_USAGE)
 
 

@@ -4,13 +4,23 @@ from __future__ import annotations
 
 import contextlib
 import json
+import signal
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import click
 
+from mugraph.cli_checks import (
+    check_host_port,
+    check_output_file,
+    check_store_path,
+    file_name,
+    parse_duration,
+    warn_many_workers,
+)
 from mugraph.dashboards import live
 from mugraph.dashboards.progress import ProgressLine
 from mugraph.dashboards.report import report_path, write_report
@@ -24,8 +34,8 @@ from mugraph.stages.layout.profiles import DEFAULT_PROFILE, PROFILES, get_profil
 from mugraph.stages.layout.rank import rerank
 from mugraph.stages.search.config import PRESETS, parse_override
 from mugraph.stages.search.serial import DEFAULT_BUDGET
-from mugraph.storage.memo_session import verdict_memo
-from mugraph.storage.redis_server import EmbeddedRedis
+from mugraph.storage.memo_session import check_memo_reachable, private_memo, signed_url
+from mugraph.storage.memo_url import check_memo_url
 from mugraph.storage.run_store import RunStore
 
 DEFAULT_RUNS = Path("runs")
@@ -45,20 +55,28 @@ def _versions() -> dict[str, str]:
 
 @contextlib.contextmanager
 def _memo_url(memo_url: str | None, store: Path) -> Iterator[str | None]:
-    """The URL workers use: the given one (checked now), or a private redis-server kept beside the
-    store (so a resumed run finds its verdicts again)."""
+    """The URL workers use, with the run's memo secret in it (kept in STORE.memo/): the given one, or a
+    private redis-server kept beside the store (so a resumed run finds its verdicts again)."""
+    memo_dir = store.with_name(store.name + ".memo")
     if memo_url is None:
-        with EmbeddedRedis(store.with_name(store.name + ".memo")) as server:
-            yield server.url
+        with private_memo(memo_dir) as url:
+            yield url
         return
-    if memo_url == "local":
-        yield None
-        return
-    from mugraph.stages.prune.oracle import VERDICT_BYTES
+    yield None if memo_url == "local" else signed_url(memo_url, memo_dir)
 
-    with verdict_memo(memo_url, store, VERDICT_BYTES):  # fails with one clear line when unreachable
-        pass
-    yield memo_url
+
+@contextlib.contextmanager
+def _children_ignore_sigint() -> Iterator[None]:
+    """Worker processes started inside inherit an ignored SIGINT: a terminal's Ctrl-C reaches the whole
+    process group, and only the driver answers it (stopping the cluster), so workers print no tracebacks."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _parse_layout(text: str) -> tuple[str, int]:
@@ -92,7 +110,7 @@ def _progress_text(e: dict[str, Any]) -> str:
 @click.option("--memo-url", default=None, metavar="URL",
               help="Shared verdict memo (redis://HOST:PORT/DB, unix:///PATH, or 'local'). Default: a private "
                    "redis-server beside the store.")
-@click.option("--store", type=click.Path(path_type=Path), default=None,
+@click.option("--store", default=None, metavar="PATH",
               help="The run store (Zarr). Default: runs/PROGRAM-DIGEST.zarr; an existing one is resumed.")
 @click.option("--time-limit", default=None, metavar="DURATION",
               help="Stop cleanly after this long (90, 15m, 2h); the same command resumes.")
@@ -113,7 +131,7 @@ def _progress_text(e: dict[str, Any]) -> str:
               help=f"GPU whose roofline ranks the μGraphs: {', '.join(PROFILES)}. Not part of the run's "
                    "identity: rerunning a finished store with another profile ranks it again.")
 def optimize(program: str, preset: str | None, settings: tuple[str, ...], workers: int | None,
-             scheduler: str | None, memo_url: str | None, store: Path | None, time_limit: str | None,
+             scheduler: str | None, memo_url: str | None, store: str | None, time_limit: str | None,
              fresh: bool, budget: int, backend: str, as_json: bool, profile: Path | None,
              dashboard_address: str, layouts: tuple[str, ...], gpu_profile: str) -> None:
     """Search every fragment of PROGRAM (built-in name, .py or .json file) on a Dask cluster, confirm,
@@ -121,23 +139,35 @@ def optimize(program: str, preset: str | None, settings: tuple[str, ...], worker
     running it again continues where it stopped."""
     from distributed import performance_report
 
-    from mugraph.cli import parse_duration
     from mugraph.pipeline.cluster import dask_client
     from mugraph.pipeline.driver import COUNTER_NAMES, Driver
     from mugraph.pipeline.plan import fragment_io_layouts, make_plan
     from mugraph.pipeline.worker import MugraphPlugin
 
+    # Every option is checked before the store, the memo server or the cluster is created.
+    warn_many_workers(workers)
     limit = parse_duration(time_limit) if time_limit is not None else None
     gpu = get_profile(gpu_profile)
     if workers is not None and scheduler is not None:
         raise click.UsageError("--workers starts a local cluster; with --scheduler the cluster's own workers run")
+    if scheduler is not None:
+        check_host_port(scheduler, "--scheduler", scheduler=True)
+    else:
+        check_host_port(dashboard_address, "--dashboard-address")
+    if memo_url is not None:
+        check_memo_url(memo_url)
+    if profile is not None:
+        check_output_file(profile, "--profile")
     prog = resolve_program(program)
     overrides = dict(parse_override(s) for s in settings)
     plan = make_plan(prog, preset, overrides, budget)
     io_layouts = dict(_parse_layout(s) for s in layouts)
     fragment_io_layouts(plan, io_layouts)  # refuses unknown names and dims before anything starts
-    path = store or DEFAULT_RUNS / f"{prog.name}-{plan.identity['program_digest'][:8]}-" \
-        f"{plan.identity['config_digest'][:8]}.zarr"
+    path = check_store_path(store) if store is not None else check_store_path(str(
+        DEFAULT_RUNS / f"{file_name(prog.name)}-{plan.identity['program_digest'][:8]}-"
+        f"{plan.identity['config_digest'][:8]}.zarr"), "the default store")
+    if memo_url not in (None, "local"):
+        check_memo_reachable(memo_url)
     meta = {"versions": _versions(), "command": sys.argv[1:]}
     progress = ProgressLine()
     live_client: list[Any] = []  # the client once it exists, and the live page's URL
@@ -158,8 +188,9 @@ def optimize(program: str, preset: str | None, settings: tuple[str, ...], worker
                        f"dashboard {e['dashboard']}, search page {e.get('live_page') or '-'}", err=True)
 
     with RunStore.open(path, plan.identity, meta=meta, counter_names=COUNTER_NAMES, fresh=fresh) as st, \
-            _memo_url(memo_url, path) as url, \
-            dask_client(workers, scheduler, dashboard_address) as client:
+            _memo_url(memo_url, path) as url, contextlib.ExitStack() as stack:
+        with _children_ignore_sigint():
+            client = stack.enter_context(dask_client(workers, scheduler, dashboard_address))
         client.register_plugin(MugraphPlugin(url, backend), name="mugraph")
         live_client.extend([client, live.install(client)])
         perf = performance_report(filename=str(profile)) if profile else contextlib.nullcontext()
@@ -168,10 +199,6 @@ def optimize(program: str, preset: str | None, settings: tuple[str, ...], worker
                 done = Driver(plan, st, client, time_limit=limit, on_event=emit, profile=gpu,
                               io_layouts=io_layouts).run()
             live.publish(client, done)  # before the client closes: the page says how the run ended
-        except KeyboardInterrupt:
-            progress.close()
-            click.echo(f"mugraph: interrupted; run the same command to resume from {path}", err=True)
-            raise
         finally:
             progress.close()
     done["profile"] = str(profile) if profile else None
@@ -302,11 +329,15 @@ def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) ->
 
 
 @click.command()
-@click.argument("store", type=click.Path(path_type=Path))
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.argument("store")
+@click.option("--out", type=click.Path(path_type=Path), default=None,
               help="Where to write the HTML (default: beside the store, NAME.report.html).")
-def report(store: Path, out: Path | None) -> None:
+def report(store: str, out: Path | None) -> None:
     """Write the HTML report of a run STORE: configuration, fragments, timeline of states/s and memo hit
     rates, per-worker busy time, rankings, the chosen μGraphs drawn, counters. One self-contained file
     (no network needed); `optimize` writes it at the end of every run. Works beside a running search."""
-    click.echo(str(write_report(store, out or report_path(store))))
+    if not store.strip():
+        raise MugraphError("the run store path is empty; give one, e.g. runs/my-run.zarr")
+    path = Path(store)
+    target = check_output_file(out, "--out") if out is not None else check_output_file(report_path(path), "report")
+    click.echo(str(write_report(path, target)))

@@ -13,7 +13,7 @@ from mugraph.ir.errors import MugraphError
 from mugraph.ir.graph import KernelGraph
 from mugraph.ir.serialize import SCHEMA, digest, dumps
 from mugraph.ir.types import OpKind
-from mugraph.programs.registry import Program
+from mugraph.programs.program import Program
 from mugraph.stages.fragments import FragmentSpec, Split, split_program
 from mugraph.stages.search.config import SearchConfig, preset_config
 

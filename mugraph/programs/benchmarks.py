@@ -4,7 +4,7 @@ reference/benchmarks.md; each expert is verified equal to its reference by the t
 from __future__ import annotations
 
 from mugraph.ir.graph import BlockGraph, KernelGraph, Tensor
-from mugraph.programs.registry import Program, register
+from mugraph.programs.program import Program, register
 
 NONE = (-1, -1, -1)
 

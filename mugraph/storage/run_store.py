@@ -7,6 +7,7 @@ Layout (every node is a group or array with one `zarr.json`; JSON records carry 
                                     identity {str: str} (compared on open), meta (free, not compared),
                                     crc32 (of format, schema, identity)
       mugraph.lock                  flock lock file of the single writer (holds its pid)
+      ledger.jsonl                  every record committed, one line each (see `mugraph.storage.ledger`)
       fragments/                    attrs: fragments [ {name, digest, graph, config, ...} ]  (written once)
       tasks/                        attrs (the commit record): rows, epoch, counter_names, workers
         path/      int32  [cap, 64] choice path from the root, padded with -1      chunks 512 rows,
@@ -37,7 +38,11 @@ shortening the table. Readers (`open_existing`, no lock) may run beside the writ
 their view consistent (see `mugraph.storage.task_table`).
 
 Damage (invalid JSON, a record whose checksum fails, a chunk failing its crc32c, truncated or
-missing, an impossible value) raises StoreDamaged naming the file; nothing is ever guessed.
+missing, an impossible value, a committed record that is gone) raises StoreDamaged naming the file;
+nothing is ever guessed.
+
+The pieces: `store_root` (root attributes, building and deleting a whole store), `task_table`,
+`found_records`, `records` (sealed JSON records), `ledger`; this module ties them into `RunStore`.
 """
 
 from __future__ import annotations
@@ -45,23 +50,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-import errno
-import json
 import os
 import re
-import shutil
-import uuid
-import zlib
 from collections.abc import Coroutine, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
-import zarr.api.asynchronous as zasync
 from zarr.core.sync import sync as zarr_sync
 
 from mugraph.storage.atomic_store import AtomicLocalStore, remove_temp_files
+from mugraph.storage.found_records import FoundRecord, load_found
+from mugraph.storage.ledger import Ledger
 from mugraph.storage.records import (
     canonical_json,
     metadata_file,
@@ -70,7 +70,6 @@ from mugraph.storage.records import (
     record_names,
     write_record,
 )
-from mugraph.storage.redis_server import _pid_alive
 from mugraph.storage.store_errors import (
     RECOVERY_HINT,
     StoreBusy,
@@ -79,7 +78,17 @@ from mugraph.storage.store_errors import (
     StoreMismatch,
     damaged,
 )
-from mugraph.storage.store_lock import LOCK_NAME, StoreLock
+from mugraph.storage.store_lock import StoreLock
+from mugraph.storage.store_root import (
+    FORMAT,
+    SCHEMA_VERSION,
+    clean_siblings,
+    create_store,
+    discard_store,
+    has_entries,
+    looks_like_store,
+    read_root,
+)
 from mugraph.storage.task_table import CHUNK_ROWS, MAX_DEPTH, TaskRecord, TaskTable, check_path
 
 __all__ = [
@@ -96,54 +105,9 @@ __all__ = [
     "TaskRecord",
 ]
 
-SCHEMA_VERSION = 1
-FORMAT = "mugraph-run-store"
 _DIGEST = re.compile(r"[0-9A-Za-z][0-9A-Za-z_.-]{0,127}")
 _SIBLING = re.compile(r"\.(?P<name>.+)\.mugraph-(?:new|old)-(?P<pid>\d+)-[0-9a-f]+")
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class FoundRecord:
-    """A μGraph found by a search task; `graph` is its JSON text, `task` the row that found it."""
-
-    fragment: int
-    digest: str
-    path: tuple[int, ...]
-    graph: str
-    task: int
-
-
-def _root_crc(attrs: Mapping[str, Any]) -> int:
-    return zlib.crc32(canonical_json({k: attrs.get(k) for k in ("format", "schema", "identity")}).encode())
-
-
-def _sibling(path: Path, kind: str) -> Path:
-    return path.parent / f".{path.name}.mugraph-{kind}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-
-
-def _clean_siblings(path: Path) -> None:
-    """Remove half-built or half-deleted stores that a killed `open` left next to `path`."""
-    if not path.parent.is_dir():
-        return
-    for entry in path.parent.iterdir():
-        m = _SIBLING.fullmatch(entry.name)
-        if m and m["name"] == path.name and not _pid_alive(int(m["pid"])):
-            shutil.rmtree(entry, ignore_errors=True)
-
-
-def _has_entries(path: Path) -> bool:
-    return path.is_dir() and any(path.iterdir())
-
-
-def _looks_like_store(path: Path) -> bool:
-    """True if `path` was made by this module (its lock file, or a root marked with FORMAT)."""
-    if (path / LOCK_NAME).is_file():
-        return True
-    try:
-        return bool(json.loads((path / "zarr.json").read_text())["attributes"]["format"] == FORMAT)
-    except Exception:
-        return False
 
 
 class RunStore:
@@ -173,6 +137,7 @@ class RunStore:
         self._closed = False
         self._broken: str | None = None
         self._found: dict[int, dict[str, FoundRecord]] = {}
+        self._ledger = Ledger.load(path, writer=lock is not None, durable=durable)  # every committed record is there
         frags = self._run(read_record(self._store, path, "fragments"))
         self._fragments: list[dict[str, Any]] | None = None
         if frags is not None:
@@ -208,22 +173,22 @@ class RunStore:
             raise ValueError(f"identity values must be str; not for {bad}")
         meta_json = normalize(dict(meta or {}), "meta")
         names = [str(n) for n in counter_names]
-        _clean_siblings(path)
+        clean_siblings(path)
         if path.exists() and not path.is_dir():
             raise StoreError(f"run store path {path} is a file, not a directory; choose another --store")
-        if fresh and _has_entries(path):
-            if not _looks_like_store(path):
+        if fresh and has_entries(path):
+            if not looks_like_store(path):
                 raise StoreError(
                     f"refusing to delete {path} for --fresh: it is not a mugraph run store; choose another --store"
                 )
-            cls._discard(path)
+            discard_store(path)
         lock: StoreLock | None = None
         created = False
-        if not _has_entries(path):
-            lock = cls._create(path, ident, meta_json, names, durable)
+        if not has_entries(path):
+            lock = create_store(path, ident, meta_json, names, durable)
             created = lock is not None
         try:
-            attrs = cls._read_root(path)
+            attrs = read_root(path)
             stored = attrs["identity"]
             diffs = [
                 f"{k}: stored {stored.get(k, '(none)')!r}, given {ident.get(k, '(none)')!r}"
@@ -257,7 +222,7 @@ class RunStore:
         path = Path(path)
         if not path.is_dir():
             raise StoreError(f"no run store at {path}")
-        attrs = cls._read_root(path)
+        attrs = read_root(path)
         lock = None if readonly else StoreLock.acquire(path)
         try:
             if lock is not None:
@@ -267,82 +232,6 @@ class RunStore:
             if lock is not None:
                 lock.release()
             raise
-
-    @staticmethod
-    def _read_root(path: Path) -> dict[str, Any]:
-        """The root attributes, checked: a run store, this schema version, an intact identity."""
-        file = path / "zarr.json"
-        ours = (path / LOCK_NAME).is_file()
-        if not file.is_file():
-            if ours:
-                raise damaged(file, "missing")
-            raise StoreError(f"{path} is not a mugraph run store (it has no zarr.json); choose another --store")
-        store = AtomicLocalStore(path, read_only=True)
-        try:
-            group = zarr_sync(zasync.open_group(store=store, path="", mode="r"))
-            attrs = dict(group.attrs)
-        except Exception as exc:
-            raise damaged(file, exc) from None
-        if attrs.get("format") != FORMAT:
-            if ours:
-                raise damaged(file, "the root has lost its run-store attributes")
-            raise StoreError(f"{path} is a Zarr store but not a mugraph run store; choose another --store")
-        if attrs.get("schema") != SCHEMA_VERSION:
-            raise StoreMismatch(
-                f"run store {path} has schema version {attrs.get('schema')!r}; this mugraph reads version "
-                f"{SCHEMA_VERSION}; {RECOVERY_HINT}"
-            )
-        ident, meta = attrs.get("identity"), attrs.get("meta")
-        if attrs.get("crc32") != _root_crc(attrs) or not isinstance(meta, dict):
-            raise damaged(file, "checksum mismatch in the root attributes")
-        if not isinstance(ident, dict) or not all(isinstance(v, str) for v in ident.values()):
-            raise damaged(file, "identity is not a mapping of strings")
-        return attrs
-
-    @classmethod
-    def _create(
-        cls, path: Path, identity: dict[str, str], meta: dict[str, Any], counter_names: list[str], durable: bool
-    ) -> StoreLock | None:
-        """Build a new store beside `path` and rename it into place; its lock, or None if another won."""
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = _sibling(path, "new")
-        tmp.mkdir()
-        lock = StoreLock.acquire(tmp)
-        try:
-            store = AtomicLocalStore(tmp, durable=durable)
-            attrs = {"format": FORMAT, "schema": SCHEMA_VERSION, "identity": identity, "meta": meta}
-            attrs["crc32"] = _root_crc(attrs)
-
-            async def build() -> None:
-                await zasync.create_group(store=store, attributes=attrs)
-                await TaskTable.create(store, tmp, counter_names)
-
-            zarr_sync(build())
-            try:
-                os.rename(tmp, path)  # atomic; replaces an empty directory, fails on a non-empty one
-            except OSError as exc:
-                if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
-                    raise
-                lock.release()
-                shutil.rmtree(tmp, ignore_errors=True)
-                return None
-        except BaseException:
-            lock.release()
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        lock.directory = path
-        return lock
-
-    @staticmethod
-    def _discard(path: Path) -> None:
-        """Delete the run store at `path` for --fresh, unless a live process holds it (StoreBusy)."""
-        lock = StoreLock.acquire(path)
-        try:
-            trash = _sibling(path, "old")
-            os.rename(path, trash)  # the path is empty from here on; a crash leaves only the sibling
-            shutil.rmtree(trash, ignore_errors=True)
-        finally:
-            lock.release()
 
     def close(self) -> None:
         """Release the lock. Idempotent; the store cannot be used afterwards."""
@@ -409,6 +298,7 @@ class RunStore:
             raise ValueError(f"tasks refer to fragment {max(used)} but only {len(value)} fragments are given")
         with self._writing():
             write_record(self._store, "fragments", {"fragments": value})
+            self._ledger.add(["fragments"])
         self._fragments = value
 
     def fragments(self) -> list[dict[str, Any]]:
@@ -469,6 +359,7 @@ class RunStore:
             for r in new_found:
                 attrs = {"path": list(r.path), "graph": r.graph, "task": r.task}
                 write_record(self._store, f"found/{fragment}/{r.digest}", attrs)
+            self._ledger.add(f"found/{fragment}/{r.digest}" for r in new_found)  # before the task is done
             known.update((r.digest, r) for r in new_found)
             table.flush()  # the children's chunks,
             table.commit()  # then their row count (and a new worker's name),
@@ -495,32 +386,9 @@ class RunStore:
 
     def _found_for(self, fragment: int) -> dict[str, FoundRecord]:
         if fragment not in self._found:
-            self._found[fragment] = self._run(self._load_found(fragment))
+            found = load_found(self._store, self.path, fragment, self._table.rows, self.readonly)
+            self._found[fragment] = self._run(found)
         return self._found[fragment]
-
-    async def _load_found(self, fragment: int) -> dict[str, FoundRecord]:
-        base = f"found/{fragment}"
-        names = record_names(self.path, base)
-        records = await asyncio.gather(*(read_record(self._store, self.path, f"{base}/{n}") for n in names))
-        out: dict[str, FoundRecord] = {}
-        for name, attrs in zip(names, records, strict=True):
-            file = metadata_file(self.path, f"{base}/{name}")
-            try:
-                assert attrs is not None
-                task = attrs["task"]
-                path = check_path(attrs["path"], "found")
-                if not isinstance(attrs["graph"], str) or not isinstance(task, int) or task < 0:
-                    raise ValueError("graph must be text and task a row number")
-                if task >= self._table.rows:
-                    # A reader's snapshot of the task table can predate the row of a task a live
-                    # writer has since completed; for the writer itself such a record is damage.
-                    if self.readonly:
-                        continue
-                    raise ValueError(f"task {task} is not a row of the task table")
-            except (AssertionError, KeyError, TypeError, ValueError) as exc:
-                raise damaged(file, exc) from None
-            out[name] = FoundRecord(fragment, name, path, attrs["graph"], task)
-        return out
 
     def put_confirmation(self, fragment: int, digest: str, result: Mapping[str, Any]) -> None:
         self._put_keyed("confirmations", fragment, digest, result)
@@ -541,6 +409,7 @@ class RunStore:
         value = normalize(dict(result), kind[:-1])
         with self._writing():
             write_record(self._store, path, {"result": value})
+            self._ledger.add([path])
 
     def _keyed(self, kind: str, fragment: int) -> dict[str, dict[str, Any]]:
         return dict(self._read_all(f"{kind}/{self._check_fragment(fragment)}", "result", dict))
@@ -561,6 +430,7 @@ class RunStore:
         value = normalize([dict(r) for r in ranking], "ranking")
         with self._writing():
             write_record(self._store, path, {"ranking": value})
+            self._ledger.add([path])
 
     def ranking(self, fragment: int) -> list[dict[str, Any]] | None:
         path = f"rankings/{self._check_fragment(fragment)}"
@@ -575,6 +445,7 @@ class RunStore:
         value = normalize([dict(x) for x in samples], "timeline")
         with self._writing():
             write_record(self._store, f"timeline/{invocation:06d}", {"samples": value})
+            self._ledger.add([f"timeline/{invocation:06d}"])
 
     def timeline(self) -> list[list[dict[str, Any]]]:
         """Every invocation's progress samples, oldest invocation first."""
@@ -585,6 +456,7 @@ class RunStore:
         value = normalize(dict(final), "final result")
         with self._writing():
             write_record(self._store, "final", {"final": value})
+            self._ledger.add(["final"])
 
     def final(self) -> dict[str, Any] | None:
         attrs = self._run(read_record(self._store, self.path, "final"))

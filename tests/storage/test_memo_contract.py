@@ -12,6 +12,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -152,6 +153,11 @@ def test_redis_claims_are_exclusive_until_their_lease_lapses(redis_url: str) -> 
     time.sleep(0.4)
     assert second.claim(["q1"], 5.0) == [True]
     assert first.get_many(["q1", "q2", "q3"]) == [None, None, None]  # claims are not values
+    client: Any = redis.Redis.from_url(redis_url, protocol=2)
+    client.set("claim:q4", b"N")  # a claim key with no lease (tampered, or left by anything but a claim)
+    assert first.claim(["q4"], 5.0) == [True]
+    assert 0 < client.pttl("claim:q4") <= 5000
+    client.close()
 
 
 def test_redis_memo_unreachable_raises_memo_unavailable(tmp_path: Path) -> None:

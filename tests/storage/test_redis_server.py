@@ -283,3 +283,75 @@ def test_startup_timeout_kills_the_server(tmp_path: Path) -> None:
     with pytest.raises(MugraphError, match=r"(?s)did not answer PING within 0.3 s.*started"):
         server.start()
     assert not server.running
+
+
+def test_orphan_started_just_before_its_state_is_found_by_its_pidfile(tmp_path: Path) -> None:
+    """kill -9 of the owner right after it started the server: the state file names no pid yet."""
+    data = tmp_path / "r"
+    parent, orphan = _start_parent(_PARENT, data)
+    try:
+        client = redis.Redis(unix_socket_path=str(data / redis_server.SOCKET_NAME), protocol=2)
+        client.set("kept", b"Y")
+        client.close()
+        parent.kill()
+        parent.wait(10)
+        state = json.loads((data / redis_server.STATE_NAME).read_text())
+        (data / redis_server.STATE_NAME).write_text(json.dumps({**state, "pid": None}))
+        assert (data / redis_server.PID_NAME).read_text().strip() == str(orphan)
+        with pytest.warns(RuntimeWarning, match=f"pid {orphan}"), EmbeddedRedis(data) as server:
+            assert not _pid_alive(orphan) and _client(server).get("kept") == b"Y"
+    finally:
+        if _pid_alive(orphan):
+            os.kill(orphan, signal.SIGKILL)
+
+
+def test_a_state_file_naming_other_processes_touches_none_of_them(tmp_path: Path) -> None:
+    """A state file (and pidfile) naming an unrelated process and another directory's server: both live on."""
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        with EmbeddedRedis(tmp_path / "other") as other:
+            data = tmp_path / "r"
+            data.mkdir()
+            assert other.socket_path is not None
+            (data / redis_server.STATE_NAME).write_text(json.dumps({"pid": sleeper.pid, "socket": other.socket_path}))
+            (data / redis_server.PID_NAME).write_text(f"{other.pid}\n")
+            import warnings
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")  # no "stopping a redis-server" warning either
+                with EmbeddedRedis(data) as server:
+                    assert _client(server).ping()
+            assert other.running and _client(other).ping() and os.path.exists(other.socket_path)
+            assert sleeper.poll() is None
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def _data_files(data: Path, kind: str) -> list[Path]:
+    if (data / "appendonlydir").is_dir():  # Redis 7: a manifest and base/incr files
+        files = sorted((data / "appendonlydir").iterdir())
+        return [f for f in files if f.name.endswith(".manifest" if kind == "manifest" else ".aof")]
+    return [data / "appendonly.aof"]
+
+
+@pytest.mark.parametrize("kind", ["manifest", "aof"])
+def test_corrupt_memo_data_is_moved_aside(tmp_path: Path, kind: str) -> None:
+    data = tmp_path / "r"
+    with EmbeddedRedis(data) as server:
+        _client(server).set("k", b"Y")
+    for f in _data_files(data, kind):
+        f.write_bytes(b"*3\r\n$3\r\nSET\r\nthis is not redis protocol\r\n" * 3)
+    with pytest.warns(RuntimeWarning) as record, EmbeddedRedis(data) as server:
+        assert _client(server).get("k") is None  # an empty memo, running
+        _client(server).set("k2", b"N")
+    messages = [str(w.message) for w in record if "could not be loaded" in str(w.message)]
+    assert len(messages) == 1 and "moved it to" in messages[0]
+    aside = [p for p in data.iterdir() if p.name.startswith("corrupt-")]
+    assert len(aside) == 1 and str(aside[0]) in messages[0] and any(aside[0].iterdir())  # kept, not deleted
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with EmbeddedRedis(data) as server:  # the new data loads without a word
+            assert _client(server).get("k2") == b"N"

@@ -24,6 +24,7 @@ from mugraph.ir.errors import MugraphError
 from mugraph.storage import records, task_table
 from mugraph.storage.atomic_store import write_atomic
 from mugraph.storage.chunk_codec import compressors, encode_chunk
+from mugraph.storage.ledger import LEDGER_NAME
 from mugraph.storage.run_store import (
     SCHEMA_VERSION,
     FoundRecord,
@@ -550,19 +551,71 @@ def test_readers_beside_a_live_writer_see_consistent_snapshots(tmp_path: Path) -
 def test_damaged_found_records(filled: Path) -> None:
     base = filled / "found" / "0"
     first, second = sorted(p for p in base.iterdir() if p.is_dir())[:2]
-    meta = json.loads((first / "zarr.json").read_text())
+    original = (first / "zarr.json").read_text()
+    meta = json.loads(original)
     meta["attributes"]["graph"] += " "  # still valid JSON, and still a string
     (first / "zarr.json").write_text(json.dumps(meta))
     with RunStore.open_existing(filled) as st:
         with pytest.raises(StoreDamaged, match=str(first / "zarr.json")):
             st.found(0)
         assert st.found(1)
-    (first / "zarr.json").unlink()
+    (first / "zarr.json").write_text(original)
     (second / "zarr.json").write_text("{")
     with RunStore.open_existing(filled) as st, pytest.raises(StoreDamaged, match=str(second / "zarr.json")):
         st.found(0)
+    (second / "zarr.json").unlink()  # a committed record that is gone is damage, found at open
+    with pytest.raises(StoreDamaged, match=str(second / "zarr.json") + ".*committed.*--fresh"):
+        RunStore.open_existing(filled)
 
 
 def test_size_bytes(filled: Path) -> None:
     with RunStore.open_existing(filled) as st:
         assert st.size_bytes() > 10_000
+
+
+@pytest.fixture(scope="module")
+def unfinished_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("unfinished") / "s"
+    with new_store(path) as st:
+        run_to_end(st, limit=120)
+        st.put_confirmation(0, "d0x1", {"equivalent": True})
+        st.put_layout(0, "d0x1", {"schema": "mugraph.layout/1"})
+        assert st.pending() and st.found(0)
+    return path
+
+
+@pytest.mark.parametrize("finished", [True, False], ids=["finished", "unfinished"])
+@pytest.mark.parametrize(
+    "remove", ["found/0/d0x1/zarr.json", "found/0/d0x1", "found/0", "found", "fragments/zarr.json",
+               "confirmations/0/d0x1", "layouts/0/d0x1/zarr.json", "ledger.jsonl"],
+)
+def test_a_missing_committed_record_is_damage(
+    finished: bool, remove: str, filled_once: Path, unfinished_once: Path, tmp_path: Path
+) -> None:
+    store = Path(shutil.copytree(filled_once if finished else unfinished_once, tmp_path / "s"))
+    if remove.startswith(("confirmations", "layouts")) and finished:
+        with RunStore.open_existing(store, readonly=False) as st:
+            st.put_confirmation(0, "d0x1", {"equivalent": True})
+            st.put_layout(0, "d0x1", {"schema": "mugraph.layout/1"})
+    target = store / remove
+    shutil.rmtree(target) if target.is_dir() else target.unlink()
+    for writer in (False, True):
+        with pytest.raises(StoreDamaged, match="--fresh") as info:
+            new_store(store) if writer else RunStore.open_existing(store)
+        assert ("zarr.json" in str(info.value) or LEDGER_NAME in str(info.value)) and str(store) in str(info.value)
+        if remove.endswith((".json", ".jsonl")):
+            assert str(target) in str(info.value)
+
+
+def test_a_torn_ledger_line_is_dropped(filled: Path) -> None:
+    ledger = filled / LEDGER_NAME
+    whole = ledger.read_bytes()
+    ledger.write_bytes(whole + b'{"record": "found/0/zz')  # a crash mid-append
+    with RunStore.open_existing(filled) as st:
+        assert st.found(0)
+    with new_store(filled) as st:
+        assert st.found(0)
+    assert ledger.read_bytes() == whole
+    ledger.write_bytes(whole.replace(b'"crc32": ', b'"crc32": 1', 1))
+    with pytest.raises(StoreDamaged, match=f"{LEDGER_NAME}: line 1"):
+        RunStore.open_existing(filled)

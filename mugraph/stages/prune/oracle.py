@@ -35,6 +35,10 @@ from mugraph.stages.prune.expr import Expr
 from mugraph.stages.prune.models import Refuter
 from mugraph.stages.prune.z3_encoding import AXIOM_VERSION, Z3_VERSION, Z3Session
 
+# Z3 otherwise catches SIGINT itself during a check (even where SIGINT is ignored, as on Dask workers) and
+# answers "unknown": a verdict that depends on when Ctrl-C came, which the shared memo would then keep.
+z3.set_param("ctrl_c", False)
+
 MEMO_SCHEMA = "mugraph-memo/1"
 DEFAULT_RLIMIT = 80_000  # Mirage's
 CLAIM_SECONDS = 10.0  # lease of a claimed query: how long others wait at most if its holder dies
@@ -194,7 +198,8 @@ class SubexprOracle:
         self.memo.store({keys[c]: v.value.encode() for c, v in solved.items()})
         waiting = [c for c in todo if c not in solved]
         pause = 0.002
-        while waiting:
+        deadline = time.monotonic() + 2 * CLAIM_SECONDS  # past it, solve whatever is still held
+        while waiting and time.monotonic() < deadline:
             time.sleep(pause)
             pause = min(2 * pause, 0.05)
             found = self.memo.lookup([keys[c] for c in waiting])
@@ -210,7 +215,9 @@ class SubexprOracle:
             self.memo.store({keys[c]: v.value.encode() for c, v in own.items()})
             solved.update(own)
             waiting = [c for c in waiting if c not in solved]
-        return solved
+        late = {c: self._z3(c) for c in waiting}
+        self.memo.store({keys[c]: v.value.encode() for c, v in late.items()})
+        return solved | late
 
     def _z3(self, c: Expr) -> Verdict:
         session = _session(self._prefix, self.finals, self.n_inputs, self.config)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +27,8 @@ from mugraph.ir.errors import MugraphError
 from mugraph.ir.types import Dim3, OpKind
 
 PRESETS = ("mlp", "lora", "attention")
+MAX_DIM = 3  # tensors have at most 4 dims
+MAX_INT = 2**31 - 1
 
 _KERNEL_OPS = (
     OpKind.MATMUL, OpKind.EXP, OpKind.SILU, OpKind.GELU, OpKind.RELU,
@@ -113,9 +116,18 @@ class SearchConfig:
             raise ConfigError(f"franges {list(self.franges)}: every for-loop range must be at least 2")
         if not self.seeds:
             raise ConfigError("at least one fingerprint seed is needed")
+        if any(not 0 <= s < 2**32 for s in self.seeds):
+            raise ConfigError(f"seeds {list(self.seeds)}: every seed is an integer from 0 to 2**32-1")
+        for name in ("grid_divisors", "attention_divisors"):
+            if any(d < 1 for d in getattr(self, name)):
+                raise ConfigError(f"{name} {list(getattr(self, name))}: every divisor must be at least 1")
         for name, maps in (("imaps", self.imaps), ("omaps", self.omaps)):
             if any(len(m) != 3 for m in maps):
                 raise ConfigError(f"{name}: every map has three entries (grid axes x, y, z)")
+            if any(not -1 <= d <= MAX_DIM for m in maps for d in m):
+                raise ConfigError(f"{name}: map entries are tensor dims 0 to {MAX_DIM}, or -1 (replicate)")
+        if any(not -1 <= d <= MAX_DIM for d in self.fmaps):
+            raise ConfigError(f"fmaps {list(self.fmaps)}: entries are tensor dims 0 to {MAX_DIM}, or -1 (none)")
         if self.grids is not None and any(len(g) != 3 or min(g) < 1 for g in self.grids):
             raise ConfigError("grids: every grid is three positive integers")
         if any(len(g) != 2 or min(g) < 1 for g in self.attention_yz):
@@ -130,23 +142,44 @@ def _plain(v: Any) -> Any:
     return v
 
 
+def _int(value: Any) -> int:
+    """An integer setting: a whole, finite JSON number of at most 2**31 (so 1e400, -Infinity, 1.5 are refused)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"expected an integer, got {value!r}")
+    if isinstance(value, float) and (not math.isfinite(value) or not value.is_integer()):
+        raise TypeError(f"expected an integer, got {value!r}")
+    if abs(value) > MAX_INT:
+        raise ValueError(f"{value!r} is out of range (at most {MAX_INT})")
+    return int(value)
+
+
+def _ints(value: Any) -> tuple[int, ...]:
+    if not isinstance(value, list | tuple):
+        raise TypeError(f"expected a list of integers, got {value!r}")
+    return tuple(_int(x) for x in value)
+
+
 def _convert(name: str, value: Any, current: Any) -> Any:
     """Turn a JSON-ish override into the field's type."""
     try:
         if name in ("kernel_ops", "block_ops"):
+            if not isinstance(value, list | tuple):
+                raise TypeError(f"expected a list of op names, got {value!r}")
             return tuple(OpKind(v) for v in value)
         if name in ("grids", "imaps", "omaps", "attention_yz"):
-            return None if value is None else tuple(tuple(int(x) for x in m) for m in value)
+            if value is None:
+                return None
+            if not isinstance(value, list | tuple):
+                raise TypeError(f"expected a list of integer lists, got {value!r}")
+            return tuple(_ints(m) for m in value)
         if isinstance(current, bool):
             if not isinstance(value, bool):
                 raise TypeError("expected true or false")
             return value
         if isinstance(current, tuple):
-            return tuple(int(x) for x in value)
+            return _ints(value)
         if isinstance(current, int):
-            if isinstance(value, bool) or int(value) != value:
-                raise TypeError("expected an integer")
-            return int(value)
+            return _int(value)
         if isinstance(current, str):
             return str(value)
     except (TypeError, ValueError) as e:
@@ -181,8 +214,12 @@ def parse_override(text: str) -> tuple[str, Any]:
     key, sep, raw = text.partition("=")
     if not sep or not key.strip():
         raise ConfigError(f"setting {text!r} is not KEY=VALUE")
+    if not raw.strip():
+        raise ConfigError(f"setting {text!r} has an empty value")
     try:
         value = json.loads(raw)
     except json.JSONDecodeError:
         value = raw
+    except RecursionError:
+        raise ConfigError(f"setting {key.strip()}: the value is nested too deeply") from None
     return key.strip(), value

@@ -1,0 +1,114 @@
+"""Checks of command-line options that run before anything is created (store, memo server, cluster):
+each failure is a MugraphError, so one line on stderr and exit status 2."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import tempfile
+from pathlib import Path
+
+import click
+
+from mugraph.ir.errors import MugraphError
+
+_HOST_PORT = re.compile(r"(?:(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]*):)?(?P<port>\d+)")
+_SCHEDULER = re.compile(r"(?:(?:tcp|tls|ws|wss|ucx)://)?" + _HOST_PORT.pattern)
+WORKERS_PER_CORE_WARNING = 2
+
+
+def check_host_port(text: str, option: str, *, scheduler: bool = False) -> None:
+    """`HOST:PORT` or `PORT` (no HOST: all interfaces), or for a scheduler `[tcp://]HOST:PORT`."""
+    m = (_SCHEDULER if scheduler else _HOST_PORT).fullmatch(text.strip())
+    example = "tcp://HOST:8786" if scheduler else "127.0.0.1:8787 or :0"
+    if m is None or (scheduler and not m["host"]):
+        raise MugraphError(f"{option} {text!r} is not an address such as {example}")
+    if int(m["port"]) > 65535:
+        raise MugraphError(f"{option} {text!r}: port {m['port']} is above 65535")
+
+
+def _probe_dir(directory: Path, option: str, target: Path) -> None:
+    """Fail unless a file can be created in `directory` (tried for real: permissions, read-only mounts)."""
+    try:
+        fd, name = tempfile.mkstemp(dir=directory, prefix=".mugraph-probe-")
+    except OSError as e:
+        raise MugraphError(f"{option} {target}: cannot write in {directory} ({e.strerror or e})") from None
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(name)
+
+
+def _nearest_existing(path: Path, option: str) -> Path:
+    """The nearest existing ancestor of `path`, which must be a directory."""
+    for parent in path.absolute().parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise MugraphError(f"{option} {path}: {parent} is a file, not a directory")
+            return parent
+    raise MugraphError(f"{option} {path}: no existing directory above it")
+
+
+def check_store_path(text: str, option: str = "--store") -> Path:
+    """A run store path that can be created (or exists as a directory)."""
+    if not text.strip():
+        raise MugraphError(f"{option} is empty; give a path such as runs/my-run.zarr")
+    path = Path(text)
+    if path.exists():
+        if not path.is_dir():
+            raise MugraphError(f"{option} {path} is a file, not a run store directory")
+        _probe_dir(path.parent if path.parent.exists() else path, option, path)
+        return path
+    _probe_dir(_nearest_existing(path, option), option, path)
+    return path
+
+
+def check_output_file(path: Path, option: str) -> Path:
+    """A file the command will write at the end: its directory must exist and be writable now."""
+    if not str(path).strip() or path.name in ("", ".", ".."):
+        raise MugraphError(f"{option} is empty; give a file name")
+    if path.is_dir():
+        raise MugraphError(f"{option} {path} is a directory, not a file")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise MugraphError(f"{option} {path}: the file is not writable")
+    parent = path.absolute().parent
+    if not parent.is_dir():
+        _nearest_existing(path, option)
+        raise MugraphError(f"{option} {path}: the directory {parent} does not exist")
+    _probe_dir(parent, option, path)
+    return path
+
+
+def warn_many_workers(workers: int | None) -> None:
+    """One warning line when --workers asks for far more processes than there are cores."""
+    cores = os.cpu_count() or 1
+    if workers is not None and workers > WORKERS_PER_CORE_WARNING * cores:
+        click.echo(f"mugraph: warning: --workers {workers} is far above the {cores} cores of this machine; "
+                   "each worker is a process with its own solver and memo", err=True)
+
+
+def file_name(name: str) -> str:
+    """A program name made safe as part of a file name in runs/: no directories, no hidden or empty names."""
+    safe = re.sub(r"[^A-Za-z0-9_.+-]+", "_", name).strip("._")
+    return safe[:64] or "program"
+
+
+def parse_duration(text: str) -> float:
+    """Seconds from `90`, `90s`, `15m`, `2h` or `1h30m`."""
+    units = {"h": 3600.0, "m": 60.0, "s": 1.0}
+    total, num = 0.0, ""
+    try:
+        for ch in text.strip().lower():
+            if ch.isdigit() or ch == ".":
+                num += ch
+            elif ch in units and num:
+                total += float(num) * units[ch]
+                num = ""
+            else:
+                raise ValueError
+        total += float(num) if num else 0.0
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not a duration such as 90, 90s, 15m or 2h") from None
+    if total <= 0:
+        raise click.BadParameter(f"{text!r}: the duration must be positive")
+    return total

@@ -1,0 +1,34 @@
+"""What a program is (a reference tensor program plus the expert μGraphs known to equal it) and the table
+the built-in programs register themselves in. Kept apart from `registry`, which imports the built-ins."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from mugraph.ir.graph import KernelGraph
+
+GraphBuilder = Callable[[], KernelGraph]
+
+
+@dataclass(frozen=True)
+class Program:
+    """A program to optimise. `experts` maps a label to a builder of an equivalent μGraph; the
+    first one is *the* expert that searches must rediscover."""
+
+    name: str
+    description: str
+    preset: str
+    reference: GraphBuilder
+    experts: Mapping[str, GraphBuilder] = field(default_factory=dict)
+    source: str = "built-in"
+
+
+REGISTRY: dict[str, Program] = {}
+
+
+def register(program: Program) -> Program:
+    if program.name in REGISTRY:
+        raise ValueError(f"program {program.name!r} registered twice")
+    REGISTRY[program.name] = program
+    return program

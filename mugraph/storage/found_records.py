@@ -1,0 +1,55 @@
+"""Found μGraphs in a run store: `found/<fragment>/<digest>/` records (path, graph JSON, the task row that
+found it), written by `RunStore.complete_task` before the task is marked done."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from pathlib import Path
+
+from mugraph.storage.atomic_store import AtomicLocalStore
+from mugraph.storage.records import metadata_file, read_record, record_names
+from mugraph.storage.store_errors import damaged
+from mugraph.storage.task_table import check_path
+
+__all__ = ["FoundRecord", "load_found"]
+
+
+@dataclass(frozen=True)
+class FoundRecord:
+    """A μGraph found by a search task; `graph` is its JSON text, `task` the row that found it."""
+
+    fragment: int
+    digest: str
+    path: tuple[int, ...]
+    graph: str
+    task: int
+
+
+async def load_found(
+    store: AtomicLocalStore, root: Path, fragment: int, rows: int, readonly: bool
+) -> dict[str, FoundRecord]:
+    """The found records of `fragment`, checked (StoreDamaged naming the file); `rows` is the task table's
+    committed row count, which every record's task must be below."""
+    base = f"found/{fragment}"
+    names = record_names(root, base)
+    records = await asyncio.gather(*(read_record(store, root, f"{base}/{n}") for n in names))
+    out: dict[str, FoundRecord] = {}
+    for name, attrs in zip(names, records, strict=True):
+        file = metadata_file(root, f"{base}/{name}")
+        try:
+            assert attrs is not None
+            task = attrs["task"]
+            path = check_path(attrs["path"], "found")
+            if not isinstance(attrs["graph"], str) or not isinstance(task, int) or task < 0:
+                raise ValueError("graph must be text and task a row number")
+            if task >= rows:
+                # A reader's snapshot of the task table can predate the row of a task a live
+                # writer has since completed; for the writer itself such a record is damage.
+                if readonly:
+                    continue
+                raise ValueError(f"task {task} is not a row of the task table")
+        except (AssertionError, KeyError, TypeError, ValueError) as exc:
+            raise damaged(file, exc) from None
+        out[name] = FoundRecord(fragment, name, path, attrs["graph"], task)
+    return out

@@ -1,0 +1,96 @@
+"""The run store's ledger: what the run has committed, so a missing record is damage, never "not found yet".
+
+`ledger.jsonl` in the store holds one line per record the run wrote (the fragments, each found μGraph,
+confirmation, layout, ranking, timeline and the final result), appended after the record itself is on
+disk; each line carries the CRC-32 of its record path. The task rows are indexed by the task table's own
+commit record. On open every record the ledger names must exist: a deleted `found/0/<digest>/`, all of
+`found/` or `fragments/zarr.json` is reported as damage naming the file, instead of a run that finishes
+"complete" with fewer μGraphs. A crash mid-append leaves a line without its newline: it is ignored (the
+record it names is not needed by anything committed) and the writer cuts it off before appending.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import zlib
+from collections.abc import Iterable
+from pathlib import Path
+
+from mugraph.storage.records import metadata_file
+from mugraph.storage.store_errors import damaged
+
+__all__ = ["LEDGER_NAME", "Ledger"]
+
+LEDGER_NAME = "ledger.jsonl"
+
+
+def _line(record: str) -> bytes:
+    return (json.dumps({"record": record, "crc32": zlib.crc32(record.encode())}) + "\n").encode()
+
+
+class Ledger:
+    """The set of committed record paths of one store, and (for the writer) the file to append to."""
+
+    def __init__(self, root: Path, records: set[str], *, durable: bool) -> None:
+        self.root = root
+        self.records = records
+        self.durable = durable
+
+    @property
+    def file(self) -> Path:
+        return self.root / LEDGER_NAME
+
+    @classmethod
+    def create(cls, root: Path, *, durable: bool) -> Ledger:
+        """An empty ledger in a store being built."""
+        (root / LEDGER_NAME).write_bytes(b"")
+        return cls(root, set(), durable=durable)
+
+    @classmethod
+    def load(cls, root: Path, *, writer: bool, durable: bool = False) -> Ledger:
+        """Read the ledger (StoreDamaged naming it if it is missing or a complete line is bad) and check
+        that every record it names is on disk (StoreDamaged naming the first missing file)."""
+        file = root / LEDGER_NAME
+        try:
+            data = file.read_bytes()
+        except FileNotFoundError:
+            raise damaged(file, "missing (it lists what the run has committed)") from None
+        except OSError as exc:
+            raise damaged(file, exc) from None
+        complete, _, torn = data.rpartition(b"\n")
+        if torn and writer:  # a crash mid-append: drop the partial line before appending more
+            with open(file, "r+b") as f:
+                f.truncate(len(complete) + 1 if complete else 0)
+        records: set[str] = set()
+        for number, raw in enumerate(complete.split(b"\n") if complete else [], 1):
+            try:
+                entry = json.loads(raw)
+                record = entry["record"]
+                if not isinstance(record, str) or entry["crc32"] != zlib.crc32(record.encode()):
+                    raise ValueError("checksum mismatch")
+            except (ValueError, KeyError, TypeError) as exc:
+                raise damaged(file, f"line {number}: {exc}") from None
+            records.add(record)
+        ledger = cls(root, records, durable=durable)
+        ledger.check()
+        return ledger
+
+    def check(self) -> None:
+        """StoreDamaged naming the first committed record whose file is gone (and how many are)."""
+        missing = sorted(r for r in self.records if not metadata_file(self.root, r).is_file())
+        if missing:
+            more = f" (and {len(missing) - 1} more committed records)" if len(missing) > 1 else ""
+            raise damaged(metadata_file(self.root, missing[0]), f"missing, though the run committed it{more}")
+
+    def add(self, records: Iterable[str]) -> None:
+        """Append the records not yet listed, in one write (call after they are on disk)."""
+        new = [r for r in dict.fromkeys(records) if r not in self.records]
+        if not new:
+            return
+        with open(self.file, "ab") as f:
+            f.write(b"".join(_line(r) for r in new))
+            if self.durable:
+                f.flush()
+                os.fsync(f.fileno())
+        self.records.update(new)

@@ -1,0 +1,143 @@
+"""A run store's directory as a whole: its root attributes, building a new one beside its path and
+renaming it into place (so a directory at the path is complete or empty), and deleting one for --fresh.
+
+The root group's attributes are `format` ("mugraph-run-store"), `schema`, `identity` (compared on open),
+`meta` (free) and `crc32` (of format, schema, identity)."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+import shutil
+import uuid
+import zlib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import zarr.api.asynchronous as zasync
+from zarr.core.sync import sync as zarr_sync
+
+from mugraph.storage.atomic_store import AtomicLocalStore
+from mugraph.storage.ledger import Ledger
+from mugraph.storage.records import canonical_json
+from mugraph.storage.redis_server import _pid_alive
+from mugraph.storage.store_errors import RECOVERY_HINT, StoreError, StoreMismatch, damaged
+from mugraph.storage.store_lock import LOCK_NAME, StoreLock
+from mugraph.storage.task_table import TaskTable
+
+__all__ = ["FORMAT", "SCHEMA_VERSION", "clean_siblings", "create_store", "discard_store", "has_entries",
+           "looks_like_store", "read_root"]
+
+SCHEMA_VERSION = 2  # 2: the ledger of committed records
+FORMAT = "mugraph-run-store"
+_SIBLING = re.compile(r"\.(?P<name>.+)\.mugraph-(?:new|old)-(?P<pid>\d+)-[0-9a-f]+")
+
+
+def _root_crc(attrs: Mapping[str, Any]) -> int:
+    return zlib.crc32(canonical_json({k: attrs.get(k) for k in ("format", "schema", "identity")}).encode())
+
+
+def _sibling(path: Path, kind: str) -> Path:
+    return path.parent / f".{path.name}.mugraph-{kind}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+def clean_siblings(path: Path) -> None:
+    """Remove half-built or half-deleted stores that a killed `open` left next to `path`."""
+    if not path.parent.is_dir():
+        return
+    for entry in path.parent.iterdir():
+        m = _SIBLING.fullmatch(entry.name)
+        if m and m["name"] == path.name and not _pid_alive(int(m["pid"])):
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+def has_entries(path: Path) -> bool:
+    return path.is_dir() and any(path.iterdir())
+
+
+def looks_like_store(path: Path) -> bool:
+    """True if `path` was made by this module (its lock file, or a root marked with FORMAT)."""
+    if (path / LOCK_NAME).is_file():
+        return True
+    try:
+        return bool(json.loads((path / "zarr.json").read_text())["attributes"]["format"] == FORMAT)
+    except Exception:
+        return False
+
+
+def read_root(path: Path) -> dict[str, Any]:
+    """The root attributes, checked: a run store, this schema version, an intact identity."""
+    file = path / "zarr.json"
+    ours = (path / LOCK_NAME).is_file()
+    if not file.is_file():
+        if ours:
+            raise damaged(file, "missing")
+        raise StoreError(f"{path} is not a mugraph run store (it has no zarr.json); choose another --store")
+    store = AtomicLocalStore(path, read_only=True)
+    try:
+        group = zarr_sync(zasync.open_group(store=store, path="", mode="r"))
+        attrs = dict(group.attrs)
+    except Exception as exc:
+        raise damaged(file, exc) from None
+    if attrs.get("format") != FORMAT:
+        if ours:
+            raise damaged(file, "the root has lost its run-store attributes")
+        raise StoreError(f"{path} is a Zarr store but not a mugraph run store; choose another --store")
+    if attrs.get("schema") != SCHEMA_VERSION:
+        raise StoreMismatch(
+            f"run store {path} has schema version {attrs.get('schema')!r}; this mugraph reads version "
+            f"{SCHEMA_VERSION}; {RECOVERY_HINT}"
+        )
+    ident, meta = attrs.get("identity"), attrs.get("meta")
+    if attrs.get("crc32") != _root_crc(attrs) or not isinstance(meta, dict):
+        raise damaged(file, "checksum mismatch in the root attributes")
+    if not isinstance(ident, dict) or not all(isinstance(v, str) for v in ident.values()):
+        raise damaged(file, "identity is not a mapping of strings")
+    return attrs
+
+def create_store(
+    path: Path, identity: dict[str, str], meta: dict[str, Any], counter_names: list[str], durable: bool
+) -> StoreLock | None:
+    """Build a new store beside `path` and rename it into place; its lock, or None if another won."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _sibling(path, "new")
+    tmp.mkdir()
+    lock = StoreLock.acquire(tmp)
+    try:
+        store = AtomicLocalStore(tmp, durable=durable)
+        attrs = {"format": FORMAT, "schema": SCHEMA_VERSION, "identity": identity, "meta": meta}
+        attrs["crc32"] = _root_crc(attrs)
+
+        async def build() -> None:
+            await zasync.create_group(store=store, attributes=attrs)
+            await TaskTable.create(store, tmp, counter_names)
+
+        zarr_sync(build())
+        Ledger.create(tmp, durable=durable)
+        try:
+            os.rename(tmp, path)  # atomic; replaces an empty directory, fails on a non-empty one
+        except OSError as exc:
+            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                raise
+            lock.release()
+            shutil.rmtree(tmp, ignore_errors=True)
+            return None
+    except BaseException:
+        lock.release()
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    lock.directory = path
+    return lock
+
+def discard_store(path: Path) -> None:
+    """Delete the run store at `path` for --fresh, unless a live process holds it (StoreBusy)."""
+    lock = StoreLock.acquire(path)
+    try:
+        trash = _sibling(path, "old")
+        os.rename(path, trash)  # the path is empty from here on; a crash leaves only the sibling
+        shutil.rmtree(trash, ignore_errors=True)
+    finally:
+        lock.release()

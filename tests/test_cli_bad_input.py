@@ -1,0 +1,138 @@
+"""Every bad input of every command: one line on stderr, exit status 2, no traceback, and nothing created
+(no store, no memo directory, no cluster) — options are checked before anything starts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mugraph.cli import main
+from mugraph.ir.graph import KernelGraph
+from mugraph.ir.serialize import dumps
+
+DEEP = 100_000
+
+# (id, argv, words the one line must contain). Paths are relative to a scratch working directory that holds
+# `afile` (a plain file) and the program files written by `scratch`.
+CASES: list[tuple[str, list[str], str]] = [
+    ("set-1e400", ["search", "lora", "--set", "max_kernel_ops=1e400"], "expected an integer"),
+    ("set-neg-infinity", ["search", "lora", "--set", "max_block_ops=-Infinity"], "expected an integer"),
+    ("set-huge", ["search", "lora", "--set", "rlimit=1e300"], "out of range"),
+    ("set-fraction", ["search", "lora", "--set", "max_kernel_ops=2.5"], "expected an integer"),
+    ("set-huge-in-list", ["search", "lora", "--set", "franges=[1e400]"], "expected an integer"),
+    ("optimize-set-1e400", ["optimize", "lora", "--set", "max_kernel_ops=1e400"], "expected an integer"),
+    ("set-negative-seed", ["search", "lora", "--set", "seeds=[-1]"], "seed"),
+    ("optimize-negative-seed", ["optimize", "lora", "--set", "seeds=[-1]"], "seed"),
+    ("check-negative-seed", ["check", "lora", "--seeds", "-1"], "seeds"),
+    ("set-empty-value", ["search", "lora", "--set", "grids="], "empty value"),
+    ("optimize-set-empty-value", ["optimize", "lora", "--set", "franges="], "empty value"),
+    ("set-fmap-no-dim", ["search", "lora", "--set", "fmaps=[7]"], "fmaps"),
+    ("set-imap-no-dim", ["search", "lora", "--set", "imaps=[[9,9,9]]"], "imaps"),
+    ("set-omap-no-dim", ["optimize", "lora", "--set", "omaps=[[5,-1,-1]]"], "omaps"),
+    ("set-zero-divisor", ["search", "lora", "--set", "grid_divisors=[0]"], "divisor"),
+    ("set-zero-attention-divisor", ["optimize", "gqa", "--set", "attention_divisors=[0,8]"], "divisor"),
+    ("set-deeply-nested", ["search", "lora", "--set", "grids=" + "[" * DEEP + "]" * DEEP], "nested too deeply"),
+    ("memo-url-bad-port", ["search", "lora", "--memo-url", "redis://127.0.0.1:99999/0"], "port"),
+    ("prune-memo-url-bad-port", ["prune", "lora", "--memo-url", "redis://127.0.0.1:99999/0"], "port"),
+    ("optimize-memo-url-bad-port", ["optimize", "lora", "--memo-url", "redis://127.0.0.1:99999/0"], "port"),
+    ("optimize-memo-url-unreachable", ["optimize", "lora", "--memo-url", "redis://127.0.0.1:1/0"], "cannot reach"),
+    ("memo-url-scheme", ["optimize", "lora", "--memo-url", "memcached://x:1"], "scheme"),
+    ("memo-url-db", ["search", "lora", "--memo-url", "redis://127.0.0.1:6379/zero"], "database"),
+    ("scheduler-garbage", ["optimize", "lora", "--scheduler", "garbage"], "--scheduler"),
+    ("scheduler-bad-port", ["optimize", "lora", "--scheduler", "tcp://head:123456"], "65535"),
+    ("dashboard-not-an-address", ["optimize", "lora", "--dashboard-address", "notanaddress"], "--dashboard-address"),
+    ("store-empty", ["optimize", "lora", "--store", ""], "--store is empty"),
+    ("store-under-a-file", ["optimize", "lora", "--store", "afile/run.zarr"], "is a file"),
+    ("store-is-a-file", ["optimize", "lora", "--store", "afile"], "is a file"),
+    ("store-unwritable", ["optimize", "lora", "--store", "/proc/mugraph-run.zarr"], "cannot write"),
+    ("profile-unwritable", ["optimize", "lora", "--profile", "/proc/mugraph-profile.html"], "cannot write"),
+    ("profile-no-directory", ["optimize", "lora", "--profile", "nodir/profile.html"], "does not exist"),
+    ("profile-under-a-file", ["optimize", "lora", "--profile", "afile/profile.html"], "is a file"),
+    ("report-out-unwritable", ["report", "some.zarr", "--out", "/proc/mugraph-report.html"], "cannot write"),
+    ("report-empty-store", ["report", ""], "empty"),
+    ("report-no-store", ["report", "missing.zarr"], "no such run store"),
+    ("status-empty-store", ["status", ""], "run store"),
+    ("show-no-store", ["show", "missing.zarr"], "no run store"),
+    ("deeply-nested-program", ["check", "deep.json"], "nested too deeply"),
+    ("deeply-nested-program-search", ["optimize", "deep.json"], "nested too deeply"),
+    ("program-without-outputs", ["search", "noout.json"], "no outputs"),
+    ("program-without-ops", ["optimize", "noops.json"], "no ops"),
+    ("program-calls-sys-exit", ["search", "exits.py"], "sys.exit"),
+    ("program-raises-keyboardinterrupt", ["optimize", "interrupts.py"], "KeyboardInterrupt"),
+    ("program-reference-exits", ["check", "exits_late.py"], "sys.exit"),
+    ("unknown-program", ["optimize", "no_such_program"], "unknown program"),
+    ("time-limit", ["optimize", "lora", "--time-limit", "1e400"], "duration"),
+]
+
+
+def scratch(directory: Path) -> None:
+    """The files the cases name."""
+    (directory / "afile").write_text("not a directory\n")
+    (directory / "deep.json").write_text("[" * DEEP + "]" * DEEP)
+    g = KernelGraph()
+    g.new_input((16, 16), name="X")
+    (directory / "noout.json").write_text(dumps(g))
+    g = KernelGraph()
+    g.mark_output(g.new_input((16, 16), name="X"), "O")
+    (directory / "noops.json").write_text(dumps(g))
+    (directory / "exits.py").write_text("import sys\nsys.exit(3)\n")
+    (directory / "interrupts.py").write_text("raise KeyboardInterrupt\n")
+    (directory / "exits_late.py").write_text(
+        "import sys\n\ndef reference():\n    sys.exit(0)\n\nexperts = {}\n")
+
+
+def listing(directory: Path) -> set[str]:
+    return {str(p.relative_to(directory)) for p in directory.rglob("*")}
+
+
+def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[object, str, str]:
+    """`main(argv)` in this process: (exit status, or the exception that escaped; stdout; stderr)."""
+    try:
+        main(argv)
+        status: object = 0
+    except SystemExit as e:
+        status = e.code
+    except BaseException as e:  # a KeyboardInterrupt or any other escape is a failure of the case
+        status = f"escaped {type(e).__name__}: {e}"
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+@pytest.mark.parametrize(("argv", "needle"), [(a, n) for _, a, n in CASES], ids=[c[0] for c in CASES])
+def test_bad_input_is_one_line_and_status_2(
+    argv: list[str], needle: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    scratch(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    before = listing(tmp_path)
+    status, out, err = run_cli(argv, capsys)
+    lines = err.strip().splitlines()
+    assert status == 2, (status, err[-2000:])
+    assert len(lines) == 1 and lines[0].startswith("mugraph: error: "), err[-2000:]
+    assert needle in lines[0], lines[0]
+    assert "Traceback" not in err + out
+    assert listing(tmp_path) == before  # no store, no memo directory, no report
+
+
+def test_unwritable_working_directory(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir("/proc")  # the default store goes under runs/ here, which cannot be created
+    status, _, err = run_cli(["optimize", "lora"], capsys)
+    assert status == 2 and len(err.strip().splitlines()) == 1 and "cannot write" in err, err
+    assert not Path("/proc/runs").exists()
+
+
+def test_far_too_many_workers_warn(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    status, _, err = run_cli(["optimize", "lora", "--workers", "100000", "--set", "bogus=1"], capsys)
+    lines = err.strip().splitlines()
+    assert status == 2 and len(lines) == 2 and "warning: --workers 100000 is far above" in lines[0], err
+    assert not list(tmp_path.iterdir())
+
+
+def test_cases_are_unique() -> None:
+    assert len({c[0] for c in CASES}) == len(CASES)
+    assert all(json.dumps(c[1]) for c in CASES)
