@@ -277,6 +277,10 @@ cli.add_command(status)
 cli.add_command(show)
 cli.add_command(report)
 
+from mugraph.cli_emit import emit  # noqa: E402
+
+cli.add_command(emit)
+
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: MugraphErrors become one line on stderr and exit status 2, never a traceback."""
