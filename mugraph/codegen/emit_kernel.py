@@ -197,7 +197,8 @@ def emit_kernel(bg: BlockGraph, name: str, sources: Sequence[str], comment: Sequ
             head.append(f"# s{out} <- {sources[k_in]} {fmt(src.shape)}: imap {list(imap)}, fmap {fmap} -> tile "
                         f"{fmt(tile)} (padded {fmt(padded_shape(tile))})"
                         + (" per iteration" if fmap >= 0 else ", loaded once"))
-            body.setup.append(f"s{out}_ptrs = in{k_in}_ptr + {acc.base} + {acc.offsets}")
+            start = "" if acc.base == "0" else f" + {acc.base}"
+            body.setup.append(f"s{out}_ptrs = in{k_in}_ptr{start} + {acc.offsets}")
             if acc.mask is not None:
                 body.setup.append(f"s{out}_mask = {acc.mask}")
             opts = f", mask=s{out}_mask, other=0.0" if acc.mask is not None else ""
@@ -214,7 +215,8 @@ def emit_kernel(bg: BlockGraph, name: str, sources: Sequence[str], comment: Sequ
             acc = output_access(dshape, bg.tensors[x].shape, omap)
             head.append(f"# out{k_out} {fmt(dshape)} <- s{x} {fmt(bg.tensors[x].shape)}: omap {list(omap)}")
             opts = f", mask={acc.mask}" if acc.mask is not None else ""
-            body.after.append(f"tl.store(out{k_out}_ptr + {acc.base} + {acc.offsets}, s{x}.to(tl.float16){opts})")
+            start = "" if acc.base == "0" else f" + {acc.base}"
+            body.after.append(f"tl.store(out{k_out}_ptr{start} + {acc.offsets}, s{x}.to(tl.float16){opts})")
             k_out += 1
         elif op.kind in ACCUMULATORS:
             body.accumulate(op)
