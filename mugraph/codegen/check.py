@@ -56,15 +56,20 @@ class CheckReport:
 
 
 def require_triton() -> None:
-    """One clear error where Triton is missing (it is an optional extra)."""
+    """One clear error where Triton is missing (it is an optional extra). Found, not imported: Triton
+    reads TRITON_INTERPRET when it is first imported."""
     if importlib.util.find_spec("triton") is None:
         raise CodegenError(f"Triton is not installed; {KERNELS_EXTRA_HINT}")
 
 
 def load_module(source: str, name: str = "mugraph_emitted") -> ModuleType:
-    """Import an emitted module's text with Triton's interpreter on (kernels are decorated then, and
-    @triton.jit reads the source back from the file, so it goes through one)."""
+    """Import an emitted module's text with Triton's interpreter on. TRITON_INTERPRET must be set
+    before Triton is first imported (its language functions are made then), and @triton.jit reads
+    the source back from a file, so the text goes through one."""
     require_triton()
+    if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
+        raise CodegenError("Triton was imported in this process without TRITON_INTERPRET=1; run the check in a "
+                           "fresh process (mugraph emit --check does)")
     os.environ["TRITON_INTERPRET"] = "1"
     folder = Path(tempfile.mkdtemp(prefix="mugraph-emit-"))
     path = folder / f"{name}.py"
@@ -75,6 +80,9 @@ def load_module(source: str, name: str = "mugraph_emitted") -> ModuleType:
     sys.modules[name] = module  # dataclass-free, but Triton looks functions' modules up by name
     try:
         spec.loader.exec_module(module)
+    except ImportError as e:
+        raise CodegenError(f"the emitted module cannot import {e.name or 'a module'} ({e}); {KERNELS_EXTRA_HINT}") \
+            from None
     except Exception as e:
         raise CodegenError(f"the emitted module does not import: {type(e).__name__}: {e}") from e
     return module

@@ -3,6 +3,11 @@ interpreter (same tiles, fewer blocks and iterations), and emitting + checking i
 
 from __future__ import annotations
 
+import os
+
+# Triton makes its language functions for the interpreter only if this is set when it is first imported.
+os.environ["TRITON_INTERPRET"] = "1"
+
 from mugraph.codegen import CheckReport, EmitInfo, check_source, emit_module
 from mugraph.ir.graph import BlockGraph, KernelGraph, Tensor
 from mugraph.programs.registry import Program
