@@ -2,9 +2,11 @@
 
 The launch grid is the block graph's grid (`tl.program_id` per axis). Inputs whose fmap is -1 are
 loaded once before the for-loop, together with every op that depends only on them; the rest of the
-loop body runs once per iteration, each accumulator adds its part in float32, the ops after
-accumulation run once after the loop, and each output is stored where its omap puts the block's tile.
-Tiles are float32 in the kernel (fp16 on loads and stores, fp16 operands into `tl.dot`).
+loop body runs once per iteration, each accumulator adds its tile in float32 (its reduction over the
+last dim, if any, runs once after the loop), the ops after accumulation run once after the loop,
+and each output is stored where its omap puts the block's tile. Tiles are float32 in the kernel
+(fp16 on loads and stores; loaded fp16 tiles go straight into `tl.dot`, computed ones are rounded to
+fp16 first, as Mirage's shared memory holds fp16).
 
 Padding (see `tiles`) is kept at zero: loads fill it with 0, and the result of every op that can turn
 a zero into something else (exp, div, clamp, rms_norm, a broadcasting add) is masked again, so sums,
@@ -56,12 +58,24 @@ class _Body:
         self.after: list[str] = []
         self.scratch: list[Shape] = []
         self.invariant: set[int] = set()
+        self.loaded: set[int] = set()  # input tiles, loaded as fp16 into `s<i>h`
 
     def shape(self, t: int) -> Shape:
         return self.bg.tensors[t].shape
 
+    def mask_of(self, shape: Shape) -> str | None:
+        """The name of the in-bounds mask of tiles of `shape`, made once before the loop (None: no padding)."""
+        m = tile_mask(shape)
+        if m is None:
+            return None
+        name = "mask_" + "x".join(map(str, shape))
+        line = f"{name} = {m}"
+        if line not in self.setup:
+            self.setup.append(line)
+        return name
+
     def masked(self, out: int, expr: str) -> str:
-        m = tile_mask(self.shape(out))
+        m = self.mask_of(self.shape(out))
         return expr if m is None else f"tl.where({m}, {expr}, 0.0)"
 
     # -- ops --------------------------------------------------------------------------------------
@@ -72,7 +86,7 @@ class _Body:
         if rank > 3:
             raise CodegenError(f"block matmul {fmt(sa)} x {fmt(sb)}: tiles of more than 3 dims are not supported")
         m, k, n = pa[-2], pa[-1], pb[-1]
-        fa, fb = f"s{a}.to(tl.float16)", f"s{b}.to(tl.float16)"
+        fa, fb = (f"s{t}h" if t in self.loaded else f"s{t}.to(tl.float16)" for t in (a, b))
         batch = prod(pa[:-2])
         if min(m, k, n) >= MIN_DOT:
             if rank == 3 and batch == 1:  # a batch of one: a 2-d dot, reshaped back
@@ -98,13 +112,15 @@ class _Body:
         base = f"scr{k}_ptr + ({block}) * {prod(po)}"
         shift = self.shape(a)[dim] * strides[dim]
         lines = self.lines_for(out)
-        for src, extra in ((a, 0), (b, shift)):
-            m = tile_mask(self.shape(src))
-            where = f"{base} + {extra} + {tile_offsets(self.shape(src), strides)}"
-            lines.append(f"tl.store({where}, s{src}" + (f", mask={m})" if m else ")"))
+        self.setup.append(f"scr{k}_a = {base} + {tile_offsets(self.shape(a), strides)}  # concat: s{a}, then s{b}")
+        self.setup.append(f"scr{k}_b = {base} + {shift} + {tile_offsets(self.shape(b), strides)}")
+        self.setup.append(f"scr{k}_all = {base} + {tile_offsets(so, strides)}")
+        for src, part in ((a, "a"), (b, "b")):
+            m = self.mask_of(self.shape(src))
+            lines.append(f"tl.store(scr{k}_{part}, s{src}" + (f", mask={m})" if m else ")"))
         lines.append("tl.debug_barrier()")
-        m = tile_mask(so)
-        load = f"tl.load({base} + {tile_offsets(so, strides)}" + (f", mask={m}, other=0.0)" if m else ")")
+        m = self.mask_of(so)
+        load = f"tl.load(scr{k}_all" + (f", mask={m}, other=0.0)" if m else ")")
         lines.append(f"s{out} = {load}")
         lines.append("tl.debug_barrier()")
         return f"s{out}"
@@ -153,28 +169,26 @@ class _Body:
         lines.append(f"s{out} = {self.masked(out, e) if unsafe else e}")
 
     def accumulate(self, op: Op) -> None:
+        """The loop adds whole tiles (x, or x*x for rms) in float32; the accumulator's own reduction
+        over the last dim runs once after the loop, which gives the same sum since it is linear."""
         x, out = op.inputs[0], op.outputs[0]
-        rank, xs = len(self.shape(x)), self.shape(x)
-        last = rank - 1
-        self.setup.append(f"acc{out} = tl.zeros({_shape_text(padded_shape(self.shape(out)))}, dtype=tl.float32)"
-                          f"  # {op.kind}")
-        if op.kind in (OpKind.ACCUM_SUM, OpKind.ACCUM_MEAN):
-            part = f"tl.sum(s{x}, axis={last}, keep_dims=True)"
-        elif op.kind is OpKind.ACCUM_RMS:
-            part = f"tl.sum(s{x} * s{x}, axis={last}, keep_dims=True)"
-        elif op.kind is OpKind.ACCUM_REDTOX:
+        xs = self.shape(x)
+        last = len(xs) - 1
+        self.setup.append(f"acc{out} = tl.zeros({_shape_text(padded_shape(xs))}, dtype=tl.float32)  # {op.kind}")
+        self.loop.append(f"acc{out} += s{x} * s{x}" if op.kind is OpKind.ACCUM_RMS else f"acc{out} += s{x}")
+        n = self.bg.forloop * xs[-1]
+        total = f"tl.sum(acc{out}, axis={last}, keep_dims=True)"
+        if op.kind is OpKind.ACCUM_REDTOX:
             rdx, pn = self.bg.rdx, padded(xs[-1])
             if padded(rdx) != rdx or pn % rdx:
                 raise CodegenError(f"accum_redtox of {fmt(xs)} to reduction_dimx {rdx}: needs a power of two of "
                                    f"at least {MIN_DOT}")
             folded = _shape_text((*padded_shape(xs[:-1]), pn // rdx, rdx))
-            part = f"tl.sum(tl.reshape(s{x}, {folded}), axis={last})"
+            final = f"tl.sum(tl.reshape(acc{out}, {folded}), axis={last})"
         else:
-            part = f"s{x}"
-        self.loop.append(f"acc{out} += {part}")
-        n = self.bg.forloop * xs[-1]
-        final = {OpKind.ACCUM_MEAN: f"acc{out} / {n}", OpKind.ACCUM_RMS: f"tl.sqrt(acc{out} / {n})"}
-        self.after.append(f"s{out} = {final.get(op.kind, f'acc{out}')}")
+            final = {OpKind.ACCUM_SUM: total, OpKind.ACCUM_MEAN: f"{total} / {n}",
+                     OpKind.ACCUM_RMS: f"tl.sqrt({total} / {n})"}.get(op.kind, f"acc{out}")
+        self.after.append(f"s{out} = {final}")
 
 
 def emit_kernel(bg: BlockGraph, name: str, sources: Sequence[str], comment: Sequence[str] = ()) -> KernelSource:
@@ -199,14 +213,16 @@ def emit_kernel(bg: BlockGraph, name: str, sources: Sequence[str], comment: Sequ
                         + (" per iteration" if fmap >= 0 else ", loaded once"))
             start = "" if acc.base == "0" else f" + {acc.base}"
             body.setup.append(f"s{out}_ptrs = in{k_in}_ptr{start} + {acc.offsets}")
-            if acc.mask is not None:
-                body.setup.append(f"s{out}_mask = {acc.mask}")
-            opts = f", mask=s{out}_mask, other=0.0" if acc.mask is not None else ""
+            m = body.mask_of(tile)
+            opts = f", mask={m}, other=0.0" if m is not None else ""
+            body.loaded.add(out)
+            where = body.before if fmap < 0 else body.loop
+            step = "" if fmap < 0 else f" + i * {acc.step}"
+            where.append(f"s{out}h = tl.load(s{out}_ptrs{step}{opts})")
+            if any(out in o.inputs and o.kind is not OpKind.MATMUL for o in bg.ops):
+                where.append(f"s{out} = s{out}h.to(tl.float32)")  # fp16 straight into tl.dot, float32 elsewhere
             if fmap < 0:
                 body.invariant.add(out)
-                body.before.append(f"s{out} = tl.load(s{out}_ptrs{opts}).to(tl.float32)")
-            else:
-                body.loop.append(f"s{out} = tl.load(s{out}_ptrs + i * {acc.step}{opts}).to(tl.float32)")
             k_in += 1
         elif op.kind is OpKind.OUTPUT:
             x = op.inputs[0]
@@ -214,7 +230,8 @@ def emit_kernel(bg: BlockGraph, name: str, sources: Sequence[str], comment: Sequ
             dshape = bg.output_shapes[k_out]
             acc = output_access(dshape, bg.tensors[x].shape, omap)
             head.append(f"# out{k_out} {fmt(dshape)} <- s{x} {fmt(bg.tensors[x].shape)}: omap {list(omap)}")
-            opts = f", mask={acc.mask}" if acc.mask is not None else ""
+            m = body.mask_of(bg.tensors[x].shape)
+            opts = f", mask={m}" if m is not None else ""
             start = "" if acc.base == "0" else f" + {acc.base}"
             body.after.append(f"tl.store(out{k_out}_ptr{start} + {acc.offsets}, s{x}.to(tl.float16){opts})")
             k_out += 1
