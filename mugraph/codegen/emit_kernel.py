@@ -22,7 +22,7 @@ from math import prod
 from mugraph.codegen.errors import CodegenError
 from mugraph.codegen.tiles import AXES, MIN_DOT, input_access, output_access, padded, padded_shape, tile_offsets
 from mugraph.codegen.tiles import mask as tile_mask
-from mugraph.ir.graph import BlockGraph, Op
+from mugraph.ir.graph import BlockGraph, KernelGraph, Op
 from mugraph.ir.shapes import fmt
 from mugraph.ir.types import ACCUMULATORS, OpKind, Shape
 
@@ -191,6 +191,16 @@ class _Body:
         self.after.append(f"s{out} = {final}")
 
 
+def live_tensors(graph: BlockGraph | KernelGraph) -> set[int]:
+    """The tensors some output depends on (a μGraph may carry ops whose results nothing reads)."""
+    live: set[int] = set()
+    for op in reversed(graph.ops):
+        if op.kind is OpKind.OUTPUT or any(o in live for o in op.outputs):
+            live.update(op.inputs)
+            live.update(op.outputs)
+    return live
+
+
 def emit_kernel(bg: BlockGraph, name: str, sources: Sequence[str], comment: Sequence[str] = ()) -> KernelSource:
     """The kernel of `bg`; `sources` names each input's device tensor (for comments)."""
     body = _Body(bg, name)
@@ -201,6 +211,7 @@ def emit_kernel(bg: BlockGraph, name: str, sources: Sequence[str], comment: Sequ
     for a in range(3):
         if bg.grid[a] > 1:
             body.setup.append(f"pid_{AXES[a]} = tl.program_id({a})")
+    live = live_tensors(bg)
     k_in = k_out = 0
     for op in bg.ops:
         if op.kind is OpKind.INPUT:
@@ -210,7 +221,11 @@ def emit_kernel(bg: BlockGraph, name: str, sources: Sequence[str], comment: Sequ
             acc = input_access(src.shape, tile, bg.grid, imap, fmap, bg.forloop)
             head.append(f"# s{out} <- {sources[k_in]} {fmt(src.shape)}: imap {list(imap)}, fmap {fmap} -> tile "
                         f"{fmt(tile)} (padded {fmt(padded_shape(tile))})"
-                        + (" per iteration" if fmap >= 0 else ", loaded once"))
+                        + (" per iteration" if fmap >= 0 else ", loaded once" if out in live else "")
+                        + ("" if out in live else ", read by no op: not loaded"))
+            if out not in live:
+                k_in += 1
+                continue
             start = "" if acc.base == "0" else f" + {acc.base}"
             body.setup.append(f"s{out}_ptrs = in{k_in}_ptr{start} + {acc.offsets}")
             m = body.mask_of(tile)
@@ -235,6 +250,8 @@ def emit_kernel(bg: BlockGraph, name: str, sources: Sequence[str], comment: Sequ
             start = "" if acc.base == "0" else f" + {acc.base}"
             body.after.append(f"tl.store(out{k_out}_ptr{start} + {acc.offsets}, s{x}.to(tl.float16){opts})")
             k_out += 1
+        elif op.outputs[0] not in live:
+            head.append(f"# s{op.outputs[0]} = {op.kind}: reaches no output, not computed")
         elif op.kind in ACCUMULATORS:
             body.accumulate(op)
         else:

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from mugraph import __version__
-from mugraph.codegen.emit_kernel import emit_kernel
+from mugraph.codegen.emit_kernel import emit_kernel, live_tensors
 from mugraph.codegen.errors import CodegenError
 from mugraph.codegen.text import wrap_code, wrap_text
 from mugraph.ir.canonical import canonical_digest
@@ -193,15 +193,19 @@ def emit_module(graph: KernelGraph, info: EmitInfo) -> str:
     body: list[str] = []
     outputs: list[tuple[str, str]] = []
     n_calls = 0
+    live = live_tensors(graph)
     for index, op in enumerate(graph.ops):
         if op.kind is OpKind.INPUT:
             t = graph.tensors[op.outputs[0]]
             name = str(op.attr("name"))
             names[t.index] = name
             inputs.append((name, t.shape))
-            body.append(f"t{t.index} = _input(inputs, {name!r}, {t.shape!r})")
+            read = f"_input(inputs, {name!r}, {t.shape!r})"
+            body.append(f"t{t.index} = {read}" if t.index in live else f"{read}  # read by no op")
         elif op.kind is OpKind.OUTPUT:
             outputs.append((str(op.attr("name")), f"t{op.inputs[0]}"))
+        elif not any(o in live for o in op.outputs):
+            body.append(f"# op {index}: {op.kind} reaches no output, not run")
         elif op.kind is OpKind.CUSTOMIZED:
             assert op.block is not None
             bg = op.block
@@ -216,8 +220,9 @@ def emit_module(graph: KernelGraph, info: EmitInfo) -> str:
                 body.append(f"t{o} = xp.empty({graph.tensors[o].shape!r}, dtype=xp.float16)")
             blocks = bg.grid[0] * bg.grid[1] * bg.grid[2]
             for k, shape in enumerate(ks.scratch):
-                body.append(f"scr{k} = xp.empty({(blocks, *shape)!r}, dtype=xp.float32)  # concat scratch")
-                args.append(f"scr{k}")
+                scratch = f"scratch_{len(kernels) - 1}_{k}"
+                body.append(f"{scratch} = xp.empty({(blocks, *shape)!r}, dtype=xp.float32)  # for a concat")
+                args.append(scratch)
             body.append(f"{kname}[{bg.grid!r}](" + ", ".join(f"_arg({a})" for a in args) + ")")
         else:
             out = op.outputs[0]

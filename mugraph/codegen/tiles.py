@@ -56,7 +56,10 @@ def tile_offsets(shape: Sequence[int], strides: Sequence[int]) -> str:
             continue
         ix = index(len(shape), d, n)
         terms.append(ix if s == 1 else f"{ix} * {s}")
-    return " + ".join(terms) if terms else "0"
+    if not terms:  # a tile of one element: still a block of offsets, so loads and stores see a tile
+        return f"tl.zeros({tuple(shape)!r}, dtype=tl.int32)".replace(",)", ")") if len(shape) > 1 else \
+            "tl.zeros((1,), dtype=tl.int32)"
+    return " + ".join(terms)
 
 
 @dataclass(frozen=True)
