@@ -4,6 +4,7 @@ iterations each) run at the benchmark shapes in the slow suite and narrowed here
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import pytest
 
 from mugraph.codegen import FP16_TOLERANCE, EmitInfo, emit_module
 from mugraph.ir.graph import BlockGraph, KernelGraph
+from mugraph.ir.serialize import loads
 from mugraph.ir.types import OpKind
 from mugraph.programs import builtin_programs
 from mugraph.stages.fragments import split_program, stitch
@@ -96,10 +98,16 @@ def test_transformer_block_stitched_with_a_fused_fragment() -> None:
 
 
 def test_emitted_modules_are_ruff_clean(tmp_path: Path) -> None:
-    for name, label in [("gqa", "expert"), ("lora", "concat"), ("transformer_block", "reference"),
-                        ("rms_norm", "expert"), ("ntrans", "saved_i")]:
-        graph, _ = _graph(name, label)
-        (tmp_path / f"{name}_{label}.py").write_text(emit_module(graph, EmitInfo(name, label)))
+    """Under the project's own lint rules: every built-in program and expert, and every confirmed
+    μGraph collected from full benchmark runs (tests/stages/layout/data)."""
+    for name, prog in PROGRAMS.items():
+        for label in ["reference", *prog.experts]:
+            graph, _ = _graph(name, label)
+            (tmp_path / f"{name}_{label}.py").write_text(emit_module(graph, EmitInfo(name, label)))
+    corpus = ROOT / "tests" / "stages" / "layout" / "data" / "mugraphs.jsonl"
+    for i, line in enumerate(corpus.read_text().splitlines()):
+        row = json.loads(line)
+        (tmp_path / f"collected_{i}.py").write_text(emit_module(loads(row["graph"]), EmitInfo(row["program"])))
     proc = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "--config",
                            str(ROOT / "pyproject.toml"), str(tmp_path)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
