@@ -41,12 +41,14 @@ def kernels_path(store: Path) -> Path:
     return store.with_name(store.name.removesuffix(".zarr") + ".kernels.py")
 
 
-def _layout_lines(graph: KernelGraph, layout: LayoutResult | None = None) -> list[str]:
+def _layouts(graph: KernelGraph, layout: LayoutResult | None = None) -> tuple[list[str], tuple[int, ...]]:
+    """The chosen layouts of `graph` (given, or solved now as the layout stage does) as lines for the
+    header and as the innermost dim of each device tensor; none where no layout is found."""
     try:
         chosen = layout or choose_layouts(graph)
     except LayoutError:
-        return []
-    return describe_layouts(graph, chosen.layouts)
+        return [], ()
+    return describe_layouts(graph, chosen.layouts), chosen.layouts.kernel
 
 
 def _store_reference(st: RunStore) -> KernelGraph | None:
@@ -89,23 +91,19 @@ def select_from_store(store: Path, digest: str | None) -> Selection:
             graph = loads(text)
             rec = st.layouts(i).get(d)
             layout = LayoutResult.from_json(rec) if rec and "error" not in rec else None
-            info = EmitInfo(f"{ident.get('program')} {frags[i]['name']}", config, d, _layout_lines(graph, layout))
+            lines, inner = _layouts(graph, layout)
+            info = EmitInfo(f"{ident.get('program')} {frags[i]['name']}", config, d, lines, inner)
             return Selection(graph, loads(frags[i]["graph"]), info, None)
         if final is None:
             raise MugraphError(f"{store}: no result yet; run `mugraph optimize` on it first")
-        lines: list[str] = []
-        for i, f in enumerate(frags):
-            best = final["best_per_fragment"].get(f["name"])
-            rec = st.layouts(i).get(best) if best else None
-            found_rec = st.found(i).get(best) if best else None
-            if rec and "error" not in rec and found_rec is not None:
-                layout = LayoutResult.from_json(rec)
-                lines += [f"{f['name']} {best[:16]}: {x}" for x in describe_layouts(loads(found_rec.graph),
-                                                                                    layout.layouts)]
         reference = _store_reference(st)
+    # the stitched program's layouts, solved as the layout stage solves each fragment's (the same
+    # layouts for a one-fragment program, whose stitched program is its best μGraph)
+    graph = loads(final["program_graph"])
+    lines, inner = _layouts(graph)
     info = EmitInfo(str(ident.get("program")), config + f", GPU profile {final.get('gpu_profile')}",
-                    str(final["best"]), lines)
-    return Selection(loads(final["program_graph"]), reference, info, kernels_path(store))
+                    str(final["best"]), lines, inner)
+    return Selection(graph, reference, info, kernels_path(store))
 
 
 def select_from_program(spec: str, digest: str | None, expert: str | None) -> Selection:
@@ -123,7 +121,8 @@ def select_from_program(spec: str, digest: str | None, expert: str | None) -> Se
             raise MugraphError(f"{prog.name} has no expert {label!r}; choose one of {', '.join(builders)}")
     graph = builders[label]()
     what = "the reference program" if label == "reference" else f"expert {label!r}"
-    info = EmitInfo(prog.name, f"{what} of {prog.source} program {prog.name}", None, _layout_lines(graph))
+    lines, inner = _layouts(graph)
+    info = EmitInfo(prog.name, f"{what} of {prog.source} program {prog.name}", None, lines, inner)
     return Selection(graph, prog.reference(), info, None)
 
 

@@ -201,8 +201,13 @@ def live_tensors(graph: BlockGraph | KernelGraph) -> set[int]:
     return live
 
 
-def emit_kernel(bg: BlockGraph, name: str, sources: Sequence[str], comment: Sequence[str] = ()) -> KernelSource:
-    """The kernel of `bg`; `sources` names each input's device tensor (for comments)."""
+def emit_kernel(bg: BlockGraph, name: str, sources: Sequence[str], comment: Sequence[str] = (),
+                strides: Sequence[Shape] = ()) -> KernelSource:
+    """The kernel of `bg`; `sources` names each input's device tensor (for comments); `strides` gives
+    the element strides of its inputs then its outputs (default: row-major)."""
+    n_inputs = len(bg.sources)
+    in_strides: list[Shape | None] = [*strides[:n_inputs]] or [None] * n_inputs
+    out_strides: list[Shape | None] = [*strides[n_inputs:]] or [None] * len(bg.output_shapes)
     body = _Body(bg, name)
     n_in = sum(1 for op in bg.ops if op.kind is OpKind.INPUT)
     n_out = len(bg.output_shapes)
@@ -218,7 +223,7 @@ def emit_kernel(bg: BlockGraph, name: str, sources: Sequence[str], comment: Sequ
             out, src = op.outputs[0], bg.sources[k_in]
             imap, fmap = op.dims_attr("imap"), op.int_attr("fmap")
             tile = bg.tensors[out].shape
-            acc = input_access(src.shape, tile, bg.grid, imap, fmap, bg.forloop)
+            acc = input_access(src.shape, tile, bg.grid, imap, fmap, bg.forloop, in_strides[k_in])
             head.append(f"# s{out} <- {sources[k_in]} {fmt(src.shape)}: imap {list(imap)}, fmap {fmap} -> tile "
                         f"{fmt(tile)} (padded {fmt(padded_shape(tile))})"
                         + (" per iteration" if fmap >= 0 else ", loaded once" if out in live else "")
@@ -243,7 +248,7 @@ def emit_kernel(bg: BlockGraph, name: str, sources: Sequence[str], comment: Sequ
             x = op.inputs[0]
             omap = op.dims_attr("omap")
             dshape = bg.output_shapes[k_out]
-            acc = output_access(dshape, bg.tensors[x].shape, omap)
+            acc = output_access(dshape, bg.tensors[x].shape, omap, out_strides[k_out])
             head.append(f"# out{k_out} {fmt(dshape)} <- s{x} {fmt(bg.tensors[x].shape)}: omap {list(omap)}")
             m = body.mask_of(bg.tensors[x].shape)
             opts = f", mask={m}" if m is not None else ""

@@ -16,6 +16,7 @@ from mugraph import __version__
 from mugraph.codegen.emit_kernel import emit_kernel, live_tensors
 from mugraph.codegen.errors import CodegenError
 from mugraph.codegen.text import wrap_code, wrap_text
+from mugraph.codegen.tiles import layout_strides, row_major_strides
 from mugraph.ir.canonical import canonical_digest
 from mugraph.ir.graph import KernelGraph, Op
 from mugraph.ir.shapes import fmt
@@ -25,12 +26,14 @@ from mugraph.ir.types import DType, OpKind
 @dataclass(frozen=True)
 class EmitInfo:
     """What the header says the module came from. `layouts` holds free lines (the chosen layouts,
-    as `mugraph show` prints them); `digest` defaults to the graph's canonical digest."""
+    as `mugraph show` prints them); `inner` the chosen innermost dim of each device tensor of this
+    graph (empty: row-major); `digest` defaults to the graph's canonical digest."""
 
     program: str
     config: str = "-"
     digest: str | None = None
     layouts: Sequence[str] = field(default_factory=tuple)
+    inner: Sequence[int] = field(default_factory=tuple)
 
 
 PRELUDE = '''
@@ -115,7 +118,14 @@ def _f32(a: Any) -> Any:
 
 
 def _f16(a: Any) -> Any:
-    return a.astype(xp.float16)
+    return a.astype(xp.float16, order="C")  # row-major, as kernels read the results of array calls
+
+
+def _empty(shape: tuple[int, ...], inner: int) -> Any:
+    """An fp16 array whose dim `inner` is innermost (stride 1), the other dims row-major around it."""
+    order = [d for d in range(len(shape)) if d != inner] + [inner]
+    a = xp.empty([shape[d] for d in order], dtype=xp.float16)
+    return a.transpose([order.index(d) for d in range(len(shape))])
 
 
 def _silu(x: Any) -> Any:
@@ -174,7 +184,9 @@ def _header(graph: KernelGraph, info: EmitInfo, n_kernels: int, n_calls: int) ->
              f"kernels: {n_kernels} graph-defined op(s) as Triton kernels, {n_calls} pre-defined op(s) as "
              "array calls"]
     if info.layouts:
-        lines += ["layouts chosen (shape:innermost dim~swizzled dim; device tensors here are row-major):",
+        lines += ["layouts chosen (shape:innermost dim~swizzled dim). Device tensors between kernels take the chosen "
+                  "innermost dim; program inputs and outputs are row-major; shared-memory layouts and swizzles "
+                  "are left to Triton:",
                   *[f"    {x}" for x in info.layouts]]
     lines += ["", "run(inputs) takes and returns fp16 arrays by name; kernels accumulate in float32. On a CUDA",
               "device (CuPy) Triton compiles the kernels; elsewhere, or with TRITON_INTERPRET=1, Triton's",
@@ -194,6 +206,14 @@ def emit_module(graph: KernelGraph, info: EmitInfo) -> str:
     outputs: list[tuple[str, str]] = []
     n_calls = 0
     live = live_tensors(graph)
+    program_outputs = {t.index for t in graph.output_tensors}
+    # A graph-defined op's outputs that stay inside the program take the chosen innermost dim; program
+    # inputs and outputs keep the caller's row-major strides, array calls return row-major arrays.
+    laid = {t.index: info.inner[t.index] for op in graph.ops_of(OpKind.CUSTOMIZED) for t in
+            (graph.tensors[o] for o in op.outputs)
+            if info.inner and t.index not in program_outputs and info.inner[t.index] != len(t.shape) - 1}
+    strides = {t.index: layout_strides(t.shape, laid[t.index]) if t.index in laid else row_major_strides(t.shape)
+               for t in graph.tensors}
     for index, op in enumerate(graph.ops):
         if op.kind is OpKind.INPUT:
             t = graph.tensors[op.outputs[0]]
@@ -212,12 +232,17 @@ def emit_module(graph: KernelGraph, info: EmitInfo) -> str:
             kname = f"kernel_{len(kernels)}"
             srcs = [names.get(i, f"t{i}") for i in op.inputs]
             notes = [x for x in info.layouts if x.startswith(f"block graph of op {index} ")]
-            ks = emit_kernel(bg, kname, srcs, [f"op {index}: graph-defined", *notes])
+            ks = emit_kernel(bg, kname, srcs, [f"op {index}: graph-defined", *notes],
+                             [strides[i] for i in (*op.inputs, *op.outputs)])
             kernels.append(ks.lines)
             body.append(f"# op {index}: {kname}, grid {list(bg.grid)}, for-loop {bg.forloop}")
             args = [f"t{i}" for i in op.inputs] + [f"t{o}" for o in op.outputs]
             for o in op.outputs:
-                body.append(f"t{o} = xp.empty({graph.tensors[o].shape!r}, dtype=xp.float16)")
+                shape = graph.tensors[o].shape
+                if o in laid:
+                    body.append(f"t{o} = _empty({shape!r}, {laid[o]})  # chosen layout: dim {laid[o]} innermost")
+                else:
+                    body.append(f"t{o} = xp.empty({shape!r}, dtype=xp.float16)")
             blocks = bg.grid[0] * bg.grid[1] * bg.grid[2]
             for k, shape in enumerate(ks.scratch):
                 scratch = f"scratch_{len(kernels) - 1}_{k}"

@@ -4,7 +4,8 @@ offsets that imaps, fmaps and omaps give each block and each for-loop iteration.
 Triton tensors have power-of-two extents and `tl.dot` wants every dim of at least 16, so a tile
 extent n > 1 is padded to max(16, next power of two); an extent of 1 stays 1, so that broadcasting
 between tiles works as in the IR. The padded part is masked on loads and stores and kept at zero
-wherever a later sum could read it (see `emit_kernel`). Device tensors are row-major.
+wherever a later sum could read it (see `emit_kernel`). Device tensors are row-major unless the
+chosen layout puts another dim innermost (`layout_strides`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,18 @@ def padded_shape(shape: Sequence[int]) -> Shape:
 
 def row_major_strides(shape: Sequence[int]) -> Shape:
     return tuple(prod(shape[d + 1 :]) for d in range(len(shape)))
+
+
+def layout_strides(shape: Sequence[int], inner: int) -> Shape:
+    """Element strides with dim `inner` innermost (stride 1) and the other dims row-major around it:
+    the device layout the layout stage chooses, given as the innermost dim."""
+    order = [d for d in range(len(shape)) if d != inner] + [inner]
+    strides = [0] * len(shape)
+    step = 1
+    for d in reversed(order):
+        strides[d] = step
+        step *= shape[d]
+    return tuple(strides)
 
 
 def index(rank: int, dim: int, extent: int) -> str:
@@ -84,10 +97,10 @@ def _pid_terms(mapping: Sequence[int], extents: Sequence[int], strides: Sequence
 
 
 def input_access(dshape: Shape, tile: Shape, grid: Sequence[int], imap: Sequence[int], fmap: int,
-                 forloop: int) -> Access:
+                 forloop: int, strides: Shape | None = None) -> Access:
     """A block input: along a dim mapped by grid axis a, block b starts at b * (dim / grid[a]); the
     for-loop then steps by one tile along the fmap dim (the grid index is the major part)."""
-    strides = row_major_strides(dshape)
+    strides = strides or row_major_strides(dshape)
     per_block = list(dshape)
     for a, d in enumerate(imap):
         if d >= 0:
@@ -96,7 +109,7 @@ def input_access(dshape: Shape, tile: Shape, grid: Sequence[int], imap: Sequence
     return Access(_pid_terms(imap, per_block, strides), step, tile_offsets(tile, strides), mask(tile))
 
 
-def output_access(dshape: Shape, tile: Shape, omap: Sequence[int]) -> Access:
+def output_access(dshape: Shape, tile: Shape, omap: Sequence[int], strides: Shape | None = None) -> Access:
     """A block output: block b's tile goes to chunk b of each dim its grid axes map."""
-    strides = row_major_strides(dshape)
+    strides = strides or row_major_strides(dshape)
     return Access(_pid_terms(omap, tile, strides), 0, tile_offsets(tile, strides), mask(tile))

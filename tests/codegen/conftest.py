@@ -11,6 +11,8 @@ os.environ["TRITON_INTERPRET"] = "1"
 from mugraph.codegen import CheckReport, EmitInfo, check_source, emit_module
 from mugraph.ir.graph import BlockGraph, KernelGraph, Tensor
 from mugraph.programs.registry import Program
+from mugraph.stages.layout.choose import choose_layouts
+from mugraph.stages.layout.describe import describe_layouts
 
 NONE = (-1, -1, -1)
 
@@ -69,5 +71,7 @@ NARROW_PROGRAMS = {
 
 
 def emit_and_check(graph: KernelGraph, reference: KernelGraph, name: str = "test") -> tuple[str, CheckReport]:
-    source = emit_module(graph, EmitInfo(name))
+    """Emit with the layouts the layout stage chooses (as `mugraph emit` does), run, compare."""
+    chosen = choose_layouts(graph).layouts
+    source = emit_module(graph, EmitInfo(name, layouts=describe_layouts(graph, chosen), inner=chosen.kernel))
     return source, check_source(source, reference)
