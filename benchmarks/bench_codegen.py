@@ -32,6 +32,7 @@ from mugraph.ir.graph import KernelGraph  # noqa: E402
 from mugraph.ir.serialize import loads  # noqa: E402
 from mugraph.ir.types import OpKind  # noqa: E402
 from mugraph.programs import builtin_programs  # noqa: E402
+from mugraph.stages.fragments import split_program  # noqa: E402
 from mugraph.stages.layout.choose import choose_layouts  # noqa: E402
 from mugraph.stages.layout.profiles import get_profile  # noqa: E402
 from mugraph.stages.layout.rank import rank  # noqa: E402
@@ -41,18 +42,25 @@ CORPUS = ROOT / "tests" / "stages" / "layout" / "data" / "mugraphs.jsonl"
 BEGIN, END = "<!-- codegen:begin -->", "<!-- codegen:end -->"
 
 
-def _best(name: str, reference: KernelGraph) -> tuple[str, KernelGraph] | None:
-    """The H100 roofline's rank-1 μGraph among the corpus's confirmed μGraphs of `name`."""
-    graphs: dict[str, KernelGraph] = {}
+def _best(name: str, reference: KernelGraph) -> tuple[str, KernelGraph, KernelGraph] | None:
+    """The H100 roofline's rank-1 μGraph among the corpus's confirmed μGraphs of `name` (collected
+    whole, or as its one fragment f0, whose outputs are named o0...), with the reference to check it by."""
+    split = split_program(reference)
+    graphs: dict[str, tuple[KernelGraph, KernelGraph]] = {}
     for line in CORPUS.read_text().splitlines():
         r = json.loads(line)
-        if r["program"] == name and r["source"] != "reference" and r["fragment"] == name:
-            graphs[r["digest"]] = loads(r["graph"])
+        if r["program"] != name or r["source"] == "reference":
+            continue
+        if r["fragment"] == name:
+            graphs[r["digest"]] = (loads(r["graph"]), reference)
+        elif len(split.fragments) == 1 and r["fragment"] == split.fragments[0].name:
+            graphs[r["digest"]] = (loads(r["graph"]), split.fragments[0].graph)
     if not graphs:
         return None
-    solved = {d: (g, choose_layouts(g)) for d, g in sorted(graphs.items())}
+    solved = {d: (g, choose_layouts(g)) for d, (g, _) in sorted(graphs.items())}
     rows, _ = rank(solved, (reference, choose_layouts(reference)), get_profile("H100"))
-    return rows[0]["digest"], graphs[rows[0]["digest"]]
+    best = rows[0]["digest"]
+    return best, graphs[best][0], graphs[best][1]
 
 
 def _shape(graph: KernelGraph) -> dict[str, int]:
@@ -67,15 +75,16 @@ def run(names: list[str]) -> dict[str, list[dict[str, Any]]]:
         if names and name not in names:
             continue
         reference = prog.reference()
-        modules: list[tuple[str, KernelGraph]] = [("reference", reference)]
-        modules += [(f"expert {label}", b()) for label, b in prog.experts.items()]
+        modules: list[tuple[str, KernelGraph, KernelGraph]] = [("reference", reference, reference)]
+        modules += [(f"expert {label}", b(), reference) for label, b in prog.experts.items()]
         best = _best(name, reference)
         if best is not None:
-            digest, graph = best
-            experts = {canonical_digest(g) for label, g in modules[1:]}
-            modules.append((f"best on H100{' (an expert)' if digest in experts else ''}", graph))
-        for label, graph in modules:
-            report = check_source(emit_module(graph, EmitInfo(name, label)), reference)
+            digest, graph, against = best
+            experts = {canonical_digest(g) for _, g, _ in modules[1:]}
+            modules.append((f"best on H100{' (an expert)' if digest in experts else ''}", graph, against))
+        for label, graph, against in modules:
+            chosen = choose_layouts(graph).layouts  # as `mugraph emit` lays out device tensors
+            report = check_source(emit_module(graph, EmitInfo(name, label, inner=chosen.kernel)), against)
             row = {"module": label, "digest": canonical_digest(graph)[:16], **_shape(graph),
                    "seconds": report.seconds, "max_rel_err": report.max_rel_err, "ok": report.ok}
             out[name].append(row)
