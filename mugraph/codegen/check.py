@@ -16,9 +16,13 @@ gqa, whose exp is near 1 at these inputs) to hundreds of percent.
 
 from __future__ import annotations
 
+import atexit
+import functools
 import importlib
 import importlib.util
+import itertools
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -63,6 +67,17 @@ def require_triton() -> None:
         raise CodegenError(f"Triton is not installed; {KERNELS_EXTRA_HINT}")
 
 
+_loaded = itertools.count()
+
+
+@functools.cache
+def _module_folder() -> Path:
+    """One folder per process for the modules it loads, removed when the process exits."""
+    folder = Path(tempfile.mkdtemp(prefix="mugraph-emit-"))
+    atexit.register(shutil.rmtree, folder, True)
+    return folder
+
+
 def load_module(source: str, name: str = "mugraph_emitted") -> ModuleType:
     """Import an emitted module's text with Triton's interpreter on. TRITON_INTERPRET must be set
     before Triton is first imported (its language functions are made then), and @triton.jit reads
@@ -72,13 +87,13 @@ def load_module(source: str, name: str = "mugraph_emitted") -> ModuleType:
         raise CodegenError("Triton was imported in this process without TRITON_INTERPRET=1; run the check in a "
                            "fresh process (mugraph emit --check does)")
     os.environ["TRITON_INTERPRET"] = "1"
-    folder = Path(tempfile.mkdtemp(prefix="mugraph-emit-"))
-    path = folder / f"{name}.py"
+    name = f"{name}_{next(_loaded)}"  # a fresh module (and file) for every load
+    path = _module_folder() / f"{name}.py"
     path.write_text(source)
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclass-free, but Triton looks functions' modules up by name
+    sys.modules[name] = module  # Triton looks a kernel's module up by name
     try:
         spec.loader.exec_module(module)
     except ImportError as e:
