@@ -270,6 +270,10 @@ cli.add_command(status)
 cli.add_command(show)
 cli.add_command(report)
 
+from mugraph.cli_emit import emit  # noqa: E402
+
+cli.add_command(emit)
+
 
 def _terminated(signum: int, frame: FrameType | None) -> None:
     """SIGTERM stops a command the way Ctrl-C does: blocks unwind, one line, exit status 130."""

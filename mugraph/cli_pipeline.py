@@ -21,6 +21,8 @@ from mugraph.cli_checks import (
     parse_duration,
     warn_many_workers,
 )
+from mugraph.cli_emit import write_store_module
+from mugraph.codegen.check import require_triton
 from mugraph.dashboards import live
 from mugraph.dashboards.progress import ProgressLine
 from mugraph.dashboards.report import report_path, write_report
@@ -130,10 +132,13 @@ def _progress_text(e: dict[str, Any]) -> str:
 @click.option("--gpu-profile", default=DEFAULT_PROFILE, show_default=True, metavar="NAME",
               help=f"GPU whose roofline ranks the μGraphs: {', '.join(PROFILES)}. Not part of the run's "
                    "identity: rerunning a finished store with another profile ranks it again.")
+@click.option("--emit", "emit_kernels", is_flag=True,
+              help="At the end, write the stitched best program as Triton kernels beside the store "
+                   "(NAME.kernels.py, as `mugraph emit STORE` does); needs the kernels extra.")
 def optimize(program: str, preset: str | None, settings: tuple[str, ...], workers: int | None,
              scheduler: str | None, memo_url: str | None, store: str | None, time_limit: str | None,
              fresh: bool, budget: int, backend: str, as_json: bool, profile: Path | None,
-             dashboard_address: str, layouts: tuple[str, ...], gpu_profile: str) -> None:
+             dashboard_address: str, layouts: tuple[str, ...], gpu_profile: str, emit_kernels: bool) -> None:
     """Search every fragment of PROGRAM (built-in name, .py or .json file) on a Dask cluster, confirm,
     rank and stitch the best μGraphs; everything is kept in a Zarr store, and killing the command then
     running it again continues where it stopped."""
@@ -147,6 +152,8 @@ def optimize(program: str, preset: str | None, settings: tuple[str, ...], worker
     # Every option is checked before the store, the memo server or the cluster is created.
     warn_many_workers(workers)
     limit = parse_duration(time_limit) if time_limit is not None else None
+    if emit_kernels:
+        require_triton()  # before the run, not after it
     gpu = get_profile(gpu_profile)
     if workers is not None and scheduler is not None:
         raise click.UsageError("--workers starts a local cluster; with --scheduler the cluster's own workers run")
@@ -203,6 +210,7 @@ def optimize(program: str, preset: str | None, settings: tuple[str, ...], worker
             progress.close()
     done["profile"] = str(profile) if profile else None
     done["report"] = str(write_report(path))
+    done["kernels"] = str(write_store_module(path)) if emit_kernels else None
     if as_json:
         click.echo(json.dumps(done))
         return
@@ -219,6 +227,8 @@ def optimize(program: str, preset: str | None, settings: tuple[str, ...], worker
                    f"over the reference ({len(ranking)} μGraphs ranked)")
     click.echo(f"  store: {done['store']}  (mugraph show {done['store']})")
     click.echo(f"  report: {done['report']}")
+    if done["kernels"]:
+        click.echo(f"  kernels: {done['kernels']}  (Triton; mugraph emit {done['store']} --check runs them)")
 
 
 def _open(store: Path) -> RunStore:

@@ -3,7 +3,8 @@
 # Extra arguments go to pytest (e.g. `scripts/test.sh -m slow`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python3 -m pip install --quiet --disable-pip-version-check -e '.[test]'
+# kernels: Triton, whose interpreter runs the emitted kernels on the CPU in tests/codegen
+python3 -m pip install --quiet --disable-pip-version-check -e '.[test,kernels]'
 python3 -m ruff check mugraph tests benchmarks
 python3 -m mypy
 # The memo tests run real private redis-servers (CI runs as root on Debian).

@@ -1,0 +1,153 @@
+"""Run an emitted module in Triton's interpreter on the CPU and compare it with the float64 reference.
+
+Inputs are fp16, uniform in [-0.1, 0.1) (as the layout stage's timing uses: small enough that exp of
+a 64-long dot product stays well inside fp16's range); the reference program runs in the float64
+interpreter on exactly those fp16 values. The error is max |out - ref| / max |ref| per output.
+
+Tolerance, FP16_TOLERANCE = 5e-3: fp16 keeps 11 significant bits, so every rounding to fp16 costs up
+to 2^-11 ≈ 4.9e-4 of the value. The module rounds the output, every device tensor between kernels,
+and the computed tile operands of each block matmul (fp16 into tl.dot, as Mirage's shared memory
+holds fp16), and exp turns an absolute error of its argument into a relative one. 5e-3 allows about
+ten such roundings on the path to an output; every benchmark's reference, experts and best μGraph
+measure below 1e-3 (benchmarks/RESULTS.md), while a wrong μGraph (a wrong map, accumulator or
+operand order) reads or combines other elements and is off by several percent (a swapped Q·K in
+gqa, whose exp is near 1 at these inputs) to hundreds of percent.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import importlib
+import importlib.util
+import itertools
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from mugraph.codegen.errors import KERNELS_EXTRA_HINT, CodegenError
+from mugraph.ir.graph import KernelGraph
+from mugraph.ir.types import OpKind
+from mugraph.stages.verify.algebra import Float64Algebra
+from mugraph.stages.verify.interpret import evaluate
+
+FP16_TOLERANCE = 5e-3
+INPUT_RANGE = 0.1
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    """The verdict of one interpreted run: `ok` when every output is within `tolerance`."""
+
+    ok: bool
+    max_rel_err: float
+    per_output: dict[str, float]
+    interpreted: bool
+    seconds: float
+    tolerance: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "max_rel_err": self.max_rel_err, "per_output": self.per_output,
+                "interpreted": self.interpreted, "seconds": round(self.seconds, 3), "tolerance": self.tolerance}
+
+
+def require_triton() -> None:
+    """One clear error where Triton is missing (it is an optional extra). Found, not imported: Triton
+    reads TRITON_INTERPRET when it is first imported."""
+    if importlib.util.find_spec("triton") is None:
+        raise CodegenError(f"Triton is not installed; {KERNELS_EXTRA_HINT}")
+
+
+_loaded = itertools.count()
+
+
+@functools.cache
+def _module_folder() -> Path:
+    """One folder per process for the modules it loads, removed when the process exits."""
+    folder = Path(tempfile.mkdtemp(prefix="mugraph-emit-"))
+    atexit.register(shutil.rmtree, folder, True)
+    return folder
+
+
+def load_module(source: str, name: str = "mugraph_emitted") -> ModuleType:
+    """Import an emitted module's text with Triton's interpreter on. TRITON_INTERPRET must be set
+    before Triton is first imported (its language functions are made then), and @triton.jit reads
+    the source back from a file, so the text goes through one."""
+    require_triton()
+    if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
+        raise CodegenError("Triton was imported in this process without TRITON_INTERPRET=1; run the check in a "
+                           "fresh process (mugraph emit --check does)")
+    os.environ["TRITON_INTERPRET"] = "1"
+    name = f"{name}_{next(_loaded)}"  # a fresh module (and file) for every load
+    path = _module_folder() / f"{name}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # Triton looks a kernel's module up by name
+    try:
+        spec.loader.exec_module(module)
+    except ImportError as e:
+        raise CodegenError(f"the emitted module cannot import {e.name or 'a module'} ({e}); {KERNELS_EXTRA_HINT}") \
+            from None
+    except Exception as e:
+        raise CodegenError(f"the emitted module does not import: {type(e).__name__}: {e}") from e
+    return module
+
+
+def check_inputs(reference: KernelGraph, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng([seed, 0xC0DE])
+    return {name: rng.uniform(-INPUT_RANGE, INPUT_RANGE, size=shape).astype(np.float16)
+            for name, shape, _ in reference.input_signature()}
+
+
+def reference_outputs(reference: KernelGraph, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The reference program in float64 on the given (fp16) inputs, by output name."""
+    arrays = [inputs[name].astype(np.float64) for name, _, _ in reference.input_signature()]
+    outs = evaluate(Float64Algebra(np), reference, arrays)
+    names = [str(op.attr("name")) for op in reference.ops_of(OpKind.OUTPUT)]
+    return dict(zip(names, outs, strict=True))
+
+
+def compare(outputs: Mapping[str, Any], expected: Mapping[str, np.ndarray]) -> dict[str, float]:
+    """max |out - ref| / max |ref| per output (inf for a missing, misshapen or non-finite output)."""
+    errs: dict[str, float] = {}
+    for name, ref in expected.items():
+        got = outputs.get(name)
+        if got is None or tuple(np.shape(got)) != ref.shape:
+            errs[name] = float("inf")
+            continue
+        diff = np.abs(np.asarray(got, dtype=np.float64) - ref)
+        scale = max(float(np.max(np.abs(ref))), np.finfo(np.float64).tiny)
+        worst = float(np.max(diff)) / scale
+        errs[name] = worst if np.isfinite(worst) else float("inf")
+    return errs
+
+
+def check_source(source: str, reference: KernelGraph, *, seed: int = 0,
+                 tolerance: float = FP16_TOLERANCE) -> CheckReport:
+    """Run the module's `run()` in Triton's interpreter and compare it with `reference` in float64."""
+    module = load_module(source)
+    inputs = check_inputs(reference, seed)
+    expected = reference_outputs(reference, inputs)
+    t0 = time.perf_counter()
+    try:
+        with np.errstate(invalid="ignore", divide="ignore"):  # padded lanes may hold 0/0 until masked to 0
+            outputs = module.run(inputs)
+    except Exception as e:
+        raise CodegenError(f"the emitted module failed in Triton's interpreter: {type(e).__name__}: "
+                           f"{str(e).splitlines()[0] if str(e) else ''}") from e
+    seconds = time.perf_counter() - t0
+    errs = compare(outputs, expected)
+    worst = max(errs.values()) if errs else 0.0
+    return CheckReport(worst <= tolerance, worst, errs, not bool(getattr(module, "ON_GPU", False)), seconds,
+                       tolerance)

@@ -1,0 +1,275 @@
+"""One graph-defined op's block graph as one `@triton.jit` kernel.
+
+The launch grid is the block graph's grid (`tl.program_id` per axis). Inputs whose fmap is -1 are
+loaded once before the for-loop, together with every op that depends only on them; the rest of the
+loop body runs once per iteration, each accumulator adds its tile in float32 (its reduction over the
+last dim, if any, runs once after the loop), the ops after accumulation run once after the loop,
+and each output is stored where its omap puts the block's tile. Tiles are float32 in the kernel
+(fp16 on loads and stores; loaded fp16 tiles go straight into `tl.dot`, computed ones are rounded to
+fp16 first, as Mirage's shared memory holds fp16).
+
+Padding (see `tiles`) is kept at zero: loads fill it with 0, and the result of every op that can turn
+a zero into something else (exp, div, clamp, rms_norm, a broadcasting add) is masked again, so sums,
+reductions and matmul contractions never read garbage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from math import prod
+
+from mugraph.codegen.errors import CodegenError
+from mugraph.codegen.tiles import AXES, MIN_DOT, input_access, output_access, padded, padded_shape, tile_offsets
+from mugraph.codegen.tiles import mask as tile_mask
+from mugraph.ir.graph import BlockGraph, KernelGraph, Op
+from mugraph.ir.shapes import fmt
+from mugraph.ir.types import ACCUMULATORS, OpKind, Shape
+
+GELU_C = 0.7978845608028654  # sqrt(2/pi), the tanh form of GELU as in the float64 interpreter
+# Ops whose result can be non-zero where every operand is zero (or NaN from 0/0): masked again.
+UNSAFE_FOR_PADDING = frozenset({OpKind.EXP, OpKind.DIV, OpKind.CLAMP, OpKind.RMS_NORM})
+
+
+@dataclass
+class KernelSource:
+    """The kernel's text and what the launcher needs: its name, its grid, and per concat op a
+    float32 scratch buffer of shape (blocks, *padded tile)."""
+
+    name: str
+    grid: tuple[int, int, int]
+    lines: list[str]
+    scratch: list[Shape] = field(default_factory=list)
+
+
+def _shape_text(shape: Sequence[int]) -> str:
+    return "(" + ", ".join(map(str, shape)) + ("," if len(shape) == 1 else "") + ")"
+
+
+class _Body:
+    """The kernel body being written: four sections (set-up, before the loop, the loop, after)."""
+
+    def __init__(self, bg: BlockGraph, name: str) -> None:
+        self.bg = bg
+        self.name = name
+        self.setup: list[str] = []
+        self.before: list[str] = []
+        self.loop: list[str] = []
+        self.after: list[str] = []
+        self.scratch: list[Shape] = []
+        self.invariant: set[int] = set()
+        self.loaded: set[int] = set()  # input tiles, loaded as fp16 into `s<i>h`
+
+    def shape(self, t: int) -> Shape:
+        return self.bg.tensors[t].shape
+
+    def mask_of(self, shape: Shape) -> str | None:
+        """The name of the in-bounds mask of tiles of `shape`, made once before the loop (None: no padding)."""
+        m = tile_mask(shape)
+        if m is None:
+            return None
+        name = "mask_" + "x".join(map(str, shape))
+        line = f"{name} = {m}"
+        if line not in self.setup:
+            self.setup.append(line)
+        return name
+
+    def masked(self, out: int, expr: str) -> str:
+        m = self.mask_of(self.shape(out))
+        return expr if m is None else f"tl.where({m}, {expr}, 0.0)"
+
+    # -- ops --------------------------------------------------------------------------------------
+    def matmul(self, a: int, b: int, out: int) -> str:
+        sa, sb = self.shape(a), self.shape(b)
+        pa, pb = padded_shape(sa), padded_shape(sb)
+        rank = len(sa)
+        if rank > 3:
+            raise CodegenError(f"block matmul {fmt(sa)} x {fmt(sb)}: tiles of more than 3 dims are not supported")
+        m, k, n = pa[-2], pa[-1], pb[-1]
+        fa, fb = (f"s{t}h" if t in self.loaded else f"s{t}.to(tl.float16)" for t in (a, b))
+        batch = prod(pa[:-2])
+        if min(m, k, n) >= MIN_DOT:
+            if rank == 3 and batch == 1:  # a batch of one: a 2-d dot, reshaped back
+                dot = f"tl.dot(tl.reshape({fa}, ({m}, {k})), tl.reshape({fb}, ({k}, {n})), out_dtype=tl.float32)"
+                return f"tl.reshape({dot}, (1, {m}, {n}))"
+            return f"tl.dot({fa}, {fb}, out_dtype=tl.float32)"
+        # a dim of 1 (tl.dot needs >= 16): a broadcast product summed over the contraction dim
+        if rank == 2:
+            return f"tl.sum(s{a}[:, :, None] * s{b}[None, :, :], axis=1)"
+        return f"tl.sum(s{a}[:, :, :, None] * s{b}[:, None, :, :], axis=2)"
+
+    def concat(self, op: Op, out: int) -> str:
+        """Concatenation goes through a per-block float32 scratch tile in global memory."""
+        a, b = op.inputs
+        dim = op.int_attr("dim")
+        so = self.shape(out)
+        po = padded_shape(so)
+        k = len(self.scratch)
+        self.scratch.append(po)
+        strides = tuple(prod(po[d + 1 :]) for d in range(len(po)))
+        block = " + ".join(f"pid_{AXES[x]}" + "".join(f" * {self.bg.grid[y]}" for y in range(x))
+                           for x in range(3) if self.bg.grid[x] > 1) or "0"
+        base = f"scr{k}_ptr + ({block}) * {prod(po)}"
+        shift = self.shape(a)[dim] * strides[dim]
+        lines = self.lines_for(out)
+        self.setup.append(f"scr{k}_a = {base} + {tile_offsets(self.shape(a), strides)}  # concat: s{a}, then s{b}")
+        self.setup.append(f"scr{k}_b = {base} + {shift} + {tile_offsets(self.shape(b), strides)}")
+        self.setup.append(f"scr{k}_all = {base} + {tile_offsets(so, strides)}")
+        for src, part in ((a, "a"), (b, "b")):
+            m = self.mask_of(self.shape(src))
+            lines.append(f"tl.store(scr{k}_{part}, s{src}" + (f", mask={m})" if m else ")"))
+        lines.append("tl.debug_barrier()")
+        m = self.mask_of(so)
+        load = f"tl.load(scr{k}_all" + (f", mask={m}, other=0.0)" if m else ")")
+        lines.append(f"s{out} = {load}")
+        lines.append("tl.debug_barrier()")
+        return f"s{out}"
+
+    def expr(self, op: Op, out: int) -> str:
+        k, ins = op.kind, [f"s{i}" for i in op.inputs]
+        if k is OpKind.MATMUL:
+            return self.matmul(op.inputs[0], op.inputs[1], out)
+        simple = {
+            OpKind.ADD: lambda: f"{ins[0]} + {ins[1]}",
+            OpKind.MUL: lambda: f"{ins[0]} * {ins[1]}",
+            OpKind.DIV: lambda: f"{ins[0]} / {ins[1]}",
+            OpKind.EXP: lambda: f"tl.exp({ins[0]})",
+            OpKind.SQUARE: lambda: f"{ins[0]} * {ins[0]}",
+            OpKind.SQRT: lambda: f"tl.sqrt({ins[0]})",
+            OpKind.SILU: lambda: f"{ins[0]} / (1.0 + tl.exp(-{ins[0]}))",
+            OpKind.GELU: lambda: f"{ins[0]} / (1.0 + tl.exp({-2 * GELU_C!r} * ({ins[0]} + 0.044715 * "
+                                 f"{ins[0]} * {ins[0]} * {ins[0]})))",
+            OpKind.RELU: lambda: f"tl.maximum({ins[0]}, 0.0)",
+            OpKind.CLAMP: lambda: f"tl.minimum(tl.maximum({ins[0]}, {op.float_attr('lo')!r}), "
+                                  f"{op.float_attr('hi')!r})",
+            OpKind.MUL_SCALAR: lambda: f"{ins[0]} * {op.float_attr('scalar')!r}",
+            OpKind.REDUCTION: lambda: f"tl.sum({ins[0]}, axis={op.int_attr('dim')}, keep_dims=True)",
+            OpKind.RMS_NORM: lambda: f"{ins[0]} / tl.sqrt(tl.sum({ins[0]} * {ins[0]}, axis={len(self.shape(out)) - 1}, "
+                                     f"keep_dims=True) / {self.shape(out)[-1]})",
+        }
+        if k in simple:
+            return simple[k]()
+        if k is OpKind.CONCAT:
+            return self.concat(op, out)
+        raise CodegenError(f"block op {k} has no Triton form")
+
+    def lines_for(self, t: int) -> list[str]:
+        if self.bg.tensors[t].after_accum:
+            return self.after
+        return self.before if t in self.invariant else self.loop
+
+    def compute(self, op: Op) -> None:
+        out = op.outputs[0]
+        lines = self.lines_for(out)
+        e = self.expr(op, out)
+        if e == f"s{out}":  # concat wrote its own lines
+            return
+        unsafe = op.kind in UNSAFE_FOR_PADDING or (
+            op.kind is OpKind.ADD and any(self.shape(i) != self.shape(out) for i in op.inputs))
+        lines.append(f"s{out} = {self.masked(out, e) if unsafe else e}")
+
+    def accumulate(self, op: Op) -> None:
+        """The loop adds whole tiles (x, or x*x for rms) in float32; the accumulator's own reduction
+        over the last dim runs once after the loop, which gives the same sum since it is linear."""
+        x, out = op.inputs[0], op.outputs[0]
+        xs = self.shape(x)
+        last = len(xs) - 1
+        self.setup.append(f"acc{out} = tl.zeros({_shape_text(padded_shape(xs))}, dtype=tl.float32)  # {op.kind}")
+        self.loop.append(f"acc{out} += s{x} * s{x}" if op.kind is OpKind.ACCUM_RMS else f"acc{out} += s{x}")
+        n = self.bg.forloop * xs[-1]
+        total = f"tl.sum(acc{out}, axis={last}, keep_dims=True)"
+        if op.kind is OpKind.ACCUM_REDTOX:
+            rdx, pn = self.bg.rdx, padded(xs[-1])
+            if padded(rdx) != rdx or pn % rdx:
+                raise CodegenError(f"accum_redtox of {fmt(xs)} to reduction_dimx {rdx}: needs a power of two of "
+                                   f"at least {MIN_DOT}")
+            folded = _shape_text((*padded_shape(xs[:-1]), pn // rdx, rdx))
+            final = f"tl.sum(tl.reshape(acc{out}, {folded}), axis={last})"
+        else:
+            final = {OpKind.ACCUM_SUM: total, OpKind.ACCUM_MEAN: f"{total} / {n}",
+                     OpKind.ACCUM_RMS: f"tl.sqrt({total} / {n})"}.get(op.kind, f"acc{out}")
+        self.after.append(f"s{out} = {final}")
+
+
+def live_tensors(graph: BlockGraph | KernelGraph) -> set[int]:
+    """The tensors some output depends on (a μGraph may carry ops whose results nothing reads)."""
+    live: set[int] = set()
+    for op in reversed(graph.ops):
+        if op.kind is OpKind.OUTPUT or any(o in live for o in op.outputs):
+            live.update(op.inputs)
+            live.update(op.outputs)
+    return live
+
+
+def emit_kernel(bg: BlockGraph, name: str, sources: Sequence[str], comment: Sequence[str] = (),
+                strides: Sequence[Shape] = ()) -> KernelSource:
+    """The kernel of `bg`; `sources` names each input's device tensor (for comments); `strides` gives
+    the element strides of its inputs then its outputs (default: row-major)."""
+    n_inputs = len(bg.sources)
+    in_strides: list[Shape | None] = [*strides[:n_inputs]] or [None] * n_inputs
+    out_strides: list[Shape | None] = [*strides[n_inputs:]] or [None] * len(bg.output_shapes)
+    body = _Body(bg, name)
+    n_in = sum(1 for op in bg.ops if op.kind is OpKind.INPUT)
+    n_out = len(bg.output_shapes)
+    head = [f"# grid {list(bg.grid)} (tl.program_id per axis), for-loop range {bg.forloop}",
+            *[f"# {c}" for c in comment]]
+    for a in range(3):
+        if bg.grid[a] > 1:
+            body.setup.append(f"pid_{AXES[a]} = tl.program_id({a})")
+    live = live_tensors(bg)
+    k_in = k_out = 0
+    for op in bg.ops:
+        if op.kind is OpKind.INPUT:
+            out, src = op.outputs[0], bg.sources[k_in]
+            imap, fmap = op.dims_attr("imap"), op.int_attr("fmap")
+            tile = bg.tensors[out].shape
+            acc = input_access(src.shape, tile, bg.grid, imap, fmap, bg.forloop, in_strides[k_in])
+            head.append(f"# s{out} <- {sources[k_in]} {fmt(src.shape)}: imap {list(imap)}, fmap {fmap} -> tile "
+                        f"{fmt(tile)} (padded {fmt(padded_shape(tile))})"
+                        + (" per iteration" if fmap >= 0 else ", loaded once" if out in live else "")
+                        + ("" if out in live else ", read by no op: not loaded"))
+            if out not in live:
+                k_in += 1
+                continue
+            start = "" if acc.base == "0" else f" + {acc.base}"
+            body.setup.append(f"s{out}_ptrs = in{k_in}_ptr{start} + {acc.offsets}")
+            m = body.mask_of(tile)
+            opts = f", mask={m}, other=0.0" if m is not None else ""
+            body.loaded.add(out)
+            where = body.before if fmap < 0 else body.loop
+            step = "" if fmap < 0 else f" + i * {acc.step}"
+            where.append(f"s{out}h = tl.load(s{out}_ptrs{step}{opts})")
+            if any(out in o.inputs and o.kind is not OpKind.MATMUL for o in bg.ops):
+                where.append(f"s{out} = s{out}h.to(tl.float32)")  # fp16 straight into tl.dot, float32 elsewhere
+            if fmap < 0:
+                body.invariant.add(out)
+            k_in += 1
+        elif op.kind is OpKind.OUTPUT:
+            x = op.inputs[0]
+            omap = op.dims_attr("omap")
+            dshape = bg.output_shapes[k_out]
+            acc = output_access(dshape, bg.tensors[x].shape, omap, out_strides[k_out])
+            head.append(f"# out{k_out} {fmt(dshape)} <- s{x} {fmt(bg.tensors[x].shape)}: omap {list(omap)}")
+            m = body.mask_of(bg.tensors[x].shape)
+            opts = f", mask={m}" if m is not None else ""
+            start = "" if acc.base == "0" else f" + {acc.base}"
+            body.after.append(f"tl.store(out{k_out}_ptr{start} + {acc.offsets}, s{x}.to(tl.float16){opts})")
+            k_out += 1
+        elif op.outputs[0] not in live:
+            head.append(f"# s{op.outputs[0]} = {op.kind}: reaches no output, not computed")
+        elif op.kind in ACCUMULATORS:
+            body.accumulate(op)
+        else:
+            if not bg.tensors[op.outputs[0]].after_accum and all(i in body.invariant for i in op.inputs):
+                body.invariant.add(op.outputs[0])
+            body.compute(op)
+    params = [f"in{k}_ptr" for k in range(n_in)] + [f"out{k}_ptr" for k in range(n_out)]
+    params += [f"scr{k}_ptr" for k in range(len(body.scratch))]
+    lines = ["@triton.jit", f"def {name}({', '.join(params)}):", *[f"    {h}" for h in head]]
+    lines += [f"    {s}" for s in body.setup + body.before]
+    var = "i" if any("i * " in s for s in body.loop) else "_"
+    lines.append(f"    for {var} in range({bg.forloop}):  # the for-loop")
+    lines += [f"        {s}" for s in body.loop] or ["        pass"]
+    lines.append("    # after the for-loop: accumulated results, the ops after accumulation, the stores")
+    lines += [f"    {s}" for s in body.after]
+    return KernelSource(name, bg.grid, lines, body.scratch)

@@ -1,0 +1,278 @@
+"""A kernel graph as one self-contained Python module: a Triton kernel per graph-defined op, one array
+call per pre-defined kernel op, and `run(inputs) -> outputs`.
+
+The module picks its array library when it is imported: CuPy where a CUDA device is usable (Triton
+compiles the kernels), NumPy elsewhere or when TRITON_INTERPRET=1 (Triton's interpreter runs them on
+the CPU). Device tensors are fp16 and row-major; array calls compute in float32 and store fp16, as
+the kernels do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from mugraph import __version__
+from mugraph.codegen.emit_kernel import emit_kernel, live_tensors
+from mugraph.codegen.errors import CodegenError
+from mugraph.codegen.text import wrap_code, wrap_text
+from mugraph.codegen.tiles import layout_strides, row_major_strides
+from mugraph.ir.canonical import canonical_digest
+from mugraph.ir.graph import KernelGraph, Op
+from mugraph.ir.shapes import fmt
+from mugraph.ir.types import DType, OpKind
+
+
+@dataclass(frozen=True)
+class EmitInfo:
+    """What the header says the module came from. `layouts` holds free lines (the chosen layouts,
+    as `mugraph show` prints them); `inner` the chosen innermost dim of each device tensor of this
+    graph (empty: row-major); `digest` defaults to the graph's canonical digest."""
+
+    program: str
+    config: str = "-"
+    digest: str | None = None
+    layouts: Sequence[str] = field(default_factory=tuple)
+    inner: Sequence[int] = field(default_factory=tuple)
+
+
+PRELUDE = '''
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+{triton}
+
+def _on_gpu() -> bool:
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        return False
+    try:
+        return bool(importlib.import_module("cupy").cuda.is_available())
+    except Exception:  # no CuPy, or no CUDA driver
+        return False
+
+
+ON_GPU = _on_gpu()
+if not ON_GPU:
+    os.environ["TRITON_INTERPRET"] = "1"  # read when the kernels below are decorated
+xp: Any = importlib.import_module("cupy") if ON_GPU else np
+
+
+class _HostArg:
+    """A NumPy array as Triton's interpreter takes a kernel argument: data_ptr() and dtype, plus the
+    torch-shaped calls it makes to copy an argument to the host and back (no-ops: it is there)."""
+
+    def __init__(self, array: Any) -> None:
+        self.array = array
+        self.dtype = array.dtype
+
+    def data_ptr(self) -> int:
+        return int(self.array.ctypes.data)
+
+    def untyped_storage(self) -> _HostArg:
+        return self
+
+    def cpu(self) -> _HostArg:
+        return self
+
+    def new_empty(self, *args: Any, **kwargs: Any) -> _HostArg:
+        return self
+
+    def set_(self, *args: Any) -> _HostArg:
+        return self
+
+    def storage_offset(self) -> int:
+        return 0
+
+    def size(self) -> tuple[int, ...]:
+        return tuple(self.array.shape)
+
+    def stride(self) -> tuple[int, ...]:
+        return tuple(s // self.array.itemsize for s in self.array.strides)
+
+    def copy_(self, other: Any) -> _HostArg:
+        return self
+
+
+class _DeviceArg:
+    """A CuPy array as a compiled Triton kernel takes it: data_ptr() and dtype."""
+
+    def __init__(self, array: Any) -> None:
+        self.array = array
+        self.dtype = array.dtype
+
+    def data_ptr(self) -> int:
+        return int(self.array.data.ptr)
+
+
+def _arg(array: Any) -> Any:
+    return _DeviceArg(array) if ON_GPU else _HostArg(array)
+
+
+def _f32(a: Any) -> Any:
+    return a.astype(xp.float32)
+
+
+def _f16(a: Any) -> Any:
+    return a.astype(xp.float16, order="C")  # row-major, as kernels read the results of array calls
+
+
+def _empty(shape: tuple[int, ...], inner: int) -> Any:
+    """An fp16 array whose dim `inner` is innermost (stride 1), the other dims row-major around it."""
+    order = [d for d in range(len(shape)) if d != inner] + [inner]
+    a = xp.empty([shape[d] for d in order], dtype=xp.float16)
+    return a.transpose([order.index(d) for d in range(len(shape))])
+
+
+def _silu(x: Any) -> Any:
+    return x / (1.0 + xp.exp(-x))
+
+
+def _gelu(x: Any) -> Any:
+    return 0.5 * x * (1.0 + xp.tanh(0.7978845608028654 * (x + 0.044715 * x**3)))
+
+
+def _rms_norm(x: Any) -> Any:
+    return x / xp.sqrt(xp.mean(x * x, axis=-1, keepdims=True))
+
+
+def _input(inputs: Mapping[str, Any], name: str, shape: tuple[int, ...]) -> Any:
+    if name not in inputs:
+        raise KeyError(f"input {name!r} is missing; the program's inputs are {list(INPUTS)}")
+    a = xp.ascontiguousarray(xp.asarray(inputs[name]), dtype=xp.float16)
+    if tuple(a.shape) != shape:
+        raise ValueError(f"input {name!r} has shape {tuple(a.shape)}; the program needs {shape}")
+    return a
+'''
+
+
+def _host_expr(op: Op, ins: list[str]) -> str:
+    """One array call (computed in float32, stored fp16) for a pre-defined kernel op."""
+    k = op.kind
+    f = [f"_f32({x})" for x in ins]
+    exprs = {
+        OpKind.MATMUL: lambda: f"xp.matmul({f[0]}, {f[1]})",
+        OpKind.ADD: lambda: f"{f[0]} + {f[1]}",
+        OpKind.MUL: lambda: f"{f[0]} * {f[1]}",
+        OpKind.DIV: lambda: f"{f[0]} / {f[1]}",
+        OpKind.EXP: lambda: f"xp.exp({f[0]})",
+        OpKind.SQUARE: lambda: f"xp.square({f[0]})",
+        OpKind.SQRT: lambda: f"xp.sqrt({f[0]})",
+        OpKind.SILU: lambda: f"_silu({f[0]})",
+        OpKind.GELU: lambda: f"_gelu({f[0]})",
+        OpKind.RELU: lambda: f"xp.maximum({f[0]}, 0.0)",
+        OpKind.CLAMP: lambda: f"xp.clip({f[0]}, {op.float_attr('lo')!r}, {op.float_attr('hi')!r})",
+        OpKind.MUL_SCALAR: lambda: f"{f[0]} * {op.float_attr('scalar')!r}",
+        OpKind.REDUCTION: lambda: f"xp.sum({f[0]}, axis={op.int_attr('dim')}, keepdims=True)",
+        OpKind.RMS_NORM: lambda: f"_rms_norm({f[0]})",
+    }
+    if k is OpKind.CONCAT:
+        return f"xp.concatenate(({ins[0]}, {ins[1]}), axis={op.int_attr('dim')})"
+    if k not in exprs:
+        raise CodegenError(f"kernel op {k} has no array form")
+    return f"_f16({exprs[k]()})"
+
+
+def _header(graph: KernelGraph, info: EmitInfo, n_kernels: int, n_calls: int) -> list[str]:
+    lines = [f'"""{info.program}: a μGraph as Triton kernels, generated by mugraph (do not edit).', "",
+             f"program: {info.program}", f"μGraph: {info.digest or canonical_digest(graph)}",
+             f"config: {info.config}", f"mugraph: {__version__}",
+             f"kernels: {n_kernels} graph-defined op(s) as Triton kernels, {n_calls} pre-defined op(s) as "
+             "array calls"]
+    if info.layouts:
+        lines += ["layouts chosen (shape:innermost dim~swizzled dim). Device tensors between kernels take the chosen "
+                  "innermost dim; program inputs and outputs are row-major; shared-memory layouts and swizzles "
+                  "are left to Triton:",
+                  *[f"    {x}" for x in info.layouts]]
+    lines += ["", "run(inputs) takes and returns fp16 arrays by name; kernels accumulate in float32. On a CUDA",
+              "device (CuPy) Triton compiles the kernels; elsewhere, or with TRITON_INTERPRET=1, Triton's",
+              'interpreter runs them on NumPy arrays.', '"""']
+    return lines
+
+
+def emit_module(graph: KernelGraph, info: EmitInfo) -> str:
+    """The module's text for `graph`."""
+    names: dict[int, str] = {}
+    inputs: list[tuple[str, tuple[int, ...]]] = []
+    for t in graph.tensors:
+        if t.dtype is not DType.FLOAT16:
+            raise CodegenError(f"tensor {fmt(t.shape)} is {t.dtype}; the emitted kernels take fp16 programs")
+    kernels: list[list[str]] = []
+    body: list[str] = []
+    outputs: list[tuple[str, str]] = []
+    n_calls = 0
+    live = live_tensors(graph)
+    program_outputs = {t.index for t in graph.output_tensors}
+    # A graph-defined op's outputs that stay inside the program take the chosen innermost dim; program
+    # inputs and outputs keep the caller's row-major strides, array calls return row-major arrays.
+    laid = {t.index: info.inner[t.index] for op in graph.ops_of(OpKind.CUSTOMIZED) for t in
+            (graph.tensors[o] for o in op.outputs)
+            if info.inner and t.index not in program_outputs and info.inner[t.index] != len(t.shape) - 1}
+    strides = {t.index: layout_strides(t.shape, laid[t.index]) if t.index in laid else row_major_strides(t.shape)
+               for t in graph.tensors}
+    for index, op in enumerate(graph.ops):
+        if op.kind is OpKind.INPUT:
+            t = graph.tensors[op.outputs[0]]
+            name = str(op.attr("name"))
+            names[t.index] = name
+            inputs.append((name, t.shape))
+            read = f"_input(inputs, {name!r}, {t.shape!r})"
+            body.append(f"t{t.index} = {read}" if t.index in live else f"{read}  # read by no op")
+        elif op.kind is OpKind.OUTPUT:
+            outputs.append((str(op.attr("name")), f"t{op.inputs[0]}"))
+        elif not any(o in live for o in op.outputs):
+            body.append(f"# op {index}: {op.kind} reaches no output, not run")
+        elif op.kind is OpKind.CUSTOMIZED:
+            assert op.block is not None
+            bg = op.block
+            kname = f"kernel_{len(kernels)}"
+            srcs = [names.get(i, f"t{i}") for i in op.inputs]
+            notes = [x for x in info.layouts if x.startswith(f"block graph of op {index} ")]
+            ks = emit_kernel(bg, kname, srcs, [f"op {index}: graph-defined", *notes],
+                             [strides[i] for i in (*op.inputs, *op.outputs)])
+            kernels.append(ks.lines)
+            body.append(f"# op {index}: {kname}, grid {list(bg.grid)}, for-loop {bg.forloop}")
+            args = [f"t{i}" for i in op.inputs] + [f"t{o}" for o in op.outputs]
+            for o in op.outputs:
+                shape = graph.tensors[o].shape
+                if o in laid:
+                    body.append(f"t{o} = _empty({shape!r}, {laid[o]})  # chosen layout: dim {laid[o]} innermost")
+                else:
+                    body.append(f"t{o} = xp.empty({shape!r}, dtype=xp.float16)")
+            blocks = bg.grid[0] * bg.grid[1] * bg.grid[2]
+            for k, shape in enumerate(ks.scratch):
+                scratch = f"scratch_{len(kernels) - 1}_{k}"
+                body.append(f"{scratch} = xp.empty({(blocks, *shape)!r}, dtype=xp.float32)  # for a concat")
+                args.append(scratch)
+            body.append(f"{kname}[{bg.grid!r}](" + ", ".join(f"_arg({a})" for a in args) + ")")
+        else:
+            out = op.outputs[0]
+            shapes = " x ".join(fmt(graph.tensors[i].shape) for i in op.inputs)
+            body.append(f"t{out} = {_host_expr(op, [f't{i}' for i in op.inputs])}  # op {index}: {op.kind} {shapes}")
+            n_calls += 1
+    header = [w for x in _header(graph, info, len(kernels), n_calls) for w in wrap_text(x)]
+    triton = "import triton\nimport triton.language as tl\n" if kernels else ""
+    lines = PRELUDE.replace("{triton}", triton).rstrip("\n").split("\n")
+    lines += ["", "", f"PROGRAM = {info.program!r}", f"DIGEST = {(info.digest or canonical_digest(graph))!r}",
+              f"INPUTS = {dict(inputs)!r}", f"OUTPUTS = {tuple(n for n, _ in outputs)!r}"]
+    for kernel in kernels:
+        lines += ["", "", *kernel]
+    lines += ["", "", "def run(inputs: Mapping[str, Any]) -> dict[str, Any]:",
+              '    """The program\'s outputs by name for fp16 inputs by name (NumPy or CuPy arrays)."""']
+    lines += [f"    {b}" for b in body]
+    lines.append("    return {" + ", ".join(f"{n!r}: {t}" for n, t in outputs) + "}")
+    return "\n".join(header + [w for x in lines for w in wrap_code(x)]) + "\n"
+
+
+def emitted_names(source: str) -> Mapping[str, str]:
+    """PROGRAM and DIGEST of an emitted module's text (read without importing it)."""
+    out: dict[str, str] = {}
+    for line in source.splitlines():
+        for key in ("PROGRAM", "DIGEST"):
+            if line.startswith(f"{key} = "):
+                out[key] = line.split(" = ", 1)[1].strip("'\"")
+    return out

@@ -1,0 +1,94 @@
+"""`mugraph emit` and `mugraph optimize --emit` as a person runs them: real subprocesses, a real
+narrowed `optimize rms_norm` run, Triton's interpreter for --check; errors are one line, exit 2."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mugraph.codegen import FP16_TOLERANCE
+from tests.pipeline.conftest import done, mugraph, optimize_args
+
+KEYS = {"program", "digest", "ok", "max_rel_err", "interpreted", "seconds"}
+
+
+def last_json(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    line = proc.stdout.strip().splitlines()[-1]
+    out = json.loads(line)
+    assert isinstance(out, dict)
+    return out
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    cwd = tmp_path_factory.mktemp("emit")
+    proc = mugraph(*optimize_args("rms_norm", cwd / "run.zarr", "--workers", "1", "--emit"), cwd=cwd)
+    return cwd, done(proc)
+
+
+def test_optimize_emit_writes_the_best_mugraph_and_it_matches(run: tuple[Path, dict[str, Any]]) -> None:
+    cwd, last = run
+    kernels = Path(last["kernels"])
+    assert kernels == cwd / "run.kernels.py" and kernels.is_file()
+    text = kernels.read_text()
+    assert f"DIGEST = {last['best']!r}" in text and text.count("@triton.jit") == 1
+    assert "config: store" in text and "mugraph: " in text and "layouts chosen" in text
+    proc = mugraph("emit", str(cwd / "run.zarr"), "--out", str(cwd / "again.py"), "--check", "--json", cwd=cwd)
+    assert proc.returncode == 0, proc.stderr
+    out = last_json(proc)
+    assert set(out) >= KEYS and out["program"] == "rms_norm" and out["digest"] == last["best"]
+    assert out["ok"] is True and out["interpreted"] is True and 0 < out["max_rel_err"] <= FP16_TOLERANCE
+    assert (cwd / "again.py").read_text() == text  # the same module from the store, whoever writes it
+
+
+def test_emit_a_confirmed_digest_of_a_store(run: tuple[Path, dict[str, Any]]) -> None:
+    cwd, last = run
+    proc = mugraph("emit", str(cwd / "run.zarr"), "--digest", last["best"][:12], "--out", str(cwd / "d.py"), cwd=cwd)
+    assert proc.returncode == 0, proc.stderr
+    assert f"DIGEST = {last['best']!r}" in (cwd / "d.py").read_text()
+
+
+def test_emit_program_check_json(tmp_path: Path) -> None:
+    proc = mugraph("emit", "lora", "--expert", "saved", "--check", "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    out = last_json(proc)
+    assert set(out) >= KEYS and out["ok"] is True and out["interpreted"] is True and out["program"] == "lora"
+    text = mugraph("emit", "lora", "--expert", "saved", cwd=tmp_path).stdout
+    assert text.startswith('"""lora: a μGraph as Triton kernels') and "def run(inputs" in text
+
+
+def _one_line_error(proc: subprocess.CompletedProcess[str], *words: str) -> None:
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("mugraph: error: "), proc.stderr
+    for w in words:
+        assert w in lines[0], lines[0]
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["emit", "no_such_program"], ["unknown program"]),
+    (["emit", "lora", "--expert", "nope"], ["no expert 'nope'"]),
+    (["emit", "lora", "--digest", "ffffffffff"], ["no μGraph", "ffffffffff"]),
+    (["emit", ".", "--expert", "saved"], ["--expert"]),
+    (["emit", "."], ["not a mugraph run store"]),
+])
+def test_emit_errors_are_one_line(tmp_path: Path, args: list[str], words: list[str]) -> None:
+    _one_line_error(mugraph(*args, cwd=tmp_path), *words)
+
+
+def test_missing_triton_is_one_line_naming_the_extra(tmp_path: Path) -> None:
+    """Triton made unimportable in the CLI's process (a None entry in sys.modules, as for a
+    package that is not installed)."""
+    hide = "import sys; sys.modules['triton'] = None; from mugraph.cli import main; main(sys.argv[1:])"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    for args in (["emit", "lora"], ["optimize", "rms_norm", "--emit", "--store", str(tmp_path / "r.zarr")]):
+        proc = subprocess.run([sys.executable, "-c", hide, *args], capture_output=True, text=True,
+                              cwd=tmp_path, env=env, timeout=120)
+        _one_line_error(proc, "pip install -e '.[kernels]'")
+        assert not (tmp_path / "r.zarr").exists()  # refused before the run started
