@@ -36,6 +36,7 @@ from tests.stages.search.narrow import NARROW, OLD_SPACE, PRESET  # noqa: E402
 RESULTS = ROOT / "benchmarks" / "RESULTS.md"
 OLD_SPACE_SETTINGS: dict[str, list[str]] = {}  # per program, set by main() for the tree being run
 MARK = "<!-- bench_pipeline -->"
+END_MARK = "<!-- bench_pipeline:end -->"
 
 
 def _settings(name: str, full: bool) -> list[str]:
@@ -200,8 +201,9 @@ def main() -> None:
     print(text)
     if args.write:
         old = RESULTS.read_text() if RESULTS.exists() else ""
-        head = old.split(MARK)[0].rstrip() if MARK in old else old.rstrip()
-        RESULTS.write_text(head + "\n\n" + text)
+        head, _, rest = old.partition(MARK)
+        tail = rest.partition(END_MARK)[2] if END_MARK in rest else ""
+        RESULTS.write_text(head.rstrip() + "\n\n" + text + END_MARK + tail)
 
 
 if __name__ == "__main__":
