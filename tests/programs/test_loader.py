@@ -97,7 +97,7 @@ def good_program(tmp_path: Path) -> Path:
 def test_resolve_builtin_name() -> None:
     prog = resolve_program("gqa")
     assert prog is get_builtin("gqa") and prog.source == "built-in"
-    assert list(prog.experts) == ["expert"]
+    assert list(prog.experts) == ["expert", "paper"]
 
 
 def test_resolve_unknown_builtin_name() -> None:
