@@ -186,6 +186,7 @@ def main() -> None:
         tmp = Path(t)
         for name in args.programs.split(","):
             for label, tree in trees:
+                (tmp / label).mkdir(exist_ok=True)
                 os.environ["PYTHONPATH"] = str(tree)
                 widened = "attention_yz" in (tree / "mugraph/stages/search/config.py").read_text()
                 OLD_SPACE_SETTINGS.clear()
