@@ -106,20 +106,34 @@ class ReferenceFingerprints:
         return match_outputs(self.fingerprint(candidate), self.outputs, self.xp)
 
 
+class FloatReference:
+    """A reference program's float64 outputs on one seed's inputs, computed once, compared with
+    many candidates; values candidates share are reused between them (reuse.py)."""
+
+    def __init__(
+        self, reference: KernelGraph, xp: ArrayModule, seed: int = 0, cache_bytes: int = 0
+    ) -> None:
+        self.alg = Float64Algebra(xp)
+        self.inputs = float_inputs(reference, seed, xp)
+        self.outputs = [to_numpy(r) for r in evaluate(self.alg, reference, self.inputs)]
+        self.cache = ValueCache(cache_bytes) if cache_bytes else None
+
+    def max_rel_err(self, candidate: KernelGraph, perm: Sequence[int]) -> float:
+        """max over outputs of max|candidate - reference| / max|reference|."""
+        cand = evaluate(self.alg, candidate, self.inputs, self.cache)
+        worst = 0.0
+        for i, rn in enumerate(self.outputs):
+            cn = to_numpy(cand[perm[i]])
+            scale = max(float(np.max(np.abs(rn))), np.finfo(np.float64).tiny)
+            worst = max(worst, float(np.max(np.abs(cn - rn))) / scale)
+        return worst
+
+
 def float_max_rel_err(
     reference: KernelGraph, candidate: KernelGraph, perm: Sequence[int], xp: ArrayModule, seed: int = 0
 ) -> float:
     """max over outputs of max|candidate - reference| / max|reference|, in float64."""
-    alg = Float64Algebra(xp)
-    inputs = float_inputs(reference, seed, xp)
-    ref = evaluate(alg, reference, inputs)
-    cand = evaluate(alg, candidate, inputs)
-    worst = 0.0
-    for i, r in enumerate(ref):
-        rn, cn = to_numpy(r), to_numpy(cand[perm[i]])
-        scale = max(float(np.max(np.abs(rn))), np.finfo(np.float64).tiny)
-        worst = max(worst, float(np.max(np.abs(cn - rn))) / scale)
-    return worst
+    return FloatReference(reference, xp, seed).max_rel_err(candidate, perm)
 
 
 @dataclass(slots=True)

@@ -3,7 +3,8 @@ random seeds and in float64 before anything downstream trusts it.
 
 The fresh seeds are derived from the fragment's digest: they differ from the search's seeds (small
 integers), a rerun confirms with the same seeds and reaches the same verdict, and the reference's
-fingerprints are computed once per fragment and worker rather than once per μGraph.
+fingerprints and float64 outputs are computed once per fragment and worker rather than once per
+μGraph, with the values the μGraphs share reused between them.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import numpy as np
 
 from mugraph.cuda.backend import ArrayModule, backend_name
 from mugraph.ir.graph import KernelGraph
-from mugraph.stages.verify.check import ReferenceFingerprints, float_max_rel_err
+from mugraph.stages.verify.check import FloatReference, ReferenceFingerprints
 
 CONFIRM_TESTS = 3
 TOLERANCE = 1e-6
@@ -41,6 +42,7 @@ class Confirmer:
         self.fingerprints = ReferenceFingerprints(
             reference, confirm_seeds(fragment_digest, k), xp=xp, cache_bytes=CONFIRM_CACHE_BYTES
         )
+        self.floats = FloatReference(reference, xp, cache_bytes=CONFIRM_CACHE_BYTES)
 
     def confirm(self, candidate: KernelGraph) -> dict[str, Any]:
         """The verdict as a JSON-able dict: equivalent, seeds, float64 error, reason, seconds, backend."""
@@ -49,7 +51,7 @@ class Confirmer:
         err: float | None = None
         reason = "fingerprints differ" if perm is None else ""
         if perm is not None:
-            err = float_max_rel_err(self.reference, candidate, perm, self.xp)
+            err = self.floats.max_rel_err(candidate, perm)
             if not err <= TOLERANCE:
                 reason = f"float64 relative error {err:.3g} over {TOLERANCE:g}"
         return {

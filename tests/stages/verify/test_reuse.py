@@ -59,3 +59,24 @@ def test_cache_keeps_to_its_budget() -> None:
         evaluate(alg, g, fp.cases[0].inputs, small)
         assert small.nbytes <= small.max_bytes
     assert small.nbytes > 0
+
+
+def test_float_reference_with_a_warm_cache_gives_the_same_errors() -> None:
+    """The confirm stage's float64 check reuses values between μGraphs; each error must equal the
+    one computed alone."""
+    from mugraph.stages.verify.check import FloatReference, float_max_rel_err
+
+    name = "lora"
+    floats = FloatReference(reference(name), np, cache_bytes=64 << 20)
+    expert = next(iter(PROGRAMS[name].experts.values()))()
+    graphs = [expert]
+    for _, _, data in list(mutants(expert))[:25]:
+        try:
+            graphs.append(from_json(data))
+        except MugraphError:
+            continue
+    for g in graphs + graphs[::-1]:
+        if [t.shape for t in g.output_tensors] != [t.shape for t in reference(name).output_tensors]:
+            continue
+        assert floats.max_rel_err(g, (0,)) == float_max_rel_err(reference(name), g, (0,), np)
+    assert floats.cache is not None and floats.cache.hits > 0
