@@ -55,6 +55,11 @@ VERDICT_BYTES = frozenset(v.value.encode() for v in Verdict)
 _FROM_Z3 = {"unsat": Verdict.YES, "sat": Verdict.NO, "unknown": Verdict.UNKNOWN}
 
 
+def _read(raw: bytes | None) -> Verdict | None:
+    """A memo value as a verdict; None for a miss or anything that is not a verdict byte."""
+    return Verdict(raw.decode()) if raw is not None and raw in VERDICT_BYTES else None
+
+
 class VerdictMemo(Protocol):
     """What the oracle needs of a memo (storage.memo.LayeredMemo provides it)."""
 
@@ -164,19 +169,19 @@ class SubexprOracle:
             else:
                 self.counters.memo_hits += 1
         todo = [c for c in unique if c not in known]
+        keys = {c: self.key(c) for c in todo} if self.memo is not None else {}
         if todo and self.memo is not None:
-            keys = [self.key(c) for c in todo]
-            found = self.memo.lookup(keys)
             still = []
-            for c, raw in zip(todo, found, strict=True):
-                if raw is not None and raw in VERDICT_BYTES:
-                    known[c] = Verdict(raw.decode())
-                    self._settled[c] = (known[c], False)
-                    self.counters.memo_hits += 1
-                else:
+            for c, raw in zip(todo, self.memo.lookup([keys[c] for c in todo]), strict=True):
+                v = _read(raw)
+                if v is None:
                     still.append(c)
+                    continue
+                known[c] = v
+                self._settled[c] = (v, False)
+                self.counters.memo_hits += 1
             todo = still
-        solved = self._solve(todo)
+        solved = self._solve(todo, keys)
         known.update(solved)
         self._settled.update((c, (v, False)) for c, v in solved.items())
         out = [known[c] for c in candidates]
@@ -184,40 +189,43 @@ class SubexprOracle:
             self.counters.verdicts[v.value] += 1
         return out
 
-    def _solve(self, todo: Sequence[Expr]) -> dict[Expr, Verdict]:
-        """Verdicts the memo did not have. With a shared memo, each query is claimed first: of
-        several workers meeting one term at once, one runs Z3 and the others wait for its verdict
-        (or for its claim to lapse, then take it over), so parallel workers repeat no solver work."""
+    def _solve(self, todo: Sequence[Expr], keys: Mapping[Expr, str]) -> dict[Expr, Verdict]:
+        """Verdicts the memo did not have (`keys`: their memo keys). With a shared memo, each query
+        is claimed first: of several workers meeting one term at once, one runs Z3 and the others
+        wait for its verdict (or for its claim to lapse, then take it over), so parallel workers
+        repeat no solver work."""
         if not todo:
             return {}
-        if self.memo is None:
+        memo = self.memo
+        if memo is None:
             return {c: self._z3(c) for c in todo}
-        keys = {c: self.key(c) for c in todo}
-        held = self.memo.claim(list(keys.values()), CLAIM_SECONDS)
-        solved = {c: self._z3(c) for c, mine in zip(todo, held, strict=True) if mine}
-        self.memo.store({keys[c]: v.value.encode() for c, v in solved.items()})
+
+        def solve(cs: Sequence[Expr]) -> dict[Expr, Verdict]:
+            out = {c: self._z3(c) for c in cs}
+            memo.store({keys[c]: v.value.encode() for c, v in out.items()})
+            return out
+
+        def claimed(cs: Sequence[Expr]) -> list[Expr]:
+            return [c for c, mine in zip(cs, memo.claim([keys[c] for c in cs], CLAIM_SECONDS), strict=True) if mine]
+
+        solved = solve(claimed(todo))
         waiting = [c for c in todo if c not in solved]
         pause = 0.002
         deadline = time.monotonic() + 2 * CLAIM_SECONDS  # past it, solve whatever is still held
         while waiting and time.monotonic() < deadline:
             time.sleep(pause)
             pause = min(2 * pause, 0.05)
-            found = self.memo.lookup([keys[c] for c in waiting])
-            for c, raw in zip(waiting, found, strict=True):
-                if raw is not None and raw in VERDICT_BYTES:
-                    solved[c] = Verdict(raw.decode())
+            for c, raw in zip(waiting, memo.lookup([keys[c] for c in waiting]), strict=True):
+                v = _read(raw)
+                if v is not None:
+                    solved[c] = v
                     self.counters.claim_waits += 1
             waiting = [c for c in waiting if c not in solved]
             # A claim whose holder died lapses after its lease: then this worker takes it over.
-            taken = [c for c, mine in zip(waiting, self.memo.claim([keys[c] for c in waiting], CLAIM_SECONDS),
-                                          strict=True) if mine]
-            own = {c: self._z3(c) for c in taken}
-            self.memo.store({keys[c]: v.value.encode() for c, v in own.items()})
-            solved.update(own)
+            solved.update(solve(claimed(waiting)))
             waiting = [c for c in waiting if c not in solved]
-        late = {c: self._z3(c) for c in waiting}
-        self.memo.store({keys[c]: v.value.encode() for c, v in late.items()})
-        return solved | late
+        solved.update(solve(waiting))
+        return solved
 
     def _z3(self, c: Expr) -> Verdict:
         session = _session(self._prefix, self.finals, self.n_inputs, self.config)
