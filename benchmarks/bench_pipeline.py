@@ -31,7 +31,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.stages.search.narrow import NARROW, OLD_SPACE, PRESET  # noqa: E402
+from tests.stages.search.narrow import NARROW, old_space_settings  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "RESULTS.md"
 OLD_SPACE_SETTINGS: dict[str, list[str]] = {}  # per program, set by main() for the tree being run
@@ -188,10 +188,9 @@ def main() -> None:
             for label, tree in trees:
                 (tmp / label).mkdir(exist_ok=True)
                 os.environ["PYTHONPATH"] = str(tree)
-                widened = "attention_yz" in (tree / "mugraph/stages/search/config.py").read_text()
                 OLD_SPACE_SETTINGS.clear()
-                if args.old_space and widened:
-                    OLD_SPACE_SETTINGS[name] = OLD_SPACE[PRESET[name]]
+                if args.old_space:
+                    OLD_SPACE_SETTINGS[name] = old_space_settings(tree, name)
                 for w in (int(x) for x in args.workers.split(",")):
                     rows.append({**run_workers(name, w, args.full, args.budget, tmp / label), "tree": label})
                     print(json.dumps({k: v for k, v in rows[-1].items() if k != "digests"}), flush=True)

@@ -29,14 +29,10 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.stages.search.narrow import OLD_SPACE, PRESET
+from tests.stages.search.narrow import old_space_settings
 
 PROGRAMS = ["rms_norm", "lora", "gated_mlp", "gqa"]
 MIRAGE_8_THREADS = {"rms_norm": 25, "lora": 213, "gqa": 111, "gated_mlp": 38}  # CMU 15-618, seconds
-
-
-def knows_widening(tree: Path) -> bool:
-    return "attention_yz" in (tree / "mugraph/stages/search/config.py").read_text()
 
 
 # Runs inside the child, against the tree's own mugraph (only APIs the baseline has too).
@@ -107,7 +103,7 @@ def main() -> None:
     for name in args.programs:
         base: dict[str, Any] | None = None
         for label, tree in trees:
-            settings = OLD_SPACE[PRESET[name]] if args.old_space and knows_widening(tree) else []
+            settings = old_space_settings(tree, name) if args.old_space else []
             r = run(tree, name, settings, limit)
             lines.append(row(label, name, r, base))
             base = base or r

@@ -4,6 +4,7 @@ restricted to the expert's choices plus a few others."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 NARROW: dict[str, dict[str, Any]] = {
@@ -20,4 +21,13 @@ OLD_SPACE: dict[str, list[str]] = {
     "lora": ["franges=[4,16,64]"],
     "attention": ["attention_yz=[[16,4]]"],
 }
+
+
+def old_space_settings(tree: Path, program: str) -> list[str]:
+    """The `--set` values that give `program` its pre-widening space on the source tree at `tree`;
+    none for a tree older than the widening (it searches that space by default)."""
+    widened = "attention_yz" in (tree / "mugraph/stages/search/config.py").read_text()
+    return OLD_SPACE[PRESET[program]] if widened else []
+
+
 PRESET = {"rms_norm": "mlp", "lora": "lora", "gated_mlp": "mlp", "gqa": "attention"}
