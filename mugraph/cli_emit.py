@@ -14,6 +14,8 @@ import click
 from mugraph.codegen import FP16_TOLERANCE, EmitInfo, check_source, emit_module
 from mugraph.codegen.check import require_triton
 from mugraph.codegen.errors import CodegenError
+from mugraph.codegen.timing import time_source
+from mugraph.cuda.backend import cupy_available
 from mugraph.ir.canonical import canonical_digest
 from mugraph.ir.errors import MugraphError
 from mugraph.ir.graph import KernelGraph
@@ -21,7 +23,7 @@ from mugraph.ir.serialize import digest as json_digest
 from mugraph.ir.serialize import loads
 from mugraph.programs import resolve_program
 from mugraph.stages.layout.choose import LayoutResult, choose_layouts
-from mugraph.stages.layout.describe import describe_layouts
+from mugraph.stages.layout.describe import describe_layouts, seconds_text
 from mugraph.stages.layout.facts import LayoutError
 from mugraph.storage.run_store import RunStore
 
@@ -145,15 +147,28 @@ def write_store_module(store: Path) -> Path:
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Where to write the module (default: beside a STORE as NAME.kernels.py; stdout for a PROGRAM).")
 @click.option("--check", is_flag=True,
-              help=f"Run the module in Triton's interpreter on the CPU and compare with the float64 reference "
-                   f"(fp16 tolerance {FP16_TOLERANCE:g} of the output's largest magnitude).")
+              help=f"Run the module and compare with the float64 reference (fp16 tolerance {FP16_TOLERANCE:g} of the "
+                   "output's largest magnitude): compiled on a CUDA device where CuPy finds one, else in Triton's "
+                   "interpreter on the CPU.")
+@click.option("--interpret", is_flag=True, help="With --check: use Triton's interpreter even where a GPU is present.")
+@click.option("--time", "time_it", is_flag=True,
+              help="Time the compiled module on the CUDA device (fp16, CUDA events, median of 50 runs); needs a GPU.")
 @click.option("--json", "as_json", is_flag=True, help="The last stdout line is one JSON object with the verdict.")
-def emit(source: str, digest: str | None, expert: str | None, out: Path | None, check: bool, as_json: bool) -> None:
+def emit(source: str, digest: str | None, expert: str | None, out: Path | None, check: bool, interpret: bool,
+         time_it: bool, as_json: bool) -> None:
     """Write SOURCE's chosen μGraph as one Python module: a Triton kernel per graph-defined op, an
     array call per pre-defined op, and `run(inputs) -> outputs`. SOURCE is a run store (its best μGraph
     of each fragment, stitched into the whole program) or a program (built-in name, .py or .json)."""
     t0 = time.perf_counter()
     require_triton()
+    if interpret and not check:
+        raise click.UsageError("--interpret chooses how --check runs the module; give --check too")
+    if time_it and interpret:
+        raise click.UsageError("--time compiles the module for the GPU; it cannot run in the interpreter")
+    if time_it and not cupy_available():
+        raise CodegenError("--time needs CuPy and a usable CUDA device; none was found (--check runs the module "
+                           "in Triton's interpreter on the CPU)")
+    native = (check or time_it) and not interpret and cupy_available()
     is_store = Path(source).is_dir()
     if is_store and expert is not None:
         raise click.UsageError("--expert names an expert of a PROGRAM; for a STORE use --digest")
@@ -167,13 +182,20 @@ def emit(source: str, digest: str | None, expert: str | None, out: Path | None, 
     result: dict[str, Any] = {"program": sel.info.program, "digest": sel.info.digest or canonical_digest(sel.graph),
                               "out": str(target) if target else None, "ok": None, "max_rel_err": None,
                               "interpreted": None, "tolerance": FP16_TOLERANCE}
+    if (check or time_it) and sel.reference is None:
+        raise CodegenError(f"{source}: cannot find the program this store was made for, to check against; "
+                           "run the check where its program file is")
     if check:
-        if sel.reference is None:
-            raise CodegenError(f"{source}: cannot find the program this store was made for, to check against; "
-                               "run the check where its program file is")
-        report = check_source(text, sel.reference)
+        assert sel.reference is not None
+        report = check_source(text, sel.reference, interpret=not native)
         result.update(ok=report.ok, max_rel_err=report.max_rel_err, interpreted=report.interpreted,
                       per_output=report.per_output, run_seconds=round(report.seconds, 3))
+    if time_it:
+        assert sel.reference is not None
+        timing = time_source(text, sel.reference)
+        result.update(timing=timing.as_dict(), median_seconds=timing.median_seconds, device=timing.device)
+        if not check:
+            result.update(ok=timing.ok, max_rel_err=timing.max_rel_err, interpreted=False)
     result["seconds"] = round(time.perf_counter() - t0, 3)
     if as_json:
         click.echo(json.dumps(result))
@@ -182,8 +204,14 @@ def emit(source: str, digest: str | None, expert: str | None, out: Path | None, 
             click.echo(f"mugraph: wrote {target} ({sel.info.program}, μGraph {result['digest'][:16]})", err=True)
         if check:
             verdict = "matches" if result["ok"] else "DIFFERS from"
+            where = "in Triton's interpreter" if result["interpreted"] else "compiled, on the GPU (first run)"
             click.echo(f"mugraph: check: the module {verdict} the float64 reference; max rel err "
-                       f"{result['max_rel_err']:.3g} (tolerance {FP16_TOLERANCE:g}), {result['run_seconds']:.2f} s in "
-                       f"Triton's interpreter", err=True)
-    if check and not result["ok"]:
+                       f"{result['max_rel_err']:.3g} (tolerance {FP16_TOLERANCE:g}), {result['run_seconds']:.2f} s "
+                       f"{where}", err=True)
+        if time_it:
+            t = result["timing"]
+            click.echo(f"mugraph: time: {seconds_text(t['median_seconds'])} median of {t['repeats']} runs on "
+                       f"{t['device']} (min {seconds_text(t['min_seconds'])}; the host takes "
+                       f"{seconds_text(t['host_seconds'])} per synchronous run)", err=True)
+    if (check or time_it) and not result["ok"]:
         raise SystemExit(1)

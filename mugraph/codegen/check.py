@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from mugraph.codegen.errors import KERNELS_EXTRA_HINT, CodegenError
+from mugraph.cuda.backend import to_numpy
 from mugraph.ir.graph import KernelGraph
 from mugraph.ir.types import OpKind
 from mugraph.stages.verify.algebra import Float64Algebra
@@ -78,15 +79,21 @@ def _module_folder() -> Path:
     return folder
 
 
-def load_module(source: str, name: str = "mugraph_emitted") -> ModuleType:
-    """Import an emitted module's text with Triton's interpreter on. TRITON_INTERPRET must be set
-    before Triton is first imported (its language functions are made then), and @triton.jit reads
-    the source back from a file, so the text goes through one."""
+def load_module(source: str, name: str = "mugraph_emitted", *, interpret: bool = True) -> ModuleType:
+    """Import an emitted module's text, with Triton's interpreter on (the CPU check) or off (compiled
+    for a CUDA device). TRITON_INTERPRET must be set before Triton is first imported (its language
+    functions are made then), so one process runs kernels one way only; @triton.jit reads the source
+    back from a file, so the text goes through one."""
     require_triton()
-    if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
-        raise CodegenError("Triton was imported in this process without TRITON_INTERPRET=1; run the check in a "
-                           "fresh process (mugraph emit --check does)")
-    os.environ["TRITON_INTERPRET"] = "1"
+    was = os.environ.get("TRITON_INTERPRET") == "1"
+    if "triton" in sys.modules and was != interpret:
+        how = "with" if was else "without"
+        raise CodegenError(f"Triton was imported in this process {how} TRITON_INTERPRET=1; run the "
+                           f"{'check' if interpret else 'timing'} in a fresh process (mugraph emit --check does)")
+    if interpret:
+        os.environ["TRITON_INTERPRET"] = "1"
+    else:
+        os.environ.pop("TRITON_INTERPRET", None)
     name = f"{name}_{next(_loaded)}"  # a fresh module (and file) for every load
     path = _module_folder() / f"{name}.py"
     path.write_text(source)
@@ -126,17 +133,24 @@ def compare(outputs: Mapping[str, Any], expected: Mapping[str, np.ndarray]) -> d
         if got is None or tuple(np.shape(got)) != ref.shape:
             errs[name] = float("inf")
             continue
-        diff = np.abs(np.asarray(got, dtype=np.float64) - ref)
+        diff = np.abs(to_numpy(got).astype(np.float64) - ref)
         scale = max(float(np.max(np.abs(ref))), np.finfo(np.float64).tiny)
         worst = float(np.max(diff)) / scale
         errs[name] = worst if np.isfinite(worst) else float("inf")
     return errs
 
 
-def check_source(source: str, reference: KernelGraph, *, seed: int = 0,
+def check_source(source: str, reference: KernelGraph, *, seed: int = 0, tolerance: float = FP16_TOLERANCE,
+                 interpret: bool = True) -> CheckReport:
+    """Run the module's `run()` in Triton's interpreter (or compiled, on a CUDA device, with
+    `interpret=False`) and compare it with `reference` in float64."""
+    module = load_module(source, interpret=interpret)
+    return check_module(module, reference, seed=seed, tolerance=tolerance)
+
+
+def check_module(module: ModuleType, reference: KernelGraph, *, seed: int = 0,
                  tolerance: float = FP16_TOLERANCE) -> CheckReport:
-    """Run the module's `run()` in Triton's interpreter and compare it with `reference` in float64."""
-    module = load_module(source)
+    """Run a loaded module's `run()` once on the check inputs and compare it with `reference`."""
     inputs = check_inputs(reference, seed)
     expected = reference_outputs(reference, inputs)
     t0 = time.perf_counter()
@@ -144,7 +158,8 @@ def check_source(source: str, reference: KernelGraph, *, seed: int = 0,
         with np.errstate(invalid="ignore", divide="ignore"):  # padded lanes may hold 0/0 until masked to 0
             outputs = module.run(inputs)
     except Exception as e:
-        raise CodegenError(f"the emitted module failed in Triton's interpreter: {type(e).__name__}: "
+        where = "in Triton's interpreter" if not getattr(module, "ON_GPU", False) else "on the GPU"
+        raise CodegenError(f"the emitted module failed {where}: {type(e).__name__}: "
                            f"{str(e).splitlines()[0] if str(e) else ''}") from e
     seconds = time.perf_counter() - t0
     errs = compare(outputs, expected)

@@ -114,11 +114,16 @@ def _arg(array: Any) -> Any:
 
 
 def _f32(a: Any) -> Any:
-    return a.astype(xp.float32)
+    """An array call's operand. NumPy's fp16 loops round every step, so the host computes in float32;
+    CuPy's fp16 kernels compute in float32 registers and cuBLAS accumulates fp16 products in float32."""
+    return a if ON_GPU else a.astype(xp.float32)
 
 
 def _f16(a: Any) -> Any:
-    return a.astype(xp.float16, order="C")  # row-major, as kernels read the results of array calls
+    """An array call's result: fp16 and row-major, as kernels read it (no copy when it already is)."""
+    if a.dtype == xp.float16 and a.flags.c_contiguous:
+        return a
+    return a.astype(xp.float16, order="C")
 
 
 def _empty(shape: tuple[int, ...], inner: int) -> Any:
