@@ -23,6 +23,7 @@ from mugraph.cli_checks import (
 )
 from mugraph.cli_emit import write_store_module
 from mugraph.codegen.check import require_triton
+from mugraph.cuda.backend import cupy_available
 from mugraph.dashboards import live
 from mugraph.dashboards.progress import ProgressLine
 from mugraph.dashboards.report import report_path, write_report
@@ -135,10 +136,15 @@ def _progress_text(e: dict[str, Any]) -> str:
 @click.option("--emit", "emit_kernels", is_flag=True,
               help="At the end, write the stitched best program as Triton kernels beside the store "
                    "(NAME.kernels.py, as `mugraph emit STORE` does); needs the kernels extra.")
+@click.option("--measure", type=click.IntRange(min=0), default=0, metavar="K",
+              help="At the end, time the model's K best μGraphs of each fragment and its reference as compiled "
+                   "Triton kernels on a GPU worker (Dask resource GPU) and rank them by measured time; needs a "
+                   "CUDA device with CuPy and the kernels extra. Not part of the run's identity.")
 def optimize(program: str, preset: str | None, settings: tuple[str, ...], workers: int | None,
              scheduler: str | None, memo_url: str | None, store: str | None, time_limit: str | None,
              fresh: bool, budget: int, backend: str, as_json: bool, profile: Path | None,
-             dashboard_address: str, layouts: tuple[str, ...], gpu_profile: str, emit_kernels: bool) -> None:
+             dashboard_address: str, layouts: tuple[str, ...], gpu_profile: str, emit_kernels: bool,
+             measure: int) -> None:
     """Search every fragment of PROGRAM (built-in name, .py or .json file) on a Dask cluster, confirm,
     rank and stitch the best μGraphs; everything is kept in a Zarr store, and killing the command then
     running it again continues where it stopped."""
@@ -146,14 +152,17 @@ def optimize(program: str, preset: str | None, settings: tuple[str, ...], worker
 
     from mugraph.pipeline.cluster import dask_client
     from mugraph.pipeline.driver import COUNTER_NAMES, Driver
+    from mugraph.pipeline.measuring import NO_GPU
     from mugraph.pipeline.plan import fragment_io_layouts, make_plan
     from mugraph.pipeline.worker import MugraphPlugin
 
     # Every option is checked before the store, the memo server or the cluster is created.
     warn_many_workers(workers)
     limit = parse_duration(time_limit) if time_limit is not None else None
-    if emit_kernels:
+    if emit_kernels or measure:
         require_triton()  # before the run, not after it
+    if measure and scheduler is None and not cupy_available():
+        raise MugraphError(NO_GPU)  # the local cluster would have no GPU worker
     gpu = get_profile(gpu_profile)
     if workers is not None and scheduler is not None:
         raise click.UsageError("--workers starts a local cluster; with --scheduler the cluster's own workers run")
@@ -188,6 +197,12 @@ def optimize(program: str, preset: str | None, settings: tuple[str, ...], worker
             click.echo(json.dumps(e))
         if e["event"] == "progress":
             progress.update(_progress_text(e))
+        elif e["event"] == "measured":
+            what = "the reference" if e["reference"] else f"μGraph {e['digest'][:16]}"
+            timed = (f"{seconds_text(e['median_seconds'])} on {e['device']}" if e.get("median_seconds") is not None
+                     else f"not timed ({e.get('error')})")
+            click.echo(f"mugraph: {e['fragment']}: {what}: {timed} (model {seconds_text(e['estimated_seconds'])}"
+                       f"{'' if e.get('ok', True) else '; OUTPUTS DIFFER, not ranked by it'})", err=True)
         elif e["event"] == "start":
             verb = "resuming" if e["resumed"] else "starting"
             click.echo(f"mugraph: {verb} {e['program']} in {e['store']}: {len(e['fragments'])} fragment(s), "
@@ -204,7 +219,7 @@ def optimize(program: str, preset: str | None, settings: tuple[str, ...], worker
         try:
             with perf:
                 done = Driver(plan, st, client, time_limit=limit, on_event=emit, profile=gpu,
-                              io_layouts=io_layouts).run()
+                              io_layouts=io_layouts, measure=measure).run()
             live.publish(client, done)  # before the client closes: the page says how the run ended
         finally:
             progress.close()
@@ -225,6 +240,11 @@ def optimize(program: str, preset: str | None, settings: tuple[str, ...], worker
         click.echo(f"  {name}: best is {what}, {best['kernels']} kernel(s), estimated "
                    f"{seconds_text(best['estimated_seconds'])} on {gpu.name}, speedup {best['speedup']:.2f}x "
                    f"over the reference ({len(ranking)} μGraphs ranked)")
+        if best.get("measured_seconds") is not None:
+            speedup = best.get("measured_speedup")
+            click.echo(f"    measured {seconds_text(best['measured_seconds'])} on {best['measured_device']}"
+                       + (f", {speedup:.2f}x the reference's measured time" if speedup else "")
+                       + f" ({done['measured'].get(name, 0)} timed; ranked by measured time)")
     click.echo(f"  store: {done['store']}  (mugraph show {done['store']})")
     click.echo(f"  report: {done['report']}")
     if done["kernels"]:
@@ -268,14 +288,16 @@ def status(store: Path, as_json: bool) -> None:
 
 
 def _ranking_lines(ranking: list[dict[str, Any]], limit: int | None) -> list[str]:
+    timed = any("measured_seconds" in e for e in ranking)
     head = (f"   {'#':>3}  {'μGraph':<16}  {'kernels':>7}  {'DRAM bytes':>13}  {'FLOPs':>15}  {'est. time':>11}  "
-            f"{'speedup':>7}  bound    fits")
+            f"{'speedup':>7}  bound    fits" + (f"  {'measured':>11}" if timed else ""))
     lines = [head]
     for n, e in enumerate(ranking[:limit] if limit else ranking, 1):
         tag = "reference" if e.get("reference") else e["digest"][:16]
+        measured = seconds_text(e["measured_seconds"]) if "measured_seconds" in e else "-"
         lines.append(f"   {n:>3}  {tag:<16}  {e['kernels']:>7}  {e['dram_bytes']:>13,}  {e['flops']:>15,}  "
                      f"{seconds_text(e['estimated_seconds']):>11}  {e['speedup']:>6.2f}x  {e['bound']:<7}  "
-                     f"{'yes' if e['fits'] else 'NO'}")
+                     f"{'yes' if e['fits'] else 'NO '}" + (f"  {measured:>11}" if timed else ""))
     if limit and len(ranking) > limit:
         lines.append(f"   ... {len(ranking) - limit} more (--all shows every row)")
     return lines
@@ -316,8 +338,10 @@ def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) ->
     for r in rows:
         ranking = r["ranking"]
         profile = ranking[0]["profile"] if ranking else "-"
+        devices = sorted({str(e["measured_device"]) for e in ranking if e.get("measured_device")})
         click.echo(f"== {r['name']}: {len(ranking)} ranked on {profile} ({ranking[0]['model'] if ranking else '-'}"
-                   f"; speedup over the reference program)")
+                   f"; speedup over the reference program)"
+                   + (f"; timed rows first, by time measured on {', '.join(devices)}" if devices else ""))
         for line in _ranking_lines(ranking, None if show_all else 10):
             click.echo(line)
         best, graph = r["best"], r["graph"]

@@ -6,8 +6,9 @@ submitted (`as_completed(...).add`), so long subtrees split themselves and idle 
 pieces. Each new μGraph is confirmed by its own task as soon as it is found, and each confirmed one
 gets a layout task (z3.Optimize over its tensors' layouts). When every task is done, each fragment's
 confirmed μGraphs are ranked by the roofline estimate of a GPU profile under their layouts
-(stages.layout), the best of each fragment is stitched into one program, and that program is checked
-end to end in float64.
+(stages.layout) — and, with `measure`, the model's best of each are timed as Triton kernels on a GPU
+worker and ranked by measured time (pipeline.measuring) — the best of each fragment is stitched into
+one program, and that program is checked end to end in float64.
 
 The driver is the store's only writer. Killing it loses at most the tasks that were running; the
 next run resubmits every row not marked done. Task keys are `search-<fragment>-<id>`,
@@ -32,6 +33,7 @@ from mugraph.ir.errors import MugraphError
 from mugraph.ir.graph import KernelGraph
 from mugraph.ir.serialize import dumps, loads
 from mugraph.pipeline.cluster import gpu_workers
+from mugraph.pipeline.measuring import measure_fragment, require_gpu_worker
 from mugraph.pipeline.plan import FragmentPlan, RunPlan, fragment_io_layouts
 from mugraph.pipeline.progress import RunProgress
 from mugraph.pipeline.worker import confirm_task, layout_task, peak_rss_mib, search_task
@@ -39,7 +41,7 @@ from mugraph.stages.fragments import stitch
 from mugraph.stages.layout.choose import LayoutResult, choose_layouts
 from mugraph.stages.layout.facts import LayoutError
 from mugraph.stages.layout.profiles import DEFAULT_PROFILE, GpuProfile, get_profile
-from mugraph.stages.layout.rank import combined, rank
+from mugraph.stages.layout.rank import combined, measured_first, rank
 from mugraph.stages.search.explore import SearchCounters
 from mugraph.stages.verify.check import float_max_rel_err
 from mugraph.storage.run_store import FoundRecord, RunStore
@@ -92,6 +94,7 @@ class Driver:
         progress_interval: float = 1.0,
         profile: GpuProfile | None = None,
         io_layouts: Mapping[str, int] | None = None,
+        measure: int = 0,
     ) -> None:
         self.plan = plan
         self.profile = profile or get_profile(DEFAULT_PROFILE)
@@ -99,6 +102,7 @@ class Driver:
         self.store = store
         self.client = client
         self.time_limit = time_limit
+        self.measure = measure  # time the model's best `measure` μGraphs of each fragment on a GPU worker
         self.on_event = on_event or (lambda e: None)
         self.progress_interval = progress_interval
         self.totals = RunTotals()
@@ -109,6 +113,7 @@ class Driver:
         self._found: list[dict[str, FoundRecord]] = []
         self._confirmed: list[dict[str, dict[str, Any]]] = []
         self._layouts: list[dict[str, dict[str, Any]]] = []
+        self._measured: list[dict[str, dict[str, Any]]] = []
         self._gpu = False
         self._t0 = 0.0
         self._progress_state: RunProgress | None = None
@@ -147,6 +152,9 @@ class Driver:
     def run(self) -> Event:
         self._t0 = time.perf_counter()
         store, plan = self.store, self.plan
+        self._gpu = gpu_workers(self.client) > 0
+        if self.measure and not self._gpu:
+            require_gpu_worker(self.client)  # before anything is written
         # both idempotent: a kill between them must not leave a store without its root tasks
         store.set_fragments([self._fragment_record(fp) for fp in plan.fragments])
         store.add_tasks([(i, (), -1) for i in range(len(plan.fragments))])
@@ -156,7 +164,7 @@ class Driver:
         self._found = [store.found(i) for i in range(len(plan.fragments))]
         self._confirmed = [store.confirmations(i) for i in range(len(plan.fragments))]
         self._layouts = [store.layouts(i) for i in range(len(plan.fragments))]
-        self._gpu = gpu_workers(self.client) > 0
+        self._measured = [store.measurements(i) for i in range(len(plan.fragments))]
         self._progress_state = RunProgress([fp.spec.name for fp in plan.fragments], tasks, store.timeline())
         self.on_event({
             "event": "start", "program": plan.program.name, "store": str(store.path),
@@ -187,7 +195,7 @@ class Driver:
         last = 0.0
         while not self._ac.is_empty():
             now = time.perf_counter()
-            if self.time_limit is not None and now - self._t0 >= self.time_limit:
+            if self._past_limit(now):
                 return True
             if now - last >= self.progress_interval:
                 self._sample(now)
@@ -196,6 +204,10 @@ class Driver:
                 time.sleep(0.02)
                 continue
             for fut in self._ac.next_batch(block=False):
+                # A driver behind its workers gets long batches: the limit is checked per result, and
+                # the results not handled stay pending in the store (their tasks rerun on resume).
+                if self._past_limit(time.perf_counter()):
+                    return True
                 kind, a, b = self._what.pop(fut)
                 if kind == "search":
                     self._on_search(a, b, fut.result())
@@ -204,6 +216,9 @@ class Driver:
                 else:
                     self._on_layout(a, b, fut.result())
         return False
+
+    def _past_limit(self, now: float) -> bool:
+        return self.time_limit is not None and now - self._t0 >= self.time_limit
 
     def _on_search(self, row: int, fragment: int, result: dict[str, Any]) -> None:
         found = [FoundRecord(fragment, f["digest"], tuple(f["path"]), f["graph"], row) for f in result["found"]]
@@ -331,6 +346,15 @@ class Driver:
             rows, ref_row = rank(candidates, (fp.spec.graph, self._reference_layout(i)), self.profile)
             ref_row["digest"] = ref_digest
             ordered = combined(rows, ref_row)
+            if complete and self.measure:
+                graphs = {**ok, ref_digest: fp.spec.graph}
+                inner = {d: list(lay.layouts.kernel) for d, (_, lay) in candidates.items()}
+                inner[ref_digest] = list(self._reference_layout(i).layouts.kernel)
+                deadline = None if self.time_limit is None else self._t0 + self.time_limit
+                ordered = measure_fragment(self.client, store, i, fp, ordered, graphs, inner, self.measure,
+                                           self._measured[i], deadline, self.on_event)
+            else:
+                ordered = measured_first(ordered, self._measured[i])
             store.put_ranking(i, ordered)
             rankings[fp.spec.name] = [r for r in ordered if not r["reference"]]
             references[fp.spec.name] = next(r for r in ordered if r["reference"])
@@ -350,6 +374,7 @@ class Driver:
             "complete": complete, "best": best, "best_per_fragment": best_per_fragment,
             "program_graph": dumps(stitched), "end_to_end_max_rel_err": err,
             "mugraphs": sorted(mugraphs), "gpu_profile": self.profile.name,
+            "measured": {fp.spec.name: len(m) for fp, m in zip(plan.fragments, self._measured, strict=True) if m},
         }
         store.put_final(final)
         c = self.totals.counters
@@ -358,6 +383,7 @@ class Driver:
             "event": "done", "store": str(store.path), "program": plan.program.name, "complete": complete,
             "mugraphs": sorted(mugraphs), "best": best, "best_per_fragment": best_per_fragment,
             "ranking": rankings, "reference": references, "gpu_profile": self.profile.name,
+            "measured": final["measured"],
             "io_layouts": {fp.spec.name: io for fp, io in zip(plan.fragments, self.io, strict=True) if io},
             "no_layout": {name: ds for name, ds in unlaid.items() if ds},
             "end_to_end_max_rel_err": err,

@@ -28,6 +28,7 @@ from mugraph.storage.memo import LayeredMemo, MemoStore, open_memo_store
 
 PLUGIN_NAME = "mugraph"
 MAX_SEARCHERS = 8
+MEASURE_REPEATS = 50
 
 
 class WorkerState:
@@ -146,6 +147,27 @@ def layout_task(digest: str, graph: str, io_layouts: dict[str, int] | None = Non
         out = choose_layouts(loads(graph), io_layouts).to_json()
     except LayoutError as e:
         out = {"schema": LAYOUT_SCHEMA, "error": str(e), "io_layouts": dict(sorted((io_layouts or {}).items()))}
+    out["digest"] = digest
+    out["worker"] = _worker_name()
+    out["wall_seconds"] = round(time.perf_counter() - t0, 6)
+    return out
+
+
+def measure_task(payload: FragmentPayload, digest: str, graph: str, inner: list[int],
+                 repeats: int = MEASURE_REPEATS) -> dict[str, Any]:
+    """Emit a μGraph (or the fragment's reference) as Triton kernels with its chosen layouts, compile
+    it for this worker's GPU and time it against the reference (codegen.timing). A module that fails
+    to compile or run is a record with an `error`, not a failed task: the model still ranks it."""
+    from mugraph.codegen import EmitInfo, emit_module
+    from mugraph.codegen.errors import CodegenError
+    from mugraph.codegen.timing import time_source
+
+    t0 = time.perf_counter()
+    source = emit_module(loads(graph), EmitInfo(payload.name, digest=digest, inner=tuple(inner)))
+    try:
+        out: dict[str, Any] = time_source(source, loads(payload.reference), repeats=repeats).as_dict()
+    except CodegenError as e:
+        out = {"error": str(e)}
     out["digest"] = digest
     out["worker"] = _worker_name()
     out["wall_seconds"] = round(time.perf_counter() - t0, 6)

@@ -17,6 +17,7 @@ Layout (every node is a group or array with one `zarr.json`; JSON records carry 
       found/<fragment>/<digest>/    attrs: path [int], graph (JSON text), task (row)
       confirmations/<fragment>/<digest>/   attrs: result {equivalent, seeds, error, ...}
       layouts/<fragment>/<digest>/  attrs: result {schema, layouts, terms, objective, solve_seconds}
+      measurements/<fragment>/<digest>/   attrs: result {median_seconds, device, max_rel_err, ...} (GPU timings)
       rankings/<fragment>/          attrs: ranking [ {...} ]
       timeline/<invocation>/        attrs: samples [ progress event, ... ] (one record per invocation)
       final/                        attrs: final {...}
@@ -402,6 +403,13 @@ class RunStore:
 
     def layouts(self, fragment: int) -> dict[str, dict[str, Any]]:
         return self._keyed("layouts", fragment)
+
+    def put_measurement(self, fragment: int, digest: str, measurement: Mapping[str, Any]) -> None:
+        """A μGraph's (or the reference's) run time measured on a GPU, which ranks before the model."""
+        self._put_keyed("measurements", fragment, digest, measurement)
+
+    def measurements(self, fragment: int) -> dict[str, dict[str, Any]]:
+        return self._keyed("measurements", fragment)
 
     def _put_keyed(self, kind: str, fragment: int, digest: str, result: Mapping[str, Any]) -> None:
         self._check_writable()

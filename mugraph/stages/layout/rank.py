@@ -62,3 +62,27 @@ def rerank(stored: list[dict[str, Any]], graphs: Mapping[str, KernelGraph], prof
     rows, ref_row = rank(candidates, (graphs[ref["digest"]], result(ref)), profile)
     ref_row["digest"] = ref["digest"]
     return combined(rows, ref_row)
+
+
+def measured_first(ordered: list[dict[str, Any]], measurements: Mapping[str, Mapping[str, Any]],
+                   ) -> list[dict[str, Any]]:
+    """A combined ranking with GPU measurements applied: rows timed on a GPU (with outputs that matched
+    the reference) come first, fastest first, each with its measured time, device and measured speedup
+    over the reference; the other rows follow in the model's order. A failed or wrong measurement is
+    kept on its row as `measure_error` and does not move it."""
+    ref = next((r["digest"] for r in ordered if r.get("reference")), None)
+    ref_m = measurements.get(ref) if ref is not None else None
+    ref_seconds = ref_m.get("median_seconds") if ref_m and ref_m.get("ok") else None
+    rows = []
+    for r in ordered:
+        row = {k: v for k, v in r.items() if not k.startswith("measure")}
+        m = measurements.get(r["digest"])
+        if m is not None and m.get("ok") and m.get("median_seconds"):
+            row.update(measured_seconds=float(m["median_seconds"]), measured_device=m.get("device"),
+                       measured_speedup=ref_seconds / float(m["median_seconds"]) if ref_seconds else None)
+        elif m is not None:
+            row["measure_error"] = m.get("error") or f"outputs off by {m.get('max_rel_err')} (relative)"
+        rows.append(row)
+    timed = sorted((r for r in rows if "measured_seconds" in r),
+                   key=lambda r: (r["measured_seconds"], not r.get("reference"), r["digest"]))
+    return timed + [r for r in rows if "measured_seconds" not in r]

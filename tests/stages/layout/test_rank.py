@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from mugraph.ir.canonical import canonical_digest
 from mugraph.programs import builtin_programs
 from mugraph.stages.layout.choose import choose_layouts
 from mugraph.stages.layout.profiles import PROFILES
-from mugraph.stages.layout.rank import combined, rank, rerank
+from mugraph.stages.layout.rank import combined, measured_first, rank, rerank
 from tests.stages.layout.corpus import corpus, graph
 
 
@@ -52,3 +53,40 @@ def test_the_reference_wins_a_tie() -> None:
     lay = choose_layouts(ref)
     rows, ref_row = rank({"same": (ref, lay)}, (ref, lay), PROFILES["H100"])
     assert combined(rows, ref_row)[0]["reference"] is True
+
+
+def _model_order() -> list[dict[str, Any]]:
+    ref = builtin_programs()["rms_norm"].reference()
+    rows, ref_row = rank(_rms_norm_candidates(), (ref, choose_layouts(ref)), PROFILES["H100"])
+    ref_row["digest"] = canonical_digest(ref)
+    return combined(rows, ref_row)
+
+
+def test_measured_rows_rank_first_by_measured_time() -> None:
+    ordered = _model_order()
+    assert len(ordered) >= 4
+    ref = next(r["digest"] for r in ordered if r["reference"])
+    cands = [r["digest"] for r in ordered if not r["reference"]]
+    # the GPU disagrees with the model: the model's third is fastest, its first is slowest of the timed
+    timed = {cands[0]: 30e-6, cands[1]: 20e-6, cands[2]: 10e-6, ref: 40e-6}
+    measurements = {d: {"median_seconds": s, "ok": True, "device": "GPU X"} for d, s in timed.items()}
+    out = measured_first(ordered, measurements)
+    assert [r["digest"] for r in out[:4]] == [cands[2], cands[1], cands[0], ref]
+    assert [r["digest"] for r in out[4:]] == [r["digest"] for r in ordered if r["digest"] not in timed]
+    assert out[0]["measured_seconds"] == 10e-6 and out[0]["measured_device"] == "GPU X"
+    assert out[0]["measured_speedup"] == 4.0
+    assert all("measured_seconds" not in r for r in out[4:])
+    # applied twice (a rerun over a stored ranking) it gives the same order and fields
+    assert measured_first(out, measurements) == out
+
+
+def test_a_wrong_or_failed_measurement_does_not_move_its_row() -> None:
+    ordered = _model_order()
+    cands = [r["digest"] for r in ordered if not r["reference"]]
+    measurements: dict[str, dict[str, Any]] = {
+        cands[1]: {"median_seconds": 1e-9, "ok": False, "max_rel_err": 0.3, "device": "GPU X"},
+        cands[2]: {"error": "the module failed on the GPU: CompilationError"}}
+    out = measured_first(ordered, measurements)
+    assert [r["digest"] for r in out] == [r["digest"] for r in ordered]
+    assert "0.3" in out[1]["measure_error"] and "CompilationError" in out[2]["measure_error"]
+    assert all("measured_seconds" not in r for r in out)
