@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The GPU figures of benchmarks/RESULTS.md, on a CUDA machine whose python3 has CuPy and Triton.
+#   bash benchmarks/gpu_session.sh STEP...   (steps: info tests kernels fingerprints optimize long)
+# Writes logs and JSON under $OUT (default /tmp/mugraph-gpu). On a machine without network, the other
+# dependencies come as wheels in .whl/ (see benchmarks/RESULTS.md, "On a GPU").
+set -uo pipefail
+OUT=${OUT:-/tmp/mugraph-gpu}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+if [ -d .whl ] && [ ! -d /tmp/site ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
+fi
+[ -d /tmp/site ] && export PYTHONPATH=/tmp/site:$PWD
+for step in "$@"; do
+  echo "== $step $(date +%T)"
+  case $step in
+    info) nvidia-smi -L; python3 -c "import cupy, triton, numpy; print(cupy.__version__, triton.__version__, numpy.__version__)";;
+    tests) python3 -m pytest -m gpu -q -p no:cacheprovider ${TESTS:-tests/codegen/test_gpu.py tests/stages/verify/test_cupy.py \
+             tests/stages/layout/test_measure.py tests/pipeline/test_measure.py} 2>&1 | tee "$OUT/gpu_tests.log" | tail -25;;
+    kernels) STORES=""; [ -d /tmp/rms-cupy.zarr/final ] && STORES="--store rms_norm=/tmp/rms-cupy.zarr"
+             for p in rms_norm gated_mlp gqa lora; do [ -d /tmp/$p.zarr/final ] && STORES="$STORES --store $p=/tmp/$p.zarr"; done
+             python3 benchmarks/bench_gpu_kernels.py --json "$OUT/kernels.json" $STORES 2>"$OUT/kernels.err" \
+               | tee "$OUT/kernels.md"; tail -5 "$OUT/kernels.err";;
+    fingerprints) python3 benchmarks/bench_fingerprints.py --side-by-side --repeat 5 | tee "$OUT/fingerprints.md";;
+    optimize)  # the whole rms_norm space on 15 workers (private redis memo), NumPy then CuPy fingerprints
+      for b in numpy cupy; do
+        python3 -m mugraph.cli optimize rms_norm --workers 15 --backend $b --store /tmp/rms-$b.zarr --fresh --json \
+          --dashboard-address :0 ${MEASURE:-} > /tmp/optimize-$b.ndjson 2> "$OUT/optimize-$b.err"
+        tail -1 /tmp/optimize-$b.ndjson > "$OUT/optimize-$b.json"; tail -2 "$OUT/optimize-$b.err"
+      done;;
+    long)  # each of PROGRAMS (default gated_mlp) on 15 workers for at most LONG (default 4m) each
+      for p in ${PROGRAMS:-gated_mlp}; do
+        python3 -m mugraph.cli optimize $p --workers 15 --store /tmp/$p.zarr --fresh --json --dashboard-address :0 \
+          --time-limit ${LONG:-4m} > /tmp/long-$p.ndjson 2> /tmp/long-$p.err
+        tail -1 /tmp/long-$p.ndjson > "$OUT/long-$p.json"; tail -1 /tmp/long-$p.err
+      done;;
+  esac
+done
+echo "== end $(date +%T)"
