@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import json
+import logging
 import signal
 import sys
 import threading
@@ -275,9 +276,23 @@ from mugraph.cli_emit import emit  # noqa: E402
 cli.add_command(emit)
 
 
-def _terminated(signum: int, frame: FrameType | None) -> None:
-    """SIGTERM stops a command the way Ctrl-C does: blocks unwind, one line, exit status 130."""
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once is enough
+# Loggers of the event loop that Dask's client runs in its own thread. An interrupt lands in the main
+# thread at any instant, also inside distributed's `sync()` before its coroutine has started; the
+# cancel callback it leaves then fails with a NameError that tornado logs as a traceback, while the
+# cluster shuts down. The run is ending on the user's request, so these loggers go quiet first.
+_LOOP_LOGGERS = ("tornado.application", "tornado.general", "asyncio", "distributed")
+
+
+def quiet_event_loop_logs() -> None:
+    for name in _LOOP_LOGGERS:
+        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+
+
+def _interrupted(signum: int, frame: FrameType | None) -> None:
+    """SIGINT and SIGTERM stop a command alike: blocks unwind, one line, exit status 130."""
+    if signum == signal.SIGTERM:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once is enough
+    quiet_event_loop_logs()
     raise KeyboardInterrupt
 
 
@@ -291,8 +306,11 @@ def main(argv: list[str] | None = None) -> None:
     warnings are one line each."""
     warnings.formatwarning = _warning_line
     run: Callable[..., Any] = cli.main
-    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, _terminated)
+    if threading.current_thread() is threading.main_thread():
+        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, _interrupted)
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not where a shell ignores it
+            signal.signal(signal.SIGINT, _interrupted)
     try:
         run(args=argv, prog_name="mugraph", standalone_mode=False)
     except (KeyboardInterrupt, click.exceptions.Abort):

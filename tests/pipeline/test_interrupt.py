@@ -15,13 +15,20 @@ import pytest
 from tests.pipeline.conftest import optimize_args
 
 
+def as_from_a_terminal() -> None:
+    """The child takes Ctrl-C as a terminal's foreground job does, even where this suite runs as a
+    background job of a non-interactive shell (which starts it with SIGINT ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize(("sig", "group"), [(signal.SIGINT, True), (signal.SIGTERM, False)],
                          ids=["ctrl-c-to-the-group", "sigterm-to-the-driver"])
 def test_interrupted_run_says_one_line(tmp_path: Path, sig: signal.Signals, group: bool) -> None:
     proc = subprocess.Popen([sys.executable, "-m", "mugraph.cli",
                              *optimize_args("lora", tmp_path / "run.zarr", "--workers", "2")],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                            start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                            preexec_fn=as_from_a_terminal)
     try:
         assert proc.stderr is not None
         lines = [proc.stderr.readline()]  # the start line: the cluster is up, workers are running tasks
@@ -47,7 +54,8 @@ def test_ctrl_c_stops_a_serial_search_mid_solve(tmp_path: Path) -> None:
     args = ["search", "lora", "--memo-url", "local", "--budget", "20"]
     proc = subprocess.Popen([sys.executable, "-m", "mugraph.cli", *args], cwd=tmp_path, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                            start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                            preexec_fn=as_from_a_terminal)
     try:
         assert proc.stderr is not None
         first = proc.stderr.readline()  # the progress line: the search is solving
@@ -70,3 +78,22 @@ def test_z3_leaves_ctrl_c_to_python_wherever_the_oracle_runs() -> None:
     code = "import z3, mugraph.stages.prune.oracle; print(z3.get_param('ctrl_c'))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "false"
+
+
+def test_an_interrupt_quiets_the_event_loop_loggers_then_unwinds() -> None:
+    """Dask's client thread may log a callback's traceback while the cluster shuts down after an
+    interrupt (distributed's `sync()` interrupted before its coroutine ran); the handler silences
+    those loggers before anything unwinds, and SIGTERM is taken once."""
+    code = "\n".join([
+        "import logging, signal",
+        "from mugraph.cli import _interrupted",
+        "try:",
+        "    _interrupted(signal.SIGTERM, None)",
+        "except KeyboardInterrupt:",
+        "    print('unwinds')",
+        "print(any(logging.getLogger(n).isEnabledFor(logging.CRITICAL) for n in ",
+        "          ('tornado.application', 'asyncio', 'distributed')))",
+        "print(signal.getsignal(signal.SIGTERM) is signal.SIG_IGN)",
+    ])
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.split() == ["unwinds", "False", "True"], out.stderr
