@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mugraph.cuda.backend import backend_name, get_array_module
+from mugraph.cuda.backend import backend_name, device_name, get_array_module
 from mugraph.ir.graph import KernelGraph
 from mugraph.programs import builtin_programs
 from mugraph.stages.verify.algebra import ZpqAlgebra
@@ -80,7 +80,6 @@ def side_by_side(repeat: int) -> tuple[str, list[str]]:
     cp = get_array_module("cupy")
     spec = FieldSpec()
     sync = cp.cuda.Stream.null.synchronize
-    device = cp.cuda.runtime.getDeviceProperties(0)["name"]
     rows = []
     for name, prog in builtin_programs().items():
         ref = prog.reference()
@@ -99,7 +98,7 @@ def side_by_side(repeat: int) -> tuple[str, list[str]]:
             n, c = statistics.median(times[0]), statistics.median(times[1])
             rows.append(f"| {name} | {label} | {n * 1e3:.1f} | {c * 1e3:.2f} | {n / c:.1f} |")
     header = (
-        f"NumPy ({os.cpu_count()} cores) and CuPy on {device.decode() if isinstance(device, bytes) else device}, "
+        f"NumPy ({os.cpu_count()} cores) and CuPy on {device_name(cp)}, "
         f"alternately in one run; p=227 q=113, one seed per fingerprint, median of {repeat}; numpy {np.__version__}, "
         f"cupy {cp.__version__}.\n\n"
         "| program | graph | NumPy ms | CuPy ms | CuPy speedup |\n|---|---|---|---|---|"

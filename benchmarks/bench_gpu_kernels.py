@@ -17,7 +17,6 @@ been imported with its interpreter on).
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import platform
 import sys
@@ -29,12 +28,10 @@ from typing import Any
 from mugraph.cli_emit import Selection, select_from_program, select_from_store
 from mugraph.codegen import CodegenError, emit_module
 from mugraph.codegen.timing import KernelTiming, time_source
-from mugraph.cuda.backend import get_array_module
+from mugraph.cuda.backend import device_name, get_array_module
 from mugraph.ir.canonical import canonical_digest
-from mugraph.ir.serialize import dumps, loads
 from mugraph.programs import builtin_programs
 from mugraph.stages.layout.choose import choose_layouts
-from mugraph.stages.layout.costs import Layouts
 from mugraph.stages.layout.profiles import GpuProfile, get_profile
 from mugraph.stages.layout.roofline import estimate
 from mugraph.storage.run_store import RunStore
@@ -64,14 +61,10 @@ def kendall_tau(a: Sequence[float], b: Sequence[float]) -> float:
     return (concordant - discordant) / denom if denom else 0.0
 
 
-@functools.cache
-def _layouts(digest: str, graph_json: str) -> Layouts:
-    """The chosen layouts of a graph, solved once (the emitted module's were solved the same way)."""
-    return choose_layouts(loads(graph_json)).layouts
-
-
 def _estimate(sel: Selection, profile: GpuProfile) -> float:
-    return estimate(sel.graph, _layouts(canonical_digest(sel.graph), dumps(sel.graph)), profile).seconds
+    """The roofline estimate under the layouts the module was emitted with."""
+    layouts = sel.layouts if sel.layouts is not None else choose_layouts(sel.graph).layouts  # raises: none fits
+    return estimate(sel.graph, layouts, profile).seconds
 
 
 def _row(program: str, what: str, sel: Selection, profile: GpuProfile, repeats: int) -> dict[str, Any]:
@@ -96,8 +89,6 @@ def _profile_for(device: str) -> GpuProfile:
 def run(programs: list[str], stores: dict[str, Path], top: int, repeats: int,
         top_programs: frozenset[str] = frozenset({"rms_norm"})) -> dict[str, Any]:
     xp = get_array_module("cupy")
-    from mugraph.codegen.timing import device_name
-
     device = device_name(xp)
     profile = _profile_for(device)
     rows: list[dict[str, Any]] = []

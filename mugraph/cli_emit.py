@@ -23,6 +23,7 @@ from mugraph.ir.serialize import digest as json_digest
 from mugraph.ir.serialize import loads
 from mugraph.programs import resolve_program
 from mugraph.stages.layout.choose import LayoutResult, choose_layouts
+from mugraph.stages.layout.costs import Layouts
 from mugraph.stages.layout.describe import describe_layouts, seconds_text
 from mugraph.stages.layout.facts import LayoutError
 from mugraph.storage.run_store import RunStore
@@ -30,12 +31,14 @@ from mugraph.storage.run_store import RunStore
 
 @dataclass(frozen=True)
 class Selection:
-    """The μGraph to emit, what `--check` compares it with, and what the header says."""
+    """The μGraph to emit, what `--check` compares it with, what the header says, and the layouts the
+    module was emitted with (None where no layout was found)."""
 
     graph: KernelGraph
     reference: KernelGraph | None
     info: EmitInfo
     default_out: Path | None
+    layouts: Layouts | None = None
 
 
 def kernels_path(store: Path) -> Path:
@@ -43,14 +46,15 @@ def kernels_path(store: Path) -> Path:
     return store.with_name(store.name.removesuffix(".zarr") + ".kernels.py")
 
 
-def _layouts(graph: KernelGraph, layout: LayoutResult | None = None) -> tuple[list[str], tuple[int, ...]]:
+def _layouts(graph: KernelGraph, layout: LayoutResult | None = None,
+             ) -> tuple[list[str], tuple[int, ...], Layouts | None]:
     """The chosen layouts of `graph` (given, or solved now as the layout stage does) as lines for the
-    header and as the innermost dim of each device tensor; none where no layout is found."""
+    header, as the innermost dim of each device tensor, and whole; none where no layout is found."""
     try:
         chosen = layout or choose_layouts(graph)
     except LayoutError:
-        return [], ()
-    return describe_layouts(graph, chosen.layouts), chosen.layouts.kernel
+        return [], (), None
+    return describe_layouts(graph, chosen.layouts), chosen.layouts.kernel, chosen.layouts
 
 
 def _store_reference(st: RunStore) -> KernelGraph | None:
@@ -93,19 +97,19 @@ def select_from_store(store: Path, digest: str | None) -> Selection:
             graph = loads(text)
             rec = st.layouts(i).get(d)
             layout = LayoutResult.from_json(rec) if rec and "error" not in rec else None
-            lines, inner = _layouts(graph, layout)
+            lines, inner, chosen = _layouts(graph, layout)
             info = EmitInfo(f"{ident.get('program')} {frags[i]['name']}", config, d, lines, inner)
-            return Selection(graph, loads(frags[i]["graph"]), info, None)
+            return Selection(graph, loads(frags[i]["graph"]), info, None, chosen)
         if final is None:
             raise MugraphError(f"{store}: no result yet; run `mugraph optimize` on it first")
         reference = _store_reference(st)
     # the stitched program's layouts, solved as the layout stage solves each fragment's (the same
     # layouts for a one-fragment program, whose stitched program is its best μGraph)
     graph = loads(final["program_graph"])
-    lines, inner = _layouts(graph)
+    lines, inner, chosen = _layouts(graph)
     info = EmitInfo(str(ident.get("program")), config + f", GPU profile {final.get('gpu_profile')}",
                     str(final["best"]), lines, inner)
-    return Selection(graph, reference, info, kernels_path(store))
+    return Selection(graph, reference, info, kernels_path(store), chosen)
 
 
 def select_from_program(spec: str, digest: str | None, expert: str | None) -> Selection:
@@ -123,9 +127,9 @@ def select_from_program(spec: str, digest: str | None, expert: str | None) -> Se
             raise MugraphError(f"{prog.name} has no expert {label!r}; choose one of {', '.join(builders)}")
     graph = builders[label]()
     what = "the reference program" if label == "reference" else f"expert {label!r}"
-    lines, inner = _layouts(graph)
+    lines, inner, chosen = _layouts(graph)
     info = EmitInfo(prog.name, f"{what} of {prog.source} program {prog.name}", None, lines, inner)
-    return Selection(graph, prog.reference(), info, None)
+    return Selection(graph, prog.reference(), info, None, chosen)
 
 
 def write_store_module(store: Path) -> Path:

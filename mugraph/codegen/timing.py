@@ -24,7 +24,7 @@ from typing import Any
 
 from mugraph.codegen.check import FP16_TOLERANCE, check_inputs, compare, load_module, reference_outputs
 from mugraph.codegen.errors import CodegenError
-from mugraph.cuda.backend import ArrayModule, cupy_available, get_array_module
+from mugraph.cuda.backend import ArrayModule, cupy_available, device_name, get_array_module, synchronize
 from mugraph.ir.graph import KernelGraph
 
 L2_FLUSH_BYTES = 256 << 20  # larger than any current GPU's L2 (H100 50 MB, H200 60 MB)
@@ -58,12 +58,6 @@ class KernelTiming:
         return asdict(self)
 
 
-def device_name(xp: ArrayModule) -> str:
-    props = xp.cuda.runtime.getDeviceProperties(xp.cuda.Device().id)
-    name = props["name"]
-    return name.decode() if isinstance(name, bytes) else str(name)
-
-
 class _Bench:
     """The device-side helpers of one timing: the L2 flush buffer, the spin kernel and its clock."""
 
@@ -92,9 +86,6 @@ class _Bench:
     def busy(self, seconds: float) -> None:
         self.spin((1,), (1,), (self.xp.int64(int(seconds * self.cycles_per_s)),))
 
-    def sync(self) -> None:
-        self.xp.cuda.Stream.null.synchronize()
-
 
 def time_module(module: ModuleType, reference: KernelGraph, *, repeats: int = 50, warmup: int = 5,
                 seed: int = 0, tolerance: float = FP16_TOLERANCE, flush_l2: bool = True) -> KernelTiming:
@@ -108,11 +99,11 @@ def time_module(module: ModuleType, reference: KernelGraph, *, repeats: int = 50
     expected = reference_outputs(reference, host)
     inputs = {k: xp.asarray(v) for k, v in host.items()}
     bench = _Bench(xp)
-    bench.sync()
+    synchronize(xp)
     t0 = time.perf_counter()
     try:
         outputs = module.run(inputs)
-        bench.sync()
+        synchronize(xp)
     except Exception as e:  # a kernel Triton cannot compile, or a launch the device refuses
         text = str(e).strip().splitlines()
         raise CodegenError(f"the module failed on the GPU: {type(e).__name__}: {text[-1] if text else ''}") from e
@@ -121,10 +112,10 @@ def time_module(module: ModuleType, reference: KernelGraph, *, repeats: int = 50
     worst = max(errs.values()) if errs else 0.0
     host_times = []
     for _ in range(max(warmup, 3)):
-        bench.sync()
+        synchronize(xp)
         t0 = time.perf_counter()
         module.run(inputs)
-        bench.sync()
+        synchronize(xp)
         host_times.append(time.perf_counter() - t0)
     host_seconds = statistics.median(host_times)
     cover = 2 * host_seconds + 50e-6  # the spin outlasts the host's enqueueing of one run

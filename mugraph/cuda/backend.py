@@ -39,6 +39,20 @@ def backend_name(xp: ArrayModule) -> str:
     return "cupy" if xp.__name__.startswith("cupy") else "numpy"
 
 
+def synchronize(xp: ArrayModule) -> None:
+    """Wait for the device's default stream (nothing to wait for on NumPy)."""
+    if backend_name(xp) == "cupy":
+        xp.cuda.Stream.null.synchronize()
+
+
+def device_name(xp: ArrayModule) -> str:
+    """The CUDA device's name, as its driver reports it; "cpu" for NumPy."""
+    if backend_name(xp) != "cupy":
+        return "cpu"
+    name = xp.cuda.runtime.getDeviceProperties(xp.cuda.Device().id)["name"]
+    return name.decode() if isinstance(name, bytes) else str(name)
+
+
 def to_numpy(x: object) -> numpy.ndarray:
     get = getattr(x, "get", None)
     return numpy.asarray(get() if callable(get) else x)

@@ -33,7 +33,7 @@ from mugraph.ir.errors import MugraphError
 from mugraph.ir.graph import KernelGraph
 from mugraph.ir.serialize import dumps, loads
 from mugraph.pipeline.cluster import gpu_workers
-from mugraph.pipeline.measuring import measure_fragment, require_gpu_worker
+from mugraph.pipeline.measuring import NO_GPU, measure_fragment
 from mugraph.pipeline.plan import FragmentPlan, RunPlan, fragment_io_layouts
 from mugraph.pipeline.progress import RunProgress
 from mugraph.pipeline.worker import confirm_task, layout_task, peak_rss_mib, search_task
@@ -154,7 +154,7 @@ class Driver:
         store, plan = self.store, self.plan
         self._gpu = gpu_workers(self.client) > 0
         if self.measure and not self._gpu:
-            require_gpu_worker(self.client)  # before anything is written
+            raise MugraphError(NO_GPU)  # before anything is written
         # both idempotent: a kill between them must not leave a store without its root tasks
         store.set_fragments([self._fragment_record(fp) for fp in plan.fragments])
         store.add_tasks([(i, (), -1) for i in range(len(plan.fragments))])
@@ -343,13 +343,14 @@ class Driver:
             laid = {d: (g, self._layout_of(i, d, g)) for d, g in ok.items()}
             candidates = {d: (g, lay) for d, (g, lay) in laid.items() if lay is not None}
             unlaid[fp.spec.name] = sorted(d for d, (_, lay) in laid.items() if lay is None)
-            rows, ref_row = rank(candidates, (fp.spec.graph, self._reference_layout(i)), self.profile)
+            ref_layout = self._reference_layout(i)
+            rows, ref_row = rank(candidates, (fp.spec.graph, ref_layout), self.profile)
             ref_row["digest"] = ref_digest
             ordered = combined(rows, ref_row)
             if complete and self.measure:
                 graphs = {**ok, ref_digest: fp.spec.graph}
                 inner = {d: list(lay.layouts.kernel) for d, (_, lay) in candidates.items()}
-                inner[ref_digest] = list(self._reference_layout(i).layouts.kernel)
+                inner[ref_digest] = list(ref_layout.layouts.kernel)
                 deadline = None if self.time_limit is None else self._t0 + self.time_limit
                 ordered = measure_fragment(self.client, store, i, fp, ordered, graphs, inner, self.measure,
                                            self._measured[i], deadline, self.on_event)

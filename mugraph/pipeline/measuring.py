@@ -15,9 +15,7 @@ from typing import Any
 
 from distributed import Client
 
-from mugraph.ir.errors import MugraphError
 from mugraph.ir.serialize import dumps
-from mugraph.pipeline.cluster import gpu_workers
 from mugraph.pipeline.plan import FragmentPlan
 from mugraph.pipeline.worker import measure_task
 from mugraph.stages.layout.rank import measured_first
@@ -26,11 +24,6 @@ from mugraph.storage.run_store import RunStore
 NO_GPU = ("--measure times μGraphs on a GPU worker, and this cluster has none (a worker with the Dask resource "
           "GPU: the local cluster declares it where CuPy finds a CUDA device; `dask worker --resources GPU=1` "
           "elsewhere)")
-
-
-def require_gpu_worker(client: Client) -> None:
-    if gpu_workers(client) == 0:
-        raise MugraphError(NO_GPU)
 
 
 def to_measure(ordered: list[dict[str, Any]], measured: Mapping[str, Any], k: int) -> list[str]:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from mugraph.cuda.backend import ArrayModule, backend_name
+from mugraph.cuda.backend import ArrayModule, backend_name, device_name, synchronize
 from mugraph.ir.graph import KernelGraph
 from mugraph.stages.verify.algebra import Float64Algebra
 from mugraph.stages.verify.interpret import evaluate
@@ -35,19 +35,6 @@ class Measurement:
         return asdict(self)
 
 
-def _sync(xp: ArrayModule) -> None:
-    if backend_name(xp) == "cupy":
-        xp.cuda.Stream.null.synchronize()
-
-
-def _device(xp: ArrayModule) -> str:
-    if backend_name(xp) != "cupy":
-        return "cpu"
-    props = xp.cuda.runtime.getDeviceProperties(xp.cuda.Device().id)
-    name = props["name"]
-    return name.decode() if isinstance(name, bytes) else str(name)
-
-
 def measure(graph: KernelGraph, xp: ArrayModule, *, repeats: int = 20, warmup: int = 3, seed: int = 0,
             dtype: str = "float16") -> Measurement:
     """Median and minimum wall time of one evaluation of `graph` on random inputs in [-0.1, 0.1)
@@ -57,10 +44,10 @@ def measure(graph: KernelGraph, xp: ArrayModule, *, repeats: int = 20, warmup: i
     alg = Float64Algebra(xp)  # dtype-agnostic: it keeps the inputs' dtype
     times = []
     for i in range(warmup + repeats):
-        _sync(xp)
+        synchronize(xp)
         t0 = time.perf_counter()
         evaluate(alg, graph, inputs)
-        _sync(xp)
+        synchronize(xp)
         if i >= warmup:
             times.append(time.perf_counter() - t0)
-    return Measurement(backend_name(xp), _device(xp), dtype, repeats, statistics.median(times), min(times))
+    return Measurement(backend_name(xp), device_name(xp), dtype, repeats, statistics.median(times), min(times))
