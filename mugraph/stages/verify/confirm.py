@@ -21,7 +21,7 @@ from mugraph.stages.verify.check import FloatReference, ReferenceFingerprints
 
 CONFIRM_TESTS = 3
 TOLERANCE = 1e-6
-CONFIRM_CACHE_BYTES = 64 << 20  # values shared by the μGraphs of one fragment (reuse.py)
+CONFIRM_CACHE_BYTES = 256 << 20  # values shared by the μGraphs of one fragment (reuse.py)
 
 
 def confirm_seeds(fragment_digest: str, k: int = CONFIRM_TESTS) -> tuple[int, ...]:

@@ -1,15 +1,16 @@
 """Run a kernel graph in an algebra: kernel ops directly, block graphs vectorised over the grid.
 
 A block-graph tensor is held for all blocks at once as an array of shape (gx, gy, gz, *tile), where
-a grid axis along which the value does not vary has size 1 and broadcasts. The for-loop is the only
-Python loop: each iteration evaluates the ops before accumulation, the accumulators add up, and the
-ops after accumulation run once at the end.
+a grid axis along which the value does not vary has size 1 and broadcasts. The for-loop's
+iterations are evaluated at once along one more axis where their values fit in memory, one after
+another where they do not; the accumulators add up, and the ops after accumulation run once.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from fractions import Fraction
+from math import prod
 
 from mugraph.ir.graph import BlockGraph, KernelGraph, Op, Tensor
 from mugraph.ir.types import ACCUMULATORS, OpKind
@@ -17,6 +18,7 @@ from mugraph.stages.verify.algebra import Algebra, Array
 from mugraph.stages.verify.reuse import ValueCache
 
 GRID_AXES = 3
+LOOP_AT_ONCE_BYTES = 256 << 20  # above it, the for-loop runs one iteration at a time
 
 
 def _reduce_last(alg: Algebra, x: Array) -> Array:
@@ -198,21 +200,10 @@ def run_block(
     # The loop body: every op up to and including the accumulators (their outputs are the
     # only after-accumulation tensors whose inputs are not), as far as a missing one needs it.
     body = _needed([op for op in bg.ops if op.kind in ACCUMULATORS or _in_loop(op, tensors)], missing)
-    acc: dict[int, Array] = {}
-    for t in range(bg.forloop if body else 0):
-        it: dict[int, Array] = {}
-        for op in body:
-            out = op.outputs[0]
-            if op.kind is OpKind.INPUT:
-                view, per_iter = views[out]
-                it[out] = view[:, :, :, t] if per_iter else view
-                continue
-            args = [it[i] for i in op.inputs]
-            if op.kind in ACCUMULATORS:
-                part = _accum_part(alg, op.kind, args[0], bg.rdx)
-                acc[out] = part if t == 0 else alg.add(acc[out], part)
-            else:
-                it[out] = apply_common(alg, op, args, len(tensors[out].shape))
+    if body and bg.forloop > 1 and _loop_bytes(bg, body) <= LOOP_AT_ONCE_BYTES:
+        acc = _loop_at_once(alg, bg, body, views)
+    else:
+        acc = _loop_by_iteration(alg, bg, body, views)
     outputs: list[Array] = []
     for op in bg.ops:
         if op.kind is OpKind.INPUT:
@@ -234,6 +225,79 @@ def run_block(
         for k, v in zip(out_keys, outputs, strict=True):
             cache.put(k, v)
     return outputs, out_keys
+
+
+def _loop_by_iteration(
+    alg: Algebra, bg: BlockGraph, body: Sequence[Op], views: dict[int, tuple[Array, bool]]
+) -> dict[int, Array]:
+    """The accumulators' totals, one iteration after another."""
+    tensors = bg.tensors
+    acc: dict[int, Array] = {}
+    for t in range(bg.forloop if body else 0):
+        it: dict[int, Array] = {}
+        for op in body:
+            out = op.outputs[0]
+            if op.kind is OpKind.INPUT:
+                view, per_iter = views[out]
+                it[out] = view[:, :, :, t] if per_iter else view
+                continue
+            args = [it[i] for i in op.inputs]
+            if op.kind in ACCUMULATORS:
+                part = _accum_part(alg, op.kind, args[0], bg.rdx)
+                acc[out] = part if t == 0 else alg.add(acc[out], part)
+            else:
+                it[out] = apply_common(alg, op, args, len(tensors[out].shape))
+    return acc
+
+
+def _loop_bytes(bg: BlockGraph, body: Sequence[Op]) -> int:
+    """What evaluating every iteration at once holds: each loop value for all blocks and iterations."""
+    blocks = bg.grid[0] * bg.grid[1] * bg.grid[2] * bg.forloop
+    return sum(8 * blocks * prod(bg.tensors[op.outputs[0]].shape) for op in body if op.kind is not OpKind.INPUT)
+
+
+def _loop_at_once(
+    alg: Algebra, bg: BlockGraph, body: Sequence[Op], views: dict[int, tuple[Array, bool]]
+) -> dict[int, Array]:
+    """The accumulators' totals with every iteration evaluated at once, along an iteration axis
+    after the grid axes (axes count from the end, so the ops do not see it). An accumulator adds
+    up along that axis. A NO_RED accumulator of a matmul is one matmul over the iterations and
+    the contraction together (Σ_t A_t·B_t = [A_0 … A_F-1]·[B_0; …; B_F-1]): one large product
+    per block instead of F small ones, the same value in every algebra up to float rounding."""
+    xp, F, T = alg.xp, bg.forloop, GRID_AXES
+    tensors = bg.tensors
+    makers = {op.outputs[0]: op for op in body}
+    merged = {
+        op.outputs[0]: makers[op.inputs[0]]
+        for op in body
+        if op.kind is OpKind.ACCUM_NO_RED and op.inputs[0] in makers and makers[op.inputs[0]].kind is OpKind.MATMUL
+    }
+    wanted = {op.outputs[0] for op in body if op.kind in ACCUMULATORS and op.outputs[0] not in merged}
+    wanted.update(i for m in merged.values() for i in m.inputs)
+    it: dict[int, Array] = {}
+    acc: dict[int, Array] = {}
+
+    def every_iteration(x: Array) -> Array:
+        return xp.broadcast_to(x, tuple(x.shape[:T]) + (F,) + tuple(x.shape[T + 1 :]))
+
+    for op in _needed(body, wanted):
+        out = op.outputs[0]
+        if op.kind is OpKind.INPUT:
+            view, per_iter = views[out]
+            it[out] = view if per_iter else xp.expand_dims(view, T)
+        elif op.kind in ACCUMULATORS:
+            part = every_iteration(_accum_part(alg, op.kind, it[op.inputs[0]], bg.rdx))
+            acc[out] = xp.squeeze(alg.sum(part, T), axis=T)
+        else:
+            it[out] = apply_common(alg, op, [it[i] for i in op.inputs], len(tensors[out].shape))
+    for out, product in merged.items():
+        a, b = (every_iteration(it[i]) for i in product.inputs)
+        a = xp.moveaxis(a, T, -2)  # (..., m, F, k)
+        a = a.reshape(tuple(a.shape[:-2]) + (F * a.shape[-1],))
+        b = xp.moveaxis(b, T, -3)  # (..., F, k, n)
+        b = b.reshape(tuple(b.shape[:-3]) + (F * b.shape[-2], b.shape[-1]))
+        acc[out] = alg.matmul(a, b)
+    return acc
 
 
 def _accum_part(alg: Algebra, kind: OpKind, x: Array, rdx: int) -> Array:

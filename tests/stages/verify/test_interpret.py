@@ -6,9 +6,12 @@ import numpy as np
 import pytest
 
 from mugraph.ir.graph import BlockGraph, KernelGraph
-from mugraph.stages.verify.algebra import Float64Algebra
-from mugraph.stages.verify.check import match_outputs
+from mugraph.stages.verify import interpret
+from mugraph.stages.verify.algebra import Float64Algebra, ZpqAlgebra
+from mugraph.stages.verify.check import field_inputs, match_outputs
+from mugraph.stages.verify.field import FieldSpec
 from mugraph.stages.verify.interpret import assemble, evaluate, partition
+from tests.conftest import EXPERTS, PROGRAMS
 
 ALG = Float64Algebra(np)
 
@@ -44,8 +47,16 @@ def _one_block_program(accum: str, forloop: int, rdx: int = 4) -> KernelGraph:
     return g
 
 
+@pytest.fixture(params=["at once", "by iteration"])
+def loop_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both ways of running a for-loop: every iteration at once, or one after another."""
+    if request.param == "by iteration":
+        monkeypatch.setattr(interpret, "LOOP_AT_ONCE_BYTES", -1)
+    return str(request.param)
+
+
 @pytest.mark.parametrize("accum", ["accum_no_red", "accum_sum", "accum_mean", "accum_rms", "accum_redtox"])
-def test_accumulators(accum: str) -> None:
+def test_accumulators(accum: str, loop_mode: str) -> None:
     x = np.random.default_rng(0).uniform(-1, 1, (2, 32))
     (out,) = evaluate(ALG, _one_block_program(accum, forloop=4), [x])
     pieces = x.reshape(2, 4, 8)  # row, iteration, last dim
@@ -60,7 +71,7 @@ def test_accumulators(accum: str) -> None:
     np.testing.assert_allclose(out, want, rtol=1e-12)
 
 
-def test_ops_after_accumulation_run_once() -> None:
+def test_ops_after_accumulation_run_once(loop_mode: str) -> None:
     g = KernelGraph()
     x_d = g.new_input((1, 8), name="X")
     b = BlockGraph(grid=(1, 1, 1), forloop=4)
@@ -82,3 +93,33 @@ def test_match_outputs_finds_the_permutation() -> None:
     assert match_outputs([[a]], [[a, b]], np) is None
     # every seed must agree on one permutation
     assert match_outputs([[a, b], [b, a]], [[a, b], [a, b]], np) is None
+
+
+@pytest.mark.parametrize(("name", "label"), EXPERTS)
+def test_loop_at_once_equals_loop_by_iteration(name: str, label: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every expert's for-loops (matmuls of tiles accumulated, merged into one product; other
+    accumulators; values that do not vary with the iteration, which still add up F times) give the
+    same Z_pq values whichever way the loop runs."""
+    graph = PROGRAMS[name].experts[label]()
+    spec = FieldSpec()
+    case = field_inputs(graph, spec, 7, np)
+    alg = ZpqAlgebra(np, spec, case.omega)
+    at_once = evaluate(alg, graph, list(case.inputs))
+    monkeypatch.setattr(interpret, "LOOP_AT_ONCE_BYTES", -1)
+    by_iteration = evaluate(alg, graph, list(case.inputs))
+    assert all(np.array_equal(a, b) for a, b in zip(at_once, by_iteration, strict=True))
+
+
+def test_a_value_fixed_across_iterations_adds_up_once_per_iteration(loop_mode: str) -> None:
+    g = KernelGraph()
+    x_d = g.new_input((2, 8), name="X")
+    w_d = g.new_input((8, 4), name="W")
+    b = BlockGraph(grid=(1, 1, 1), forloop=4)
+    x = b.new_input(x_d, (-1, -1, -1), fmap=-1)  # the whole X in every iteration
+    w = b.new_input(w_d, (-1, -1, -1), fmap=-1)
+    b.new_output(b.accum_no_red(b.matmul(x, w)), (-1, -1, -1))
+    g.mark_output(g.customized(b)[0])
+    rng = np.random.default_rng(1)
+    xs, ws = rng.uniform(-1, 1, (2, 8)), rng.uniform(-1, 1, (8, 4))
+    (out,) = evaluate(ALG, g, [xs, ws])
+    np.testing.assert_allclose(out, 4 * xs @ ws, rtol=1e-12)
