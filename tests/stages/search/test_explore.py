@@ -175,3 +175,33 @@ def test_widened_default_space_holds_the_papers_gqa_kernel() -> None:
     k1 = ["open(grid=[2, 8, 16],imaps=[[0, -1, 1], [0, 2, -1], [0, 1, -1]])", "loop(fmaps=[-1, 2, 1],F=4)"]
     r = s.explore(s.find_path(k1 + GQA_K1_BODY))
     assert not r.frontier and paper_digest("gqa") in r.found
+
+
+# lora's concat expert (Mirage's cpp_examples/lora.cc) uses for-loop range 2, outside the default
+# ranges; in a space narrowed to its own choices the oracle still prunes it (see below).
+LORA_CONCAT = {"grids": [[128, 1, 1]], "fmaps": [-1, 0, 1], "kernel_ops": [], "franges": [2]}
+LORA_CONCAT_PATH = [
+    "open(grid=[128, 1, 1],imaps=[[-1, -1, -1], [1, -1, -1], [-1, -1, -1], [1, -1, -1]])",
+    "loop(fmaps=[1, 0, 0, -1],F=2)",
+]
+
+
+def test_lora_concat_expert_is_pruned_as_unknown() -> None:
+    """Its concat-matmul adds two half-depth partial products: entailed by the axioms (through
+    sums of negative degree) but beyond Z3's rlimit, and Mirage's policy prunes unknowns."""
+    from mugraph.stages.prune.oracle import Verdict
+
+    s = Searcher(fragment("lora", **LORA_CONCAT))
+    state = s.replay(s.find_path([*LORA_CONCAT_PATH, "matmul(0,2)", "concat_matmul(0,4,1,3)"]))
+    (term,) = state.new
+    assert term.sexpr == "(+ (sum 128 (* v0 v1)) (sum 16 (* (sum 128 (* v0 v2)) v3)))"
+    assert s.oracle.verdicts([term]) == [Verdict.UNKNOWN] and s.oracle.keep_many([term]) == [False]
+
+
+def test_lora_concat_expert_found_when_unknowns_are_kept() -> None:
+    s = Searcher(fragment("lora", **LORA_CONCAT, unknown_keeps=True))
+    want = canonical_digest(get_builtin("lora").experts["concat"]())
+    report = run_search(s, budget=2000, start=[s.find_path(LORA_CONCAT_PATH)], stop=lambda r: want in r.found)
+    assert want in report.found
+    for f in report.found.values():
+        assert check_equivalence(reference("lora"), f.kernel_graph(), seeds=(3,)).equivalent
