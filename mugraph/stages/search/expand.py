@@ -108,8 +108,10 @@ def ranked_tuples(kind: OpKind, n: int, last: Rank) -> Sequence[tuple[int, ...]]
     return tuples[start:]
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _fast_shape(kind: OpKind, a: Shape, b: Shape | None) -> Shape | None:
-    """Output shape of a block op, or None if invalid (no exception: this runs for every candidate)."""
+    """Output shape of a block op, or None if invalid (no exception: this runs for every candidate,
+    and a search meets few distinct shape pairs, so each is worked out once)."""
     if b is None:
         return a
     if len(a) != len(b):
@@ -124,6 +126,14 @@ def _fast_shape(kind: OpKind, a: Shape, b: Shape | None) -> Shape | None:
             return None
         out.append(x if x > y else y)
     return tuple(out)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _accumulator_shape(kind: OpKind, a: Shape, rdx: int) -> Shape | None:
+    try:
+        return shapes.accumulator(kind, a, rdx)
+    except IRError:
+        return None
 
 
 _BINARY_TERMS = {OpKind.ADD: E.add, OpKind.MUL: E.mul, OpKind.DIV: E.div}
@@ -273,16 +283,14 @@ def _block_op_children(s: State, b: OpenBlock, cfg: SearchConfig) -> list[Child]
                 continue
             if accum and args[0].after_accum:
                 continue
-            if accum:
-                try:
-                    shape = shapes.accumulator(kind, args[0].shape, cfg.rdx)
-                except IRError:
-                    continue
-            else:
-                found = _fast_shape(kind, args[0].shape, args[1].shape if len(args) == 2 else None)
-                if found is None:
-                    continue
-                shape = found
+            found = (
+                _accumulator_shape(kind, args[0].shape, cfg.rdx)
+                if accum
+                else _fast_shape(kind, args[0].shape, args[1].shape if len(args) == 2 else None)
+            )
+            if found is None:
+                continue
+            shape = found
             rank = (ins, order)
             if accum:
                 term = E.accumulator_expr(kind, args[0].expr, args[0].shape, b.forloop, cfg.rdx)
