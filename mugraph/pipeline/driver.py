@@ -294,14 +294,15 @@ class Driver:
                                           found, confirmed)
 
     def _sample(self, now: float, final: bool = False) -> None:
-        """Emit a progress event, keep it as a sample, and write the timeline now and then."""
+        """Keep a progress sample, write the timeline now and then, and emit the event. The write
+        comes first, so an invocation killed as soon as its first event is seen is in the timeline."""
         assert self._progress_state is not None
         event = self._progress()
-        self.on_event(event)
         self._progress_state.record(event)
         if final or now - self._timeline_written >= TIMELINE_WRITE_SECONDS:
             self.store.put_timeline(self._progress_state.invocation, self._progress_state.samples)
             self._timeline_written = now
+        self.on_event(event)
 
     def _layout_current(self, fragment: int, digest: str) -> bool:
         """A layout record exists and was solved for the strides this run asks for."""
