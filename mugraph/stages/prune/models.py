@@ -18,19 +18,21 @@ variables on both sides, and every `⊑` axiom only adds heads.
 **Counted monomials.** A term is a polynomial with positive integer coefficients over atoms (the
 variables, and one atom per unary head and for `rms`): add and concat add, mul and div multiply
 (div is a product here: the model need not tell them apart, only satisfy the axioms), a unary op
-or rms multiplies by its atom. `sub(a, b)` holds when every monomial of `a` divides some monomial
-of `b` whose coefficient is at least as large. Positive polynomials form a commutative semiring,
-so the add/mul/div equations hold; `x ⊑ add(x, y)` because coefficients only grow, `x ⊑ mul(x,
-y)` because every monomial of y has coefficient ≥ 1; `sub` is reflexive and transitive; distinct
-variables are distinct monomials and none divides another. It refutes the square of an input that
+or rms multiplies by its atom. `sub(a, b)` holds when one monomial k maps every monomial m of `a`
+to a monomial m·k of `b` whose coefficient is at least m's. Positive polynomials form a
+commutative semiring, so the add/mul/div equations hold; `x ⊑ add(x, y)` with k = 1 because
+coefficients only grow, `x ⊑ mul(x, y)` with k any monomial of y (coefficients ≥ 1, and no
+cancellation); `sub` is reflexive (k = 1) and transitive (k·k'); distinct variables are distinct
+monomials and none is another times a monomial. It refutes the square of an input that
 appears once in each product of the output (`X·X`, `W·A` against `X·W + X·A·B`), and a doubled
 term where the output has each product once (`X + X`, `X·W + X·W`).
 
-**Nested atoms.** As the monomials without coefficients, but a unary op or rms of a value M is one
-atom `h[M]` that remembers its argument. A monomial m is under n when m divides n, or n has an
-atom `h[M]` and m is under some monomial of M. `x ⊑ h(x)` holds through the atom, `⊑` is
-transitive (by induction on the nesting), and the equations hold as for the monomials since the
-atoms are functions of values. It refutes what leaves an exp's argument behind: `exp(Q)`,
+**Nested atoms.** As the monomials without coefficients, but a unary op, rms (per encoded degree)
+or a divisor of a value M is one atom `h[M]` that remembers its argument (div(x, y) = x·`/[y]`).
+`sub(a, b)` holds when one monomial k maps a into b (a·k ⊆ b), or some monomial of b holds an
+atom `h[M]` with `sub(a, M)`. `x ⊑ h(x)` and `y ⊑ div(x, y)` hold through the atom, `x ⊑ div(x,
+y)` with k the atom; `⊑` is transitive (by induction on the nesting), and the equations hold as
+for the monomials since the atoms are functions of values. It refutes what leaves an exp's argument behind: `exp(Q)`,
 `Q·Q` or `K·V` against `exp(Q·K) / Σ exp(Q·K) · V`, which the flat atoms cannot tell apart.
 """
 
