@@ -252,7 +252,7 @@ def _loop_by_iteration(
 
 def _loop_bytes(bg: BlockGraph, body: Sequence[Op]) -> int:
     """What evaluating every iteration at once holds: each loop value for all blocks and iterations."""
-    blocks = bg.grid[0] * bg.grid[1] * bg.grid[2] * bg.forloop
+    blocks = prod(bg.grid) * bg.forloop
     return sum(8 * blocks * prod(bg.tensors[op.outputs[0]].shape) for op in body if op.kind is not OpKind.INPUT)
 
 
