@@ -5,46 +5,39 @@ steps (grid and imaps, then fmaps and for-loop range), so no node has tens of th
 children. Block level: closing the block graph (B1, one child per omap), then block ops and
 accumulators (B2). A child is listed only if it passes the canonical order, shape and memory
 checks; the abstract-expression oracle is asked later, for all children of a node at once, so a
-child's index (its choice in a path) never depends on the oracle or its memo.
-
-Operand tuples: unary ops take every tensor; non-commutative binary ops every ordered pair; add and
-mul one pair per set, ordered (larger, smaller) index, the order that ranks highest, so no
-μGraph reachable with the other order is lost.
+child's index (its choice in a path) never depends on the oracle or its memo. Block ops come from
+the block graph's `block_table`, which a child block graph extends rather than rebuilds.
 """
 
 from __future__ import annotations
 
-import bisect
-import functools
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from itertools import islice
 from typing import Any
 
-from mugraph.ir import shapes
-from mugraph.ir.errors import IRError
-from mugraph.ir.graph import Op
 from mugraph.ir.limits import DEFAULT_LIMITS
-from mugraph.ir.types import ACCUMULATORS, COMMUTATIVE_OPS, IN_PLACE_BLOCK_OPS, UNARY_OPS, OpKind, Shape
+from mugraph.ir.types import OpKind, Shape
 from mugraph.stages.prune import expr as E
 from mugraph.stages.search import candidates as C
 from mugraph.stages.search.config import SearchConfig
+from mugraph.stages.search.op_results import fast_shape, operand_tuples
+from mugraph.stages.search.op_tables import Entry, block_table, kernel_table
 from mugraph.stages.search.state import (
     CONCAT_MATMUL_ORDER,
     INPUT_RANK,
     TYPE_ORDER,
-    Attrs,
     BlockInput,
     BlockSpec,
     KernelOp,
     OpenBlock,
     OpSpec,
-    Rank,
     State,
     TInfo,
     bump,
 )
 
-SINGLE_INPUT = UNARY_OPS | {OpKind.RMS_NORM, OpKind.REDUCTION} | ACCUMULATORS
+__all__ = ["Child", "child_list", "children", "operand_tuples"]
 
 
 class Child:
@@ -81,113 +74,24 @@ def children(state: State, cfg: SearchConfig) -> list[State]:
     return [c.build() for c in child_list(state, cfg)]
 
 
-@functools.cache
-def _tuples(arity: str, n: int) -> tuple[tuple[int, ...], ...]:
-    if arity == "unary":
-        return tuple((i,) for i in range(n))
-    if arity == "commutative":
-        return tuple((i, j) for i in range(n) for j in range(i + 1))
-    return tuple((i, j) for i in range(n) for j in range(n))
-
-
-def _arity(kind: OpKind) -> str:
-    return "unary" if kind in SINGLE_INPUT else "commutative" if kind in COMMUTATIVE_OPS else "ordered"
-
-
-def operand_tuples(kind: OpKind, n: int) -> tuple[tuple[int, ...], ...]:
-    """Every operand tuple of `kind` over n tensors, sorted lexicographically."""
-    return _tuples(_arity(kind), n)
-
-
-def ranked_tuples(kind: OpKind, n: int, last: Rank) -> Sequence[tuple[int, ...]]:
-    """The operand tuples whose rank (tuple, kind) is above `last`: a suffix of the sorted list."""
-    tuples = operand_tuples(kind, n)
-    start = bisect.bisect_left(tuples, last[0])
-    if start < len(tuples) and tuples[start] == last[0] and TYPE_ORDER[kind] <= last[1]:
-        start += 1
-    return tuples[start:]
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def _fast_shape(kind: OpKind, a: Shape, b: Shape | None) -> Shape | None:
-    """Output shape of a block op, or None if invalid (no exception: this runs for every candidate,
-    and a search meets few distinct shape pairs, so each is worked out once)."""
-    if b is None:
-        return a
-    if len(a) != len(b):
-        return None
-    if kind is OpKind.MATMUL:
-        if len(a) < 2 or a[-1] != b[-2] or a[:-2] != b[:-2]:
-            return None
-        return a[:-1] + (b[-1],)
-    out = []
-    for x, y in zip(a, b, strict=True):
-        if x != y and x != 1 and y != 1:
-            return None
-        out.append(x if x > y else y)
-    return tuple(out)
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def _accumulator_shape(kind: OpKind, a: Shape, rdx: int) -> Shape | None:
-    try:
-        return shapes.accumulator(kind, a, rdx)
-    except IRError:
-        return None
-
-
-_BINARY_TERMS = {OpKind.ADD: E.add, OpKind.MUL: E.mul, OpKind.DIV: E.div}
-
-
-def _op_term(kind: OpKind, args: Sequence[TInfo], attrs: Sequence[tuple[str, int | tuple[int, ...]]] = ()) -> E.Expr:
-    """The new tensor's term: the commonest kinds directly, the rest through `expr.op_expr`."""
-    if kind is OpKind.MATMUL:
-        return E.matmul(args[0].expr, args[1].expr, args[0].shape[-1])
-    binary = _BINARY_TERMS.get(kind)
-    if binary is not None:
-        return binary(args[0].expr, args[1].expr)
-    head = E.UNARY_HEADS.get(kind)
-    if head is not None:
-        return E.unary(head, args[0].expr)
-    op = Op(kind, tuple(range(len(args))), (), tuple(attrs))
-    return E.op_expr(op, [a.expr for a in args], [a.shape for a in args])
-
-
-def _reduction_dims(kind: OpKind, shape: tuple[int, ...]) -> list[int | None]:
-    if kind is OpKind.REDUCTION:
-        return [d for d, n in enumerate(shape) if n > 1]
-    return [None]
-
-
 # -- kernel level --------------------------------------------------------------------------------
-def _kernel_child(s: State, kind: OpKind, ins: tuple[int, ...], attrs: Attrs, rank: Rank, t: TInfo) -> State:
+def _kernel_child(s: State, e: Entry) -> State:
+    ins, rank, kind, attrs, t, nbytes, new = e
     dim = attrs[0][1] if attrs else None
     label = f"{kind}({','.join(map(str, ins))}{'' if dim is None else f';{dim}'})"
     return State(s.tensors + (t,), bump(s.uses, ins, 1), s.ops + (KernelOp(kind, ins, attrs),),
-                 rank, s.dmem + t.nbytes, None, (t.expr,), label)
+                 rank, s.dmem + nbytes, None, new, label, s.table)
 
 
 def _kernel_children(s: State, cfg: SearchConfig) -> list[Child]:
+    """K2: one pre-defined op over every operand tuple ranked above the last op, whose output fits
+    in device memory; then K3's first step."""
     if len(s.ops) >= cfg.max_kernel_ops:
         return []
     out: list[Child] = []
-    n = len(s.tensors)
-    for kind in cfg.kernel_ops:
-        for ins in ranked_tuples(kind, n, s.last):
-            args = [s.tensors[i] for i in ins]
-            for dim in _reduction_dims(kind, args[0].shape):
-                attrs = () if dim is None else (("dim", dim),)
-                rank = (ins, TYPE_ORDER[kind])
-                if dim is not None:
-                    shape: Shape | None = shapes.reduction(args[0].shape, dim)
-                else:
-                    shape = _fast_shape(kind, args[0].shape, args[1].shape if len(args) == 2 else None)
-                if shape is None:
-                    continue
-                t = TInfo(shape, _op_term(kind, args, attrs))
-                if s.dmem + t.nbytes > DEFAULT_LIMITS.dmem_bytes:
-                    continue
-                out.append(Child((t.expr,), _kernel_child, s, kind, ins, attrs, rank, t))
+    room = DEFAULT_LIMITS.dmem_bytes - s.dmem
+    for _, entries, start in kernel_table(s, cfg).ranked(cfg.kernel_ops, s.last):
+        out += [Child(e[6], _kernel_child, s, e) for e in islice(entries, start, None) if e[5] <= room]
     out += [Child((), _made, k) for k in _open_children(s, cfg)]
     return out
 
@@ -205,7 +109,7 @@ def _open_children(s: State, cfg: SearchConfig) -> list[State]:
         for imaps in C.imap_combos(in_shapes, grid, cfg):
             block = OpenBlock(sources, grid, imaps)
             label = f"open(grid={list(grid)},imaps={[list(m) for m in imaps]})"
-            out.append(State(s.tensors, s.uses, s.ops, s.last, s.dmem, block, (), label))
+            out.append(State(s.tensors, s.uses, s.ops, s.last, s.dmem, block, (), label, s.table))
     return out
 
 
@@ -227,7 +131,8 @@ def _loop_children(s: State, b: OpenBlock, cfg: SearchConfig) -> list[State]:
         inputs = tuple(BlockInput(src, m, f) for src, m, f in zip(b.sources, b.imaps, fmaps, strict=True))
         block = OpenBlock(b.sources, b.grid, b.imaps, frange, inputs, (), tuple(tensors), (0,) * len(tensors),
                           INPUT_RANK, smem)
-        out.append(State(s.tensors, s.uses, s.ops, s.last, s.dmem, block, (), f"loop(fmaps={list(fmaps)},F={frange})"))
+        out.append(State(s.tensors, s.uses, s.ops, s.last, s.dmem, block, (), f"loop(fmaps={list(fmaps)},F={frange})",
+                         s.table))
     return out
 
 
@@ -257,50 +162,26 @@ def _close_children(s: State, b: OpenBlock, cfg: SearchConfig) -> list[State]:
         spec = BlockSpec(b.grid, b.forloop, b.inputs, b.ops, tuple(dangling), omap)
         op = KernelOp(OpKind.CUSTOMIZED, b.sources, (), spec)
         out.append(State(s.tensors + tuple(new), bump(s.uses, b.sources, len(new)), s.ops + (op,), kernel_rank,
-                         s.dmem + extra, None, (), f"close(omap={list(omap)})"))
+                         s.dmem + extra, None, (), f"close(omap={list(omap)})", s.table))
     return out
 
 
-def _block_child(s: State, b: OpenBlock, kind: OpKind, ins: tuple[int, ...], rank: Rank, t: TInfo, smem: int
-                 ) -> State:
+def _block_child(s: State, b: OpenBlock, e: Entry) -> State:
+    ins, rank, kind, _, t, extra, new = e
     nb = OpenBlock(b.sources, b.grid, b.imaps, b.forloop, b.inputs, b.ops + (OpSpec(kind, ins),),
-                   b.tensors + (t,), bump(b.uses, ins, 1), rank, smem, b.has_macro)
-    return State(s.tensors, s.uses, s.ops, s.last, s.dmem, nb, (t.expr,), f"{kind}({','.join(map(str, ins))})")
+                   b.tensors + (t,), bump(b.uses, ins, 1), rank, b.smem + extra, b.has_macro, b.table)
+    return State(s.tensors, s.uses, s.ops, s.last, s.dmem, nb, new, f"{kind}({','.join(map(str, ins))})", s.table)
 
 
 def _block_op_children(s: State, b: OpenBlock, cfg: SearchConfig) -> list[Child]:
-    """B2: one block op or accumulator (or the lora macro) over every operand tuple."""
+    """B2: one block op or accumulator (or the lora macro) over every operand tuple ranked above
+    the last op, whose output fits in shared memory."""
     if b.op_count >= cfg.max_block_ops:
         return []
     out: list[Child] = []
-    n = len(b.tensors)
-    for kind in cfg.block_ops:
-        accum = kind in ACCUMULATORS
-        order = TYPE_ORDER[kind]
-        for ins in ranked_tuples(kind, n, b.last):
-            args = [b.tensors[i] for i in ins]
-            if len(args) == 2 and args[0].after_accum != args[1].after_accum:
-                continue
-            if accum and args[0].after_accum:
-                continue
-            found = (
-                _accumulator_shape(kind, args[0].shape, cfg.rdx)
-                if accum
-                else _fast_shape(kind, args[0].shape, args[1].shape if len(args) == 2 else None)
-            )
-            if found is None:
-                continue
-            shape = found
-            rank = (ins, order)
-            if accum:
-                term = E.accumulator_expr(kind, args[0].expr, args[0].shape, b.forloop, cfg.rdx)
-            else:
-                term = _op_term(kind, args)
-            t = TInfo(shape, term, accum or args[0].after_accum)
-            smem = b.smem + (0 if kind in IN_PLACE_BLOCK_OPS else t.nbytes)
-            if smem > DEFAULT_LIMITS.smem_bytes:
-                continue
-            out.append(Child((t.expr,), _block_child, s, b, kind, ins, rank, t, smem))
+    room = DEFAULT_LIMITS.smem_bytes - b.smem
+    for _, entries, start in block_table(b, cfg).ranked(cfg.block_ops, b.last):
+        out += [Child(e[6], _block_child, s, b, e) for e in islice(entries, start, None) if e[5] <= room]
     if cfg.concat_matmul and not b.has_macro:
         out += [Child(k.new, _made, k) for k in _macro_children(s, b)]
     return out
@@ -318,7 +199,7 @@ def _macro_children(s: State, b: OpenBlock) -> list[State]:
             ins = (a, bb, c, d)
             if len(set(ins)) < 4 or (ins, CONCAT_MATMUL_ORDER) <= b.last:
                 continue
-            prod_shape = _fast_shape(OpKind.MATMUL, left, right)
+            prod_shape = fast_shape(OpKind.MATMUL, left, right)
             if prod_shape is None or ts[a].after_accum != ts[c].after_accum:
                 continue
             out += _macro_child(s, b, ins, left, right, prod_shape)
@@ -358,6 +239,6 @@ def _macro_child(s: State, b: OpenBlock, ins: tuple[int, ...], left: Shape, righ
         return []
     uses = bump(b.uses, ins, 3)[:n] + (1, 1, 0)
     nb = OpenBlock(b.sources, b.grid, b.imaps, b.forloop, b.inputs, b.ops + (OpSpec(OpKind.CONCAT, ins),),
-                   b.tensors + (lt, rt, mt), uses, rank, smem, True)
+                   b.tensors + (lt, rt, mt), uses, rank, smem, True, b.table)
     return [State(s.tensors, s.uses, s.ops, s.last, s.dmem, nb, (mt.expr,),
-                  f"concat_matmul({','.join(map(str, ins))})")]
+                  f"concat_matmul({','.join(map(str, ins))})", s.table)]

@@ -16,11 +16,15 @@ record, and the search makes millions of them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from math import prod
+from typing import TYPE_CHECKING
 
 from mugraph.ir.types import Dim3, DType, OpKind, Shape
 from mugraph.stages.prune.expr import Expr
+
+if TYPE_CHECKING:
+    from mugraph.stages.search.op_tables import OpTable
 
 TYPE_ORDER: dict[OpKind, int] = {k: i for i, k in enumerate(OpKind)}
 CONCAT_MATMUL_ORDER = len(TYPE_ORDER)  # the lora macro ranks after every single op
@@ -89,6 +93,9 @@ class OpenBlock:
     last: Rank = INPUT_RANK
     smem: int = 0
     has_macro: bool = False
+    # The block ops its tensors admit (`op_tables.block_table`): made when first listed, or the
+    # parent's, to be extended. A cache, so not part of the graph's identity.
+    table: OpTable | None = field(default=None, compare=False, hash=False, repr=False)
 
     @property
     def configured(self) -> bool:
@@ -110,6 +117,8 @@ class State:
     block: OpenBlock | None = None
     new: tuple[Expr, ...] = ()  # terms the last step created: the oracle must keep them all
     label: str = "root"
+    # The kernel ops its tensors admit (`op_tables.kernel_table`), as OpenBlock.table.
+    table: OpTable | None = field(default=None, compare=False, hash=False, repr=False)
 
     @property
     def n_block_graphs(self) -> int:

@@ -1,0 +1,97 @@
+"""What one op over chosen operands makes: its operand tuples, output shape and abstract term.
+
+These run for every listed child of every node, so shapes are worked out once per (kind, shapes)
+pair and invalid operands answer None rather than raising.
+
+Operand tuples: unary ops take every tensor; non-commutative binary ops every ordered pair; add and
+mul one pair per set, ordered (larger, smaller) index, the order that ranks highest, so no
+μGraph reachable with the other order is lost.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+from collections.abc import Sequence
+
+from mugraph.ir import shapes
+from mugraph.ir.errors import IRError
+from mugraph.ir.graph import Op
+from mugraph.ir.types import ACCUMULATORS, COMMUTATIVE_OPS, UNARY_OPS, OpKind, Shape
+from mugraph.stages.prune import expr as E
+from mugraph.stages.search.state import TYPE_ORDER, Rank, TInfo
+
+SINGLE_INPUT = UNARY_OPS | {OpKind.RMS_NORM, OpKind.REDUCTION} | ACCUMULATORS
+
+
+@functools.cache
+def _tuples(arity: str, n: int) -> tuple[tuple[int, ...], ...]:
+    if arity == "unary":
+        return tuple((i,) for i in range(n))
+    if arity == "commutative":
+        return tuple((i, j) for i in range(n) for j in range(i + 1))
+    return tuple((i, j) for i in range(n) for j in range(n))
+
+
+def arity(kind: OpKind) -> str:
+    """'unary', 'commutative' (one pair per set) or 'ordered' (every ordered pair)."""
+    return "unary" if kind in SINGLE_INPUT else "commutative" if kind in COMMUTATIVE_OPS else "ordered"
+
+
+def operand_tuples(kind: OpKind, n: int) -> tuple[tuple[int, ...], ...]:
+    """Every operand tuple of `kind` over n tensors, sorted lexicographically."""
+    return _tuples(arity(kind), n)
+
+
+def ranked_tuples(kind: OpKind, n: int, last: Rank) -> Sequence[tuple[int, ...]]:
+    """The operand tuples whose rank (tuple, kind) is above `last`: a suffix of the sorted list."""
+    tuples = operand_tuples(kind, n)
+    start = bisect.bisect_left(tuples, last[0])
+    if start < len(tuples) and tuples[start] == last[0] and TYPE_ORDER[kind] <= last[1]:
+        start += 1
+    return tuples[start:]
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def fast_shape(kind: OpKind, a: Shape, b: Shape | None) -> Shape | None:
+    """Output shape of a block op, or None if invalid (no exception: this runs for every candidate,
+    and a search meets few distinct shape pairs, so each is worked out once)."""
+    if b is None:
+        return a
+    if len(a) != len(b):
+        return None
+    if kind is OpKind.MATMUL:
+        if len(a) < 2 or a[-1] != b[-2] or a[:-2] != b[:-2]:
+            return None
+        return a[:-1] + (b[-1],)
+    out = []
+    for x, y in zip(a, b, strict=True):
+        if x != y and x != 1 and y != 1:
+            return None
+        out.append(x if x > y else y)
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def accumulator_shape(kind: OpKind, a: Shape, rdx: int) -> Shape | None:
+    try:
+        return shapes.accumulator(kind, a, rdx)
+    except IRError:
+        return None
+
+
+_BINARY_TERMS = {OpKind.ADD: E.add, OpKind.MUL: E.mul, OpKind.DIV: E.div}
+
+
+def op_term(kind: OpKind, args: Sequence[TInfo], attrs: Sequence[tuple[str, int | tuple[int, ...]]] = ()) -> E.Expr:
+    """The new tensor's term: the commonest kinds directly, the rest through `expr.op_expr`."""
+    if kind is OpKind.MATMUL:
+        return E.matmul(args[0].expr, args[1].expr, args[0].shape[-1])
+    binary = _BINARY_TERMS.get(kind)
+    if binary is not None:
+        return binary(args[0].expr, args[1].expr)
+    head = E.UNARY_HEADS.get(kind)
+    if head is not None:
+        return E.unary(head, args[0].expr)
+    op = Op(kind, tuple(range(len(args))), (), tuple(attrs))
+    return E.op_expr(op, [a.expr for a in args], [a.shape for a in args])

@@ -1,0 +1,116 @@
+"""Children listed from the op tables, checked at many nodes of every benchmark's search tree.
+
+Two independent checks: a table a node extended from its parent's equals the table built from
+scratch over its tensors, and the children listed equal the direct enumeration (every kind, every
+operand tuple ranked above the last op, valid shape, memory that fits) that the tables replace.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from mugraph.ir import shapes
+from mugraph.ir.errors import IRError
+from mugraph.ir.limits import DEFAULT_LIMITS
+from mugraph.ir.types import ACCUMULATORS, IN_PLACE_BLOCK_OPS, OpKind
+from mugraph.programs import get_builtin
+from mugraph.stages.search.config import SearchConfig, preset_config
+from mugraph.stages.search.expand import child_list
+from mugraph.stages.search.explore import Fragment
+from mugraph.stages.search.op_results import fast_shape, ranked_tuples
+from mugraph.stages.search.op_tables import block_table, kernel_table
+from mugraph.stages.search.state import State
+
+
+def _direct_block_ops(s: State, cfg: SearchConfig) -> list[str]:
+    b = s.block
+    assert b is not None
+    if b.op_count >= cfg.max_block_ops:
+        return []
+    out = []
+    for kind in cfg.block_ops:
+        accum = kind in ACCUMULATORS
+        for ins in ranked_tuples(kind, len(b.tensors), b.last):
+            args = [b.tensors[i] for i in ins]
+            if (len(args) == 2 and args[0].after_accum != args[1].after_accum) or (accum and args[0].after_accum):
+                continue
+            if accum:
+                try:
+                    shape = shapes.accumulator(kind, args[0].shape, cfg.rdx)
+                except IRError:
+                    continue
+            else:
+                found = fast_shape(kind, args[0].shape, args[1].shape if len(args) == 2 else None)
+                if found is None:
+                    continue
+                shape = found
+            extra = 0 if kind in IN_PLACE_BLOCK_OPS else 2 * _size(shape)
+            if b.smem + extra <= DEFAULT_LIMITS.smem_bytes:
+                out.append(f"{kind}({','.join(map(str, ins))})")
+    return out
+
+
+def _direct_kernel_ops(s: State, cfg: SearchConfig) -> list[str]:
+    if len(s.ops) >= cfg.max_kernel_ops:
+        return []
+    out = []
+    for kind in cfg.kernel_ops:
+        for ins in ranked_tuples(kind, len(s.tensors), s.last):
+            args = [s.tensors[i] for i in ins]
+            dims = [d for d, n in enumerate(args[0].shape) if n > 1] if kind is OpKind.REDUCTION else [None]
+            for dim in dims:
+                if dim is None:
+                    shape = fast_shape(kind, args[0].shape, args[1].shape if len(args) == 2 else None)
+                else:
+                    shape = shapes.reduction(args[0].shape, dim)
+                if shape is not None and s.dmem + 2 * _size(shape) <= DEFAULT_LIMITS.dmem_bytes:
+                    out.append(f"{kind}({','.join(map(str, ins))}{'' if dim is None else f';{dim}'})")
+    return out
+
+
+def _size(shape: tuple[int, ...]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def _op_labels(s: State, cfg: SearchConfig) -> list[str]:
+    """The labels of the listed children that add one op (not open, loop, close or macro)."""
+    skip = ("open(", "loop(", "close(", "concat_matmul(")
+    return [lab for k in child_list(s, cfg) if not (lab := k.build().label).startswith(skip)]
+
+
+@pytest.mark.parametrize("name", ["rms_norm", "lora", "gated_mlp", "gqa"])
+def test_tables_and_listings_match_the_direct_enumeration(name: str) -> None:
+    prog = get_builtin(name)
+    cfg = preset_config(prog.preset).with_overrides({"kernel_ops": [*preset_config(prog.preset).kernel_ops,
+                                                                    "reduction"]})
+    root = Fragment(prog.reference(), cfg, name).root
+    # Depth first, keeping every third child, and closing block graphs after three ops, so that
+    # both levels are visited many times.
+    stack, seen, checked = [root], 0, {"kernel": 0, "block": 0}
+    while stack and seen < 1500:
+        s = stack.pop()
+        seen += 1
+        kids = child_list(s, cfg)
+        if s.block is None:
+            assert _op_labels(s, cfg) == _direct_kernel_ops(s, cfg)
+            table, fresh = kernel_table(s, cfg), kernel_table(State(s.tensors, s.uses, s.ops, s.last, s.dmem), cfg)
+            checked["kernel"] += 1
+        elif s.block.configured:
+            assert _op_labels(s, cfg) == _direct_block_ops(s, cfg)
+            b = s.block
+            clone = type(b)(b.sources, b.grid, b.imaps, b.forloop, b.inputs, b.ops, b.tensors, b.uses, b.last, b.smem,
+                            b.has_macro)
+            table, fresh = block_table(b, cfg), block_table(clone, cfg)
+            checked["block"] += 1
+        else:
+            table = fresh = None
+        if table is not None and fresh is not None:
+            assert table.n == fresh.n and table.keys == fresh.keys and table.entries == fresh.entries
+        built = [k.build() for k in kids]
+        if s.block is not None and s.block.configured and len(s.block.ops) >= 3:
+            built = [k for k in built if k.label.startswith("close(")]  # back to the kernel level
+        stack.extend(k for i, k in reversed(list(enumerate(built))) if i % 3 == 0)
+    assert checked["kernel"] > 100 and checked["block"] > 300, checked
