@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Protocol
@@ -135,9 +135,14 @@ class SubexprOracle:
             [MEMO_SCHEMA, AXIOM_VERSION, Z3_VERSION, self.config.limits_tag, reference]
         )
         self.reference_digest = hashlib.sha256(reference.encode("ascii")).hexdigest()[:32]
-        # Every verdict this oracle has settled, and whether the models gave it (True) or the
-        # memo or Z3 did: a repeated query costs one dict lookup and counts where it came from.
-        self._settled: dict[Expr, tuple[Verdict, bool]] = {}
+        # Every verdict this oracle has settled, by term, and the terms by how they were settled:
+        # a repeated query costs a lookup, and a node's whole batch is counted and filtered with
+        # set operations rather than term by term.
+        self._settled: dict[Expr, Verdict] = {}
+        self._by_models: set[Expr] = set()  # refuted by the finite models (all NO)
+        self._yes: set[Expr] = set()
+        self._unknown: set[Expr] = set()
+        self._kept: set[Expr] = set()  # the settled terms the policy keeps
         self.refuter = Refuter(self.finals)
 
     def key(self, candidate: Expr) -> str:
@@ -152,43 +157,71 @@ class SubexprOracle:
         return [self.keeps(v) for v in self.verdicts(candidates)]
 
     def verdicts(self, candidates: Sequence[Expr]) -> list[Verdict]:
-        """Verdicts for a batch, in order."""
+        """Verdicts for a batch, in order (duplicates are asked once and counted each time)."""
+        self._settle(candidates)
+        out = [self._settled[c] for c in candidates]
+        for v in out:
+            self.counters.verdicts[v.value] += 1
+        return out
+
+    def kept(self, candidates: Collection[Expr]) -> set[Expr]:
+        """Settles a batch of distinct terms and returns the set of settled terms the policy
+        keeps, to test the batch's members against at once. The oracle's own set: read it, do not
+        change it (it grows with later batches)."""
+        self._settle(candidates)
+        n, yes, unknown = len(candidates), len(self._yes.intersection(candidates)), 0
+        if self._unknown:
+            unknown = len(self._unknown.intersection(candidates))
+        counts = self.counters.verdicts
+        counts["Y"] += yes
+        counts["U"] += unknown
+        counts["N"] += n - yes - unknown
+        return self._kept
+
+    def _settle(self, candidates: Collection[Expr]) -> None:
+        """Settles every term of the batch not settled yet (models, then memo, then Z3) and counts
+        where each query's answer came from."""
         self.counters.queries += len(candidates)
         if len(self._settled) > SETTLED_LIMIT:
-            self._settled.clear()
-        unique = list(dict.fromkeys(candidates))
-        known: dict[Expr, Verdict] = {}
-        for c in unique:
-            hit = self._settled.get(c)
-            if hit is None and self.refuter.refutes(c):
-                hit = self._settled[c] = (Verdict.NO, True)
-            elif hit is None:
-                continue
-            known[c] = hit[0]
-            if hit[1]:
-                self.counters.prefiltered += 1
-            else:
-                self.counters.memo_hits += 1
-        todo = [c for c in unique if c not in known]
+            for held in (self._settled, self._by_models, self._yes, self._unknown, self._kept):
+                held.clear()
+        settled = self._settled
+        unique = candidates if isinstance(candidates, (dict, set, frozenset)) else dict.fromkeys(candidates)
+        todo = [c for c in unique if c not in settled]
+        refuted = [c for c in todo if self.refuter.refutes(c)]
+        from_models = len(self._by_models.intersection(unique)) + len(refuted)
+        memo_hits = len(unique) - len(todo) - (from_models - len(refuted))
+        if refuted:
+            self._record({c: Verdict.NO for c in refuted}, self._by_models)
+            todo = [c for c in todo if c not in settled]
         keys = {c: self.key(c) for c in todo} if self.memo is not None else {}
         if todo and self.memo is not None:
             still = []
+            found: dict[Expr, Verdict] = {}
             for c, raw in zip(todo, self.memo.lookup([keys[c] for c in todo]), strict=True):
                 v = _read(raw)
                 if v is None:
                     still.append(c)
-                    continue
-                known[c] = v
-                self._settled[c] = (v, False)
-                self.counters.memo_hits += 1
+                else:
+                    found[c] = v
+            memo_hits += len(found)
+            self._record(found)
             todo = still
-        solved = self._solve(todo, keys)
-        known.update(solved)
-        self._settled.update((c, (v, False)) for c, v in solved.items())
-        out = [known[c] for c in candidates]
-        for v in out:
-            self.counters.verdicts[v.value] += 1
-        return out
+        self._record(self._solve(todo, keys))
+        self.counters.prefiltered += from_models
+        self.counters.memo_hits += memo_hits
+
+    def _record(self, verdicts: Mapping[Expr, Verdict], by_models: set[Expr] | None = None) -> None:
+        self._settled.update(verdicts)
+        if by_models is not None:
+            by_models.update(verdicts)
+        for c, v in verdicts.items():
+            if v is Verdict.YES:
+                self._yes.add(c)
+            elif v is Verdict.UNKNOWN:
+                self._unknown.add(c)
+            if self.keeps(v):
+                self._kept.add(c)
 
     def _solve(self, todo: Sequence[Expr], keys: Mapping[Expr, str]) -> dict[Expr, Verdict]:
         """Verdicts the memo did not have (`keys`: their memo keys). With a shared memo, each query

@@ -21,6 +21,8 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from itertools import chain, compress
+from operator import attrgetter
 
 import numpy as np
 
@@ -31,7 +33,7 @@ from mugraph.ir.graph import KernelGraph
 from mugraph.ir.serialize import digest as graph_digest
 from mugraph.ir.serialize import dumps, loads
 from mugraph.ir.types import OpKind
-from mugraph.stages.prune.expr import output_exprs, var
+from mugraph.stages.prune.expr import Expr, output_exprs, var
 from mugraph.stages.prune.oracle import OracleConfig, SubexprOracle, VerdictMemo
 from mugraph.stages.search.build import build_graph
 from mugraph.stages.search.config import SearchConfig
@@ -40,6 +42,7 @@ from mugraph.stages.search.state import State, root_state
 from mugraph.stages.verify.check import ReferenceFingerprints
 
 Path = tuple[int, ...]
+_NEW = attrgetter("new")  # a child's new terms
 
 
 class SearchPathError(MugraphError):
@@ -231,11 +234,12 @@ class Searcher:
                 counters.block_nodes += 1
             kids = child_list(s, self.fragment.config)
             counters.children += len(kids)
-            terms = list(dict.fromkeys(e for k in kids for e in k.new))
-            keep = dict(zip(terms, self.oracle.keep_many(terms), strict=True)) if terms else {}
-            kept = [(i, k) for i, k in enumerate(kids) if all(keep[e] for e in k.new)]
+            news = list(map(_NEW, kids))
+            terms = dict.fromkeys(chain.from_iterable(news))
+            keep: set[Expr] | frozenset[Expr] = self.oracle.kept(terms) if terms else frozenset()
+            kept = list(compress(range(len(kids)), map(keep.issuperset, news)))  # all its terms kept
             counters.pruned += len(kids) - len(kept)
-            stack.extend((p + (i,), k) for i, k in reversed(kept))
+            stack.extend((p + (i,), kids[i]) for i in reversed(kept))
         o1 = self.oracle.counters
         counters.oracle_queries = o1.queries - before[0]
         counters.prefiltered = o1.prefiltered - before[1]
