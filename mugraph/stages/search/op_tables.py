@@ -82,26 +82,30 @@ def _extend(base: OpTable | None, kinds: Sequence[OpKind], n: int,
 # -- block graphs ----------------------------------------------------------------------------------
 def _block_entries(tensors: Sequence[TInfo], forloop: int, rdx: int, kind: OpKind,
                    tuples: Sequence[tuple[int, ...]]) -> list[Entry]:
-    accum = kind in ACCUMULATORS
-    in_place = kind in IN_PLACE_BLOCK_OPS
     rank_order = TYPE_ORDER[kind]
     out: list[Entry] = []
-    for ins in tuples:
-        args = [tensors[i] for i in ins]
-        first = args[0]
-        if len(args) == 2 and first.after_accum != args[1].after_accum:
-            continue
-        if accum:
-            if first.after_accum:
+    if kind in ACCUMULATORS:
+        for ins in tuples:
+            a = tensors[ins[0]]
+            if a.after_accum or (shape := accumulator_shape(kind, a.shape, rdx)) is None:
                 continue
-            shape = accumulator_shape(kind, first.shape, rdx)
+            term = E.accumulator_expr(kind, a.expr, a.shape, forloop, rdx)
+            t = TInfo(shape, term, True)
+            out.append((ins, (ins, rank_order), kind, (), t, 0 if kind in IN_PLACE_BLOCK_OPS else t.nbytes, (term,)))
+        return out
+    extra_of = (lambda t: 0) if kind in IN_PLACE_BLOCK_OPS else (lambda t: t.nbytes)
+    for ins in tuples:
+        a = tensors[ins[0]]
+        if len(ins) == 2:
+            b = tensors[ins[1]]
+            if a.after_accum != b.after_accum or (shape := fast_shape(kind, a.shape, b.shape)) is None:
+                continue
+            args: tuple[TInfo, ...] = (a, b)
         else:
-            shape = fast_shape(kind, first.shape, args[1].shape if len(args) == 2 else None)
-        if shape is None:
-            continue
-        term = E.accumulator_expr(kind, first.expr, first.shape, forloop, rdx) if accum else op_term(kind, args)
-        t = TInfo(shape, term, accum or first.after_accum)
-        out.append((ins, (ins, rank_order), kind, (), t, 0 if in_place else t.nbytes, (term,)))
+            shape, args = a.shape, (a,)
+        term = op_term(kind, args)
+        t = TInfo(shape, term, a.after_accum)
+        out.append((ins, (ins, rank_order), kind, (), t, extra_of(t), (term,)))
     return out
 
 
