@@ -3,7 +3,9 @@
 Grids: for each distinct dim d of the block graph's inputs and x in `grid_divisors` dividing d,
 (d/x, 1, 1); with `attention_grids` also (batch, d/y, 1) and (batch, y, z) for each configured
 (y, z); only grids with
-`min_blocks`..`max_blocks` blocks, then (batch, 1, 1), batch being the first input's dim 0.
+`min_blocks`..`max_blocks` blocks, then (batch, 1, 1), batch being the first input's dim 0, unless
+it has more blocks than a kernel may launch (the IR refuses such a graph, so its whole subtree
+would be searched for nothing; a block graph's first input can be a weight, dim 0 4096).
 Imaps: per input, the configured maps with grid axes of size 1 set to -1, then kept when every
 mapped dim exists and divides; a combination is dropped when some grid axis larger than 1 splits
 no input (every block along it would compute the same thing). Fmaps: -1 or any dim whose tile is
@@ -34,7 +36,8 @@ def grid_candidates(shapes: Sequence[Shape], cfg: SearchConfig) -> list[Dim3]:
     if cfg.attention_grids:
         found.update((batch, y, z) for y, z in cfg.attention_yz)
     kept = {g for g in found if cfg.min_blocks <= g[0] * g[1] * g[2] <= min(cfg.max_blocks, DEFAULT_LIMITS.max_blocks)}
-    kept.add((batch, 1, 1))
+    if batch <= DEFAULT_LIMITS.max_blocks:
+        kept.add((batch, 1, 1))
     return sorted(kept)
 
 

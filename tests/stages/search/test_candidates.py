@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from mugraph.ir.limits import DEFAULT_LIMITS
 from mugraph.ir.types import OpKind
 from mugraph.stages.search import candidates as C
 from mugraph.stages.search.config import preset_config
@@ -25,6 +26,14 @@ def test_attention_grids_contain_the_experts() -> None:
     assert (2, 16, 4) in k1 and (2, 16, 1) in k2
     assert all(32 <= a * b * c <= 1024 or (a, b, c) == (2, 1, 1) for a, b, c in k1 + k2)
     assert k1 == sorted(k1)
+
+
+def test_no_grid_has_more_blocks_than_a_kernel_may_launch() -> None:
+    # a second block graph whose first input is a weight: (4096, 1, 1) would be refused by the IR
+    got = C.grid_candidates([(4096, 4096), (8, 4096)], MLP)
+    assert got and all(a * b * c <= DEFAULT_LIMITS.max_blocks for a, b, c in got)
+    assert (8, 1, 1) not in got and (512, 1, 1) in got
+    assert (16, 1, 1) in C.grid_candidates([(16, 4096), (4096, 6144)], MLP)  # a small batch stays
 
 
 def test_imaps_normalise_size_one_axes_and_check_divisibility() -> None:
