@@ -118,8 +118,9 @@ def _progress_text(e: dict[str, Any]) -> str:
 @click.option("--time-limit", default=None, metavar="DURATION",
               help="Stop cleanly after this long (90, 15m, 2h); the same command resumes.")
 @click.option("--fresh", is_flag=True, help="Delete the store first and start over.")
-@click.option("--budget", default=DEFAULT_BUDGET, show_default=True, type=click.IntRange(min=1),
-              help="Search states per task (part of the run's identity: it fixes the task split).")
+@click.option("--budget", default=None, type=click.IntRange(min=1),
+              help=f"Search states per task (part of the run's identity: it fixes the task split). Default: "
+                   f"the budget of the store being resumed, else {DEFAULT_BUDGET}.")
 @click.option("--backend", type=click.Choice(["auto", "numpy", "cupy"]), default="auto", show_default=True,
               help="Array backend of the workers' fingerprints.")
 @click.option("--json", "as_json", is_flag=True, help="NDJSON events on stdout; the last has event 'done'.")
@@ -142,7 +143,7 @@ def _progress_text(e: dict[str, Any]) -> str:
                    "CUDA device with CuPy and the kernels extra. Not part of the run's identity.")
 def optimize(program: str, preset: str | None, settings: tuple[str, ...], workers: int | None,
              scheduler: str | None, memo_url: str | None, store: str | None, time_limit: str | None,
-             fresh: bool, budget: int, backend: str, as_json: bool, profile: Path | None,
+             fresh: bool, budget: int | None, backend: str, as_json: bool, profile: Path | None,
              dashboard_address: str, layouts: tuple[str, ...], gpu_profile: str, emit_kernels: bool,
              measure: int) -> None:
     """Search every fragment of PROGRAM (built-in name, .py or .json file) on a Dask cluster, confirm,
@@ -176,12 +177,16 @@ def optimize(program: str, preset: str | None, settings: tuple[str, ...], worker
         check_output_file(profile, "--profile")
     prog = resolve_program(program)
     overrides = dict(parse_override(s) for s in settings)
-    plan = make_plan(prog, preset, overrides, budget)
+    plan = make_plan(prog, preset, overrides, budget or DEFAULT_BUDGET)
     io_layouts = dict(_parse_layout(s) for s in layouts)
     fragment_io_layouts(plan, io_layouts)  # refuses unknown names and dims before anything starts
     path = check_store_path(store) if store is not None else check_store_path(str(
         DEFAULT_RUNS / f"{file_name(prog.name)}-{plan.identity['program_digest'][:8]}-"
         f"{plan.identity['config_digest'][:8]}.zarr"), "the default store")
+    if budget is None and not fresh:
+        resumed = _stored_budget(path)  # a store made with an older default resumes with its own budget
+        if resumed is not None and resumed != plan.budget:
+            plan = make_plan(prog, preset, overrides, resumed)
     if memo_url not in (None, "local"):
         check_memo_reachable(memo_url)
     meta = {"versions": _versions(), "command": sys.argv[1:]}
@@ -285,6 +290,17 @@ def status(store: Path, as_json: bool) -> None:
     for p in per:
         click.echo(f"  {p['name']} ({p['preset']}): {p['found']} found, {p['confirmed']} confirmed, best "
                    f"{(p['best'] or '-')[:16]}")
+
+
+def _stored_budget(path: Path) -> int | None:
+    """The budget in the identity of the store at `path`, if there is a readable one."""
+    if not path.is_dir():
+        return None
+    try:
+        with RunStore.open_existing(path) as st:
+            return int(st.identity["budget"])
+    except (MugraphError, KeyError, ValueError, OSError):
+        return None  # opening it for the run says what is wrong
 
 
 def _ranking_lines(ranking: list[dict[str, Any]], limit: int | None) -> list[str]:

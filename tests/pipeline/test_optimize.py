@@ -95,6 +95,16 @@ def test_rerun_of_a_finished_store_runs_nothing(two_workers: Run) -> None:
     assert again["ranking"] == last["ranking"]  # same store, same ranking
 
 
+def test_a_store_resumes_with_its_own_budget_when_none_is_given(two_workers: Run) -> None:
+    cwd, last, _ = two_workers
+    args = optimize_args("rms_norm", cwd / "run.zarr", "--workers", "1", budget=BUDGET)
+    at = args.index("--budget")
+    again = done(mugraph(*args[:at], *args[at + 2:], cwd=cwd))  # no --budget: the store's, not the default
+    assert again["tasks_run"] == 0 and again["mugraphs"] == last["mugraphs"]
+    with RunStore.open_existing(cwd / "run.zarr") as st:
+        assert st.identity["budget"] == str(BUDGET)
+
+
 def test_another_gpu_profile_ranks_the_finished_store_again(two_workers: Run) -> None:
     cwd, last, _ = two_workers
     a100 = done(mugraph(*optimize_args("rms_norm", cwd / "run.zarr", "--workers", "1", "--gpu-profile", "a100",

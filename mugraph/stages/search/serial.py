@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from mugraph.stages.search.explore import ExploreResult, Found, Path, SearchCounters, Searcher
 
-DEFAULT_BUDGET = 500
+DEFAULT_BUDGET = 2000
 
 
 @dataclass(slots=True)
