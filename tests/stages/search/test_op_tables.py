@@ -18,7 +18,7 @@ from mugraph.stages.search.config import SearchConfig, preset_config
 from mugraph.stages.search.expand import child_list
 from mugraph.stages.search.explore import Fragment
 from mugraph.stages.search.op_results import fast_shape, ranked_tuples
-from mugraph.stages.search.op_tables import block_table, kernel_table
+from mugraph.stages.search.op_tables import OpTable, block_table, kernel_table
 from mugraph.stages.search.state import State
 
 
@@ -94,6 +94,8 @@ def test_tables_and_listings_match_the_direct_enumeration(name: str) -> None:
         s = stack.pop()
         seen += 1
         kids = child_list(s, cfg)
+        table: OpTable | None = None
+        fresh: OpTable | None = None
         if s.block is None:
             assert _op_labels(s, cfg) == _direct_kernel_ops(s, cfg)
             table, fresh = kernel_table(s, cfg), kernel_table(State(s.tensors, s.uses, s.ops, s.last, s.dmem), cfg)
@@ -105,8 +107,6 @@ def test_tables_and_listings_match_the_direct_enumeration(name: str) -> None:
                             b.has_macro)
             table, fresh = block_table(b, cfg), block_table(clone, cfg)
             checked["block"] += 1
-        else:
-            table = fresh = None
         if table is not None and fresh is not None:
             assert table.n == fresh.n and table.keys == fresh.keys and table.entries == fresh.entries
         built = [k.build() for k in kids]
