@@ -22,13 +22,14 @@ from mugraph.stages.prune import expr as E
 from mugraph.stages.search import candidates as C
 from mugraph.stages.search.config import SearchConfig
 from mugraph.stages.search.op_results import fast_shape, operand_tuples
-from mugraph.stages.search.op_tables import Entry, block_table, kernel_table
+from mugraph.stages.search.op_tables import block_table, kernel_table
 from mugraph.stages.search.state import (
     CONCAT_MATMUL_ORDER,
     INPUT_RANK,
     TYPE_ORDER,
     BlockInput,
     BlockSpec,
+    Entry,
     KernelOp,
     OpenBlock,
     OpSpec,

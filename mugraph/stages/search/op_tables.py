@@ -11,40 +11,15 @@ per node, against the entries' recorded sizes and the sorted operand tuples.
 
 from __future__ import annotations
 
-import bisect
 import functools
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from mugraph.ir import shapes
 from mugraph.ir.types import ACCUMULATORS, IN_PLACE_BLOCK_OPS, OpKind, Shape
 from mugraph.stages.prune import expr as E
 from mugraph.stages.search.config import SearchConfig
 from mugraph.stages.search.op_results import accumulator_shape, arity, fast_shape, op_term
-from mugraph.stages.search.state import TYPE_ORDER, Attrs, OpenBlock, Rank, State, TInfo
-
-# (operand tuple, the op's rank, kind, attrs, the tensor it makes, memory it adds, its new terms)
-Entry = tuple[tuple[int, ...], Rank, OpKind, Attrs, TInfo, int, tuple[E.Expr, ...]]
-
-
-class OpTable:
-    """Per kind of an op list (same order): the valid entries over the first `n` tensors, sorted
-    by operand tuple, and their operand tuples alone (for bisecting on a rank)."""
-
-    __slots__ = ("entries", "keys", "n")
-
-    def __init__(self, n: int, keys: tuple[list[tuple[int, ...]], ...], entries: tuple[list[Entry], ...]) -> None:
-        self.n = n
-        self.keys = keys
-        self.entries = entries
-
-    def ranked(self, kinds: Sequence[OpKind], last: Rank) -> Iterable[tuple[OpKind, list[Entry], int]]:
-        """Per kind: its entries and the index of the first one ranked above `last`."""
-        last_ins, last_order = last
-        for kind, keys, entries in zip(kinds, self.keys, self.entries, strict=True):
-            start = bisect.bisect_left(keys, last_ins)
-            if start < len(keys) and keys[start] == last_ins and TYPE_ORDER[kind] <= last_order:
-                start = bisect.bisect_right(keys, last_ins, start)
-            yield kind, entries, start
+from mugraph.stages.search.state import TYPE_ORDER, Attrs, Entry, OpenBlock, OpTable, State, TInfo
 
 
 @functools.cache

@@ -16,15 +16,13 @@ record, and the search makes millions of them.
 
 from __future__ import annotations
 
+import bisect
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from math import prod
-from typing import TYPE_CHECKING
 
 from mugraph.ir.types import Dim3, DType, OpKind, Shape
 from mugraph.stages.prune.expr import Expr
-
-if TYPE_CHECKING:
-    from mugraph.stages.search.op_tables import OpTable
 
 TYPE_ORDER: dict[OpKind, int] = {k: i for i, k in enumerate(OpKind)}
 CONCAT_MATMUL_ORDER = len(TYPE_ORDER)  # the lora macro ranks after every single op
@@ -42,6 +40,31 @@ class TInfo:
     @property
     def nbytes(self) -> int:
         return prod(self.shape) * 2  # searches run in fp16, as Mirage's
+
+
+# (operand tuple, the op's rank, kind, attrs, the tensor it makes, memory it adds, its new terms)
+Entry = tuple[tuple[int, ...], Rank, OpKind, Attrs, TInfo, int, tuple[Expr, ...]]
+
+
+class OpTable:
+    """Per kind of an op list (same order): the valid entries over the first `n` tensors, sorted
+    by operand tuple, and their operand tuples alone (for bisecting on a rank)."""
+
+    __slots__ = ("entries", "keys", "n")
+
+    def __init__(self, n: int, keys: tuple[list[tuple[int, ...]], ...], entries: tuple[list[Entry], ...]) -> None:
+        self.n = n
+        self.keys = keys
+        self.entries = entries
+
+    def ranked(self, kinds: Sequence[OpKind], last: Rank) -> Iterable[tuple[OpKind, list[Entry], int]]:
+        """Per kind: its entries and the index of the first one ranked above `last`."""
+        last_ins, last_order = last
+        for kind, keys, entries in zip(kinds, self.keys, self.entries, strict=True):
+            start = bisect.bisect_left(keys, last_ins)
+            if start < len(keys) and keys[start] == last_ins and TYPE_ORDER[kind] <= last_order:
+                start = bisect.bisect_right(keys, last_ins, start)
+            yield kind, entries, start
 
 
 @dataclass(slots=True, unsafe_hash=True)

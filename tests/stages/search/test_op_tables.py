@@ -18,8 +18,8 @@ from mugraph.stages.search.config import SearchConfig, preset_config
 from mugraph.stages.search.expand import child_list
 from mugraph.stages.search.explore import Fragment
 from mugraph.stages.search.op_results import fast_shape, ranked_tuples
-from mugraph.stages.search.op_tables import OpTable, block_table, kernel_table
-from mugraph.stages.search.state import State
+from mugraph.stages.search.op_tables import block_table, kernel_table
+from mugraph.stages.search.state import OpTable, State
 
 
 def _direct_block_ops(s: State, cfg: SearchConfig) -> list[str]:
