@@ -5,8 +5,9 @@ steps (grid and imaps, then fmaps and for-loop range), so no node has tens of th
 children. Block level: closing the block graph (B1, one child per omap), then block ops and
 accumulators (B2). A child is listed only if it passes the canonical order, shape and memory
 checks; the abstract-expression oracle is asked later, for all children of a node at once, so a
-child's index (its choice in a path) never depends on the oracle or its memo. Block ops come from
-the block graph's `block_table`, which a child block graph extends rather than rebuilds.
+child's index (its choice in a path) never depends on the oracle or its memo. Pre-defined ops and
+block ops come from the graph's op table (`op_tables`), which a child graph extends rather than
+rebuilds.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from mugraph.ir.types import OpKind, Shape
 from mugraph.stages.prune import expr as E
 from mugraph.stages.search import candidates as C
 from mugraph.stages.search.config import SearchConfig
-from mugraph.stages.search.op_results import fast_shape, operand_tuples
+from mugraph.stages.search.op_results import fast_shape
 from mugraph.stages.search.op_tables import block_table, kernel_table
 from mugraph.stages.search.state import (
     CONCAT_MATMUL_ORDER,
@@ -38,7 +39,7 @@ from mugraph.stages.search.state import (
     bump,
 )
 
-__all__ = ["Child", "child_list", "children", "operand_tuples"]
+__all__ = ["Child", "child_list", "children"]
 
 
 class Child:
@@ -91,7 +92,7 @@ def _kernel_children(s: State, cfg: SearchConfig) -> list[Child]:
         return []
     out: list[Child] = []
     room = DEFAULT_LIMITS.dmem_bytes - s.dmem
-    for _, entries, start in kernel_table(s, cfg).ranked(cfg.kernel_ops, s.last):
+    for entries, start in kernel_table(s, cfg).ranked(cfg.kernel_ops, s.last):
         out += [Child(e[6], _kernel_child, s, e) for e in islice(entries, start, None) if e[5] <= room]
     out += [Child((), _made, k) for k in _open_children(s, cfg)]
     return out
@@ -181,7 +182,7 @@ def _block_op_children(s: State, b: OpenBlock, cfg: SearchConfig) -> list[Child]
         return []
     out: list[Child] = []
     room = DEFAULT_LIMITS.smem_bytes - b.smem
-    for _, entries, start in block_table(b, cfg).ranked(cfg.block_ops, b.last):
+    for entries, start in block_table(b, cfg).ranked(cfg.block_ops, b.last):
         out += [Child(e[6], _block_child, s, b, e) for e in islice(entries, start, None) if e[5] <= room]
     if cfg.concat_matmul and not b.has_macro:
         out += [Child(k.new, _made, k) for k in _macro_children(s, b)]

@@ -10,7 +10,6 @@ mul one pair per set, ordered (larger, smaller) index, the order that ranks high
 
 from __future__ import annotations
 
-import bisect
 import functools
 from collections.abc import Sequence
 
@@ -19,18 +18,20 @@ from mugraph.ir.errors import IRError
 from mugraph.ir.graph import Op
 from mugraph.ir.types import ACCUMULATORS, COMMUTATIVE_OPS, UNARY_OPS, OpKind, Shape
 from mugraph.stages.prune import expr as E
-from mugraph.stages.search.state import TYPE_ORDER, Rank, TInfo
+from mugraph.stages.search.state import TInfo
 
 SINGLE_INPUT = UNARY_OPS | {OpKind.RMS_NORM, OpKind.REDUCTION} | ACCUMULATORS
 
 
 @functools.cache
-def _tuples(arity: str, n: int) -> tuple[tuple[int, ...], ...]:
-    if arity == "unary":
-        return tuple((i,) for i in range(n))
-    if arity == "commutative":
-        return tuple((i, j) for i in range(n) for j in range(i + 1))
-    return tuple((i, j) for i in range(n) for j in range(n))
+def new_tuples(kind_arity: str, start: int, n: int) -> tuple[tuple[int, ...], ...]:
+    """The operand tuples over n tensors that read at least one tensor at index >= start, sorted
+    (start 0: every tuple)."""
+    if kind_arity == "unary":
+        return tuple((i,) for i in range(start, n))
+    if kind_arity == "commutative":
+        return tuple((i, j) for i in range(start, n) for j in range(i + 1))
+    return tuple((i, j) for i in range(n) for j in (range(n) if i >= start else range(start, n)))
 
 
 def arity(kind: OpKind) -> str:
@@ -40,16 +41,7 @@ def arity(kind: OpKind) -> str:
 
 def operand_tuples(kind: OpKind, n: int) -> tuple[tuple[int, ...], ...]:
     """Every operand tuple of `kind` over n tensors, sorted lexicographically."""
-    return _tuples(arity(kind), n)
-
-
-def ranked_tuples(kind: OpKind, n: int, last: Rank) -> Sequence[tuple[int, ...]]:
-    """The operand tuples whose rank (tuple, kind) is above `last`: a suffix of the sorted list."""
-    tuples = operand_tuples(kind, n)
-    start = bisect.bisect_left(tuples, last[0])
-    if start < len(tuples) and tuples[start] == last[0] and TYPE_ORDER[kind] <= last[1]:
-        start += 1
-    return tuples[start:]
+    return new_tuples(arity(kind), 0, n)
 
 
 @functools.lru_cache(maxsize=1 << 16)

@@ -18,18 +18,8 @@ from mugraph.ir import shapes
 from mugraph.ir.types import ACCUMULATORS, IN_PLACE_BLOCK_OPS, OpKind, Shape
 from mugraph.stages.prune import expr as E
 from mugraph.stages.search.config import SearchConfig
-from mugraph.stages.search.op_results import accumulator_shape, arity, fast_shape, op_term
+from mugraph.stages.search.op_results import accumulator_shape, arity, fast_shape, new_tuples, op_term
 from mugraph.stages.search.state import TYPE_ORDER, Attrs, Entry, OpenBlock, OpTable, State, TInfo
-
-
-@functools.cache
-def _new_tuples(kind_arity: str, start: int, n: int) -> tuple[tuple[int, ...], ...]:
-    """The operand tuples over n tensors that read at least one tensor at index >= start, sorted."""
-    if kind_arity == "unary":
-        return tuple((i,) for i in range(start, n))
-    if kind_arity == "commutative":
-        return tuple((i, j) for i in range(start, n) for j in range(i + 1))
-    return tuple((i, j) for i in range(n) for j in (range(n) if i >= start else range(start, n)))
 
 
 def _extend(base: OpTable | None, kinds: Sequence[OpKind], n: int,
@@ -39,7 +29,7 @@ def _extend(base: OpTable | None, kinds: Sequence[OpKind], n: int,
     all_entries: list[list[Entry]] = []
     for ki, kind in enumerate(kinds):
         kind_arity = arity(kind)
-        new = entries_of(kind, _new_tuples(kind_arity, start, n))
+        new = entries_of(kind, new_tuples(kind_arity, start, n))
         if base is None:
             entries, keys = new, [e[0] for e in new]
         elif kind_arity == "ordered" and new:
@@ -58,6 +48,7 @@ def _extend(base: OpTable | None, kinds: Sequence[OpKind], n: int,
 def _block_entries(tensors: Sequence[TInfo], forloop: int, rdx: int, kind: OpKind,
                    tuples: Sequence[tuple[int, ...]]) -> list[Entry]:
     rank_order = TYPE_ORDER[kind]
+    in_place = kind in IN_PLACE_BLOCK_OPS  # the output reuses the input's shared memory
     out: list[Entry] = []
     if kind in ACCUMULATORS:
         for ins in tuples:
@@ -66,9 +57,8 @@ def _block_entries(tensors: Sequence[TInfo], forloop: int, rdx: int, kind: OpKin
                 continue
             term = E.accumulator_expr(kind, a.expr, a.shape, forloop, rdx)
             t = TInfo(shape, term, True)
-            out.append((ins, (ins, rank_order), kind, (), t, 0 if kind in IN_PLACE_BLOCK_OPS else t.nbytes, (term,)))
+            out.append((ins, (ins, rank_order), kind, (), t, 0 if in_place else t.nbytes, (term,)))
         return out
-    extra_of = (lambda t: 0) if kind in IN_PLACE_BLOCK_OPS else (lambda t: t.nbytes)
     for ins in tuples:
         a = tensors[ins[0]]
         if len(ins) == 2:
@@ -80,7 +70,7 @@ def _block_entries(tensors: Sequence[TInfo], forloop: int, rdx: int, kind: OpKin
             shape, args = a.shape, (a,)
         term = op_term(kind, args)
         t = TInfo(shape, term, a.after_accum)
-        out.append((ins, (ins, rank_order), kind, (), t, extra_of(t), (term,)))
+        out.append((ins, (ins, rank_order), kind, (), t, 0 if in_place else t.nbytes, (term,)))
     return out
 
 

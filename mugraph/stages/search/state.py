@@ -57,14 +57,14 @@ class OpTable:
         self.keys = keys
         self.entries = entries
 
-    def ranked(self, kinds: Sequence[OpKind], last: Rank) -> Iterable[tuple[OpKind, list[Entry], int]]:
+    def ranked(self, kinds: Sequence[OpKind], last: Rank) -> Iterable[tuple[list[Entry], int]]:
         """Per kind: its entries and the index of the first one ranked above `last`."""
         last_ins, last_order = last
         for kind, keys, entries in zip(kinds, self.keys, self.entries, strict=True):
             start = bisect.bisect_left(keys, last_ins)
             if start < len(keys) and keys[start] == last_ins and TYPE_ORDER[kind] <= last_order:
                 start = bisect.bisect_right(keys, last_ins, start)
-            yield kind, entries, start
+            yield entries, start
 
 
 @dataclass(slots=True, unsafe_hash=True)

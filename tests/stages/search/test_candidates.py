@@ -6,7 +6,7 @@ from mugraph.ir.limits import DEFAULT_LIMITS
 from mugraph.ir.types import OpKind
 from mugraph.stages.search import candidates as C
 from mugraph.stages.search.config import preset_config
-from mugraph.stages.search.expand import operand_tuples
+from mugraph.stages.search.op_results import operand_tuples
 
 MLP = preset_config("mlp")
 ATTN = preset_config("attention")

@@ -17,9 +17,14 @@ from mugraph.programs import get_builtin
 from mugraph.stages.search.config import SearchConfig, preset_config
 from mugraph.stages.search.expand import child_list
 from mugraph.stages.search.explore import Fragment
-from mugraph.stages.search.op_results import fast_shape, ranked_tuples
+from mugraph.stages.search.op_results import fast_shape, operand_tuples
 from mugraph.stages.search.op_tables import block_table, kernel_table
-from mugraph.stages.search.state import OpTable, State
+from mugraph.stages.search.state import TYPE_ORDER, OpTable, Rank, State
+
+
+def ranked_tuples(kind: OpKind, n: int, last: Rank) -> list[tuple[int, ...]]:
+    """The operand tuples whose rank (tuple, kind) is above `last`, compared one by one."""
+    return [ins for ins in operand_tuples(kind, n) if (ins, TYPE_ORDER[kind]) > last]
 
 
 def _direct_block_ops(s: State, cfg: SearchConfig) -> list[str]:
