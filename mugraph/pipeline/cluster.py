@@ -69,3 +69,13 @@ def gpu_workers(client: Client) -> int:
     """How many workers declared a GPU resource."""
     info = client.scheduler_info()["workers"]
     return sum(1 for w in info.values() if w.get("resources", {}).get("GPU", 0) > 0)
+
+
+def confirming_worker(client: Client) -> str | None:
+    """The worker that takes every confirmation when no worker has a GPU: the first by address.
+
+    A Confirmer holds the reference's outputs on fresh seeds and the values its μGraphs share;
+    one worker building that once, rather than every worker building its own, saves most of the
+    confirm stage's work. None when the cluster has no worker yet."""
+    workers = sorted(client.scheduler_info()["workers"])
+    return workers[0] if workers else None

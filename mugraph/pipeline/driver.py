@@ -32,11 +32,11 @@ from mugraph.ir.canonical import canonical_digest
 from mugraph.ir.errors import MugraphError
 from mugraph.ir.graph import KernelGraph
 from mugraph.ir.serialize import dumps, loads
-from mugraph.pipeline.cluster import gpu_workers
+from mugraph.pipeline.cluster import confirming_worker, gpu_workers
 from mugraph.pipeline.measuring import NO_GPU, measure_fragment
 from mugraph.pipeline.plan import FragmentPlan, RunPlan, fragment_io_layouts
 from mugraph.pipeline.progress import RunProgress
-from mugraph.pipeline.worker import confirm_task, layout_task, peak_rss_mib, search_task
+from mugraph.pipeline.worker import MAX_SEARCHERS, confirm_task, layout_task, peak_rss_mib, search_task, warm_task
 from mugraph.stages.fragments import stitch
 from mugraph.stages.layout.choose import LayoutResult, choose_layouts
 from mugraph.stages.layout.facts import LayoutError
@@ -119,6 +119,9 @@ class Driver:
         self._progress_state: RunProgress | None = None
         self._timeline_written = -TIMELINE_WRITE_SECONDS  # the first sample is written at once
         self._row_fragment: dict[int, int] = {}
+        self._warming: list[Future[Any]] = []
+        self._confirmer: str | None = None  # the worker all confirmations go to (no GPU)
+        self._confirm_moves = 0
 
     # -- submission ------------------------------------------------------------------------------
     def _submit_search(self, row: int, fragment: int, path: tuple[int, ...]) -> None:
@@ -135,8 +138,11 @@ class Driver:
     def _submit_confirm(self, fragment: int, rec: FoundRecord) -> None:
         fp = self.plan.fragments[fragment]
         kwargs: dict[str, Any] = {"resources": {"GPU": 1}} if self._gpu else {}
+        if not self._gpu and self._confirmer is not None:
+            kwargs = {"workers": [self._confirmer], "allow_other_workers": False}
+        moved = f"-{self._confirm_moves}" if self._confirm_moves else ""  # a new key once moved
         fut = self.client.submit(confirm_task, fp.payload, rec.digest, rec.graph,
-                                 key=f"confirm-{fp.spec.name}-{rec.digest[:16]}", pure=False, priority=100,
+                                 key=f"confirm-{fp.spec.name}-{rec.digest[:16]}{moved}", pure=False, priority=100,
                                  **kwargs)
         self._what[fut] = ("confirm", fragment, rec.digest)
         self._ac.add(fut)
@@ -148,6 +154,18 @@ class Driver:
         self._what[fut] = ("layout", fragment, digest)
         self._ac.add(fut)
 
+    def _warm(self, fragments: set[int]) -> None:
+        """Have every worker build its state for the fragments still to search while the first
+        tasks run. Pinned to their worker and never waited for: a worker already busy runs its
+        warm-up later, when it costs nothing (the state exists by then); a lost one takes its
+        warm-up with it."""
+        for w in sorted(self.client.scheduler_info()["workers"]):
+            for i in sorted(fragments)[:MAX_SEARCHERS]:
+                fp = self.plan.fragments[i]
+                self._warming.append(self.client.submit(
+                    warm_task, fp.payload, w == self._confirmer, workers=[w], allow_other_workers=False,
+                    pure=False, priority=-1, key=f"warm-{fp.spec.name}-{w}"))
+
     # -- the run ---------------------------------------------------------------------------------
     def run(self) -> Event:
         self._t0 = time.perf_counter()
@@ -155,6 +173,7 @@ class Driver:
         self._gpu = gpu_workers(self.client) > 0
         if self.measure and not self._gpu:
             raise MugraphError(NO_GPU)  # before anything is written
+        self._confirmer = None if self._gpu else confirming_worker(self.client)
         # both idempotent: a kill between them must not leave a store without its root tasks
         store.set_fragments([self._fragment_record(fp) for fp in plan.fragments])
         store.add_tasks([(i, (), -1) for i in range(len(plan.fragments))])
@@ -179,6 +198,7 @@ class Driver:
             self.on_event({"event": "history", "samples": self._progress_state.past_samples()})
         for t in pending:
             self._submit_search(t.row, t.fragment, t.path)
+        self._warm({t.fragment for t in pending})  # after: a worker takes its search task first
         for i, found in enumerate(self._found):
             for d, rec in sorted(found.items()):
                 if d not in self._confirmed[i]:
@@ -186,6 +206,7 @@ class Driver:
                 elif self._confirmed[i][d]["equivalent"] and not self._layout_current(i, d):
                     self._submit_layout(i, d)
         stopped = self._loop()
+        self.client.cancel(self._warming)
         if stopped:
             self.client.cancel(list(self._what))
         return self._finish(complete=not stopped)
@@ -199,6 +220,7 @@ class Driver:
                 return True
             if now - last >= self.progress_interval:
                 self._sample(now)
+                self._keep_confirmer()
                 last = now
             if not self._ac.has_ready():
                 time.sleep(0.02)
@@ -208,6 +230,8 @@ class Driver:
                 # the results not handled stay pending in the store (their tasks rerun on resume).
                 if self._past_limit(time.perf_counter()):
                     return True
+                if fut not in self._what:  # a confirmation moved off a lost worker
+                    continue
                 kind, a, b = self._what.pop(fut)
                 if kind == "search":
                     self._on_search(a, b, fut.result())
@@ -216,6 +240,19 @@ class Driver:
                 else:
                     self._on_layout(a, b, fut.result())
         return False
+
+    def _keep_confirmer(self) -> None:
+        """If the confirming worker has left the cluster, move its confirmations to another one
+        (they are pinned to it, so nothing else would ever run them)."""
+        if self._confirmer is None or self._confirmer in self.client.scheduler_info()["workers"]:
+            return
+        self._confirmer = confirming_worker(self.client)
+        self._confirm_moves += 1
+        moved = [(fut, a, b) for fut, (kind, a, b) in self._what.items() if kind == "confirm"]
+        for fut, fragment, digest in moved:
+            del self._what[fut]
+            fut.cancel()
+            self._submit_confirm(fragment, self._found[fragment][digest])
 
     def _past_limit(self, now: float) -> bool:
         return self.time_limit is not None and now - self._t0 >= self.time_limit

@@ -128,6 +128,16 @@ def search_task(payload: FragmentPayload, path: tuple[int, ...], budget: int) ->
     }
 
 
+def warm_task(payload: FragmentPayload, confirming: bool) -> str:
+    """Build this worker's per-fragment state (a Searcher, and the Confirmer where `confirming`)
+    before its first task needs it, while the root task is still the only work there is."""
+    state = _state()
+    state.searcher(payload)
+    if confirming:
+        state.confirmer(payload)
+    return _worker_name()
+
+
 def confirm_task(payload: FragmentPayload, digest: str, graph: str) -> dict[str, Any]:
     """k fresh fingerprint tests and float64 against the fragment's reference."""
     t0 = time.perf_counter()

@@ -114,6 +114,41 @@ def test_a_killed_worker_does_not_change_the_result(
         assert {t.path for t in store.tasks()} == whole_paths
 
 
+def test_losing_the_confirming_worker_moves_its_confirmations(tmp_path: Path, uninterrupted: Whole) -> None:
+    """Confirmations are pinned to one worker; killed as the first μGraph is found (its
+    confirmation queued there), the run still confirms everything on the worker that is left."""
+    from distributed import Client, LocalCluster
+
+    from mugraph.pipeline.cluster import confirming_worker
+    from mugraph.pipeline.driver import COUNTER_NAMES, Driver
+    from mugraph.pipeline.plan import make_plan
+    from mugraph.pipeline.worker import MugraphPlugin
+    from mugraph.programs import get_builtin
+    from tests.stages.search.narrow import NARROW
+
+    whole, _ = uninterrupted
+    plan = make_plan(get_builtin("lora"), None, NARROW["lora"], BUDGET)
+    killed: list[str] = []
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
+            Client(cluster) as client, \
+            RunStore.open(tmp_path / "run.zarr", plan.identity, counter_names=COUNTER_NAMES) as store:
+        client.register_plugin(MugraphPlugin(None, "numpy"), name="mugraph")
+        pids = client.run(os.getpid)
+        first = confirming_worker(client)
+        assert first is not None
+
+        def on_event(e: dict[str, Any]) -> None:
+            if e["event"] == "found" and not killed:
+                os.kill(pids[first], signal.SIGKILL)
+                killed.append(first)
+
+        result = Driver(plan, store, client, on_event=on_event, progress_interval=0.05, time_limit=300).run()
+        assert killed, "nothing was found, so no confirmation was ever pinned"
+        assert result["complete"] and result["mugraphs"] == whole["mugraphs"] and result["best"] == whole["best"]
+        workers = {c["worker"] for c in store.confirmations(0).values()}
+        assert len(workers) == 1 and first not in client.scheduler_info()["workers"]
+
+
 def test_external_dask_scheduler_and_workers(tmp_path: Path, uninterrupted: Whole) -> None:
     whole, whole_paths = uninterrupted
     sched_file = tmp_path / "scheduler.json"
