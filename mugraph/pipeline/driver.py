@@ -1,6 +1,6 @@
 """The driver of one run: a Dask computation over the run store.
 
-Search tasks explore one subtree or sibling run each under a node budget; every result is written to the store
+Search tasks explore one subtree each under a node budget; every result is written to the store
 (found μGraphs, then the frontier as new task rows, then the task's done mark) before its frontier is
 submitted (`as_completed(...).add`), so long subtrees split themselves and idle workers take the
 pieces. Each new μGraph is confirmed by its own task as soon as it is found, and each confirmed one
