@@ -137,8 +137,10 @@ class Driver:
 
     def _submit_confirm(self, fragment: int, rec: FoundRecord) -> None:
         fp = self.plan.fragments[fragment]
-        kwargs: dict[str, Any] = {"resources": {"GPU": 1}} if self._gpu else {}
-        if not self._gpu and self._confirmer is not None:
+        kwargs: dict[str, Any] = {}
+        if self._gpu:
+            kwargs = {"resources": {"GPU": 1}}
+        elif self._confirmer is not None:  # pinned; _keep_confirmer moves them if it leaves
             kwargs = {"workers": [self._confirmer], "allow_other_workers": False}
         moved = f"-{self._confirm_moves}" if self._confirm_moves else ""  # a new key once moved
         fut = self.client.submit(confirm_task, fp.payload, rec.digest, rec.graph,
@@ -159,8 +161,9 @@ class Driver:
         tasks run. Pinned to their worker and never waited for: a worker already busy runs its
         warm-up later, when it costs nothing (the state exists by then); a lost one takes its
         warm-up with it."""
+        first = sorted(fragments)[:MAX_SEARCHERS]  # a worker keeps no more searchers than that
         for w in sorted(self.client.scheduler_info()["workers"]):
-            for i in sorted(fragments)[:MAX_SEARCHERS]:
+            for i in first:
                 fp = self.plan.fragments[i]
                 self._warming.append(self.client.submit(
                     warm_task, fp.payload, w == self._confirmer, workers=[w], allow_other_workers=False,

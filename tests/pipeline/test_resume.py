@@ -4,18 +4,22 @@ with the μGraphs and task table of an uninterrupted one, and never reruns a tas
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from distributed import Client
 
 from mugraph.dashboards.report import read_report_data
+from mugraph.pipeline.plan import RunPlan
 from mugraph.storage.run_store import RunStore
 from tests.pipeline.conftest import done, mugraph, optimize_args
 
@@ -82,24 +86,34 @@ def test_kill_9_at_several_points_then_resume(tmp_path: Path, uninterrupted: Who
     assert data["restarts"] == sorted(data["restarts"]) and data["restarts"][0] > 0
 
 
-def test_a_killed_worker_does_not_change_the_result(
-    tmp_path: Path, uninterrupted: Whole
-) -> None:
-    from distributed import Client, LocalCluster
+@contextlib.contextmanager
+def driven_lora(store_path: Path) -> Iterator[tuple[RunPlan, Client, RunStore]]:
+    """The narrowed lora plan, a 2-worker local cluster with the plugin, and a fresh store: the
+    parts a test needs to run the Driver in-process and reach into the cluster while it runs."""
+    from distributed import LocalCluster
 
-    from mugraph.pipeline.driver import COUNTER_NAMES, Driver
+    from mugraph.pipeline.driver import COUNTER_NAMES
     from mugraph.pipeline.plan import make_plan
     from mugraph.pipeline.worker import MugraphPlugin
     from mugraph.programs import get_builtin
     from tests.stages.search.narrow import NARROW
 
-    whole, whole_paths = uninterrupted
     plan = make_plan(get_builtin("lora"), None, NARROW["lora"], BUDGET)
-    killed: list[int] = []
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
             Client(cluster) as client, \
-            RunStore.open(tmp_path / "run.zarr", plan.identity, counter_names=COUNTER_NAMES) as store:
+            RunStore.open(store_path, plan.identity, counter_names=COUNTER_NAMES) as store:
         client.register_plugin(MugraphPlugin(None, "numpy"), name="mugraph")
+        yield plan, client, store
+
+
+def test_a_killed_worker_does_not_change_the_result(
+    tmp_path: Path, uninterrupted: Whole
+) -> None:
+    from mugraph.pipeline.driver import Driver
+
+    whole, whole_paths = uninterrupted
+    killed: list[int] = []
+    with driven_lora(tmp_path / "run.zarr") as (plan, client, store):
         pids = client.run(os.getpid)
 
         def on_event(e: dict[str, Any]) -> None:
@@ -117,22 +131,12 @@ def test_a_killed_worker_does_not_change_the_result(
 def test_losing_the_confirming_worker_moves_its_confirmations(tmp_path: Path, uninterrupted: Whole) -> None:
     """Confirmations are pinned to one worker; killed as the first μGraph is found (its
     confirmation queued there), the run still confirms everything on the worker that is left."""
-    from distributed import Client, LocalCluster
-
     from mugraph.pipeline.cluster import confirming_worker
-    from mugraph.pipeline.driver import COUNTER_NAMES, Driver
-    from mugraph.pipeline.plan import make_plan
-    from mugraph.pipeline.worker import MugraphPlugin
-    from mugraph.programs import get_builtin
-    from tests.stages.search.narrow import NARROW
+    from mugraph.pipeline.driver import Driver
 
     whole, _ = uninterrupted
-    plan = make_plan(get_builtin("lora"), None, NARROW["lora"], BUDGET)
     killed: list[str] = []
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
-            Client(cluster) as client, \
-            RunStore.open(tmp_path / "run.zarr", plan.identity, counter_names=COUNTER_NAMES) as store:
-        client.register_plugin(MugraphPlugin(None, "numpy"), name="mugraph")
+    with driven_lora(tmp_path / "run.zarr") as (plan, client, store):
         pids = client.run(os.getpid)
         first = confirming_worker(client)
         assert first is not None
