@@ -270,3 +270,35 @@ def labelled_exprs(graph: KernelGraph) -> list[tuple[str, Expr]]:
         elif op.kind not in (OpKind.INPUT, OpKind.OUTPUT):
             out += [(f"t{o}", terms[o]) for o in op.outputs]
     return out
+
+
+def parse(text: str) -> Expr:
+    """The term an s-expression (`Expr.sexpr`) names: verdicts and memo keys are keyed by that text,
+    so a logged query can be asked again."""
+    tokens = text.replace("(", " ( ").replace(")", " ) ").split()
+    pos = 0
+
+    def term() -> Expr:
+        nonlocal pos
+        tok = tokens[pos]
+        pos += 1
+        if tok != "(":
+            if not (tok.startswith("v") and tok[1:].isdigit()):
+                raise ValueError(f"not a term: {tok!r} in {text!r}")
+            return var(int(tok[1:]))
+        head = tokens[pos]
+        pos += 1
+        params: list[int] = []
+        while tokens[pos].lstrip("-").isdigit():
+            params.append(int(tokens[pos]))
+            pos += 1
+        args: list[Expr] = []
+        while tokens[pos] != ")":
+            args.append(term())
+        pos += 1
+        return _make(head, tuple(args), tuple(params))
+
+    out = term()
+    if pos != len(tokens) or out.sexpr != " ".join(text.split()):
+        raise ValueError(f"not one canonical term: {text!r}")
+    return out

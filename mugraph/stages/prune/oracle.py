@@ -5,8 +5,8 @@ through the small `VerdictMemo` protocol so this stage never knows Redis) and fr
 answers a whole batch (all operand tuples of a search node): one memo round trip for the batch,
 Z3 only for the misses, one write-back.
 
-Z3 runs in one context per thread, reused across queries, with one solver per reference whose
-axioms are asserted once; each query is push/check/pop under a deterministic rlimit.
+Each Z3 query runs in a fresh context under a deterministic rlimit (z3_encoding.SubQueries), so a
+verdict depends on the query alone, never on what this process asked before.
 
 Unknown (the rlimit was hit before a proof either way): by default the candidate is pruned, as in
 Mirage, whose oracle treats unknown as "not a subexpression". `OracleConfig(unknown_keeps=True)`
@@ -23,7 +23,6 @@ input the output uses once, a doubled product, an exp of the wrong argument), wh
 from __future__ import annotations
 
 import hashlib
-import threading
 import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -34,13 +33,13 @@ import z3
 
 from mugraph.stages.prune.expr import Expr
 from mugraph.stages.prune.models import Refuter
-from mugraph.stages.prune.z3_encoding import AXIOM_VERSION, Z3_VERSION, Z3Session
+from mugraph.stages.prune.z3_encoding import AXIOM_VERSION, Z3_VERSION, SubQueries
 
 # Z3 otherwise catches SIGINT itself during a check (even where SIGINT is ignored, as on Dask workers) and
 # answers "unknown": a verdict that depends on when Ctrl-C came, which the shared memo would then keep.
 z3.set_param("ctrl_c", False)
 
-MEMO_SCHEMA = "mugraph-memo/1"
+MEMO_SCHEMA = "mugraph-memo/2"  # /1 verdicts came from a solver reused across queries
 DEFAULT_RLIMIT = 80_000  # Mirage's
 CLAIM_SECONDS = 10.0  # lease of a claimed query: how long others wait at most if its holder dies
 SETTLED_LIMIT = 1_000_000  # verdicts one oracle keeps by term before starting over
@@ -99,22 +98,6 @@ class OracleCounters:
         return asdict(self)
 
 
-_threads = threading.local()
-
-
-def _session(ref_key: str, finals: Sequence[Expr], n_inputs: int, cfg: OracleConfig) -> Z3Session:
-    """This thread's Z3 session for one reference (a context per thread, a solver per reference)."""
-    ctx = getattr(_threads, "ctx", None)
-    if ctx is None:
-        ctx = _threads.ctx = z3.Context()
-        _threads.sessions = {}
-    sessions: dict[str, Z3Session] = _threads.sessions
-    found = sessions.get(ref_key)
-    if found is None:
-        found = sessions[ref_key] = Z3Session(ctx, finals, n_inputs, cfg.rlimit, cfg.mbqi)
-    return found
-
-
 class SubexprOracle:
     """Subexpression verdicts against one reference program's output expressions."""
 
@@ -144,6 +127,7 @@ class SubexprOracle:
         self._unknown: set[Expr] = set()
         self._kept: set[Expr] = set()  # the settled terms the policy keeps
         self.refuter = Refuter(self.finals)
+        self._queries: SubQueries | None = None  # built at the first solver call
 
     def key(self, candidate: Expr) -> str:
         """The memo key: a digest of schema, axioms, Z3 version, limits, reference, candidate."""
@@ -262,9 +246,10 @@ class SubexprOracle:
         return solved
 
     def _z3(self, c: Expr) -> Verdict:
-        session = _session(self._prefix, self.finals, self.n_inputs, self.config)
+        if self._queries is None:
+            self._queries = SubQueries(self.finals, self.n_inputs, self.config.rlimit, self.config.mbqi)
         t0 = time.perf_counter()
-        v = _FROM_Z3[session.check(c)]
+        v = _FROM_Z3[self._queries.check(c)]
         self.counters.solver_seconds += time.perf_counter() - t0
         self.counters.solver_calls += 1
         self.counters.unknowns += v is Verdict.UNKNOWN

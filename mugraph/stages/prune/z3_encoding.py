@@ -1,9 +1,16 @@
 """Mirage's subexpression axioms in Z3, and the encoding of abstract expressions into them.
 
-One `Z3Session` holds a Z3 context and a solver with the axioms and one reference's output terms
-asserted once; each query is a push / assert not(sub(candidate, output) for some output) / check /
-pop. `unsat` means the candidate is a subexpression. Limits are Z3's deterministic resource limit
-(rlimit), never a wall-clock timeout, so a verdict is a function of the query and can be cached.
+A query asks whether a candidate is a subexpression of one of a reference's outputs: the axioms, and
+not(sub(candidate, output) for some output); `unsat` means it is. Limits are Z3's deterministic
+resource limit (rlimit), never a wall-clock timeout.
+
+Each query runs in a fresh Z3 context (`SubQueries.check`). Z3's answer at the rlimit depends on
+what its context and solver saw before (term ids, instantiations and learned state survive
+push/pop): three earlier queries turn one `unknown` into `unsat` (tests/stages/prune/test_oracle.py).
+Verdicts are cached and shared by every worker, so each must be a function of the query alone, or
+the μGraphs found would depend on which worker asked first. The axioms are built once per reference
+through Z3's API and kept as SMT-LIB text; a query appends its goal to that text and Z3 parses it
+into the new context, which costs about as much as reusing one solver did (0.6 ms to parse).
 
 Axioms (reference/mirage-search.md §3): sub is reflexive and transitive; x ⊑ add(x, y),
 mul(x, y), div(x, y); y ⊑ div(x, y); x ⊑ every unary op of x, rms(i, x), sum(i, x), concat parts;
@@ -33,10 +40,10 @@ def log_degree(n: int) -> int:
     return max(0, math.ceil(math.log2(n)))
 
 
-class Z3Session:
-    """A solver primed with the axioms and one reference's output terms."""
+class _Axioms:
+    """The function symbols, the inputs and the axioms over them, in one Z3 context."""
 
-    def __init__(self, ctx: z3.Context, finals: Sequence[Expr], n_inputs: int, rlimit: int, mbqi: bool):
+    def __init__(self, ctx: z3.Context, n_inputs: int):
         self.ctx = ctx
         P = z3.DeclareSort("P", ctx)
         Int = z3.IntSort(ctx)
@@ -52,11 +59,7 @@ class Z3Session:
         self.sub = f("sub", P, P, z3.BoolSort(ctx))
         self.vars = [z3.Const(f"v{i}", P) for i in range(n_inputs)]
         self.solver = z3.Solver(ctx=ctx)
-        self.solver.set("rlimit", rlimit)
-        self.solver.set("mbqi", mbqi)
-        self._cache: dict[Expr, Any] = {}
         self.solver.add(*self._axioms())
-        self.finals = [self.encode(e) for e in finals]
 
     def _axioms(self) -> list[Any]:
         ctx, P, sub = self.ctx, self.P, self.sub
@@ -95,37 +98,49 @@ class Z3Session:
         ax += [z3.Not(sub(a, b)) for a in self.vars for b in self.vars if a is not b]
         return ax
 
-    def encode(self, e: Expr) -> Any:
-        hit = self._cache.get(e)
-        if hit is not None:
-            return hit
-        h = e.head
-        args = [self.encode(a) for a in e.args]
-        if h == Head.VAR:
-            out = self.vars[e.param[0]]
-        elif h == Head.ADD:
-            out = self.add(*args)
-        elif h == Head.MUL:
-            out = self.mul(*args)
-        elif h == Head.DIV:
-            out = self.div(*args)
-        elif h == Head.SUM:
-            out = self.red(z3.IntVal(log_degree(e.param[0]), self.ctx), args[0])
-        elif h == Head.RMS:
-            out = self.rms(z3.IntVal(log_degree(e.param[0]), self.ctx), args[0])
-        elif h == Head.CONCAT:
-            out = self.concat(z3.IntVal(e.param[0], self.ctx), z3.IntVal(e.param[1], self.ctx), *args)
-        else:
-            out = self.unary[h](args[0])
-        self._cache[e] = out
-        return out
+
+
+_BINARY = {Head.ADD: "add", Head.MUL: "mul", Head.DIV: "div"}
+
+
+def smt_term(e: Expr) -> str:
+    """A term in the axioms' SMT-LIB vocabulary (sum and rms degrees as ceil(log2(n)))."""
+    h = e.head
+    if h == Head.VAR:
+        return f"v{e.param[0]}"
+    args = " ".join(smt_term(a) for a in e.args)
+    if h in _BINARY:
+        return f"({_BINARY[h]} {args})"
+    if h in (Head.SUM, Head.RMS):
+        return f"({h} {log_degree(e.param[0])} {args})"
+    if h == Head.CONCAT:
+        return f"(concat {e.param[0]} {e.param[1]} {args})"
+    return f"({h} {args})"
+
+
+class SubQueries:
+    """Subexpression queries against one reference's output terms, each in a fresh context."""
+
+    def __init__(self, finals: Sequence[Expr], n_inputs: int, rlimit: int, mbqi: bool):
+        self.rlimit = rlimit
+        self.mbqi = mbqi
+        self.prologue: str = _Axioms(z3.Context(), n_inputs).solver.sexpr()
+        self.finals = [smt_term(e) for e in finals]
+
+    def goal(self, candidate: Expr) -> str:
+        """The query's own assertion: the candidate is a subexpression of no output."""
+        c = smt_term(candidate)
+        subs = [f"(sub {c} {f})" for f in self.finals]
+        return "(assert (not " + (subs[0] if len(subs) == 1 else "(or " + " ".join(subs) + ")") + "))\n"
+
+    def text(self, candidate: Expr) -> str:
+        """The whole query in SMT-LIB (declarations, axioms, goal), to log or hand to another solver."""
+        return self.prologue + self.goal(candidate)
 
     def check(self, candidate: Expr) -> str:
         """'unsat' (a subexpression), 'sat' (not one) or 'unknown' (the resource limit hit)."""
-        c = self.encode(candidate)
-        self.solver.push()
-        try:
-            self.solver.add(z3.Not(z3.Or(*[self.sub(c, f) for f in self.finals])))
-            return str(self.solver.check())
-        finally:
-            self.solver.pop()
+        solver = z3.Solver(ctx=z3.Context())
+        solver.set("rlimit", self.rlimit)
+        solver.set("mbqi", self.mbqi)
+        solver.from_string(self.text(candidate))
+        return str(solver.check())

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
-from mugraph.stages.prune.expr import Expr, mul, output_exprs, red, var
+from mugraph.stages.prune.expr import Expr, mul, output_exprs, parse, red, var
 from mugraph.stages.prune.oracle import OracleConfig, SubexprOracle, Verdict
 from tests.conftest import reference
 from tests.stages.prune.verdict_tables import GATED_MLP, LORA
@@ -36,14 +36,12 @@ def test_verdict_table(name: str) -> None:
 def test_prefilter_never_refuses_what_z3_proves(name: str) -> None:
     """The model prefilters answer N without Z3; Z3 itself must never prove those candidates
     subexpressions (it answers sat or unknown), so verdicts with and without them agree on keep/prune."""
-    import z3
-
     from mugraph.stages.prune.models import Refuter
-    from mugraph.stages.prune.z3_encoding import Z3Session
+    from mugraph.stages.prune.z3_encoding import SubQueries
 
     o = oracle(name)
     refuter = Refuter(o.finals)
-    session = Z3Session(z3.Context(), o.finals, o.n_inputs, o.config.rlimit, o.config.mbqi)
+    session = SubQueries(o.finals, o.n_inputs, o.config.rlimit, o.config.mbqi)
     refuted = [e for _, e, _ in TABLES[name] if refuter.refutes(e)]
     by_heads = [e for e in refuted if refuter.refuted_by("heads", e)]
     assert by_heads and len(refuted) > len(by_heads)  # the other models refute what head sets cannot
@@ -59,6 +57,58 @@ def test_verdicts_do_not_depend_on_query_order_or_thread() -> None:
     t.start()
     t.join()
     assert result[::-1] == forward
+
+
+# transformer_block's first fragment (RMSNorm, then two matmuls) and three queries after which a Z3
+# solver reused across queries proves a fourth that it cannot prove cold (logged from a search, then
+# the history shrunk to the smallest that still flips the verdict).
+RMS_REF = "(sum 64 (* (sum 1024 (* (/ v0 (rms 1024 v0)) v1)) v2))"
+HISTORY = ["(* (sum 4 v2) (sum 4096 v0))", "(* (sum 2048 v2) (sum 4096 v0))", "(sum 16 (* (sum 512 v2) v0))"]
+SENSITIVE = "(sum 16 (* (sum 4 v0) (sum 512 v2)))"
+
+
+def test_the_history_reproducer_still_reproduces() -> None:
+    """One solver reused across queries (push/pop) answers differently from a fresh one. Without
+    this, the next test could pass for the wrong reason; if a new Z3 no longer flips this verdict,
+    log a search's solver queries and shrink a new history."""
+    import z3
+
+    from mugraph.stages.prune.z3_encoding import SubQueries
+
+    queries = SubQueries([parse(RMS_REF)], 3, OracleConfig().rlimit, OracleConfig().mbqi)
+    reused = z3.Solver(ctx=z3.Context())
+    reused.set("rlimit", queries.rlimit)
+    reused.set("mbqi", queries.mbqi)
+    reused.from_string(queries.prologue)
+
+    def ask(text: str) -> str:
+        reused.push()
+        try:
+            reused.from_string(queries.goal(parse(text)))
+            return str(reused.check())
+        finally:
+            reused.pop()
+
+    for text in HISTORY:
+        ask(text)
+    assert (queries.check(parse(SENSITIVE)), ask(SENSITIVE)) == ("unknown", "unsat")
+
+
+def test_a_verdict_does_not_depend_on_earlier_queries() -> None:
+    """One oracle asks the history first, another (in another thread) only the query: the same answer."""
+    verdicts: dict[str, Verdict] = {}
+
+    def ask(name: str, history: list[str]) -> None:
+        o = SubexprOracle([parse(RMS_REF)], 3)
+        o.verdicts([parse(t) for t in history])
+        verdicts[name] = o.verdicts([parse(SENSITIVE)])[0]
+        assert o.counters.solver_calls == len(history) + 1  # nothing refuted without Z3
+
+    for name, history in (("after", HISTORY), ("cold", [])):
+        t = threading.Thread(target=ask, args=(name, history))
+        t.start()
+        t.join()
+    assert verdicts == {"after": Verdict.UNKNOWN, "cold": Verdict.UNKNOWN}
 
 
 def test_unknown_policy() -> None:
