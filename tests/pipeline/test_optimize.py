@@ -15,7 +15,7 @@ from mugraph.programs import get_builtin
 from mugraph.programs.benchmarks import rms_norm_expert
 from mugraph.stages.search.config import preset_config
 from mugraph.stages.search.explore import Fragment, Searcher
-from mugraph.stages.search.explore import Path as SearchPath
+from mugraph.stages.search.task_paths import Path as SearchPath
 from mugraph.storage.run_store import RunStore
 from tests.pipeline.conftest import done, events, mugraph, optimize_args
 from tests.stages.search.narrow import NARROW
@@ -82,6 +82,8 @@ def test_optimize_equals_the_serial_search(two_workers: Run, serial_rms: tuple[s
     assert sum(1 for e in evs if e["event"] == "layout") == len(last["mugraphs"]) == last["layouts_run"]
     with RunStore.open_existing(cwd / "run.zarr") as st:
         assert sorted(st.layouts(0)) == sorted(last["mugraphs"])
+        # one worker confirms everything, so the reference's confirm state is built once
+        assert len({c["worker"] for c in st.confirmations(0).values()}) == 1
     assert len(last["worker_busy_seconds"]) == 2
 
 

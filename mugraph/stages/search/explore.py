@@ -3,10 +3,10 @@
 A node's children are listed by `expand.children` (fixed order, independent of the oracle); a path
 is the list of child indices from the root, so replaying it rebuilds the node exactly, on any
 machine. `explore(path, budget)` expands at most `budget` nodes of that subtree depth first and
-returns the μGraphs found (deduplicated by canonical digest), the unexplored frontier as paths
-(next first), and counters. Each node is expanded once by exactly one call, so exploring with
-any budget and resubmitting every frontier path visits the same nodes and finds the same μGraphs as
-one unbudgeted call.
+returns the μGraphs found (deduplicated by canonical digest), the unexplored frontier as tasks
+(next first; each a subtree or a run of sibling subtrees, `task_paths`), and counters. Each node is
+expanded once by exactly one call, so exploring with any budget and resubmitting every frontier
+task visits the same nodes and finds the same μGraphs as one unbudgeted call.
 
 At a node: a kernel-level node whose unconsumed tensors are as many as the reference's outputs is
 a candidate, fingerprinted once; a match is recorded and not extended (Mirage's rule). Otherwise
@@ -39,9 +39,9 @@ from mugraph.stages.search.build import build_graph
 from mugraph.stages.search.config import SearchConfig
 from mugraph.stages.search.expand import Child, child_list
 from mugraph.stages.search.state import State, root_state
+from mugraph.stages.search.task_paths import Path, frontier_tasks, show, split_run
 from mugraph.stages.verify.check import ReferenceFingerprints
 
-Path = tuple[int, ...]
 _NEW = attrgetter("new")  # a child's new terms
 
 
@@ -209,8 +209,34 @@ class Searcher:
         return Found(canonical_digest(graph), path, dumps(graph))
 
     # -- exploration -------------------------------------------------------------------------
+    def _kept(self, kids: list[Child]) -> list[int]:
+        """Indices of the children whose new terms the oracle keeps (one batch for all of them)."""
+        news = list(map(_NEW, kids))
+        terms = dict.fromkeys(chain.from_iterable(news))
+        keep: set[Expr] | frozenset[Expr] = self.oracle.kept(terms) if terms else frozenset()
+        return list(compress(range(len(kids)), map(keep.issuperset, news)))  # all its terms kept
+
+    def _task_stack(self, task: Path) -> list[tuple[Path, State | Child]]:
+        """The exploration stack a task starts from: its node, or the kept siblings of its run
+        (their parent's children listed and judged again; that node's expansion counted them)."""
+        run = split_run(task)
+        if run is None:
+            return [(task, self.replay(task))]
+        parent, first = run
+        kids, kept = self.kept_children(parent)
+        kept = [i for i in kept if i >= first]
+        if not kept or kept[0] != first:
+            raise SearchPathError(f"task {show(task)}: child {first} of {list(parent)} is not a kept child")
+        return [(parent + (i,), kids[i]) for i in reversed(kept)]
+
+    def kept_children(self, path: Path) -> tuple[list[Child], list[int]]:
+        """A node's children and the indices of those the oracle keeps."""
+        kids = self._children_cached(path, self.replay(path))
+        return kids, self._kept(kids)
+
     def explore(self, path: Sequence[int] = (), budget: int | None = None) -> ExploreResult:
-        """Depth-first over the subtree at `path`, expanding at most `budget` nodes."""
+        """Depth-first over the subtree (or sibling run) named by `path`, expanding at most
+        `budget` nodes."""
         if budget is not None and budget < 1:
             raise MugraphError(f"budget {budget} must be at least 1 node")
         t0 = time.perf_counter()
@@ -219,7 +245,7 @@ class Searcher:
         start = tuple(path)
         counters = SearchCounters()
         found: dict[str, Found] = {}
-        stack: list[tuple[Path, State | Child]] = [(start, self.replay(start))]
+        stack = self._task_stack(start)
         while stack and (budget is None or counters.nodes < budget):
             p, top = stack.pop()
             s = top.build() if isinstance(top, Child) else top
@@ -234,10 +260,7 @@ class Searcher:
                 counters.block_nodes += 1
             kids = child_list(s, self.fragment.config)
             counters.children += len(kids)
-            news = list(map(_NEW, kids))
-            terms = dict.fromkeys(chain.from_iterable(news))
-            keep: set[Expr] | frozenset[Expr] = self.oracle.kept(terms) if terms else frozenset()
-            kept = list(compress(range(len(kids)), map(keep.issuperset, news)))  # all its terms kept
+            kept = self._kept(kids)
             counters.pruned += len(kids) - len(kept)
             stack.extend((p + (i,), kids[i]) for i in reversed(kept))
         o1 = self.oracle.counters
@@ -247,7 +270,7 @@ class Searcher:
         counters.solver_calls = o1.solver_calls - before[3]
         counters.solver_seconds = o1.solver_seconds - before[4]
         counters.seconds = time.perf_counter() - t0
-        return ExploreResult(start, found, [p for p, _ in reversed(stack)], counters)
+        return ExploreResult(start, found, frontier_tasks([p for p, _ in reversed(stack)]), counters)
 
 
 def explore(

@@ -12,7 +12,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from mugraph.stages.search.explore import ExploreResult, Found, Path, SearchCounters, Searcher
+from mugraph.stages.search.explore import ExploreResult, Found, SearchCounters, Searcher
+from mugraph.stages.search.task_paths import Path
 
 DEFAULT_BUDGET = 2000
 
