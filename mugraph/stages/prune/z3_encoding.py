@@ -58,8 +58,17 @@ class _Axioms:
         self.unary = {h: f(h, P, P) for h in _UNARY}
         self.sub = f("sub", P, P, z3.BoolSort(ctx))
         self.vars = [z3.Const(f"v{i}", P) for i in range(n_inputs)]
-        self.solver = z3.Solver(ctx=ctx)
-        self.solver.add(*self._axioms())
+
+    def smt_text(self) -> str:
+        """Every declaration (inputs included, used in an axiom or not) and every axiom, in SMT-LIB."""
+        decls = [self.sub, self.add, self.mul, self.div, self.red, self.rms, self.concat,
+                 *self.unary.values(), *(v.decl() for v in self.vars)]
+        lines = ["(declare-sort P 0)"]
+        for d in decls:
+            domain = " ".join(d.domain(i).sexpr() for i in range(d.arity()))
+            lines.append(f"(declare-fun {d.name()} ({domain}) {d.range().sexpr()})")
+        lines += [f"(assert {a.sexpr()})" for a in self._axioms()]
+        return "\n".join(lines) + "\n"
 
     def _axioms(self) -> list[Any]:
         ctx, P, sub = self.ctx, self.P, self.sub
@@ -124,7 +133,7 @@ class SubQueries:
     def __init__(self, finals: Sequence[Expr], n_inputs: int, rlimit: int, mbqi: bool):
         self.rlimit = rlimit
         self.mbqi = mbqi
-        self.prologue: str = _Axioms(z3.Context(), n_inputs).solver.sexpr()
+        self.prologue = _Axioms(z3.Context(), n_inputs).smt_text()
         self.finals = [smt_term(e) for e in finals]
 
     def goal(self, candidate: Expr) -> str:

@@ -94,6 +94,14 @@ def test_the_history_reproducer_still_reproduces() -> None:
     assert (queries.check(parse(SENSITIVE)), ask(SENSITIVE)) == ("unknown", "unsat")
 
 
+def test_a_one_input_reference_declares_its_input() -> None:
+    """No axiom names the input of a one-input program, yet every query does."""
+    from mugraph.stages.prune.expr import Head, unary
+
+    o = SubexprOracle([unary(Head.EXP, var(0))], 1)
+    assert o.verdicts([var(0), unary(Head.SQRT, var(0))]) == [Verdict.YES, Verdict.NO]
+
+
 def test_a_verdict_does_not_depend_on_earlier_queries() -> None:
     """One oracle asks the history first, another (in another thread) only the query: the same answer."""
     verdicts: dict[str, Verdict] = {}
