@@ -10,7 +10,9 @@ push/pop): three earlier queries turn one `unknown` into `unsat` (tests/stages/p
 Verdicts are cached and shared by every worker, so each must be a function of the query alone, or
 the μGraphs found would depend on which worker asked first. The axioms are built once per reference
 through Z3's API and kept as SMT-LIB text; a query appends its goal to that text and Z3 parses it
-into the new context, which costs about as much as reusing one solver did (0.6 ms to parse).
+into the new context. On rms_norm's queries that costs about 9 ms a check more than a reused
+solver (20 → 29 ms): 3-4 ms for the context and the parse, the rest Z3 preparing the quantified
+axioms again (benchmarks/RESULTS.md, fifth round).
 
 Axioms (reference/mirage-search.md §3): sub is reflexive and transitive; x ⊑ add(x, y),
 mul(x, y), div(x, y); y ⊑ div(x, y); x ⊑ every unary op of x, rms(i, x), sum(i, x), concat parts;
@@ -34,6 +36,9 @@ AXIOM_VERSION = "mirage-sub/1"
 Z3_VERSION = z3.get_version_string()
 
 _UNARY = (Head.EXP, Head.SQRT, Head.SILU, Head.GELU, Head.RELU, Head.CLAMP)
+# Z3's names for the binary heads; every other head is declared under its own name (Head.SUM is
+# "sum", ...), so `_Axioms` and `smt_term` spell each symbol the same way.
+_BINARY = {Head.ADD: "add", Head.MUL: "mul", Head.DIV: "div"}
 
 
 def log_degree(n: int) -> int:
@@ -49,12 +54,12 @@ class _Axioms:
         Int = z3.IntSort(ctx)
         self.P = P
         f = z3.Function
-        self.add = f("add", P, P, P)
-        self.mul = f("mul", P, P, P)
-        self.div = f("div", P, P, P)
-        self.red = f("sum", Int, P, P)
-        self.rms = f("rms", Int, P, P)
-        self.concat = f("concat", Int, Int, P, P, P)
+        self.add = f(_BINARY[Head.ADD], P, P, P)
+        self.mul = f(_BINARY[Head.MUL], P, P, P)
+        self.div = f(_BINARY[Head.DIV], P, P, P)
+        self.red = f(Head.SUM, Int, P, P)
+        self.rms = f(Head.RMS, Int, P, P)
+        self.concat = f(Head.CONCAT, Int, Int, P, P, P)
         self.unary = {h: f(h, P, P) for h in _UNARY}
         self.sub = f("sub", P, P, z3.BoolSort(ctx))
         self.vars = [z3.Const(f"v{i}", P) for i in range(n_inputs)]
@@ -106,10 +111,6 @@ class _Axioms:
             ax.append(z3.Distinct(*self.vars))
         ax += [z3.Not(sub(a, b)) for a in self.vars for b in self.vars if a is not b]
         return ax
-
-
-
-_BINARY = {Head.ADD: "add", Head.MUL: "mul", Head.DIV: "div"}
 
 
 def smt_term(e: Expr) -> str:

@@ -41,11 +41,11 @@ def test_prefilter_never_refuses_what_z3_proves(name: str) -> None:
 
     o = oracle(name)
     refuter = Refuter(o.finals)
-    session = SubQueries(o.finals, o.n_inputs, o.config.rlimit, o.config.mbqi)
+    queries = SubQueries(o.finals, o.n_inputs, o.config.rlimit, o.config.mbqi)
     refuted = [e for _, e, _ in TABLES[name] if refuter.refutes(e)]
     by_heads = [e for e in refuted if refuter.refuted_by("heads", e)]
     assert by_heads and len(refuted) > len(by_heads)  # the other models refute what head sets cannot
-    assert all(session.check(e) != "unsat" for e in refuted)
+    assert all(queries.check(e) != "unsat" for e in refuted)
 
 
 def test_verdicts_do_not_depend_on_query_order_or_thread() -> None:
