@@ -81,10 +81,17 @@ _TABLE: weakref.WeakValueDictionary[str, Expr] = weakref.WeakValueDictionary()
 _BY_ID: weakref.WeakValueDictionary[tuple[object, ...], Expr] = weakref.WeakValueDictionary()
 
 
+# Read through the table's own dict of weak references: WeakValueDictionary.get is a Python-level
+# method, and a search looks up about one term per listed child. Outside iteration (never done
+# here) a dead reference is removed at once, so a stored reference that returns None only means
+# the term died.
+_BY_ID_REFS: dict[tuple[object, ...], weakref.ref[Expr]] = _BY_ID.data  # type: ignore[attr-defined]
+
+
 def _make(head: str, args: tuple[Expr, ...], param: tuple[int, ...] = ()) -> Expr:
     key = (head, param, *map(id, args))
-    hit = _BY_ID.get(key)
-    if hit is not None:
+    ref = _BY_ID_REFS.get(key)
+    if ref is not None and (hit := ref()) is not None:
         return hit
     found = _make_slow(head, args, param)
     _BY_ID[key] = found

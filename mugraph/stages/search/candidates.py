@@ -15,6 +15,7 @@ dividing each split dim. Omaps: the configured maps valid for the grid and the o
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Sequence
 
@@ -90,14 +91,21 @@ def loop_options(tiles: Sequence[Shape], cfg: SearchConfig) -> list[tuple[tuple[
 
 
 def omap_candidates(grid: Dim3, rank: int, cfg: SearchConfig) -> list[Dim3]:
+    """The omaps a block graph of this grid can close with, for outputs of this rank (a fresh list;
+    every block node asks, so the answer is worked out once per grid, rank and omap list)."""
+    return list(_omaps(grid, rank, cfg.omaps))
+
+
+@functools.lru_cache(maxsize=4096)
+def _omaps(grid: Dim3, rank: int, omaps: tuple[Dim3, ...]) -> tuple[Dim3, ...]:
     out = set()
-    for m in cfg.omaps:
+    for m in omaps:
         mapped = [d for d in m if d >= 0]
         if len(set(mapped)) != len(mapped) or any(d >= rank for d in mapped):
             continue
         if all((g > 1) == (d >= 0) for d, g in zip(m, grid, strict=True)):
             out.add(m)
-    return sorted(out)
+    return tuple(sorted(out))
 
 
 def block_sources(n_tensors: int, cfg: SearchConfig) -> tuple[int, ...] | None:

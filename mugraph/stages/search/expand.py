@@ -13,9 +13,9 @@ rebuilds.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from itertools import islice
-from typing import Any
+from typing import Any, overload
 
 from mugraph.ir.limits import DEFAULT_LIMITS
 from mugraph.ir.types import OpKind, Shape
@@ -39,7 +39,7 @@ from mugraph.stages.search.state import (
     bump,
 )
 
-__all__ = ["Child", "child_list", "children"]
+__all__ = ["Child", "ChildList", "child_list", "children"]
 
 
 class Child:
@@ -62,14 +62,56 @@ def _made(state: State) -> State:
     return state
 
 
-def child_list(state: State, cfg: SearchConfig) -> list[Child]:
+class ChildList(Sequence[Child]):
+    """A node's children in their fixed order. Their new terms (`news`, what the oracle judges)
+    are listed up front; a `Child` object is made only for an index asked for, since most
+    children are pruned. Block ops (most of a search's children) stay table entries until then."""
+
+    __slots__ = ("_entries", "_kids", "_node", "news")
+
+    def __init__(self, news: list[tuple[E.Expr, ...]], kids: list[Child],
+                 entries: list[Entry] | None = None, node: tuple[State, OpenBlock] | None = None) -> None:
+        # Order: `kids` first, then the block-op `entries` (children of `node`).
+        self.news = news
+        self._kids = kids
+        self._entries = entries or []
+        self._node = node
+
+    def __len__(self) -> int:
+        return len(self.news)
+
+    @overload
+    def __getitem__(self, i: int) -> Child: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[Child]: ...
+
+    def __getitem__(self, i: int | slice) -> Child | list[Child]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(len(self))[i]]
+        if i < 0:
+            i += len(self.news)
+        n_kids = len(self._kids)
+        if 0 <= i < n_kids:
+            return self._kids[i]
+        if not 0 <= i - n_kids < len(self._entries) or self._node is None:
+            raise IndexError(i)
+        e = self._entries[i - n_kids]
+        return Child(e[6], _block_child, *self._node, e)
+
+
+def child_list(state: State, cfg: SearchConfig) -> ChildList:
     """The children of `state`, in their fixed order (a child's index is its choice in a path)."""
     if state.block is None:
-        return _kernel_children(state, cfg)
+        return _plain(_kernel_children(state, cfg))
     if not state.block.configured:
-        return [Child((), _made, k) for k in _loop_children(state, state.block, cfg)]
+        return _plain([Child((), _made, k) for k in _loop_children(state, state.block, cfg)])
     closed = [Child((), _made, k) for k in _close_children(state, state.block, cfg)]
-    return closed + _block_op_children(state, state.block, cfg)
+    return _block_op_children(state, state.block, cfg, closed)
+
+
+def _plain(kids: list[Child]) -> ChildList:
+    return ChildList([k.new for k in kids], kids)
 
 
 def children(state: State, cfg: SearchConfig) -> list[State]:
@@ -175,18 +217,23 @@ def _block_child(s: State, b: OpenBlock, e: Entry) -> State:
     return State(s.tensors, s.uses, s.ops, s.last, s.dmem, nb, new, f"{kind}({','.join(map(str, ins))})", s.table)
 
 
-def _block_op_children(s: State, b: OpenBlock, cfg: SearchConfig) -> list[Child]:
-    """B2: one block op or accumulator (or the lora macro) over every operand tuple ranked above
-    the last op, whose output fits in shared memory."""
+def _block_op_children(s: State, b: OpenBlock, cfg: SearchConfig, closed: list[Child]) -> ChildList:
+    """B1's `closed` children, then B2: one block op or accumulator over every operand tuple ranked
+    above the last op, whose output fits in shared memory, then the lora macro."""
     if b.op_count >= cfg.max_block_ops:
-        return []
-    out: list[Child] = []
+        return _plain(closed)
     room = DEFAULT_LIMITS.smem_bytes - b.smem
+    listed: list[Entry] = []
     for entries, start in block_table(b, cfg).ranked(cfg.block_ops, b.last):
-        out += [Child(e[6], _block_child, s, b, e) for e in islice(entries, start, None) if e[5] <= room]
+        listed += [e for e in islice(entries, start, None) if e[5] <= room]
+    news = [k.new for k in closed]
+    news += [e[6] for e in listed]
     if cfg.concat_matmul and not b.has_macro:
-        out += [Child(k.new, _made, k) for k in _macro_children(s, b)]
-    return out
+        macros = [Child(k.new, _made, k) for k in _macro_children(s, b)]
+        if macros:  # lora's blocks only: listed as plain children, after the entries
+            kids = closed + [Child(e[6], _block_child, s, b, e) for e in listed] + macros
+            return ChildList(news + [k.new for k in macros], kids)
+    return ChildList(news, closed, listed, (s, b))
 
 
 def _macro_children(s: State, b: OpenBlock) -> list[State]:

@@ -22,7 +22,6 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from itertools import chain, compress
-from operator import attrgetter
 
 import numpy as np
 
@@ -37,12 +36,10 @@ from mugraph.stages.prune.expr import Expr, output_exprs, var
 from mugraph.stages.prune.oracle import OracleConfig, SubexprOracle, VerdictMemo
 from mugraph.stages.search.build import build_graph
 from mugraph.stages.search.config import SearchConfig
-from mugraph.stages.search.expand import Child, child_list
+from mugraph.stages.search.expand import Child, ChildList, child_list
 from mugraph.stages.search.state import State, root_state
 from mugraph.stages.search.task_paths import Path, frontier_tasks, show, split_run
 from mugraph.stages.verify.check import ReferenceFingerprints
-
-_NEW = attrgetter("new")  # a child's new terms
 
 
 class SearchPathError(MugraphError):
@@ -132,10 +129,10 @@ class Searcher:
             fragment.finals, len(fragment.input_names), OracleConfig(cfg.rlimit, True, cfg.unknown_keeps), memo
         )
         self.fingerprints = ReferenceFingerprints(fragment.reference, cfg.seeds, xp=xp)
-        self._kids: OrderedDict[Path, list[Child]] = OrderedDict()
+        self._kids: OrderedDict[Path, ChildList] = OrderedDict()
 
     # -- paths -------------------------------------------------------------------------------
-    def _children_cached(self, path: Path, state: State) -> list[Child]:
+    def _children_cached(self, path: Path, state: State) -> ChildList:
         kids = self._kids.get(path)
         if kids is None:
             kids = child_list(state, self.fragment.config)
@@ -209,9 +206,9 @@ class Searcher:
         return Found(canonical_digest(graph), path, dumps(graph))
 
     # -- exploration -------------------------------------------------------------------------
-    def _kept(self, kids: list[Child]) -> list[int]:
+    def _kept(self, kids: ChildList) -> list[int]:
         """Indices of the children whose new terms the oracle keeps (one batch for all of them)."""
-        news = list(map(_NEW, kids))
+        news = kids.news
         terms = dict.fromkeys(chain.from_iterable(news))
         keep: set[Expr] | frozenset[Expr] = self.oracle.kept(terms) if terms else frozenset()
         return list(compress(range(len(kids)), map(keep.issuperset, news)))  # all its terms kept
@@ -229,7 +226,7 @@ class Searcher:
             raise SearchPathError(f"task {show(task)}: child {first} of {list(parent)} is not a kept child")
         return [(parent + (i,), kids[i]) for i in reversed(kept)]
 
-    def kept_children(self, path: Path) -> tuple[list[Child], list[int]]:
+    def kept_children(self, path: Path) -> tuple[ChildList, list[int]]:
         """A node's children and the indices of those the oracle keeps."""
         kids = self._children_cached(path, self.replay(path))
         return kids, self._kept(kids)

@@ -12,7 +12,8 @@ per node, against the entries' recorded sizes and the sorted operand tuples.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from math import prod
 
 from mugraph.ir import shapes
 from mugraph.ir.types import ACCUMULATORS, IN_PLACE_BLOCK_OPS, OpKind, Shape
@@ -22,6 +23,21 @@ from mugraph.stages.search.op_results import accumulator_shape, arity, fast_shap
 from mugraph.stages.search.state import TYPE_ORDER, Attrs, Entry, OpenBlock, OpTable, State, TInfo
 
 
+def _merged(base: OpTable | None, ki: int, ordered: bool, new: list[Entry]
+            ) -> tuple[list[tuple[int, ...]], list[Entry]]:
+    """Kind `ki`'s keys and entries: the parent's with `new` added in operand-tuple order."""
+    if base is None:
+        return [e[0] for e in new], new
+    if not new:  # tables are never changed once made, so a child shares its parent's lists
+        return base.keys[ki], base.entries[ki]
+    if ordered:
+        # An operand tuple and its attrs are unique within a kind, so entries compare on them.
+        entries = sorted(base.entries[ki] + new)
+        return [e[0] for e in entries], entries
+    # A new tuple's first index is new, so it sorts after every old one.
+    return base.keys[ki] + [e[0] for e in new], base.entries[ki] + new
+
+
 def _extend(base: OpTable | None, kinds: Sequence[OpKind], n: int,
             entries_of: functools.partial[list[Entry]]) -> OpTable:
     start = 0 if base is None else base.n
@@ -29,57 +45,95 @@ def _extend(base: OpTable | None, kinds: Sequence[OpKind], n: int,
     all_entries: list[list[Entry]] = []
     for ki, kind in enumerate(kinds):
         kind_arity = arity(kind)
-        new = entries_of(kind, new_tuples(kind_arity, start, n))
-        if base is None:
-            entries, keys = new, [e[0] for e in new]
-        elif kind_arity == "ordered" and new:
-            # An operand tuple and its attrs are unique within a kind, so entries compare on them.
-            entries = sorted(base.entries[ki] + new)
-            keys = [e[0] for e in entries]
-        else:  # a new tuple's first index is new, so it sorts after every old one
-            entries = base.entries[ki] + new
-            keys = base.keys[ki] + [e[0] for e in new]
+        keys, entries = _merged(base, ki, kind_arity == "ordered", entries_of(kind, new_tuples(kind_arity, start, n)))
         all_entries.append(entries)
         all_keys.append(keys)
     return OpTable(n, tuple(all_keys), tuple(all_entries))
 
 
 # -- block graphs ----------------------------------------------------------------------------------
-def _block_entries(tensors: Sequence[TInfo], forloop: int, rdx: int, kind: OpKind,
-                   tuples: Sequence[tuple[int, ...]]) -> list[Entry]:
-    rank_order = TYPE_ORDER[kind]
-    in_place = kind in IN_PLACE_BLOCK_OPS  # the output reuses the input's shared memory
-    out: list[Entry] = []
-    if kind in ACCUMULATORS:
-        for ins in tuples:
-            a = tensors[ins[0]]
-            if a.after_accum or (shape := accumulator_shape(kind, a.shape, rdx)) is None:
-                continue
-            term = E.accumulator_expr(kind, a.expr, a.shape, forloop, rdx)
-            t = TInfo(shape, term, True)
-            out.append((ins, (ins, rank_order), kind, (), t, 0 if in_place else t.nbytes, (term,)))
-        return out
-    for ins in tuples:
-        a = tensors[ins[0]]
-        if len(ins) == 2:
-            b = tensors[ins[1]]
-            if a.after_accum != b.after_accum or (shape := fast_shape(kind, a.shape, b.shape)) is None:
-                continue
-            args: tuple[TInfo, ...] = (a, b)
+# What a block kind's entries need, worked out once per kind list: (kind, operand arity, rank
+# order, whether it is an accumulator, whether its output reuses its input's shared memory, and
+# its term maker for ops that are not accumulators).
+_BlockKind = tuple[OpKind, str, int, bool, bool, Callable[..., E.Expr] | None]
+
+
+def _term_maker(kind: OpKind) -> Callable[..., E.Expr]:
+    """A function from the operands' TInfos to the new term; the commonest kinds directly."""
+    if kind is OpKind.MATMUL:
+        return lambda a, b: E.matmul(a.expr, b.expr, a.shape[-1])
+    binary = {OpKind.ADD: E.add, OpKind.MUL: E.mul, OpKind.DIV: E.div}.get(kind)
+    if binary is not None:
+        return lambda a, b: binary(a.expr, b.expr)
+    head = E.UNARY_HEADS.get(kind)
+    if head is not None:
+        return lambda a: E.unary(head, a.expr)
+    return lambda *args: op_term(kind, args)
+
+
+@functools.cache
+def _block_kinds(kinds: tuple[OpKind, ...]) -> tuple[_BlockKind, ...]:
+    return tuple(
+        (k, arity(k), TYPE_ORDER[k], k in ACCUMULATORS, k in IN_PLACE_BLOCK_OPS,
+         None if k in ACCUMULATORS else _term_maker(k))
+        for k in kinds
+    )
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _nbytes(shape: Shape) -> int:
+    return prod(shape) * 2  # searches run in fp16 (TInfo.nbytes)
+
+
+def _block_extend(base: OpTable | None, kinds: tuple[OpKind, ...], tensors: Sequence[TInfo], forloop: int,
+                  rdx: int) -> OpTable:
+    """The table over `tensors`, extending `base` (over a prefix of them) with the tuples that read
+    a tensor it did not have. Same entries as listing each kind's tuples one by one, in one pass."""
+    n = len(tensors)
+    start = 0 if base is None else base.n
+    all_keys: list[list[tuple[int, ...]]] = []
+    all_entries: list[list[Entry]] = []
+    tuples = {a: new_tuples(a, start, n) for a in ("unary", "commutative", "ordered")}
+    shape_of = fast_shape
+    for ki, (kind, kind_arity, order, accum, in_place, make) in enumerate(_block_kinds(kinds)):
+        new: list[Entry] = []
+        add = new.append
+        if accum:
+            for ins in tuples[kind_arity]:
+                a = tensors[ins[0]]
+                if a.after_accum or (shape := accumulator_shape(kind, a.shape, rdx)) is None:
+                    continue
+                term = E.accumulator_expr(kind, a.expr, a.shape, forloop, rdx)
+                add((ins, (ins, order), kind, (), TInfo(shape, term, True), 0 if in_place else _nbytes(shape), (term,)))
+        elif kind_arity == "unary":
+            assert make is not None
+            for ins in tuples[kind_arity]:
+                a = tensors[ins[0]]
+                term = make(a)
+                add((ins, (ins, order), kind, (), TInfo(a.shape, term, a.after_accum),
+                     0 if in_place else _nbytes(a.shape), (term,)))
         else:
-            shape, args = a.shape, (a,)
-        term = op_term(kind, args)
-        t = TInfo(shape, term, a.after_accum)
-        out.append((ins, (ins, rank_order), kind, (), t, 0 if in_place else t.nbytes, (term,)))
-    return out
+            assert make is not None
+            for ins in tuples[kind_arity]:
+                i, j = ins
+                a = tensors[i]
+                b = tensors[j]
+                if a.after_accum != b.after_accum or (shape := shape_of(kind, a.shape, b.shape)) is None:
+                    continue
+                term = make(a, b)
+                add((ins, (ins, order), kind, (), TInfo(shape, term, a.after_accum),
+                     0 if in_place else _nbytes(shape), (term,)))
+        keys, entries = _merged(base, ki, kind_arity == "ordered", new)
+        all_keys.append(keys)
+        all_entries.append(entries)
+    return OpTable(n, tuple(all_keys), tuple(all_entries))
 
 
 def block_table(b: OpenBlock, cfg: SearchConfig) -> OpTable:
     """The block ops over `b`'s tensors, extending the table it inherited from its parent graph."""
     t = b.table
     if t is None or t.n < len(b.tensors):
-        entries_of = functools.partial(_block_entries, b.tensors, b.forloop, cfg.rdx)
-        t = b.table = _extend(t, cfg.block_ops, len(b.tensors), entries_of)
+        t = b.table = _block_extend(t, cfg.block_ops, b.tensors, b.forloop, cfg.rdx)
     return t
 
 
