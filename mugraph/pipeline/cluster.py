@@ -9,10 +9,12 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
+import dask.config
 from distributed import Client, LocalCluster
 
 from mugraph.cuda.backend import cupy_available
 from mugraph.ir.errors import MugraphError
+from mugraph.pipeline.malloc_tuning import SPAWN_ENVIRON_OVERRIDES
 
 DEFAULT_DASHBOARD = "127.0.0.1:8787"
 
@@ -47,14 +49,15 @@ def dask_client(
     kwargs: dict[str, Any] = {}
     if cupy_available():
         kwargs["resources"] = {"GPU": 1}
-    cluster = LocalCluster(
-        n_workers=n,
-        threads_per_worker=1,
-        processes=True,
-        dashboard_address=dashboard_address,
-        silence_logs=logging.ERROR,
-        **kwargs,
-    )
+    with dask.config.set(SPAWN_ENVIRON_OVERRIDES):
+        cluster = LocalCluster(
+            n_workers=n,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=dashboard_address,
+            silence_logs=logging.ERROR,
+            **kwargs,
+        )
     try:
         client = Client(cluster)
         try:

@@ -17,6 +17,7 @@ from distributed import WorkerPlugin, get_worker
 
 from mugraph.cuda.backend import ArrayModule, cupy_available, get_array_module
 from mugraph.ir.serialize import loads
+from mugraph.pipeline.malloc_tuning import restore_thresholds
 from mugraph.pipeline.plan import FragmentPayload, config_from_json
 from mugraph.stages.layout.choose import choose_layouts
 from mugraph.stages.layout.costs import LAYOUT_SCHEMA
@@ -79,6 +80,7 @@ class MugraphPlugin(WorkerPlugin):
         self.state: WorkerState | None = None
 
     def setup(self, worker: Any) -> None:
+        restore_thresholds()
         self.state = WorkerState(self.memo_url, self.backend)
 
     def teardown(self, worker: Any) -> None:
