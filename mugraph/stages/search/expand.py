@@ -67,15 +67,16 @@ class ChildList(Sequence[Child]):
     are listed up front; a `Child` object is made only for an index asked for, since most
     children are pruned. Block ops (most of a search's children) stay table entries until then."""
 
-    __slots__ = ("_entries", "_kids", "_node", "news")
+    __slots__ = ("_entries", "_kids", "_node", "_tail", "news")
 
-    def __init__(self, news: list[tuple[E.Expr, ...]], kids: list[Child],
-                 entries: list[Entry] | None = None, node: tuple[State, OpenBlock] | None = None) -> None:
-        # Order: `kids` first, then the block-op `entries` (children of `node`).
+    def __init__(self, news: list[tuple[E.Expr, ...]], kids: list[Child], entries: list[Entry] | None = None,
+                 node: tuple[State, OpenBlock] | None = None, tail: list[Child] | None = None) -> None:
+        # Order: `kids`, then the block-op `entries` (children of `node`), then `tail`.
         self.news = news
         self._kids = kids
         self._entries = entries or []
         self._node = node
+        self._tail = tail or []
 
     def __len__(self) -> int:
         return len(self.news)
@@ -89,15 +90,19 @@ class ChildList(Sequence[Child]):
     def __getitem__(self, i: int | slice) -> Child | list[Child]:
         if isinstance(i, slice):
             return [self[j] for j in range(len(self))[i]]
-        if i < 0:
-            i += len(self.news)
-        n_kids = len(self._kids)
-        if 0 <= i < n_kids:
-            return self._kids[i]
-        if not 0 <= i - n_kids < len(self._entries) or self._node is None:
+        n = len(self.news)
+        if not -n <= i < n:
             raise IndexError(i)
-        e = self._entries[i - n_kids]
-        return Child(e[6], _block_child, *self._node, e)
+        if i < 0:
+            i += n
+        n_kids = len(self._kids)
+        if i < n_kids:
+            return self._kids[i]
+        i -= n_kids
+        if i < len(self._entries) and self._node is not None:
+            e = self._entries[i]
+            return Child(e[6], _block_child, *self._node, e)
+        return self._tail[i - len(self._entries)]
 
 
 def child_list(state: State, cfg: SearchConfig) -> ChildList:
@@ -228,12 +233,11 @@ def _block_op_children(s: State, b: OpenBlock, cfg: SearchConfig, closed: list[C
         listed += [e for e in islice(entries, start, None) if e[5] <= room]
     news = [k.new for k in closed]
     news += [e[6] for e in listed]
+    macros: list[Child] = []
     if cfg.concat_matmul and not b.has_macro:
         macros = [Child(k.new, _made, k) for k in _macro_children(s, b)]
-        if macros:  # lora's blocks only: listed as plain children, after the entries
-            kids = closed + [Child(e[6], _block_child, s, b, e) for e in listed] + macros
-            return ChildList(news + [k.new for k in macros], kids)
-    return ChildList(news, closed, listed, (s, b))
+        news += [k.new for k in macros]
+    return ChildList(news, closed, listed, (s, b), macros)
 
 
 def _macro_children(s: State, b: OpenBlock) -> list[State]:

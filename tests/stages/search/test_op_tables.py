@@ -94,7 +94,7 @@ def test_tables_and_listings_match_the_direct_enumeration(name: str) -> None:
     root = Fragment(prog.reference(), cfg, name).root
     # Depth first, keeping every third child, and closing block graphs after three ops, so that
     # both levels are visited many times.
-    stack, seen, checked = [root], 0, {"kernel": 0, "block": 0}
+    stack, seen, checked, macros = [root], 0, {"kernel": 0, "block": 0}, 0
     while stack and seen < 1500:
         s = stack.pop()
         seen += 1
@@ -115,7 +115,15 @@ def test_tables_and_listings_match_the_direct_enumeration(name: str) -> None:
         if table is not None and fresh is not None:
             assert table.n == fresh.n and table.keys == fresh.keys and table.entries == fresh.entries
         built = [k.build() for k in kids]
+        # A ChildList lists its children's new terms up front and makes a Child per index asked.
+        assert [k.new for k in kids] == kids.news and len(built) == len(kids)
+        if built:
+            assert kids[-1].build().label == built[-1].label and kids[-len(kids)].build().label == built[0].label
+        with pytest.raises(IndexError):
+            kids[len(kids)]
+        macros += sum(k.label.startswith("concat_matmul(") for k in built)
         if s.block is not None and s.block.configured and len(s.block.ops) >= 3:
             built = [k for k in built if k.label.startswith("close(")]  # back to the kernel level
         stack.extend(k for i, k in reversed(list(enumerate(built))) if i % 3 == 0)
     assert checked["kernel"] > 100 and checked["block"] > 300, checked
+    assert (macros > 0) == preset_config(prog.preset).concat_matmul  # lora's macro children, after the entries
