@@ -53,6 +53,22 @@ END_TO_END_TOLERANCE = 1e-6
 TIMELINE_WRITE_SECONDS = 5.0
 
 
+RESULT_SECONDS = 5.0  # a finished task's result is a few KiB; longer means it was lost on the way
+_LOST = object()
+
+
+def _result(fut: Future[Any]) -> Any:
+    """A finished task's result, or `_LOST` when it went with a worker that died after finishing
+    it. The scheduler then runs the task again, except a confirmation pinned to the dead worker,
+    which `_keep_confirmer` moves; waiting on such a future would wait forever."""
+    if fut.status in ("lost", "pending"):
+        return _LOST
+    try:
+        return fut.result(timeout=RESULT_SECONDS)
+    except TimeoutError:
+        return _LOST
+
+
 def task_key(plan: FragmentPlan, path: Iterable[int]) -> str:
     text = f"{plan.payload.digest}|{','.join(map(str, path))}"
     return f"search-{plan.spec.name}-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
@@ -235,13 +251,18 @@ class Driver:
                     return True
                 if fut not in self._what:  # a confirmation moved off a lost worker
                     continue
-                kind, a, b = self._what.pop(fut)
+                kind, a, b = self._what[fut]
+                result = _result(fut)
+                if result is _LOST:  # watched again until the scheduler (or _keep_confirmer) redoes it
+                    self._ac.add(fut)
+                    continue
+                del self._what[fut]
                 if kind == "search":
-                    self._on_search(a, b, fut.result())
+                    self._on_search(a, b, result)
                 elif kind == "confirm":
-                    self._on_confirm(a, b, fut.result())
+                    self._on_confirm(a, b, result)
                 else:
-                    self._on_layout(a, b, fut.result())
+                    self._on_layout(a, b, result)
         return False
 
     def _keep_confirmer(self) -> None:
