@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from math import prod
 
 from mugraph.ir import shapes
 from mugraph.ir.types import ACCUMULATORS, IN_PLACE_BLOCK_OPS, OpKind, Shape
 from mugraph.stages.prune import expr as E
 from mugraph.stages.search.config import SearchConfig
 from mugraph.stages.search.op_results import accumulator_shape, arity, fast_shape, new_tuples, op_term
-from mugraph.stages.search.state import TYPE_ORDER, Attrs, Entry, OpenBlock, OpTable, State, TInfo
+from mugraph.stages.search.state import TYPE_ORDER, Attrs, Entry, OpenBlock, OpTable, State, TInfo, shape_nbytes
 
 
 def _merged(base: OpTable | None, ki: int, ordered: bool, new: list[Entry]
@@ -80,11 +79,6 @@ def _block_kinds(kinds: tuple[OpKind, ...]) -> tuple[_BlockKind, ...]:
     )
 
 
-@functools.lru_cache(maxsize=1 << 14)
-def _nbytes(shape: Shape) -> int:
-    return prod(shape) * 2  # searches run in fp16 (TInfo.nbytes)
-
-
 def _block_extend(base: OpTable | None, kinds: tuple[OpKind, ...], tensors: Sequence[TInfo], forloop: int,
                   rdx: int) -> OpTable:
     """The table over `tensors`, extending `base` (over a prefix of them) with the tuples that read
@@ -104,14 +98,15 @@ def _block_extend(base: OpTable | None, kinds: tuple[OpKind, ...], tensors: Sequ
                 if a.after_accum or (shape := accumulator_shape(kind, a.shape, rdx)) is None:
                     continue
                 term = E.accumulator_expr(kind, a.expr, a.shape, forloop, rdx)
-                add((ins, (ins, order), kind, (), TInfo(shape, term, True), 0 if in_place else _nbytes(shape), (term,)))
+                add((ins, (ins, order), kind, (), TInfo(shape, term, True),
+                     0 if in_place else shape_nbytes(shape), (term,)))
         elif kind_arity == "unary":
             assert make is not None
             for ins in tuples[kind_arity]:
                 a = tensors[ins[0]]
                 term = make(a)
                 add((ins, (ins, order), kind, (), TInfo(a.shape, term, a.after_accum),
-                     0 if in_place else _nbytes(a.shape), (term,)))
+                     0 if in_place else shape_nbytes(a.shape), (term,)))
         else:
             assert make is not None
             for ins in tuples[kind_arity]:
@@ -122,7 +117,7 @@ def _block_extend(base: OpTable | None, kinds: tuple[OpKind, ...], tensors: Sequ
                     continue
                 term = make(a, b)
                 add((ins, (ins, order), kind, (), TInfo(shape, term, a.after_accum),
-                     0 if in_place else _nbytes(shape), (term,)))
+                     0 if in_place else shape_nbytes(shape), (term,)))
         keys, entries = _merged(base, ki, kind_arity == "ordered", new)
         all_keys.append(keys)
         all_entries.append(entries)
