@@ -4,7 +4,7 @@ Defaults follow Mirage's `get_default_config` (reference/mirage-search.md §1): 
 and 9 block ops (both counting input ops), one block graph (two with `attention`), grids from the
 inputs' dims. Widened where Mirage's paper reports its best μGraphs outside its own defaults:
 for-loop ranges {4, 16, 32, 64} (Mirage: {4, 16, 64}; the paper's RMSNorm+Linear uses 32) and the
-3-D attention grids (batch, 8, 16) beside (batch, 16, 4) (the paper's GQA kernel). Differences,
+attention grids (batch, 8, 16) and (batch, 16, 1) beside (batch, 16, 4) (the paper's GQA kernels). Differences,
 each deliberate: clamp is not explored (its bounds are floats the search cannot choose and its
 fingerprint ignores them); candidate lists are sorted; a commutative op's operand pair is tried
 once.
@@ -68,7 +68,9 @@ class SearchConfig:
     grid_divisors: tuple[int, ...] = (8, 16, 32, 64)
     attention_grids: bool = False  # (batch, d/y, 1) for y in attention_divisors, and (batch, y, z) below
     attention_divisors: tuple[int, ...] = (8, 64, 128, 256)
-    attention_yz: tuple[tuple[int, int], ...] = ((8, 16), (16, 4))  # Mirage's 3-D attention grids
+    # Mirage's (batch, 16, 4), the paper's (batch, 8, 16), and (batch, 16, 1): the second kernel of
+    # the paper's GQA μGraph, whose inputs (made under grid (2, 8, 16)) have no dim d with d/y = 16.
+    attention_yz: tuple[tuple[int, int], ...] = ((8, 16), (16, 4), (16, 1))
     min_blocks: int = 32
     max_blocks: int = 1024
     imaps: tuple[Dim3, ...] = _IMAPS

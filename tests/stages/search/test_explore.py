@@ -166,12 +166,13 @@ def test_widened_default_space_holds_the_papers_rms_norm_mugraph() -> None:
 
 def test_widened_default_space_holds_the_papers_gqa_kernel() -> None:
     """(2, 8, 16) is among the default attention grids, and the whole K2 search below the paper's
-    K1 (grid (2, 8, 16)) finds the paper's μGraph."""
+    K1 (grid (2, 8, 16)), in the default space, finds the paper's μGraph: its second kernel's grid
+    (2, 16, 1) is a default candidate for the inputs that K1 makes."""
     from mugraph.stages.search.candidates import grid_candidates
 
     shapes = [t.shape for t in reference("gqa").input_tensors]
     assert (2, 8, 16) in grid_candidates(shapes, preset_config("attention"))
-    s = Searcher(fragment("gqa", grids=[[2, 8, 16], [2, 16, 1]]))
+    s = Searcher(Fragment(reference("gqa"), preset_config("attention"), "gqa"))  # not narrowed
     k1 = ["open(grid=[2, 8, 16],imaps=[[0, -1, 1], [0, 2, -1], [0, 1, -1]])", "loop(fmaps=[-1, 2, 1],F=4)"]
     r = s.explore(s.find_path(k1 + GQA_K1_BODY))
     assert not r.frontier and paper_digest("gqa") in r.found
