@@ -17,7 +17,7 @@ from mugraph.ir.errors import MugraphError
 from mugraph.pipeline.malloc_tuning import SPAWN_ENVIRON_OVERRIDES
 
 DEFAULT_DASHBOARD = "127.0.0.1:8787"
-# Dask's worker profiler samples the task thread's stack every 10 ms, which cost a search task about
+# Dask's worker profiler samples the task thread's stack every 10 ms, which cost a search task
 # about 5% (gated_mlp, 1 worker: 42.4-43.5 s of task time without it, 44.7-45.3 s with it). Every
 # 50 ms keeps the dashboard's profile page, coarser, at a fifth of the samples.
 PROFILER_SETTINGS: dict[str, object] = {"distributed.worker.profile.interval": "50ms"}

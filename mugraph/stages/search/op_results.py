@@ -11,7 +11,7 @@ mul one pair per set, ordered (larger, smaller) index, the order that ranks high
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from mugraph.ir import shapes
 from mugraph.ir.errors import IRError
@@ -73,6 +73,21 @@ def accumulator_shape(kind: OpKind, a: Shape, rdx: int) -> Shape | None:
 
 
 _BINARY_TERMS = {OpKind.ADD: E.add, OpKind.MUL: E.mul, OpKind.DIV: E.div}
+
+
+@functools.cache
+def term_maker(kind: OpKind) -> Callable[..., E.Expr]:
+    """`op_term` for one kind without attrs, as a function of the operands' TInfos, with the
+    dispatch on the kind done once (block tables make a term per entry)."""
+    if kind is OpKind.MATMUL:
+        return lambda a, b: E.matmul(a.expr, b.expr, a.shape[-1])
+    binary = _BINARY_TERMS.get(kind)
+    if binary is not None:
+        return lambda a, b: binary(a.expr, b.expr)
+    head = E.UNARY_HEADS.get(kind)
+    if head is not None:
+        return lambda a: E.unary(head, a.expr)
+    return lambda *args: op_term(kind, args)
 
 
 def op_term(kind: OpKind, args: Sequence[TInfo], attrs: Sequence[tuple[str, int | tuple[int, ...]]] = ()) -> E.Expr:

@@ -18,7 +18,7 @@ from mugraph.ir import shapes
 from mugraph.ir.types import ACCUMULATORS, IN_PLACE_BLOCK_OPS, OpKind, Shape
 from mugraph.stages.prune import expr as E
 from mugraph.stages.search.config import SearchConfig
-from mugraph.stages.search.op_results import accumulator_shape, arity, fast_shape, new_tuples, op_term
+from mugraph.stages.search.op_results import accumulator_shape, arity, fast_shape, new_tuples, op_term, term_maker
 from mugraph.stages.search.state import TYPE_ORDER, Attrs, Entry, OpenBlock, OpTable, State, TInfo, shape_nbytes
 
 
@@ -57,24 +57,11 @@ def _extend(base: OpTable | None, kinds: Sequence[OpKind], n: int,
 _BlockKind = tuple[OpKind, str, int, bool, bool, Callable[..., E.Expr] | None]
 
 
-def _term_maker(kind: OpKind) -> Callable[..., E.Expr]:
-    """A function from the operands' TInfos to the new term; the commonest kinds directly."""
-    if kind is OpKind.MATMUL:
-        return lambda a, b: E.matmul(a.expr, b.expr, a.shape[-1])
-    binary = {OpKind.ADD: E.add, OpKind.MUL: E.mul, OpKind.DIV: E.div}.get(kind)
-    if binary is not None:
-        return lambda a, b: binary(a.expr, b.expr)
-    head = E.UNARY_HEADS.get(kind)
-    if head is not None:
-        return lambda a: E.unary(head, a.expr)
-    return lambda *args: op_term(kind, args)
-
-
 @functools.cache
 def _block_kinds(kinds: tuple[OpKind, ...]) -> tuple[_BlockKind, ...]:
     return tuple(
         (k, arity(k), TYPE_ORDER[k], k in ACCUMULATORS, k in IN_PLACE_BLOCK_OPS,
-         None if k in ACCUMULATORS else _term_maker(k))
+         None if k in ACCUMULATORS else term_maker(k))
         for k in kinds
     )
 
