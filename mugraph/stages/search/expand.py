@@ -12,6 +12,8 @@ rebuilds.
 
 from __future__ import annotations
 
+import bisect
+import functools
 import itertools
 from collections.abc import Callable, Sequence
 from itertools import islice
@@ -243,20 +245,42 @@ def _block_op_children(s: State, b: OpenBlock, cfg: SearchConfig, closed: list[C
 def _macro_children(s: State, b: OpenBlock) -> list[State]:
     """The lora preset's concat-then-matmul: matmul(concat(a, b, last dim), concat(c, d, dim -2)).
     Only the matmul's term goes to the oracle, as in Mirage (the macro is one op there)."""
-    out = []
-    ts = b.tensors
-    layout = tuple((t.shape, t.after_accum) for t in ts)
-    rights = _concat_pairs(layout, 2)
+    layout = tuple((t.shape, t.after_accum) for t in b.tensors)
+    keys, plan = _macro_plan(layout)
+    last_ins, last_order = b.last
+    start = bisect.bisect_left(keys, last_ins)  # the plan is sorted by operands, each tuple once
+    if start < len(keys) and keys[start] == last_ins and last_order >= CONCAT_MATMUL_ORDER:
+        start += 1
+    out: list[State] = []
+    for ins, left, right, prod_shape in islice(plan, start, None):
+        out += _macro_child(s, b, ins, left, right, prod_shape)
+    return out
+
+
+MacroOperands = tuple[tuple[int, int, int, int], Shape, Shape, Shape]
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _macro_plan(layout: tuple[tuple[Shape, bool], ...]) -> tuple[list[tuple[int, ...]], list[MacroOperands]]:
+    """Every (a, b, c, d) of distinct block tensors whose concat-then-matmul is well shaped, with
+    the two concatenations' and the product's shapes, sorted by operands; and the operand tuples
+    alone, for bisecting. Worked out once per layout (block tensors' shapes and after-accum flags):
+    a search meets few layouts, and the quadruple loop over concat pairs was a fifth of a lora
+    worker's time. The right pairs are grouped by what the matmul needs of them (rank, batch dims,
+    contraction length, flag), so a left pair meets only the rights it can multiply."""
+    rights: dict[tuple[object, ...], list[tuple[int, int, Shape]]] = {}
+    for c, d, right in _concat_pairs(layout, 2):
+        if len(right) >= 2:
+            rights.setdefault((len(right), right[:-2], right[-2], layout[c][1]), []).append((c, d, right))
+    plan: list[MacroOperands] = []
     for a, bb, left in _concat_pairs(layout, 1):
-        for c, d, right in rights:
-            ins = (a, bb, c, d)
-            if len(set(ins)) < 4 or (ins, CONCAT_MATMUL_ORDER) <= b.last:
+        for c, d, right in rights.get((len(left), left[:-2], left[-1], layout[a][1]), ()):
+            if len({a, bb, c, d}) < 4:
                 continue
             prod_shape = fast_shape(OpKind.MATMUL, left, right)
-            if prod_shape is None or ts[a].after_accum != ts[c].after_accum:
-                continue
-            out += _macro_child(s, b, ins, left, right, prod_shape)
-    return out
+            if prod_shape is not None:
+                plan.append(((a, bb, c, d), left, right, prod_shape))
+    return [p[0] for p in plan], plan
 
 
 def _concat_pairs(layout: tuple[tuple[Shape, bool], ...], dim_from_end: int) -> list[tuple[int, int, Shape]]:

@@ -7,6 +7,8 @@ operand tuple ranked above the last op, valid shape, memory that fits) that the 
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from mugraph.ir import shapes
@@ -19,7 +21,7 @@ from mugraph.stages.search.expand import child_list
 from mugraph.stages.search.explore import Fragment
 from mugraph.stages.search.op_results import fast_shape, operand_tuples
 from mugraph.stages.search.op_tables import block_table, kernel_table
-from mugraph.stages.search.state import TYPE_ORDER, OpTable, Rank, State
+from mugraph.stages.search.state import CONCAT_MATMUL_ORDER, TYPE_ORDER, OpTable, Rank, State, shape_nbytes
 
 
 def ranked_tuples(kind: OpKind, n: int, last: Rank) -> list[tuple[int, ...]]:
@@ -80,6 +82,31 @@ def _size(shape: tuple[int, ...]) -> int:
     return n
 
 
+def _direct_macros(s: State, cfg: SearchConfig) -> list[str]:
+    """lora's concat-then-matmul children, every quadruple of distinct block tensors tried in order."""
+    b = s.block
+    assert b is not None
+    if not cfg.concat_matmul or b.has_macro:
+        return []
+    out = []
+    for ins in itertools.product(range(len(b.tensors)), repeat=4):
+        if len(set(ins)) < 4 or (ins, CONCAT_MATMUL_ORDER) <= b.last:
+            continue
+        ta, tb, tc, td = (b.tensors[i] for i in ins)
+        x, y, z, w = ta.shape, tb.shape, tc.shape, td.shape
+        if len({t.after_accum for t in (ta, tb, tc, td)}) > 1 or len({len(x), len(y), len(z), len(w)}) > 1:
+            continue
+        if len(z) < 2 or x[:-1] != y[:-1] or z[:-2] != w[:-2] or z[-1] != w[-1]:
+            continue
+        left, right = x[:-1] + (x[-1] + y[-1],), z[:-2] + (z[-2] + w[-2], z[-1])
+        product = fast_shape(OpKind.MATMUL, left, right)
+        if product is None:
+            continue
+        if b.smem + shape_nbytes(left) + shape_nbytes(right) + shape_nbytes(product) <= DEFAULT_LIMITS.smem_bytes:
+            out.append(f"concat_matmul({','.join(map(str, ins))})")
+    return out
+
+
 def _op_labels(s: State, cfg: SearchConfig) -> list[str]:
     """The labels of the listed children that add one op (not open, loop, close or macro)."""
     skip = ("open(", "loop(", "close(", "concat_matmul(")
@@ -107,6 +134,8 @@ def test_tables_and_listings_match_the_direct_enumeration(name: str) -> None:
             checked["kernel"] += 1
         elif s.block.configured:
             assert _op_labels(s, cfg) == _direct_block_ops(s, cfg)
+            macro_labels = [lab for k in kids if (lab := k.build().label).startswith("concat_matmul(")]
+            assert macro_labels == _direct_macros(s, cfg)
             b = s.block
             clone = type(b)(b.sources, b.grid, b.imaps, b.forloop, b.inputs, b.ops, b.tensors, b.uses, b.last, b.smem,
                             b.has_macro)
