@@ -12,7 +12,6 @@ rebuilds.
 
 from __future__ import annotations
 
-import bisect
 import functools
 import itertools
 from collections.abc import Callable, Sequence
@@ -39,6 +38,7 @@ from mugraph.stages.search.state import (
     State,
     TInfo,
     bump,
+    first_above,
 )
 
 __all__ = ["Child", "ChildList", "child_list", "children"]
@@ -247,12 +247,8 @@ def _macro_children(s: State, b: OpenBlock) -> list[State]:
     Only the matmul's term goes to the oracle, as in Mirage (the macro is one op there)."""
     layout = tuple((t.shape, t.after_accum) for t in b.tensors)
     keys, plan = _macro_plan(layout)
-    last_ins, last_order = b.last
-    start = bisect.bisect_left(keys, last_ins)  # the plan is sorted by operands, each tuple once
-    if start < len(keys) and keys[start] == last_ins and last_order >= CONCAT_MATMUL_ORDER:
-        start += 1
     out: list[State] = []
-    for ins, left, right, prod_shape in islice(plan, start, None):
+    for ins, left, right, prod_shape in islice(plan, first_above(keys, CONCAT_MATMUL_ORDER, b.last), None):
         out += _macro_child(s, b, ins, left, right, prod_shape)
     return out
 

@@ -66,12 +66,19 @@ class OpTable:
 
     def ranked(self, kinds: Sequence[OpKind], last: Rank) -> Iterable[tuple[list[Entry], int]]:
         """Per kind: its entries and the index of the first one ranked above `last`."""
-        last_ins, last_order = last
         for kind, keys, entries in zip(kinds, self.keys, self.entries, strict=True):
-            start = bisect.bisect_left(keys, last_ins)
-            if start < len(keys) and keys[start] == last_ins and TYPE_ORDER[kind] <= last_order:
-                start = bisect.bisect_right(keys, last_ins, start)
-            yield entries, start
+            yield entries, first_above(keys, TYPE_ORDER[kind], last)
+
+
+def first_above(keys: Sequence[tuple[int, ...]], order: int, last: Rank) -> int:
+    """In `keys` (sorted operand tuples of ops of one rank order), the index of the first whose
+    rank (tuple, order) is above `last`: a tuple equal to the last op's ranks above it only if
+    its order does."""
+    last_ins, last_order = last
+    start = bisect.bisect_left(keys, last_ins)
+    if start < len(keys) and keys[start] == last_ins and order <= last_order:
+        start = bisect.bisect_right(keys, last_ins, start)
+    return start
 
 
 @dataclass(slots=True, unsafe_hash=True)
