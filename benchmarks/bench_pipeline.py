@@ -3,6 +3,7 @@ run killed (-9) twice then resumed, measured in one invocation so the ratios sha
 
     python benchmarks/bench_pipeline.py [--programs lora,rms_norm] [--full] [--workers 1,2,4] [--write]
     python benchmarks/bench_pipeline.py --tree base=/work/base --tree new=. --full --programs rms_norm --old-space
+    python benchmarks/bench_pipeline.py --full --programs lora --budget 10000 --resume-only   # ~1 hour
 
 `--tree LABEL=PATH` runs the same rows on several source trees (PYTHONPATH is the tree), side by side;
 `--old-space` searches the space before it was widened on the trees that know the widening.
@@ -175,6 +176,7 @@ def main() -> None:
     ap.add_argument("--full", action="store_true")
     ap.add_argument("--kills", type=int, default=2)
     ap.add_argument("--no-resume", action="store_true")
+    ap.add_argument("--resume-only", action="store_true", help="Only the kill-and-resume rows (long presets).")
     ap.add_argument("--write", action="store_true", help="Replace the pipeline section of RESULTS.md.")
     ap.add_argument("--tree", action="append", help="LABEL=PATH of a source tree (default: this checkout)")
     ap.add_argument("--old-space", action="store_true", help="the search space before it was widened")
@@ -191,7 +193,7 @@ def main() -> None:
                 OLD_SPACE_SETTINGS.clear()
                 if args.old_space:
                     OLD_SPACE_SETTINGS[name] = old_space_settings(tree, name)
-                for w in (int(x) for x in args.workers.split(",")):
+                for w in ([] if args.resume_only else (int(x) for x in args.workers.split(","))):
                     rows.append({**run_workers(name, w, args.full, args.budget, tmp / label), "tree": label})
                     print(json.dumps({k: v for k, v in rows[-1].items() if k != "digests"}), flush=True)
                 if not args.no_resume:
