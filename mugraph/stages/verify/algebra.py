@@ -75,12 +75,29 @@ def folded_matmul(xp: ArrayModule, a: Array, b: Array, mm: Callable[[Array, Arra
     return out.reshape(batch + (m, n))
 
 
+def mod_exact(xp: ArrayModule, x: Array, m: int) -> Array:
+    """x mod m for a float64 array of integers in [0, m*m], with m*m < 2**53, in one new array.
+
+    x - floor(x / m) * m is exact there, and in NumPy about 2.4x faster than `%`, which also
+    handles signs and fractions. Write x = k*m + r with 0 <= r < m. The quotient x / m is rounded
+    to nearest. For r = 0 it is k exactly. Otherwise k <= m - 1, and k + r/m lies at least 1/m
+    below k + 1. Half an ulp at k + 1 is at most (k + 1) / 2**53 <= m / 2**53 < 1/m. So the
+    quotient cannot round up to k + 1, and its floor is k. Then k*m and x - k*m are integers
+    below 2**53, exact."""
+    q = x / m
+    if getattr(q, "ndim", 0) == 0:
+        return x % m
+    xp.floor(q, out=q)
+    q *= m
+    return xp.subtract(x, q, out=q)
+
+
 class ZpqAlgebra:
     """Exact arithmetic in Z_pq; ω picks the exp homomorphism.
 
     Values are float64 arrays holding integers in [0, pq): every product of two residues and every
-    sum the ops form stays far below 2**53, so float64 is exact, and BLAS multiplies the inputs
-    (a [4096, 6144] weight, say) without converting them for every candidate. Integer arrays are
+    sum the ops form stays below 2**53 (FieldSpec bounds pq for it), so float64 is exact, and BLAS
+    multiplies the inputs (a [4096, 6144] weight, say) without converting them for every candidate. Integer arrays are
     accepted as operands too. Table lookups index with integers.
     """
 
@@ -103,13 +120,13 @@ class ZpqAlgebra:
         return a if a.dtype == self.xp.float64 else a.astype(self.xp.float64)
 
     def add(self, a: Array, b: Array) -> Array:
-        return (self._float(a) + b) % self.m
+        return mod_exact(self.xp, self._float(a) + b, self.m)
 
     def mul(self, a: Array, b: Array) -> Array:
-        return (self._float(a) * b) % self.m
+        return mod_exact(self.xp, self._float(a) * b, self.m)
 
     def div(self, a: Array, b: Array) -> Array:
-        return (self._float(a) * self._inv[self._index(b)]) % self.m
+        return mod_exact(self.xp, self._float(a) * self._inv[self._index(b)], self.m)
 
     def exp(self, a: Array) -> Array:
         return self._exp[self._index(a)]
@@ -130,7 +147,7 @@ class ZpqAlgebra:
         return self._clamp[self._index(a)]
 
     def scale(self, a: Array, c: Fraction) -> Array:
-        return (self._float(a) * self.spec.from_fraction(c)) % self.m
+        return mod_exact(self.xp, self._float(a) * self.spec.from_fraction(c), self.m)
 
     def matmul(self, a: Array, b: Array) -> Array:
         return folded_matmul(self.xp, a, b, self._matmul)

@@ -13,7 +13,8 @@ mod p and mod q, and + and * act on both at once. The other ops:
   rational and 2 is invertible.
 
 Every unary op is one table lookup of size pq, so it runs unchanged on NumPy and CuPy.
-Defaults p = 227, q = 113 (the paper's); any primes with q | p-1 and pq < 2**31 work.
+Defaults p = 227, q = 113 (the paper's); any primes with q | p-1 and (pq)**2 <= 2**53 work: the
+product of two residues must be exact in float64, where the arithmetic runs.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ from functools import lru_cache
 import numpy as np
 
 from mugraph.ir.errors import MugraphError
+
+MAX_PRODUCT = 2**53
+MAX_MODULUS = 94_906_265  # the largest m with m*m <= 2**53
 
 
 def is_prime(n: int) -> bool:
@@ -64,8 +68,9 @@ class FieldSpec:
             raise MugraphError(f"fingerprint primes p={self.p}, q={self.q} must both be prime")
         if (self.p - 1) % self.q:
             raise MugraphError(f"fingerprint prime q={self.q} must divide p-1={self.p - 1}")
-        if self.p * self.q >= 2**31:
-            raise MugraphError(f"fingerprint modulus p*q={self.p * self.q} must be below 2**31")
+        if self.m * self.m > MAX_PRODUCT:
+            raise MugraphError(f"fingerprint modulus p*q={self.m} must be at most {MAX_MODULUS:,}: the product "
+                               "of two residues must stay exact in float64 (below 2**53)")
 
     @property
     def m(self) -> int:

@@ -1,15 +1,18 @@
-"""Batched matmuls folded into fewer, larger products: the same values, in both algebras."""
+"""Batched matmuls folded into fewer, larger products, and the Z_pq remainder taken without `%`:
+the same values, in both algebras."""
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mugraph.stages.verify.algebra import Float64Algebra, ZpqAlgebra, folded_matmul
-from mugraph.stages.verify.field import FieldSpec
+from mugraph.stages.verify.algebra import Float64Algebra, ZpqAlgebra, folded_matmul, mod_exact
+from mugraph.stages.verify.field import FieldSpec, tables
 
 SPEC = FieldSpec()
 
@@ -73,3 +76,31 @@ def test_both_algebras_fold_block_matmuls() -> None:
     assert np.array_equal(z.matmul(a, b).astype(np.int64), want.astype(np.int64))
     f = Float64Algebra(np)
     assert np.allclose(f.matmul(a, b), np.matmul(a, b), rtol=1e-12)
+
+
+@pytest.mark.parametrize("m", [SPEC.m, 167 * 83, 94_906_263, 94_906_265, 3])
+def test_mod_exact_matches_integer_remainder_up_to_m_squared(m: int) -> None:
+    """The quotient's rounding is the risk: x = k*m + r with r at 0, 1 and m - 1 for k near 0
+    and near m, the square m*m itself, and random integers below it, against Python's int %."""
+    ks = sorted(k for k in {0, 1, 2, m // 2, m - 2, m - 1} if 0 <= k < m)
+    xs = [k * m + r for k in ks for r in {0, 1, m - 1}] + [m * m]
+    rng = np.random.default_rng(m)
+    xs += [int(v) for v in rng.integers(0, m * m, 2000, dtype=np.int64)]
+    got = mod_exact(np, np.array(xs, dtype=np.float64), m)
+    assert [int(v) for v in got] == [x % m for x in xs]
+
+
+def test_zpq_ops_match_big_integer_arithmetic() -> None:
+    """add, mul, div and scale in Z_pq against Python ints, on residues that include m - 1."""
+    z = ZpqAlgebra(np, SPEC, SPEC.omegas[0])
+    m = SPEC.m
+    rng = np.random.default_rng(1)
+    a = np.concatenate([[m - 1, m - 1, 0, 1], rng.integers(0, m, 500)]).astype(np.float64)
+    b = np.concatenate([[m - 1, 1, m - 1, m - 1], rng.integers(0, m, 500)]).astype(np.float64)
+    ia, ib = [int(v) for v in a], [int(v) for v in b]
+    assert [int(v) for v in z.add(a, b)] == [(x + y) % m for x, y in zip(ia, ib, strict=True)]
+    assert [int(v) for v in z.mul(a, b)] == [x * y % m for x, y in zip(ia, ib, strict=True)]
+    inv = tables(SPEC, SPEC.omegas[0]).inv
+    assert [int(v) for v in z.div(a, b)] == [x * int(inv[y]) % m for x, y in zip(ia, ib, strict=True)]
+    c = Fraction(3, 7)
+    assert [int(v) for v in z.scale(a, c)] == [x * SPEC.from_fraction(c) % m for x in ia]
