@@ -97,8 +97,8 @@ class ZpqAlgebra:
 
     Values are float64 arrays holding integers in [0, pq): every product of two residues and every
     sum the ops form stays below 2**53 (FieldSpec bounds pq for it), so float64 is exact, and BLAS
-    multiplies the inputs (a [4096, 6144] weight, say) without converting them for every candidate. Integer arrays are
-    accepted as operands too. Table lookups index with integers.
+    multiplies the inputs (a [4096, 6144] weight, say) without converting them for every candidate.
+    Integer arrays are accepted as operands too. Table lookups index with integers.
     """
 
     def __init__(self, xp: ArrayModule, spec: FieldSpec, omega: int) -> None:
