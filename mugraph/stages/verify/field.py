@@ -22,13 +22,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
+from math import isqrt
 
 import numpy as np
 
 from mugraph.ir.errors import MugraphError
 
-MAX_PRODUCT = 2**53
-MAX_MODULUS = 94_906_265  # the largest m with m*m <= 2**53
+EXACT_BELOW = 2**53  # float64 holds every integer below this exactly
+MAX_MODULUS = isqrt(EXACT_BELOW)  # 94,906,265: the largest m with m*m <= 2**53
 
 
 def is_prime(n: int) -> bool:
@@ -68,7 +69,7 @@ class FieldSpec:
             raise MugraphError(f"fingerprint primes p={self.p}, q={self.q} must both be prime")
         if (self.p - 1) % self.q:
             raise MugraphError(f"fingerprint prime q={self.q} must divide p-1={self.p - 1}")
-        if self.m * self.m > MAX_PRODUCT:
+        if self.m > MAX_MODULUS:
             raise MugraphError(f"fingerprint modulus p*q={self.m} must be at most {MAX_MODULUS:,}: the product "
                                "of two residues must stay exact in float64 (below 2**53)")
 
@@ -141,4 +142,4 @@ def tables(spec: FieldSpec, omega: int) -> Tables:
 
 def matmul_chunk(spec: FieldSpec) -> int:
     """Largest contraction length whose float64 dot products of residues stay exact (< 2**53)."""
-    return max(1, (2**53 - 1) // ((spec.m - 1) ** 2))
+    return max(1, (EXACT_BELOW - 1) // ((spec.m - 1) ** 2))
