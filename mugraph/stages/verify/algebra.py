@@ -161,7 +161,7 @@ class ZpqAlgebra:
         out = None
         for s in range(0, k, self._chunk):
             part = xp.matmul(af[..., s : s + self._chunk], bf[..., s : s + self._chunk, :]) % self.m
-            out = part if out is None else (out + part) % self.m
+            out = part if out is None else self.add(out, part)
         return out
 
     def sum(self, a: Array, axis: int) -> Array:
