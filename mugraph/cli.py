@@ -293,7 +293,40 @@ def _interrupted(signum: int, frame: FrameType | None) -> None:
     if signum == signal.SIGTERM:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once is enough
     quiet_event_loop_logs()
+    _LAST_SIGNAL[0] = signum
     raise KeyboardInterrupt
+
+
+def _redeliver_dropped_interrupt(unraisable: sys.UnraisableHookArgs) -> None:
+    """Python runs a signal's handler at the next bytecode, which may be inside a `__del__`, a
+    weakref callback or a gc callback (distributed's GC diagnostics register one). There the
+    KeyboardInterrupt is dropped as unraisable and the command would run on to its end. The
+    signal is sent again, from another thread once the finalizer has returned, with the handler
+    back in place; anything else goes to the previous hook."""
+    signum = _LAST_SIGNAL[0]
+    if not isinstance(unraisable.exc_value, KeyboardInterrupt) or signum is None:
+        _PREVIOUS_UNRAISABLE_HOOK(unraisable)
+        return
+    signal.signal(signum, _interrupted)
+    main = threading.main_thread().ident
+    assert main is not None
+    again = threading.Timer(0.05, signal.pthread_kill, (main, signum))
+    again.daemon = True  # never holds up the interpreter's exit
+    again.start()
+
+
+_LAST_SIGNAL: list[int | None] = [None]  # the signal the handler last turned into KeyboardInterrupt
+_PREVIOUS_UNRAISABLE_HOOK = sys.unraisablehook
+
+
+def install_interrupt_handlers() -> None:
+    """SIGTERM and SIGINT (unless a shell ignores it) stop the command through `_interrupted`, also
+    when the signal lands inside a finalizer. Main thread only."""
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _interrupted)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not where a shell ignores it
+        signal.signal(signal.SIGINT, _interrupted)
+    sys.unraisablehook = _redeliver_dropped_interrupt
 
 
 def _warning_line(message: Warning | str, category: type[Warning], filename: str, lineno: int,
@@ -307,10 +340,7 @@ def main(argv: list[str] | None = None) -> None:
     warnings.formatwarning = _warning_line
     run: Callable[..., Any] = cli.main
     if threading.current_thread() is threading.main_thread():
-        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-            signal.signal(signal.SIGTERM, _interrupted)
-        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not where a shell ignores it
-            signal.signal(signal.SIGINT, _interrupted)
+        install_interrupt_handlers()
     try:
         run(args=argv, prog_name="mugraph", standalone_mode=False)
     except (KeyboardInterrupt, click.exceptions.Abort):

@@ -97,3 +97,31 @@ def test_an_interrupt_quiets_the_event_loop_loggers_then_unwinds() -> None:
     ])
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.split() == ["unwinds", "False", "True"], out.stderr
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_an_interrupt_raised_inside_a_finalizer_is_delivered_again(sig: signal.Signals) -> None:
+    """Python runs a signal's handler at the next bytecode, which may be inside a `__del__`, a
+    weakref callback or a gc callback (distributed registers one); the KeyboardInterrupt raised
+    there is printed as "Exception ignored" and dropped, and the command would run to its end.
+    The signal must reach the command's own code, with no traceback."""
+    code = "\n".join([
+        "import os, signal, time",
+        "from mugraph.cli import install_interrupt_handlers",
+        "install_interrupt_handlers()",
+        "class Finalized:",
+        "    def __del__(self):",
+        f"        os.kill(os.getpid(), {int(sig)})",
+        "        for _ in range(10000): pass  # the handler runs here, inside __del__",
+        "try:",
+        "    Finalized()",
+        "    t = time.monotonic()",
+        "    while time.monotonic() - t < 10: pass",
+        "    print('ran on')",
+        "except KeyboardInterrupt:",
+        "    print('interrupted')",
+    ])
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         preexec_fn=as_from_a_terminal)
+    assert out.stdout.split() == ["interrupted"], (out.stdout, out.stderr)
+    assert "Traceback" not in out.stderr and "ignored" not in out.stderr, out.stderr
