@@ -55,6 +55,8 @@ return items.filter(i => i.renderers.some(r => r.visible && /^f[0-9]+_/.test(r.g
 """
 LORA = ["optimize", "lora", "--set", "grids=[[64,1,1]]", "--set", "fmaps=[-1]", "--set", "kernel_ops=[]",
         "--set", "imaps=[[-1,-1,-1],[1,-1,-1]]", "--budget", "20", "--memo-url", "local", "--json"]
+# lora's whole default space: half an hour on 2 cores, so it is still running when the test kills it
+LONG_LORA = ["optimize", "lora", "--budget", "200", "--memo-url", "local", "--json"]
 
 
 def free_port() -> int:
@@ -294,7 +296,7 @@ def live_page_of(start: dict[str, Any], dashboard_port: int) -> str:
 
 def test_page_during_a_run_then_killed_and_resumed(browser: Any, artifacts: Path, tmp_path: Path) -> None:
     port = free_port()
-    args = [*LORA, "--workers", "2", "--store", str(tmp_path / "run.zarr"), "--dashboard-address",
+    args = [*LONG_LORA, "--workers", "2", "--store", str(tmp_path / "run.zarr"), "--dashboard-address",
             f"127.0.0.1:{port}"]
     with running(args, tmp_path) as first:
         start = first.next("start")
