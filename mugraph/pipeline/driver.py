@@ -43,6 +43,7 @@ from mugraph.stages.layout.facts import LayoutError
 from mugraph.stages.layout.profiles import DEFAULT_PROFILE, GpuProfile, get_profile
 from mugraph.stages.layout.rank import combined, measured_first, rank
 from mugraph.stages.search.explore import SearchCounters
+from mugraph.stages.search.task_paths import task_budget
 from mugraph.stages.verify.check import float_max_rel_err
 from mugraph.storage.run_store import FoundRecord, RunStore
 
@@ -144,8 +145,8 @@ class Driver:
         if row in self._inflight or row in self._done:
             return
         fp = self.plan.fragments[fragment]
-        fut = self.client.submit(search_task, fp.payload, path, self.plan.budget, key=task_key(fp, path),
-                                 pure=False, priority=len(path))
+        fut = self.client.submit(search_task, fp.payload, path, task_budget(path, self.plan.budget),
+                                 key=task_key(fp, path), pure=False, priority=len(path))
         self._inflight.add(row)
         self._row_fragment[row] = fragment
         self._what[fut] = ("search", row, fragment)

@@ -16,6 +16,7 @@ from mugraph.programs.benchmarks import rms_norm_expert
 from mugraph.stages.search.config import preset_config
 from mugraph.stages.search.explore import Fragment, Searcher
 from mugraph.stages.search.task_paths import Path as SearchPath
+from mugraph.stages.search.task_paths import task_budget
 from mugraph.storage.run_store import RunStore
 from tests.pipeline.conftest import done, events, mugraph, optimize_args
 from tests.stages.search.narrow import NARROW
@@ -35,7 +36,7 @@ def serial_tasks(name: str, budget: int) -> tuple[set[str], set[SearchPath]]:
     while pending:
         p = pending.pop()
         paths.add(p)
-        r = searcher.explore(p, budget)
+        r = searcher.explore(p, task_budget(p, budget))
         found |= set(r.found)
         pending.extend(r.frontier)
     return found, paths

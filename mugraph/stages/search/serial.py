@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from mugraph.stages.search.explore import ExploreResult, Found, SearchCounters, Searcher
-from mugraph.stages.search.task_paths import Path
+from mugraph.stages.search.task_paths import Path, task_budget
 
 # States one task expands before handing on its frontier. Each task also pays a fixed cost: its
 # path is replayed, a sibling run lists its parent's children again, and the driver, scheduler
@@ -62,7 +62,8 @@ def run_search(
     while pending:
         if time_limit is not None and time.perf_counter() - t0 >= time_limit:
             break
-        result = searcher.explore(pending.pop(), budget)
+        path = pending.pop()
+        result = searcher.explore(path, task_budget(path, budget))
         report.merge(result)
         pending.extend(reversed(result.frontier))
         report.seconds = time.perf_counter() - t0

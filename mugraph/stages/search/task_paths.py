@@ -24,6 +24,15 @@ from collections.abc import Sequence
 Path = tuple[int, ...]
 
 SIBLINGS = 1 << 30  # set on a path's last index: that child and its later kept siblings
+ROOT_SHARE = 16  # the root's task expands 1/ROOT_SHARE of the node budget
+
+
+def task_budget(path: Sequence[int], budget: int) -> int:
+    """The node budget of the task at `path`. The root's task stops early: until it stops, the
+    run has no other task, so every worker but one would wait out a whole budget. Stopping it
+    sooner hands its frontier (the root's kept children, one task each) to every worker a
+    moment after the start. The split stays a function of the path and `budget` alone."""
+    return max(1, budget // ROOT_SHARE) if not path else budget
 
 
 def sibling_run(parent: Path, first: int) -> Path:

@@ -6,7 +6,16 @@ from __future__ import annotations
 import pytest
 
 from mugraph.stages.search.explore import SearchPathError
-from mugraph.stages.search.task_paths import SIBLINGS, frontier_tasks, show, sibling_run, split_run
+from mugraph.stages.search.serial import run_search
+from mugraph.stages.search.task_paths import (
+    ROOT_SHARE,
+    SIBLINGS,
+    frontier_tasks,
+    show,
+    sibling_run,
+    split_run,
+    task_budget,
+)
 from tests.stages.search.test_explore import full, searcher
 
 
@@ -73,3 +82,26 @@ def test_a_run_must_start_at_a_kept_child() -> None:
     if pruned:
         with pytest.raises(SearchPathError, match="not a kept child"):
             s.explore(sibling_run((), pruned[0]))
+
+
+def test_only_the_root_task_gets_a_smaller_budget() -> None:
+    assert task_budget((), 10_000) == 10_000 // ROOT_SHARE < 10_000
+    assert task_budget((), 1) == 1  # never below one node
+    assert task_budget((0,), 10_000) == task_budget(sibling_run((), 3), 10_000) == 10_000
+
+
+def test_the_serial_search_stops_the_root_early_and_finds_the_same() -> None:
+    """The root's frontier comes after a fraction of the budget, as the root's remaining kept
+    children one task each; the whole search still finds what one unbudgeted exploration finds."""
+    s = searcher("rms_norm")
+    budget = 40 * ROOT_SHARE
+    first = s.explore((), task_budget((), budget))
+    assert first.counters.nodes == budget // ROOT_SHARE
+    _, root_kids = s.kept_children(())
+    tops = [t for t in first.frontier if len(t) == 1]
+    assert tops and all(split_run(t) is None for t in tops) and [t[0] for t in tops] == sorted(t[0] for t in tops)
+    assert tops[-1][0] == root_kids[-1]
+    nodes_after: list[int] = []
+    report = run_search(searcher("rms_norm"), budget, on_progress=lambda r: nodes_after.append(r.counters.nodes))
+    assert nodes_after[0] == budget // ROOT_SHARE
+    assert set(report.found) == set(full("rms_norm").found) and report.counters.nodes == full("rms_norm").counters.nodes
