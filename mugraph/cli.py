@@ -302,10 +302,17 @@ def _redeliver_dropped_interrupt(unraisable: sys.UnraisableHookArgs) -> None:
     weakref callback or a gc callback (distributed's GC diagnostics register one). There the
     KeyboardInterrupt is dropped as unraisable and the command would run on to its end. The
     signal is sent again, from another thread once the finalizer has returned, with the handler
-    back in place; anything else goes to the previous hook."""
+    back in place.
+
+    Once an interrupt has come, other unraisable errors are not printed: they are the finalizers
+    of objects whose `__init__` the KeyboardInterrupt cut short (z3's Context, stopped before it
+    set `owner`, fails in `__del__`), and the command's one line must stay its last. Before any
+    interrupt they go to the previous hook."""
     signum = _LAST_SIGNAL[0]
-    if not isinstance(unraisable.exc_value, KeyboardInterrupt) or signum is None:
+    if signum is None:
         _PREVIOUS_UNRAISABLE_HOOK(unraisable)
+        return
+    if not isinstance(unraisable.exc_value, KeyboardInterrupt):
         return
     signal.signal(signum, _interrupted)
     main = threading.main_thread().ident

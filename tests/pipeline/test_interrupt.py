@@ -125,3 +125,38 @@ def test_an_interrupt_raised_inside_a_finalizer_is_delivered_again(sig: signal.S
                          preexec_fn=as_from_a_terminal)
     assert out.stdout.split() == ["interrupted"], (out.stdout, out.stderr)
     assert "Traceback" not in out.stderr and "ignored" not in out.stderr, out.stderr
+
+
+def test_finalizers_of_objects_an_interrupt_cut_short_print_nothing() -> None:
+    """An interrupt inside an `__init__` leaves an object without the attributes its `__del__`
+    reads (z3's Context without `owner`); that finalizer's error must not follow the command's
+    one line. Before any interrupt such errors are still printed."""
+    code = "\n".join([
+        "import gc, os, signal, sys",
+        "from mugraph.cli import install_interrupt_handlers",
+        "install_interrupt_handlers()",
+        "class HalfBuilt:",
+        "    def __init__(self, interrupt):",
+        "        if interrupt:",
+        "            os.kill(os.getpid(), signal.SIGINT)",
+        "            for _ in range(10000): pass  # the handler runs here",
+        "        self.owner = True",
+        "    def __del__(self):",
+        "        assert self.owner, 'unset'",
+        "class Broken:",
+        "    def __del__(self):",
+        "        raise ValueError('a finalizer bug, before any interrupt')",
+        "Broken()",
+        "gc.collect()",
+        "try:",
+        "    HalfBuilt(True)",
+        "except KeyboardInterrupt:",
+        "    gc.collect()",
+        "    print('interrupted', file=sys.stderr)",
+    ])
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         preexec_fn=as_from_a_terminal)
+    err = out.stderr.strip().splitlines()
+    assert err[-1] == "interrupted", out.stderr
+    assert "a finalizer bug, before any interrupt" in out.stderr  # not swallowed before the interrupt
+    assert "AttributeError" not in out.stderr, out.stderr
