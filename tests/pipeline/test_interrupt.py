@@ -21,6 +21,14 @@ def as_from_a_terminal() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def with_interrupt_handlers(lines: list[str]) -> subprocess.CompletedProcess[str]:
+    """`lines` run as a Python program after the command's interrupt handlers are installed,
+    started as a terminal's foreground job."""
+    code = "\n".join(["from mugraph.cli import install_interrupt_handlers", "install_interrupt_handlers()", *lines])
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          preexec_fn=as_from_a_terminal)
+
+
 @pytest.mark.parametrize(("sig", "group"), [(signal.SIGINT, True), (signal.SIGTERM, False)],
                          ids=["ctrl-c-to-the-group", "sigterm-to-the-driver"])
 def test_interrupted_run_says_one_line(tmp_path: Path, sig: signal.Signals, group: bool) -> None:
@@ -105,10 +113,8 @@ def test_an_interrupt_raised_inside_a_finalizer_is_delivered_again(sig: signal.S
     weakref callback or a gc callback (distributed registers one); the KeyboardInterrupt raised
     there is printed as "Exception ignored" and dropped, and the command would run to its end.
     The signal must reach the command's own code, with no traceback."""
-    code = "\n".join([
+    out = with_interrupt_handlers([
         "import os, signal, time",
-        "from mugraph.cli import install_interrupt_handlers",
-        "install_interrupt_handlers()",
         "class Finalized:",
         "    def __del__(self):",
         f"        os.kill(os.getpid(), {int(sig)})",
@@ -121,8 +127,6 @@ def test_an_interrupt_raised_inside_a_finalizer_is_delivered_again(sig: signal.S
         "except KeyboardInterrupt:",
         "    print('interrupted')",
     ])
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                         preexec_fn=as_from_a_terminal)
     assert out.stdout.split() == ["interrupted"], (out.stdout, out.stderr)
     assert "Traceback" not in out.stderr and "ignored" not in out.stderr, out.stderr
 
@@ -131,10 +135,8 @@ def test_finalizers_of_objects_an_interrupt_cut_short_print_nothing() -> None:
     """An interrupt inside an `__init__` leaves an object without the attributes its `__del__`
     reads (z3's Context without `owner`); that finalizer's error must not follow the command's
     one line. Before any interrupt such errors are still printed."""
-    code = "\n".join([
+    out = with_interrupt_handlers([
         "import gc, os, signal, sys",
-        "from mugraph.cli import install_interrupt_handlers",
-        "install_interrupt_handlers()",
         "class HalfBuilt:",
         "    def __init__(self, interrupt):",
         "        if interrupt:",
@@ -154,8 +156,6 @@ def test_finalizers_of_objects_an_interrupt_cut_short_print_nothing() -> None:
         "    gc.collect()",
         "    print('interrupted', file=sys.stderr)",
     ])
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                         preexec_fn=as_from_a_terminal)
     err = out.stderr.strip().splitlines()
     assert err[-1] == "interrupted", out.stderr
     assert "a finalizer bug, before any interrupt" in out.stderr  # not swallowed before the interrupt
