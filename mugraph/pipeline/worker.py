@@ -17,11 +17,11 @@ from distributed import WorkerPlugin, get_worker
 
 from mugraph.cuda.backend import ArrayModule, cupy_available, get_array_module
 from mugraph.ir.serialize import loads
-from mugraph.pipeline.malloc_tuning import restore_thresholds
 from mugraph.pipeline.plan import FragmentPayload, config_from_json
 from mugraph.stages.layout.choose import choose_layouts
 from mugraph.stages.layout.costs import LAYOUT_SCHEMA
 from mugraph.stages.layout.facts import LayoutError
+from mugraph.stages.prune.heap import keep_context_memory
 from mugraph.stages.prune.oracle import VERDICT_BYTES
 from mugraph.stages.search.explore import Fragment, Searcher
 from mugraph.stages.verify.confirm import Confirmer
@@ -80,7 +80,7 @@ class MugraphPlugin(WorkerPlugin):
         self.state: WorkerState | None = None
 
     def setup(self, worker: Any) -> None:
-        restore_thresholds()
+        keep_context_memory()  # for every task's Z3 contexts, the layout stage's among them
         self.state = WorkerState(self.memo_url, self.backend)
 
     def teardown(self, worker: Any) -> None:

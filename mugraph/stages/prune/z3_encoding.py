@@ -31,6 +31,7 @@ from typing import Any
 import z3
 
 from mugraph.stages.prune.expr import Expr, Head
+from mugraph.stages.prune.heap import keep_context_memory
 
 AXIOM_VERSION = "mirage-sub/1"
 Z3_VERSION = z3.get_version_string()
@@ -132,6 +133,7 @@ class SubQueries:
     """Subexpression queries against one reference's output terms, each in a fresh context."""
 
     def __init__(self, finals: Sequence[Expr], n_inputs: int, rlimit: int, mbqi: bool):
+        keep_context_memory()  # or each fresh context faults its 16 MiB in again (heap.py)
         self.rlimit = rlimit
         self.mbqi = mbqi
         self.prologue = _Axioms(z3.Context(), n_inputs).smt_text()
