@@ -1,0 +1,26 @@
+"""The driver writes its progress samples often early on and rarely late in a long invocation."""
+
+from __future__ import annotations
+
+import itertools
+
+from mugraph.pipeline.driver import TIMELINE_WRITE_SECONDS, timeline_write_interval
+
+
+def writes_over(seconds: int) -> list[float]:
+    """The times the driver's rule writes the timeline, sampling once a second (as it does)."""
+    last, out = -TIMELINE_WRITE_SECONDS, []
+    for t in range(seconds + 1):
+        if t - last >= timeline_write_interval(float(t)):
+            out.append(float(t))
+            last = t
+    return out
+
+
+def test_two_hours_take_a_fraction_of_the_writes_and_lose_at_most_one_percent() -> None:
+    writes = writes_over(7200)
+    assert writes[0] == 0.0  # an invocation killed at once is in the timeline
+    assert writes[:4] == [0.0, 5.0, 10.0, 15.0]  # the first minutes as before
+    assert len(writes) < 400  # every 5 s would be 1,441 writes of the same size
+    gaps = [(b - a, b) for a, b in itertools.pairwise(writes)]
+    assert all(gap <= max(TIMELINE_WRITE_SECONDS, 0.01 * end) + 1 for gap, end in gaps)
