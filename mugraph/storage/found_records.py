@@ -30,7 +30,7 @@ async def load_found(
     store: AtomicLocalStore, root: Path, fragment: int, rows: int, readonly: bool
 ) -> dict[str, FoundRecord]:
     """The found records of `fragment`, checked (StoreDamaged naming the file); `rows` is the task table's
-    committed row count, which every record's task must be below."""
+    committed row count, which the writer's records' tasks must be below."""
     base = f"found/{fragment}"
     names = record_names(root, base)
     records = await asyncio.gather(*(read_record(store, root, f"{base}/{n}") for n in names))
@@ -43,12 +43,12 @@ async def load_found(
             path = check_path(attrs["path"], "found")
             if not isinstance(attrs["graph"], str) or not isinstance(task, int) or task < 0:
                 raise ValueError("graph must be text and task a row number")
-            if task >= rows:
-                # A reader's snapshot of the task table can predate the row of a task a live
-                # writer has since completed; for the writer itself such a record is damage.
-                if readonly:
-                    continue
+            if task >= rows and not readonly:
                 raise ValueError(f"task {task} is not a row of the task table")
+            # A reader's snapshot of the task table can predate the row of a task a live writer has
+            # since completed. Its record is kept: it may be the rewrite of a record that a task in
+            # the snapshot made (a later task found the same μGraph at a smaller path), and the
+            # μGraph exists either way. For the writer itself such a record is damage.
         except (AssertionError, KeyError, TypeError, ValueError) as exc:
             raise damaged(file, exc) from None
         out[name] = FoundRecord(fragment, name, path, attrs["graph"], task)

@@ -548,6 +548,27 @@ def test_readers_beside_a_live_writer_see_consistent_snapshots(tmp_path: Path) -
     assert child.exitcode == 0 and reads >= 3
 
 
+def test_a_reader_keeps_a_record_rewritten_by_a_task_newer_than_its_snapshot(tmp_path: Path) -> None:
+    """A done task's μGraph stays visible to a reader whose task table predates the task that
+    later found the same μGraph at a smaller path and rewrote its record (its row is past the
+    reader's rows). Dropping such records lost the μGraph from the reader's view altogether."""
+    path = tmp_path / "run.zarr"
+    counters = {"states": 1.0, "depth": 0.0}
+    graph = json.dumps({"g": 1})
+    with new_store(path) as st:
+        st.set_fragments(FRAGMENTS[:1])
+        (root,) = st.add_tasks([(0, (), -1)])
+        first, _ = st.complete_task(root, counters=counters, worker="w0", children=[(0,), (1,)],
+                                    found=[FoundRecord(0, "dshared", (1, 0), graph, root)])
+        with RunStore.open_existing(path) as reader:  # its table: the root (done) and two pending rows
+            (newer,) = st.complete_task(first, counters=counters, worker="w0", children=[(0, 0)], found=[])
+            st.complete_task(newer, counters=counters, worker="w0", children=[],
+                             found=[FoundRecord(0, "dshared", (0, 0, 1), graph, newer)])
+            assert newer >= len(reader.tasks())
+            assert reader.tasks()[root].done
+            assert reader.found(0)["dshared"].path == (0, 0, 1)
+
+
 def test_damaged_found_records(filled: Path) -> None:
     base = filled / "found" / "0"
     first, second = sorted(p for p in base.iterdir() if p.is_dir())[:2]
