@@ -1,18 +1,16 @@
 """glibc malloc thresholds under which a fresh Z3 context per query reuses the heap's memory.
 
 Every query gets its own Z3 context (z3_encoding.SubQueries); the context allocates two blocks of
-about 8 MiB and frees both when it goes. Under glibc's dynamic thresholds, freeing the first such
-block that was mmapped moves the mmap threshold to just above 8 MiB and the trim threshold to twice
-that. The next contexts' blocks then come from the heap, and freeing both leaves slightly more than
-the trim threshold free at its top, which glibc gives back to the OS, so the next context faults the
-same 16 MiB in again: on rms_norm's serial search, 1.05 million minor page faults and 3.1 s of 17 s in
-the kernel. With a variable such as Dask's `MALLOC_TRIM_THRESHOLD_=65536` set, the thresholds are
-frozen at their defaults instead and every block is its own mmap, with the same faults.
+about 8 MiB and frees both when it goes. On rms_norm's serial search, glibc's dynamic thresholds had
+settled with the trim threshold just below the two blocks' sum: the heap grew by 8.1 MiB and shrank
+by 16.3 MiB in step, query after query, so every context faulted its memory in again (1.05 million
+minor page faults, 95% of them in Z3's `ast_manager` constructor, and 3.1 of 17 s in the kernel).
+With a variable such as Dask's `MALLOC_TRIM_THRESHOLD_=65536` set, the thresholds are frozen at
+their defaults instead and every block is its own mmap, with the same faults.
 
-`keep_context_memory` sets both thresholds once per process, where the dynamic rule would end on a
-64-bit machine without the 8 MiB blocks: mmap at glibc's ceiling (32 MiB), trim at twice that. A
-process keeps at most that much free memory at the top of its heap; nothing else changes (results
-do not depend on where memory comes from).
+`keep_context_memory` sets both thresholds once per process, at the most the dynamic rule reaches
+on a 64-bit machine: mmap at 32 MiB (glibc's ceiling), trim at twice that. A process then keeps at
+most 64 MiB free at the top of its heap; results do not depend on where memory comes from.
 """
 
 from __future__ import annotations
