@@ -232,9 +232,10 @@ def search(program: str, preset: str | None, settings: tuple[str, ...], time_lim
     reference = prog.reference()
     fragment = Fragment(reference, config, prog.name)
     expert_digests = {canonical_digest(build()) for build in list(prog.experts.values())[:1]}
+    xp = get_array_module(backend)  # the device is checked before the memo directory is made
     progress = ProgressLine()
     with verdict_memo(memo_url, memo_dir, VERDICT_BYTES) as memo:
-        searcher = Searcher(fragment, memo, xp=get_array_module(backend))
+        searcher = Searcher(fragment, memo, xp=xp)
         try:
             report = run_search(searcher, budget, limit, lambda r: progress.update(_progress_text(r)))
         finally:

@@ -28,6 +28,7 @@ from mugraph.dashboards import live
 from mugraph.dashboards.progress import ProgressLine
 from mugraph.dashboards.report import report_path, write_report
 from mugraph.ir.errors import MugraphError
+from mugraph.ir.names import shown
 from mugraph.ir.render import render
 from mugraph.ir.serialize import loads
 from mugraph.programs import resolve_program
@@ -83,12 +84,18 @@ def _children_ignore_sigint() -> Iterator[None]:
 
 
 def _parse_layout(text: str) -> tuple[str, int]:
+    """NAME=DIM with DIM a dim index from 0 (a negative one would count from the end, as Python's do,
+    and name another dim than the user meant on tensors of another rank)."""
     name, _, dim = text.partition("=")
     try:
-        return name.strip(), int(dim)
+        value = int(dim)
     except ValueError:
-        raise click.BadParameter(f"{text!r}: expected NAME=DIM, e.g. W=0 for a column-major W",
+        raise click.BadParameter(f"{shown(text)}: expected NAME=DIM, e.g. W=0 for a column-major W",
                                  param_hint="--layout") from None
+    if value < 0:
+        raise click.BadParameter(f"{shown(text)}: DIM is a dim index from 0 (the first dim), not {value}",
+                                 param_hint="--layout")
+    return name.strip(), value
 
 
 def _progress_text(e: dict[str, Any]) -> str:
@@ -164,6 +171,9 @@ def optimize(program: str, preset: str | None, settings: tuple[str, ...], worker
         require_triton()  # before the run, not after it
     if measure and scheduler is None and not cupy_available():
         raise MugraphError(NO_GPU)  # the local cluster would have no GPU worker
+    if backend == "cupy" and scheduler is None and not cupy_available():
+        raise MugraphError("--backend cupy needs CuPy and a usable CUDA device on this machine, and none was found; "
+                           "use --backend numpy (or auto)")
     gpu = get_profile(gpu_profile)
     if workers is not None and scheduler is not None:
         raise click.UsageError("--workers starts a local cluster; with --scheduler the cluster's own workers run")

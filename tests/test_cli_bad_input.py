@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from mugraph.cli import main
+from mugraph.cuda.backend import cupy_available
 from mugraph.ir.graph import KernelGraph
-from mugraph.ir.serialize import dumps
+from mugraph.ir.serialize import dumps, to_json
 
 DEEP = 100_000
 
@@ -64,7 +66,61 @@ CASES: list[tuple[str, list[str], str]] = [
     ("program-reference-exits", ["check", "exits_late.py"], "sys.exit"),
     ("unknown-program", ["optimize", "no_such_program"], "unknown program"),
     ("time-limit", ["optimize", "lora", "--time-limit", "1e400"], "duration"),
+    # op kinds the search cannot enumerate: refused by the config's validation, not by a worker
+    *[(f"{cmd}-{key}-{kind}", [cmd, "lora", "--set", f'{key}=["{kind}","exp"]'], "cannot enumerate")
+      for cmd in ("search", "optimize") for key in ("kernel_ops", "block_ops")
+      for kind in ("input", "output", "customized", "concat")],
+    ("set-kernel-ops-twice", ["optimize", "lora", "--set", 'kernel_ops=["exp","exp"]'], "more than once"),
+    ("set-block-reduction", ["search", "lora", "--set", 'block_ops=["reduction"]'], "cannot enumerate"),
+    ("set-kernel-clamp", ["optimize", "lora", "--set", 'kernel_ops=["clamp"]'], "cannot enumerate"),
+    # a dim index counts from 0; a negative one would count from the end
+    ("layout-minus-1", ["optimize", "lora", "--layout", "X=-1"], "dim index from 0"),
+    ("layout-minus-2", ["optimize", "lora", "--layout", "X=-2"], "dim index from 0"),
+    # no GPU here: the device is checked before the store or the memo directory exists
+    ("optimize-backend-cupy", ["optimize", "lora", "--backend", "cupy"], "cupy"),
+    ("search-backend-cupy", ["search", "lora", "--backend", "cupy"], "cupy"),
+    # a program file's code that ends the process in any other way than an error of its own
+    ("program-raises-baseexception", ["optimize", "base.py"], "raises Stop"),
+    ("program-raises-generatorexit", ["check", "genexit.py"], "raises GeneratorExit"),
+    ("program-reference-raises-baseexception", ["search", "base_late.py"], "raises Stop"),
+    # names are data: refused when the program is loaded, shown escaped
+    *[(f"{where}-name-{what}", [cmd, f"{where}_{what}.json", *extra], f"{where} name")
+      for where in ("input", "output", "program") for what in ("nul", "newline", "rlo")
+      for cmd, extra in ((("check", []),) if what != "newline" else (("emit", ["--check", "--interpret"]),))],
+    ("program-name-triple-quote", ["emit", "program_quotes.json", "--check", "--interpret"], "program name"),
+    ("py-program-name-rlo", ["optimize", "named_rlo.py"], "program name"),
+    ("program-file-name-newline", ["check", "bad\nname.json"], "program (the file's name"),
+    ("expert-label-newline", ["emit", "expert_newline.json"], "expert name"),
+    ("tensor-name-colon", ["optimize", "colon.json"], "holds ':'"),
+    ("duplicate-output-names", ["emit", "dup_out.json", "--check", "--interpret"], "output name 'O' is taken"),
+    ("duplicate-output-names-optimize", ["optimize", "dup_out.json"], "output name 'O' is taken"),
+    ("duplicate-input-names", ["check", "dup_in.json"], "input name 'X' is taken"),
 ]
+# Rows that hold only where CuPy finds no CUDA device (every machine the suite runs on but a GPU one).
+NEEDS_NO_GPU = {"optimize-backend-cupy", "search-backend-cupy"}
+HOSTILE = "X\n    os.mkdir('PW')\n    #"  # a comment in the emitted kernel would end at the newline
+BAD_NAMES = {"nul": "X\x00Y", "newline": HOSTILE, "rlo": "X\u202eY"}
+
+
+def _graph_json(inputs: tuple[str, ...] = ("X",), outputs: tuple[str, ...] = ("O",)) -> dict[str, Any]:
+    """`exp` of the first input, as many outputs as named; names are set in the JSON as a file would hold
+    them (the builder refuses them now, so they are written past it)."""
+    g = KernelGraph()
+    xs = [g.new_input((16, 16), name=f"in{i}") for i in range(len(inputs))]
+    y = g.exp(xs[0])
+    for i in range(len(outputs)):
+        g.mark_output(y, f"out{i}")
+    data = to_json(g)
+    named = [op for op in data["ops"] if op["kind"] in ("input", "output")]
+    for op, name in zip(named, (*inputs, *outputs), strict=True):
+        op["name"] = name
+    return data
+
+
+def _program_json(name: str = "p", experts: tuple[str, ...] = ()) -> str:
+    graph = _graph_json()
+    return json.dumps({"schema": "mugraph.program/1", "name": name, "reference": graph,
+                       "experts": {label: graph for label in experts}})
 
 
 def scratch(directory: Path) -> None:
@@ -81,6 +137,23 @@ def scratch(directory: Path) -> None:
     (directory / "interrupts.py").write_text("raise KeyboardInterrupt\n")
     (directory / "exits_late.py").write_text(
         "import sys\n\ndef reference():\n    sys.exit(0)\n\nexperts = {}\n")
+    (directory / "base.py").write_text("class Stop(BaseException):\n    pass\n\n\nraise Stop('now')\n")
+    (directory / "genexit.py").write_text("raise GeneratorExit\n")
+    (directory / "base_late.py").write_text(
+        "class Stop(BaseException):\n    pass\n\n\ndef reference():\n    raise Stop\n")
+    for what, bad in BAD_NAMES.items():
+        (directory / f"input_{what}.json").write_text(json.dumps(_graph_json(inputs=(bad,))))
+        (directory / f"output_{what}.json").write_text(json.dumps(_graph_json(outputs=(bad,))))
+        (directory / f"program_{what}.json").write_text(_program_json(bad))
+    (directory / "program_quotes.json").write_text(_program_json('p"""\nimport os; os.mkdir("PW")\n"""'))
+    (directory / "named_rlo.py").write_text(
+        "from mugraph.ir import KernelGraph\n\nname = 'lora\\u202egnp.exe'\n\n\ndef reference():\n"
+        "    g = KernelGraph()\n    g.mark_output(g.exp(g.new_input((4, 4), name='X')), 'O')\n    return g\n")
+    (directory / "bad\nname.json").write_text(json.dumps(_graph_json()))
+    (directory / "expert_newline.json").write_text(_program_json("p", experts=("e\nimport os",)))
+    (directory / "colon.json").write_text(json.dumps(_graph_json(inputs=("f0:o0",))))
+    (directory / "dup_out.json").write_text(json.dumps(_graph_json(outputs=("O", "O"))))
+    (directory / "dup_in.json").write_text(json.dumps(_graph_json(inputs=("X", "X"))))
 
 
 def listing(directory: Path) -> set[str]:
@@ -103,8 +176,10 @@ def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[object
 @pytest.mark.parametrize(("argv", "needle"), [(a, n) for _, a, n in CASES], ids=[c[0] for c in CASES])
 def test_bad_input_is_one_line_and_status_2(
     argv: list[str], needle: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], request: pytest.FixtureRequest,
 ) -> None:
+    if request.node.callspec.id in NEEDS_NO_GPU and cupy_available():
+        pytest.skip("this case is about a machine without a usable CUDA device")
     scratch(tmp_path)
     monkeypatch.chdir(tmp_path)
     before = listing(tmp_path)
@@ -114,7 +189,8 @@ def test_bad_input_is_one_line_and_status_2(
     assert len(lines) == 1 and lines[0].startswith("mugraph: error: "), err[-2000:]
     assert needle in lines[0], lines[0]
     assert "Traceback" not in err + out
-    assert listing(tmp_path) == before  # no store, no memo directory, no report
+    assert err.isascii() or not any(c in err for c in "\x00\u202e")  # names are shown escaped, never raw
+    assert listing(tmp_path) == before  # no store, no memo directory, no report, nothing a name ran
 
 
 def test_unwritable_working_directory(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:

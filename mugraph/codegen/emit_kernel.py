@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from math import prod
 
 from mugraph.codegen.errors import CodegenError
+from mugraph.codegen.text import inert
 from mugraph.codegen.tiles import AXES, MIN_DOT, input_access, output_access, padded, padded_shape, tile_offsets
 from mugraph.codegen.tiles import mask as tile_mask
 from mugraph.ir.graph import BlockGraph, KernelGraph, Op
@@ -203,8 +204,9 @@ def live_tensors(graph: BlockGraph | KernelGraph) -> set[int]:
 
 def emit_kernel(bg: BlockGraph, name: str, sources: Sequence[str], comment: Sequence[str] = (),
                 strides: Sequence[Shape] = ()) -> KernelSource:
-    """The kernel of `bg`; `sources` names each input's device tensor (for comments); `strides` gives
-    the element strides of its inputs then its outputs (default: row-major)."""
+    """The kernel of `bg`; `sources` names each input's device tensor and `comment` adds lines (both only
+    in comments, through `inert`: a name holding a newline would otherwise end its comment and run the
+    rest as code); `strides` gives the element strides of its inputs then its outputs (default: row-major)."""
     n_inputs = len(bg.sources)
     in_strides: list[Shape | None] = [*strides[:n_inputs]] or [None] * n_inputs
     out_strides: list[Shape | None] = [*strides[n_inputs:]] or [None] * len(bg.output_shapes)
@@ -212,7 +214,7 @@ def emit_kernel(bg: BlockGraph, name: str, sources: Sequence[str], comment: Sequ
     n_in = sum(1 for op in bg.ops if op.kind is OpKind.INPUT)
     n_out = len(bg.output_shapes)
     head = [f"# grid {list(bg.grid)} (tl.program_id per axis), for-loop range {bg.forloop}",
-            *[f"# {c}" for c in comment]]
+            *[f"# {inert(c)}" for c in comment]]
     for a in range(3):
         if bg.grid[a] > 1:
             body.setup.append(f"pid_{AXES[a]} = tl.program_id({a})")
@@ -224,7 +226,7 @@ def emit_kernel(bg: BlockGraph, name: str, sources: Sequence[str], comment: Sequ
             imap, fmap = op.dims_attr("imap"), op.int_attr("fmap")
             tile = bg.tensors[out].shape
             acc = input_access(src.shape, tile, bg.grid, imap, fmap, bg.forloop, in_strides[k_in])
-            head.append(f"# s{out} <- {sources[k_in]} {fmt(src.shape)}: imap {list(imap)}, fmap {fmap} -> tile "
+            head.append(f"# s{out} <- {inert(sources[k_in])} {fmt(src.shape)}: imap {list(imap)}, fmap {fmap} -> tile "
                         f"{fmt(tile)} (padded {fmt(padded_shape(tile))})"
                         + (" per iteration" if fmap >= 0 else ", loaded once" if out in live else "")
                         + ("" if out in live else ", read by no op: not loaded"))

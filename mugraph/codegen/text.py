@@ -1,4 +1,5 @@
-"""Line wrapping for emitted code, so the module stays within a 120-column lint limit."""
+"""Line wrapping for emitted code, so the module stays within a 120-column lint limit, and the one way
+data (names, paths, layout notes) enters its comments and docstring: `inert`."""
 
 from __future__ import annotations
 
@@ -8,12 +9,31 @@ LIMIT = 116
 BREAKS = (", ", " + ", " * ", " / ", " & ")
 
 
+def inert(text: str) -> str:
+    """`text` as it may stand in a comment or docstring of emitted code: printable ASCII stays, every
+    other character (newline, NUL, U+202E, non-ASCII) and the quote and backslash that could end or
+    bend a docstring become escapes such as `\\x22`. Data is never copied there raw: a newline would end
+    the comment and run the rest as code, three quotes would end the docstring."""
+    return "".join(c if " " <= c <= "~" and c not in '"\\' else _escape(c) for c in text)
+
+
+def _escape(c: str) -> str:
+    n = ord(c)
+    return f"\\x{n:02x}" if n < 0x100 else f"\\u{n:04x}" if n < 0x10000 else f"\\U{n:08x}"
+
+
 def _break_point(line: str, limit: int) -> int:
     """The last operator or comma before `limit` inside brackets and outside strings, or -1."""
     depth, quote, best, best_depth = 0, "", -1, 1 << 30
+    escaped = False
     for i, ch in enumerate(line[:limit]):
         if quote:
-            quote = "" if ch == quote else quote
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            else:
+                quote = "" if ch == quote else quote
         elif ch in "'\"":
             quote = ch
         elif ch == "#":

@@ -24,6 +24,7 @@ from mugraph.ir.errors import (
     SharedMemoryError,
 )
 from mugraph.ir.limits import DEFAULT_LIMITS, Limits
+from mugraph.ir.names import check_tensor_name, shown
 from mugraph.ir.shapes import fmt
 from mugraph.ir.types import (
     ACCUMULATORS,
@@ -377,9 +378,10 @@ class KernelGraph(_Graph):
     ) -> Tensor:
         if self._closed:
             raise GraphStructureError("input: this kernel graph is closed")
-        label = name if name is not None else f"in{len(self.ops_of(OpKind.INPUT))}"
-        if not isinstance(label, str) or not label:
-            raise GraphStructureError(f"input: name {label!r} must be a non-empty string")
+        label = check_tensor_name(name if name is not None else f"in{len(self.ops_of(OpKind.INPUT))}", "input")
+        if label in self._names(OpKind.INPUT):
+            raise GraphStructureError(f"input name {shown(label)} is taken by another input; inputs are given by "
+                                      "name, so each needs its own")
         dims = shapes.check_shape(shape, f"input {label}")
         dt = DType(dtype)
         attrs: list[tuple[str, Attr]] = [("dtype", dt.value), ("name", label), ("shape", dims)]
@@ -413,8 +415,14 @@ class KernelGraph(_Graph):
 
     def mark_output(self, x: Tensor, name: str | None = None) -> None:
         (x,) = self._operands(OpKind.OUTPUT, x)
-        label = name if name is not None else f"out{len(self.ops_of(OpKind.OUTPUT))}"
+        label = check_tensor_name(name if name is not None else f"out{len(self.ops_of(OpKind.OUTPUT))}", "output")
+        if label in self._names(OpKind.OUTPUT):
+            raise GraphStructureError(f"output name {shown(label)} is taken by another output; outputs are returned "
+                                      "by name, so each needs its own")
         self._add(OpKind.OUTPUT, (x,), [], x.dtype, [("name", label)])
+
+    def _names(self, kind: OpKind) -> set[str]:
+        return {str(op.attr("name")) for op in self.ops_of(kind)}
 
     @property
     def output_tensors(self) -> list[Tensor]:

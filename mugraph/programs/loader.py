@@ -4,20 +4,27 @@ A Python file defines `reference` (a KernelGraph, or a function returning one) a
 `experts` (a dict of label to KernelGraph or function), `name` and `preset`. A JSON file is either
 one kernel graph (`"schema": "mugraph.kernel-graph/1"`) or a program
 (`"schema": "mugraph.program/1"` with `reference` and optional `experts`, `name`, `preset`).
-Every failure becomes one ProgramLoadError naming the file and the line or field.
+Every failure becomes one ProgramLoadError naming the file and the line or field. Names (the
+program's, its experts', its tensors') are checked here as data (see `ir.names`); an interrupt that
+arrives while a Python file runs stays an interrupt, while the file's own `raise KeyboardInterrupt` (or
+any other BaseException) is an error in the file.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import runpy
+import signal
+import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from mugraph.ir.errors import MugraphError, SchemaError
 from mugraph.ir.graph import KernelGraph
+from mugraph.ir.names import check_label, printable, shown
 from mugraph.ir.serialize import SCHEMA, from_json, to_json
 from mugraph.ir.types import OpKind
 from mugraph.programs.program import Program
@@ -30,6 +37,11 @@ class ProgramLoadError(MugraphError):
     """A program file could not be loaded; the message names the file and line or field."""
 
 
+def _at(path: Path) -> str:
+    """A path as messages show it (no raw control or bidirectional characters)."""
+    return printable(str(path))
+
+
 def resolve_program(spec: str) -> Program:
     """A built-in name, or a path ending in .py or .json."""
     if spec.endswith((".py", ".json")) or "/" in spec:
@@ -39,12 +51,12 @@ def resolve_program(spec: str) -> Program:
 
 def load_program(path: Path) -> Program:
     if not path.is_file():
-        raise ProgramLoadError(f"{path}: no such file")
+        raise ProgramLoadError(f"{_at(path)}: no such file")
     if path.suffix == ".py":
         return _load_python(path)
     if path.suffix == ".json":
         return _load_json(path)
-    raise ProgramLoadError(f"{path}: a program file must end in .py or .json")
+    raise ProgramLoadError(f"{_at(path)}: a program file must end in .py or .json")
 
 
 def _line_in(path: Path, exc: BaseException) -> str:
@@ -54,36 +66,82 @@ def _line_in(path: Path, exc: BaseException) -> str:
     for frame in traceback.extract_tb(exc.__traceback__):
         if frame.filename in (str(path), resolved):
             line = frame.lineno
-    return f"{path}:{line}" if line else str(path)
+    return f"{_at(path)}:{line}" if line else str(path)
+
+
+def _type_name(e: BaseException) -> str:
+    name = type(e).__name__
+    return name if name.isidentifier() and name.isascii() else shown(name)
 
 
 def _escaped(path: Path, label: str, e: BaseException) -> ProgramLoadError:
-    """A program file's code that tried to end the process (sys.exit, KeyboardInterrupt) is an error in it."""
-    what = f"calls sys.exit({e.code!r})" if isinstance(e, SystemExit) else f"raises {type(e).__name__}"
+    """A program file's code that tried to end the process (sys.exit, KeyboardInterrupt, GeneratorExit, a
+    BaseException of its own) is an error in it."""
+    what = f"calls sys.exit({shown(e.code)})" if isinstance(e, SystemExit) else f"raises {_type_name(e)}"
     return ProgramLoadError(f"{_line_in(path, e)}: {label}{what}; a program file must only define its graphs")
 
 
-def _python_graph(path: Path, label: str, value: Any) -> KernelGraph:
+@contextlib.contextmanager
+def _signals_seen() -> Iterator[list[int]]:
+    """The SIGINT and SIGTERM that arrive while a program file runs, noted on the way to the handler
+    already installed: a KeyboardInterrupt with one noted is the user's interrupt (Ctrl-C), not the
+    file's doing. Only where the installed handler is a Python function (the CLI's, or Python's own
+    default_int_handler); main thread only, as signal handlers are."""
+    seen: list[int] = []
+    wrapped: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            previous = signal.getsignal(signum)
+            if callable(previous):
+                def note(n: int, frame: Any, previous: Callable[[int, Any], Any] = previous) -> Any:
+                    seen.append(n)
+                    return previous(n, frame)
+
+                signal.signal(signum, note)
+                wrapped[signum] = (note, previous)
+    try:
+        yield seen
+    finally:
+        for signum, (note, previous) in wrapped.items():
+            if signal.getsignal(signum) is note:  # else the handler itself changed it (SIGTERM: ignored now)
+                signal.signal(signum, previous)
+
+
+def _message(e: BaseException) -> str:
+    return printable(f"{_type_name(e)}: {e}")
+
+
+def _python_graph(path: Path, label: str, value: Any, seen: list[int]) -> KernelGraph:
     try:
         graph = value() if callable(value) and not isinstance(value, KernelGraph) else value
     except MugraphError as e:
-        raise ProgramLoadError(f"{_line_in(path, e)}: {label}: {e}") from None
+        raise ProgramLoadError(f"{_line_in(path, e)}: {label}: {printable(str(e))}") from None
     except Exception as e:  # a user's code failed: report its line, not our traceback
-        raise ProgramLoadError(f"{_line_in(path, e)}: {label}: {type(e).__name__}: {e}") from None
-    except (SystemExit, KeyboardInterrupt) as e:
+        raise ProgramLoadError(f"{_line_in(path, e)}: {label}: {_message(e)}") from None
+    except KeyboardInterrupt as e:
+        if seen:
+            raise  # the user's Ctrl-C or a SIGTERM: the command is interrupted, the file is not to blame
+        raise _escaped(path, f"{label} ", e) from None
+    except BaseException as e:  # sys.exit, GeneratorExit, a BaseException subclass of the file's own
         raise _escaped(path, f"{label} ", e) from None
     if not isinstance(graph, KernelGraph):
-        raise ProgramLoadError(f"{path}: {label} must be a KernelGraph, got {type(graph).__name__}")
+        raise ProgramLoadError(f"{_at(path)}: {label} must be a KernelGraph, got {type(graph).__name__}")
     return _checked(path, label, graph)
 
 
 def _checked(path: Path, label: str, graph: KernelGraph) -> KernelGraph:
-    """Refuse a graph with nothing to optimise: no outputs, or no op besides inputs and outputs."""
+    """Refuse a graph with nothing to optimise (no outputs, or no op besides inputs and outputs), and
+    names with `:`, which the program's split into fragments keeps for the tensors between fragments."""
+    for op in graph.ops_of(OpKind.INPUT) + graph.ops_of(OpKind.OUTPUT):
+        name = str(op.attr("name"))
+        if ":" in name:
+            raise ProgramLoadError(f"{_at(path)}: {label}: {op.kind} name {shown(name)} holds ':', which names "
+                                   "the tensors between a program's fragments; use another character")
     kinds = {op.kind for op in graph.ops}
     if OpKind.OUTPUT not in kinds:
-        raise ProgramLoadError(f"{path}: {label} has no outputs (mark one with mark_output)")
+        raise ProgramLoadError(f"{_at(path)}: {label} has no outputs (mark one with mark_output)")
     if not kinds - {OpKind.INPUT, OpKind.OUTPUT}:
-        raise ProgramLoadError(f"{path}: {label} has no ops besides its inputs and outputs")
+        raise ProgramLoadError(f"{_at(path)}: {label} has no ops besides its inputs and outputs")
     return graph
 
 
@@ -94,25 +152,35 @@ def _frozen(graph: KernelGraph) -> Callable[[], KernelGraph]:
 
 
 def _load_python(path: Path) -> Program:
+    with _signals_seen() as seen:
+        return _run_python(path, seen)
+
+
+def _run_python(path: Path, seen: list[int]) -> Program:
     try:
         ns = runpy.run_path(str(path), run_name="mugraph_program")
     except SyntaxError as e:
-        raise ProgramLoadError(f"{path}:{e.lineno}: syntax error: {e.msg}") from None
+        raise ProgramLoadError(f"{_at(path)}:{e.lineno}: syntax error: {printable(str(e.msg))}") from None
     except MugraphError as e:
-        raise ProgramLoadError(f"{_line_in(path, e)}: {e}") from None
+        raise ProgramLoadError(f"{_line_in(path, e)}: {printable(str(e))}") from None
     except RecursionError as e:
-        raise ProgramLoadError(f"{path}: nested too deeply ({e})") from None
+        raise ProgramLoadError(f"{_at(path)}: nested too deeply ({e})") from None
     except Exception as e:
-        raise ProgramLoadError(f"{_line_in(path, e)}: {type(e).__name__}: {e}") from None
-    except (SystemExit, KeyboardInterrupt) as e:
+        raise ProgramLoadError(f"{_line_in(path, e)}: {_message(e)}") from None
+    except KeyboardInterrupt as e:
+        if seen:
+            raise  # the user's Ctrl-C or a SIGTERM: the command is interrupted, the file is not to blame
+        raise _escaped(path, "", e) from None
+    except BaseException as e:  # sys.exit, GeneratorExit, a BaseException subclass of the file's own
         raise _escaped(path, "", e) from None
     if "reference" not in ns:
-        raise ProgramLoadError(f"{path}: defines no `reference` (a KernelGraph or a function returning one)")
-    reference = _python_graph(path, "reference", ns["reference"])
+        raise ProgramLoadError(f"{_at(path)}: defines no `reference` (a KernelGraph or a function returning one)")
+    reference = _python_graph(path, "reference", ns["reference"], seen)
     experts_raw = ns.get("experts", {})
     if not isinstance(experts_raw, dict):
-        raise ProgramLoadError(f"{path}: `experts` must be a dict of label to KernelGraph")
-    experts = {str(k): _frozen(_python_graph(path, f"experts[{k!r}]", v)) for k, v in experts_raw.items()}
+        raise ProgramLoadError(f"{_at(path)}: `experts` must be a dict of label to KernelGraph")
+    experts = {_label(path, k): _frozen(_python_graph(path, f"experts[{shown(k)}]", v, seen))
+               for k, v in experts_raw.items()}
     return _program(path, ns.get("name"), ns.get("preset"), reference, experts)
 
 
@@ -120,26 +188,36 @@ def _program(
     path: Path, name: Any, preset: Any, reference: KernelGraph, experts: dict[str, Callable[[], KernelGraph]]
 ) -> Program:
     if name is not None and not isinstance(name, str):
-        raise ProgramLoadError(f"{path}: `name` must be a string")
+        raise ProgramLoadError(f"{_at(path)}: `name` must be a string")
     if preset is not None and preset not in ("mlp", "lora", "attention"):
-        raise ProgramLoadError(f"{path}: preset {preset!r} is not one of mlp, lora, attention")
-    return Program(
-        name or path.stem, f"program from {path}", preset or "mlp", _frozen(reference), experts,
-        source=str(path),
-    )
+        raise ProgramLoadError(f"{_at(path)}: preset {shown(preset)} is not one of mlp, lora, attention")
+    try:
+        label = check_label(name or path.stem, "program" if name else "program (the file's name without .py/.json)")
+    except MugraphError as e:
+        raise ProgramLoadError(f"{_at(path)}: {e}") from None
+    return Program(label, f"program from {_at(path)}", preset or "mlp", _frozen(reference), experts,
+                   source=_at(path))
+
+
+def _label(path: Path, key: Any) -> str:
+    """An expert's label, checked as a name."""
+    try:
+        return check_label(key if isinstance(key, str) else str(key), "expert")
+    except MugraphError as e:
+        raise ProgramLoadError(f"{_at(path)}: {e}") from None
 
 
 def _load_json(path: Path) -> Program:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
-        raise ProgramLoadError(f"{path}:{e.lineno}:{e.colno}: invalid JSON: {e.msg}") from None
+        raise ProgramLoadError(f"{_at(path)}:{e.lineno}:{e.colno}: invalid JSON: {e.msg}") from None
     except UnicodeDecodeError as e:
-        raise ProgramLoadError(f"{path}: not UTF-8 text ({e.reason})") from None
+        raise ProgramLoadError(f"{_at(path)}: not UTF-8 text ({e.reason})") from None
     except RecursionError:
-        raise ProgramLoadError(f"{path}: invalid JSON: nested too deeply") from None
+        raise ProgramLoadError(f"{_at(path)}: invalid JSON: nested too deeply") from None
     except OSError as e:
-        raise ProgramLoadError(f"{path}: cannot read: {e.strerror or e}") from None
+        raise ProgramLoadError(f"{_at(path)}: cannot read: {e.strerror or e}") from None
     try:
         if isinstance(data, dict) and data.get("schema") == PROGRAM_SCHEMA:
             reference = _checked(path, "reference", from_json(data.get("reference"), path="reference"))
@@ -147,7 +225,8 @@ def _load_json(path: Path) -> Program:
             if not isinstance(experts_raw, dict):
                 raise SchemaError("experts: expected an object of label to graph")
             experts = {
-                str(k): _frozen(from_json(v, path=f"experts.{k}")) for k, v in experts_raw.items()
+                _label(path, k): _frozen(_checked(path, f"experts.{k}", from_json(v, path=f"experts.{k}")))
+                for k, v in experts_raw.items()
             }
             return _program(path, data.get("name"), data.get("preset"), reference, experts)
         if isinstance(data, dict) and data.get("schema") not in (SCHEMA, None):
@@ -158,6 +237,6 @@ def _load_json(path: Path) -> Program:
     except ProgramLoadError:
         raise
     except MugraphError as e:
-        raise ProgramLoadError(f"{path}: {e}") from None
+        raise ProgramLoadError(f"{_at(path)}: {e}") from None
     except RecursionError:
-        raise ProgramLoadError(f"{path}: nested too deeply") from None
+        raise ProgramLoadError(f"{_at(path)}: nested too deeply") from None

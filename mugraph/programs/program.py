@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from mugraph.ir.graph import KernelGraph
+from mugraph.ir.names import check_label
 
 GraphBuilder = Callable[[], KernelGraph]
 
@@ -22,6 +23,11 @@ class Program:
     reference: GraphBuilder
     experts: Mapping[str, GraphBuilder] = field(default_factory=dict)
     source: str = "built-in"
+
+    def __post_init__(self) -> None:
+        check_label(self.name, "program")  # names are data: see `ir.names`
+        for label in self.experts:
+            check_label(label, "expert")
 
 
 REGISTRY: dict[str, Program] = {}

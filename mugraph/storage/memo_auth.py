@@ -21,6 +21,7 @@ from pathlib import Path
 from urllib.parse import parse_qsl, urlencode
 
 from mugraph.ir.errors import MugraphError
+from mugraph.ir.names import printable
 
 __all__ = ["ENV_SECRET", "SECRET_PARAM", "MemoSigner", "attach_secret", "load_secret", "split_secret"]
 
@@ -35,7 +36,11 @@ def load_secret(directory: Path) -> bytes:
     """$MUGRAPH_MEMO_KEY if set, else the secret in `directory/memo.key` (made on first use, mode 600)."""
     env = os.environ.get(ENV_SECRET)
     if env:
-        return env.encode()
+        try:
+            return env.encode()
+        except UnicodeEncodeError:  # bytes that are not UTF-8, kept by Python as lone surrogates
+            raise MugraphError(f"${ENV_SECRET} is not UTF-8 text; set it to a text secret (for example the "
+                               "output of `openssl rand -hex 32`)") from None
     file = directory / KEY_FILE
     try:
         directory.mkdir(parents=True, exist_ok=True)
@@ -43,9 +48,12 @@ def load_secret(directory: Path) -> bytes:
             fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w") as f:
                 f.write(secrets.token_hex(32))
-        text = file.read_text().strip()
+        text = file.read_text(encoding="utf-8").strip()
     except OSError as exc:
         raise MugraphError(f"cannot keep the memo secret in {file}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise MugraphError(f"{printable(str(file))} is not a memo secret (not UTF-8 text; mugraph writes 64 hex digits); remove it "
+                           "to make a new one (verdicts sealed with the old secret are then solved again)") from None
     if len(text) < 32:  # a file cut short by a crash mid-write: replace it (the old entries are re-solved)
         file.write_text(secrets.token_hex(32))
         text = file.read_text().strip()
