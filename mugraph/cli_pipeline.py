@@ -28,7 +28,7 @@ from mugraph.dashboards import live
 from mugraph.dashboards.progress import ProgressLine
 from mugraph.dashboards.report import report_path, write_report
 from mugraph.ir.errors import MugraphError
-from mugraph.ir.names import shown
+from mugraph.ir.names import check_tensor_name, shown
 from mugraph.ir.render import render
 from mugraph.ir.serialize import loads
 from mugraph.programs import resolve_program
@@ -95,7 +95,10 @@ def _parse_layout(text: str) -> tuple[str, int]:
     if value < 0:
         raise click.BadParameter(f"{shown(text)}: DIM is a dim index from 0 (the first dim), not {value}",
                                  param_hint="--layout")
-    return name.strip(), value
+    try:
+        return check_tensor_name(name.strip(), "the program input or output"), value
+    except MugraphError as e:
+        raise click.BadParameter(str(e), param_hint="--layout") from None
 
 
 def _progress_text(e: dict[str, Any]) -> str:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +77,7 @@ CASES: list[tuple[str, list[str], str]] = [
     # a dim index counts from 0; a negative one would count from the end
     ("layout-minus-1", ["optimize", "lora", "--layout", "X=-1"], "dim index from 0"),
     ("layout-minus-2", ["optimize", "lora", "--layout", "X=-2"], "dim index from 0"),
+    ("layout-name-rlo", ["optimize", "lora", "--layout", "X\u202e=0"], "'X\\u202e' is not allowed"),
     # no GPU here: the device is checked before the store or the memo directory exists
     ("optimize-backend-cupy", ["optimize", "lora", "--backend", "cupy"], "cupy"),
     ("search-backend-cupy", ["search", "lora", "--backend", "cupy"], "cupy"),
@@ -212,3 +214,23 @@ def test_far_too_many_workers_warn(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 def test_cases_are_unique() -> None:
     assert len({c[0] for c in CASES}) == len(CASES)
     assert all(json.dumps(c[1]) for c in CASES)
+
+
+@pytest.mark.parametrize("where", ["file", "environment"])
+def test_memo_secret_that_is_not_utf8_is_one_line_and_kept(
+        where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A memo.key (or $MUGRAPH_MEMO_KEY) of bytes that are not UTF-8: one line naming it, nothing lost."""
+    monkeypatch.chdir(tmp_path)
+    key = tmp_path / "memo" / "memo.key"
+    key.parent.mkdir()
+    secret = bytes(range(128, 200))
+    if where == "file":
+        monkeypatch.delenv("MUGRAPH_MEMO_KEY", raising=False)
+        key.write_bytes(secret)
+    else:
+        monkeypatch.setenv("MUGRAPH_MEMO_KEY", os.fsdecode(secret))  # held as lone surrogates
+    status, out, err = run_cli(["prune", "lora", "--memo-dir", "memo"], capsys)
+    lines = err.strip().splitlines()
+    assert status == 2 and len(lines) == 1 and "not UTF-8" in lines[0], err[-2000:]
+    assert ("memo.key" if where == "file" else "MUGRAPH_MEMO_KEY") in lines[0] and "Traceback" not in out + err
+    assert key.read_bytes() == secret if where == "file" else not key.exists()

@@ -102,9 +102,9 @@ def _signals_seen() -> Iterator[list[int]]:
     try:
         yield seen
     finally:
-        for signum, (note, previous) in wrapped.items():
-            if signal.getsignal(signum) is note:  # else the handler itself changed it (SIGTERM: ignored now)
-                signal.signal(signum, previous)
+        for wrapped_signum, (note, previous) in wrapped.items():
+            if signal.getsignal(wrapped_signum) is note:  # else the handler itself changed it (SIGTERM: ignored now)
+                signal.signal(wrapped_signum, previous)
 
 
 def _message(e: BaseException) -> str:

@@ -52,8 +52,9 @@ def load_secret(directory: Path) -> bytes:
     except OSError as exc:
         raise MugraphError(f"cannot keep the memo secret in {file}: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
-        raise MugraphError(f"{printable(str(file))} is not a memo secret (not UTF-8 text; mugraph writes 64 hex digits); remove it "
-                           "to make a new one (verdicts sealed with the old secret are then solved again)") from None
+        raise MugraphError(f"{printable(str(file))} is not a memo secret (not UTF-8 text; mugraph writes 64 hex "
+                           "digits); remove it to make a new one (verdicts sealed with the old secret are then solved "
+                           "again)") from None
     if len(text) < 32:  # a file cut short by a crash mid-write: replace it (the old entries are re-solved)
         file.write_text(secrets.token_hex(32))
         text = file.read_text().strip()
