@@ -66,7 +66,7 @@ def _line_in(path: Path, exc: BaseException) -> str:
     for frame in traceback.extract_tb(exc.__traceback__):
         if frame.filename in (str(path), resolved):
             line = frame.lineno
-    return f"{_at(path)}:{line}" if line else str(path)
+    return f"{_at(path)}:{line}" if line else _at(path)
 
 
 def _type_name(e: BaseException) -> str:
@@ -125,18 +125,12 @@ def _python_graph(path: Path, label: str, value: Any, seen: list[int]) -> Kernel
     except BaseException as e:  # sys.exit, GeneratorExit, a BaseException subclass of the file's own
         raise _escaped(path, f"{label} ", e) from None
     if not isinstance(graph, KernelGraph):
-        raise ProgramLoadError(f"{_at(path)}: {label} must be a KernelGraph, got {type(graph).__name__}")
+        raise ProgramLoadError(f"{_at(path)}: {label} must be a KernelGraph, got {printable(type(graph).__name__)}")
     return _checked(path, label, graph)
 
 
 def _checked(path: Path, label: str, graph: KernelGraph) -> KernelGraph:
-    """Refuse a graph with nothing to optimise (no outputs, or no op besides inputs and outputs), and
-    names with `:`, which the program's split into fragments keeps for the tensors between fragments."""
-    for op in graph.ops_of(OpKind.INPUT) + graph.ops_of(OpKind.OUTPUT):
-        name = str(op.attr("name"))
-        if ":" in name:
-            raise ProgramLoadError(f"{_at(path)}: {label}: {op.kind} name {shown(name)} holds ':', which names "
-                                   "the tensors between a program's fragments; use another character")
+    """Refuse a graph with nothing to optimise: no outputs, or no op besides inputs and outputs."""
     kinds = {op.kind for op in graph.ops}
     if OpKind.OUTPUT not in kinds:
         raise ProgramLoadError(f"{_at(path)}: {label} has no outputs (mark one with mark_output)")
