@@ -90,7 +90,7 @@ CASES: list[tuple[str, list[str], str]] = [
        f"{where} name") for where in ("input", "output", "program") for what in ("nul", "newline", "rlo")],
     ("program-name-triple-quote", ["emit", "program_quotes.json", "--check", "--interpret"], "program name"),
     ("py-program-name-rlo", ["optimize", "named_rlo.py"], "program name"),
-    ("program-file-name-newline", ["emit", "bad\nname.json"], "program (the file's name"),
+    ("program-file-name-newline", ["emit", "bad\nname.json"], "named after its file"),
     ("expert-label-newline", ["emit", "expert_newline.json"], "expert name"),
     ("duplicate-output-names", ["emit", "dup_out.json", "--check", "--interpret"], "output name 'O' is taken"),
     ("duplicate-output-names-optimize", ["optimize", "dup_out.json"], "output name 'O' is taken"),

@@ -186,9 +186,10 @@ def _program(
     if preset is not None and preset not in ("mlp", "lora", "attention"):
         raise ProgramLoadError(f"{_at(path)}: preset {shown(preset)} is not one of mlp, lora, attention")
     try:
-        label = check_label(name or path.stem, "program" if name else "program (the file's name without .py/.json)")
+        label = check_label(name or path.stem, "program")
     except MugraphError as e:
-        raise ProgramLoadError(f"{_at(path)}: {e}") from None
+        hint = "" if name else " (a program is named after its file unless the file sets `name`)"
+        raise ProgramLoadError(f"{_at(path)}: {e}{hint}") from None
     return Program(label, f"program from {_at(path)}", preset or "mlp", _frozen(reference), experts,
                    source=_at(path))
 
