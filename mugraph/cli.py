@@ -233,7 +233,7 @@ def search(program: str, preset: str | None, settings: tuple[str, ...], time_lim
     reference = prog.reference()
     fragment = Fragment(reference, config, prog.name)
     first_expert = next(iter(prog.experts.items()), None)
-    expert_digests = {canonical_digest(build()) for _, build in [first_expert] if first_expert}
+    expert_digests = {canonical_digest(first_expert[1]())} if first_expert is not None else set()
     progress = ProgressLine()
     with verdict_memo(memo_url, memo_dir, VERDICT_BYTES) as memo:
         searcher = Searcher(fragment, memo, xp=get_array_module(backend))
