@@ -61,11 +61,11 @@ def _draw(graph: KernelGraph | BlockGraph, level: str, title: str) -> str:
            f'<text x="10" y="18" class="gtitle">{html.escape(title)}</text>']
     lanes: dict[tuple[str, float], int] = {}
     for i, op in enumerate(graph.ops):
-        for t in op.inputs:
-            if t in producer:
-                points = _route(pos[producer[t]], pos[i], lanes)
-                out.append(f'<polyline points="{" ".join(f"{x:.0f},{y:.0f}" for x, y in points)}" fill="none" '
-                           'stroke="#555" marker-end="url(#arrow)" class="edge"/>')
+        made = [t for t in op.inputs if t in producer]
+        for k, t in enumerate(made):
+            points = _route(pos[producer[t]], pos[i], _port(k, len(made)), lanes)
+            out.append(f'<polyline points="{" ".join(f"{x:.0f},{y:.0f}" for x, y in points)}" fill="none" '
+                       'stroke="#555" marker-end="url(#arrow)" class="edge"/>')
     for i, op in enumerate(graph.ops):
         x, y = pos[i]
         head, detail, fill = _label(op, graph.tensors, level)
@@ -83,12 +83,22 @@ def _lane(lanes: dict[tuple[str, float], int], key: tuple[str, float]) -> int:
     return n
 
 
-def _route(src: tuple[float, float], dst: tuple[float, float], lanes: dict[tuple[str, float], int]
+def _port(k: int, n: int) -> float:
+    """Where the k-th of n incoming edges meets its box's left side: in the lower half, below the
+    height edges leave boxes at (OUT_PORT), so an edge leaving one box never lines up with an edge
+    entering the next and reads as passing through it."""
+    return BOX_H / 2 + 3 + (k + 0.5) * (BOX_H / 2 - 6) / n
+
+
+OUT_PORT = BOX_H / 2 - 6  # edges leave a box's right side this far below its top
+
+
+def _route(src: tuple[float, float], dst: tuple[float, float], port: float, lanes: dict[tuple[str, float], int]
            ) -> list[tuple[float, float]]:
     """Corner points of an edge from the right side of the box at `src` to the left side of the
     box at `dst` (a later column) through the gaps between columns and rows only."""
     (x0, y0), (x1, y1) = src, dst
-    start, end = (x0 + BOX_W, y0 + BOX_H / 2), (x1, y1 + BOX_H / 2)
+    start, end = (x0 + BOX_W, y0 + OUT_PORT), (x1, y1 + port)
     if start[1] == end[1] and x1 - start[0] <= GAP_X:
         return [start, end]  # neighbours in one row: nothing between them
     gap_out = x0 + BOX_W + 8 + (_lane(lanes, ("x", x0)) * LANE) % (GAP_X - 16)
