@@ -27,12 +27,13 @@ from mugraph.cuda.backend import cupy_available
 from mugraph.dashboards import live
 from mugraph.dashboards.progress import ProgressLine
 from mugraph.dashboards.report import report_path, write_report
+from mugraph.dashboards.summary import headline, rows_to_show
 from mugraph.ir.errors import MugraphError
 from mugraph.ir.render import render
 from mugraph.ir.serialize import loads
 from mugraph.programs import resolve_program
 from mugraph.stages.layout.costs import Layouts
-from mugraph.stages.layout.describe import describe_layouts, explain, seconds_text
+from mugraph.stages.layout.describe import describe_layouts, seconds_text
 from mugraph.stages.layout.profiles import DEFAULT_PROFILE, PROFILES, get_profile
 from mugraph.stages.layout.rank import rerank
 from mugraph.stages.search.config import PRESETS, parse_override
@@ -304,18 +305,22 @@ def _stored_budget(path: Path) -> int | None:
 
 
 def _ranking_lines(ranking: list[dict[str, Any]], limit: int | None) -> list[str]:
+    """The ranking table; past `limit` rows, the reference's row is still shown (speedups are over it)."""
     timed = any("measured_seconds" in e for e in ranking)
     head = (f"   {'#':>3}  {'μGraph':<16}  {'kernels':>7}  {'DRAM bytes':>13}  {'FLOPs':>15}  {'est. time':>11}  "
             f"{'speedup':>7}  bound    fits" + (f"  {'measured':>11}" if timed else ""))
     lines = [head]
-    for n, e in enumerate(ranking[:limit] if limit else ranking, 1):
+    shown = rows_to_show(ranking, limit)
+    for n, e in shown:
+        if limit and n > limit:
+            lines.append("   ...")
         tag = "reference" if e.get("reference") else e["digest"][:16]
         measured = seconds_text(e["measured_seconds"]) if "measured_seconds" in e else "-"
         lines.append(f"   {n:>3}  {tag:<16}  {e['kernels']:>7}  {e['dram_bytes']:>13,}  {e['flops']:>15,}  "
                      f"{seconds_text(e['estimated_seconds']):>11}  {e['speedup']:>6.2f}x  {e['bound']:<7}  "
                      f"{'yes' if e['fits'] else 'NO '}" + (f"  {measured:>11}" if timed else ""))
-    if limit and len(ranking) > limit:
-        lines.append(f"   ... {len(ranking) - limit} more (--all shows every row)")
+    if len(ranking) > len(shown):
+        lines.append(f"   ... {len(ranking) - len(shown)} more (--all shows every row)")
     return lines
 
 
@@ -358,14 +363,18 @@ def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) ->
         click.echo(f"== {r['name']}: {len(ranking)} ranked on {profile} ({ranking[0]['model'] if ranking else '-'}"
                    f"; speedup over the reference program)"
                    + (f"; timed rows first, by time measured on {', '.join(devices)}" if devices else ""))
+        head = headline(ranking)
+        if head is not None:
+            click.echo(f"   {head['line']}")
+            if head["why"]:
+                click.echo(f"   why: {head['why']}")
+            if head["tie_note"]:
+                click.echo(f"   ties: {head['tie_note']}")
         for line in _ranking_lines(ranking, None if show_all else 10):
             click.echo(line)
         best, graph = r["best"], r["graph"]
         if best is None or graph is None:
             continue
-        ref = next(e for e in ranking if e.get("reference"))
-        if not best.get("reference"):
-            click.echo(f"   why: {explain(best, ref)}")
         terms = ", ".join(f"{k} {v:,}" for k, v in best["layout_terms"].items() if v)
         click.echo(f"   layout cost {best['layout_cost']:,} ({terms or 'nothing'})")
         g = loads(graph)
