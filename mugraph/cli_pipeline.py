@@ -43,6 +43,7 @@ from mugraph.storage.memo_url import check_memo_url
 from mugraph.storage.run_store import RunStore
 
 DEFAULT_RUNS = Path("runs")
+SHOW_ROWS = 10  # ranking rows `show` prints without --all (the reference's row is always added)
 
 
 def _versions() -> dict[str, str]:
@@ -330,7 +331,8 @@ def _ranking_lines(ranking: list[dict[str, Any]], limit: int | None) -> list[str
 @click.option("--gpu-profile", default=None, metavar="NAME",
               help=f"Rank again for this GPU ({', '.join(PROFILES)}) from the stored layouts; default: the "
                    "profile the run was ranked for.")
-@click.option("--all", "show_all", is_flag=True, help="Every row of each ranking (default: the first 10).")
+@click.option("--all", "show_all", is_flag=True,
+              help=f"Every row of each ranking (default: the first {SHOW_ROWS} and the reference's).")
 def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) -> None:
     """The ranking of every fragment of a run STORE (each μGraph's kernels, DRAM bytes, FLOPs and
     estimated time on a GPU profile, best first), then the chosen μGraph with its layouts."""
@@ -370,7 +372,7 @@ def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) ->
                 click.echo(f"   why: {head['why']}")
             if head["tie_note"]:
                 click.echo(f"   ties: {head['tie_note']}")
-        for line in _ranking_lines(ranking, None if show_all else 10):
+        for line in _ranking_lines(ranking, None if show_all else SHOW_ROWS):
             click.echo(line)
         best, graph = r["best"], r["graph"]
         if best is None or graph is None:
