@@ -37,6 +37,7 @@ from mugraph.stages.layout.describe import describe_layouts, seconds_text
 from mugraph.stages.layout.profiles import DEFAULT_PROFILE, PROFILES, get_profile
 from mugraph.stages.layout.rank import rerank
 from mugraph.stages.search.config import PRESETS, parse_override
+from mugraph.stages.search.estimate import SpaceEstimate, eta_text
 from mugraph.stages.search.serial import DEFAULT_BUDGET
 from mugraph.storage.memo_session import check_memo_reachable, private_memo, signed_url
 from mugraph.storage.memo_url import check_memo_url
@@ -99,7 +100,16 @@ def _progress_text(e: dict[str, Any]) -> str:
     return (f"tasks {e['tasks_done']:,} done, {e['tasks_running']:,} running, {e['tasks_pending']:,} pending · "
             f"states {e['states']:,} "
             f"({e['states_per_s']:,.0f}/s) · μGraphs {e['mugraphs']} ({e['confirmed']} confirmed) · "
-            f"memo hits {memo} · solver {e['solver_calls']:,} · {e['seconds']:,.0f} s")
+            f"memo hits {memo} · solver {e['solver_calls']:,} · {e['seconds']:,.0f} s" + _size_text(e))
+
+
+def _size_text(e: dict[str, Any]) -> str:
+    """` · about N states, X% done, ETA T` from a progress event or sample that has the estimate."""
+    if e.get("estimated_states") is None:
+        return ""
+    est = SpaceEstimate(int(e["states"]), max(0.0, float(e["estimated_states"]) - int(e["states"])),
+                        int(e.get("tasks_pending", 0)) + int(e.get("tasks_running", 0)))
+    return " · " + eta_text(est, float(e.get("states_per_s") or 0.0))
 
 
 @click.command()
@@ -280,8 +290,12 @@ def status(store: Path, as_json: bool) -> None:
                 "confirmed": sum(1 for r in conf.values() if r["equivalent"]),
                 "best": ranking[0]["digest"] if ranking else None,
             })
+        last = next((inv[-1] for inv in reversed(st.timeline()) if inv), None)
+        size = {k: last.get(k) for k in ("estimated_states", "estimated_fraction", "eta_seconds", "states",
+                                         "states_per_s")} if last else None
         out = {"store": str(store), "identity": st.identity, "tasks": summary, "fragments": per,
-               "complete": bool(final and final.get("complete")), "best": final.get("best") if final else None}
+               "complete": bool(final and final.get("complete")), "best": final.get("best") if final else None,
+               "size": size}
     if as_json:
         click.echo(json.dumps(out))
         return
@@ -289,6 +303,11 @@ def status(store: Path, as_json: bool) -> None:
     click.echo(f"{store}: program {ident.get('program')}, budget {ident.get('budget')}, "
                f"{'complete' if out['complete'] else 'not complete (run optimize again to resume)'}")
     click.echo(f"  tasks: {summary.get('done', 0):,} done, {summary.get('pending', 0):,} pending")
+    if last is not None and last.get("estimated_states") is not None:
+        states = int(summary.get("counters", {}).get("nodes", last["states"]))
+        est = SpaceEstimate(states, max(0.0, float(last["estimated_states"]) - states), int(summary.get("pending", 0)))
+        click.echo(f"  size: {eta_text(est, float(last.get('states_per_s') or 0.0))}"
+                   + ("" if out["complete"] else " (at the last invocation's rate)"))
     for p in per:
         click.echo(f"  {p['name']} ({p['preset']}): {p['found']} found, {p['confirmed']} confirmed, best "
                    f"{(p['best'] or '-')[:16]}")

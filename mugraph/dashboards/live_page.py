@@ -117,8 +117,10 @@ class LivePage:
 
     @staticmethod
     def _time_figure(title: str, x_range: DataRange1d, y_label: str) -> Any:
+        # Counts start at 0, and a plot with nothing yet shows 0..1 rather than Bokeh's empty -1..1.
         fig = figure(title=title, x_axis_type="datetime", x_range=x_range, height=HEIGHT, sizing_mode="stretch_width",
-                     tools="xpan,xwheel_zoom,box_zoom,reset,save", y_axis_label=y_label)
+                     tools="xpan,xwheel_zoom,box_zoom,reset,save", y_axis_label=y_label,
+                     y_range=DataRange1d(start=0, min_interval=1))
         for axis in fig.yaxis:
             axis.formatter = BasicTickFormatter(use_scientific=False)
         return fig

@@ -1,0 +1,168 @@
+"""How big the search space is, and how much of it is done: Knuth's estimator of a backtracking tree,
+refined as tasks finish.
+
+Knuth (1975): walk from a node to a leaf choosing a child uniformly at random; with d_i the number
+of children met at depth i, 1 + d_1 + d_1 d_2 + ... is an unbiased estimate of the number of nodes
+in the subtree. Here the children are the ones the search keeps (listed and kept by the oracle),
+so the estimate counts exactly what `explore` expands. A task's subtree (or sibling run) gets the
+mean of a few probes, seeded by its path, so every machine gives the same number.
+
+The run's estimate is then the states already expanded (exact) plus the estimates of the pending
+tasks. As the run proceeds the exact part grows and the estimated part shrinks, so the error
+falls, and it is zero once nothing is pending. A pending task without its own estimate (one left
+by an earlier invocation) counts as the mean subtree of the finished tasks at its depth.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from mugraph.stages.search.explore import Searcher
+from mugraph.stages.search.task_paths import Path, split_run
+
+PROBES = 4  # probes per task: each costs about one node expansion per level of the tree
+
+
+def _rng(path: Sequence[int], salt: int) -> random.Random:
+    seed = hashlib.sha256(f"{list(path)}|{salt}".encode()).digest()
+    return random.Random(int.from_bytes(seed[:8], "big"))
+
+
+def probe(searcher: Searcher, node: Path, rng: random.Random, max_depth: int = 64) -> float:
+    """One Knuth probe of the subtree at `node` (a node's path): its estimated number of nodes."""
+    size, weight, path = 1.0, 1.0, node
+    for _ in range(max_depth):
+        _, kept = searcher.kept_children(path)
+        if not kept:
+            break
+        weight *= len(kept)
+        size += weight
+        path = (*path, rng.choice(kept))
+    return size
+
+
+def task_size(searcher: Searcher, task: Path, probes: int = PROBES) -> float:
+    """Estimated states of a task: a subtree, or a run of sibling subtrees (the run's length times a
+    probe of one of them, chosen at random)."""
+    run = split_run(task)
+    total = 0.0
+    for n in range(probes):
+        rng = _rng(task, n)
+        if run is None:
+            total += probe(searcher, task, rng)
+            continue
+        parent, first = run
+        siblings = [i for i in searcher.kept_children(parent)[1] if i >= first]
+        if siblings:
+            total += len(siblings) * probe(searcher, (*parent, rng.choice(siblings)), rng)
+    return total / probes
+
+
+@dataclass
+class SpaceEstimate:
+    """The run's states: expanded so far (exact) and estimated still to come."""
+
+    done: int
+    pending: float
+    pending_tasks: int
+
+    @property
+    def total(self) -> float:
+        return self.done + self.pending
+
+    @property
+    def fraction(self) -> float:
+        return self.done / self.total if self.total > 0 else 1.0
+
+    def eta_seconds(self, states_per_s: float) -> float | None:
+        """Seconds left at `states_per_s`; None while the rate is unknown."""
+        if self.pending_tasks == 0:
+            return 0.0
+        return self.pending / states_per_s if states_per_s > 0 else None
+
+    def as_json(self, states_per_s: float) -> dict[str, float | int | None]:
+        eta = self.eta_seconds(states_per_s)
+        return {"estimated_states": round(self.total), "estimated_fraction": round(self.fraction, 4),
+                "eta_seconds": None if eta is None else round(eta, 1)}
+
+
+@dataclass
+class SpaceEstimator:
+    """Refined as tasks finish: each finished task adds its states and replaces itself, in the pending
+    set, by its frontier tasks with their estimates. A task is keyed by its path (or any tuple that
+    ends with it, such as (fragment, *path): only the key's length, its depth, is read)."""
+
+    done: int = 0
+    pending: dict[tuple[int, ...], float | None] = field(default_factory=dict)
+    _sizes: dict[int, list[int]] = field(default_factory=lambda: defaultdict(list))  # whole subtrees, by depth
+    _finished: list[int] = field(default_factory=list)  # states of every finished task
+
+    def start(self, tasks: Iterable[tuple[int, ...]], estimates: Iterable[float | None] | None = None) -> None:
+        """Tasks pending at the start (the root, or what an earlier invocation left)."""
+        tasks = list(tasks)
+        for t, e in zip(tasks, estimates if estimates is not None else [None] * len(tasks), strict=True):
+            self.pending[t] = e
+
+    def add_done(self, states: int) -> None:
+        """States of tasks finished in an earlier invocation."""
+        self.done += states
+
+    def finish(self, task: tuple[int, ...], states: int, frontier: Sequence[tuple[int, ...]],
+               estimates: Sequence[float] | None = None) -> None:
+        self.pending.pop(task, None)
+        self.done += states
+        self._finished.append(states)
+        if not frontier:
+            self._sizes[len(task)].append(states)
+        for i, t in enumerate(frontier):
+            self.pending[t] = estimates[i] if estimates is not None else None
+
+    def _fallback(self, task: tuple[int, ...]) -> float | None:
+        """A pending task's size without a probe: the mean whole subtree finished at its depth (or the
+        nearest depth with one), else the mean finished task; None before any task has finished."""
+        if self._sizes:
+            depth = min(self._sizes, key=lambda d: (abs(d - len(task)), d))
+            return sum(self._sizes[depth]) / len(self._sizes[depth])
+        return sum(self._finished) / len(self._finished) if self._finished else None
+
+    def estimate(self) -> SpaceEstimate | None:
+        """The estimate now; None while some pending task has neither a probe nor a finished task to
+        stand for it (before the first task of a run finishes)."""
+        rest = 0.0
+        for t, e in self.pending.items():
+            size = e if e is not None and math.isfinite(e) else self._fallback(t)
+            if size is None:
+                return None
+            rest += size
+        return SpaceEstimate(self.done, rest, len(self.pending))
+
+
+def eta_text(est: SpaceEstimate | None, states_per_s: float) -> str:
+    """`about 1.2 M states, 34% done, ETA 5 min` (or what of it is known)."""
+    if est is None:
+        return "size not estimated yet"
+    eta = est.eta_seconds(states_per_s)
+    left = "done" if est.pending_tasks == 0 else ("ETA unknown" if eta is None else f"ETA {duration_text(eta)}")
+    return f"about {count_text(est.total)} states, {100 * est.fraction:.0f}% done, {left}"
+
+
+def count_text(n: float) -> str:
+    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n:,.0f}"
+
+
+def duration_text(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 48 * 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
