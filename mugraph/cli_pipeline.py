@@ -303,11 +303,12 @@ def status(store: Path, as_json: bool) -> None:
     click.echo(f"{store}: program {ident.get('program')}, budget {ident.get('budget')}, "
                f"{'complete' if out['complete'] else 'not complete (run optimize again to resume)'}")
     click.echo(f"  tasks: {summary.get('done', 0):,} done, {summary.get('pending', 0):,} pending")
-    if last is not None and last.get("estimated_states") is not None:
-        states = int(summary.get("counters", {}).get("nodes", last["states"]))
+    states = int(summary.get("counters", {}).get("nodes", 0))
+    if out["complete"] or not summary.get("pending", 0):
+        click.echo(f"  size: {states:,} states, the whole space")
+    elif last is not None and last.get("estimated_states") is not None:
         est = SpaceEstimate(states, max(0.0, float(last["estimated_states"]) - states), int(summary.get("pending", 0)))
-        click.echo(f"  size: {eta_text(est, float(last.get('states_per_s') or 0.0))}"
-                   + ("" if out["complete"] else " (at the last invocation's rate)"))
+        click.echo(f"  size: {eta_text(est, float(last.get('states_per_s') or 0.0))} (at the last invocation's rate)")
     for p in per:
         click.echo(f"  {p['name']} ({p['preset']}): {p['found']} found, {p['confirmed']} confirmed, best "
                    f"{(p['best'] or '-')[:16]}")

@@ -15,7 +15,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from mugraph.dashboards.summary import COUNTER_MEANINGS, headline, rows_to_show
+from mugraph.dashboards.summary import COUNTER_MEANINGS, headline, rows_to_show, size_line, size_record
 from mugraph.dashboards.svg_charts import bar_chart, line_chart
 from mugraph.dashboards.svg_graph import draw_mugraph
 from mugraph.ir.errors import MugraphError
@@ -98,6 +98,7 @@ def report_data(store: RunStore) -> dict[str, Any]:
                   "pending": summary.get("pending", 0)},
         "counters": summary.get("counters", {}),
         "fragments": fragments, "timeline": samples, "restarts": restarts,
+        "size": size_record(samples, bool((store.final() or {}).get("complete"))),
         "invocations": len(invocations),
         "workers": {w: {"busy_seconds": round(busy[w], 3), "tasks": done_per_worker[w]} for w in sorted(busy)},
         "ranking": rankings, "headlines": {name: headline(rows) for name, rows in rankings.items()},
@@ -152,7 +153,8 @@ def _answer(data: dict[str, Any]) -> str:
         out.append(f'<div class="answer"><div class="big">{html.escape(name)}: {html.escape(h["line"])}</div>'
                    + _table(["", f"time ({h['timing']})", "speedup", "kernels", "DRAM bytes"],
                             rows, 1, [False, True]) + why + ties + "</div>")
-    return "".join(out) or '<p class="empty">no result yet</p>'
+    size = f'<p class="size">{html.escape(size_line(data.get("size")))}</p>'
+    return ("".join(out) or '<p class="empty">no result yet</p>') + size
 
 
 def render_report(data: dict[str, Any]) -> str:
@@ -199,6 +201,9 @@ def render_report(data: dict[str, Any]) -> str:
         chart("Memo hit rate per level", memo, "% of lookups", "chart-memo"),
         chart("Solver calls", {"solver calls": series("solver_calls")}, "calls", "chart-solver"),
         chart("μGraphs found and confirmed", found, "μGraphs", "chart-found"),
+        chart("Size of the space: estimated (Knuth probes) and explored", {
+            "estimated states": series("estimated_states"), "explored states": series("states")},
+            "states", "chart-size"),
     ]
     note = ('<p class="note">Run time adds up the invocations and leaves out the gaps between them; dashed red '
             'lines mark where a resumed invocation began.</p>')

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mugraph.stages.layout.describe import explain, seconds_text
+from mugraph.stages.search.estimate import count_text, duration_text
 
 # The order the ranking breaks equal estimates in (stages.layout.rank).
 TIE_BREAKS = "no-overlap time, then layout cost, then digest"
@@ -84,3 +85,39 @@ def headline(ranking: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
         "tie_note": (f"{ties} μGraphs share the best estimated time; they are ordered by {TIE_BREAKS}"
                      if ties > 1 else ""),
     }
+
+
+def size_record(samples: Sequence[Mapping[str, Any]], complete: bool) -> dict[str, Any] | None:
+    """The space-size estimate from a run's progress samples (`elapsed` run time, `states`,
+    `estimated_states`): the latest, and for a complete run the estimate against the actual size
+    at 10%, 25%, 50% and 90% of the run time."""
+    est = [s for s in samples if s.get("estimated_states") is not None]
+    if not est:
+        return None
+    last = est[-1]
+    states = int(samples[-1]["states"])
+    out: dict[str, Any] = {"states": states, "estimated_states": int(last["estimated_states"]),
+                           "eta_seconds": last.get("eta_seconds"), "complete": complete, "checkpoints": []}
+    if complete and states > 0:
+        span = float(samples[-1]["elapsed"])
+        for share in (0.1, 0.25, 0.5, 0.9):
+            at = next((s for s in est if float(s["elapsed"]) >= share * span), est[-1])
+            out["checkpoints"].append({"share": share, "elapsed": at["elapsed"],
+                                       "estimated_states": int(at["estimated_states"]),
+                                       "error": abs(int(at["estimated_states"]) - states) / states})
+    return out
+
+
+def size_line(size: Mapping[str, Any] | None) -> str:
+    """One line: the run's size so far and the estimate (and, once complete, how good it was)."""
+    if size is None:
+        return "size of the space: not estimated"
+    states, total = size["states"], size["estimated_states"]
+    if not size["complete"]:
+        eta = size.get("eta_seconds")
+        left = f", about {duration_text(eta)} left at the last rate" if eta is not None else ""
+        return (f"search not complete: {states:,} states explored of about {count_text(total)} estimated "
+                f"({100 * states / total if total else 100:.0f}%){left}")
+    checks = "; ".join(f"{c['estimated_states']:,} at {100 * c['share']:.0f}% of the run time "
+                       f"({100 * c['error']:.0f}% off)" for c in size["checkpoints"])
+    return f"search complete: {states:,} states; the size estimate (Knuth probes) was {checks}"
