@@ -27,7 +27,7 @@ from mugraph.cuda.backend import cupy_available
 from mugraph.dashboards import live
 from mugraph.dashboards.progress import ProgressLine
 from mugraph.dashboards.report import report_path, write_report
-from mugraph.dashboards.summary import headline, rows_to_show
+from mugraph.dashboards.summary import eta_text, headline, rows_to_show
 from mugraph.ir.errors import MugraphError
 from mugraph.ir.render import render
 from mugraph.ir.serialize import loads
@@ -37,7 +37,6 @@ from mugraph.stages.layout.describe import describe_layouts, seconds_text
 from mugraph.stages.layout.profiles import DEFAULT_PROFILE, PROFILES, get_profile
 from mugraph.stages.layout.rank import rerank
 from mugraph.stages.search.config import PRESETS, parse_override
-from mugraph.stages.search.estimate import SpaceEstimate, eta_text
 from mugraph.stages.search.serial import DEFAULT_BUDGET
 from mugraph.storage.memo_session import check_memo_reachable, private_memo, signed_url
 from mugraph.storage.memo_url import check_memo_url
@@ -107,9 +106,8 @@ def _size_text(e: dict[str, Any]) -> str:
     """` · about N states, X% done, ETA T` from a progress event or sample that has the estimate."""
     if e.get("estimated_states") is None:
         return ""
-    est = SpaceEstimate(int(e["states"]), max(0.0, float(e["estimated_states"]) - int(e["states"])),
-                        int(e.get("tasks_pending", 0)) + int(e.get("tasks_running", 0)))
-    return " · " + eta_text(est, float(e.get("states_per_s") or 0.0))
+    return " · " + eta_text(e["states"], e["estimated_states"], int(e.get("tasks_pending", 0)) +
+                            int(e.get("tasks_running", 0)), float(e.get("states_per_s") or 0.0))
 
 
 @click.command()
@@ -307,8 +305,9 @@ def status(store: Path, as_json: bool) -> None:
     if out["complete"] or not summary.get("pending", 0):
         click.echo(f"  size: {states:,} states, the whole space")
     elif last is not None and last.get("estimated_states") is not None:
-        est = SpaceEstimate(states, max(0.0, float(last["estimated_states"]) - states), int(summary.get("pending", 0)))
-        click.echo(f"  size: {eta_text(est, float(last.get('states_per_s') or 0.0))} (at the last invocation's rate)")
+        size = eta_text(states, last["estimated_states"], int(summary.get("pending", 0)),
+                        float(last.get("states_per_s") or 0.0))
+        click.echo(f"  size: {size} (at the last invocation's rate)")
     for p in per:
         click.echo(f"  {p['name']} ({p['preset']}): {p['found']} found, {p['confirmed']} confirmed, best "
                    f"{(p['best'] or '-')[:16]}")

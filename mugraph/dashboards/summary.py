@@ -8,7 +8,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mugraph.stages.layout.describe import explain, seconds_text
-from mugraph.stages.search.estimate import count_text, duration_text
 
 # The order the ranking breaks equal estimates in (stages.layout.rank).
 TIE_BREAKS = "no-overlap time, then layout cost, then digest"
@@ -121,3 +120,34 @@ def size_line(size: Mapping[str, Any] | None) -> str:
     checks = "; ".join(f"{c['estimated_states']:,} at {100 * c['share']:.0f}% of the run time "
                        f"({100 * c['error']:.0f}% off)" for c in size["checkpoints"])
     return f"search complete: {states:,} states; the size estimate (Knuth probes) was {checks}"
+
+
+def eta_text(states: float, estimated: float | None, pending_tasks: int, states_per_s: float) -> str:
+    """`about 1.2 M states, 34% done, ETA 5 min` (or what of it is known)."""
+    if estimated is None:
+        return "size not estimated yet"
+    total = max(float(estimated), float(states))
+    if pending_tasks == 0:
+        left = "done"
+    elif states_per_s > 0:
+        left = f"ETA {duration_text((total - states) / states_per_s)}"
+    else:
+        left = "ETA unknown"
+    return f"about {count_text(total)} states, {100 * states / total if total else 100:.0f}% done, {left}"
+
+
+def count_text(n: float) -> str:
+    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n:,.0f}"
+
+
+def duration_text(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 48 * 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from mugraph.dashboards.report import read_report_data, report_path
+from mugraph.dashboards.summary import eta_text
 from mugraph.storage.run_store import RunStore
 from tests.pipeline.conftest import done, events, mugraph, optimize_args
 
@@ -51,3 +52,10 @@ def test_status_of_a_stopped_run_gives_the_estimate_and_eta(tmp_path: Path) -> N
     assert status.returncode == 0, status.stderr
     line = next(ln for ln in status.stdout.splitlines() if ln.strip().startswith("size:"))
     assert "states," in line and "% done, ETA " in line and "at the last invocation's rate" in line
+
+
+def test_eta_text() -> None:
+    assert eta_text(250_000, 1_000_000, 3, 1000.0) == "about 1.0 M states, 25% done, ETA 12 min"
+    assert eta_text(5, 5, 0, 0.0) == "about 5 states, 100% done, done"
+    assert eta_text(5, 15, 1, 0.0).endswith("ETA unknown")
+    assert eta_text(5, None, 1, 10.0) == "size not estimated yet"

@@ -141,28 +141,3 @@ class SpaceEstimator:
             rest += size
         return SpaceEstimate(self.done, rest, len(self.pending))
 
-
-def eta_text(est: SpaceEstimate | None, states_per_s: float) -> str:
-    """`about 1.2 M states, 34% done, ETA 5 min` (or what of it is known)."""
-    if est is None:
-        return "size not estimated yet"
-    eta = est.eta_seconds(states_per_s)
-    left = "done" if est.pending_tasks == 0 else ("ETA unknown" if eta is None else f"ETA {duration_text(eta)}")
-    return f"about {count_text(est.total)} states, {100 * est.fraction:.0f}% done, {left}"
-
-
-def count_text(n: float) -> str:
-    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n:,.0f}"
-
-
-def duration_text(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 90 * 60:
-        return f"{seconds / 60:.0f} min"
-    if seconds < 48 * 3600:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86400:.1f} days"

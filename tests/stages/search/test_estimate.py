@@ -11,7 +11,7 @@ import pytest
 
 from mugraph.programs import get_builtin
 from mugraph.stages.search.config import preset_config
-from mugraph.stages.search.estimate import SpaceEstimate, SpaceEstimator, eta_text, probe, task_size
+from mugraph.stages.search.estimate import SpaceEstimator, probe, task_size
 from mugraph.stages.search.explore import Fragment, Searcher
 from mugraph.stages.search.task_paths import Path, task_budget
 from tests.conftest import reference
@@ -78,8 +78,3 @@ def test_an_unprobed_task_counts_as_the_finished_subtrees_at_its_depth() -> None
     assert e.fraction == pytest.approx(200 / 250)
     assert e.eta_seconds(10.0) == pytest.approx(5.0)
 
-
-def test_eta_text() -> None:
-    assert eta_text(SpaceEstimate(250_000, 750_000, 3), 1000.0) == "about 1.0 M states, 25% done, ETA 12 min"
-    assert eta_text(SpaceEstimate(5, 0, 0), 0.0) == "about 5 states, 100% done, done"
-    assert eta_text(SpaceEstimate(5, 10, 1), 0.0).endswith("ETA unknown")
