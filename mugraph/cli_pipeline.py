@@ -305,9 +305,9 @@ def status(store: Path, as_json: bool) -> None:
     if out["complete"] or not summary.get("pending", 0):
         click.echo(f"  size: {states:,} states, the whole space")
     elif last is not None and last.get("estimated_states") is not None:
-        size = eta_text(states, last["estimated_states"], int(summary.get("pending", 0)),
-                        float(last.get("states_per_s") or 0.0))
-        click.echo(f"  size: {size} (at the last invocation's rate)")
+        eta = eta_text(states, last["estimated_states"], int(summary.get("pending", 0)),
+                       float(last.get("states_per_s") or 0.0))
+        click.echo(f"  size: {eta} (at the last invocation's rate)")
     for p in per:
         click.echo(f"  {p['name']} ({p['preset']}): {p['found']} found, {p['confirmed']} confirmed, best "
                    f"{(p['best'] or '-')[:16]}")

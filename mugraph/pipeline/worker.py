@@ -23,7 +23,7 @@ from mugraph.stages.layout.costs import LAYOUT_SCHEMA
 from mugraph.stages.layout.facts import LayoutError
 from mugraph.stages.prune.heap import keep_context_memory
 from mugraph.stages.prune.oracle import VERDICT_BYTES
-from mugraph.stages.search.estimate import task_size
+from mugraph.stages.search.estimate import frontier_estimates
 from mugraph.stages.search.explore import Fragment, Searcher
 from mugraph.stages.verify.confirm import Confirmer
 from mugraph.storage.memo import LayeredMemo, MemoStore, open_memo_store
@@ -121,7 +121,7 @@ def search_task(payload: FragmentPayload, path: tuple[int, ...], budget: int) ->
     searcher = state.searcher(payload)
     result = searcher.explore(path, budget)
     m1 = state.memo.counters.as_dict()
-    estimates = [task_size(searcher, p) for p in result.frontier]  # the run's size estimate (Knuth probes)
+    estimates = frontier_estimates(searcher, result.frontier)  # the run's size estimate (Knuth probes)
     return {
         "path": list(result.path),
         "found": [{"digest": f.digest, "path": list(f.path), "graph": f.graph} for f in result.found.values()],

@@ -58,7 +58,7 @@ def check_drawing(svg: str) -> int:
     no segment crosses any box. Returns the number of edges checked."""
     n = 0
     for one in svg.split("<svg")[1:]:
-        boxes = [tuple(map(float, m)) for m in RECT.findall(one)]
+        boxes: list[Box] = [(float(x), float(y), float(w), float(h)) for x, y, w, h in RECT.findall(one)]
         for pts in edges(one):
             assert any(on_right_side(pts[0], b) for b in boxes), pts
             assert any(on_left_side(pts[-1], b) for b in boxes), pts

@@ -26,6 +26,7 @@ from mugraph.stages.search.explore import Searcher
 from mugraph.stages.search.task_paths import Path, split_run
 
 PROBES = 4  # probes per task: each costs about one node expansion per level of the tree
+PROBED_TASKS = 8  # frontier tasks probed per finished task (the rest count as their probed neighbours)
 
 
 def _rng(path: Sequence[int], salt: int) -> random.Random:
@@ -61,6 +62,16 @@ def task_size(searcher: Searcher, task: Path, probes: int = PROBES) -> float:
         if siblings:
             total += len(siblings) * probe(searcher, (*parent, rng.choice(siblings)), rng)
     return total / probes
+
+
+def frontier_estimates(searcher: Searcher, frontier: Sequence[Path], limit: int = PROBED_TASKS
+                       ) -> list[float | None]:
+    """Estimates for a task's frontier: at most `limit` tasks, spread evenly over it, are probed
+    (None for the others), so a task with a wide frontier (the root's has one task per kept child)
+    spends a bounded time on probes."""
+    n = len(frontier)
+    chosen = set(range(n)) if n <= limit else {round(i * (n - 1) / (limit - 1)) for i in range(limit)}
+    return [task_size(searcher, t) if i in chosen else None for i, t in enumerate(frontier)]
 
 
 @dataclass
@@ -101,6 +112,7 @@ class SpaceEstimator:
     pending: dict[tuple[int, ...], float | None] = field(default_factory=dict)
     _sizes: dict[int, list[int]] = field(default_factory=lambda: defaultdict(list))  # whole subtrees, by depth
     _finished: list[int] = field(default_factory=list)  # states of every finished task
+    _probed: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))  # estimates, by depth
 
     def start(self, tasks: Iterable[tuple[int, ...]], estimates: Iterable[float | None] | None = None) -> None:
         """Tasks pending at the start (the root, or what an earlier invocation left)."""
@@ -113,18 +125,25 @@ class SpaceEstimator:
         self.done += states
 
     def finish(self, task: tuple[int, ...], states: int, frontier: Sequence[tuple[int, ...]],
-               estimates: Sequence[float] | None = None) -> None:
+               estimates: Sequence[float | None] | None = None) -> None:
         self.pending.pop(task, None)
         self.done += states
         self._finished.append(states)
         if not frontier:
             self._sizes[len(task)].append(states)
         for i, t in enumerate(frontier):
-            self.pending[t] = estimates[i] if estimates is not None else None
+            e = estimates[i] if estimates is not None else None
+            self.pending[t] = e
+            if e is not None:
+                self._probed[len(t)].append(e)
 
     def _fallback(self, task: tuple[int, ...]) -> float | None:
-        """A pending task's size without a probe: the mean whole subtree finished at its depth (or the
-        nearest depth with one), else the mean finished task; None before any task has finished."""
+        """A pending task's size without a probe: the mean probe estimate at its depth, else the mean
+        whole subtree finished at its depth (or the nearest depth with one), else the mean finished
+        task; None before any task has finished."""
+        probed = self._probed.get(len(task))
+        if probed:
+            return sum(probed) / len(probed)
         if self._sizes:
             depth = min(self._sizes, key=lambda d: (abs(d - len(task)), d))
             return sum(self._sizes[depth]) / len(self._sizes[depth])

@@ -11,7 +11,7 @@ import pytest
 
 from mugraph.programs import get_builtin
 from mugraph.stages.search.config import preset_config
-from mugraph.stages.search.estimate import SpaceEstimator, probe, task_size
+from mugraph.stages.search.estimate import SpaceEstimator, frontier_estimates, probe, task_size
 from mugraph.stages.search.explore import Fragment, Searcher
 from mugraph.stages.search.task_paths import Path, task_budget
 from tests.conftest import reference
@@ -54,7 +54,7 @@ def test_the_error_falls_as_the_run_proceeds(name: str) -> None:
     while pending:
         path = pending.pop()
         r = s.explore(path, task_budget(path, 300))
-        est.finish(path, r.counters.nodes, r.frontier, [task_size(s, t) for t in r.frontier])
+        est.finish(path, r.counters.nodes, r.frontier, frontier_estimates(s, r.frontier))
         pending.extend(reversed(r.frontier))
         e = est.estimate()
         assert e is not None
