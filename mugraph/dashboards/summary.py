@@ -125,7 +125,7 @@ def size_line(size: Mapping[str, Any] | None) -> str:
 def eta_text(states: float, estimated: float | None, pending_tasks: int, states_per_s: float) -> str:
     """`about 1.2 M states, 34% done, ETA 5 min` (or what of it is known)."""
     if estimated is None:
-        return "size not estimated yet"
+        return "not estimated yet"
     total = max(float(estimated), float(states))
     if pending_tasks == 0:
         left = "done"

@@ -58,4 +58,4 @@ def test_eta_text() -> None:
     assert eta_text(250_000, 1_000_000, 3, 1000.0) == "about 1.0 M states, 25% done, ETA 12 min"
     assert eta_text(5, 5, 0, 0.0) == "about 5 states, 100% done, done"
     assert eta_text(5, 15, 1, 0.0).endswith("ETA unknown")
-    assert eta_text(5, None, 1, 10.0) == "size not estimated yet"
+    assert eta_text(5, None, 1, 10.0) == "not estimated yet"
