@@ -22,6 +22,7 @@ from mugraph.cli_checks import (
     warn_many_workers,
 )
 from mugraph.cli_emit import write_store_module
+from mugraph.cli_explain import expert_line
 from mugraph.codegen.check import require_triton
 from mugraph.cuda.backend import cupy_available
 from mugraph.dashboards import live
@@ -241,6 +242,8 @@ def optimize(program: str, preset: str | None, settings: tuple[str, ...], worker
     done["profile"] = str(profile) if profile else None
     done["report"] = str(write_report(path))
     done["kernels"] = str(write_store_module(path)) if emit_kernels else None
+    done["expert"] = expert_line(prog, [(fp.payload.reference, fp.config) for fp in plan.fragments],
+                                 set(done["mugraphs"]))
     if as_json:
         click.echo(json.dumps(done))
         return
@@ -260,6 +263,8 @@ def optimize(program: str, preset: str | None, settings: tuple[str, ...], worker
             click.echo(f"    measured {seconds_text(best['measured_seconds'])} on {best['measured_device']}"
                        + (f", {speedup:.2f}x the reference's measured time" if speedup else "")
                        + f" ({done['measured'].get(name, 0)} timed; ranked by measured time)")
+    if done["expert"]:
+        click.echo(f"  {done['expert']}")
     click.echo(f"  store: {done['store']}  (mugraph show {done['store']})")
     click.echo(f"  report: {done['report']}")
     if done["kernels"]:

@@ -91,3 +91,14 @@ def test_explain_command_and_the_reason_search_prints(tmp_path: Path) -> None:
     assert s["expert_found"] is False and "for-loop range 64 is not among the ranges [16]" in s["expert_reason"]
     text = run("search", "rms_norm", *args, cwd=tmp_path).stdout
     assert "expert NOT found: outside the space (for-loop range)" in text
+
+
+def test_optimize_says_why_its_expert_was_not_found(tmp_path: Path) -> None:
+    from tests.pipeline.conftest import done, mugraph, optimize_args
+
+    args = optimize_args("rms_norm", tmp_path / "run.zarr", "--workers", "1", "--memo-url", "local", "--set",
+                         "franges=[16]")
+    last = done(mugraph(*args, cwd=tmp_path))
+    assert last["complete"]
+    assert last["expert"].startswith("expert 'expert' NOT found: outside the space (for-loop range)")
+    assert "--set 'franges=[16,64]' would admit it" in last["expert"]
