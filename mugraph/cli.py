@@ -29,6 +29,7 @@ from mugraph.programs import Program, builtin_programs, resolve_program
 from mugraph.stages.prune.expr import labelled_exprs, output_exprs
 from mugraph.stages.prune.oracle import DEFAULT_RLIMIT, VERDICT_BYTES, OracleConfig, SubexprOracle
 from mugraph.stages.search.config import PRESETS, parse_override, preset_config
+from mugraph.stages.search.explain import explain_expert
 from mugraph.stages.search.explore import Fragment, Searcher
 from mugraph.stages.search.serial import DEFAULT_BUDGET, SearchReport, run_search
 from mugraph.stages.verify.check import DEFAULT_SEEDS, check_equivalence
@@ -231,7 +232,8 @@ def search(program: str, preset: str | None, settings: tuple[str, ...], time_lim
         config = config.with_overrides(dict(parse_override(s) for s in settings))
     reference = prog.reference()
     fragment = Fragment(reference, config, prog.name)
-    expert_digests = {canonical_digest(build()) for build in list(prog.experts.values())[:1]}
+    first_expert = next(iter(prog.experts.items()), None)
+    expert_digests = {canonical_digest(first_expert[1]())} if first_expert is not None else set()
     xp = get_array_module(backend)  # the device is checked before the memo directory is made
     progress = ProgressLine()
     with verdict_memo(memo_url, memo_dir, VERDICT_BYTES) as memo:
@@ -240,13 +242,16 @@ def search(program: str, preset: str | None, settings: tuple[str, ...], time_lim
             report = run_search(searcher, budget, limit, lambda r: progress.update(_progress_text(r)))
         finally:
             progress.close()
+        why = None
+        if first_expert is not None and not expert_digests & set(report.found):
+            why = explain_expert(searcher, first_expert[0], first_expert[1]()).line()
         memo_counts = memo.counters.as_dict()
     c = report.counters
     digests = sorted(report.found)
     summary: dict[str, Any] = {
         "program": prog.name, "preset": config.preset, "config_digest": config.digest,
         "states": c.nodes, "mugraphs": len(digests), "digests": digests,
-        "expert_found": bool(expert_digests & set(digests)) if prog.experts else None,
+        "expert_found": bool(expert_digests & set(digests)) if prog.experts else None, "expert_reason": why,
         "solver_calls": c.solver_calls, "seconds": round(report.seconds, 3), "complete": report.complete,
         "frontier": len(report.frontier), "tasks": report.tasks, "memo": memo.name,
         "counters": c.as_dict(), "memo_counters": memo_counts,
@@ -259,7 +264,7 @@ def search(program: str, preset: str | None, settings: tuple[str, ...], time_lim
         click.echo(json.dumps(summary))
     else:
         state = "finished" if report.complete else f"stopped at the time limit, {len(report.frontier)} subtrees left"
-        expert = {True: ", expert found", False: ", expert NOT found", None: ""}[summary["expert_found"]]
+        expert = {True: ", expert found", False: f", expert NOT found: {why}", None: ""}[summary["expert_found"]]
         click.echo(f"{prog.name}: {len(digests)} μGraphs{expert}; search {state}")
         click.echo(f"  {_progress_text(report)}")
         click.echo(f"  oracle: {c.oracle_queries:,} queries, {c.prefiltered:,} answered without Z3, "
@@ -273,8 +278,10 @@ cli.add_command(show)
 cli.add_command(report)
 
 from mugraph.cli_emit import emit  # noqa: E402
+from mugraph.cli_explain import explain  # noqa: E402
 
 cli.add_command(emit)
+cli.add_command(explain)
 
 
 # Loggers of the event loop that Dask's client runs in its own thread. An interrupt lands in the main

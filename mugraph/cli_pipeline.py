@@ -22,18 +22,20 @@ from mugraph.cli_checks import (
     warn_many_workers,
 )
 from mugraph.cli_emit import write_store_module
+from mugraph.cli_explain import expert_line
 from mugraph.codegen.check import require_triton
 from mugraph.cuda.backend import cupy_available
 from mugraph.dashboards import live
 from mugraph.dashboards.progress import ProgressLine
 from mugraph.dashboards.report import report_path, write_report
+from mugraph.dashboards.summary import eta_text, headline, rows_to_show
 from mugraph.ir.errors import MugraphError
 from mugraph.ir.names import check_tensor_name, shown
 from mugraph.ir.render import render
 from mugraph.ir.serialize import loads
 from mugraph.programs import resolve_program
 from mugraph.stages.layout.costs import Layouts
-from mugraph.stages.layout.describe import describe_layouts, explain, seconds_text
+from mugraph.stages.layout.describe import describe_layouts, seconds_text
 from mugraph.stages.layout.profiles import DEFAULT_PROFILE, PROFILES, get_profile
 from mugraph.stages.layout.rank import rerank
 from mugraph.stages.search.config import PRESETS, parse_override
@@ -43,6 +45,7 @@ from mugraph.storage.memo_url import check_memo_url
 from mugraph.storage.run_store import RunStore
 
 DEFAULT_RUNS = Path("runs")
+SHOW_ROWS = 10  # ranking rows `show` prints without --all (the reference's row is always added)
 
 
 def _versions() -> dict[str, str]:
@@ -107,7 +110,15 @@ def _progress_text(e: dict[str, Any]) -> str:
     return (f"tasks {e['tasks_done']:,} done, {e['tasks_running']:,} running, {e['tasks_pending']:,} pending · "
             f"states {e['states']:,} "
             f"({e['states_per_s']:,.0f}/s) · μGraphs {e['mugraphs']} ({e['confirmed']} confirmed) · "
-            f"memo hits {memo} · solver {e['solver_calls']:,} · {e['seconds']:,.0f} s")
+            f"memo hits {memo} · solver {e['solver_calls']:,} · {e['seconds']:,.0f} s" + _size_text(e))
+
+
+def _size_text(e: dict[str, Any]) -> str:
+    """` · about N states, X% done, ETA T` from a progress event or sample that has the estimate."""
+    if e.get("estimated_states") is None:
+        return ""
+    return " · " + eta_text(e["states"], e["estimated_states"], int(e.get("tasks_pending", 0)) +
+                            int(e.get("tasks_running", 0)), float(e.get("states_per_s") or 0.0))
 
 
 @click.command()
@@ -244,6 +255,8 @@ def optimize(program: str, preset: str | None, settings: tuple[str, ...], worker
     done["profile"] = str(profile) if profile else None
     done["report"] = str(write_report(path))
     done["kernels"] = str(write_store_module(path)) if emit_kernels else None
+    done["expert"] = expert_line(prog, [(fp.payload.reference, fp.config) for fp in plan.fragments],
+                                 set(done["mugraphs"]))
     if as_json:
         click.echo(json.dumps(done))
         return
@@ -263,6 +276,8 @@ def optimize(program: str, preset: str | None, settings: tuple[str, ...], worker
             click.echo(f"    measured {seconds_text(best['measured_seconds'])} on {best['measured_device']}"
                        + (f", {speedup:.2f}x the reference's measured time" if speedup else "")
                        + f" ({done['measured'].get(name, 0)} timed; ranked by measured time)")
+    if done["expert"]:
+        click.echo(f"  {done['expert']}")
     click.echo(f"  store: {done['store']}  (mugraph show {done['store']})")
     click.echo(f"  report: {done['report']}")
     if done["kernels"]:
@@ -291,8 +306,12 @@ def status(store: Path, as_json: bool) -> None:
                 "confirmed": sum(1 for r in conf.values() if r["equivalent"]),
                 "best": ranking[0]["digest"] if ranking else None,
             })
+        last = next((inv[-1] for inv in reversed(st.timeline()) if inv), None)
+        size = {k: last.get(k) for k in ("estimated_states", "estimated_fraction", "eta_seconds", "states",
+                                         "states_per_s")} if last else None
         out = {"store": str(store), "identity": st.identity, "tasks": summary, "fragments": per,
-               "complete": bool(final and final.get("complete")), "best": final.get("best") if final else None}
+               "complete": bool(final and final.get("complete")), "best": final.get("best") if final else None,
+               "size": size}
     if as_json:
         click.echo(json.dumps(out))
         return
@@ -300,6 +319,13 @@ def status(store: Path, as_json: bool) -> None:
     click.echo(f"{store}: program {ident.get('program')}, budget {ident.get('budget')}, "
                f"{'complete' if out['complete'] else 'not complete (run optimize again to resume)'}")
     click.echo(f"  tasks: {summary.get('done', 0):,} done, {summary.get('pending', 0):,} pending")
+    states = int(summary.get("counters", {}).get("nodes", 0))
+    if out["complete"] or not summary.get("pending", 0):
+        click.echo(f"  size: {states:,} states, the whole space")
+    elif last is not None and last.get("estimated_states") is not None:
+        eta = eta_text(states, last["estimated_states"], int(summary.get("pending", 0)),
+                       float(last.get("states_per_s") or 0.0))
+        click.echo(f"  size: {eta} (at the last invocation's rate)")
     for p in per:
         click.echo(f"  {p['name']} ({p['preset']}): {p['found']} found, {p['confirmed']} confirmed, best "
                    f"{(p['best'] or '-')[:16]}")
@@ -317,18 +343,22 @@ def _stored_budget(path: Path) -> int | None:
 
 
 def _ranking_lines(ranking: list[dict[str, Any]], limit: int | None) -> list[str]:
+    """The ranking table; past `limit` rows, the reference's row is still shown (speedups are over it)."""
     timed = any("measured_seconds" in e for e in ranking)
     head = (f"   {'#':>3}  {'μGraph':<16}  {'kernels':>7}  {'DRAM bytes':>13}  {'FLOPs':>15}  {'est. time':>11}  "
             f"{'speedup':>7}  bound    fits" + (f"  {'measured':>11}" if timed else ""))
     lines = [head]
-    for n, e in enumerate(ranking[:limit] if limit else ranking, 1):
+    shown = rows_to_show(ranking, limit)
+    for n, e in shown:
+        if limit and n > limit:
+            lines.append("   ...")
         tag = "reference" if e.get("reference") else e["digest"][:16]
         measured = seconds_text(e["measured_seconds"]) if "measured_seconds" in e else "-"
         lines.append(f"   {n:>3}  {tag:<16}  {e['kernels']:>7}  {e['dram_bytes']:>13,}  {e['flops']:>15,}  "
                      f"{seconds_text(e['estimated_seconds']):>11}  {e['speedup']:>6.2f}x  {e['bound']:<7}  "
                      f"{'yes' if e['fits'] else 'NO '}" + (f"  {measured:>11}" if timed else ""))
-    if limit and len(ranking) > limit:
-        lines.append(f"   ... {len(ranking) - limit} more (--all shows every row)")
+    if len(ranking) > len(shown):
+        lines.append(f"   ... {len(ranking) - len(shown)} more (--all shows every row)")
     return lines
 
 
@@ -338,7 +368,8 @@ def _ranking_lines(ranking: list[dict[str, Any]], limit: int | None) -> list[str
 @click.option("--gpu-profile", default=None, metavar="NAME",
               help=f"Rank again for this GPU ({', '.join(PROFILES)}) from the stored layouts; default: the "
                    "profile the run was ranked for.")
-@click.option("--all", "show_all", is_flag=True, help="Every row of each ranking (default: the first 10).")
+@click.option("--all", "show_all", is_flag=True,
+              help=f"Every row of each ranking (default: the first {SHOW_ROWS} and the reference's).")
 def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) -> None:
     """The ranking of every fragment of a run STORE (each μGraph's kernels, DRAM bytes, FLOPs and
     estimated time on a GPU profile, best first), then the chosen μGraph with its layouts."""
@@ -371,14 +402,18 @@ def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) ->
         click.echo(f"== {r['name']}: {len(ranking)} ranked on {profile} ({ranking[0]['model'] if ranking else '-'}"
                    f"; speedup over the reference program)"
                    + (f"; timed rows first, by time measured on {', '.join(devices)}" if devices else ""))
-        for line in _ranking_lines(ranking, None if show_all else 10):
+        head = headline(ranking)
+        if head is not None:
+            click.echo(f"   {head['line']}")
+            if head["why"]:
+                click.echo(f"   why: {head['why']}")
+            if head["tie_note"]:
+                click.echo(f"   ties: {head['tie_note']}")
+        for line in _ranking_lines(ranking, None if show_all else SHOW_ROWS):
             click.echo(line)
         best, graph = r["best"], r["graph"]
         if best is None or graph is None:
             continue
-        ref = next(e for e in ranking if e.get("reference"))
-        if not best.get("reference"):
-            click.echo(f"   why: {explain(best, ref)}")
         terms = ", ".join(f"{k} {v:,}" for k, v in best["layout_terms"].items() if v)
         click.echo(f"   layout cost {best['layout_cost']:,} ({terms or 'nothing'})")
         g = loads(graph)

@@ -25,6 +25,7 @@ from bokeh.palettes import Category10_10
 from bokeh.plotting import figure
 
 from mugraph.dashboards.live_state import RATE_WINDOW, LiveState
+from mugraph.dashboards.summary import eta_text
 
 logger = logging.getLogger(__name__)
 
@@ -52,8 +53,9 @@ class LivePage:
         # (source, figure, title, [(key, label, color, dash)], per-fragment key suffix or None)
         self.series: dict[str, tuple[ColumnDataSource, Any, list[tuple[str, str, str, str]], str | None]] = {}
         specs: list[tuple[str, str, list[tuple[str, str, str, str]], str | None, str]] = [
-            ("mugraph-states", "States explored", [("states", "all fragments", ALL_COLOR, "solid")], "states",
-             "states"),
+            ("mugraph-states", "States explored (and the estimated size of the space)", [
+                ("states", "all fragments", ALL_COLOR, "solid"),
+                ("estimated_states", "estimated size", "#888888", "dashed")], "states", "states"),
             ("mugraph-rates", f"States/s (over {RATE_WINDOW:.0f} s)", [
                 ("rate", "all fragments", ALL_COLOR, "solid"),
                 ("states_per_s", "invocation average", "#888888", "dashed")], "rate", "states/s"),
@@ -117,8 +119,10 @@ class LivePage:
 
     @staticmethod
     def _time_figure(title: str, x_range: DataRange1d, y_label: str) -> Any:
+        # Counts start at 0, and a plot with nothing yet shows 0..1 rather than Bokeh's empty -1..1.
         fig = figure(title=title, x_axis_type="datetime", x_range=x_range, height=HEIGHT, sizing_mode="stretch_width",
-                     tools="xpan,xwheel_zoom,box_zoom,reset,save", y_axis_label=y_label)
+                     tools="xpan,xwheel_zoom,box_zoom,reset,save", y_axis_label=y_label,
+                     y_range=DataRange1d(start=0, min_interval=1))
         for axis in fig.yaxis:
             axis.formatter = BasicTickFormatter(use_scientific=False)
         return fig
@@ -210,6 +214,10 @@ class LivePage:
                 f" {_int(latest.get('mugraphs'))} μGraphs found, {_int(latest.get('confirmed'))} confirmed;"
                 f" {_int(latest.get('solver_calls'))} solver calls;"
                 f" {len(st.workers)} workers")
+            parts.append("size: " + esc(eta_text(latest.get("states") or 0, latest.get("estimated_states"),
+                                                 int(latest.get("tasks_pending") or 0)
+                                                 + int(latest.get("tasks_running") or 0),
+                                                 float(latest.get("states_per_s") or 0.0))))
         age = time.time() - st.updated
         parts.append(f"<small>{st.events} events, last {age:.0f} s ago</small>")
         return "<div style='font-size:13px;line-height:1.5'>" + "<br>".join(parts) + "</div>"

@@ -31,6 +31,7 @@ TOTALS = {
     "tasks_running": "tasks_running", "tasks_pending": "tasks_pending", "solver_calls": "solver_calls",
     "fingerprints": "fingerprints", "mugraphs": "mugraphs", "confirmed": "confirmed",
     "memo_local_hit_rate": "memo_local", "memo_remote_hit_rate": "memo_remote",
+    "estimated_states": "estimated_states",
 }
 # per-fragment field -> row key suffix (the key is f"f{index}_{suffix}")
 PER_FRAGMENT = {"states": "states", "tasks_done": "done", "tasks_running": "running", "tasks_pending": "pending",

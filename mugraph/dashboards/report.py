@@ -15,6 +15,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from mugraph.dashboards.summary import COUNTER_MEANINGS, headline, rows_to_show, size_line, size_record
 from mugraph.dashboards.svg_charts import bar_chart, line_chart
 from mugraph.dashboards.svg_graph import draw_mugraph
 from mugraph.ir.errors import MugraphError
@@ -23,8 +24,9 @@ from mugraph.stages.layout.costs import Layouts
 from mugraph.stages.layout.describe import describe_layouts, seconds_text
 from mugraph.storage.run_store import RunStore
 
-SECTIONS = ("configuration", "fragments", "timeline", "workers", "ranking", "mugraphs", "counters")
+SECTIONS = ("answer", "configuration", "fragments", "timeline", "workers", "ranking", "mugraphs", "counters")
 RANKING_ROWS = 25
+CHART_WIDTH = 1050  # the page's text width: charts span it
 DATA_ID = "mugraph-report-data"
 
 
@@ -96,9 +98,11 @@ def report_data(store: RunStore) -> dict[str, Any]:
                   "pending": summary.get("pending", 0)},
         "counters": summary.get("counters", {}),
         "fragments": fragments, "timeline": samples, "restarts": restarts,
+        "size": size_record(samples, bool((store.final() or {}).get("complete"))),
         "invocations": len(invocations),
         "workers": {w: {"busy_seconds": round(busy[w], 3), "tasks": done_per_worker[w]} for w in sorted(busy)},
-        "ranking": rankings, "chosen": chosen, "generated": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "ranking": rankings, "headlines": {name: headline(rows) for name, rows in rankings.items()},
+        "chosen": chosen, "generated": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
     }
 
 
@@ -112,18 +116,45 @@ svg text{font:11px system-ui,sans-serif;fill:#333} svg .grid{stroke:#eee} svg .a
 svg .marker{stroke:#d62728;stroke-dasharray:4 3} svg .gtitle{font-weight:600;font-size:12px}
 svg .detail{fill:#666;font-size:10px} .graphs svg{display:block;margin:8px 0;border:1px solid #eee}
 .empty{color:#999} .note{color:#666;font-size:12px} pre{background:#f8f8f8;padding:8px;overflow:auto}
+figure.chart svg{width:100%;height:auto} tr.ref td{font-weight:600;background:#fffbe6}
+.answer{border:1px solid #cfe0f5;background:#f5f9ff;border-radius:6px;padding:10px 14px;margin:10px 0}
+.answer .big{font-size:17px;font-weight:600} .answer .why{color:#444}
 """
 
 
-def _table(head: list[str], rows: list[list[Any]], left: int = 1) -> str:
+def _table(head: list[str], rows: list[list[Any]], left: int = 1, marked: list[bool] | None = None) -> str:
+    """A table; rows whose `marked` flag is set get class "ref" (the reference program's row)."""
     th = "".join(f'<th class="{"l" if i < left else ""}">{html.escape(h)}</th>' for i, h in enumerate(head))
-    body = "".join("<tr>" + "".join(f'<td class="{"l" if i < left else ""}">{html.escape(str(c))}</td>'
-                                    for i, c in enumerate(r)) + "</tr>" for r in rows)
+    flags = marked or [False] * len(rows)
+    def cells(r: list[Any]) -> str:
+        return "".join(f'<td class="{"l" if i < left else ""}">{html.escape(str(c))}</td>' for i, c in enumerate(r))
+    body = "".join(('<tr class="ref">' if flag else "<tr>") + cells(r) + "</tr>"
+                   for r, flag in zip(rows, flags, strict=True))
     return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def _section(key: str, title: str, body: str) -> str:
     return f'<section id="{key}"><h2>{html.escape(title)}</h2>{body}</section>'
+
+
+def _answer(data: dict[str, Any]) -> str:
+    """Per fragment: the headline, best and reference side by side, the model's reason, and ties."""
+    out = []
+    for name, h in (data.get("headlines") or {}).items():
+        if h is None:
+            out.append(f'<div class="answer"><div class="big">{html.escape(name)}: no ranking yet</div></div>')
+            continue
+        rows = [["best" + (" (the reference)" if h["best_is_reference"] else f" {h['best'][:16]}"),
+                 seconds_text(h["seconds"]), f"{h['speedup']:.2f}x", h["kernels"], f"{h['dram_bytes']:,}"],
+                [f"reference (rank {h['reference_rank']} of {h['ranked']})", seconds_text(h["reference_seconds"]),
+                 "1.00x", h["reference_kernels"], f"{h['reference_dram_bytes']:,}"]]
+        why = f'<p class="why">Why: {html.escape(h["why"])}</p>' if h["why"] else ""
+        ties = f'<p class="note">{html.escape(h["tie_note"])}</p>' if h["tie_note"] else ""
+        out.append(f'<div class="answer"><div class="big">{html.escape(name)}: {html.escape(h["line"])}</div>'
+                   + _table(["", f"time ({h['timing']})", "speedup", "kernels", "DRAM bytes"],
+                            rows, 1, [False, True]) + why + ties + "</div>")
+    size = f'<p class="size">{html.escape(size_line(data.get("size")))}</p>'
+    return ("".join(out) or '<p class="empty">no result yet</p>') + size
 
 
 def render_report(data: dict[str, Any]) -> str:
@@ -132,6 +163,7 @@ def render_report(data: dict[str, Any]) -> str:
     parts = [f"<h1>mugraph run: {html.escape(str(ident.get('program')))}</h1>",
              f'<p>{html.escape(data["store"])} · {html.escape(state)} · {data["invocations"]} invocation(s) · '
              f'report generated {html.escape(data["generated"])}</p>']
+    parts.append(_section("answer", "Answer", _answer(data)))
     conf_rows = [[k, v] for k, v in sorted(ident.items())]
     meta = data.get("meta") or {}
     conf_rows += [["command", " ".join(map(str, meta.get("command", [])))]]
@@ -161,7 +193,7 @@ def render_report(data: dict[str, Any]) -> str:
     span = (0.0, max((s["elapsed"] for s in tl), default=1.0))
     def chart(title: str, data: dict[str, list[tuple[float, float]]], y_label: str, chart_id: str) -> str:
         return line_chart(title, data, x_label="run time (s)", y_label=y_label, markers=marks, x_range=span,
-                          chart_id=chart_id)
+                          chart_id=chart_id, width=CHART_WIDTH)
 
     charts = [
         chart("States explored, per fragment", states, "states", "chart-states"),
@@ -169,6 +201,9 @@ def render_report(data: dict[str, Any]) -> str:
         chart("Memo hit rate per level", memo, "% of lookups", "chart-memo"),
         chart("Solver calls", {"solver calls": series("solver_calls")}, "calls", "chart-solver"),
         chart("μGraphs found and confirmed", found, "μGraphs", "chart-found"),
+        chart("Size of the space: estimated (Knuth probes) and explored", {
+            "estimated states": series("estimated_states"), "explored states": series("states")},
+            "states", "chart-size"),
     ]
     note = ('<p class="note">Run time adds up the invocations and leaves out the gaps between them; dashed red '
             'lines mark where a resumed invocation began.</p>')
@@ -178,22 +213,25 @@ def render_report(data: dict[str, Any]) -> str:
     imbalance = (max(w["busy_seconds"] for w in workers.values()) / mean) if workers and mean > 0 else None
     parts.append(_section("workers", "Per-worker busy time (search tasks, whole run)",
                           bar_chart("Seconds inside search tasks", {w: v["busy_seconds"] for w, v in workers.items()},
-                                    unit="s", chart_id="chart-workers")
+                                    unit="s", chart_id="chart-workers", width=CHART_WIDTH)
                           + _table(["worker", "busy s", "tasks"], [[w, v["busy_seconds"], v["tasks"]]
                                                                    for w, v in workers.items()])
                           + (f'<p>max/mean busy time: {imbalance:.2f}</p>' if imbalance else "")))
     rank_parts = []
     for name, rows in data["ranking"].items():
-        shown = rows[:RANKING_ROWS]
+        shown = rows_to_show(rows, RANKING_ROWS)
         profile = rows[0].get("profile", "-") if rows else "-"
         body = [[n, "reference" if r.get("reference") else r["digest"][:16], r["kernels"], f"{r['dram_bytes']:,}",
                  f"{r.get('flops', 0):,}", seconds_text(r["estimated_seconds"]), f"{r['speedup']:.2f}x",
                  r.get("bound", "-"), "yes" if r.get("fits", True) else "NO", f"{r.get('layout_cost', 0):,}"]
-                for n, r in enumerate(shown, 1)]
-        more = f'<p class="note">{len(rows) - len(shown)} more rows in the store.</p>' if len(rows) > len(shown) else ""
+                for n, r in shown]
+        hidden = len(rows) - len(shown)
+        more = (f'<p class="note">{hidden} more rows in the store (`mugraph show --all` lists them); the reference '
+                'row is always shown.</p>') if hidden else ""
+        marks = [bool(r.get("reference")) for _, r in shown]
         rank_parts.append(f"<h3>{html.escape(name)} on {html.escape(str(profile))} ({len(rows)} ranked)</h3>"
                           + _table(["#", "μGraph", "kernels", "DRAM bytes", "FLOPs", "est. time", "speedup", "bound",
-                                    "fits", "layout cost"], body, 2) + more)
+                                    "fits", "layout cost"], body, 2, marks) + more)
     parts.append(_section("ranking", "Ranking (roofline estimate; speedup over the reference program)",
                           "".join(rank_parts) or '<p class="empty">no ranking yet</p>'))
     graphs = []
@@ -205,12 +243,13 @@ def render_report(data: dict[str, Any]) -> str:
                       + draw_mugraph(g, name) + (f"<p>Layouts (shape:innermost dim~swizzled dim):</p>{lay}"
                                                  if lay else ""))
     parts.append(_section("mugraphs", "Chosen μGraphs", "".join(graphs) or '<p class="empty">none yet</p>'))
-    counters = [[k, f"{v:,.3f}" if isinstance(v, float) and not float(v).is_integer() else f"{int(v):,}"]
+    counters = [[k, COUNTER_MEANINGS.get(k, ""),
+                 f"{v:,.3f}" if isinstance(v, float) and not float(v).is_integer() else f"{int(v):,}"]
                 for k, v in sorted(data["counters"].items())]
     tasks = data["tasks"]
     parts.append(_section("counters", "Counters (sums over done search tasks)",
                           f"<p>tasks: {tasks['done']:,} done, {tasks['pending']:,} pending</p>"
-                          + _table(["counter", "value"], counters)))
+                          + _table(["counter", "what it counts", "value"], counters, 2)))
     blob = json.dumps(data, default=str).replace("</", "<\\/")
     return ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>mugraph report: {html.escape(str(ident.get('program')))}</title><style>{_CSS}</style></head>"

@@ -1,5 +1,10 @@
 """A μGraph drawn as inline SVG: the kernel graph left to right by depth, and under it each
-graph-defined op's block graph (grid, for-loop, its inputs' maps) drawn the same way."""
+graph-defined op's block graph (grid, for-loop, its inputs' maps) drawn the same way.
+
+Boxes stand in columns (by depth) and rows; edges run only through the empty lanes between
+them, so an edge never crosses a box: out of its source's right side into the column gap, along
+the gap between two rows to the column gap before its target, then into the target's left side.
+Each edge gets its own offset in the gaps it uses, so edges that share a gap stay apart."""
 
 from __future__ import annotations
 
@@ -10,7 +15,8 @@ from mugraph.ir.graph import BlockGraph, KernelGraph, Op
 from mugraph.ir.shapes import fmt
 from mugraph.ir.types import ACCUMULATORS, OpKind
 
-BOX_W, BOX_H, GAP_X, GAP_Y = 150, 40, 40, 14
+BOX_W, BOX_H, GAP_X, GAP_Y, TOP = 150, 40, 48, 26, 40
+LANE = 6  # pixels between edges sharing a gap
 _FILL = {"input": "#e8f1fb", "output": "#e9f7ec", "customized": "#fff1db", "accum": "#f3e8fb", "op": "#f4f4f4"}
 
 
@@ -45,20 +51,21 @@ def _draw(graph: KernelGraph | BlockGraph, level: str, title: str) -> str:
     for d in depth:
         r = rows.get(d, 0)
         rows[d] = r + 1
-        pos.append((10 + d * (BOX_W + GAP_X), 30 + r * (BOX_H + GAP_Y)))
+        pos.append((10 + d * (BOX_W + GAP_X), TOP + r * (BOX_H + GAP_Y)))
     width = 20 + (max(depth, default=0) + 1) * (BOX_W + GAP_X)
-    height = 40 + max(rows.values(), default=1) * (BOX_H + GAP_Y)
+    height = TOP + 10 + max(rows.values(), default=1) * (BOX_H + GAP_Y)
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
            f'class="mugraph" data-level="{level}" data-ops="{len(graph.ops)}">',
            '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="6" markerHeight="6" '
            'orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="#555"/></marker></defs>',
            f'<text x="10" y="18" class="gtitle">{html.escape(title)}</text>']
+    lanes: dict[tuple[str, float], int] = {}
     for i, op in enumerate(graph.ops):
-        for t in op.inputs:
-            if t in producer:
-                (x0, y0), (x1, y1) = pos[producer[t]], pos[i]
-                out.append(f'<line x1="{x0 + BOX_W:.0f}" y1="{y0 + BOX_H / 2:.0f}" x2="{x1:.0f}" '
-                           f'y2="{y1 + BOX_H / 2:.0f}" stroke="#555" marker-end="url(#arrow)"/>')
+        made = [t for t in op.inputs if t in producer]
+        for k, t in enumerate(made):
+            points = _route(pos[producer[t]], pos[i], _port(k, len(made)), lanes)
+            out.append(f'<polyline points="{" ".join(f"{x:.0f},{y:.0f}" for x, y in points)}" fill="none" '
+                       'stroke="#555" marker-end="url(#arrow)" class="edge"/>')
     for i, op in enumerate(graph.ops):
         x, y = pos[i]
         head, detail, fill = _label(op, graph.tensors, level)
@@ -68,6 +75,40 @@ def _draw(graph: KernelGraph | BlockGraph, level: str, title: str) -> str:
                    f'<text x="{x + 6:.0f}" y="{y + 32:.0f}" class="detail">{html.escape(detail)}</text></g>')
     out.append("</svg>")
     return "".join(out)
+
+
+def _lane(lanes: dict[tuple[str, float], int], key: tuple[str, float]) -> int:
+    n = lanes.get(key, 0)
+    lanes[key] = n + 1
+    return n
+
+
+def _port(k: int, n: int) -> float:
+    """Where the k-th of n incoming edges meets its box's left side: in the lower half, below the
+    height edges leave boxes at (OUT_PORT), so an edge leaving one box never lines up with an edge
+    entering the next and reads as passing through it."""
+    return BOX_H / 2 + 3 + (k + 0.5) * (BOX_H / 2 - 6) / n
+
+
+OUT_PORT = BOX_H / 2 - 6  # edges leave a box's right side this far below its top
+
+
+def _route(src: tuple[float, float], dst: tuple[float, float], port: float, lanes: dict[tuple[str, float], int]
+           ) -> list[tuple[float, float]]:
+    """Corner points of an edge from the right side of the box at `src` to the left side of the
+    box at `dst` (a later column) through the gaps between columns and rows only."""
+    (x0, y0), (x1, y1) = src, dst
+    start, end = (x0 + BOX_W, y0 + OUT_PORT), (x1, y1 + port)
+    if start[1] == end[1] and x1 - start[0] <= GAP_X:
+        return [start, end]  # neighbours in one row: nothing between them
+    gap_out = x0 + BOX_W + 8 + (_lane(lanes, ("x", x0)) * LANE) % (GAP_X - 16)
+    if x1 - start[0] <= GAP_X:  # the next column: down or up inside the one gap between them
+        return [start, (gap_out, start[1]), (gap_out, end[1]), end]
+    # Along the gap between rows nearest the target's side of the source.
+    row_gap = y0 + BOX_H + 4 if y1 >= y0 else y0 - GAP_Y + 4
+    lane_y = row_gap + (_lane(lanes, ("y", row_gap)) * LANE) % (GAP_Y - 8)
+    gap_in = x1 - GAP_X + 8 + (_lane(lanes, ("x", x1 - GAP_X - BOX_W)) * LANE) % (GAP_X - 16)
+    return [start, (gap_out, start[1]), (gap_out, lane_y), (gap_in, lane_y), (gap_in, end[1]), end]
 
 
 def draw_mugraph(graph: KernelGraph, title: str) -> str:

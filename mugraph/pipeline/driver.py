@@ -42,6 +42,7 @@ from mugraph.stages.layout.choose import LayoutResult, choose_layouts
 from mugraph.stages.layout.facts import LayoutError
 from mugraph.stages.layout.profiles import DEFAULT_PROFILE, GpuProfile, get_profile
 from mugraph.stages.layout.rank import combined, measured_first, rank
+from mugraph.stages.search.estimate import SpaceEstimator
 from mugraph.stages.search.explore import SearchCounters
 from mugraph.stages.search.task_paths import task_budget
 from mugraph.stages.verify.check import float_max_rel_err
@@ -144,6 +145,7 @@ class Driver:
         self._gpu = False
         self._t0 = 0.0
         self._progress_state: RunProgress | None = None
+        self._estimator = SpaceEstimator()
         self._timeline_written = -TIMELINE_WRITE_SECONDS  # the first sample is written at once
         self._row_fragment: dict[int, int] = {}
         self._warming: list[Future[Any]] = []
@@ -215,6 +217,8 @@ class Driver:
         self._layouts = [store.layouts(i) for i in range(len(plan.fragments))]
         self._measured = [store.measurements(i) for i in range(len(plan.fragments))]
         self._progress_state = RunProgress([fp.spec.name for fp in plan.fragments], tasks, store.timeline())
+        self._estimator = SpaceEstimator(sum(int(t.counters.get("nodes", 0)) for t in tasks if t.done))
+        self._estimator.start([(t.fragment, *t.path) for t in pending])
         self.on_event({
             "event": "start", "program": plan.program.name, "store": str(store.path),
             "resumed": not store.created, "fragments": [fp.spec.name for fp in plan.fragments],
@@ -303,6 +307,8 @@ class Driver:
         self.totals.add_search(result)
         assert self._progress_state is not None
         self._progress_state.on_search(fragment, result)
+        self._estimator.finish((fragment, *result["path"]), int(result["counters"]["nodes"]),
+                               [(fragment, *c) for c in children], result.get("frontier_estimates"))
         known = self._found[fragment]
         for rec in found:
             have = known.get(rec.digest)
@@ -362,8 +368,11 @@ class Driver:
         found = {names[i]: len(f) for i, f in enumerate(self._found)}
         confirmed = {names[i]: sum(1 for r in conf.values() if r["equivalent"])
                      for i, conf in enumerate(self._confirmed)}
-        return self._progress_state.event(time.perf_counter() - self._t0, self.totals.tasks_run, running, pending,
-                                          found, confirmed)
+        event = self._progress_state.event(time.perf_counter() - self._t0, self.totals.tasks_run, running, pending,
+                                           found, confirmed)
+        size = self._estimator.estimate()  # the space's estimated size and the ETA, once known
+        event.update(size.as_json(float(event["states_per_s"])) if size else {"estimated_states": None})
+        return event
 
     def _sample(self, now: float, final: bool = False) -> None:
         """Keep a progress sample, write the timeline now and then, and emit the event. The write

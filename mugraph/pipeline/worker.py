@@ -23,6 +23,7 @@ from mugraph.stages.layout.costs import LAYOUT_SCHEMA
 from mugraph.stages.layout.facts import LayoutError
 from mugraph.stages.prune.heap import keep_context_memory
 from mugraph.stages.prune.oracle import VERDICT_BYTES
+from mugraph.stages.search.estimate import frontier_estimates
 from mugraph.stages.search.explore import Fragment, Searcher
 from mugraph.stages.verify.confirm import Confirmer
 from mugraph.storage.memo import LayeredMemo, MemoStore, open_memo_store
@@ -117,12 +118,15 @@ def search_task(payload: FragmentPayload, path: tuple[int, ...], budget: int) ->
     """Explore one subtree under a node budget: found μGraphs, the frontier, counters."""
     state = _state()
     m0 = state.memo.counters.as_dict()
-    result = state.searcher(payload).explore(path, budget)
+    searcher = state.searcher(payload)
+    result = searcher.explore(path, budget)
     m1 = state.memo.counters.as_dict()
+    estimates = frontier_estimates(searcher, result.frontier)  # the run's size estimate (Knuth probes)
     return {
         "path": list(result.path),
         "found": [{"digest": f.digest, "path": list(f.path), "graph": f.graph} for f in result.found.values()],
         "frontier": [list(p) for p in result.frontier],
+        "frontier_estimates": estimates,
         "counters": result.counters.as_dict(),
         "memo": {k: m1[k] - m0[k] for k in ("local_hits", "remote_hits", "misses", "remote_errors")},
         "worker": _worker_name(),

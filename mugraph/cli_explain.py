@@ -1,0 +1,77 @@
+"""`mugraph explain`: whether each expert μGraph of a program is inside the configured search space,
+and if not, the first choice that excludes it and the setting that would admit it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import click
+
+from mugraph.ir.canonical import canonical_digest
+from mugraph.ir.errors import MugraphError
+from mugraph.ir.serialize import loads
+from mugraph.programs import Program, resolve_program
+from mugraph.stages.prune.oracle import VERDICT_BYTES
+from mugraph.stages.search.config import PRESETS, SearchConfig, parse_override, preset_config
+from mugraph.stages.search.explain import explain_expert
+from mugraph.stages.search.explore import Fragment, Searcher
+from mugraph.storage.memo_session import verdict_memo
+from mugraph.storage.memo_url import check_memo_url
+
+
+@click.command()
+@click.argument("program")
+@click.option("--expert", "only", default=None, metavar="NAME", help="Explain this expert only (default: every one).")
+@click.option("--preset", type=click.Choice(PRESETS), default=None,
+              help="Search space preset (default: the program's own).")
+@click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
+              help="Override one search limit, as for `mugraph search`. Repeatable.")
+@click.option("--memo-url", default=None, metavar="URL",
+              help="Shared verdict memo: redis://HOST:PORT/DB, unix:///PATH, or 'local' (no server). "
+                   "Default: a private redis-server keeping its data in --memo-dir.")
+@click.option("--memo-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("runs/memo"),
+              show_default=True, help="Data directory of the private redis-server.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per expert on stdout.")
+def explain(program: str, only: str | None, preset: str | None, settings: tuple[str, ...], memo_url: str | None,
+            memo_dir: Path, as_json: bool) -> None:
+    """Say whether the search of PROGRAM can find each of its experts, and why not.
+
+    Example: mugraph explain rms_norm --set franges=[16]"""
+    if memo_url is not None:
+        check_memo_url(memo_url)
+    prog = resolve_program(program)
+    if not prog.experts:
+        raise MugraphError(f"{program}: the program has no expert μGraphs to explain")
+    if only is not None and only not in prog.experts:
+        raise MugraphError(f"{prog.name} has no expert {only!r}; its experts: {', '.join(prog.experts)}")
+    config = preset_config(preset or prog.preset)
+    if settings:
+        config = config.with_overrides(dict(parse_override(s) for s in settings))
+    labels = [only] if only is not None else list(prog.experts)
+    with verdict_memo(memo_url, memo_dir, VERDICT_BYTES) as memo:
+        searcher = Searcher(Fragment(prog.reference(), config, prog.name), memo)
+        for label in labels:
+            e = explain_expert(searcher, label, prog.experts[label]())
+            if as_json:
+                click.echo(json.dumps({"program": prog.name, **e.as_json()}))
+                continue
+            click.echo(f"{prog.name} [{label}]: {e.line()}")
+            if e.labels:
+                click.echo(f"  {'path' if e.inside else 'excluded after'}: {' > '.join(e.labels)}")
+
+
+def expert_line(prog: Program, fragments: Sequence[tuple[str, SearchConfig]], found: set[str]) -> str | None:
+    """What `optimize` says of the program's first expert: found, or not found and why (`explain`'s
+    one-line reason). Only for a program searched as one fragment, where the expert and the
+    fragment are the same program; None otherwise."""
+    if not prog.experts or len(fragments) != 1:
+        return None
+    label, build = next(iter(prog.experts.items()))
+    expert = build()
+    if canonical_digest(expert) in found:
+        return f"expert {label!r} found"
+    reference, config = fragments[0]
+    searcher = Searcher(Fragment(loads(reference), config, prog.name))
+    return f"expert {label!r} NOT found: {explain_expert(searcher, label, expert).line()}"

@@ -1,0 +1,153 @@
+"""What a run's reader wants first, shared by the report and `mugraph show`: the answer (best μGraph
+against the reference program) in one headline, the ranking rows to show (the reference's always
+among them), and what each search counter means."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from mugraph.stages.layout.describe import explain, seconds_text
+
+# The order the ranking breaks equal estimates in (stages.layout.rank).
+TIE_BREAKS = "no-overlap time, then layout cost, then digest"
+
+COUNTER_MEANINGS: dict[str, str] = {
+    "nodes": "search states expanded (each node of the search tree once)",
+    "kernel_nodes": "states at the kernel level (no block graph open)",
+    "block_nodes": "states inside an open block graph",
+    "children": "children listed: they passed the canonical order, shape and memory checks",
+    "pruned": "listed children the abstract-expression oracle pruned",
+    "candidates": "complete kernel graphs with as many unused tensors as the reference has outputs",
+    "fingerprints": "candidates whose output shapes matched, fingerprinted in Z_pq",
+    "fingerprint_seconds": "seconds spent fingerprinting candidates",
+    "verified": "fingerprint matches (before duplicates were merged)",
+    "ir_rejects": "complete candidates the IR refused (a search bug if ever above 0)",
+    "oracle_queries": "terms sent to the oracle (one per new tensor of a listed child)",
+    "prefiltered": "oracle queries answered without Z3 (cheap structural checks)",
+    "memo_hits": "oracle queries answered by the verdict memo (local LRU or Redis)",
+    "solver_calls": "oracle queries Z3 had to decide",
+    "solver_seconds": "seconds inside Z3",
+    "seconds": "seconds inside search tasks, summed over workers",
+}
+
+
+def reference_row(ranking: Sequence[Mapping[str, Any]]) -> tuple[int, Mapping[str, Any]] | None:
+    """(1-based rank, row) of the reference program in a ranking."""
+    return next(((n, r) for n, r in enumerate(ranking, 1) if r.get("reference")), None)
+
+
+def rows_to_show(ranking: Sequence[Mapping[str, Any]], limit: int | None) -> list[tuple[int, Mapping[str, Any]]]:
+    """The first `limit` rows with their ranks, and the reference's row after them when the limit
+    cuts it off (it is what every speedup is measured against)."""
+    rows = list(enumerate(ranking, 1))
+    if limit is None or len(rows) <= limit:
+        return rows
+    shown = rows[:limit]
+    ref = reference_row(ranking)
+    if ref is not None and ref[0] > limit:
+        shown.append(ref)
+    return shown
+
+
+def _time(row: Mapping[str, Any]) -> tuple[float, str]:
+    if row.get("measured_seconds") is not None:
+        return float(row["measured_seconds"]), f"measured on {row.get('measured_device', 'a GPU')}"
+    return float(row["estimated_seconds"]), f"estimated on {row.get('profile', '-')}"
+
+
+def headline(ranking: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The answer for one fragment: best row against the reference, as numbers and one line."""
+    if not ranking:
+        return None
+    best = ranking[0]
+    ref = reference_row(ranking)
+    if ref is None:
+        return None
+    ref_row = ref[1]
+    t_best, how = _time(best)
+    t_ref, _ = _time(ref_row)
+    speedup = t_ref / t_best if t_best > 0 else 0.0
+    ties = sum(1 for r in ranking if r.get("fits", True) == best.get("fits", True)
+               and r["estimated_seconds"] == best["estimated_seconds"])
+    is_ref = bool(best.get("reference"))
+    what = "the reference program itself (no μGraph beats it)" if is_ref else f"μGraph {best['digest'][:16]}"
+    line = (f"best is {what}: {seconds_text(t_best)} against {seconds_text(t_ref)} for the reference "
+            f"({how}), {speedup:.2f}x; {best['kernels']} kernel(s) against {ref_row['kernels']}, DRAM "
+            f"{best['dram_bytes']:,} B against {ref_row['dram_bytes']:,} B")
+    return {
+        "best": best["digest"], "best_is_reference": is_ref, "seconds": t_best, "reference_seconds": t_ref,
+        "timing": how, "speedup": speedup, "kernels": best["kernels"], "reference_kernels": ref_row["kernels"],
+        "dram_bytes": best["dram_bytes"], "reference_dram_bytes": ref_row["dram_bytes"],
+        "reference_rank": ref[0], "ranked": len(ranking), "ties": ties,
+        "why": "" if is_ref else explain(best, ref_row), "line": line,
+        "tie_note": (f"{ties} μGraphs share the best estimated time; they are ordered by {TIE_BREAKS}"
+                     if ties > 1 else ""),
+    }
+
+
+def size_record(samples: Sequence[Mapping[str, Any]], complete: bool) -> dict[str, Any] | None:
+    """The space-size estimate from a run's progress samples (`elapsed` run time, `states`,
+    `estimated_states`): the latest, and for a complete run the estimate against the actual size
+    at 10%, 25%, 50% and 90% of the run time."""
+    est = [s for s in samples if s.get("estimated_states") is not None]
+    if not est:
+        return None
+    last = est[-1]
+    states = int(samples[-1]["states"])
+    out: dict[str, Any] = {"states": states, "estimated_states": int(last["estimated_states"]),
+                           "eta_seconds": last.get("eta_seconds"), "complete": complete, "checkpoints": []}
+    if complete and states > 0:
+        span = float(samples[-1]["elapsed"])
+        for share in (0.1, 0.25, 0.5, 0.9):
+            at = next((s for s in est if float(s["elapsed"]) >= share * span), est[-1])
+            out["checkpoints"].append({"share": share, "elapsed": at["elapsed"],
+                                       "estimated_states": int(at["estimated_states"]),
+                                       "error": abs(int(at["estimated_states"]) - states) / states})
+    return out
+
+
+def size_line(size: Mapping[str, Any] | None) -> str:
+    """One line: the run's size so far and the estimate (and, once complete, how good it was)."""
+    if size is None:
+        return "size of the space: not estimated"
+    states, total = size["states"], size["estimated_states"]
+    if not size["complete"]:
+        eta = size.get("eta_seconds")
+        left = f", about {duration_text(eta)} left at the last rate" if eta is not None else ""
+        return (f"search not complete: {states:,} states explored of about {count_text(total)} estimated "
+                f"({100 * states / total if total else 100:.0f}%){left}")
+    checks = "; ".join(f"{c['estimated_states']:,} at {100 * c['share']:.0f}% of the run time "
+                       f"({100 * c['error']:.0f}% off)" for c in size["checkpoints"])
+    return f"search complete: {states:,} states; the size estimate (Knuth probes) was {checks}"
+
+
+def eta_text(states: float, estimated: float | None, pending_tasks: int, states_per_s: float) -> str:
+    """`about 1.2 M states, 34% done, ETA 5 min` (or what of it is known)."""
+    if estimated is None:
+        return "not estimated yet"
+    total = max(float(estimated), float(states))
+    if pending_tasks == 0:
+        left = "done"
+    elif states_per_s > 0:
+        left = f"ETA {duration_text((total - states) / states_per_s)}"
+    else:
+        left = "ETA unknown"
+    return f"about {count_text(total)} states, {100 * states / total if total else 100:.0f}% done, {left}"
+
+
+def count_text(n: float) -> str:
+    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n:,.0f}"
+
+
+def duration_text(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 48 * 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"

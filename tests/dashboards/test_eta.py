@@ -1,0 +1,61 @@
+"""The size estimate and ETA through the whole pipeline: progress events carry it, `status` prints
+it, and the report records the estimate against the actual size of a complete run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mugraph.dashboards.report import read_report_data, report_path
+from mugraph.dashboards.summary import eta_text
+from mugraph.storage.run_store import RunStore
+from tests.pipeline.conftest import done, events, mugraph, optimize_args
+
+
+def test_a_whole_run_is_estimated_then_recorded_against_its_size(tmp_path: Path) -> None:
+    store = tmp_path / "run.zarr"
+    proc = mugraph(*optimize_args("lora", store, "--workers", "2", "--memo-url", "local", budget=300), cwd=tmp_path)
+    last = done(proc)
+    assert last["complete"]
+    progress = [e for e in events(proc) if e["event"] == "progress"]
+    sized = [e for e in progress if e.get("estimated_states") is not None]
+    assert sized and all(e["estimated_states"] >= e["states"] for e in sized)
+    assert all(0 <= e["estimated_fraction"] <= 1 for e in sized)
+    with RunStore.open_existing(store) as st:
+        final_sample = st.timeline()[-1][-1]
+        states = int(st.task_summary()["counters"]["nodes"])
+    assert final_sample["estimated_states"] == final_sample["states"] == states  # nothing pending: exact
+    assert final_sample["eta_seconds"] == 0.0
+    data = read_report_data(report_path(store).read_text())
+    size = data["size"]
+    assert size["complete"] and size["states"] == states and len(size["checkpoints"]) == 4
+    for c in size["checkpoints"]:
+        assert c["error"] == abs(c["estimated_states"] - states) / states
+    text = report_path(store).read_text()
+    assert f"search complete: {states:,} states; the size estimate (Knuth probes) was" in text
+    assert 'id="chart-size"' in text
+    status = mugraph("status", str(store), cwd=tmp_path)
+    assert status.returncode == 0, status.stderr
+    assert status.returncode == 0 and f"size: {states:,} states, the whole space" in status.stdout
+
+
+def test_status_of_a_stopped_run_gives_the_estimate_and_eta(tmp_path: Path) -> None:
+    store = tmp_path / "run.zarr"
+    args = optimize_args("lora", store, "--workers", "1", "--memo-url", "local", budget=100)
+    last = done(mugraph(*args, "--set", "franges=[4,16,32,64]", "--set", "fmaps=[-1,0,1]", "--time-limit", "8",
+                        cwd=tmp_path))
+    assert not last["complete"]
+    with RunStore.open_existing(store) as st:
+        sample = st.timeline()[-1][-1]
+        states = int(st.task_summary()["counters"]["nodes"])
+    assert sample["estimated_states"] > states
+    status = mugraph("status", str(store), cwd=tmp_path)
+    assert status.returncode == 0, status.stderr
+    line = next(ln for ln in status.stdout.splitlines() if ln.strip().startswith("size:"))
+    assert "states," in line and "% done, ETA " in line and "at the last invocation's rate" in line
+
+
+def test_eta_text() -> None:
+    assert eta_text(250_000, 1_000_000, 3, 1000.0) == "about 1.0 M states, 25% done, ETA 12 min"
+    assert eta_text(5, 5, 0, 0.0) == "about 5 states, 100% done, done"
+    assert eta_text(5, 15, 1, 0.0).endswith("ETA unknown")
+    assert eta_text(5, None, 1, 10.0) == "not estimated yet"

@@ -1,0 +1,80 @@
+"""The space-size estimate: Knuth's probes are unbiased on average, deterministic per task, and the
+run's estimate (exact done states plus probed pending tasks) gets closer to the true size as the
+run proceeds, reaching it exactly at the end."""
+
+from __future__ import annotations
+
+import random
+from functools import cache
+
+import pytest
+
+from mugraph.programs import get_builtin
+from mugraph.stages.search.config import preset_config
+from mugraph.stages.search.estimate import SpaceEstimator, frontier_estimates, probe, task_size
+from mugraph.stages.search.explore import Fragment, Searcher
+from mugraph.stages.search.task_paths import Path, task_budget
+from tests.conftest import reference
+from tests.stages.search.narrow import NARROW
+
+
+def searcher(name: str) -> Searcher:
+    cfg = preset_config(get_builtin(name).preset).with_overrides(NARROW[name])
+    return Searcher(Fragment(reference(name), cfg, name))
+
+
+@cache
+def true_size(name: str) -> int:
+    return searcher(name).explore(()).counters.nodes
+
+
+def test_knuth_probes_average_to_the_tree_size() -> None:
+    s = searcher("rms_norm")
+    rng = random.Random(7)
+    mean = sum(probe(s, (), rng) for _ in range(300)) / 300
+    assert mean == pytest.approx(true_size("rms_norm"), rel=0.25)
+
+
+def test_a_tasks_estimate_is_the_same_on_a_fresh_searcher() -> None:
+    a, b = searcher("lora"), searcher("lora")
+    run = a.explore((), budget=200)
+    assert run.frontier
+    assert [task_size(a, t) for t in run.frontier] == [task_size(b, t) for t in run.frontier]
+
+
+@pytest.mark.parametrize("name", ["lora", "gated_mlp"])
+def test_the_error_falls_as_the_run_proceeds(name: str) -> None:
+    """The serial task protocol (explore, then its frontier), each frontier task probed as a worker
+    probes it; after every task, the estimate's error against the whole space's true size."""
+    s, true = searcher(name), true_size(name)
+    est = SpaceEstimator()
+    est.start([()], [task_size(s, ())])
+    pending: list[Path] = [()]
+    samples: list[tuple[float, float]] = []  # (true fraction done, relative error)
+    while pending:
+        path = pending.pop()
+        r = s.explore(path, task_budget(path, 300))
+        est.finish(path, r.counters.nodes, r.frontier, frontier_estimates(s, r.frontier))
+        pending.extend(reversed(r.frontier))
+        e = est.estimate()
+        assert e is not None
+        samples.append((est.done / true, abs(e.total - true) / true))
+    assert est.done == true and samples[-1] == (1.0, 0.0)  # exact at the end
+    early = [err for frac, err in samples if frac <= 0.3]
+    late = [err for frac, err in samples if 0.75 <= frac < 1.0]
+    assert early and late
+    assert sum(late) / len(late) < sum(early) / len(early) / 2
+    assert max(late) < 0.2
+
+
+def test_an_unprobed_task_counts_as_the_finished_subtrees_at_its_depth() -> None:
+    est = SpaceEstimator(done=100)
+    est.start([(0, 1)])
+    assert est.estimate() is None  # nothing finished yet to stand for it
+    est.finish((0, 2), 40, [])
+    est.finish((0, 3), 60, [])
+    e = est.estimate()
+    assert e is not None and e.total == 100 + 100 + 50 and e.pending_tasks == 1
+    assert e.fraction == pytest.approx(200 / 250)
+    assert e.eta_seconds(10.0) == pytest.approx(5.0)
+

@@ -1,0 +1,104 @@
+"""`explain`: an expert outside the space is excluded by a named rule, with the setting that admits
+it; one inside is found at the path the search itself reaches it by."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mugraph.ir.canonical import canonical_digest
+from mugraph.programs import get_builtin
+from mugraph.stages.search.config import preset_config
+from mugraph.stages.search.explain import Explanation, explain_expert
+from mugraph.stages.search.explore import Fragment, Searcher
+from tests.conftest import reference
+from tests.stages.search.narrow import NARROW
+from tests.test_cli_prune import run, summary
+
+
+def explain(name: str, label: str = "", **extra: Any) -> Explanation:
+    prog = get_builtin(name)
+    cfg = preset_config(prog.preset).with_overrides({**NARROW[name], **extra})
+    label = label or next(iter(prog.experts))
+    return explain_expert(Searcher(Fragment(reference(name), cfg, name)), label, prog.experts[label]())
+
+
+def admitted(name: str, e: Explanation, **extra: Any) -> Explanation:
+    """Explain again with the suggested setting applied on top of `extra`."""
+    assert e.setting is not None
+    key, _, value = e.setting.partition("=")
+    return explain(name, e.expert, **{**extra, key: json.loads(value)})
+
+
+@pytest.mark.parametrize(("name", "extra", "rule", "words"), [
+    ("rms_norm", {"grids": [[128, 1, 1]]}, "grid", "grid [64, 1, 1] is not a candidate"),
+    ("rms_norm", {"franges": [16]}, "for-loop range", "for-loop range 64 is not among the ranges [16]"),
+    ("lora", {"four_input_blocks": False}, "block inputs", "reads X, W, A, B, but a new block graph here reads A, B"),
+    ("rms_norm", {"max_block_ops": 5}, "op count", "6 block ops counting its inputs, max_block_ops is 5"),
+    ("rms_norm", {"max_kernel_ops": 2}, "op count", "3 kernel ops counting its inputs, max_kernel_ops is 2"),
+    ("rms_norm", {"imaps": [[-1, -1, -1]]}, "imaps", "imap [1, -1, -1] is not among the imaps"),
+    ("rms_norm", {"block_ops": ["matmul", "div", "accum_no_red"]}, "block ops", "accum_rms is not among"),
+    ("rms_norm", {"omaps": [[0, 1, -1]]}, "omaps", "omap [1, -1, -1] is not a candidate"),
+])
+def test_an_excluded_expert_names_its_rule_and_the_setting_that_admits_it(
+        name: str, extra: dict[str, Any], rule: str, words: str) -> None:
+    e = explain(name, **extra)
+    assert not e.inside and e.rule == rule and words in e.reason, e.line()
+    assert e.line().startswith(f"outside the space ({rule}): ")
+    if e.setting is not None:  # the suggested setting really admits the expert
+        again = admitted(name, e, **extra)
+        assert again.inside, again.line()
+
+
+def test_the_excluding_choice_is_the_deepest_the_expert_reaches() -> None:
+    """With too few block ops, the walk gets through the expert's grid, loop and first ops."""
+    e = explain("rms_norm", max_block_ops=5)
+    assert e.labels[:2] == ["open(grid=[64, 1, 1],imaps=[[-1, -1, -1], [1, -1, -1]])", "loop(fmaps=[1, 0],F=64)"]
+    assert len(e.labels) == 5  # the input ops plus three computed ones: the fourth does not fit
+
+
+def test_an_oracle_verdict_is_named() -> None:
+    """lora's concat expert, in a space narrowed to its own choices: its concat-matmul's term is
+    undecided within the rlimit, and unknowns are pruned."""
+    extra = {"grids": [[128, 1, 1]], "fmaps": [-1, 0, 1], "kernel_ops": [], "franges": [2]}
+    e = explain("lora", "concat", **extra)
+    assert e.rule == "oracle verdict" and "concat_matmul(0,4,1,3)" in e.reason and e.setting == "unknown_keeps=true"
+    assert admitted("lora", e, **extra).inside
+
+
+@pytest.mark.parametrize("name", ["rms_norm", "lora", "gated_mlp"])
+def test_an_inside_expert_is_found_at_the_root_choice_the_search_finds_it(name: str) -> None:
+    e = explain(name)
+    assert e.inside and e.root_choice is not None
+    assert e.line().startswith(f"inside the space, found at root choice {e.root_choice} ")
+    s = Searcher(Fragment(reference(name), preset_config(get_builtin(name).preset).with_overrides(NARROW[name])))
+    found = s.explore(())
+    want = canonical_digest(next(iter(get_builtin(name).experts.values()))())
+    assert found.found[want].path == e.path
+    assert s.describe(e.path) == e.labels
+
+
+def test_explain_command_and_the_reason_search_prints(tmp_path: Path) -> None:
+    proc = run("explain", "rms_norm", "--set", "franges=[16]", "--set", "grids=[[64,1,1]]", "--memo-url", "local",
+               cwd=tmp_path)
+    assert "rms_norm [expert]: outside the space (for-loop range)" in proc.stdout
+    assert "rms_norm [paper]: outside the space (grid)" in proc.stdout
+    args = ["--set", "grids=[[64,1,1]]", "--set", "kernel_ops=[]", "--set", "franges=[16]", "--memo-url", "local"]
+    s = summary(run("search", "rms_norm", *args, "--json", cwd=tmp_path))
+    assert s["expert_found"] is False and "for-loop range 64 is not among the ranges [16]" in s["expert_reason"]
+    text = run("search", "rms_norm", *args, cwd=tmp_path).stdout
+    assert "expert NOT found: outside the space (for-loop range)" in text
+
+
+def test_optimize_says_why_its_expert_was_not_found(tmp_path: Path) -> None:
+    from tests.pipeline.conftest import done, mugraph, optimize_args
+
+    args = optimize_args("rms_norm", tmp_path / "run.zarr", "--workers", "1", "--memo-url", "local", "--set",
+                         "franges=[16]")
+    last = done(mugraph(*args, cwd=tmp_path))
+    assert last["complete"]
+    assert last["expert"].startswith("expert 'expert' NOT found: outside the space (for-loop range)")
+    assert "--set 'franges=[16,64]' would admit it" in last["expert"]
