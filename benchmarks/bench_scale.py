@@ -39,8 +39,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from benchmarks.scale_trace import TraceTask, read_trace, write_trace  # noqa: E402
+from scale_trace import TraceTask, read_trace, write_trace  # noqa: E402
 
 # ---------------------------------------------------------------------------------------------- record
 
@@ -115,7 +116,7 @@ import functools, json, resource, sys, time
 from pathlib import Path
 import psutil
 from distributed import Client
-from benchmarks import scale_trace
+import scale_trace
 from mugraph.pipeline import driver as drv
 from mugraph.pipeline.plan import make_plan
 from mugraph.programs.registry import get_builtin
@@ -143,6 +144,8 @@ for name in ("complete_task", "complete_tasks", "add_tasks"):
                 commits[0] += _name != "add_tasks"
     setattr(run_store.RunStore, name, timed)
 kwargs = {}
+if args.get("max_bundle"):
+    drv.MAX_BUNDLE = args["max_bundle"]
 drv.confirm_task = scale_trace.replay_confirm
 drv.warm_task = scale_trace.replay_warm
 if args["new"]:
@@ -176,6 +179,7 @@ client.close()
 def _source(spec: str, tmp: Path) -> tuple[str, Path]:
     """LABEL=TREE, the tree a directory or a git revision of this repository (exported)."""
     label, _, where = spec.partition("=")
+    where = where.partition("@")[0]
     if Path(where).is_dir():
         return label, Path(where).resolve()
     out = tmp / f"src-{label}"
@@ -186,14 +190,20 @@ def _source(spec: str, tmp: Path) -> tuple[str, Path]:
     return label, out
 
 
+def _bundle(spec: str) -> int | None:
+    """The `@bundle=K` suffix of a driver spec: the batching driver with at most K paths a task."""
+    _, _, opt = spec.partition("@")
+    return int(opt.partition("=")[2]) if opt.startswith("bundle=") else None
+
+
 def _is_new(tree: Path) -> bool:
     return (tree / "mugraph" / "pipeline" / "records.py").is_file()
 
 
 def replay(trace: Path, tree: Path, workers: int, scale: float, tmp: Path, processes: int,
-           profile: Path | None = None) -> dict[str, Any]:
+           profile: Path | None = None, max_bundle: int | None = None) -> dict[str, Any]:
     """One replay of `trace` by the driver of `tree` with `workers` simulated workers."""
-    env = {**os.environ, "PYTHONPATH": f"{tree}:{ROOT}", "PYTHONUNBUFFERED": "1",
+    env = {**os.environ, "PYTHONPATH": f"{tree}:{ROOT}:{ROOT / 'benchmarks'}", "PYTHONUNBUFFERED": "1",
            "DASK_DISTRIBUTED__WORKER__PROFILE__INTERVAL": "50ms", "DASK_DISTRIBUTED__ADMIN__TICK__LIMIT": "60s"}
     procs = max(1, min(processes, workers))
     threads = [workers // procs + (1 if i < workers % procs else 0) for i in range(procs)]
@@ -217,7 +227,7 @@ def replay(trace: Path, tree: Path, workers: int, scale: float, tmp: Path, proce
                 env=env, cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         args = {"trace": str(trace.resolve()), "scale": scale, "scheduler": address, "scheduler_pid": sched.pid,
                 "processes": procs, "store": str(tmp / f"store-{time.monotonic_ns()}.zarr"), "new": _is_new(tree),
-                "profile": str(profile) if profile else None}
+                "profile": str(profile) if profile else None, "max_bundle": max_bundle}
         out = subprocess.run([sys.executable, "-c", DRIVER_SCRIPT, json.dumps(args)], env=env, cwd=tmp,
                              capture_output=True, text=True, timeout=3600)
         if out.returncode != 0:
@@ -246,13 +256,15 @@ def summarize(row: dict[str, Any], stats: dict[str, Any]) -> dict[str, Any]:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    lines = ["| trace | driver | N | scale | wall s | ideal s | efficiency | driver CPU s | scheduler CPU s | tasks/s "
-             "| store write s | driver peak MiB | same μGraphs |",
+    lines = ["| trace | driver | N | scale | wall s | ideal s | efficiency | driver CPU s (ms/task) "
+             "| scheduler CPU s (ms/task) | tasks/s | store writes (s) | driver peak MiB | same μGraphs |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
+        per = 1000 / max(1, r["tasks"])
         lines.append(f"| {r['trace']} | {r['driver']} | {r['workers']} | {r['scale']:g} | {r['wall']:.1f} | "
-                     f"{r['ideal']:.1f} | {100 * r['efficiency']:.0f}% | {r['driver_cpu']:.1f} | "
-                     f"{r['scheduler_cpu']:.1f} | {r['tasks_per_s']:.0f} | {r['store_seconds']:.1f} | "
+                     f"{r['ideal']:.1f} | {100 * r['efficiency']:.0f}% | {r['driver_cpu']:.1f} "
+                     f"({r['driver_cpu'] * per:.2f}) | {r['scheduler_cpu']:.1f} ({r['scheduler_cpu'] * per:.2f}) | "
+                     f"{r['tasks_per_s']:.0f} | {r.get('commits', r['tasks'])} ({r['store_seconds']:.1f}) | "
                      f"{r['driver_peak_mib']:.0f} | {'yes' if r['same_mugraphs'] else 'NO'} |")
     return "\n".join(lines) + "\n"
 
@@ -270,9 +282,13 @@ def main() -> None:
     rep.add_argument("traces", type=Path, nargs="+")
     rep.add_argument("--workers", default="2,8,32")
     rep.add_argument("--scale", default="1", help="task seconds × this; one value, or one per N (comma-separated)")
-    rep.add_argument("--driver", action="append", help="LABEL=TREE (a directory or a git revision)")
+    rep.add_argument("--driver", action="append",
+                     help="LABEL=TREE (a directory or a git revision), optionally @bundle=K (this tree's driver "
+                          "with at most K paths a search task)")
     rep.add_argument("--processes", type=int, default=8, help="worker processes the N simulated workers share")
     rep.add_argument("--json", type=Path, help="append each row here as it is measured")
+    tab = sub.add_parser("table", help="the table of rows appended by `replay --json`")
+    tab.add_argument("rows", type=Path)
     args = ap.parse_args()
     if args.cmd == "record":
         settings: dict[str, Any] = {}
@@ -284,18 +300,22 @@ def main() -> None:
         st = trace_stats(tasks)
         print(json.dumps({**header, **{k: v for k, v in st.items() if k != "digests"}, "mugraphs": len(st["digests"])}))
         return
+    if args.cmd == "table":
+        print(table([json.loads(line) for line in args.rows.read_text().splitlines() if line.strip()]))
+        return
     ns = [int(x) for x in args.workers.split(",")]
     scales = [float(x) for x in args.scale.split(",")]
     scales = scales * len(ns) if len(scales) == 1 else scales
     rows = []
     with tempfile.TemporaryDirectory() as t:
         tmp = Path(t)
-        drivers = [_source(s, tmp) for s in (args.driver or [f"this={ROOT}"])]
+        specs = args.driver or [f"this={ROOT}"]
+        drivers = [(*_source(s, tmp), _bundle(s)) for s in specs]
         for trace in args.traces:
             stats = trace_stats(read_trace(trace)[1])
             for n, scale in zip(ns, scales, strict=True):
-                for label, tree in drivers:
-                    row = summarize(replay(trace, tree, n, scale, tmp, args.processes), stats)
+                for label, tree, bundle in drivers:
+                    row = summarize(replay(trace, tree, n, scale, tmp, args.processes, max_bundle=bundle), stats)
                     row.update(trace=trace.name.split(".")[0], driver=label)
                     rows.append(row)
                     brief = {k: v for k, v in row.items() if k != "mugraphs_found"}

@@ -163,7 +163,7 @@ class Driver:
         self.progress_interval = progress_interval
         self.totals = RunTotals()
         self._ac: as_completed = as_completed()
-        self._what: dict[Future[Any], tuple[str, int, Any]] = {}
+        self._what: dict[Future[Any], tuple[str, Any, Any]] = {}  # kind, rows or fragment, fragment or digest
         self._inflight: set[int] = set()
         self._done: set[int] = set()
         self._found: list[dict[str, FoundRecord]] = []
@@ -320,7 +320,7 @@ class Driver:
         with cond:  # held while checking: a result put after the check notifies after the wait begins
             if not self._ac.has_ready() and seconds > 0:
                 cond.wait(seconds)
-        return self._ac.has_ready()
+        return bool(self._ac.has_ready())
 
     def _handle(self, batch: list[Future[Any]]) -> bool:
         """Handle a batch of finished tasks: search results are fetched in one `gather` and staged

@@ -382,9 +382,9 @@ class RunStore:
                      if d not in self._found_for(f) or r.path < self._found_for(f)[d].path]
         rows = [table.stage(kids) for _, kids, _, _ in staged]  # memory only, like the next lines
         done_rows = []
-        for row, _, values, worker in staged:
-            if values is not None:
-                table.stage_completion(row, values, worker)
+        for row, _, completion, worker in staged:
+            if completion is not None:
+                table.stage_completion(row, completion, worker)
                 done_rows.append(row)
         with self._writing():
             for r in new_found:

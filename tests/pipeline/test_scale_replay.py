@@ -4,10 +4,13 @@ cannot rot; and the driver commits results in batches when they come faster than
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
-from benchmarks.bench_scale import ROOT, replay, summarize, trace_stats
-from benchmarks.scale_trace import read_trace
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+from bench_scale import ROOT, replay, summarize, trace_stats
+from scale_trace import read_trace
 
 TRACE = ROOT / "benchmarks" / "data" / "scale_rms_norm.jsonl.gz"
 
