@@ -16,17 +16,17 @@ running `Driver.run()` of the given source tree on a fresh run store, with the s
 by one that sleeps the recorded seconds times `--scale` and returns the recorded result (frontier
 paths not in the trace dropped), and the confirm task by one that answers "not equivalent" at once
 (so no layout task runs and the replay measures the search path), and the warm-up task by one that
-builds nothing. Everything else is the real
-pipeline. Per run: wall, ideal (task
-seconds / N, or the critical path of the task tree if longer), efficiency, driver CPU, scheduler CPU,
-tasks/s, seconds inside the store's task writes, peak driver memory, and whether the μGraph set is
-the recorded one. A driver given as a git revision is exported from this repository.
+builds nothing. Everything else is the real pipeline. Per run: wall, ideal (the trace's wall on N
+slots with a driver and scheduler that cost nothing, `ideal_wall`), efficiency, driver CPU,
+scheduler CPU, tasks/s, store commits and the seconds inside them, peak driver memory, and whether
+the μGraph set is the recorded one. A driver given as a git revision is exported from this repository.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import heapq
 import json
 import os
 import pickle
@@ -248,9 +248,36 @@ def replay(trace: Path, tree: Path, workers: int, scale: float, tmp: Path, proce
     return row
 
 
-def summarize(row: dict[str, Any], stats: dict[str, Any]) -> dict[str, Any]:
+def ideal_wall(tasks: list[TraceTask], workers: int, scale: float) -> float:
+    """The wall of the trace on `workers` slots with a driver and scheduler that cost nothing: a
+    task starts when its parent has finished and a slot is free, deeper paths first (the driver's
+    priority). A lower bound no replay can beat, and tighter than max(task seconds / N, critical
+    path) where one task (the root) runs alone for long."""
+    by_key = {(t.fragment, t.path): t for t in tasks}
+    ready: list[tuple[int, int, tuple[str, tuple[int, ...]]]] = []  # (-depth, order, key)
+    order = 0
+    for t in tasks:
+        if not t.path:
+            heapq.heappush(ready, (0, order, (t.fragment, t.path)))
+            order += 1
+    running: list[tuple[float, tuple[str, tuple[int, ...]]]] = []
+    now = 0.0
+    while ready or running:
+        while ready and len(running) < workers:
+            _, _, key = heapq.heappop(ready)
+            heapq.heappush(running, (now + by_key[key].seconds * scale, key))
+        now, key = heapq.heappop(running)
+        t = by_key[key]
+        for p in t.frontier:
+            if (t.fragment, p) in by_key:
+                heapq.heappush(ready, (-len(p), order, (t.fragment, p)))
+                order += 1
+    return now
+
+
+def summarize(row: dict[str, Any], stats: dict[str, Any], tasks: list[TraceTask]) -> dict[str, Any]:
     n, s = row["workers"], row["scale"]
-    ideal = max(stats["task_seconds"] * s / n, stats["critical_path"] * s)
+    ideal = ideal_wall(tasks, n, s)
     return {**row, "ideal": ideal, "efficiency": ideal / row["wall"], "tasks_per_s": row["tasks"] / row["wall"],
             "same_mugraphs": row["mugraphs_found"] == stats["digests"]}
 
@@ -312,10 +339,12 @@ def main() -> None:
         specs = args.driver or [f"this={ROOT}"]
         drivers = [(*_source(s, tmp), _bundle(s)) for s in specs]
         for trace in args.traces:
-            stats = trace_stats(read_trace(trace)[1])
+            tasks = read_trace(trace)[1]
+            stats = trace_stats(tasks)
             for n, scale in zip(ns, scales, strict=True):
                 for label, tree, bundle in drivers:
-                    row = summarize(replay(trace, tree, n, scale, tmp, args.processes, max_bundle=bundle), stats)
+                    row = summarize(replay(trace, tree, n, scale, tmp, args.processes, max_bundle=bundle), stats,
+                                    tasks)
                     row.update(trace=trace.name.split(".")[0], driver=label)
                     rows.append(row)
                     brief = {k: v for k, v in row.items() if k != "mugraphs_found"}

@@ -19,7 +19,7 @@ def test_the_replay_runs_every_recorded_task_and_finds_the_recorded_mugraphs(tmp
     header, tasks = read_trace(TRACE)
     assert header["complete"] and header["program"] == "rms_norm"
     stats = trace_stats(tasks)
-    row = summarize(replay(TRACE, ROOT, workers=4, scale=0.0, tmp=tmp_path, processes=2), stats)
+    row = summarize(replay(TRACE, ROOT, workers=4, scale=0.0, tmp=tmp_path, processes=2), stats, tasks)
     assert row["complete"] and row["tasks"] == len(tasks) == stats["tasks"]
     assert row["same_mugraphs"] and len(row["mugraphs_found"]) == len(stats["digests"]) > 0
     assert row["driver_file"].startswith(str(ROOT / "mugraph"))
