@@ -145,7 +145,8 @@ for name in ("complete_task", "complete_tasks", "add_tasks"):
     setattr(run_store.RunStore, name, timed)
 kwargs = {}
 if args.get("max_bundle"):
-    drv.MAX_BUNDLE = args["max_bundle"]
+    from mugraph.pipeline import task_keys
+    task_keys.MAX_BUNDLE = args["max_bundle"]
 drv.confirm_task = scale_trace.replay_confirm
 drv.warm_task = scale_trace.replay_warm
 if args["new"]:
