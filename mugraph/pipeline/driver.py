@@ -3,7 +3,11 @@
 Search tasks explore one subtree each under a node budget; every result is written to the store
 (found μGraphs, then the frontier as new task rows, then the task's done mark) before its frontier is
 submitted (`as_completed(...).add`), so long subtrees split themselves and idle workers take the
-pieces. Each new μGraph is confirmed by its own task as soon as it is found, and each confirmed one
+pieces. The driver's cost per task is what bounds how many workers one driver feeds, so it works in
+batches: the results that finished since it last looked are fetched in one `gather`, committed to the
+store in one `complete_tasks` (a few file writes however many tasks), and their children submitted
+in one `map` per priority; a batch is one result long when the driver keeps up, and grows when it
+falls behind. Each new μGraph is confirmed by its own task as soon as it is found, and each confirmed one
 gets a layout task (z3.Optimize over its tensors' layouts). When every task is done, each fragment's
 confirmed μGraphs are ranked by the roofline estimate of a GPU profile under their layouts
 (stages.layout) — and, with `measure`, the model's best of each are timed as Triton kernels on a GPU
@@ -18,7 +22,6 @@ stage.
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
@@ -36,6 +39,8 @@ from mugraph.pipeline.cluster import confirming_worker, gpu_workers
 from mugraph.pipeline.measuring import NO_GPU, measure_fragment
 from mugraph.pipeline.plan import FragmentPlan, RunPlan, fragment_io_layouts
 from mugraph.pipeline.progress import RunProgress
+from mugraph.pipeline.records import SearchTaskResult
+from mugraph.pipeline.task_keys import bundle_key, bundle_size
 from mugraph.pipeline.worker import MAX_SEARCHERS, confirm_task, layout_task, peak_rss_mib, search_task, warm_task
 from mugraph.stages.fragments import stitch
 from mugraph.stages.layout.choose import LayoutResult, choose_layouts
@@ -46,10 +51,11 @@ from mugraph.stages.search.estimate import SpaceEstimator
 from mugraph.stages.search.explore import SearchCounters
 from mugraph.stages.search.task_paths import task_budget
 from mugraph.stages.verify.check import float_max_rel_err
-from mugraph.storage.run_store import FoundRecord, RunStore
+from mugraph.storage.run_store import FoundRecord, RunStore, TaskCompletion
 
 Event = dict[str, Any]
 EventSink = Callable[[Event], None]
+SearchFn = Callable[[Any, tuple[tuple[int, ...], ...], int], tuple[SearchTaskResult, ...]]
 COUNTER_NAMES = tuple(SearchCounters().as_dict())
 END_TO_END_TOLERANCE = 1e-6
 TIMELINE_WRITE_SECONDS = 5.0
@@ -81,11 +87,6 @@ def _result(fut: Future[Any]) -> Any:
         return _LOST
 
 
-def task_key(plan: FragmentPlan, path: Iterable[int]) -> str:
-    text = f"{plan.payload.digest}|{','.join(map(str, path))}"
-    return f"search-{plan.spec.name}-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
-
-
 @dataclass
 class RunTotals:
     """What this invocation did (the store holds the totals across restarts)."""
@@ -99,15 +100,15 @@ class RunTotals:
     busy: dict[str, float] = field(default_factory=dict)  # worker → seconds inside tasks
     peak_rss_mib: dict[str, float] = field(default_factory=dict)  # worker → its peak resident memory
 
-    def add_search(self, result: dict[str, Any]) -> None:
+    def add_search(self, result: SearchTaskResult) -> None:
         self.tasks_run += 1
-        c = SearchCounters(**{k: type(getattr(SearchCounters(), k))(v) for k, v in result["counters"].items()})
-        self.counters.add(c)
-        for k, v in result["memo"].items():
+        for k, v in result.counters.items():
+            setattr(self.counters, k, getattr(self.counters, k) + type(getattr(self.counters, k))(v))
+        for k, v in result.memo.items():
             self.memo[k] = self.memo.get(k, 0) + int(v)
-        w = result["worker"]
-        self.busy[w] = self.busy.get(w, 0.0) + float(result["counters"]["seconds"])
-        self.peak_rss_mib[w] = max(self.peak_rss_mib.get(w, 0.0), float(result["peak_rss_mib"]))
+        w = result.worker
+        self.busy[w] = self.busy.get(w, 0.0) + result.seconds
+        self.peak_rss_mib[w] = max(self.peak_rss_mib.get(w, 0.0), result.peak_rss_mib)
 
 
 class Driver:
@@ -123,8 +124,10 @@ class Driver:
         profile: GpuProfile | None = None,
         io_layouts: Mapping[str, int] | None = None,
         measure: int = 0,
+        search_fn: SearchFn = search_task,
     ) -> None:
         self.plan = plan
+        self.search_fn = search_fn  # the task function (a benchmark replays recorded results through it)
         self.profile = profile or get_profile(DEFAULT_PROFILE)
         self.io = fragment_io_layouts(plan, io_layouts or {})  # the user's strides, per fragment
         self.store = store
@@ -135,7 +138,7 @@ class Driver:
         self.progress_interval = progress_interval
         self.totals = RunTotals()
         self._ac: as_completed = as_completed()
-        self._what: dict[Future[Any], tuple[str, int, Any]] = {}
+        self._what: dict[Future[Any], tuple[str, Any, Any]] = {}  # kind, rows or fragment, fragment or digest
         self._inflight: set[int] = set()
         self._done: set[int] = set()
         self._found: list[dict[str, FoundRecord]] = []
@@ -151,18 +154,32 @@ class Driver:
         self._warming: list[Future[Any]] = []
         self._confirmer: str | None = None  # the worker all confirmations go to (no GPU)
         self._confirm_moves = 0
+        self._staged: list[tuple[int, SearchTaskResult]] = []  # (fragment, result) handled, not yet committed
+        self._staged_rows: list[int] = []
+        self._slots = 1  # worker threads in the cluster (refreshed with the progress)
 
     # -- submission ------------------------------------------------------------------------------
-    def _submit_search(self, row: int, fragment: int, path: tuple[int, ...]) -> None:
-        if row in self._inflight or row in self._done:
-            return
+    def _submit_searches(self, fragment: int, tasks: Iterable[tuple[int, tuple[int, ...]]]) -> None:
+        """Submit the (row, path) search tasks not running or done yet: one `map` per priority (a
+        deeper path first), so a batch of children costs the scheduler one message, not one each."""
         fp = self.plan.fragments[fragment]
-        fut = self.client.submit(search_task, fp.payload, path, task_budget(path, self.plan.budget),
-                                 key=task_key(fp, path), pure=False, priority=len(path))
-        self._inflight.add(row)
-        self._row_fragment[row] = fragment
-        self._what[fut] = ("search", row, fragment)
-        self._ac.add(fut)
+        by_priority: dict[int, list[tuple[int, tuple[int, ...]]]] = {}
+        for row, path in tasks:
+            if row in self._inflight or row in self._done:
+                continue
+            self._inflight.add(row)
+            self._row_fragment[row] = fragment
+            by_priority.setdefault(len(path), []).append((row, path))
+        k = bundle_size(len(self._inflight) - self._slots, self._slots)
+        for priority, group in sorted(by_priority.items(), reverse=True):
+            bundles = [group[i:i + k] for i in range(0, len(group), k)]
+            paths = [tuple(p for _, p in b) for b in bundles]
+            futs = self.client.map(self.search_fn, [fp.payload] * len(bundles), paths,
+                                   [task_budget(ps[0], self.plan.budget) for ps in paths],
+                                   key=[bundle_key(fp, ps) for ps in paths], pure=False, priority=priority)
+            for fut, b in zip(futs, bundles, strict=True):
+                self._what[fut] = ("search", tuple(row for row, _ in b), fragment)
+            self._ac.update(futs)
 
     def _submit_confirm(self, fragment: int, rec: FoundRecord) -> None:
         fp = self.plan.fragments[fragment]
@@ -206,6 +223,7 @@ class Driver:
         if self.measure and not self._gpu:
             raise MugraphError(NO_GPU)  # before anything is written
         self._confirmer = None if self._gpu else confirming_worker(self.client)
+        self._slots = self._worker_slots()
         # both idempotent: a kill between them must not leave a store without its root tasks
         store.set_fragments([self._fragment_record(fp) for fp in plan.fragments])
         store.add_tasks([(i, (), -1) for i in range(len(plan.fragments))])
@@ -230,8 +248,8 @@ class Driver:
         })
         if self._progress_state.history:
             self.on_event({"event": "history", "samples": self._progress_state.past_samples()})
-        for t in pending:
-            self._submit_search(t.row, t.fragment, t.path)
+        for i in range(len(plan.fragments)):
+            self._submit_searches(i, [(t.row, t.path) for t in pending if t.fragment == i])
         self._warm({t.fragment for t in pending})  # after: a worker takes its search task first
         for i, found in enumerate(self._found):
             for d, rec in sorted(found.items()):
@@ -255,29 +273,68 @@ class Driver:
             if now - last >= self.progress_interval:
                 self._sample(now)
                 self._keep_confirmer()
+                self._slots = self._worker_slots()
                 last = now
-            if not self._ac.has_ready():
-                time.sleep(0.02)
+            if not self._wait_ready(last + self.progress_interval - now):
                 continue
-            for fut in self._ac.next_batch(block=False):
-                # A driver behind its workers gets long batches: the limit is checked per result, and
-                # the results not handled stay pending in the store (their tasks rerun on resume).
+            stopped = self._handle(self._ac.next_batch(block=False))
+            self._commit()
+            if stopped:
+                return True
+        return False
+
+    def _worker_slots(self) -> int:
+        """Worker threads in the cluster (the client's cached view of the scheduler)."""
+        return sum(int(w.get("nthreads", 1)) for w in self.client.scheduler_info()["workers"].values()) or 1
+
+    def _wait_ready(self, seconds: float) -> bool:
+        """Whether a task has finished, waiting up to `seconds` (and never past the time limit) for
+        one. Woken by `as_completed` itself, so a result is handled the moment it arrives: each
+        generation of a subtree's tasks waits for the driver once, and a fixed poll would add its
+        period to every link of the task tree's longest chain."""
+        if self.time_limit is not None:
+            seconds = min(seconds, self._t0 + self.time_limit - time.perf_counter())
+        cond = self._ac.thread_condition
+        with cond:  # held while checking: a result put after the check notifies after the wait begins
+            if not self._ac.has_ready() and seconds > 0:
+                cond.wait(seconds)
+        return bool(self._ac.has_ready())
+
+    def _handle(self, batch: list[Future[Any]]) -> bool:
+        """Handle a batch of finished tasks: search results are fetched in one `gather` and staged
+        for one commit. True when the time limit passed: a driver behind its workers gets long
+        batches, so the limit is checked per result, and the results not handled stay pending in the
+        store (their tasks rerun on resume)."""
+        searches: list[Future[Any]] = []  # finished: fetched together below
+        fetched: list[tuple[Future[Any], Any]] = []  # fetched one by one (they had not finished)
+        for fut in batch:
+            if fut not in self._what:  # a confirmation moved off a lost worker
+                continue
+            kind, a, b = self._what[fut]
+            if kind == "search" and fut.status == "finished":
+                searches.append(fut)
+                continue
+            if self._past_limit(time.perf_counter()):
+                return True
+            result = _result(fut)
+            if result is _LOST:  # watched again until the scheduler (or _keep_confirmer) redoes it
+                self._ac.add(fut)
+            elif kind == "search":
+                fetched.append((fut, result))
+            elif kind == "confirm":
+                del self._what[fut]
+                self._on_confirm(a, b, result)
+            else:
+                del self._what[fut]
+                self._on_layout(a, b, result)
+        if searches:
+            fetched += zip(searches, self.client.gather(searches), strict=True)
+        for fut, bundle in fetched:
+            _, rows, fragment = self._what.pop(fut)
+            for row, result in zip(rows, bundle, strict=True):
                 if self._past_limit(time.perf_counter()):
                     return True
-                if fut not in self._what:  # a confirmation moved off a lost worker
-                    continue
-                kind, a, b = self._what[fut]
-                result = _result(fut)
-                if result is _LOST:  # watched again until the scheduler (or _keep_confirmer) redoes it
-                    self._ac.add(fut)
-                    continue
-                del self._what[fut]
-                if kind == "search":
-                    self._on_search(a, b, result)
-                elif kind == "confirm":
-                    self._on_confirm(a, b, result)
-                else:
-                    self._on_layout(a, b, result)
+                self._on_search(row, fragment, result)
         return False
 
     def _keep_confirmer(self) -> None:
@@ -296,31 +353,46 @@ class Driver:
     def _past_limit(self, now: float) -> bool:
         return self.time_limit is not None and now - self._t0 >= self.time_limit
 
-    def _on_search(self, row: int, fragment: int, result: dict[str, Any]) -> None:
-        found = [FoundRecord(fragment, f["digest"], tuple(f["path"]), f["graph"], row) for f in result["found"]]
-        children = [tuple(p) for p in result["frontier"]]
-        counters = {k: float(v) for k, v in result["counters"].items()}
-        rows = self.store.complete_task(row, counters=counters, worker=result["worker"], found=found,
-                                        children=children)
-        self._inflight.discard(row)
-        self._done.add(row)
-        self.totals.add_search(result)
+    def _on_search(self, row: int, fragment: int, result: SearchTaskResult) -> None:
+        """Stage a search result for the next commit."""
+        self._staged.append((fragment, result))
+        self._staged_rows.append(row)
+
+    def _commit(self) -> None:
+        """Write the staged results to the store in one batch, then act on them: the results are
+        durable (found μGraphs, children rows, done marks) before any child or confirmation runs."""
+        if not self._staged:
+            return
+        staged, rows = self._staged, self._staged_rows
+        self._staged, self._staged_rows = [], []
+        done = [TaskCompletion(row, result.counters, result.worker,
+                               [FoundRecord(fragment, f.digest, tuple(f.path), f.graph, row) for f in result.found],
+                               result.frontier)
+                for row, (fragment, result) in zip(rows, staged, strict=True)]
+        child_rows = self.store.complete_tasks(done)
         assert self._progress_state is not None
-        self._progress_state.on_search(fragment, result)
-        self._estimator.finish((fragment, *result["path"]), int(result["counters"]["nodes"]),
-                               [(fragment, *c) for c in children], result.get("frontier_estimates"))
-        known = self._found[fragment]
-        for rec in found:
-            have = known.get(rec.digest)
-            if have is None:
-                known[rec.digest] = rec
-                self.on_event({"event": "found", "fragment": self.plan.fragments[fragment].spec.name,
-                               "digest": rec.digest, "path": list(rec.path)})
-                self._submit_confirm(fragment, rec)
-            elif rec.path < have.path:
-                known[rec.digest] = rec
-        for child_row, path in zip(rows, children, strict=True):
-            self._submit_search(child_row, fragment, path)
+        children: dict[int, list[tuple[int, tuple[int, ...]]]] = {}
+        for row, (fragment, result), kids in zip(rows, staged, child_rows, strict=True):
+            self._inflight.discard(row)
+            self._done.add(row)
+            self.totals.add_search(result)
+            self._progress_state.on_search(fragment, result)
+            self._estimator.finish((fragment, *result.path), int(result.counters.get("nodes", 0)),
+                                   [(fragment, *c) for c in result.frontier], result.frontier_estimates)
+            known = self._found[fragment]
+            for f in result.found:
+                have = known.get(f.digest)
+                rec = FoundRecord(fragment, f.digest, tuple(f.path), f.graph, row)
+                if have is None:
+                    known[f.digest] = rec
+                    self.on_event({"event": "found", "fragment": self.plan.fragments[fragment].spec.name,
+                                   "digest": f.digest, "path": list(f.path)})
+                    self._submit_confirm(fragment, rec)
+                elif rec.path < have.path:
+                    known[f.digest] = rec
+            children.setdefault(fragment, []).extend(zip(kids, result.frontier, strict=True))
+        for fragment, tasks in children.items():
+            self._submit_searches(fragment, tasks)
 
     def _on_confirm(self, fragment: int, digest: str, result: dict[str, Any]) -> None:
         self.store.put_confirmation(fragment, digest, result)

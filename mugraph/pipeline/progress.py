@@ -15,6 +15,7 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from mugraph.pipeline.records import SearchTaskResult
 from mugraph.storage.task_table import TaskRecord
 
 MAX_SAMPLES = 600
@@ -45,15 +46,15 @@ class RunProgress:
     def invocation(self) -> int:
         return len(self.history)
 
-    def on_search(self, fragment: int, result: Mapping[str, Any]) -> None:
+    def on_search(self, fragment: int, result: SearchTaskResult) -> None:
         c = self.counts[self.fragments[fragment]]
         c["tasks_done"] += 1
         for k in _SUMMED:
-            c[k] += int(result["counters"].get(k, 0))
-        self.states_this_run += int(result["counters"].get("nodes", 0))
+            c[k] += int(result.counters.get(k, 0))
+        self.states_this_run += int(result.counters.get("nodes", 0))
         for k in MEMO_LEVELS:
-            self.memo[k] += int(result["memo"].get(k, 0))
-        self.busy[str(result["worker"])] += float(result["counters"].get("seconds", 0.0))
+            self.memo[k] += int(result.memo.get(k, 0))
+        self.busy[result.worker] += result.seconds
 
     def event(self, seconds: float, tasks_run: int, running: Mapping[str, int], pending: Mapping[str, int],
               found: Mapping[str, int], confirmed: Mapping[str, int]) -> dict[str, Any]:

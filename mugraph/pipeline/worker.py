@@ -11,6 +11,7 @@ import os
 import resource
 import time
 from collections import OrderedDict
+from collections.abc import Sequence
 from typing import Any
 
 from distributed import WorkerPlugin, get_worker
@@ -18,6 +19,7 @@ from distributed import WorkerPlugin, get_worker
 from mugraph.cuda.backend import ArrayModule, cupy_available, get_array_module
 from mugraph.ir.serialize import loads
 from mugraph.pipeline.plan import FragmentPayload, config_from_json
+from mugraph.pipeline.records import MEMO_KEYS, SearchTaskResult
 from mugraph.stages.layout.choose import choose_layouts
 from mugraph.stages.layout.costs import LAYOUT_SCHEMA
 from mugraph.stages.layout.facts import LayoutError
@@ -25,6 +27,7 @@ from mugraph.stages.prune.heap import keep_context_memory
 from mugraph.stages.prune.oracle import VERDICT_BYTES
 from mugraph.stages.search.estimate import frontier_estimates
 from mugraph.stages.search.explore import Fragment, Searcher
+from mugraph.stages.search.task_paths import Path
 from mugraph.stages.verify.confirm import Confirmer
 from mugraph.storage.memo import LayeredMemo, MemoStore, open_memo_store
 
@@ -114,24 +117,24 @@ def _worker_name() -> str:
         return f"pid{os.getpid()}"
 
 
-def search_task(payload: FragmentPayload, path: tuple[int, ...], budget: int) -> dict[str, Any]:
-    """Explore one subtree under a node budget: found μGraphs, the frontier, counters."""
+def search_task(payload: FragmentPayload, paths: Sequence[Path], budget: int) -> tuple[SearchTaskResult, ...]:
+    """Explore each path's subtree under the node budget, in order: one result per path (its found
+    μGraphs, its frontier, its counters), as if each had been its own task."""
     state = _state()
-    m0 = state.memo.counters.as_dict()
     searcher = state.searcher(payload)
-    result = searcher.explore(path, budget)
-    m1 = state.memo.counters.as_dict()
-    estimates = frontier_estimates(searcher, result.frontier)  # the run's size estimate (Knuth probes)
-    return {
-        "path": list(result.path),
-        "found": [{"digest": f.digest, "path": list(f.path), "graph": f.graph} for f in result.found.values()],
-        "frontier": [list(p) for p in result.frontier],
-        "frontier_estimates": estimates,
-        "counters": result.counters.as_dict(),
-        "memo": {k: m1[k] - m0[k] for k in ("local_hits", "remote_hits", "misses", "remote_errors")},
-        "worker": _worker_name(),
-        "peak_rss_mib": peak_rss_mib(),
-    }
+    worker = _worker_name()
+    out = []
+    for path in paths:
+        m0 = state.memo.counters.as_dict()
+        result = searcher.explore(path, budget)
+        m1 = state.memo.counters.as_dict()
+        estimates = frontier_estimates(searcher, result.frontier)  # the run's size estimate (Knuth probes)
+        out.append(SearchTaskResult(
+            path=tuple(result.path), found=tuple(result.found.values()),
+            frontier=tuple(tuple(p) for p in result.frontier), counters=result.counters.as_dict(),
+            memo={k: int(m1[k] - m0[k]) for k in MEMO_KEYS}, worker=worker, peak_rss_mib=peak_rss_mib(),
+            frontier_estimates=tuple(estimates)))
+    return tuple(out)
 
 
 def warm_task(payload: FragmentPayload, confirming: bool) -> str:

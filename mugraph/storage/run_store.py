@@ -25,7 +25,7 @@ Layout (every node is a group or array with one `zarr.json`; JSON records carry 
 Surviving `kill -9` at any instant. Every file is replaced atomically (`AtomicLocalStore`), so each
 file is old or new. A store is built in a hidden sibling directory and renamed into place, so a
 directory at the store path is complete or empty; `fresh` renames the old store away before building
-the new one. `complete_task` writes, each step after the previous one is on disk: (1) the found
+the new one. `complete_tasks` writes, for a batch of tasks, each step after the previous one is on disk: (1) the found
 μGraphs, (2) the children's rows (their chunks, then the commit record with the new row count and
 any new worker name), (3) the task's counters, (4) last, its status, in the same chunk write as its
 worker and the commit epoch. So a task that reads as done has its results and its children on disk.
@@ -54,6 +54,7 @@ import copy
 import os
 import re
 from collections.abc import Coroutine, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
@@ -103,12 +104,25 @@ __all__ = [
     "StoreDamaged",
     "StoreError",
     "StoreMismatch",
+    "TaskCompletion",
     "TaskRecord",
 ]
 
 _DIGEST = re.compile(r"[0-9A-Za-z][0-9A-Za-z_.-]{0,127}")
 _SIBLING = re.compile(r"\.(?P<name>.+)\.mugraph-(?:new|old)-(?P<pid>\d+)-[0-9a-f]+")
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class TaskCompletion:
+    """A finished search task as the store records it: its counters, the worker that ran it, the
+    μGraphs it found and its frontier (the children to add as pending rows)."""
+
+    row: int
+    counters: Mapping[str, float]
+    worker: str
+    found: Sequence[FoundRecord]
+    children: Sequence[tuple[int, ...]]
 
 
 class RunStore:
@@ -326,47 +340,63 @@ class RunStore:
         found: Sequence[FoundRecord],
         children: Sequence[tuple[int, ...]],
     ) -> list[int]:
-        """Record a finished task: found μGraphs, then children rows, then counters, LAST its done status.
+        """Record one finished task (see `complete_tasks`); the children's rows, in the order of `children`."""
+        return self.complete_tasks([TaskCompletion(row, counters, worker, found, children)])[0]
 
-        Children belong to the task's fragment with the task as parent; one already present keeps
-        its row. Each found record is stored with `task=row`; a digest already stored keeps the
-        smaller path. A task already done keeps its counters; its found and children are merged in.
-        Returns the children's rows, in the order of `children`."""
+    def complete_tasks(self, items: Sequence[TaskCompletion]) -> list[list[int]]:
+        """Record finished tasks: all found μGraphs, then all children rows, then counters, LAST the
+        done statuses, so a batch costs a handful of file writes however many tasks it holds.
+
+        Children belong to their task's fragment with the task as parent; one already present keeps
+        its row. Each found record is stored with its task's row; a digest already stored keeps the
+        smaller path. A task already done (or earlier in the batch) keeps its counters; its found and
+        children are merged in. Every item is checked before anything is written. Returns each
+        item's children rows, in the order of its `children`."""
         self._check_writable()
         table = self._table
-        table.check_row(row)
-        fragment = table.fragment_of(row)
-        best: dict[str, FoundRecord] = {}
-        for rec in found:
-            if rec.fragment != fragment:
-                raise ValueError(
-                    f"found μGraph {rec.digest} is for fragment {rec.fragment}, task row {row} for {fragment}"
-                )
-            if not isinstance(rec.graph, str):
-                raise ValueError(f"found μGraph {rec.digest}: graph must be JSON text")
-            digest = self._check_digest(rec.digest)
-            cand = FoundRecord(fragment, digest, check_path(rec.path, f"found {digest}"), rec.graph, row)
-            if digest not in best or cand.path < best[digest].path:
-                best[digest] = cand
-        known = self._found_for(fragment)
-        new_found = [r for d, r in best.items() if d not in known or r.path < known[d].path]
-        kids = [(fragment, check_path(p, f"child of row {row}"), row) for p in children]
-        already_done = table.is_done(row)
-        values = table.counter_values(counters, row)
-        rows = table.stage(kids)  # memory only, like the next line
-        if not already_done:
-            table.stage_completion(row, values, str(worker))
+        best: dict[tuple[int, str], FoundRecord] = {}
+        staged: list[tuple[int, list[tuple[int, tuple[int, ...], int]], list[float] | None, str]] = []
+        completing: set[int] = set()
+        for item in items:
+            row = item.row
+            table.check_row(row)
+            fragment = table.fragment_of(row)
+            for rec in item.found:
+                if rec.fragment != fragment:
+                    raise ValueError(
+                        f"found μGraph {rec.digest} is for fragment {rec.fragment}, task row {row} for {fragment}"
+                    )
+                if not isinstance(rec.graph, str):
+                    raise ValueError(f"found μGraph {rec.digest}: graph must be JSON text")
+                digest = self._check_digest(rec.digest)
+                cand = FoundRecord(fragment, digest, check_path(rec.path, f"found {digest}"), rec.graph, row)
+                have = best.get((fragment, digest))
+                if have is None or cand.path < have.path:
+                    best[(fragment, digest)] = cand
+            kids = [(fragment, check_path(p, f"child of row {row}"), row) for p in item.children]
+            values = table.counter_values(item.counters, row)
+            first = not table.is_done(row) and row not in completing
+            completing.add(row)
+            staged.append((row, kids, values if first else None, str(item.worker)))
+        new_found = [r for (f, d), r in best.items()
+                     if d not in self._found_for(f) or r.path < self._found_for(f)[d].path]
+        rows = [table.stage(kids) for _, kids, _, _ in staged]  # memory only, like the next lines
+        done_rows = []
+        for row, _, completion, worker in staged:
+            if completion is not None:
+                table.stage_completion(row, completion, worker)
+                done_rows.append(row)
         with self._writing():
             for r in new_found:
                 attrs = {"path": list(r.path), "graph": r.graph, "task": r.task}
-                write_record(self._store, f"found/{fragment}/{r.digest}", attrs)
-            self._ledger.add(f"found/{fragment}/{r.digest}" for r in new_found)  # before the task is done
-            known.update((r.digest, r) for r in new_found)
+                write_record(self._store, f"found/{r.fragment}/{r.digest}", attrs)
+            self._ledger.add(f"found/{r.fragment}/{r.digest}" for r in new_found)  # before the tasks are done
+            for r in new_found:
+                self._found_for(r.fragment)[r.digest] = r
             table.flush()  # the children's chunks,
-            table.commit()  # then their row count (and a new worker's name),
-            if not already_done:
-                table.write_counters(row)  # then the counters,
-                table.mark_done(row)  # and last the status, with the worker, in one chunk write
+            table.commit()  # then their row count (and new workers' names),
+            table.write_counters(done_rows)  # then the counters,
+            table.mark_done(done_rows)  # and last the statuses, with the workers, one write per chunk
         return rows
 
     def tasks(self) -> list[TaskRecord]:

@@ -130,7 +130,7 @@ class TaskTable:
         self._info = np.full((0, INFO_WIDTH), FILL, dtype=np.int64)
         self._counters = np.full((0, width), math.nan, dtype=np.float64)
         self._index: dict[Key, int] = {}
-        self._pending_worker = (-1, -1)  # (row, worker index) staged by stage_completion
+        self._pending_worker: dict[int, int] = {}  # row → worker index, staged by stage_completion
 
     # ---------------------------------------------------------------- creation and loading
 
@@ -406,7 +406,7 @@ class TaskTable:
             self._worker_index[worker] = len(self.workers)
             self.workers.append(worker)
         self._counters[row] = values
-        self._pending_worker = (row, self._worker_index[worker])
+        self._pending_worker[row] = self._worker_index[worker]
 
     def commit(self) -> None:
         """Write the row count and worker names, if they changed: this makes flushed rows part of the table."""
@@ -423,17 +423,20 @@ class TaskTable:
         self._committed = state
         self.epoch += 1
 
-    def write_counters(self, row: int) -> None:
-        if self.counter_names:
-            self._write(("counters",), [row // CHUNK_ROWS])
+    def write_counters(self, rows: Sequence[int]) -> None:
+        """Write the counter chunks holding `rows` (each chunk once, however many rows it holds)."""
+        if self.counter_names and rows:
+            self._write(("counters",), sorted({r // CHUNK_ROWS for r in rows}))
 
-    def mark_done(self, row: int) -> None:
-        """Flip the status to done with the worker index and the current epoch, in one chunk write."""
-        r, worker = self._pending_worker
-        if r != row:
-            raise StoreError(f"internal: completion of row {row} was not staged")
-        self._info[row, STATUS:] = (DONE, worker, self.epoch)
-        self._write(("info",), [row // CHUNK_ROWS])
+    def mark_done(self, rows: Sequence[int]) -> None:
+        """Flip the rows' status to done with their worker index and the current epoch, one write per chunk."""
+        missing = [r for r in rows if r not in self._pending_worker]
+        if missing:
+            raise StoreError(f"internal: completion of row {missing[0]} was not staged")
+        for r in rows:
+            self._info[r, STATUS:] = (DONE, self._pending_worker.pop(r), self.epoch)
+        if rows:
+            self._write(("info",), sorted({r // CHUNK_ROWS for r in rows}))
 
     def _write(self, names: Sequence[str], chunks: Sequence[int]) -> None:
         """Write whole chunks from the mirrors (one atomic file each), growing every array first if needed."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
 from mugraph.storage.run_store import RunStore
 
@@ -19,6 +18,7 @@ def test_a_driver_behind_its_workers_stops_at_the_limit_and_resumes(tmp_path: Pa
 
     from mugraph.pipeline.driver import COUNTER_NAMES, Driver
     from mugraph.pipeline.plan import make_plan
+    from mugraph.pipeline.records import SearchTaskResult
     from mugraph.pipeline.worker import MugraphPlugin
     from mugraph.programs import get_builtin
     from tests.stages.search.narrow import NARROW
@@ -26,7 +26,7 @@ def test_a_driver_behind_its_workers_stops_at_the_limit_and_resumes(tmp_path: Pa
     class SlowDriver(Driver):
         """Handles each search result slowly, as a driver sharing its core with busy workers does."""
 
-        def _on_search(self, row: int, fragment: int, result: dict[str, Any]) -> None:
+        def _on_search(self, row: int, fragment: int, result: SearchTaskResult) -> None:
             time.sleep(HANDLING_SECONDS)
             super()._on_search(row, fragment, result)
 

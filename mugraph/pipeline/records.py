@@ -1,0 +1,39 @@
+"""Typed records on the search path: what a search task returns to the driver, per path it explored.
+
+A search task may carry several paths (a bundle); it returns one `SearchTaskResult` per path, in
+order, so the driver commits each path's row exactly as if it had run alone. Counters are the stage's
+`SearchCounters.as_dict()`, summed generically, so a counter the stage adds flows to the store and the
+progress events without a change here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from mugraph.stages.search.explore import Found
+
+__all__ = ["MEMO_KEYS", "Found", "SearchTaskResult"]
+
+Path = tuple[int, ...]
+MEMO_KEYS = ("local_hits", "remote_hits", "misses", "remote_errors")
+
+
+@dataclass(frozen=True, slots=True)
+class SearchTaskResult:
+    """One explored path: the μGraphs found under it, its unexplored frontier, its counters, the memo
+    lookups it made by level, the worker that ran it (with that worker's peak memory), and the probed
+    size estimates of its frontier paths (None where a path was not probed)."""
+
+    path: Path
+    found: tuple[Found, ...]
+    frontier: tuple[Path, ...]
+    counters: Mapping[str, float]
+    memo: Mapping[str, int] = field(default_factory=dict)
+    worker: str = ""
+    peak_rss_mib: float = 0.0
+    frontier_estimates: tuple[float | None, ...] | None = None  # Knuth-probe sizes, per frontier path
+
+    @property
+    def seconds(self) -> float:
+        return float(self.counters.get("seconds", 0.0))

@@ -1,0 +1,43 @@
+"""Bundles: a search task carrying several frontier paths returns, per path, what that path's own task
+would (so bundling changes how many Dask tasks run, never which nodes are visited); bundles form only
+when paths wait many times over for every worker thread."""
+
+from __future__ import annotations
+
+from mugraph.pipeline.plan import make_plan
+from mugraph.pipeline.task_keys import BUNDLE_SLACK, MAX_BUNDLE, bundle_key, bundle_size, task_key
+from mugraph.pipeline.worker import search_task
+from mugraph.programs import get_builtin
+from tests.stages.search.narrow import NARROW
+
+BUDGET = 40
+
+
+def test_a_bundle_returns_each_path_s_own_result() -> None:
+    plan = make_plan(get_builtin("rms_norm"), None, NARROW["rms_norm"], BUDGET)
+    payload = plan.fragments[0].payload
+    (root,) = search_task(payload, ((),), BUDGET)
+    paths = root.frontier[:4]
+    assert len(paths) >= 2
+    bundled = search_task(payload, paths, BUDGET)
+    alone = [search_task(payload, (p,), BUDGET)[0] for p in paths]
+    assert [r.path for r in bundled] == list(paths)
+    for b, a in zip(bundled, alone, strict=True):
+        assert b.frontier == a.frontier
+        assert {f.digest: f.path for f in b.found} == {f.digest: f.path for f in a.found}
+        assert b.counters["nodes"] == a.counters["nodes"] > 0
+
+
+def test_bundles_form_only_when_paths_wait_many_times_over() -> None:
+    assert bundle_size(0, 8) == 1
+    assert bundle_size(BUNDLE_SLACK * 8 - 1, 8) == 1  # fewer than 4 waiting per worker thread: one each
+    assert bundle_size(2 * BUNDLE_SLACK * 8, 8) == 2
+    assert bundle_size(10_000, 8) == MAX_BUNDLE
+    assert bundle_size(1_000, 256) == 1  # 1,000 waiting paths are under 4 per thread of 256 workers
+
+
+def test_keys_of_a_path_and_of_bundles() -> None:
+    fp = make_plan(get_builtin("rms_norm"), None, NARROW["rms_norm"], BUDGET).fragments[0]
+    assert bundle_key(fp, [(1, 2)]) == task_key(fp, (1, 2))
+    keys = {bundle_key(fp, [(1,), (2,)]), bundle_key(fp, [(1,), (3,)]), bundle_key(fp, [(1,)])}
+    assert len(keys) == 3 and all(k.startswith(f"search-{fp.spec.name}-") for k in keys)
