@@ -106,7 +106,7 @@ def evaluate(rows: list[dict[str, Any]], graphs: Mapping[str, KernelGraph], c: E
 
 def sells_slowdown(r: Mapping[str, Any]) -> bool:
     """A row measured slower than its reference but estimated faster."""
-    return r.get("measured_speedup_new", 1.0) < 1.0 and r.get("estimated_speedup_new", 1.0) > 1.0
+    return bool(r.get("measured_speedup_new", 1.0) < 1.0 and r.get("estimated_speedup_new", 1.0) > 1.0)
 
 
 def loss(rows: list[dict[str, Any]]) -> float:

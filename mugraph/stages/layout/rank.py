@@ -13,13 +13,14 @@ slowdowns as speedups when it did not say how sure it was.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from itertools import pairwise
 from typing import Any
 
 from mugraph.ir.graph import KernelGraph
 from mugraph.stages.layout.choose import LayoutResult
 from mugraph.stages.layout.costs import Layouts
-from mugraph.stages.layout.profiles import GpuProfile
 from mugraph.stages.layout.emitted import estimate_emitted
+from mugraph.stages.layout.profiles import GpuProfile
 from mugraph.stages.layout.roofline import MODEL, estimate
 
 # the emitted model's median absolute error on held-out H100 rows (benchmarks/RESULTS.md): two
@@ -56,16 +57,19 @@ def rank(candidates: Mapping[str, tuple[KernelGraph, LayoutResult]], reference: 
     return rows, ref_row
 
 
-TIE_TERMS = ("roofline_seconds", "no_overlap_seconds", "layout_cost")
+TIE_TERMS = ("emitted_waves", "emitted_iterations", "emitted_launches", "roofline_seconds", "no_overlap_seconds",
+             "layout_cost")
 
 
 def mark_near_ties(rows: list[dict[str, Any]]) -> None:
     """Mark each row whose estimate is within MODEL_ERROR of the next row's (`near_tie`), naming the
-    first term after the estimate that orders the two (`tie_break`)."""
-    for a, b in zip(rows, rows[1:], strict=False):
+    first term that separates the two (`tie_break`: waves, for-loop iterations, launches, then the
+    roofline's terms and the layout cost) and its two values (`tie_values`)."""
+    for a, b in pairwise(rows):
         if b["estimated_seconds"] <= a["estimated_seconds"] * (1 + MODEL_ERROR):
             a["near_tie"] = b["digest"]
-            a["tie_break"] = next((t for t in TIE_TERMS if a.get(t) != b.get(t)), "digest")
+            term = next((t for t in TIE_TERMS if a.get(t) != b.get(t)), "digest")
+            a["tie_break"], a["tie_values"] = term, [a.get(term), b.get(term)]
 
 
 def confident(row: dict[str, Any], reference_row: dict[str, Any]) -> bool:
