@@ -43,8 +43,8 @@ class EmittedConstants:
     """The few numbers fitted to measurements: the defaults are what benchmarks/bench_cost_model.py
     fits on the recorded H100 rows of the programs it does not hold out."""
 
-    iteration_seconds: float = 0.1e-6  # latency of one for-loop iteration of one program
-    sm_share: float = 1.0  # DRAM bandwidth one program draws, in units of bandwidth / SMs
+    iteration_seconds: float = 0.3e-6  # latency of one for-loop iteration of one program
+    sm_share: float = 0.75  # DRAM bandwidth one program draws, in units of bandwidth / SMs
     call_seconds: float = 3e-6  # one CuPy/cuBLAS call, launch and tail included
     library_efficiency: float = 0.6  # share of DRAM bandwidth a library call reaches
     launch_seconds: float = 3e-6  # one Triton launch
