@@ -132,7 +132,8 @@ def test_status_and_show_read_the_store(two_workers: Run) -> None:
     assert st.returncode == 0 and "complete" in st.stdout and f"{last['tasks_run']:,} done" in st.stdout
     sh = mugraph("show", str(cwd / "run.zarr"), "--all", cwd=cwd)
     kept = last["best"] == last["reference"]["f0"]["digest"]  # the reference kept: nothing fused chosen
-    assert sh.returncode == 0 and ("customized" in sh.stdout or kept) and str(last["best"])[:16] in sh.stdout
+    assert sh.returncode == 0 and ("customized" in sh.stdout or kept)
+    assert str(last["best"])[:16] in sh.stdout or (kept and "reference" in sh.stdout)
     lines = sh.stdout.splitlines()
     head = next(i for i, line in enumerate(lines) if "est. time" in line)
     assert all(w in lines[head] for w in ("kernels", "DRAM bytes", "FLOPs", "speedup"))
