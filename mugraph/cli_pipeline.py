@@ -37,7 +37,7 @@ from mugraph.programs import resolve_program
 from mugraph.stages.layout.costs import Layouts
 from mugraph.stages.layout.describe import describe_layouts, seconds_text
 from mugraph.stages.layout.profiles import DEFAULT_PROFILE, PROFILES, get_profile
-from mugraph.stages.layout.rank import rerank
+from mugraph.stages.layout.rank import MODEL_ERROR, rerank
 from mugraph.stages.search.config import PRESETS, parse_override
 from mugraph.stages.search.serial import DEFAULT_BUDGET
 from mugraph.storage.memo_session import check_memo_reachable, private_memo, signed_url
@@ -271,6 +271,10 @@ def optimize(program: str, preset: str | None, settings: tuple[str, ...], worker
         click.echo(f"  {name}: best is {what}, {best['kernels']} kernel(s), estimated "
                    f"{seconds_text(best['estimated_seconds'])} on {gpu.name}, speedup {best['speedup']:.2f}x "
                    f"over the reference ({len(ranking)} μGraphs ranked)")
+        if name in done.get("not_confident", ()):
+            click.echo(f"    no μGraph is confidently faster than the reference: the best candidate, "
+                       f"{ranking[0]['digest'][:16]}, is estimated {ranking[0]['speedup']:.2f}x, within the "
+                       f"model's measured error ({MODEL_ERROR:.0%}); the reference is kept")
         if best.get("measured_seconds") is not None:
             speedup = best.get("measured_speedup")
             click.echo(f"    measured {seconds_text(best['measured_seconds'])} on {best['measured_device']}"
@@ -357,6 +361,9 @@ def _ranking_lines(ranking: list[dict[str, Any]], limit: int | None) -> list[str
         lines.append(f"   {n:>3}  {tag:<16}  {e['kernels']:>7}  {e['dram_bytes']:>13,}  {e['flops']:>15,}  "
                      f"{seconds_text(e['estimated_seconds']):>11}  {e['speedup']:>6.2f}x  {e['bound']:<7}  "
                      f"{'yes' if e['fits'] else 'NO '}" + (f"  {measured:>11}" if timed else ""))
+        if "near_tie" in e:
+            lines.append(f"          ~ near tie with {e['near_tie'][:16]} (within {MODEL_ERROR:.0%}); "
+                         f"separated by {e['tie_break']} {e.get('tie_values')}")
     if len(ranking) > len(shown):
         lines.append(f"   ... {len(ranking) - len(shown)} more (--all shows every row)")
     return lines

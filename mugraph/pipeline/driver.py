@@ -539,6 +539,10 @@ class Driver:
             "mugraphs": sorted(mugraphs), "best": best, "best_per_fragment": best_per_fragment,
             "ranking": rankings, "reference": references, "gpu_profile": self.profile.name,
             "measured": final["measured"],
+            # fragments where a candidate is estimated faster, but not by more than the model's error
+            "not_confident": sorted(n for n, r in rankings.items() if r and best_per_fragment[n] ==
+                                    references[n]["digest"] and r[0]["estimated_seconds"] <
+                                    references[n]["estimated_seconds"]),
             "io_layouts": {fp.spec.name: io for fp, io in zip(plan.fragments, self.io, strict=True) if io},
             "no_layout": {name: ds for name, ds in unlaid.items() if ds},
             "end_to_end_max_rel_err": err,

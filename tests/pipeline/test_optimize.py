@@ -71,13 +71,15 @@ def test_optimize_equals_the_serial_search(two_workers: Run, serial_rms: tuple[s
     assert last["solver_calls"] > 0 and last["end_to_end_max_rel_err"] < 1e-9
     kinds = [e["event"] for e in evs]
     assert kinds[0] == "start" and "found" in kinds and "confirmed" in kinds and kinds[-1] == "done"
-    # every confirmed μGraph ranked once, best first; the best is a fused μGraph faster than the reference
+    # every confirmed μGraph ranked once, best first; the narrowed space's fused μGraphs (Mirage's expert
+    # among them, measured 0.83x the reference on an H100) are not confidently faster, so the reference
+    # is kept and the run says so
     ranking, ref = last["ranking"]["f0"], last["reference"]["f0"]
     assert sorted(r["digest"] for r in ranking) == sorted(last["mugraphs"])
     assert [r["estimated_seconds"] for r in ranking] == sorted(r["estimated_seconds"] for r in ranking)
     assert ranking[0]["speedup"] == pytest.approx(ref["estimated_seconds"] / ranking[0]["estimated_seconds"])
-    assert ranking[0]["speedup"] > 1
-    assert ranking[0]["kernels"] < ref["kernels"] and last["best"] == ranking[0]["digest"]
+    assert ranking[0]["kernels"] < ref["kernels"]
+    assert not ranking[0]["confident"] and last["best"] == ref["digest"]
     assert last["gpu_profile"] == "H100" and all(r["profile"] == "H100" for r in ranking)
     # one layout task per confirmed μGraph, each kept in the store
     assert sum(1 for e in evs if e["event"] == "layout") == len(last["mugraphs"]) == last["layouts_run"]
@@ -129,12 +131,15 @@ def test_status_and_show_read_the_store(two_workers: Run) -> None:
     st = mugraph("status", str(cwd / "run.zarr"), cwd=cwd)
     assert st.returncode == 0 and "complete" in st.stdout and f"{last['tasks_run']:,} done" in st.stdout
     sh = mugraph("show", str(cwd / "run.zarr"), "--all", cwd=cwd)
-    assert sh.returncode == 0 and "customized" in sh.stdout and str(last["best"])[:16] in sh.stdout
+    kept = last["best"] == last["reference"]["f0"]["digest"]  # the reference kept: nothing fused chosen
+    assert sh.returncode == 0 and ("customized" in sh.stdout or kept)
+    assert str(last["best"])[:16] in sh.stdout or (kept and "reference" in sh.stdout)
     lines = sh.stdout.splitlines()
     head = next(i for i, line in enumerate(lines) if "est. time" in line)
     assert all(w in lines[head] for w in ("kernels", "DRAM bytes", "FLOPs", "speedup"))
     table = lines[head + 1: head + 2 + len(last["mugraphs"])]
-    assert sum("reference" in line for line in table) == 1 and table[0].split()[1] == last["best"][:16]
+    first = "reference" if last["best"] == last["reference"]["f0"]["digest"] else last["best"][:16]
+    assert sum("reference" in line.split()[1:2] for line in table) == 1 and table[0].split()[1] == first
     assert "layouts (shape:innermost dim~swizzled dim):" in sh.stdout and "device tensors: X[16,4096]:1" in sh.stdout
     h200 = mugraph("show", str(cwd / "run.zarr"), "--gpu-profile", "H200", "--json", cwd=cwd)
     rows = json.loads(h200.stdout)["fragments"][0]["ranking"]

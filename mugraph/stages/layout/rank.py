@@ -1,33 +1,46 @@
-"""Rank the confirmed μGraphs of a fragment by their roofline estimate under their chosen layouts.
+"""Rank the confirmed μGraphs of a fragment by the estimate of the kernels codegen emits for them
+(`emitted`), the roofline terms under their chosen layouts kept beside it.
 
-A row carries every term of the estimate and of the layout cost, so the table says why a μGraph
+A row carries every term of both estimates and of the layout cost, so the table says why a μGraph
 ranks where it does. μGraphs that do not fit the profile's shared memory rank last; equal estimates
-are ordered by the no-overlap time, then the layout cost, then the digest, so the same store always
-gives the same ranking.
+are ordered by the roofline time, the no-overlap time, then the layout cost, then the digest, so the
+same store always gives the same ranking. Rows whose estimates lie within the model's measured error
+of the next row's are marked `near_tie`, with the term that separates them. A candidate replaces the
+reference only when it is estimated faster by more than that error (`confident`): the model sold
+slowdowns as speedups when it did not say how sure it was.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from itertools import pairwise
 from typing import Any
 
 from mugraph.ir.graph import KernelGraph
 from mugraph.stages.layout.choose import LayoutResult
 from mugraph.stages.layout.costs import Layouts
+from mugraph.stages.layout.emitted import estimate_emitted
 from mugraph.stages.layout.profiles import GpuProfile
 from mugraph.stages.layout.roofline import MODEL, estimate
+
+# the emitted model's median absolute error on held-out H100 rows (benchmarks/RESULTS.md): two
+# estimates closer than this are a near tie; a speedup below 1 + this is not confident
+MODEL_ERROR = 0.25
 
 
 def ranking_row(digest: str, graph: KernelGraph, layout: LayoutResult, profile: GpuProfile,
                 reference_seconds: float) -> dict[str, Any]:
     est = estimate(graph, layout.layouts, profile)
     totals = est.totals()
-    seconds = totals["estimated_seconds"]
+    emitted = estimate_emitted(graph, profile).terms()
+    seconds = emitted["estimated_seconds"]
     return {
-        "digest": digest, **totals,
+        "digest": digest, **totals, "roofline_seconds": totals["estimated_seconds"], "roofline_model": MODEL,
+        **{f"emitted_{k}": v for k, v in emitted.items() if k != "estimated_seconds"},
+        "estimated_seconds": seconds,
         "speedup": reference_seconds / seconds if seconds > 0 else 0.0,
         "layout_cost": layout.objective, "layout_terms": dict(layout.terms),
-        "layouts": layout.layouts.to_json(), "profile": profile.name, "model": MODEL,
+        "layouts": layout.layouts.to_json(), "profile": profile.name, "model": emitted["model"],
     }
 
 
@@ -35,19 +48,45 @@ def rank(candidates: Mapping[str, tuple[KernelGraph, LayoutResult]], reference: 
          profile: GpuProfile) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """(rows of the candidates, best first; the reference's row). Speedups are over the reference."""
     ref_graph, ref_layout = reference
-    base = estimate(ref_graph, ref_layout.layouts, profile).seconds
+    base = estimate_emitted(ref_graph, profile).seconds
     ref_row = ranking_row("reference", ref_graph, ref_layout, profile, base)
     rows = [ranking_row(d, g, lay, profile, base) for d, (g, lay) in candidates.items()]
-    rows.sort(key=lambda r: (not r["fits"], r["estimated_seconds"], r["no_overlap_seconds"], r["layout_cost"],
-                             r["digest"]))
+    rows.sort(key=lambda r: (not r["fits"], r["estimated_seconds"], r["roofline_seconds"], r["no_overlap_seconds"],
+                             r["layout_cost"], r["digest"]))
+    mark_near_ties(rows)
     return rows, ref_row
 
 
+TIE_TERMS = ("emitted_waves", "emitted_iterations", "emitted_launches", "roofline_seconds", "no_overlap_seconds",
+             "layout_cost")
+
+
+def mark_near_ties(rows: list[dict[str, Any]]) -> None:
+    """Mark each row whose estimate is within MODEL_ERROR of the next row's (`near_tie`), naming the
+    first term that separates the two (`tie_break`: waves, for-loop iterations, launches, then the
+    roofline's terms and the layout cost) and its two values (`tie_values`)."""
+    for a, b in pairwise(rows):
+        if b["estimated_seconds"] <= a["estimated_seconds"] * (1 + MODEL_ERROR):
+            a["near_tie"] = b["digest"]
+            term = next((t for t in TIE_TERMS if a.get(t) != b.get(t)), "digest")
+            a["tie_break"], a["tie_values"] = term, [a.get(term), b.get(term)]
+
+
+def confident(row: dict[str, Any], reference_row: dict[str, Any]) -> bool:
+    """Whether `row` is estimated faster than the reference by more than the model's measured error."""
+    return bool(row["fits"]) and row["estimated_seconds"] * (1 + MODEL_ERROR) < reference_row["estimated_seconds"]
+
+
 def combined(rows: list[dict[str, Any]], reference_row: dict[str, Any]) -> list[dict[str, Any]]:
-    """Candidates and the reference in one order (the reference flagged), best first; on a tie the
-    reference wins, since replacing it would gain nothing."""
-    flagged = [{**r, "reference": False} for r in rows] + [{**reference_row, "reference": True}]
-    return sorted(flagged, key=lambda r: (not r["fits"], r["estimated_seconds"], not r["reference"]))
+    """Candidates and the reference in one order (the reference flagged), best first. The reference
+    comes before every candidate not confidently faster than it (`confident`), since replacing it
+    would gain nothing the model can vouch for; such candidates keep their order after it."""
+    flagged = [{**r, "reference": False, "confident": confident(r, reference_row)} for r in rows]
+    ref = {**reference_row, "reference": True, "confident": True}
+    ahead = [r for r in flagged if r["confident"]]
+    behind = [r for r in flagged if not r["confident"]]
+    return sorted(ahead, key=lambda r: (not r["fits"], r["estimated_seconds"])) + [ref] + \
+        sorted(behind, key=lambda r: (not r["fits"], r["estimated_seconds"]))
 
 
 def rerank(stored: list[dict[str, Any]], graphs: Mapping[str, KernelGraph], profile: GpuProfile,

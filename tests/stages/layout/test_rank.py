@@ -9,7 +9,7 @@ from mugraph.ir.canonical import canonical_digest
 from mugraph.programs import builtin_programs
 from mugraph.stages.layout.choose import choose_layouts
 from mugraph.stages.layout.profiles import PROFILES
-from mugraph.stages.layout.rank import combined, measured_first, rank, rerank
+from mugraph.stages.layout.rank import MODEL_ERROR, TIE_TERMS, combined, measured_first, rank, rerank
 from tests.stages.layout.corpus import corpus, graph
 
 
@@ -29,9 +29,10 @@ def test_ranking_is_sorted_complete_and_deterministic() -> None:
     assert keys == sorted(keys)
     for r in rows:
         assert r["speedup"] == ref_row["estimated_seconds"] / r["estimated_seconds"]
-    # Mirage's expert is among the searched μGraphs, and at least as fast as the reference
+    # Mirage's expert is among the searched μGraphs; as emitted it measures slower than the reference
+    # on an H100 (0.83x, benchmarks/data), and the model says so
     expert = canonical_digest(builtin_programs()["rms_norm"].experts["expert"]())
-    assert next(r for r in rows if r["digest"] == expert)["speedup"] > 1.0
+    assert next(r for r in rows if r["digest"] == expert)["speedup"] < 1.0
 
 
 def test_rerank_from_stored_rows_equals_a_fresh_ranking() -> None:
@@ -88,5 +89,28 @@ def test_a_wrong_or_failed_measurement_does_not_move_its_row() -> None:
         cands[2]: {"error": "the module failed on the GPU: CompilationError"}}
     out = measured_first(ordered, measurements)
     assert [r["digest"] for r in out] == [r["digest"] for r in ordered]
-    assert "0.3" in out[1]["measure_error"] and "CompilationError" in out[2]["measure_error"]
+    by = {r["digest"]: r for r in out}  # the reference's place among them depends on the model's margin
+    assert "0.3" in by[cands[1]]["measure_error"] and "CompilationError" in by[cands[2]]["measure_error"]
     assert all("measured_seconds" not in r for r in out)
+
+
+def test_a_candidate_within_the_model_error_does_not_replace_the_reference() -> None:
+    ordered = _model_order()
+    first = ordered[0]
+    ref = next(r for r in ordered if r["reference"])
+    for r in ordered:
+        if not r["reference"] and r["estimated_seconds"] * (1 + MODEL_ERROR) >= ref["estimated_seconds"]:
+            assert ordered.index(r) > ordered.index(ref) and r["confident"] is False
+    assert first["reference"] or first["estimated_seconds"] * (1 + MODEL_ERROR) < ref["estimated_seconds"]
+
+
+def test_near_ties_name_the_term_that_breaks_them() -> None:
+    ref = builtin_programs()["rms_norm"].reference()
+    rows, _ = rank(_rms_norm_candidates(), (ref, choose_layouts(ref)), PROFILES["H100"])
+    tied = [r for r in rows if "near_tie" in r]
+    assert tied, "the rms_norm candidates include estimates within the model error of each other"
+    for r in tied:
+        nxt = rows[rows.index(r) + 1]
+        assert r["near_tie"] == nxt["digest"]
+        assert nxt["estimated_seconds"] <= r["estimated_seconds"] * (1 + MODEL_ERROR)
+        assert r["tie_break"] in (*TIE_TERMS, "digest")

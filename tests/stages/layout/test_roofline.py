@@ -1,12 +1,15 @@
-"""The roofline model: experts beat their references under every profile, for reasons the terms
-show; the terms add up; grids, shared memory and layouts move the estimate the way they should."""
+"""The roofline model and the ranking: experts rank against their references as measured, the roofline
+terms show why; the terms add up; grids, shared memory and layouts move the estimate the way they should."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
+from pathlib import Path
 
 import pytest
 
+from mugraph.ir.canonical import canonical_digest
 from mugraph.ir.errors import MugraphError
 from mugraph.ir.graph import BlockGraph, KernelGraph
 from mugraph.programs import builtin_programs
@@ -14,23 +17,38 @@ from mugraph.stages.layout.choose import choose_layouts
 from mugraph.stages.layout.costs import Layouts
 from mugraph.stages.layout.facts import gather
 from mugraph.stages.layout.profiles import PROFILES, get_profile
-from mugraph.stages.layout.rank import rank
+from mugraph.stages.layout.rank import MODEL_ERROR, rank
 from mugraph.stages.layout.roofline import BOUNDS, estimate
 
+DATA = Path(__file__).resolve().parents[3] / "benchmarks" / "data" / "gpu_kernels_h100_2026-11-23.json"
 BENCHMARKS = sorted(n for n, p in builtin_programs().items() if p.experts)
+
+
+def _measured_speedups() -> dict[str, float]:
+    """Each expert's speedup over its reference as emitted and timed on an H100 (benchmarks/data)."""
+    rows = json.loads(DATA.read_text())["rows"]
+    ref = {r["program"]: r["median_seconds"] for r in rows if r["what"] == "reference"}
+    return {r["digest"]: ref[r["program"]] / r["median_seconds"] for r in rows if r["what"].startswith("expert")}
 
 
 @pytest.mark.parametrize("profile", sorted(PROFILES))
 @pytest.mark.parametrize("name", BENCHMARKS)
-def test_every_expert_ranks_above_its_reference(name: str, profile: str) -> None:
+def test_experts_rank_against_their_reference_as_measured(name: str, profile: str) -> None:
+    """Experts measured clearly faster than their reference rank above it, experts measured slower
+    (rms_norm's, as emitted) below it; the roofline terms still show fewer launches and no more DRAM
+    traffic than the reference."""
     prog = builtin_programs()[name]
     ref = prog.reference()
-    cands = {label: (b(), choose_layouts(b())) for label, b in prog.experts.items()}
+    cands = {canonical_digest(b()): (b(), choose_layouts(b())) for b in prog.experts.values()}
     rows, ref_row = rank(cands, (ref, choose_layouts(ref)), PROFILES[profile])
+    measured = _measured_speedups() if profile == "H100" else {}  # timed on an H100 only
     for row in rows:
-        assert row["fits"] and row["speedup"] > 1.0, row
-        assert row["estimated_seconds"] < ref_row["estimated_seconds"]
-        # the reason shows in the terms: fewer launches, and no more DRAM traffic than the reference
+        assert row["fits"], row
+        m = measured.get(row["digest"])
+        if m is not None and m > 1 + MODEL_ERROR:
+            assert row["speedup"] > 1.0 and row["estimated_seconds"] < ref_row["estimated_seconds"], row
+        if m is not None and m < 1.0:
+            assert row["speedup"] < 1.0, row
         assert row["kernels"] < ref_row["kernels"]
         assert row["launch_seconds"] < ref_row["launch_seconds"]
         assert row["dram_bytes"] <= ref_row["dram_bytes"]
