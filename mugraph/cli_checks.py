@@ -53,6 +53,9 @@ def check_store_path(text: str, option: str = "--store") -> Path:
     """A run store path that can be created (or exists as a directory)."""
     if not text.strip():
         raise MugraphError(f"{option} is empty; give a path such as runs/my-run.zarr")
+    if any(ord(c) < 32 or ord(c) == 127 for c in text):
+        raise MugraphError(f"{option} {text!r} contains a control character (newline, tab, ...); "
+                           "the memo directory next to the store could not be found again")
     path = Path(text)
     if path.exists():
         if not path.is_dir():
