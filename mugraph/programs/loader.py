@@ -9,6 +9,7 @@ Every failure becomes one ProgramLoadError naming the file and the line or field
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import runpy
 import traceback
@@ -106,14 +107,34 @@ def _load_python(path: Path) -> Program:
         raise ProgramLoadError(f"{_line_in(path, e)}: {type(e).__name__}: {e}") from None
     except (SystemExit, KeyboardInterrupt) as e:
         raise _escaped(path, "", e) from None
+    if "reference" not in ns and "model" in ns and "example_inputs" in ns:
+        return _torch_program(path, ns)
     if "reference" not in ns:
-        raise ProgramLoadError(f"{path}: defines no `reference` (a KernelGraph or a function returning one)")
+        raise ProgramLoadError(f"{path}: defines no `reference` (a KernelGraph or a function returning one), nor "
+                               "`model` and `example_inputs` (a PyTorch module or function and its inputs)")
     reference = _python_graph(path, "reference", ns["reference"])
     experts_raw = ns.get("experts", {})
     if not isinstance(experts_raw, dict):
         raise ProgramLoadError(f"{path}: `experts` must be a dict of label to KernelGraph")
     experts = {str(k): _frozen(_python_graph(path, f"experts[{k!r}]", v)) for k, v in experts_raw.items()}
     return _program(path, ns.get("name"), ns.get("preset"), reference, experts)
+
+
+def _torch_program(path: Path, ns: dict[str, Any]) -> Program:
+    """A file defining `model` (a torch.nn.Module or a function) and `example_inputs`: captured with
+    torch.export; the run keeps the exported program beside its store, where `mugraph.load` finds it."""
+    name = ns.get("name")
+    try:
+        from mugraph.torch.errors import require_torch
+
+        require_torch()
+        from mugraph.torch.capture import capture
+
+        captured = capture(ns["model"], ns["example_inputs"], name if isinstance(name, str) else path.stem)
+    except MugraphError as e:
+        raise ProgramLoadError(f"{path}: {e}") from None
+    prog = _program(path, name, ns.get("preset"), captured.lowering.graph, {})
+    return dataclasses.replace(prog, description=f"PyTorch model from {path}", save_beside=captured.save_beside)
 
 
 def _program(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from mugraph.ir.graph import KernelGraph
 
@@ -22,6 +23,9 @@ class Program:
     reference: GraphBuilder
     experts: Mapping[str, GraphBuilder] = field(default_factory=dict)
     source: str = "built-in"
+    # Writes what a run needs beside its store that the graph does not hold (a captured PyTorch model's
+    # exported program), given the store's path; called once the store is open.
+    save_beside: Callable[[Path], None] | None = None
 
 
 REGISTRY: dict[str, Program] = {}
