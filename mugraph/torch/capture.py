@@ -8,6 +8,7 @@ from the same file, so the search and the returned module always agree on the gr
 from __future__ import annotations
 
 import contextlib
+import inspect
 import io
 import logging
 import re
@@ -40,6 +41,24 @@ class _Function(torch.nn.Module):
 
     def forward(self, *args: Any) -> Any:
         return self.fn(*args)
+
+
+def _as_module(fn: Callable[..., Any]) -> torch.nn.Module:
+    """`fn` as a module whose forward has fn's parameter names (torch.export names the inputs after them)."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return _Function(fn)
+    if any(p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params):
+        return _Function(fn)
+    positional = inspect.Parameter.POSITIONAL_OR_KEYWORD
+
+    def forward(self: _Function, *args: Any) -> Any:
+        return self.fn(*args)
+
+    forward.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter("self", positional), *(p.replace(kind=positional) for p in params)])
+    return type(model_name(fn), (_Function,), {"forward": forward})(fn)
 
 
 @dataclass(frozen=True)
@@ -114,7 +133,7 @@ def export(model: Any, example_inputs: Any) -> torch.export.ExportedProgram:
     if isinstance(model, torch.nn.Module):
         module = model
     elif callable(model):
-        module = _Function(model)
+        module = _as_module(model)
     else:
         raise CaptureError(f"model must be a torch.nn.Module or a function, not {type(model).__name__}")
     args = tuple(example_inputs) if isinstance(example_inputs, Sequence) else (example_inputs,)
@@ -125,7 +144,8 @@ def export(model: Any, example_inputs: Any) -> torch.export.ExportedProgram:
     module.eval()
     try:
         with _quiet_torch():
-            return torch.export.export(module, args)
+            # functional form, ops kept whole: in-place writes become outputs (a buffer's new value)
+            return torch.export.export(module, args).run_decompositions({})
     except MugraphError:
         raise
     except Exception as e:  # torch's own refusals (data-dependent control flow, unsupported calls)

@@ -80,7 +80,8 @@ class _Skip(Exception):
 def source_line(node: fx.Node) -> str:
     """`file:line` of the user's code that made `node` (the innermost frame torch recorded), or ''."""
     trace = str(node.meta.get("stack_trace") or "")
-    lines = [ln.strip() for ln in trace.splitlines() if ln.strip().startswith('File "')]
+    lines = [ln.strip() for ln in trace.splitlines()
+             if ln.strip().startswith('File "') and "<eval_with_key>" not in ln and "/torch/" not in ln]
     if not lines:
         return ""
     last = lines[-1]  # File "path", line N, in fn
@@ -466,19 +467,17 @@ class _Lowerer:
 
     # -- the walk ---------------------------------------------------------------------------------
     def run(self) -> Lowering:
-        sig = self.ep.graph_signature
-        mutated = {**sig.buffers_to_mutate, **sig.user_inputs_to_mutate}
-        if mutated:
-            raise CaptureError(f"the model writes to {', '.join(sorted(mutated.values()))} in place; mugraph "
-                               "captures programs that only compute their outputs")
         lowered: list[str] = []
         for node in self.nodes:
-            if node.op in ("placeholder", "output"):
-                continue
+            if node.op in ("placeholder", "output") or (node.op == "get_attr" and all(
+                    isinstance(u.target, torch._ops.HigherOrderOperator) for u in node.users)):
+                continue  # a control-flow op's branch: refused with the op below
             if node.op != "call_function" or isinstance(node.target, torch._ops.HigherOrderOperator):
                 where = source_line(node)
-                raise CaptureError(f"{node.op} {node.target} ({node.name}{', at ' + where if where else ''}) can be "
-                                   "neither lowered to mugraph's IR nor run by PyTorch as glue between fragments")
+                raise CaptureError(f"{getattr(node.target, '__name__', node.target)} ({node.name}"
+                                   f"{', at ' + where if where else ''}) can be neither lowered to mugraph's IR nor "
+                                   "run by PyTorch as glue between fragments (control flow and other higher-order "
+                                   "ops are not captured)")
             handler = self.handlers.get(node.target)
             value: Value | None = None
             if handler is not None:

@@ -27,6 +27,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import fx
+from torch.export.graph_signature import OutputKind
 from torch.utils import _pytree as pytree
 
 from mugraph.codegen.check import KERNELS_EXTRA_HINT, require_triton
@@ -144,6 +145,8 @@ class OptimizedModule(torch.nn.Module):
         self._in_spec = ep.call_spec.in_spec
         self._out_spec = ep.call_spec.out_spec
         sig = ep.graph_signature
+        self._output_specs = list(sig.output_specs)
+        self._buffer_of = {fqn: ph for ph, fqn in sig.inputs_to_buffers.items()}
         self._user_inputs = list(sig.user_inputs)
         self._expected = {n: (tuple(self._nodes[n].meta["val"].shape), self._nodes[n].meta["val"].dtype)
                           for n in self._user_inputs if isinstance(self._nodes[n].meta.get("val"), torch.Tensor)}
@@ -301,7 +304,15 @@ class OptimizedModule(torch.nn.Module):
                 for t in self._run_op(step.index, tensors, device):
                     env.update(dict.fromkeys(self._made_by.get(t, ()), tensors[t]))
         outs = [env[a.name] if isinstance(a, fx.Node) else a for a in self._output_node.args[0]]
-        return pytree.tree_unflatten(outs, self._out_spec)
+        user: list[Any] = []
+        for spec, value in zip(self._output_specs, outs, strict=True):
+            if spec.kind == OutputKind.BUFFER_MUTATION:  # the model wrote to a buffer: so does this module
+                getattr(self, self._buffer_of[str(spec.target)]).copy_(value)
+            elif spec.kind == OutputKind.USER_INPUT_MUTATION:
+                flat[self._user_inputs.index(str(spec.target))].copy_(value)
+            else:
+                user.append(value)
+        return pytree.tree_unflatten(user, self._out_spec)
 
     def _run_op(self, index: int, tensors: dict[int, torch.Tensor], device: torch.device | None) -> tuple[int, ...]:
         """Run op `index`; returns the tensors it made."""
