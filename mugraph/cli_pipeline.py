@@ -2,30 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-import signal
-import sys
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import click
 
-from mugraph.cli_checks import (
-    check_host_port,
-    check_output_file,
-    check_store_path,
-    file_name,
-    parse_duration,
-    warn_many_workers,
-)
-from mugraph.cli_emit import write_store_module
-from mugraph.cli_explain import expert_line
-from mugraph.codegen.check import require_triton
-from mugraph.cuda.backend import cupy_available
-from mugraph.dashboards import live
+from mugraph.api import OptimizeOptions, run_optimize
+from mugraph.cli_checks import check_output_file
 from mugraph.dashboards.progress import ProgressLine
 from mugraph.dashboards.report import report_path, write_report
 from mugraph.dashboards.summary import eta_text, headline, rows_to_show
@@ -33,57 +17,15 @@ from mugraph.ir.errors import MugraphError
 from mugraph.ir.names import check_tensor_name, shown
 from mugraph.ir.render import render
 from mugraph.ir.serialize import loads
-from mugraph.programs import resolve_program
 from mugraph.stages.layout.costs import Layouts
 from mugraph.stages.layout.describe import describe_layouts, seconds_text
 from mugraph.stages.layout.profiles import DEFAULT_PROFILE, PROFILES, get_profile
 from mugraph.stages.layout.rank import MODEL_ERROR, rerank
-from mugraph.stages.search.config import PRESETS, parse_override
+from mugraph.stages.search.config import PRESETS
 from mugraph.stages.search.serial import DEFAULT_BUDGET
-from mugraph.storage.memo_session import check_memo_reachable, private_memo, signed_url
-from mugraph.storage.memo_url import check_memo_url
 from mugraph.storage.run_store import RunStore
 
-DEFAULT_RUNS = Path("runs")
 SHOW_ROWS = 10  # ranking rows `show` prints without --all (the reference's row is always added)
-
-
-def _versions() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    out = {}
-    for pkg in ("mugraph", "zarr", "dask", "distributed", "z3-solver", "numpy"):
-        try:
-            out[pkg] = version(pkg)
-        except PackageNotFoundError:
-            out[pkg] = "unknown"
-    return out
-
-
-@contextlib.contextmanager
-def _memo_url(memo_url: str | None, store: Path) -> Iterator[str | None]:
-    """The URL workers use, with the run's memo secret in it (kept in STORE.memo/): the given one, or a
-    private redis-server kept beside the store (so a resumed run finds its verdicts again)."""
-    memo_dir = store.with_name(store.name + ".memo")
-    if memo_url is None:
-        with private_memo(memo_dir) as url:
-            yield url
-        return
-    yield None if memo_url == "local" else signed_url(memo_url, memo_dir)
-
-
-@contextlib.contextmanager
-def _children_ignore_sigint() -> Iterator[None]:
-    """Worker processes started inside inherit an ignored SIGINT: a terminal's Ctrl-C reaches the whole
-    process group, and only the driver answers it (stopping the cluster), so workers print no tracebacks."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 def _parse_layout(text: str) -> tuple[str, int]:
@@ -167,61 +109,21 @@ def optimize(program: str, preset: str | None, settings: tuple[str, ...], worker
              fresh: bool, budget: int | None, backend: str, as_json: bool, profile: Path | None,
              dashboard_address: str, layouts: tuple[str, ...], gpu_profile: str, emit_kernels: bool,
              measure: int) -> None:
-    """Search every fragment of PROGRAM (built-in name, .py or .json file) on a Dask cluster, confirm,
-    rank and stitch the best μGraphs; everything is kept in a Zarr store, and killing the command then
-    running it again continues where it stopped."""
-    from distributed import performance_report
-
-    from mugraph.pipeline.cluster import dask_client
-    from mugraph.pipeline.driver import COUNTER_NAMES, Driver
-    from mugraph.pipeline.measuring import NO_GPU
-    from mugraph.pipeline.plan import fragment_io_layouts, make_plan
-    from mugraph.pipeline.worker import MugraphPlugin
-
-    # Every option is checked before the store, the memo server or the cluster is created.
-    warn_many_workers(workers)
-    limit = parse_duration(time_limit) if time_limit is not None else None
-    if emit_kernels or measure:
-        require_triton()  # before the run, not after it
-    if measure and scheduler is None and not cupy_available():
-        raise MugraphError(NO_GPU)  # the local cluster would have no GPU worker
-    if backend == "cupy" and scheduler is None and not cupy_available():
-        raise MugraphError("--backend cupy needs CuPy and a usable CUDA device on this machine, and none was found; "
-                           "use --backend numpy (or auto)")
-    gpu = get_profile(gpu_profile)
+    """Search every fragment of PROGRAM (built-in name, .py or .json file, or a PyTorch model: a .py file
+    defining `model` and `example_inputs`) on a Dask cluster, confirm, rank and stitch the best μGraphs;
+    everything is kept in a Zarr store, and killing the command then running it again continues where it
+    stopped."""
     if workers is not None and scheduler is not None:
         raise click.UsageError("--workers starts a local cluster; with --scheduler the cluster's own workers run")
-    if scheduler is not None:
-        check_host_port(scheduler, "--scheduler", scheduler=True)
-    else:
-        check_host_port(dashboard_address, "--dashboard-address")
-    if memo_url is not None:
-        check_memo_url(memo_url)
-    if profile is not None:
-        check_output_file(profile, "--profile")
-    prog = resolve_program(program)
-    overrides = dict(parse_override(s) for s in settings)
-    plan = make_plan(prog, preset, overrides, budget or DEFAULT_BUDGET)
-    io_layouts = dict(_parse_layout(s) for s in layouts)
-    fragment_io_layouts(plan, io_layouts)  # refuses unknown names and dims before anything starts
-    path = check_store_path(store) if store is not None else check_store_path(str(
-        DEFAULT_RUNS / f"{file_name(prog.name)}-{plan.identity['program_digest'][:8]}-"
-        f"{plan.identity['config_digest'][:8]}.zarr"), "the default store")
-    if budget is None and not fresh:
-        resumed = _stored_budget(path)  # a store made with an older default resumes with its own budget
-        if resumed is not None and resumed != plan.budget:
-            plan = make_plan(prog, preset, overrides, resumed)
-    if memo_url not in (None, "local"):
-        check_memo_reachable(memo_url)
-    meta = {"versions": _versions(), "command": sys.argv[1:]}
+    options = OptimizeOptions(
+        preset=preset, settings=settings, workers=workers, scheduler=scheduler, memo_url=memo_url, store=store,
+        time_limit=time_limit, fresh=fresh, budget=budget, backend=backend, profile=profile,
+        dashboard_address=dashboard_address, layouts=dict(_parse_layout(s) for s in layouts), gpu_profile=gpu_profile,
+        emit_kernels=emit_kernels, measure=measure)
+    gpu = get_profile(gpu_profile)
     progress = ProgressLine()
-    live_client: list[Any] = []  # the client once it exists, and the live page's URL
 
     def emit(e: dict[str, Any]) -> None:
-        if live_client:
-            live.publish(live_client[0], e)
-            if e["event"] == "start":
-                e["live_page"] = live_client[1]
         if as_json and e["event"] not in ("done", "history"):
             click.echo(json.dumps(e))
         if e["event"] == "progress":
@@ -238,30 +140,15 @@ def optimize(program: str, preset: str | None, settings: tuple[str, ...], worker
                        f"{e['tasks_done']} tasks done, {e['tasks_pending']} pending; {e['workers']} workers; "
                        f"dashboard {e['dashboard']}, search page {e.get('live_page') or '-'}", err=True)
 
-    with RunStore.open(path, plan.identity, meta=meta, counter_names=COUNTER_NAMES, fresh=fresh) as st, \
-            _memo_url(memo_url, path) as url, contextlib.ExitStack() as stack:
-        with _children_ignore_sigint():
-            client = stack.enter_context(dask_client(workers, scheduler, dashboard_address))
-        client.register_plugin(MugraphPlugin(url, backend), name="mugraph")
-        live_client.extend([client, live.install(client)])
-        perf = performance_report(filename=str(profile)) if profile else contextlib.nullcontext()
-        try:
-            with perf:
-                done = Driver(plan, st, client, time_limit=limit, on_event=emit, profile=gpu,
-                              io_layouts=io_layouts, measure=measure).run()
-            live.publish(client, done)  # before the client closes: the page says how the run ended
-        finally:
-            progress.close()
-    done["profile"] = str(profile) if profile else None
-    done["report"] = str(write_report(path))
-    done["kernels"] = str(write_store_module(path)) if emit_kernels else None
-    done["expert"] = expert_line(prog, [(fp.payload.reference, fp.config) for fp in plan.fragments],
-                                 set(done["mugraphs"]))
+    try:
+        done = run_optimize(program, options, emit)
+    finally:
+        progress.close()
     if as_json:
         click.echo(json.dumps(done))
         return
     state = "finished" if done["complete"] else "stopped at the time limit (run the same command to resume)"
-    click.echo(f"{prog.name}: search {state}; {len(done['mugraphs'])} confirmed μGraphs, "
+    click.echo(f"{done['program']}: search {state}; {len(done['mugraphs'])} confirmed μGraphs, "
                f"{done['tasks_run']} tasks this run, {done['states']:,} states, {done['solver_calls']:,} solver "
                f"calls, {done['seconds']:.1f} s")
     for name, ranking in done["ranking"].items():
@@ -334,16 +221,6 @@ def status(store: Path, as_json: bool) -> None:
         click.echo(f"  {p['name']} ({p['preset']}): {p['found']} found, {p['confirmed']} confirmed, best "
                    f"{(p['best'] or '-')[:16]}")
 
-
-def _stored_budget(path: Path) -> int | None:
-    """The budget in the identity of the store at `path`, if there is a readable one."""
-    if not path.is_dir():
-        return None
-    try:
-        with RunStore.open_existing(path) as st:
-            return int(st.identity["budget"])
-    except (MugraphError, KeyError, ValueError, OSError):
-        return None  # opening it for the run says what is wrong
 
 
 def _ranking_lines(ranking: list[dict[str, Any]], limit: int | None) -> list[str]:

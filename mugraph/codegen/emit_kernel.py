@@ -25,9 +25,12 @@ from mugraph.codegen.tiles import AXES, MIN_DOT, input_access, output_access, pa
 from mugraph.codegen.tiles import mask as tile_mask
 from mugraph.ir.graph import BlockGraph, KernelGraph, Op
 from mugraph.ir.shapes import fmt
-from mugraph.ir.types import ACCUMULATORS, OpKind, Shape
+from mugraph.ir.types import ACCUMULATORS, DType, OpKind, Shape
 
 GELU_C = 0.7978845608028654  # sqrt(2/pi), the tanh form of GELU as in the float64 interpreter
+SQRT1_2 = 0.7071067811865476  # 1/sqrt(2), the exact (erf) form of GELU
+# The element type of device tensors and of the tiles fed to tl.dot; arithmetic is float32 either way.
+TL_TYPES = {DType.FLOAT16: "tl.float16", DType.BFLOAT16: "tl.bfloat16", DType.FLOAT32: "tl.float32"}
 # Ops whose result can be non-zero where every operand is zero (or NaN from 0/0): masked again.
 UNSAFE_FOR_PADDING = frozenset({OpKind.EXP, OpKind.DIV, OpKind.CLAMP, OpKind.RMS_NORM})
 
@@ -87,7 +90,8 @@ class _Body:
         if rank > 3:
             raise CodegenError(f"block matmul {fmt(sa)} x {fmt(sb)}: tiles of more than 3 dims are not supported")
         m, k, n = pa[-2], pa[-1], pb[-1]
-        fa, fb = (f"s{t}h" if t in self.loaded else f"s{t}.to(tl.float16)" for t in (a, b))
+        elem = TL_TYPES[self.bg.tensors[a].dtype]
+        fa, fb = (f"s{t}h" if t in self.loaded else f"s{t}.to({elem})" for t in (a, b))
         batch = prod(pa[:-2])
         if min(m, k, n) >= MIN_DOT:
             if rank == 3 and batch == 1:  # a batch of one: a 2-d dot, reshaped back
@@ -140,6 +144,7 @@ class _Body:
             OpKind.SILU: lambda: f"{ins[0]} / (1.0 + tl.exp(-{ins[0]}))",
             OpKind.GELU: lambda: f"{ins[0]} / (1.0 + tl.exp({-2 * GELU_C!r} * ({ins[0]} + 0.044715 * "
                                  f"{ins[0]} * {ins[0]} * {ins[0]})))",
+            OpKind.GELU_ERF: lambda: f"0.5 * {ins[0]} * (1.0 + tl.math.erf({ins[0]} * {SQRT1_2!r}))",
             OpKind.RELU: lambda: f"tl.maximum({ins[0]}, 0.0)",
             OpKind.CLAMP: lambda: f"tl.minimum(tl.maximum({ins[0]}, {op.float_attr('lo')!r}), "
                                   f"{op.float_attr('hi')!r})",
@@ -255,7 +260,8 @@ def emit_kernel(bg: BlockGraph, name: str, sources: Sequence[str], comment: Sequ
             m = body.mask_of(bg.tensors[x].shape)
             opts = f", mask={m}" if m is not None else ""
             start = "" if acc.base == "0" else f" + {acc.base}"
-            body.after.append(f"tl.store(out{k_out}_ptr{start} + {acc.offsets}, s{x}.to(tl.float16){opts})")
+            elem = TL_TYPES[bg.tensors[x].dtype]
+            body.after.append(f"tl.store(out{k_out}_ptr{start} + {acc.offsets}, s{x}.to({elem}){opts})")
             k_out += 1
         elif op.outputs[0] not in live:
             head.append(f"# s{op.outputs[0]} = {op.kind}: reaches no output, not computed")

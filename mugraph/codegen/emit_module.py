@@ -42,6 +42,7 @@ PRELUDE = '''
 from __future__ import annotations
 
 import importlib
+import math
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -143,6 +144,12 @@ def _gelu(x: Any) -> Any:
     return 0.5 * x * (1.0 + xp.tanh(0.7978845608028654 * (x + 0.044715 * x**3)))
 
 
+def _gelu_erf(x: Any) -> Any:
+    if ON_GPU:
+        return 0.5 * x * (1.0 + importlib.import_module("cupyx.scipy.special").erf(x * 0.7071067811865476))
+    return 0.5 * x * (1.0 + np.vectorize(math.erf, otypes=[np.float32])(x * 0.7071067811865476))
+
+
 def _rms_norm(x: Any) -> Any:
     return x / xp.sqrt(xp.mean(x * x, axis=-1, keepdims=True))
 
@@ -171,6 +178,7 @@ def _host_expr(op: Op, ins: list[str]) -> str:
         OpKind.SQRT: lambda: f"xp.sqrt({f[0]})",
         OpKind.SILU: lambda: f"_silu({f[0]})",
         OpKind.GELU: lambda: f"_gelu({f[0]})",
+        OpKind.GELU_ERF: lambda: f"_gelu_erf({f[0]})",
         OpKind.RELU: lambda: f"xp.maximum({f[0]}, 0.0)",
         OpKind.CLAMP: lambda: f"xp.clip({f[0]}, {op.float_attr('lo')!r}, {op.float_attr('hi')!r})",
         OpKind.MUL_SCALAR: lambda: f"{f[0]} * {op.float_attr('scalar')!r}",

@@ -182,7 +182,12 @@ class _Graph:
         return self._unary(OpKind.SILU, x)
 
     def gelu(self, x: Tensor) -> Tensor:
+        """The tanh form of GELU (Mirage's)."""
         return self._unary(OpKind.GELU, x)
+
+    def gelu_erf(self, x: Tensor) -> Tensor:
+        """The exact form, x·Φ(x) = x/2·(1 + erf(x/√2)): PyTorch's `gelu` without `approximate`."""
+        return self._unary(OpKind.GELU_ERF, x)
 
     def relu(self, x: Tensor) -> Tensor:
         return self._unary(OpKind.RELU, x)

@@ -31,7 +31,8 @@ class OpKind(StrEnum):
     SQRT = "sqrt"
     MUL_SCALAR = "mul_scalar"
     SILU = "silu"
-    GELU = "gelu"
+    GELU = "gelu"  # the tanh form
+    GELU_ERF = "gelu_erf"  # the exact form, x·Φ(x): PyTorch's default
     RELU = "relu"
     CLAMP = "clamp"
     ADD = "add"
@@ -56,6 +57,7 @@ UNARY_OPS = frozenset(
         OpKind.MUL_SCALAR,
         OpKind.SILU,
         OpKind.GELU,
+        OpKind.GELU_ERF,
         OpKind.RELU,
         OpKind.CLAMP,
     }

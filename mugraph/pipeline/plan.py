@@ -15,7 +15,7 @@ from mugraph.ir.serialize import SCHEMA, digest, dumps
 from mugraph.ir.types import OpKind
 from mugraph.programs.program import Program
 from mugraph.stages.fragments import FragmentSpec, Split, split_program
-from mugraph.stages.search.config import SearchConfig, preset_config
+from mugraph.stages.search.config import SearchConfig, for_reference, preset_config
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +78,7 @@ def make_plan(
     for spec in split.fragments:
         name = preset or (program.preset if len(split.fragments) == 1 else suggest_preset(spec.graph))
         config = preset_config(name).with_overrides(overrides) if overrides else preset_config(name)
+        config = for_reference(config, {op.kind for op in spec.graph.ops})
         ref_json = dumps(spec.graph)
         frag_digest = hashlib.sha256(f"{digest(spec.graph)}|{config.digest}".encode()).hexdigest()[:32]
         payload = FragmentPayload(spec.index, spec.name, frag_digest, ref_json, json.dumps(config.to_json()))

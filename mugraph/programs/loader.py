@@ -13,6 +13,7 @@ any other BaseException) is an error in the file.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import runpy
 import signal
@@ -167,8 +168,11 @@ def _run_python(path: Path, seen: list[int]) -> Program:
         raise _escaped(path, "", e) from None
     except BaseException as e:  # sys.exit, GeneratorExit, a BaseException subclass of the file's own
         raise _escaped(path, "", e) from None
+    if "reference" not in ns and "model" in ns and "example_inputs" in ns:
+        return _torch_program(path, ns)
     if "reference" not in ns:
-        raise ProgramLoadError(f"{_at(path)}: defines no `reference` (a KernelGraph or a function returning one)")
+        raise ProgramLoadError(f"{_at(path)}: defines no `reference` (a KernelGraph or a function returning one), "
+                               "nor `model` and `example_inputs` (a PyTorch module or function and its inputs)")
     reference = _python_graph(path, "reference", ns["reference"], seen)
     experts_raw = ns.get("experts", {})
     if not isinstance(experts_raw, dict):
@@ -176,6 +180,23 @@ def _run_python(path: Path, seen: list[int]) -> Program:
     experts = {_label(path, k): _frozen(_python_graph(path, f"experts[{shown(k)}]", v, seen))
                for k, v in experts_raw.items()}
     return _program(path, ns.get("name"), ns.get("preset"), reference, experts)
+
+
+def _torch_program(path: Path, ns: dict[str, Any]) -> Program:
+    """A file defining `model` (a torch.nn.Module or a function) and `example_inputs`: captured with
+    torch.export; the run keeps the exported program beside its store, where `mugraph.load` finds it."""
+    name = ns.get("name")
+    try:
+        from mugraph.torch.errors import require_torch
+
+        require_torch()
+        from mugraph.torch.capture import capture
+
+        captured = capture(ns["model"], ns["example_inputs"], name if isinstance(name, str) else path.stem)
+    except MugraphError as e:
+        raise ProgramLoadError(f"{path}: {e}") from None
+    prog = _program(path, name, ns.get("preset"), captured.lowering.graph, {})
+    return dataclasses.replace(prog, description=f"PyTorch model from {path}", save_beside=captured.save_beside)
 
 
 def _program(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from mugraph.ir.graph import KernelGraph
 from mugraph.ir.names import check_label
@@ -23,6 +24,9 @@ class Program:
     reference: GraphBuilder
     experts: Mapping[str, GraphBuilder] = field(default_factory=dict)
     source: str = "built-in"
+    # Writes what a run needs beside its store that the graph does not hold (a captured PyTorch model's
+    # exported program), given the store's path; called once the store is open.
+    save_beside: Callable[[Path], None] | None = None
 
     def __post_init__(self) -> None:
         check_label(self.name, "program")  # names are data: see `ir.names`

@@ -3,7 +3,9 @@
 A fragment is a contiguous interval of the program's op order (creation order, inputs and outputs
 left out), which is topological, so every fragment is convex: no path leaves a fragment and comes
 back. Non-LAX ops (relu, clamp) are never in a fragment; each stands alone as a *glue* op that is
-copied as-is. Ops that reach no program output are dropped. Within the LAX runs between glue ops
+copied as-is. An input op placed after compute ops marks a value that arrives later (a captured
+PyTorch program's glue, run outside, computes it from earlier outputs): no fragment reading it starts
+before it. Ops that reach no program output are dropped. Within the LAX runs between glue ops
 the cut points are chosen by dynamic programming, see `split_program`.
 """
 
@@ -21,7 +23,7 @@ from mugraph.ir.shapes import fmt
 from mugraph.ir.types import NON_LAX_OPS, OpKind
 
 # silu(x) = x / (1 + e^-x) and gelu carry an exponential too: at most one per path in a fragment.
-EXP_BEARING_OPS = frozenset({OpKind.EXP, OpKind.SILU, OpKind.GELU})
+EXP_BEARING_OPS = frozenset({OpKind.EXP, OpKind.SILU, OpKind.GELU, OpKind.GELU_ERF})
 
 
 class FragmentError(MugraphError):
@@ -103,6 +105,7 @@ class _Program:
                 "have pre-defined kernel ops only"
             )
         self.json_ops = to_json(program)["ops"]
+        self.input_pos = {op.outputs[0]: pos for pos, op in enumerate(program.ops) if op.kind is OpKind.INPUT}
         self.output_tensors = {t.index for t in program.output_tensors}
         live = set(self.output_tensors)
         kept: list[int] = []
@@ -151,6 +154,8 @@ class _Program:
             found.append(f"{len(gives)} outputs > max_outputs={limits.max_outputs}")
         if self.exp_depth(lo, hi) > 1:
             found.append("a path with more than one exp-bearing op (exp, silu, gelu)")
+        if any(self.input_pos.get(t, -1) > self.seq[lo] for t in reads):
+            found.append("an input that arrives after the fragment's first op")
         return found
 
 

@@ -23,7 +23,7 @@ KERNEL = -1
 # Ops whose output must keep its input's innermost dim (same shape, or the shape with reduced dims).
 _KEEP_INNER = frozenset({
     OpKind.EXP, OpKind.SQUARE, OpKind.SQRT, OpKind.MUL_SCALAR, OpKind.SILU, OpKind.GELU, OpKind.RELU,
-    OpKind.CLAMP, OpKind.REDUCTION, OpKind.RMS_NORM,
+    OpKind.GELU_ERF, OpKind.CLAMP, OpKind.REDUCTION, OpKind.RMS_NORM,
 }) | ACCUMULATORS
 # Ops that reduce over the last dim.
 _REDUCE_LAST = frozenset({OpKind.RMS_NORM, OpKind.ACCUM_SUM, OpKind.ACCUM_MEAN, OpKind.ACCUM_RMS,

@@ -43,10 +43,10 @@ _ELEMENT_FLOPS = {
     OpKind.ADD: 1, OpKind.MUL: 1, OpKind.DIV: 1, OpKind.MUL_SCALAR: 1, OpKind.SQUARE: 1, OpKind.SQRT: 1,
     OpKind.EXP: 1, OpKind.RELU: 1, OpKind.CLAMP: 2, OpKind.SILU: 4, OpKind.GELU: 8, OpKind.REDUCTION: 1,
     OpKind.RMS_NORM: 4, OpKind.CONCAT: 0, OpKind.ACCUM_NO_RED: 1, OpKind.ACCUM_SUM: 1, OpKind.ACCUM_MEAN: 1,
-    OpKind.ACCUM_RMS: 2, OpKind.ACCUM_REDTOX: 1,
+    OpKind.ACCUM_RMS: 2, OpKind.ACCUM_REDTOX: 1, OpKind.GELU_ERF: 8,
 }
 _FUSED = frozenset({OpKind.EXP, OpKind.SQUARE, OpKind.SQRT, OpKind.MUL_SCALAR, OpKind.SILU, OpKind.GELU,
-                    OpKind.RELU, OpKind.CLAMP, OpKind.ACCUM_NO_RED})
+                    OpKind.GELU_ERF, OpKind.RELU, OpKind.CLAMP, OpKind.ACCUM_NO_RED})
 BOUNDS = ("dram", "l2", "smem", "compute")
 
 

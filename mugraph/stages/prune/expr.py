@@ -8,7 +8,7 @@ order; reduction degrees exact) and a digest of it, the same in every process an
 
 Rules, per op: input i → v_i; matmul(A, B) → (sum k (* A B)) with k = A's last dim; reduction over a
 dim of size n → (sum n x) (n = 1 is x itself); rms_norm(x) → (/ x (rms n x)); square → (* x x);
-mul_scalar → x (a constant factor changes no subexpression relation); exp, sqrt, silu, gelu,
+mul_scalar → x (a constant factor changes no subexpression relation); exp, sqrt, silu, gelu, gelu_erf,
 relu, clamp → the same unary term; concat → (concat D S a b), and matmul(concat(a, b), concat(c, d))
 split at the same S along the contraction dim → (+ (sum S (* a c)) (sum k-S (* b d))), the lora
 preset's concat-then-matmul macro. Block graphs are inlined: an input
@@ -40,6 +40,7 @@ class Head:
     SQRT = "sqrt"
     SILU = "silu"
     GELU = "gelu"
+    GELU_ERF = "gelu_erf"
     RELU = "relu"
     CLAMP = "clamp"
     CONCAT = "concat"
@@ -51,6 +52,7 @@ UNARY_HEADS = {
     OpKind.SQRT: Head.SQRT,
     OpKind.SILU: Head.SILU,
     OpKind.GELU: Head.GELU,
+    OpKind.GELU_ERF: Head.GELU_ERF,
     OpKind.RELU: Head.RELU,
     OpKind.CLAMP: Head.CLAMP,
 }

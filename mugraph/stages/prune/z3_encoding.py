@@ -37,6 +37,8 @@ AXIOM_VERSION = "mirage-sub/1"
 Z3_VERSION = z3.get_version_string()
 
 _UNARY = (Head.EXP, Head.SQRT, Head.SILU, Head.GELU, Head.RELU, Head.CLAMP)
+# Declared only in queries whose terms use it, so every other query keeps its exact text.
+_ERF_UNARY = (*_UNARY, Head.GELU_ERF)
 # Z3's names for the binary heads; every other head is declared under its own name (Head.SUM is
 # "sum", ...), so `_Axioms` and `smt_term` spell each symbol the same way.
 _BINARY = {Head.ADD: "add", Head.MUL: "mul", Head.DIV: "div"}
@@ -49,7 +51,7 @@ def log_degree(n: int) -> int:
 class _Axioms:
     """The function symbols, the inputs and the axioms over them, in one Z3 context."""
 
-    def __init__(self, ctx: z3.Context, n_inputs: int):
+    def __init__(self, ctx: z3.Context, n_inputs: int, unary: Sequence[str] = _UNARY):
         self.ctx = ctx
         P = z3.DeclareSort("P", ctx)
         Int = z3.IntSort(ctx)
@@ -61,7 +63,7 @@ class _Axioms:
         self.red = f(Head.SUM, Int, P, P)
         self.rms = f(Head.RMS, Int, P, P)
         self.concat = f(Head.CONCAT, Int, Int, P, P, P)
-        self.unary = {h: f(h, P, P) for h in _UNARY}
+        self.unary = {h: f(h, P, P) for h in unary}
         self.sub = f("sub", P, P, z3.BoolSort(ctx))
         self.vars = [z3.Const(f"v{i}", P) for i in range(n_inputs)]
 
@@ -114,6 +116,10 @@ class _Axioms:
         return ax
 
 
+def _uses_erf(text: str) -> bool:
+    return f"({Head.GELU_ERF} " in text
+
+
 def smt_term(e: Expr) -> str:
     """A term in the axioms' SMT-LIB vocabulary (sum and rms degrees as ceil(log2(n)))."""
     h = e.head
@@ -136,8 +142,13 @@ class SubQueries:
         keep_context_memory()  # or each fresh context faults its 16 MiB in again (heap.py)
         self.rlimit = rlimit
         self.mbqi = mbqi
-        self.prologue = _Axioms(z3.Context(), n_inputs).smt_text()
+        self.n_inputs = n_inputs
         self.finals = [smt_term(e) for e in finals]
+        self.erf = any(_uses_erf(f) for f in self.finals)
+        self.prologue = self._prologue(self.erf)
+
+    def _prologue(self, erf: bool) -> str:
+        return _Axioms(z3.Context(), self.n_inputs, _ERF_UNARY if erf else _UNARY).smt_text()
 
     def goal(self, candidate: Expr) -> str:
         """The query's own assertion: the candidate is a subexpression of no output."""
@@ -147,7 +158,10 @@ class SubQueries:
 
     def text(self, candidate: Expr) -> str:
         """The whole query in SMT-LIB (declarations, axioms, goal), to log or hand to another solver."""
-        return self.prologue + self.goal(candidate)
+        goal = self.goal(candidate)
+        if not self.erf and _uses_erf(goal):  # a candidate the reference has no gelu_erf for
+            return self._prologue(True) + goal
+        return self.prologue + goal
 
     def check(self, candidate: Expr) -> str:
         """'unsat' (a subexpression), 'sat' (not one) or 'unknown' (the resource limit hit)."""

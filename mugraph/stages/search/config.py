@@ -19,7 +19,7 @@ import dataclasses
 import hashlib
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -235,6 +235,19 @@ def preset_config(preset: str) -> SearchConfig:
         raise ConfigError(f"unknown preset {preset!r}; presets are: {', '.join(PRESETS)}")
     cfg.validate()
     return cfg
+
+
+def for_reference(cfg: SearchConfig, kinds: Collection[OpKind]) -> SearchConfig:
+    """The config a reference with these op kinds searches with: where it has the exact (erf) form of
+    GELU and not the tanh form, the candidate op lists carry the erf form in the tanh form's place, so
+    the search can rediscover it (every other reference keeps the preset's lists, and its digest)."""
+    if OpKind.GELU_ERF not in kinds or OpKind.GELU in kinds:
+        return cfg
+
+    def swap(ops: tuple[OpKind, ...]) -> tuple[OpKind, ...]:
+        return tuple(OpKind.GELU_ERF if k is OpKind.GELU else k for k in ops)
+
+    return dataclasses.replace(cfg, kernel_ops=swap(cfg.kernel_ops), block_ops=swap(cfg.block_ops))
 
 
 def parse_override(text: str) -> tuple[str, Any]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from fractions import Fraction
-from math import prod
+from math import erf, prod
 from typing import Any, Protocol
 
 import numpy as np
@@ -31,6 +31,7 @@ class Algebra(Protocol):
     def sqrt(self, a: Array) -> Array: ...
     def silu(self, a: Array) -> Array: ...
     def gelu(self, a: Array) -> Array: ...
+    def gelu_erf(self, a: Array) -> Array: ...
     def relu(self, a: Array) -> Array: ...
     def clamp(self, a: Array, lo: float, hi: float) -> Array: ...
     def scale(self, a: Array, c: Fraction) -> Array: ...
@@ -140,6 +141,10 @@ class ZpqAlgebra:
     def gelu(self, a: Array) -> Array:
         return self.mul(a, self.exp(self.add(a, a)))
 
+    def gelu_erf(self, a: Array) -> Array:
+        """x·exp(3x): another opaque function than gelu's x·exp(2x), so the two forms never match."""
+        return self.mul(a, self.exp(self.add(a, self.add(a, a))))
+
     def relu(self, a: Array) -> Array:
         return self._relu[self._index(a)]
 
@@ -166,6 +171,15 @@ class ZpqAlgebra:
 
     def sum(self, a: Array, axis: int) -> Array:
         return self.xp.sum(self._float(a), axis=axis, keepdims=True) % self.m
+
+
+def _erf(xp: ArrayModule, a: Array) -> Array:
+    """erf element-wise in float64: CuPy's special function on a GPU, the C library's on the host."""
+    if xp is not np:
+        from cupyx.scipy.special import erf as cupy_erf
+
+        return cupy_erf(a)
+    return np.vectorize(erf, otypes=[np.float64])(a)
 
 
 class Float64Algebra:
@@ -196,6 +210,10 @@ class Float64Algebra:
         """The tanh form of GELU (the fingerprint treats gelu as an opaque function anyway)."""
         c = 0.7978845608028654  # sqrt(2/pi)
         return 0.5 * a * (1.0 + self.xp.tanh(c * (a + 0.044715 * a**3)))
+
+    def gelu_erf(self, a: Array) -> Array:
+        """The exact form, x/2·(1 + erf(x/√2)), as PyTorch's default `gelu` computes it."""
+        return 0.5 * a * (1.0 + _erf(self.xp, a * 0.7071067811865476))
 
     def relu(self, a: Array) -> Array:
         return self.xp.maximum(a, 0.0)

@@ -63,6 +63,8 @@ def apply_common(alg: Algebra, op: Op, args: Sequence[Array], rank: int) -> Arra
         return alg.silu(args[0])
     if k is OpKind.GELU:
         return alg.gelu(args[0])
+    if k is OpKind.GELU_ERF:
+        return alg.gelu_erf(args[0])
     if k is OpKind.RELU:
         return alg.relu(args[0])
     if k is OpKind.CLAMP:

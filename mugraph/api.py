@@ -1,0 +1,248 @@
+"""The library entry: the `optimize` pipeline as one function with typed options, which the command line
+and `mugraph.optimize` both call, and `mugraph.load` for a run made from a PyTorch model."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mugraph.cli_checks import (
+    check_host_port,
+    check_output_file,
+    check_store_path,
+    file_name,
+    parse_duration,
+    warn_many_workers,
+)
+from mugraph.cli_emit import write_store_module
+from mugraph.cli_explain import expert_line
+from mugraph.codegen.check import require_triton
+from mugraph.cuda.backend import cupy_available
+from mugraph.dashboards import live
+from mugraph.dashboards.report import write_report
+from mugraph.ir.errors import MugraphError
+from mugraph.programs import Program, resolve_program
+from mugraph.stages.layout.profiles import DEFAULT_PROFILE, get_profile
+from mugraph.stages.search.config import parse_override
+from mugraph.stages.search.serial import DEFAULT_BUDGET
+from mugraph.storage.memo_session import check_memo_reachable, private_memo, signed_url
+from mugraph.storage.memo_url import check_memo_url
+from mugraph.storage.run_store import RunStore
+
+if TYPE_CHECKING:
+    import torch
+
+DEFAULT_RUNS = Path("runs")
+Event = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class OptimizeOptions:
+    """Everything `mugraph optimize` takes besides the program (the command's options, typed).
+
+    `settings` overrides search limits for every fragment (KEY=VALUE as `--set` takes them, or a dict);
+    `layouts` gives the innermost dim of program inputs and outputs; `time_limit` is seconds or a
+    duration such as "15m"; `command` is what the store records as the command that made it."""
+
+    preset: str | None = None
+    settings: Mapping[str, Any] | tuple[str, ...] = ()
+    workers: int | None = None
+    scheduler: str | None = None
+    memo_url: str | None = None
+    store: str | Path | None = None
+    time_limit: str | float | None = None
+    fresh: bool = False
+    budget: int | None = None
+    backend: str = "auto"
+    profile: Path | None = None
+    dashboard_address: str = "127.0.0.1:8787"
+    layouts: Mapping[str, int] = field(default_factory=dict)
+    gpu_profile: str = DEFAULT_PROFILE
+    emit_kernels: bool = False
+    measure: int = 0
+    command: tuple[str, ...] | None = None
+
+    def overrides(self) -> dict[str, Any]:
+        if isinstance(self.settings, Mapping):
+            return dict(self.settings)
+        return dict(parse_override(s) for s in self.settings)
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for pkg in ("mugraph", "zarr", "dask", "distributed", "z3-solver", "numpy"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            out[pkg] = "unknown"
+    return out
+
+
+@contextlib.contextmanager
+def _memo_url(memo_url: str | None, store: Path) -> Iterator[str | None]:
+    """The URL workers use, with the run's memo secret in it (kept in STORE.memo/): the given one, or a
+    private redis-server kept beside the store (so a resumed run finds its verdicts again)."""
+    memo_dir = store.with_name(store.name + ".memo")
+    if memo_url is None:
+        with private_memo(memo_dir) as url:
+            yield url
+        return
+    yield None if memo_url == "local" else signed_url(memo_url, memo_dir)
+
+
+@contextlib.contextmanager
+def _children_ignore_sigint() -> Iterator[None]:
+    """Worker processes started inside inherit an ignored SIGINT: a terminal's Ctrl-C reaches the whole
+    process group, and only the driver answers it (stopping the cluster), so workers print no tracebacks."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _stored_budget(path: Path) -> int | None:
+    """The budget in the identity of the store at `path`, if there is a readable one."""
+    if not path.is_dir():
+        return None
+    try:
+        with RunStore.open_existing(path) as st:
+            return int(st.identity["budget"])
+    except (MugraphError, KeyError, ValueError, OSError):
+        return None  # opening it for the run says what is wrong
+
+
+def _time_limit(value: str | float | None) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if not value > 0:
+            raise MugraphError(f"time limit {value!r}: must be a positive number of seconds")
+        return float(value)
+    return parse_duration(str(value))
+
+
+def run_optimize(program: Program | str, options: OptimizeOptions = OptimizeOptions(),
+                 on_event: Callable[[Event], None] | None = None) -> Event:
+    """Search every fragment of `program` (a Program, or a built-in name or file as the command takes it)
+    on a Dask cluster, confirm, rank and stitch the best μGraphs into a Zarr store; the same call on the
+    same store continues where a stopped one left off. `on_event` gets every event as the run goes
+    (start, progress, found, confirmed, layout, measured); the return value is the `done` event, with
+    `report` and `kernels` (paths or None) added."""
+    from distributed import performance_report
+
+    from mugraph.pipeline.cluster import dask_client
+    from mugraph.pipeline.driver import COUNTER_NAMES, Driver
+    from mugraph.pipeline.measuring import NO_GPU
+    from mugraph.pipeline.plan import fragment_io_layouts, make_plan
+    from mugraph.pipeline.worker import MugraphPlugin
+
+    o = options
+    # Every option is checked before the store, the memo server or the cluster is created.
+    warn_many_workers(o.workers)
+    limit = _time_limit(o.time_limit)
+    if o.emit_kernels or o.measure:
+        require_triton()  # before the run, not after it
+    if o.measure and o.scheduler is None and not cupy_available():
+        raise MugraphError(NO_GPU)  # the local cluster would have no GPU worker
+    if o.backend == "cupy" and o.scheduler is None and not cupy_available():
+        raise MugraphError("--backend cupy needs CuPy and a usable CUDA device on this machine, and none was found; "
+                           "use --backend numpy (or auto)")
+    gpu = get_profile(o.gpu_profile)
+    if o.workers is not None and o.scheduler is not None:
+        raise MugraphError("workers start a local cluster; with a scheduler the cluster's own workers run "
+                           "(give one of --workers and --scheduler)")
+    if o.scheduler is not None:
+        check_host_port(o.scheduler, "--scheduler", scheduler=True)
+    else:
+        check_host_port(o.dashboard_address, "--dashboard-address")
+    if o.memo_url is not None:
+        check_memo_url(o.memo_url)
+    if o.profile is not None:
+        check_output_file(o.profile, "--profile")
+    prog = resolve_program(program) if isinstance(program, str) else program
+    overrides = o.overrides()
+    plan = make_plan(prog, o.preset, overrides, o.budget or DEFAULT_BUDGET)
+    io_layouts = dict(o.layouts)
+    fragment_io_layouts(plan, io_layouts)  # refuses unknown names and dims before anything starts
+    path = check_store_path(str(o.store)) if o.store is not None else check_store_path(str(
+        DEFAULT_RUNS / f"{file_name(prog.name)}-{plan.identity['program_digest'][:8]}-"
+        f"{plan.identity['config_digest'][:8]}.zarr"), "the default store")
+    if o.budget is None and not o.fresh:
+        resumed = _stored_budget(path)  # a store made with an older default resumes with its own budget
+        if resumed is not None and resumed != plan.budget:
+            plan = make_plan(prog, o.preset, overrides, resumed)
+    if o.memo_url not in (None, "local"):
+        check_memo_reachable(o.memo_url)
+    command = list(o.command) if o.command is not None else sys.argv[1:]
+    meta = {"versions": _versions(), "command": command}
+    live_client: list[Any] = []  # the client once it exists, and the live page's URL
+
+    def emit(e: Event) -> None:
+        if live_client:
+            live.publish(live_client[0], e)
+            if e["event"] == "start":
+                e["live_page"] = live_client[1]
+        if on_event is not None:
+            on_event(e)
+
+    with RunStore.open(path, plan.identity, meta=meta, counter_names=COUNTER_NAMES, fresh=o.fresh) as st, \
+            _memo_url(o.memo_url, path) as url, contextlib.ExitStack() as stack:
+        if prog.save_beside is not None:
+            prog.save_beside(path)  # what the store alone does not hold (a PyTorch model's exported program)
+        with _children_ignore_sigint():
+            client = stack.enter_context(dask_client(o.workers, o.scheduler, o.dashboard_address))
+        client.register_plugin(MugraphPlugin(url, o.backend), name="mugraph")
+        live_client.extend([client, live.install(client)])
+        perf = performance_report(filename=str(o.profile)) if o.profile else contextlib.nullcontext()
+        with perf:
+            done = Driver(plan, st, client, time_limit=limit, on_event=emit, profile=gpu,
+                          io_layouts=io_layouts, measure=o.measure).run()
+        live.publish(client, done)  # before the client closes: the page says how the run ended
+    done["profile"] = str(o.profile) if o.profile else None
+    done["report"] = str(write_report(path))
+    done["kernels"] = str(write_store_module(path)) if o.emit_kernels else None
+    done["expert"] = expert_line(prog, [(fp.payload.reference, fp.config) for fp in plan.fragments],
+                                 set(done["mugraphs"]))
+    return done
+
+
+def optimize(model: Any, example_inputs: Any, *, name: str | None = None,
+             on_event: Callable[[Event], None] | None = None, **options: Any) -> torch.nn.Module:
+    """Optimise a PyTorch module or function at the shapes of `example_inputs`: capture it with
+    torch.export, search its fragments (as `mugraph optimize` does; `options` are OptimizeOptions'
+    fields), and return a drop-in module running the chosen μGraphs as Triton kernels, glue in torch."""
+    from mugraph.torch.errors import require_torch
+
+    require_torch()
+    from mugraph.torch.capture import capture
+    from mugraph.torch.program import load_store
+
+    captured = capture(model, example_inputs, name)
+    prog = Program(captured.name, f"PyTorch model {captured.name}", "mlp", captured.builder(), {},
+                   source="torch", save_beside=captured.save_beside)
+    opts = OptimizeOptions(**{"command": ("optimize", f"<torch model {captured.name}>"), **options})
+    done = run_optimize(prog, opts, on_event)
+    return load_store(Path(done["store"]))
+
+
+def load(store: str | Path) -> torch.nn.Module:
+    """The drop-in module of a run made from a PyTorch model (by `mugraph.optimize` or by `mugraph
+    optimize model.py`): its best μGraphs so far as Triton kernels, the glue in torch."""
+    from mugraph.torch.errors import require_torch
+
+    require_torch()
+    from mugraph.torch.program import load_store
+
+    return load_store(Path(store))

@@ -1,0 +1,174 @@
+"""Capturing a PyTorch module or function with torch.export, and the exported file kept with a run.
+
+The exported program (its ATen graph, the parameters' values, the input and output structure) is what
+both ends use: the capture lowers it to a mugraph program, and `load` rebuilds the drop-in module
+from the same file, so the search and the returned module always agree on the graph.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import io
+import logging
+import re
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import torch
+
+from mugraph.ir.errors import MugraphError
+from mugraph.ir.graph import KernelGraph
+from mugraph.ir.serialize import digest, from_json, to_json
+from mugraph.torch.errors import CaptureError
+from mugraph.torch.lower import Lowering, lower
+
+
+def exported_path(store: Path) -> Path:
+    """Where a run made from a PyTorch model keeps its exported program: `NAME.zarr` -> `NAME.torch.pt2`."""
+    return store.with_name(store.name.removesuffix(".zarr") + ".torch.pt2")
+
+
+class _Function(torch.nn.Module):
+    """A plain function as a module, so torch.export takes it."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args: Any) -> Any:
+        return self.fn(*args)
+
+
+def _as_module(fn: Callable[..., Any]) -> torch.nn.Module:
+    """`fn` as a module whose forward has fn's parameter names (torch.export names the inputs after them)."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return _Function(fn)
+    if any(p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params):
+        return _Function(fn)
+    positional = inspect.Parameter.POSITIONAL_OR_KEYWORD
+
+    def forward(self: _Function, *args: Any) -> Any:
+        return self.fn(*args)
+
+    forward.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter("self", positional), *(p.replace(kind=positional) for p in params)])
+    return cast(torch.nn.Module, type(model_name(fn), (_Function,), {"forward": forward})(fn))
+
+
+@dataclass(frozen=True)
+class Captured:
+    """A model's exported program and its lowering."""
+
+    name: str
+    exported: torch.export.ExportedProgram
+    lowering: Lowering
+
+    @property
+    def digest(self) -> str:
+        return digest(self.lowering.graph)
+
+    def builder(self) -> Callable[[], KernelGraph]:
+        """Fresh copies of the captured program (a Program's reference)."""
+        data = to_json(self.lowering.graph)
+        return lambda: from_json(data)
+
+    def save_beside(self, store: Path) -> None:
+        """Keep the exported program beside a run's store, where `load` finds it."""
+        self.save(exported_path(store))
+
+    def save(self, path: Path) -> Path:
+        """Write the exported program (graph and weights) to `path` (torch.export's .pt2 format)."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name.removesuffix(".pt2") + ".tmp.pt2")  # torch.export wants the suffix
+        torch.export.save(self.exported, str(tmp))
+        tmp.replace(path)
+        return path
+
+
+def model_name(model: Any) -> str:
+    """A program name for a model: its class or function name."""
+    raw = getattr(model, "__name__", None) if not isinstance(model, torch.nn.Module) else type(model).__name__
+    name = "".join(c if c.isalnum() or c in "_-" else "_" for c in str(raw or "model"))
+    return name.strip("_-") or "model"
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+_FRAME = re.compile(r'File "([^"]+)", line (\d+)')
+
+
+def _user_line(e: BaseException) -> str:
+    """`file:line` of the model's own code where torch stopped: named in torch's message, else the
+    innermost traceback frame outside torch."""
+    torch_dir = str(Path(torch.__file__).parent)
+    frames = [(f, int(n)) for f, n in _FRAME.findall(str(e))]
+    frames += [(f.filename, f.lineno or 0) for f in traceback.extract_tb(e.__traceback__)]
+    mine = [f"{f}:{n}" for f, n in frames if not f.startswith(torch_dir) and "mugraph" not in Path(f).parts]
+    return mine[0] if mine else ""
+
+
+@contextlib.contextmanager
+def _quiet_torch() -> Iterator[None]:
+    """torch.export logs and prints its refusals (graphs, hints) before raising: the error says it once."""
+    previous = logging.root.manager.disable
+    logging.disable(logging.CRITICAL)  # torch's loggers set their own levels: only this reaches them all
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            yield
+    finally:
+        logging.disable(previous)
+
+
+def export(model: Any, example_inputs: Any) -> torch.export.ExportedProgram:
+    """torch.export of a module or function at the example inputs' shapes, in eval mode."""
+    if isinstance(model, torch.nn.Module):
+        module = model
+    elif callable(model):
+        module = _as_module(model)
+    else:
+        raise CaptureError(f"model must be a torch.nn.Module or a function, not {type(model).__name__}")
+    args = tuple(example_inputs) if isinstance(example_inputs, Sequence) else (example_inputs,)
+    if not all(isinstance(a, torch.Tensor) for a in args):
+        kinds = ", ".join(type(a).__name__ for a in args)
+        raise CaptureError(f"example_inputs must be tensors (a tensor or a tuple of them), got ({kinds})")
+    was_training = module.training
+    module.eval()
+    try:
+        with _quiet_torch():
+            # functional form, ops kept whole: in-place writes become outputs (a buffer's new value)
+            return cast(torch.export.ExportedProgram, torch.export.export(module, args).run_decompositions({}))
+    except MugraphError:
+        raise
+    except Exception as e:  # torch's own refusals (data-dependent control flow, unsupported calls)
+        where = _user_line(e)
+        raise CaptureError(f"torch.export cannot capture {model_name(model)}{' at ' + where if where else ''}: "
+                           f"{type(e).__name__}: {_first_line(e)}") from None
+    finally:
+        module.train(was_training)
+
+
+def capture(model: Any, example_inputs: Any, name: str | None = None) -> Captured:
+    """Export `model` at `example_inputs` and lower it to a mugraph program."""
+    ep = export(model, example_inputs)
+    return Captured(name or model_name(model), ep, lower(ep))
+
+
+def load_exported(path: Path, name: str) -> Captured:
+    """The capture of an exported program saved with a run."""
+    if not path.is_file():
+        raise CaptureError(f"{path}: no exported program (the run was not made from a PyTorch model, or the file "
+                           "was removed)")
+    try:
+        ep = torch.export.load(str(path))
+    except Exception as e:
+        raise CaptureError(f"{path}: cannot read the exported program: {_first_line(e)}") from None
+    return Captured(name, ep, lower(ep))

@@ -1,0 +1,28 @@
+"""The torch front and back end's errors, and the one check that torch is there at all."""
+
+from __future__ import annotations
+
+import importlib.util
+
+from mugraph.ir.errors import MugraphError
+
+TORCH_EXTRA_HINT = "install the torch extra: pip install 'mugraph[torch]'"
+
+
+class TorchError(MugraphError):
+    """Something about a PyTorch model or a loaded module that a person must fix."""
+
+
+class CaptureError(TorchError):
+    """A model cannot be captured: torch.export refuses it, or one of its ops can be neither lowered to
+    mugraph's IR nor run by PyTorch as glue. The message names the op and its source line."""
+
+
+class TorchUnavailableError(TorchError):
+    """PyTorch is not installed (it is an optional extra)."""
+
+
+def require_torch() -> None:
+    """One clear error where torch is missing, before anything imports it."""
+    if importlib.util.find_spec("torch") is None:
+        raise TorchUnavailableError(f"PyTorch is not installed; {TORCH_EXTRA_HINT}")
