@@ -21,10 +21,10 @@ from math import prod
 
 from mugraph.codegen.errors import CodegenError
 from mugraph.codegen.text import inert
-from mugraph.codegen.tiles import AXES, MIN_DOT, input_access, output_access, padded, padded_shape, tile_offsets
-from mugraph.codegen.tiles import mask as tile_mask
 from mugraph.ir.graph import BlockGraph, KernelGraph, Op
 from mugraph.ir.shapes import fmt
+from mugraph.ir.tiles import AXES, MIN_DOT, input_access, output_access, padded, padded_shape, tile_offsets
+from mugraph.ir.tiles import mask as tile_mask
 from mugraph.ir.types import ACCUMULATORS, DType, OpKind, Shape
 
 GELU_C = 0.7978845608028654  # sqrt(2/pi), the tanh form of GELU as in the float64 interpreter

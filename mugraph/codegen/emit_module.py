@@ -18,10 +18,10 @@ from mugraph import __version__
 from mugraph.codegen.emit_kernel import emit_kernel, live_tensors
 from mugraph.codegen.errors import CodegenError
 from mugraph.codegen.text import inert, wrap_code, wrap_text
-from mugraph.codegen.tiles import layout_strides, row_major_strides
 from mugraph.ir.canonical import canonical_digest
 from mugraph.ir.graph import KernelGraph, Op
 from mugraph.ir.shapes import fmt
+from mugraph.ir.tiles import layout_strides, row_major_strides
 from mugraph.ir.types import DType, OpKind
 
 

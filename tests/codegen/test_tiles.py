@@ -8,8 +8,8 @@ import itertools
 import numpy as np
 import pytest
 
-from mugraph.codegen.tiles import input_access, layout_strides, padded
 from mugraph.ir.graph import BlockGraph, KernelGraph
+from mugraph.ir.tiles import input_access, layout_strides, padded
 from mugraph.stages.verify.algebra import Float64Algebra
 from mugraph.stages.verify.interpret import partition
 

@@ -40,8 +40,14 @@ def program_in_float64(c: Captured, args: tuple[torch.Tensor, ...]) -> dict[str,
     for name, _, _ in c.lowering.graph.input_signature():
         src = c.lowering.inputs[name]
         value = glue(src.node) if src.node is not None else torch.full(src.shape, src.value, dtype=torch.float64)
-        made = {"transpose": lambda v: v.t(), "reshape": lambda v: v.reshape(src.shape),
-                "scale": lambda v: v * src.value}.get(src.kind, lambda v: v)(value)
+        if src.kind == "transpose":
+            made = value.t()
+        elif src.kind == "reshape":
+            made = value.reshape(src.shape)
+        elif src.kind == "scale":
+            made = value * src.value
+        else:
+            made = value
         arrays.append(made.detach().numpy())
     outs = evaluate(Float64Algebra(np), c.lowering.graph, arrays)
     names = [str(op.attr("name")) for op in c.lowering.graph.ops_of(OpKind.OUTPUT)]
@@ -98,7 +104,8 @@ def test_gelu_forms_are_distinct_ops(approximate: str, kind: OpKind) -> None:
 
 @pytest.mark.parametrize("model_class, shapes", [(RMSNorm, ((16, 64),)), (GeluMLP, ((16, 64),))],
                          ids=["rmsnorm-module", "gelu-mlp"])
-def test_modules_with_weights_eps_and_bias(model_class: Callable[[], nn.Module], shapes: tuple[tuple[int, ...]]) -> None:
+def test_modules_with_weights_eps_and_bias(model_class: Callable[[], nn.Module],
+                                           shapes: tuple[tuple[int, ...]]) -> None:
     model = build(model_class if model_class is not RMSNorm else (lambda: RMSNorm(64)))  # type: ignore[arg-type]
     args = inputs(*shapes)
     c = capture(model, args)

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from math import ceil, gcd, prod
 from typing import Any
 
-from mugraph.codegen.tiles import padded_shape
 from mugraph.ir.graph import BlockGraph, KernelGraph, Op
+from mugraph.ir.tiles import padded_shape
 from mugraph.ir.types import ACCUMULATORS, OpKind
 from mugraph.stages.layout.profiles import GpuProfile
 
