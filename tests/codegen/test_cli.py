@@ -1,5 +1,5 @@
 """`mugraph emit` and `mugraph optimize --emit` as a person runs them: real subprocesses, a real
-narrowed `optimize rms_norm` run, Triton's interpreter for --check; errors are one line, exit 2."""
+narrowed `optimize lora` run (its best μGraph is confidently faster than the reference), Triton's interpreter for --check; errors are one line, exit 2."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def last_json(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
     cwd = tmp_path_factory.mktemp("emit")
-    proc = mugraph(*optimize_args("rms_norm", cwd / "run.zarr", "--workers", "1", "--emit"), cwd=cwd)
+    proc = mugraph(*optimize_args("lora", cwd / "run.zarr", "--workers", "1", "--emit"), cwd=cwd)
     return cwd, done(proc)
 
 
@@ -37,12 +37,12 @@ def test_optimize_emit_writes_the_best_mugraph_and_it_matches(run: tuple[Path, d
     kernels = Path(last["kernels"])
     assert kernels == cwd / "run.kernels.py" and kernels.is_file()
     text = kernels.read_text()
-    assert f"DIGEST = {last['best']!r}" in text and text.count("@triton.jit") == 1
+    assert not last["not_confident"] and f"DIGEST = {last['best']!r}" in text and text.count("@triton.jit") >= 1
     assert "config: store" in text and "mugraph: " in text and "layouts chosen" in text
     proc = mugraph("emit", str(cwd / "run.zarr"), "--out", str(cwd / "again.py"), "--check", "--json", cwd=cwd)
     assert proc.returncode == 0, proc.stderr
     out = last_json(proc)
-    assert set(out) >= KEYS and out["program"] == "rms_norm" and out["digest"] == last["best"]
+    assert set(out) >= KEYS and out["program"] == "lora" and out["digest"] == last["best"]
     assert out["ok"] is True and out["interpreted"] is True and 0 < out["max_rel_err"] <= FP16_TOLERANCE
     assert (cwd / "again.py").read_text() == text  # the same module from the store, whoever writes it
 

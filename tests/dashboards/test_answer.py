@@ -23,7 +23,7 @@ from tests.pipeline.conftest import done, mugraph, optimize_args
 def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
     cwd = tmp_path_factory.mktemp("answer")
     store = cwd / "run.zarr"
-    done(mugraph(*optimize_args("rms_norm", store, "--workers", "2", "--memo-url", "local", budget=40), cwd=cwd))
+    done(mugraph(*optimize_args("lora", store, "--workers", "2", "--memo-url", "local", budget=40), cwd=cwd))
     return store, read_report_data(report_path(store).read_text())
 
 

@@ -169,7 +169,8 @@ def test_python_runtime_error_names_line(tmp_path: Path) -> None:
 def test_python_without_reference(tmp_path: Path) -> None:
     path = write(tmp_path, "noref.py", "from mugraph.ir import KernelGraph\ngraph = KernelGraph()\n")
     assert load_error(path) == (
-        f"{path}: defines no `reference` (a KernelGraph or a function returning one)"
+        f"{path}: defines no `reference` (a KernelGraph or a function returning one), nor `model` and "
+        "`example_inputs` (a PyTorch module or function and its inputs)"
     )
 
 
