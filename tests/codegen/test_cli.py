@@ -1,5 +1,6 @@
 """`mugraph emit` and `mugraph optimize --emit` as a person runs them: real subprocesses, a real
-narrowed `optimize lora` run (its best μGraph is confidently faster than the reference), Triton's interpreter for --check; errors are one line, exit 2."""
+narrowed `optimize lora` run (its best
+μGraph is confidently faster than the reference), Triton's interpreter for --check; errors are one line, exit 2."""
 
 from __future__ import annotations
 
