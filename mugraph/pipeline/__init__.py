@@ -1,3 +1,3 @@
-"""The Dask driver, task functions, cluster set-up and resume logic (issue 5).
+"""The Dask driver, task functions, cluster set-up and resume logic.
 
 The only package that knows Dask."""

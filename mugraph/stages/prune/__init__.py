@@ -1,1 +1,1 @@
-"""Abstract-expression pruning with a Z3 oracle (issue 3)."""
+"""Abstract-expression pruning with a Z3 oracle."""

@@ -1,1 +1,1 @@
-"""The μGraph search: candidate generators, canonical order, budgeted exploration (issue 4)."""
+"""The μGraph search: candidate generators, canonical order, budgeted exploration."""
