@@ -25,6 +25,7 @@ from typing import Any
 
 from mugraph.ir.errors import MugraphError
 from mugraph.ir.types import Dim3, OpKind
+from mugraph.stages.prune.oracle import DEFAULT_RLIMIT
 
 PRESETS = ("mlp", "lora", "attention")
 MAX_DIM = 3  # tensors have at most 4 dims
@@ -90,7 +91,7 @@ class SearchConfig:
     franges: tuple[int, ...] = (4, 16, 32, 64)
     rdx: int = 64
     seeds: tuple[int, ...] = (0,)  # fingerprint seeds of the inline check
-    rlimit: int = 80_000
+    rlimit: int = DEFAULT_RLIMIT
     unknown_keeps: bool = False
 
     def to_json(self) -> dict[str, Any]:
