@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -20,7 +21,8 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+        out: torch.Tensor = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+        return out
 
 
 class DecoderBlock(nn.Module):
@@ -43,7 +45,8 @@ class DecoderBlock(nn.Module):
         attn = torch.softmax(scores, dim=-1) @ v
         x = x + self.o(attn.transpose(0, 1).reshape(seq, dim))
         h = self.mlp_norm(x)
-        return x + self.down(F.silu(self.gate(h)) * self.up(h))
+        out: torch.Tensor = x + self.down(F.silu(self.gate(h)) * self.up(h))
+        return out
 
 
 class GeluMLP(nn.Module):
@@ -54,7 +57,8 @@ class GeluMLP(nn.Module):
         self.fc1, self.fc2 = nn.Linear(dim, hidden), nn.Linear(hidden, dim)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc2(F.gelu(self.fc1(x)))
+        out: torch.Tensor = self.fc2(F.gelu(self.fc1(x)))
+        return out
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -62,7 +66,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     return F.rms_norm(x, (x.shape[-1],), weight, 1e-5)
 
 
-def build(cls: type[nn.Module], seed: int = 0, dtype: torch.dtype = torch.float16) -> nn.Module:
+def build(cls: Callable[[], nn.Module], seed: int = 0, dtype: torch.dtype = torch.float16) -> nn.Module:
     """A model with seeded weights (PyTorch's own initialisation) in `dtype`, in eval mode."""
     torch.manual_seed(seed)
     return cls().to(dtype).eval()
