@@ -30,6 +30,13 @@ def test_a_driver_behind_its_workers_stops_at_the_limit_and_resumes(tmp_path: Pa
             time.sleep(HANDLING_SECONDS)
             super()._on_search(row, fragment, result)
 
+        def _loop(self) -> bool:
+            stopped = super()._loop()
+            loop_ends.append(time.perf_counter())
+            return stopped
+
+    loop_ends: list[float] = []
+
     plan = make_plan(get_builtin("rms_norm"), None, NARROW["rms_norm"], BUDGET)
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
             Client(cluster) as client:
@@ -39,7 +46,9 @@ def test_a_driver_behind_its_workers_stops_at_the_limit_and_resumes(tmp_path: Pa
             stopped = SlowDriver(plan, store, client, time_limit=LIMIT).run()
             loop_end = t0 + LIMIT + HANDLING_SECONDS  # at most one result past the limit
             assert not stopped["complete"]
-            assert stopped["seconds"] < LIMIT + 2 * HANDLING_SECONDS + 1.0, stopped["seconds"]
+            # the loop stops within one result's handling of the limit (plus one gather of finished
+            # results); the final ranking after it is bounded separately below
+            assert loop_ends[0] - t0 < LIMIT + 2 * HANDLING_SECONDS + 2.0, loop_ends[0] - t0
             assert time.perf_counter() < loop_end + 10  # cancelling and the final ranking are quick
             pending_after_stop = store.task_summary().get("pending", 0)
             assert pending_after_stop > 0
