@@ -124,10 +124,16 @@ class MemoStoreContract:
         assert store.claim([], 5.0) == []
         assert store.claim(["c1", "c2"], 5.0) == [True, True]
 
-    def test_close_is_idempotent(self, make: Factory) -> None:
+    def test_close_is_idempotent_and_keeps_what_was_written(self, make: Factory) -> None:
+        """A worker's teardown may close its handle twice (plugin teardown, then process exit): the
+        second close must not raise, and verdicts written before it stay visible to other handles."""
         handle = make()
+        handle.put_if_absent({"closed:k": b"Y"})
         handle.close()
         handle.close()
+        other = make()
+        assert other.get_many(["closed:k"]) == [b"Y"]
+        other.close()
 
 
 class TestLocalMemo(MemoStoreContract):

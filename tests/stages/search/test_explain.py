@@ -14,7 +14,7 @@ from mugraph.programs import get_builtin
 from mugraph.stages.search.config import preset_config
 from mugraph.stages.search.explain import Explanation, explain_expert
 from mugraph.stages.search.explore import Fragment, Searcher
-from tests.conftest import reference
+from tests.builtin import reference
 from tests.stages.search.narrow import NARROW
 from tests.test_cli_prune import run, summary
 
