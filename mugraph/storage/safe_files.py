@@ -67,19 +67,21 @@ def write_nofollow(path: Path, data: bytes, *, append: bool = False, mode: int =
 
 
 def find_link(root: Path) -> Path | None:
-    """The first symbolic link inside the directory `root` (in sorted order, depth first), or None.
+    """The first symbolic link (by path) inside the directory `root`, or None.
 
     `root` itself may be a link (the user named it); nothing below it may be. Links are not followed,
-    so the walk stays inside `root`."""
-    try:
-        entries = sorted(os.scandir(root), key=lambda e: e.name)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    for entry in entries:
-        if entry.is_symlink():
-            return Path(entry.path)
-        if entry.is_dir(follow_symlinks=False):
-            found = find_link(Path(entry.path))
-            if found is not None:
-                return found
-    return None
+    so the walk stays inside `root`; it reads directory entries only (no stat per file)."""
+    links: list[str] = []
+    stack = [os.fspath(root)]
+    while stack:
+        try:
+            entries = os.scandir(stack.pop())
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        with entries:
+            for entry in entries:
+                if entry.is_symlink():
+                    links.append(entry.path)
+                elif entry.is_dir(follow_symlinks=False):
+                    stack.append(entry.path)
+    return Path(min(links)) if links else None
