@@ -101,8 +101,9 @@ def test_the_lock_link_through_the_cli(store: Path, target: Path, tmp_path: Path
     assert untouched(target)
 
 
-def test_fresh_removes_the_lock_link_not_its_target(store: Path, target: Path) -> None:
+def test_fresh_removes_links_not_their_targets(store: Path, target: Path) -> None:
     plant(store / LOCK_NAME, target)
+    plant(store / "found", target.parent)  # a directory link: rmtree must not descend into it
     with new_store(store, fresh=True) as st:
         assert st.created and st.tasks() == []
     assert untouched(target) and not (store / LOCK_NAME).is_symlink()
