@@ -5,8 +5,10 @@ Each key is written to a hidden temp file in its own directory and then renamed 
 the new one, never a mixture. zarr ≥ 3.1.3 does the same internally, but the run store's correctness
 rests on it, so it is explicit here rather than an undocumented property of one zarr release. Temp
 names end in `TEMP_SUFFIX`; a crash can leave some behind, and `remove_temp_files` deletes them when
-the single writer reopens the store. With `durable=True` the file and its directory are fsynced
-too (survives power loss, at about a millisecond per write); a process crash needs no fsync.
+the single writer reopens the store. A temp file is created with O_EXCL (never a planted file or link)
+and the rename replaces a link at the key's name instead of writing through it. With `durable=True`
+the file and its directory are fsynced too (survives power loss, at about a millisecond per write); a
+process crash needs no fsync.
 """
 
 from __future__ import annotations
@@ -30,8 +32,10 @@ def write_atomic(path: Path, data: bytes | memoryview, *, exclusive: bool = Fals
     """Write `data` to `path` via a temp file and a rename. `exclusive`: FileExistsError if it exists."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:12]}{TEMP_SUFFIX}"
+    # O_EXCL: the temp file is new, never a link or a file planted under its name
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     try:
-        with open(tmp, "wb") as f:
+        with os.fdopen(fd, "wb") as f:
             f.write(data)
             if durable:
                 f.flush()

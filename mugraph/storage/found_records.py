@@ -29,19 +29,23 @@ class FoundRecord:
 async def load_found(
     store: AtomicLocalStore, root: Path, fragment: int, rows: int, readonly: bool
 ) -> dict[str, FoundRecord]:
-    """The found records of `fragment`, checked (StoreDamaged naming the file); `rows` is the task table's
-    committed row count, which the writer's records' tasks must be below."""
+    """The found records of `fragment`, checked (StoreDamaged naming the file, never an assertion: stored
+    data is input); `rows` is the task table's committed row count, which the writer's records' tasks
+    must be below."""
     base = f"found/{fragment}"
     names = record_names(root, base)
     records = await asyncio.gather(*(read_record(store, root, f"{base}/{n}") for n in names))
     out: dict[str, FoundRecord] = {}
     for name, attrs in zip(names, records, strict=True):
         file = metadata_file(root, f"{base}/{name}")
+        if attrs is None:  # listed a moment ago; records are never deleted
+            raise damaged(file, "missing (removed while the store was being read)")
         try:
-            assert attrs is not None
-            task = attrs["task"]
-            path = check_path(attrs["path"], "found")
-            if not isinstance(attrs["graph"], str) or not isinstance(task, int) or task < 0:
+            task, graph, raw_path = attrs["task"], attrs["graph"], attrs["path"]
+            if not isinstance(raw_path, list) or not all(type(x) is int for x in raw_path):
+                raise TypeError(f"path must be a list of integers, not {raw_path!r:.60}")
+            path = check_path(raw_path, "found")
+            if not isinstance(graph, str) or isinstance(task, bool) or not isinstance(task, int) or task < 0:
                 raise ValueError("graph must be text and task a row number")
             if task >= rows and not readonly:
                 raise ValueError(f"task {task} is not a row of the task table")
@@ -49,7 +53,7 @@ async def load_found(
             # since completed. Its record is kept: it may be the rewrite of a record that a task in
             # the snapshot made (a later task found the same μGraph at a smaller path), and the
             # μGraph exists either way. For the writer itself such a record is damage.
-        except (AssertionError, KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError) as exc:
             raise damaged(file, exc) from None
-        out[name] = FoundRecord(fragment, name, path, attrs["graph"], task)
+        out[name] = FoundRecord(fragment, name, path, graph, task)
     return out

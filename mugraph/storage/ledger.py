@@ -7,6 +7,10 @@ commit record. On open every record the ledger names must exist: a deleted `foun
 `found/` or `fragments/zarr.json` is reported as damage naming the file, instead of a run that finishes
 "complete" with fewer μGraphs. A crash mid-append leaves a line without its newline: it is ignored (the
 record it names is not needed by anything committed) and the writer cuts it off before appending.
+The file is never opened through a symbolic link (`safe_files`): a link is damage.
+
+The ledger alone cannot tell an emptied file from a new run; `cross_checks` compares the records with
+each other and with the task table's count of found μGraphs, which do not depend on it.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from mugraph.storage.records import metadata_file
+from mugraph.storage.safe_files import LinkFound, open_nofollow, read_nofollow
 from mugraph.storage.store_errors import damaged
 
 __all__ = ["LEDGER_NAME", "Ledger"]
@@ -44,7 +49,7 @@ class Ledger:
     @classmethod
     def create(cls, root: Path, *, durable: bool) -> Ledger:
         """An empty ledger in a store being built."""
-        (root / LEDGER_NAME).write_bytes(b"")
+        os.close(open_nofollow(root / LEDGER_NAME, os.O_WRONLY | os.O_CREAT | os.O_EXCL))
         return cls(root, set(), durable=durable)
 
     @classmethod
@@ -53,15 +58,23 @@ class Ledger:
         that every record it names is on disk (StoreDamaged naming the first missing file)."""
         file = root / LEDGER_NAME
         try:
-            data = file.read_bytes()
+            data = read_nofollow(file)
         except FileNotFoundError:
             raise damaged(file, "missing (it lists what the run has committed)") from None
+        except LinkFound as exc:
+            raise damaged(file, exc.problem) from None
         except OSError as exc:
             raise damaged(file, exc) from None
         complete, _, torn = data.rpartition(b"\n")
         if torn and writer:  # a crash mid-append: drop the partial line before appending more
-            with open(file, "r+b") as f:
-                f.truncate(len(complete) + 1 if complete else 0)
+            try:
+                fd = open_nofollow(file, os.O_RDWR)
+            except LinkFound as exc:
+                raise damaged(file, exc.problem) from None
+            try:
+                os.ftruncate(fd, len(complete) + 1 if complete else 0)
+            finally:
+                os.close(fd)
         records: set[str] = set()
         for number, raw in enumerate(complete.split(b"\n") if complete else [], 1):
             try:
@@ -88,7 +101,13 @@ class Ledger:
         new = [r for r in dict.fromkeys(records) if r not in self.records]
         if not new:
             return
-        with open(self.file, "ab") as f:
+        try:
+            fd = open_nofollow(self.file, os.O_WRONLY | os.O_APPEND)
+        except LinkFound as exc:
+            raise damaged(self.file, exc.problem) from None
+        except FileNotFoundError:
+            raise damaged(self.file, "missing (removed while the run was writing)") from None
+        with os.fdopen(fd, "ab") as f:
             f.write(b"".join(_line(r) for r in new))
             if self.durable:
                 f.flush()

@@ -22,6 +22,7 @@ from urllib.parse import parse_qsl, urlencode
 
 from mugraph.ir.errors import MugraphError
 from mugraph.ir.names import printable
+from mugraph.storage.safe_files import LinkFound, read_nofollow, write_nofollow
 
 __all__ = ["ENV_SECRET", "SECRET_PARAM", "MemoSigner", "attach_secret", "load_secret", "split_secret"]
 
@@ -33,7 +34,8 @@ UNTRUSTED = b"\x00untrusted"  # what a value that fails its check reads as: neve
 
 
 def load_secret(directory: Path) -> bytes:
-    """$MUGRAPH_MEMO_KEY if set, else the secret in `directory/memo.key` (made on first use, mode 600)."""
+    """$MUGRAPH_MEMO_KEY if set, else the secret in `directory/memo.key` (made on first use, mode 600;
+    never read or written through a link, which is refused)."""
     env = os.environ.get(ENV_SECRET)
     if env:
         try:
@@ -43,21 +45,24 @@ def load_secret(directory: Path) -> bytes:
                                "output of `openssl rand -hex 32`)") from None
     file = directory / KEY_FILE
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         with contextlib.suppress(FileExistsError):
-            fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
             with os.fdopen(fd, "w") as f:
                 f.write(secrets.token_hex(32))
-        text = file.read_text(encoding="utf-8").strip()
+        text = read_nofollow(file).decode("utf-8").strip()
+        if len(text) < 32:  # a file cut short by a crash mid-write: replace it (the old entries are re-solved)
+            text = secrets.token_hex(32)
+            write_nofollow(file, text.encode(), mode=0o600)
+    except LinkFound as exc:
+        raise MugraphError(f"memo directory damaged: {printable(str(file))}: {exc.problem}; remove it to make a "
+                           "new secret (verdicts sealed with the old one are then solved again)") from None
     except OSError as exc:
         raise MugraphError(f"cannot keep the memo secret in {file}: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
         raise MugraphError(f"{printable(str(file))} is not a memo secret (not UTF-8 text; mugraph writes 64 hex "
                            "digits); remove it to make a new one (verdicts sealed with the old secret are then solved "
                            "again)") from None
-    if len(text) < 32:  # a file cut short by a crash mid-write: replace it (the old entries are re-solved)
-        file.write_text(secrets.token_hex(32))
-        text = file.read_text().strip()
     return text.encode()
 
 

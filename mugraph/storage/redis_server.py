@@ -21,6 +21,11 @@ redis-server running in this directory (never another process), and shut down (f
 before a new one starts; stale socket and pid files are removed. Memo data the server cannot load
 (a corrupt AOF, manifest or RDB) is moved into `corrupt-<time>/` in the directory, one warning says
 where, and the server starts with an empty memo: it is only a cache.
+
+No write follows a symbolic link. The directory is made mode 700; before the server starts, a link in it
+(or the directory being one) is refused with one line naming it, since redis-server opens its pidfile and
+AOF by name. Its log is not opened by name at all: the server logs to its stdout, which is `redis.log`
+opened here without following a link, as are the lock and state files.
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from types import FrameType, TracebackType
 from typing import IO, Any, Self
 
 from mugraph.ir.errors import MugraphError
+from mugraph.storage.safe_files import LinkFound, find_link, open_nofollow, write_nofollow
 
 __all__ = ["EmbeddedRedis", "NoRedisServer", "find_redis_server"]
 
@@ -316,7 +322,14 @@ class EmbeddedRedis:
         if self._proc is not None:
             raise MugraphError(f"{self!r} is already started")
         try:
-            self.data_dir.mkdir(parents=True, exist_ok=True)
+            if self.data_dir.is_symlink():
+                raise LinkFound(self.data_dir)
+            self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            link = find_link(self.data_dir)
+            if link is not None:
+                raise LinkFound(link)
+        except LinkFound as exc:
+            raise self._damaged(exc) from None
         except OSError as exc:
             raise MugraphError(f"cannot create the memo data directory {self.data_dir}: {exc}") from exc
         executable = self.executable or find_redis_server()
@@ -387,8 +400,25 @@ class EmbeddedRedis:
 
     # -- internals --------------------------------------------------------------------------------
 
+    def _damaged(self, exc: LinkFound) -> MugraphError:
+        return MugraphError(f"memo directory damaged: {exc.path}: {exc.problem}; remove it (the memo is only a "
+                            "cache), or give another --store")
+
+    def _open(self, name: str, flags: int) -> int:
+        """A file of the data directory, opened without following a link (MugraphError naming it)."""
+        try:
+            return open_nofollow(self.data_dir / name, flags)
+        except LinkFound as exc:
+            raise self._damaged(exc) from None
+
+    def _write_state(self, state: dict[str, Any]) -> None:
+        try:
+            write_nofollow(self.data_dir / STATE_NAME, json.dumps(state).encode())
+        except LinkFound as exc:
+            raise self._damaged(exc) from None
+
     def _acquire_lock(self) -> None:
-        lock = open(self.data_dir / LOCK_NAME, "a+")  # noqa: SIM115 (held until stop)
+        lock = os.fdopen(self._open(LOCK_NAME, os.O_RDWR | os.O_CREAT), "r+")
         try:
             fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -488,7 +518,7 @@ class EmbeddedRedis:
             "--unixsocket", SOCKET_NAME if in_data_dir else self.socket_path,
             "--unixsocketperm", "700",
             "--dir", ".",
-            "--logfile", LOG_NAME,
+            "--logfile", "",  # stdout: our `redis.log`, opened without following a link
             "--pidfile", PID_NAME,
             "--daemonize", "no",
             "--appendonly", "yes",
@@ -497,11 +527,11 @@ class EmbeddedRedis:
         ]  # fmt: skip
         if self.maxmemory is not None:
             args += ["--maxmemory", self.maxmemory, "--maxmemory-policy", "allkeys-lru"]
-        self._log = open(self.log_path, "ab")  # noqa: SIM115 (closed by stop)
+        self._log = os.fdopen(self._open(LOG_NAME, os.O_WRONLY | os.O_APPEND | os.O_CREAT), "ab")
         # The state file exists before the server can: a kill -9 of this process at any instant leaves a
         # server that the next owner finds (here, or through the pidfile the server writes).
         state = {"pid": None, "socket": self.socket_path, "executable": executable, "owner": os.getpid()}
-        (self.data_dir / STATE_NAME).write_text(json.dumps(state))
+        self._write_state(state)
         try:
             self._proc = subprocess.Popen(
                 args,
@@ -516,7 +546,7 @@ class EmbeddedRedis:
         self._owner_pid = os.getpid()
         _register(self)
         state["pid"] = self._proc.pid
-        (self.data_dir / STATE_NAME).write_text(json.dumps(state))
+        self._write_state(state)
 
     def _wait_ready(self) -> None:
         assert self._proc is not None and self.socket_path is not None

@@ -9,7 +9,8 @@ Layout (every node is a group or array with one `zarr.json`; JSON records carry 
       mugraph.lock                  flock lock file of the single writer (holds its pid)
       ledger.jsonl                  every record committed, one line each (see `mugraph.storage.ledger`)
       fragments/                    attrs: fragments [ {name, digest, graph, config, ...} ]  (written once)
-      tasks/                        attrs (the commit record): rows, epoch, counter_names, workers
+      tasks/                        attrs (the commit record): rows, epoch, counter_names, workers,
+                                    found (records per fragment)
         path/      int32  [cap, 64] choice path from the root, padded with -1      chunks 512 rows,
         info/      int64  [cap, 5]  fragment, parent|-1, status 0|1, worker|-1,    zstd + crc32c,
                                     epoch|-1
@@ -39,11 +40,12 @@ shortening the table. Readers (`open_existing`, no lock) may run beside the writ
 their view consistent (see `mugraph.storage.task_table`).
 
 Damage (invalid JSON, a record whose checksum fails, a chunk failing its crc32c, truncated or
-missing, an impossible value, a committed record that is gone) raises StoreDamaged naming the file;
-nothing is ever guessed.
+missing, an impossible value, a committed record that is gone, records that contradict each other,
+a symbolic link inside the store) raises StoreDamaged naming the file; nothing is ever guessed.
 
 The pieces: `store_root` (root attributes, building and deleting a whole store), `task_table`,
-`found_records`, `records` (sealed JSON records), `ledger`; this module ties them into `RunStore`.
+`found_records`, `records` (sealed JSON records), `ledger`, `cross_checks` (records against each other),
+`safe_files` (opening without following links); this module ties them into `RunStore`.
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ from typing import Any, TypeVar
 from zarr.core.sync import sync as zarr_sync
 
 from mugraph.storage.atomic_store import AtomicLocalStore, remove_temp_files
+from mugraph.storage.cross_checks import check_records
 from mugraph.storage.found_records import FoundRecord, load_found
 from mugraph.storage.ledger import Ledger
 from mugraph.storage.records import (
@@ -162,6 +165,9 @@ class RunStore:
             self._fragments = value
         count = len(self._fragments) if self._fragments is not None else None
         self._table = self._run(TaskTable.load(self._store, path, count, exclusive=lock is not None))
+        final = self.final()  # the final record and the rankings before the listings (see cross_checks)
+        rankings = [self.ranking(i) for i in range(count or 0)]
+        check_records(path, self._fragments or [], final, rankings, self._table.found_counts)
 
     # ---------------------------------------------------------------- opening and closing
 
@@ -393,8 +399,10 @@ class RunStore:
             self._ledger.add(f"found/{r.fragment}/{r.digest}" for r in new_found)  # before the tasks are done
             for r in new_found:
                 self._found_for(r.fragment)[r.digest] = r
+            for f in {r.fragment for r in new_found}:
+                table.found_counts[f] = len(self._found_for(f))
             table.flush()  # the children's chunks,
-            table.commit()  # then their row count (and new workers' names),
+            table.commit()  # then their row count (and new workers' names, and found counts),
             table.write_counters(done_rows)  # then the counters,
             table.mark_done(done_rows)  # and last the statuses, with the workers, one write per chunk
         return rows

@@ -3,7 +3,8 @@
 flock is released by the kernel when its holder dies, even by `kill -9`, so a stale lock cannot
 outlive a crashed writer. Locks belong to open file descriptions, so a second open in the same
 process is refused just like one from another process. The holder's pid is written into the file
-only for the message a refused opener prints.
+only for the message a refused opener prints. The lock file is opened without following a symbolic
+link (a planted link would have the pid written over its target): a link is reported as damage.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import fcntl
 import os
 from pathlib import Path
 
-from mugraph.storage.store_errors import StoreBusy
+from mugraph.storage.safe_files import LinkFound, open_nofollow
+from mugraph.storage.store_errors import StoreBusy, damaged
 
 __all__ = ["LOCK_NAME", "StoreLock"]
 
@@ -28,8 +30,12 @@ class StoreLock:
 
     @classmethod
     def acquire(cls, directory: Path) -> StoreLock:
-        """Lock `directory` (creating the lock file) or raise StoreBusy naming the holder's pid."""
-        fd = os.open(directory / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+        """Lock `directory` (creating the lock file) or raise StoreBusy naming the holder's pid
+        (StoreDamaged if the lock file is a link)."""
+        try:
+            fd = open_nofollow(directory / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+        except LinkFound as exc:
+            raise damaged(exc.path, exc.problem) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -2,7 +2,11 @@
 renaming it into place (so a directory at the path is complete or empty), and deleting one for --fresh.
 
 The root group's attributes are `format` ("mugraph-run-store"), `schema`, `identity` (compared on open),
-`meta` (free) and `crc32` (of format, schema, identity)."""
+`meta` (free) and `crc32` (of format, schema, identity).
+
+A store holds no symbolic link: Zarr and the writer open files by name, so a link planted inside (a
+record's directory, a chunk, the lock) would redirect a write to its target. `read_root`, which every
+open starts with, refuses one as damage naming it; --fresh deletes such a store without following any."""
 
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ from mugraph.storage.atomic_store import AtomicLocalStore
 from mugraph.storage.ledger import Ledger
 from mugraph.storage.records import canonical_json
 from mugraph.storage.redis_server import _pid_alive
+from mugraph.storage.safe_files import LINK_PROBLEM, find_link
 from mugraph.storage.store_errors import RECOVERY_HINT, StoreError, StoreMismatch, damaged
 from mugraph.storage.store_lock import LOCK_NAME, StoreLock
 from mugraph.storage.task_table import TaskTable
@@ -69,9 +74,14 @@ def looks_like_store(path: Path) -> bool:
 
 
 def read_root(path: Path) -> dict[str, Any]:
-    """The root attributes, checked: a run store, this schema version, an intact identity."""
+    """The root attributes, checked: a run store without links inside, this schema version, an intact
+    identity."""
     file = path / "zarr.json"
-    ours = (path / LOCK_NAME).is_file()
+    ours = os.path.lexists(path / LOCK_NAME)
+    if ours or os.path.lexists(file):
+        link = find_link(path)
+        if link is not None:
+            raise damaged(link, LINK_PROBLEM)
     if not file.is_file():
         if ours:
             raise damaged(file, "missing")
@@ -133,7 +143,11 @@ def create_store(
     return lock
 
 def discard_store(path: Path) -> None:
-    """Delete the run store at `path` for --fresh, unless a live process holds it (StoreBusy)."""
+    """Delete the run store at `path` for --fresh, unless a live process holds it (StoreBusy).
+
+    A link planted as the lock file is removed (not its target) so that the lock can be taken."""
+    if (path / LOCK_NAME).is_symlink():
+        (path / LOCK_NAME).unlink()
     lock = StoreLock.acquire(path)
     try:
         trash = _sibling(path, "old")

@@ -5,7 +5,8 @@ every array. `tasks/path` int32 [cap, 64] holds the choice path padded with -1; 
 [cap, 5] holds (fragment, parent row or -1, status 0 pending / 1 done, worker index or -1, epoch or
 -1); `tasks/counters` float64 [cap, C] holds a done task's counters. The `tasks` group's sealed
 attributes are the commit record: the row count `rows`, the `epoch` (how many commits so far), the
-counter names and the worker names.
+counter names, the worker names and `found`, the number of found μGraph records per fragment (a
+second witness beside the ledger: fewer records on disk than counted is damage, see `cross_checks`).
 
 Why it is cheap: the writer keeps a copy of every array in memory and writes whole chunks from it,
 encoded by `chunk_codec` (no read-modify-write, no zarr event-loop round trips); capacity grows a
@@ -99,6 +100,18 @@ def check_path(path: Sequence[int], what: str) -> Path_:
     return out
 
 
+def _found_counts(value: Any) -> dict[int, int]:
+    """The commit record's `found` ({"fragment": count}) as ints; ValueError if it is anything else."""
+    if not isinstance(value, dict):
+        raise ValueError(f"found counts {value!r:.60} are not a mapping")
+    out: dict[int, int] = {}
+    for key, n in value.items():
+        if not (isinstance(key, str) and key.isdigit()) or type(n) is not int or n < 0:
+            raise ValueError(f"found count {key!r}: {n!r} is not a fragment's record count")
+        out[int(key)] = n
+    return out
+
+
 def _grow(a: npt.NDArray[Any], rows: int, fill: float) -> npt.NDArray[Any]:
     """`a` with at least `rows` rows (a multiple of CHUNK_ROWS), new rows filled."""
     if rows <= a.shape[0]:
@@ -124,13 +137,17 @@ class TaskTable:
         self.rows = 0
         self._flushed = 0  # rows [0, _flushed) are written to their chunks
         self.epoch = int(attrs["epoch"])  # commits so far
-        self._committed = (0, len(self.workers))  # (rows, number of workers) as last committed
+        self.found_counts: dict[int, int] = dict(attrs.get("found", {}))  # fragment → found records
+        self._committed = self._state(0)  # (rows, number of workers, found counts) as last committed
         width = len(self.counter_names)
         self._path = np.full((0, MAX_DEPTH), FILL, dtype=np.int32)
         self._info = np.full((0, INFO_WIDTH), FILL, dtype=np.int64)
         self._counters = np.full((0, width), math.nan, dtype=np.float64)
         self._index: dict[Key, int] = {}
         self._pending_worker: dict[int, int] = {}  # row → worker index, staged by stage_completion
+
+    def _state(self, rows: int) -> tuple[int, int, tuple[tuple[int, int], ...]]:
+        return rows, len(self.workers), tuple(sorted(self.found_counts.items()))
 
     # ---------------------------------------------------------------- creation and loading
 
@@ -139,7 +156,7 @@ class TaskTable:
         names = [str(n) for n in counter_names]
         if len(set(names)) != len(names):
             raise ValueError(f"counter names must be distinct, got {names}")
-        attrs = {"rows": 0, "epoch": 0, "counter_names": names, "workers": []}
+        attrs = {"rows": 0, "epoch": 0, "counter_names": names, "workers": [], "found": {}}
         write_record(store, _GROUP, attrs)
         arrays: dict[str, AsyncArray[Any]] = {}
         for spec in _SPECS:
@@ -173,10 +190,12 @@ class TaskTable:
             workers = [str(w) for w in attrs["workers"]]
             if rows < 0 or epoch < 0:
                 raise ValueError(f"negative row count {rows} or epoch {epoch}")
+            found = _found_counts(attrs.get("found", {}))  # absent in stores made before it was kept
         except (KeyError, TypeError, ValueError) as exc:
             raise damaged(file, exc) from None
         arrays = {spec.name: await cls._open_array(store, root, spec, len(names), rows) for spec in _SPECS}
-        table = cls(store, root, arrays, {"counter_names": names, "workers": workers, "epoch": epoch})
+        table = cls(store, root, arrays, {"counter_names": names, "workers": workers, "epoch": epoch,
+                                          "found": found})
         info = await table._read("info", rows, range(-(-rows // CHUNK_ROWS)))
         if not exclusive:
             later = (info[:, STATUS] == DONE) & (info[:, EPOCH] > epoch)
@@ -275,7 +294,7 @@ class TaskTable:
         if counters.shape[1]:
             self._reject(done & np.isnan(counters).any(axis=1), "counters", "a done task has no counters")
         self.rows = self._flushed = rows
-        self._committed = (rows, len(self.workers))
+        self._committed = self._state(rows)
         self._path = _grow(self._path, rows, FILL)
         self._info = _grow(self._info, rows, FILL)
         self._counters = _grow(self._counters, rows, math.nan)
@@ -409,8 +428,9 @@ class TaskTable:
         self._pending_worker[row] = self._worker_index[worker]
 
     def commit(self) -> None:
-        """Write the row count and worker names, if they changed: this makes flushed rows part of the table."""
-        state = (self._flushed, len(self.workers))
+        """Write the row count, worker names and found counts, if they changed: this makes flushed rows
+        part of the table."""
+        state = self._state(self._flushed)
         if state == self._committed:
             return
         attrs = {
@@ -418,6 +438,7 @@ class TaskTable:
             "epoch": self.epoch + 1,
             "counter_names": list(self.counter_names),
             "workers": list(self.workers),
+            "found": {str(f): n for f, n in sorted(self.found_counts.items())},
         }
         write_record(self._store, _GROUP, attrs)
         self._committed = state
