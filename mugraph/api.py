@@ -112,6 +112,27 @@ def _children_ignore_sigint() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
+@contextlib.contextmanager
+def _main_not_rerun() -> Iterator[None]:
+    """Worker processes are spawned, and a spawned process first runs the parent's main script again
+    (multiprocessing re-imports `__main__` from its file or module name): a user's script that calls
+    `mugraph.optimize` at its top level, with no `if __name__ == "__main__"` guard, would start a second
+    run inside every worker. While the cluster lives the main module names neither, so workers start
+    from mugraph alone (nothing they run comes from the script: the plan holds graphs as JSON)."""
+    main = sys.modules.get("__main__")
+    if main is None:
+        yield
+        return
+    saved = {k: main.__dict__[k] for k in ("__file__", "__spec__") if k in main.__dict__}
+    main.__dict__.pop("__file__", None)
+    main.__dict__["__spec__"] = None
+    try:
+        yield
+    finally:
+        main.__dict__.pop("__spec__", None)
+        main.__dict__.update(saved)
+
+
 def _stored_budget(path: Path) -> int | None:
     """The budget in the identity of the store at `path`, if there is a readable one."""
     if not path.is_dir():
@@ -198,7 +219,7 @@ def run_optimize(program: Program | str, options: OptimizeOptions = OptimizeOpti
             on_event(e)
 
     with RunStore.open(path, plan.identity, meta=meta, counter_names=COUNTER_NAMES, fresh=o.fresh) as st, \
-            _memo_url(o.memo_url, path) as url, contextlib.ExitStack() as stack:
+            _memo_url(o.memo_url, path) as url, _main_not_rerun(), contextlib.ExitStack() as stack:
         if prog.save_beside is not None:
             prog.save_beside(path)  # what the store alone does not hold (a PyTorch model's exported program)
         with _children_ignore_sigint():
