@@ -8,7 +8,9 @@ the drop-in module replays with the values of the moment it runs.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -50,8 +52,9 @@ class Skip(Exception):
 def source_line(node: fx.Node) -> str:
     """`file:line` of the user's code that made `node` (the innermost frame torch recorded), or ''."""
     trace = str(node.meta.get("stack_trace") or "")
-    lines = [ln.strip() for ln in trace.splitlines()
-             if ln.strip().startswith('File "') and "<eval_with_key>" not in ln and "/torch/" not in ln]
+    torch_dir = f'File "{Path(torch.__file__).parent}{os.sep}'  # torch's own frames, not a user's torch/ folder
+    frames = [ln.strip() for ln in trace.splitlines() if ln.strip().startswith('File "')]
+    lines = [ln for ln in frames if "<eval_with_key>" not in ln and not ln.startswith(torch_dir)]
     if not lines:
         return ""
     last = lines[-1]  # File "path", line N, in fn
