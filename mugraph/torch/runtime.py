@@ -82,6 +82,12 @@ class OptimizedModule(torch.nn.Module):
         """The program this module runs: its chosen μGraphs stitched together."""
         return self._program
 
+    def describe(self) -> list[str]:
+        """What runs where: the lowered nodes and the glue (by fx node name), then the program's ops."""
+        ops = [op.kind.value for op in self._program.ops if op.kind not in (OpKind.INPUT, OpKind.OUTPUT)]
+        return [*self._lowering.describe(), f"program ({len(ops)} ops, customized = one Triton kernel): "
+                + ", ".join(ops)]
+
     # -- the schedule, fixed once -----------------------------------------------------------------
     def _schedule(self) -> list[_Step]:
         ready = set(self._user_inputs) | set(self._slots)
