@@ -4,6 +4,8 @@ and `mugraph.optimize` both call, and `mugraph.load` for a run made from a PyTor
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import difflib
 import signal
 import sys
 import threading
@@ -36,7 +38,7 @@ from mugraph.storage.memo_url import check_memo_url
 from mugraph.storage.run_store import RunStore
 
 if TYPE_CHECKING:
-    import torch
+    from mugraph.torch.runtime import OptimizedModule
 
 DEFAULT_RUNS = Path("runs")
 Event = dict[str, Any]
@@ -110,6 +112,27 @@ def _children_ignore_sigint() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+@contextlib.contextmanager
+def _main_not_rerun() -> Iterator[None]:
+    """Worker processes are spawned, and a spawned process first runs the parent's main script again
+    (multiprocessing re-imports `__main__` from its file or module name): a user's script that calls
+    `mugraph.optimize` at its top level, with no `if __name__ == "__main__"` guard, would start a second
+    run inside every worker. While the cluster lives the main module names neither, so workers start
+    from mugraph alone (nothing they run comes from the script: the plan holds graphs as JSON)."""
+    main = sys.modules.get("__main__")
+    if main is None:
+        yield
+        return
+    saved: dict[str, Any] = {k: main.__dict__[k] for k in ("__file__", "__spec__") if k in main.__dict__}
+    main.__dict__.pop("__file__", None)
+    main.__dict__["__spec__"] = None
+    try:
+        yield
+    finally:
+        main.__dict__.pop("__spec__", None)
+        main.__dict__.update(saved)
 
 
 def _stored_budget(path: Path) -> int | None:
@@ -198,7 +221,7 @@ def run_optimize(program: Program | str, options: OptimizeOptions = OptimizeOpti
             on_event(e)
 
     with RunStore.open(path, plan.identity, meta=meta, counter_names=COUNTER_NAMES, fresh=o.fresh) as st, \
-            _memo_url(o.memo_url, path) as url, contextlib.ExitStack() as stack:
+            _memo_url(o.memo_url, path) as url, _main_not_rerun(), contextlib.ExitStack() as stack:
         if prog.save_beside is not None:
             prog.save_beside(path)  # what the store alone does not hold (a PyTorch model's exported program)
         with _children_ignore_sigint():
@@ -218,28 +241,51 @@ def run_optimize(program: Program | str, options: OptimizeOptions = OptimizeOpti
     return done
 
 
+class OptionError(MugraphError, TypeError):
+    """`mugraph.optimize` was given an option it does not have."""
+
+
+def check_options(options: Mapping[str, Any]) -> None:
+    """Refuse option names OptimizeOptions does not have, naming each and the valid ones (a misspelt
+    option would otherwise be silently ignored or fail deep inside the run)."""
+    valid = sorted(f.name for f in dataclasses.fields(OptimizeOptions) if f.name != "command")
+    unknown = sorted(k for k in options if k not in valid)
+    if not unknown:
+        return
+    hints = []
+    for k in unknown:
+        close = difflib.get_close_matches(k, valid, n=1)
+        hints.append(f"{k!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    raise OptionError(f"mugraph.optimize: unknown option{'s' if len(unknown) > 1 else ''} {', '.join(hints)}; "
+                      f"the options are: {', '.join(valid)}, and name, on_event")
+
+
 def optimize(model: Any, example_inputs: Any, *, name: str | None = None,
-             on_event: Callable[[Event], None] | None = None, **options: Any) -> torch.nn.Module:
+             on_event: Callable[[Event], None] | None = None, **options: Any) -> OptimizedModule:
     """Optimise a PyTorch module or function at the shapes of `example_inputs`: capture it with
     torch.export, search its fragments (as `mugraph optimize` does; `options` are OptimizeOptions'
-    fields), and return a drop-in module running the chosen μGraphs as Triton kernels, glue in torch."""
+    fields), and return a drop-in module running the chosen μGraphs as Triton kernels, glue in torch.
+    The module holds the model's own parameters (under the same names), so it computes with their
+    values at every call."""
+    check_options(options)
     from mugraph.torch.errors import require_torch
 
     require_torch()
     from mugraph.torch.capture import capture
-    from mugraph.torch.program import load_store
+    from mugraph.torch.program import optimized_module
 
     captured = capture(model, example_inputs, name)
     prog = Program(captured.name, f"PyTorch model {captured.name}", "mlp", captured.builder(), {},
                    source="torch", save_beside=captured.save_beside)
     opts = OptimizeOptions(**{"command": ("optimize", f"<torch model {captured.name}>"), **options})
     done = run_optimize(prog, opts, on_event)
-    return load_store(Path(done["store"]))
+    return optimized_module(Path(done["store"]), captured)
 
 
-def load(store: str | Path) -> torch.nn.Module:
+def load(store: str | Path) -> OptimizedModule:
     """The drop-in module of a run made from a PyTorch model (by `mugraph.optimize` or by `mugraph
-    optimize model.py`): its best μGraphs so far as Triton kernels, the glue in torch."""
+    optimize model.py`): its best μGraphs so far as Triton kernels, the glue in torch, the weights
+    those of the exported program saved with the run."""
     from mugraph.torch.errors import require_torch
 
     require_torch()

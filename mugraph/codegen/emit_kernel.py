@@ -98,10 +98,12 @@ class _Body:
                 dot = f"tl.dot(tl.reshape({fa}, ({m}, {k})), tl.reshape({fb}, ({k}, {n})), out_dtype=tl.float32)"
                 return f"tl.reshape({dot}, (1, {m}, {n}))"
             return f"tl.dot({fa}, {fb}, out_dtype=tl.float32)"
-        # a dim of 1 (tl.dot needs >= 16): a broadcast product summed over the contraction dim
+        # a dim under 16 (tl.dot needs >= 16: a vector, a LoRA rank): a broadcast product summed over the
+        # contraction dim, in float32 (an input read only by matmuls is loaded as fp16, `s<i>h`, alone)
+        ga, gb = (f"s{t}h.to(tl.float32)" if t in self.loaded else f"s{t}" for t in (a, b))
         if rank == 2:
-            return f"tl.sum(s{a}[:, :, None] * s{b}[None, :, :], axis=1)"
-        return f"tl.sum(s{a}[:, :, :, None] * s{b}[:, None, :, :], axis=2)"
+            return f"tl.sum({ga}[:, :, None] * {gb}[None, :, :], axis=1)"
+        return f"tl.sum({ga}[:, :, :, None] * {gb}[:, None, :, :], axis=2)"
 
     def concat(self, op: Op, out: int) -> str:
         """Concatenation goes through a per-block float32 scratch tile in global memory."""

@@ -11,7 +11,14 @@ from __future__ import annotations
 
 import os
 
-import torch
 
-if not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")
+def _choose_interpreter() -> None:
+    try:
+        import torch
+    except ImportError:  # not installed: `errors.require_torch` says how to install it
+        return
+    if not torch.cuda.is_available():
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+_choose_interpreter()

@@ -11,6 +11,7 @@ from collections.abc import Callable
 import pytest
 
 from mugraph.codegen import FP16_TOLERANCE
+from mugraph.codegen.emit_kernel import emit_kernel
 from mugraph.ir.graph import BlockGraph, KernelGraph
 from tests.codegen.conftest import emit_and_check
 
@@ -60,6 +61,26 @@ def block_concat_and_thin_matmul() -> KernelGraph:
     return g
 
 
+def block_thin_matmul(rank: int) -> KernelGraph:
+    """A vector times a matrix (M = 1, under tl.dot's 16: the broadcast-and-sum path, K = 512) whose
+    operands are loaded inputs read by nothing else (so held as fp16 tiles), beside a LoRA-style rank-8
+    product (padded to 16: tl.dot), 2-d and batched."""
+    g = KernelGraph()
+    lead = (2,) if rank == 3 else ()
+    a_d, w_d = g.new_input((*lead, 1, 512), name="A"), g.new_input((*lead, 512, 32), name="W")
+    u_d, v_d = g.new_input((*lead, 32, 8), name="U"), g.new_input((*lead, 8, 32), name="V")
+    b = BlockGraph(grid=(2, 1, 1), forloop=1)
+    col = (2, -1, -1) if rank == 3 else (1, -1, -1)  # grid axis x splits the columns
+    a, w = b.new_input(a_d, (-1, -1, -1)), b.new_input(w_d, col)  # [.., 1, 512] x [.., 512, 16]
+    u, v = b.new_input(u_d, (-1, -1, -1)), b.new_input(v_d, col)  # [.., 32, 8] x [.., 8, 16]
+    b.new_output(b.accum_no_red(b.matmul(a, w)), col)
+    b.new_output(b.accum_no_red(b.matmul(u, v)), col)
+    o1, o2 = g.customized(b)
+    g.mark_output(o1, "O1")
+    g.mark_output(o2, "O2")
+    return g
+
+
 def block_batched_dot_and_redtox() -> KernelGraph:
     g = KernelGraph()
     q_d, k_d = g.new_input((2, 32, 32), name="Q"), g.new_input((2, 32, 128), name="K")
@@ -88,6 +109,8 @@ def kernel_ops() -> KernelGraph:
 GRAPHS: dict[str, Callable[[], KernelGraph]] = {
     **{f"block_{k}": functools.partial(block_unary, k) for k in UNARIES}, "block_reductions": block_reductions,
     "block_concat_and_thin_matmul": block_concat_and_thin_matmul,
+    "block_thin_matmul_2d": functools.partial(block_thin_matmul, 2),
+    "block_thin_matmul_3d": functools.partial(block_thin_matmul, 3),
     "block_batched_dot_and_redtox": block_batched_dot_and_redtox, "kernel_ops": kernel_ops,
 }
 
@@ -97,3 +120,15 @@ def test_op_semantics_match_float64(name: str) -> None:
     graph = GRAPHS[name]()
     _, report = emit_and_check(graph, graph)
     assert report.ok and report.max_rel_err <= FP16_TOLERANCE, report
+
+
+@pytest.mark.parametrize("rank", [2, 3])
+def test_thin_matmul_multiplies_and_sums_in_float32(rank: int) -> None:
+    """fp16 input tiles are widened before the broadcast product: its sum over a long contraction
+    (K = 512 here) is a float32 sum, as tl.dot's out_dtype=tl.float32 is, not a chain of fp16 roundings."""
+    graph = block_thin_matmul(rank)
+    block = next(op.block for op in graph.ops if op.block is not None)
+    lines = emit_kernel(block, "k", ["A", "W", "U", "V"]).lines
+    products = [ln for ln in lines if "tl.sum(" in ln and "None]" in ln]
+    assert len(products) == 1, lines  # the vector's product; the rank-8 one pads to tl.dot's 16
+    assert products[0].count("h.to(tl.float32)") == 2, products

@@ -92,3 +92,19 @@ def float64_output(model: object, args: tuple[torch.Tensor, ...]) -> torch.Tenso
         return copy.deepcopy(model).double()(*wide)  # type: ignore[no-any-return]
     assert callable(model)
     return model(*wide)  # type: ignore[no-any-return]
+
+
+class GeluLinear(nn.Module):
+    """A linear layer (no bias) then GELU in its erf form: one fragment the search fuses into one kernel."""
+
+    def __init__(self, dim: int = 32, hidden: int = 64) -> None:
+        super().__init__()
+        self.fc = nn.Linear(dim, hidden, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.gelu(self.fc(x))
+
+
+# Narrowed search limits for GeluLinear at [16, 32] (one grid, one for-loop range, no pre-defined
+# kernel ops): a complete search of a few seconds that still finds the fused matmul + erf-GELU kernel.
+GELU_LINEAR_SETTINGS = {"grids": [[2, 1, 1]], "franges": [4], "kernel_ops": [], "imaps": [[-1, -1, -1], [1, -1, -1]]}

@@ -44,7 +44,7 @@ _BLOCK_OPS = (
 # (input, output, customized, the lora macro's concat), needs attributes it cannot choose (clamp's
 # bounds, mul_scalar's scalar, a block reduction's dim, concat's dim), or belongs to the other level.
 _SEARCHABLE = frozenset({
-    OpKind.MATMUL, OpKind.EXP, OpKind.SQUARE, OpKind.SQRT, OpKind.SILU, OpKind.GELU, OpKind.RELU,
+    OpKind.MATMUL, OpKind.EXP, OpKind.SQUARE, OpKind.SQRT, OpKind.SILU, OpKind.GELU, OpKind.GELU_ERF, OpKind.RELU,
     OpKind.ADD, OpKind.MUL, OpKind.DIV, OpKind.RMS_NORM,
 })
 SEARCHABLE_KERNEL_OPS = _SEARCHABLE | {OpKind.REDUCTION}
@@ -240,15 +240,28 @@ def preset_config(preset: str) -> SearchConfig:
 
 def for_reference(cfg: SearchConfig, kinds: Collection[OpKind]) -> SearchConfig:
     """The config a reference with these op kinds searches with: where it has the exact (erf) form of
-    GELU and not the tanh form, the candidate op lists carry the erf form in the tanh form's place, so
-    the search can rediscover it (every other reference keeps the preset's lists, and its digest)."""
-    if OpKind.GELU_ERF not in kinds or OpKind.GELU in kinds:
+    GELU, the candidate op lists carry the erf form wherever they carry the tanh form (in its place when
+    the reference has no tanh GELU, beside it when it has both), so the search can rediscover it; every
+    other reference keeps the preset's lists, and its digest (the erf form cannot be built from other
+    ops, so it is useless to a reference without it)."""
+    if OpKind.GELU_ERF not in kinds:
         return cfg
+    keep_tanh = OpKind.GELU in kinds
 
     def swap(ops: tuple[OpKind, ...]) -> tuple[OpKind, ...]:
-        return tuple(OpKind.GELU_ERF if k is OpKind.GELU else k for k in ops)
+        if OpKind.GELU_ERF in ops:
+            return ops
+        out: list[OpKind] = []
+        for k in ops:
+            if k is OpKind.GELU:
+                out += [OpKind.GELU, OpKind.GELU_ERF] if keep_tanh else [OpKind.GELU_ERF]
+            else:
+                out.append(k)
+        return tuple(out)
 
-    return dataclasses.replace(cfg, kernel_ops=swap(cfg.kernel_ops), block_ops=swap(cfg.block_ops))
+    out = dataclasses.replace(cfg, kernel_ops=swap(cfg.kernel_ops), block_ops=swap(cfg.block_ops))
+    out.validate()
+    return out
 
 
 def parse_override(text: str) -> tuple[str, Any]:

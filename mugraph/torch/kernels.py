@@ -1,0 +1,152 @@
+"""Running a program's ops on torch tensors: every graph-defined op as its emitted Triton kernel (compiled
+for the CUDA device torch uses, in Triton's interpreter elsewhere), every pre-defined op as one torch call
+computing in float32 and storing the tensor's dtype, as the kernels do."""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import importlib.util
+import itertools
+import math
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from types import ModuleType
+
+import torch
+import torch.nn.functional as F
+
+from mugraph.codegen.check import require_triton
+from mugraph.codegen.emit_kernel import emit_kernel
+from mugraph.codegen.errors import KERNELS_EXTRA_HINT
+from mugraph.ir.graph import KernelGraph, Op
+from mugraph.ir.tiles import row_major_strides
+from mugraph.ir.types import DType, OpKind, Shape
+from mugraph.torch.errors import TorchError
+
+TORCH_DTYPES = {DType.FLOAT16: torch.float16, DType.BFLOAT16: torch.bfloat16, DType.FLOAT32: torch.float32}
+
+
+def kernels_source(graph: KernelGraph, strides: Mapping[int, Shape] = {}
+                   ) -> tuple[str, dict[int, tuple[str, list[tuple[int, ...]]]]]:
+    """The Triton kernels of `graph`'s graph-defined ops as one module's text, and per op its kernel's
+    name and the shapes of its float32 scratch tiles (one per concat). `strides` gives the element
+    strides a kernel reads a program tensor with where they are not row-major (a transposed weight,
+    read in place)."""
+    lines = ["import triton", "import triton.language as tl", ""]
+    kernels: dict[int, tuple[str, list[tuple[int, ...]]]] = {}
+    for index, op in enumerate(graph.ops):
+        if op.kind is OpKind.CUSTOMIZED:
+            assert op.block is not None
+            name = f"kernel_{len(kernels)}"
+            layout = [strides.get(t) or row_major_strides(graph.tensors[t].shape) for t in (*op.inputs, *op.outputs)]
+            ks = emit_kernel(op.block, name, [f"t{i}" for i in op.inputs], [f"op {index}: graph-defined"], layout)
+            lines += ["", *ks.lines, ""]
+            kernels[index] = (name, [tuple(s) for s in ks.scratch])
+    return "\n".join(lines) + "\n", kernels
+
+
+_loaded = itertools.count()
+
+
+@functools.cache
+def _folder() -> Path:
+    """One folder per process for the kernel modules it loads (@triton.jit reads a kernel's source back
+    from its file), removed when the process exits."""
+    folder = Path(tempfile.mkdtemp(prefix="mugraph-torch-"))
+    atexit.register(shutil.rmtree, folder, True)
+    return folder
+
+
+def load_kernels(source: str) -> ModuleType:
+    """Import the kernels' text: compiled for the CUDA device torch uses, or, without one, in Triton's
+    interpreter (chosen when mugraph.torch was imported)."""
+    require_triton()
+    import triton.language as tl
+
+    if not torch.cuda.is_available() and type(tl.sum).__name__ != "InterpretedFunction":
+        raise TorchError("Triton was imported in this process before mugraph.torch, without TRITON_INTERPRET=1, so "
+                         "its interpreter cannot run the kernels; import mugraph.torch first or set TRITON_INTERPRET=1")
+    name = f"mugraph_torch_kernels_{next(_loaded)}"
+    path = _folder() / f"{name}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # Triton looks a kernel's module up by name
+    try:
+        spec.loader.exec_module(module)
+    except ImportError as e:
+        raise TorchError(f"the kernels cannot import {e.name or 'a module'} ({e}); {KERNELS_EXTRA_HINT}") from None
+    return module
+
+
+def torch_op(op: Op, args: list[torch.Tensor], dtype: torch.dtype) -> torch.Tensor:
+    """A pre-defined op in torch: float32 arithmetic, the result stored in the program's dtype."""
+    k = op.kind
+    if k is OpKind.CONCAT:
+        return torch.cat(args, dim=op.int_attr("dim"))
+    f = [a.float() for a in args]
+    table: dict[OpKind, Callable[[], torch.Tensor]] = {
+        OpKind.MATMUL: lambda: torch.matmul(f[0], f[1]),
+        OpKind.ADD: lambda: f[0] + f[1],
+        OpKind.MUL: lambda: f[0] * f[1],
+        OpKind.DIV: lambda: f[0] / f[1],
+        OpKind.EXP: lambda: torch.exp(f[0]),
+        OpKind.SQUARE: lambda: f[0] * f[0],
+        OpKind.SQRT: lambda: torch.sqrt(f[0]),
+        OpKind.SILU: lambda: F.silu(f[0]),
+        OpKind.GELU: lambda: F.gelu(f[0], approximate="tanh"),
+        OpKind.GELU_ERF: lambda: F.gelu(f[0]),
+        OpKind.RELU: lambda: torch.relu(f[0]),
+        OpKind.CLAMP: lambda: torch.clamp(f[0], op.float_attr("lo"), op.float_attr("hi")),
+        OpKind.MUL_SCALAR: lambda: f[0] * op.float_attr("scalar"),
+        OpKind.REDUCTION: lambda: torch.sum(f[0], dim=op.int_attr("dim"), keepdim=True),
+        OpKind.RMS_NORM: lambda: f[0] / torch.sqrt(torch.mean(f[0] * f[0], dim=-1, keepdim=True)),
+    }
+    return table[k]().to(dtype).contiguous()
+
+
+def fitted(t: torch.Tensor, strides: Sequence[int]) -> torch.Tensor:
+    """`t` as a kernel reads it, with these element strides: itself where it has them (dims of extent 1
+    aside, whose stride is never used), else a copy laid out so."""
+    if all(n == 1 or s == w for n, s, w in zip(t.shape, t.stride(), strides, strict=True)):
+        return t
+    return torch.empty_strided(t.shape, tuple(strides), dtype=t.dtype, device=t.device).copy_(t)
+
+
+class Launcher:
+    """The kernels of one program, and the call that runs any of its ops."""
+
+    def __init__(self, program: KernelGraph, strides: Mapping[int, Shape]) -> None:
+        self.program = program
+        self.strides = {t: tuple(strides.get(t) or row_major_strides(program.tensors[t].shape))
+                        for op in program.ops if op.kind is OpKind.CUSTOMIZED for t in op.inputs}
+        source, self.info = kernels_source(program, strides)
+        self.module = load_kernels(source) if self.info else None
+
+    def run(self, index: int, tensors: dict[int, torch.Tensor], device: torch.device | None) -> tuple[int, ...]:
+        """Run op `index` on `tensors` (program tensor -> value), adding what it makes; returns those."""
+        op = self.program.ops[index]
+        args = [tensors[i] for i in op.inputs]
+        if op.kind is not OpKind.CUSTOMIZED:
+            tensors[op.outputs[0]] = torch_op(op, args, TORCH_DTYPES[self.program.tensors[op.outputs[0]].dtype])
+            return op.outputs
+        assert op.block is not None and self.module is not None
+        where = args[0].device if args else device
+        outs = [torch.empty(self.program.tensors[o].shape, dtype=TORCH_DTYPES[self.program.tensors[o].dtype],
+                            device=where) for o in op.outputs]
+        name, scratch_shapes = self.info[index]
+        blocks = math.prod(op.block.grid)
+        scratch = [torch.empty((blocks, *shape), dtype=torch.float32, device=where) for shape in scratch_shapes]
+        ins = [fitted(a, self.strides[i]) for a, i in zip(args, op.inputs, strict=True)]
+        getattr(self.module, name)[op.block.grid](*ins, *outs, *scratch)
+        tensors.update(zip(op.outputs, outs, strict=True))
+        return op.outputs
+
+    @property
+    def kernels(self) -> int:
+        return len(self.info)

@@ -1,0 +1,293 @@
+"""The ATen ops the IR has, each lowered to its ops (see `lower` for the semantics kept): a handler
+returns the op's program value, or raises `Skip` to leave the node to PyTorch as glue."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import Any, cast
+
+import torch
+from torch import fx
+
+from mugraph.ir.graph import Tensor
+from mugraph.ir.types import DType, OpKind
+from mugraph.torch.lower_operands import DTYPES, InputSource, Operands, Recip, Skip, Value, bind, meta, need, scalar
+
+aten = torch.ops.aten
+
+
+class OpLowering(Operands):
+    """The handlers, by ATen op."""
+
+    def __init__(self, ep: torch.export.ExportedProgram) -> None:
+        super().__init__(ep)
+        self.handlers: dict[Any, Callable[[fx.Node], Value]] = {
+            aten.linear.default: self.linear, aten.matmul.default: self.matmul, aten.mm.default: self.matmul,
+            aten.bmm.default: self.matmul, aten.addmm.default: self.addmm,
+            aten.add.Tensor: self.add, aten.add.Scalar: self.add, aten.sub.Tensor: self.sub,
+            aten.sub.Scalar: self.sub, aten.rsub.Scalar: self.rsub, aten.mul.Tensor: self.mul,
+            aten.mul.Scalar: self.mul, aten.div.Tensor: self.div, aten.div.Scalar: self.div,
+            aten.neg.default: self.neg, aten.exp.default: self.unary(OpKind.EXP),
+            aten.silu.default: self.unary(OpKind.SILU), aten.relu.default: self.unary(OpKind.RELU),
+            aten.sqrt.default: self.unary(OpKind.SQRT), aten.square.default: self.unary(OpKind.SQUARE),
+            aten.rsqrt.default: self.rsqrt, aten.reciprocal.default: self.reciprocal,
+            aten.gelu.default: self.gelu, aten.pow.Tensor_Scalar: self.pow, aten.sum.dim_IntList: self.sum,
+            aten.mean.dim: self.mean, aten.softmax.int: self.softmax, aten._softmax.default: self.softmax,
+            aten.rms_norm.default: self.rms_norm, aten.cat.default: self.cat, aten.clamp.default: self.clamp,
+        }
+
+    def out_dtype(self, node: fx.Node) -> DType:
+        return self._dtype(node)
+
+    def linear(self, node: fx.Node) -> Value:
+        b = bind(node)
+        dt = self.out_dtype(node)
+        x, w = b["input"], b["weight"]
+        if not isinstance(w, fx.Node) or w.name in self.values or len(self._shape(w)) != 2:
+            raise Skip
+        if not isinstance(x, fx.Node) or len(self._shape(x)) != 2 or self._dtype(w) is not dt:
+            raise Skip
+        xt = self.tensor(x, dt)
+        name = self._fresh(f"{w.name}_t")
+        for n, s in self.inputs.items():
+            if s.kind == "transpose" and s.node == w.name:
+                name = n
+        n_out, k = self._shape(w)
+        wt = self._new_input(name, InputSource("transpose", w.name, (k, n_out), dt), w.name not in self.late)
+        y = self.g.matmul(xt, wt)
+        if b.get("bias") is not None:
+            y = self.g.add(y, self.tensor(b["bias"], dt, 2))
+        return y
+
+    def matmul(self, node: fx.Node) -> Value:
+        a, b = node.args[0], node.args[1]
+        dt = self.out_dtype(node)
+        if not (isinstance(a, fx.Node) and isinstance(b, fx.Node)):
+            raise Skip
+        sa, sb = self._shape(a), self._shape(b)
+        if len(sa) != len(sb) or len(sa) < 2 or sa[:-2] != sb[:-2]:
+            raise Skip
+        return self.g.matmul(self.tensor(a, dt), self.tensor(b, dt))
+
+    def addmm(self, node: fx.Node) -> Value:
+        b = bind(node)
+        if scalar(b.get("beta", 1)) != 1.0 or scalar(b.get("alpha", 1)) != 1.0:
+            raise Skip
+        dt = self.out_dtype(node)
+        return self.g.add(self.g.matmul(self.tensor(b["mat1"], dt), self.tensor(b["mat2"], dt)),
+                          self.tensor(b["self"], dt, 2))
+
+    def _binary(self, node: fx.Node, kind: OpKind, a: Any, b: Any) -> Value:
+        dt = self.out_dtype(node)
+        rank = len(self._shape(node))
+        ta = self.tensor(a, dt, rank) if isinstance(a, fx.Node) else self.const(need(a), dt, rank)
+        tb = self.tensor(b, dt, rank) if isinstance(b, fx.Node) else self.const(need(b), dt, rank)
+        return {OpKind.ADD: self.g.add, OpKind.MUL: self.g.mul, OpKind.DIV: self.g.div}[kind](ta, tb)
+
+    def _scaled(self, node: fx.Node, a: Any, alpha: Any) -> Any:
+        """`a` times alpha (a program tensor, or a scalar)."""
+        s = scalar(alpha)
+        if s is None:
+            raise Skip
+        if s == 1.0:
+            return a
+        if not isinstance(a, fx.Node):
+            return need(a) * s
+        dt = self.out_dtype(node)
+        return self.g.mul_scalar(self.tensor(a, dt, len(self._shape(node))), s)
+
+    def _add_values(self, node: fx.Node, a: Any, b: Any) -> Value:
+        """a + b where either may already be a program tensor."""
+        dt = self.out_dtype(node)
+        rank = len(self._shape(node))
+
+        def operand(x: Any) -> Tensor:
+            if isinstance(x, Tensor):
+                return x
+            return self.tensor(x, dt, rank) if isinstance(x, fx.Node) else self.const(need(x), dt, rank)
+
+        if not isinstance(a, fx.Node | Tensor) and not isinstance(b, fx.Node | Tensor):
+            raise Skip
+        return self.g.add(operand(a), operand(b))
+
+    def add(self, node: fx.Node) -> Value:
+        b = bind(node)
+        return self._add_values(node, b["self"], self._scaled(node, b["other"], b.get("alpha", 1)))
+
+    def sub(self, node: fx.Node) -> Value:
+        b = bind(node)
+        alpha = scalar(b.get("alpha", 1))
+        if alpha is None:
+            raise Skip
+        return self._add_values(node, b["self"], self._scaled(node, b["other"], -alpha))
+
+    def rsub(self, node: fx.Node) -> Value:  # other - alpha * self
+        b = bind(node)
+        alpha = scalar(b.get("alpha", 1))
+        if alpha is None:
+            raise Skip
+        return self._add_values(node, b["other"], self._scaled(node, b["self"], -alpha))
+
+    def _scale(self, x: Any, s: float, dt: DType) -> Value | None:
+        """(A @ B) * s as (A * s) @ B where A is a torch value and the product has no other reader: the
+        scale runs in torch (as attention's 1/sqrt(d) is folded into Q), so the search sees a plain
+        matmul (it has no scalar op to build one from)."""
+        if not (isinstance(x, fx.Node) and x.name in self.values and len(x.users) == 1):
+            return None
+        if x.target not in (aten.matmul.default, aten.mm.default, aten.bmm.default):
+            return None
+        a, b = x.args[0], x.args[1]
+        if not isinstance(a, fx.Node) or a.name in self.values or self._dtype(a) is not dt:
+            return None
+        src = InputSource("scale", a.name, self._shape(a), dt, s)
+        name = next((n for n, v in self.inputs.items() if v == src), None) or self._fresh(f"{a.name}_s")
+        return self.g.matmul(self._new_input(name, src, a.name not in self.late), self.tensor(b, dt))
+
+    def mul(self, node: fx.Node) -> Value:
+        a, b = node.args[0], node.args[1]
+        dt = self.out_dtype(node)
+        rank = len(self._shape(node))
+        for x, y in ((a, b), (b, a)):  # x * (1/t) is x / t
+            if isinstance(y, fx.Node) and isinstance(self.values.get(y.name), Recip):
+                recip = self.values[y.name]
+                assert isinstance(recip, Recip)
+                if len(recip.t.shape) == rank:
+                    xt = self.tensor(x, dt, rank) if isinstance(x, fx.Node) else self.const(need(x), dt, rank)
+                    return self.g.div(xt, recip.t)
+        for x, y in ((a, b), (b, a)):
+            s = scalar(y)
+            if s is not None and isinstance(x, fx.Node):
+                return self._scale(x, s, dt) or self.g.mul_scalar(self.tensor(x, dt, rank), s)
+        return self._binary(node, OpKind.MUL, a, b)
+
+    def div(self, node: fx.Node) -> Value:
+        b = bind(node)
+        if b.get("rounding_mode") is not None:
+            raise Skip
+        a, d = b["self"], b["other"]
+        s = scalar(d)
+        if s is not None and isinstance(a, fx.Node):
+            if s == 0.0:
+                raise Skip
+            dt = self.out_dtype(node)
+            return self._scale(a, 1.0 / s, dt) or self.g.mul_scalar(self.tensor(a, dt, len(self._shape(node))), 1.0 / s)
+        return self._binary(node, OpKind.DIV, a, d)
+
+    def neg(self, node: fx.Node) -> Value:
+        return self.g.mul_scalar(self.tensor(node.args[0], self.out_dtype(node)), -1.0)
+
+    def unary(self, kind: OpKind) -> Callable[[fx.Node], Value]:
+        def lower(node: fx.Node) -> Value:
+            x = self.tensor(node.args[0], self.out_dtype(node))
+            return {OpKind.EXP: self.g.exp, OpKind.SILU: self.g.silu, OpKind.RELU: self.g.relu,
+                    OpKind.SQRT: self.g.sqrt, OpKind.SQUARE: self.g.square}[kind](x)
+
+        return lower
+
+    def rsqrt(self, node: fx.Node) -> Value:
+        return Recip(self.g.sqrt(self.tensor(node.args[0], self.out_dtype(node))))
+
+    def reciprocal(self, node: fx.Node) -> Value:
+        return Recip(self.tensor(node.args[0], self.out_dtype(node)))
+
+    def gelu(self, node: fx.Node) -> Value:
+        x = self.tensor(node.args[0], self.out_dtype(node))
+        form = bind(node).get("approximate", "none")
+        if form == "tanh":
+            return self.g.gelu(x)
+        if form != "none":
+            raise Skip
+        return self.g.gelu_erf(x)
+
+    def pow(self, node: fx.Node) -> Value:
+        e = scalar(node.args[1])
+        x = self.tensor(node.args[0], self.out_dtype(node))
+        if e == 2.0:
+            return self.g.square(x)
+        if e == 0.5:
+            return self.g.sqrt(x)
+        if e == 1.0:
+            return x
+        if e == -1.0:
+            return Recip(x)
+        if e == -0.5:
+            return Recip(self.g.sqrt(x))
+        raise Skip
+
+    def _dims(self, node: fx.Node, dims: Any, rank: int) -> list[int]:
+        if dims is None or dims == []:
+            return list(range(rank))
+        if isinstance(dims, int):
+            dims = [dims]
+        return sorted({int(d) % rank for d in dims})
+
+    def _reduce(self, node: fx.Node, mean: bool) -> Value:
+        b = bind(node)
+        if b.get("dtype") is not None or not b.get("keepdim", False):
+            raise Skip  # a reduction that drops its dims: a reshape the IR has not
+        x = self.tensor(b["self"], self.out_dtype(node))
+        count = 1
+        for d in self._dims(node, b.get("dim"), len(x.shape)):
+            count *= x.shape[d]
+            x = self.g.reduction(x, d)
+        return self.g.mul_scalar(x, 1.0 / count) if mean and count > 1 else x
+
+    def sum(self, node: fx.Node) -> Value:
+        return self._reduce(node, False)
+
+    def mean(self, node: fx.Node) -> Value:
+        return self._reduce(node, True)
+
+    def softmax(self, node: fx.Node) -> Value:
+        dt = self.out_dtype(node)
+        args = list(node.args) + [None] * 3
+        if node.target is aten.softmax.int and (args[2] is not None or node.kwargs.get("dtype") is not None):
+            raise Skip
+        if node.target is aten._softmax.default and args[2]:
+            raise Skip  # half_to_float: a float32 result
+        x = self.tensor(args[0], dt)
+        e = self.g.exp(x)
+        return self.g.div(e, self.g.reduction(e, int(cast(int, args[1])) % len(x.shape)))
+
+    def rms_norm(self, node: fx.Node) -> Value:
+        b = bind(node)
+        dt = self.out_dtype(node)
+        x = self.tensor(b["input"], dt)
+        if list(b["normalized_shape"]) != [x.shape[-1]]:
+            raise Skip
+        eps = b.get("eps")
+        eps = float(torch.finfo(meta(node).dtype).eps) if eps is None else float(eps)
+        last = len(x.shape) - 1
+        ms = self.g.mul_scalar(self.g.reduction(self.g.square(x), last), 1.0 / x.shape[-1])
+        y = self.g.div(x, self.g.sqrt(self.g.add(ms, self.const(eps, dt, len(x.shape)))))
+        if b.get("weight") is not None:
+            y = self.g.mul(y, self.tensor(b["weight"], dt, len(x.shape)))
+        return y
+
+    def cat(self, node: fx.Node) -> Value:
+        b = bind(node)
+        dt = self.out_dtype(node)
+        parts = list(b["tensors"])
+        rank = len(self._shape(node))
+        if len(parts) < 2:
+            raise Skip
+        out = self.tensor(parts[0], dt, rank)
+        for p in parts[1:]:
+            out = self.g.concat(out, self.tensor(p, dt, rank), int(b.get("dim", 0)) % rank)
+        return out
+
+    def clamp(self, node: fx.Node) -> Value:
+        b = bind(node)
+        lo, hi = scalar(b.get("min")), scalar(b.get("max"))
+        if lo is None or hi is None or not lo < hi:
+            raise Skip
+        return self.g.clamp(self.tensor(b["self"], self.out_dtype(node)), lo, hi)
+
+    def _arrives(self, node: fx.Node) -> None:
+        """A glue value computed from lowered ones enters the program where glue makes it, not at its first
+        reader, so fragments before that reader may still hold the ops between (unread inputs are dropped)."""
+        val = meta(node)
+        if isinstance(val, torch.Tensor) and val.dtype in DTYPES:
+            with contextlib.suppress(Skip):  # not an operand the IR takes: it stays in torch
+                self.tensor(node, DTYPES[val.dtype])

@@ -1,0 +1,63 @@
+"""The drop-in module around a captured program, without a search: each test model's own lowered
+program (every op a torch call computing in float32, glue in torch) gives the model's outputs within
+fp16 (or bf16) rounding, holds its state under the model's names, and takes another model's
+state_dict."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+
+from mugraph.codegen import FP16_TOLERANCE
+from mugraph.torch.capture import capture
+from mugraph.torch.runtime import InputMismatchError, OptimizedModule
+from tests.torch.models import DecoderBlock, GeluMLP, build, float64_output, inputs, rel_err, rms_norm
+
+MODELS: dict[str, tuple[Callable[[], nn.Module], tuple[tuple[int, ...], ...]]] = {
+    "decoder_block": (DecoderBlock, ((16, 64),)),
+    "gelu_mlp": (GeluMLP, ((16, 64),)),
+}
+BF16_TOLERANCE = 4e-2  # bf16 keeps 8 significant bits: 2**-8 per rounding, a few roundings deep
+
+
+@pytest.mark.parametrize("name, dtype", [("decoder_block", torch.float16), ("gelu_mlp", torch.bfloat16)])
+def test_the_reference_program_as_a_module_computes_what_the_model_does(name: str, dtype: torch.dtype) -> None:
+    cls, shapes = MODELS[name]
+    model = build(cls, dtype=dtype)
+    x = inputs(*shapes, dtype=dtype)
+    captured = capture(model, x)
+    module = OptimizedModule(captured, captured.lowering.graph)
+    tol = FP16_TOLERANCE if dtype is torch.float16 else BF16_TOLERANCE
+    out = module(*x)
+    assert out.dtype == dtype and rel_err(out, model(*x)) <= tol
+    assert rel_err(out, float64_output(model, x)) <= tol
+    assert list(module.state_dict()) == list(model.state_dict())
+    lowered, glue, program = module.describe()
+    assert lowered.startswith("lowered (") and glue.startswith("glue run by PyTorch (") and "matmul" in program
+    other = build(cls, seed=5, dtype=dtype)
+    module.load_state_dict(other.state_dict())
+    assert rel_err(module(*x), other(*x)) <= tol and rel_err(module(*x), out) > 0.05
+
+
+def test_a_function_with_a_weight_argument() -> None:
+    x, w = inputs((8, 64), (64,))
+    captured = capture(rms_norm, (x, w))
+    module = OptimizedModule(captured, captured.lowering.graph)
+    assert list(module.state_dict()) == []
+    assert rel_err(module(x, w), float64_output(rms_norm, (x, w))) <= FP16_TOLERANCE
+
+
+@pytest.mark.parametrize("call, message", [
+    ((torch.zeros(8, 64, dtype=torch.float16),), r"input x is \[8, 64\] torch.float16; .* \[16, 64\]"),
+    ((torch.zeros(16, 64),), r"torch.float32; this module was optimised for \[16, 64\] torch.float16"),
+    ((), r"takes 1 input\(s\), got 0"),
+])
+def test_other_shapes_or_dtypes_are_refused(call: tuple[Any, ...], message: str) -> None:
+    model = build(GeluMLP)
+    captured = capture(model, inputs((16, 64)))
+    with pytest.raises(InputMismatchError, match=message):
+        OptimizedModule(captured, captured.lowering.graph)(*call)

@@ -1,0 +1,82 @@
+"""What `mugraph.optimize` refuses, in one clear error before anything starts: a misspelt option, an op
+that can be neither lowered nor run as glue (named with its source line, from Python and from a model
+file); and that the core install does not need torch at all."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+import mugraph
+from mugraph.api import OptionError
+from mugraph.programs.loader import ProgramLoadError, resolve_program
+from mugraph.torch.errors import CaptureError
+from tests.torch.models import GeluLinear, build, inputs
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_a_misspelt_option_is_refused_naming_it_and_the_valid_ones(tmp_path: Path) -> None:
+    with pytest.raises(OptionError) as e:
+        mugraph.optimize(build(GeluLinear), inputs((16, 32)), worker=1, store=tmp_path / "s.zarr")
+    text = str(e.value)
+    assert "'worker' (did you mean 'workers'?)" in text and "budget" in text and "settings" in text
+    assert len(text.splitlines()) == 1 and isinstance(e.value, TypeError)
+    assert not (tmp_path / "s.zarr").exists()  # refused before the store was made
+
+
+class Branchy(torch.nn.Module):
+    """Data-dependent control flow: torch.export keeps it as a `cond` op, which neither the IR nor glue runs."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = torch.cond(x.sum() > 0, lambda x: x @ x, lambda x: x.t() @ x, (x,))
+        return out
+
+
+def _line_of(text: str) -> int:
+    return next(i for i, ln in enumerate(Path(__file__).read_text().splitlines(), 1) if text in ln)
+
+
+def test_an_op_neither_lowered_nor_glue_is_named_with_its_source_line(tmp_path: Path) -> None:
+    with pytest.raises(CaptureError) as e:
+        mugraph.optimize(Branchy(), inputs((16, 16)), store=tmp_path / "s.zarr")
+    text = str(e.value)
+    assert len(text.splitlines()) == 1 and text.startswith("cond (")
+    assert f"{Path(__file__).name}:{_line_of('torch.cond(x.sum()')}" in text
+    assert not (tmp_path / "s.zarr").exists()
+
+
+def test_a_model_file_with_such_an_op_is_refused_with_its_line(tmp_path: Path) -> None:
+    (tmp_path / "model.py").write_text(textwrap.dedent("""
+        import torch
+        from tests.torch.test_refusals import Branchy
+
+        model = Branchy()
+        example_inputs = (torch.ones(16, 16, dtype=torch.float16),)
+    """))
+    with pytest.raises(ProgramLoadError, match=r"model\.py: cond \(cond, at .*test_refusals\.py:\d+\) can be neither"):
+        resolve_program(str(tmp_path / "model.py"))
+
+
+def test_importing_mugraph_does_not_import_torch() -> None:
+    """torch is an optional extra: the package, its library entry and its command line import without it,
+    and where it is missing `optimize` says how to install it."""
+    code = textwrap.dedent("""
+        import sys
+        import mugraph, mugraph.api, mugraph.cli
+        assert "torch" not in sys.modules, "torch imported"
+        sys.modules["torch"] = None  # as if not installed
+        try:
+            mugraph.optimize(lambda x: x, ())
+        except Exception as e:
+            print(type(e).__name__, e)
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == ("TorchUnavailableError PyTorch is not installed; install the torch extra: "
+                                   "pip install 'mugraph[torch]'")

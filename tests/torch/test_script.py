@@ -1,0 +1,51 @@
+"""A user's script calling `mugraph.optimize` at its top level, with no `if __name__ == "__main__"` guard,
+runs once: the spawned Dask workers do not run it again."""
+
+from __future__ import annotations
+
+import multiprocessing.spawn
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from mugraph.api import _main_not_rerun
+from tests.torch.models import GELU_LINEAR_SETTINGS
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_spawned_processes_are_not_told_to_run_the_main_module() -> None:
+    """What multiprocessing hands a spawned process names the main script or module outside the
+    context (pytest's own here), and neither inside it; the main module is as it was after."""
+    main = sys.modules["__main__"]
+    before = (getattr(main, "__file__", None), main.__spec__)
+    keys = {"init_main_from_path", "init_main_from_name"}
+    assert keys & set(multiprocessing.spawn.get_preparation_data("t"))
+    with _main_not_rerun():
+        assert not keys & set(multiprocessing.spawn.get_preparation_data("t"))
+    assert (getattr(main, "__file__", None), main.__spec__) == before
+
+
+@pytest.mark.slow
+def test_a_script_without_a_main_guard_runs_once(tmp_path: Path) -> None:
+    script = tmp_path / "script.py"
+    script.write_text(textwrap.dedent(f"""
+        from pathlib import Path
+        import mugraph
+        from tests.torch.models import GeluLinear, build, inputs
+
+        with open(Path(__file__).with_name("runs.txt"), "a") as f:
+            f.write("ran\\n")
+        fast = mugraph.optimize(build(GeluLinear), inputs((16, 32)), store="s.zarr", workers=2,
+                                settings={GELU_LINEAR_SETTINGS!r}, dashboard_address=":0")
+        print("OK", type(fast).__name__)
+    """))
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-1] == "OK OptimizedModule"
+    assert (tmp_path / "runs.txt").read_text() == "ran\n"
