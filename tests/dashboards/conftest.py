@@ -14,6 +14,9 @@ import pytest
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 DRIVERS = ("chromedriver", "chromium-driver")
 PAGE_TIMEOUT = 30.0
+# A script waits for the page's own JavaScript: on a loaded machine Bokeh renders a busy page slowly
+# (selenium's default of 30 s was seen to expire at a load average of 15 on 2 cores).
+SCRIPT_TIMEOUT = 120.0
 
 
 def which_executable(names: tuple[str, ...], env: str) -> str | None:
@@ -43,6 +46,7 @@ def browser() -> Iterator[Any]:
         options.add_argument(arg)
     driver = webdriver.Chrome(service=Service(executable_path=driver_path), options=options)
     driver.set_page_load_timeout(PAGE_TIMEOUT)
+    driver.set_script_timeout(SCRIPT_TIMEOUT)
     try:
         yield driver
     finally:

@@ -336,8 +336,9 @@ def test_page_on_an_external_dask_scheduler(browser: Any, artifacts: Path, tmp_p
     try:
         procs.append(subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address, "--nworkers",
                                        "2", "--nthreads", "1"], **quiet))
-        # stopped at a time limit (cleanly, with a last sample) to keep the test short
-        args = [*LORA, "--scheduler", address, "--store", str(tmp_path / "run.zarr"), "--time-limit", "8"]
+        # the narrowed space completes in seconds on an idle machine; the time limit only bounds a loaded
+        # one, and leaves room for its first tasks to finish (a stop before any would show no work)
+        args = [*LORA, "--scheduler", address, "--store", str(tmp_path / "run.zarr"), "--time-limit", "60"]
         with running(args, tmp_path) as run:
             start = run.next("start")
             url = live_page_of(start, dashboard)
