@@ -159,9 +159,12 @@ def optimize(program: str, preset: str | None, settings: tuple[str, ...], worker
                    f"{seconds_text(best['estimated_seconds'])} on {gpu.name}, speedup {best['speedup']:.2f}x "
                    f"over the reference ({len(ranking)} μGraphs ranked)")
         if name in done.get("not_confident", ()):
+            top = ranking[0]
+            why = (f"its tiles spill {top['emitted_spill_bytes']:,} bytes of registers per program, which the "
+                   f"model prices least surely" if top.get("emitted_spill_bytes") else
+                   f"within the model's measured error ({MODEL_ERROR:.0%})")
             click.echo(f"    no μGraph is confidently faster than the reference: the best candidate, "
-                       f"{ranking[0]['digest'][:16]}, is estimated {ranking[0]['speedup']:.2f}x, within the "
-                       f"model's measured error ({MODEL_ERROR:.0%}); the reference is kept")
+                       f"{top['digest'][:16]}, is estimated {top['speedup']:.2f}x, {why}; the reference is kept")
         if best.get("measured_seconds") is not None:
             speedup = best.get("measured_speedup")
             click.echo(f"    measured {seconds_text(best['measured_seconds'])} on {best['measured_device']}"
