@@ -56,7 +56,7 @@ class EmittedConstants:
     iteration_seconds: float = 0.2e-6  # latency of one for-loop iteration, hidden by other resident programs
     dram_efficiency: float = 0.7  # share of peak DRAM bandwidth the emitted kernels reach together
     sm_share: float = 3.0  # DRAM bandwidth one SM can draw, in units of bandwidth / SMs
-    spill_bytes_per_s: float = 5e9  # local-memory traffic of one SM's spilled registers
+    spill_bytes_per_s: float = 20e9  # local-memory traffic of one SM's spilled registers
     call_seconds: float = 3e-6  # one CuPy/cuBLAS call, launch and tail included
     library_efficiency: float = 0.7  # share of DRAM bandwidth a cuBLAS matmul reaches
     elementwise_efficiency: float = 0.2  # share of DRAM bandwidth a CuPy element-wise or reduction call reaches
