@@ -159,12 +159,7 @@ def optimize(program: str, preset: str | None, settings: tuple[str, ...], worker
                    f"{seconds_text(best['estimated_seconds'])} on {gpu.name}, speedup {best['speedup']:.2f}x "
                    f"over the reference ({len(ranking)} μGraphs ranked)")
         if name in done.get("not_confident", ()):
-            top = ranking[0]
-            why = (f"its tiles spill {top['emitted_spill_bytes']:,} bytes of registers per program, which the "
-                   f"model prices least surely" if top.get("emitted_spill_bytes") else
-                   f"within the model's measured error ({MODEL_ERROR:.0%})")
-            click.echo(f"    no μGraph is confidently faster than the reference: the best candidate, "
-                       f"{top['digest'][:16]}, is estimated {top['speedup']:.2f}x, {why}; the reference is kept")
+            click.echo(not_confident_line(ranking[0]))
         if best.get("measured_seconds") is not None:
             speedup = best.get("measured_speedup")
             click.echo(f"    measured {seconds_text(best['measured_seconds'])} on {best['measured_device']}"
@@ -176,6 +171,16 @@ def optimize(program: str, preset: str | None, settings: tuple[str, ...], worker
     click.echo(f"  report: {done['report']}")
     if done["kernels"]:
         click.echo(f"  kernels: {done['kernels']}  (Triton; mugraph emit {done['store']} --check runs them)")
+
+
+def not_confident_line(top: dict[str, Any]) -> str:
+    """Why the best candidate does not replace the reference: its tiles spill registers (the term the
+    model prices least surely), or it is estimated faster only within the model's measured error."""
+    why = (f"its tiles spill {top['emitted_spill_bytes']:,} bytes of registers per program, which the model "
+           f"prices least surely" if top.get("emitted_spill_bytes") else
+           f"within the model's measured error ({MODEL_ERROR:.0%})")
+    return (f"    no μGraph is confidently faster than the reference: the best candidate, {top['digest'][:16]}, "
+            f"is estimated {top['speedup']:.2f}x, {why}; the reference is kept")
 
 
 def _open(store: Path) -> RunStore:
