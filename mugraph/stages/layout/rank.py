@@ -57,14 +57,15 @@ def rank(candidates: Mapping[str, tuple[KernelGraph, LayoutResult]], reference: 
     return rows, ref_row
 
 
-TIE_TERMS = ("emitted_waves", "emitted_iterations", "emitted_launches", "roofline_seconds", "no_overlap_seconds",
-             "layout_cost")
+TIE_TERMS = ("emitted_spill_bytes", "emitted_waves", "emitted_resident", "emitted_iterations", "emitted_launches",
+             "roofline_seconds", "no_overlap_seconds", "layout_cost")
 
 
 def mark_near_ties(rows: list[dict[str, Any]]) -> None:
     """Mark each row whose estimate is within MODEL_ERROR of the next row's (`near_tie`), naming the
-    first term that separates the two (`tie_break`: waves, for-loop iterations, launches, then the
-    roofline's terms and the layout cost) and its two values (`tie_values`)."""
+    first term that separates the two (`tie_break`: spilled registers, waves, resident programs per
+    SM, for-loop iterations, launches, then the roofline's terms and the layout cost) and its two
+    values (`tie_values`)."""
     for a, b in pairwise(rows):
         if b["estimated_seconds"] <= a["estimated_seconds"] * (1 + MODEL_ERROR):
             a["near_tie"] = b["digest"]
