@@ -106,6 +106,8 @@ class _Work:
 
 
 def _block_work(bg: BlockGraph, p: GpuProfile) -> _Work:
+    """What one program moves and computes: inputs with an fmap load every iteration (the others once,
+    before the loop), math on padded tiles at one SM's share of throughput, outputs stored once."""
     tensor_sm, simt_sm = p.tensor_flops / p.sms, p.simt_flops / p.sms
     loop_bytes = loop_scratch = loop_math = once_bytes = once_math = 0.0
     latencies = 1
