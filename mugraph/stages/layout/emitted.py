@@ -15,8 +15,9 @@ What the emitted code does instead, and what this model prices:
 - DRAM bandwidth is split over the SMs that have work: a grid of few programs reaches a fraction of
   peak, each SM drawing at most `sm_share` of an even share.
 - Registers: a working set above 255 per thread spills; every op of the loop then stores and
-  reloads the spilled part (a term that grows with the square of the spill). A spilling candidate
-  is never "confident" (see `rank.py`): its price is the model's least sure.
+  reloads the spilled part (a term that grows with the square of the spill). A candidate that
+  spills, or comes within the model's error of it, is never "confident" (see `rank.py`): its price
+  is the model's least sure.
 - The kernel takes the longer of that serial time and its DRAM traffic at `dram_efficiency` of peak.
 - A pre-defined op is a sequence of CuPy/cuBLAS calls (an element-wise op computed in float32 is
   several calls): each call costs `call_seconds` plus its traffic at the fitted share of DRAM
@@ -82,6 +83,7 @@ class KernelCost:
     bound: str
     resident: int = 1  # programs one SM runs at once
     spill_bytes: int = 0  # per program, registers that do not fit
+    registers: int = 0  # per thread, the working set before spilling
 
 
 def _sector_bytes(shape: tuple[int, ...], itemsize: int) -> float:
@@ -175,7 +177,8 @@ def _graph_defined(g: KernelGraph, index: int, op: Op, p: GpuProfile, c: Emitted
             sum(g.tensors[i].nbytes for i in op.outputs)) / bandwidth
     seconds = c.launch_seconds + max(serial, dram)
     return KernelCost(index, str(op.kind), blocks, rounds, bg.forloop, round_seconds, serial, dram,
-                      c.launch_seconds, seconds, "serial" if serial >= dram else "dram", resident, res.spill_bytes)
+                      c.launch_seconds, seconds, "serial" if serial >= dram else "dram", resident, res.spill_bytes,
+                      res.registers)
 
 
 def _batched_matmul(g: KernelGraph, op: Op, p: GpuProfile, c: EmittedConstants) -> float:
@@ -224,7 +227,8 @@ class EmittedEstimate:
                 "waves": max((k.waves for k in ks), default=0),
                 "iterations": sum(k.iterations for k in ks),
                 "resident": min((k.resident for k in ks), default=1),
-                "spill_bytes": sum(k.spill_bytes for k in ks)}
+                "spill_bytes": sum(k.spill_bytes for k in ks),
+                "registers": max((k.registers for k in ks), default=0)}
 
 
 def estimate_emitted(graph: KernelGraph, profile: GpuProfile, constants: EmittedConstants = CONSTANTS,
