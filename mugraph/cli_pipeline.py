@@ -21,6 +21,7 @@ from mugraph.stages.layout.costs import Layouts
 from mugraph.stages.layout.describe import describe_layouts, seconds_text
 from mugraph.stages.layout.profiles import DEFAULT_PROFILE, PROFILES, get_profile
 from mugraph.stages.layout.rank import MODEL_ERROR, rerank
+from mugraph.stages.layout.residency import MAX_REGISTERS
 from mugraph.stages.search.config import PRESETS
 from mugraph.stages.search.serial import DEFAULT_BUDGET
 from mugraph.storage.run_store import RunStore
@@ -159,9 +160,7 @@ def optimize(program: str, preset: str | None, settings: tuple[str, ...], worker
                    f"{seconds_text(best['estimated_seconds'])} on {gpu.name}, speedup {best['speedup']:.2f}x "
                    f"over the reference ({len(ranking)} μGraphs ranked)")
         if name in done.get("not_confident", ()):
-            click.echo(f"    no μGraph is confidently faster than the reference: the best candidate, "
-                       f"{ranking[0]['digest'][:16]}, is estimated {ranking[0]['speedup']:.2f}x, within the "
-                       f"model's measured error ({MODEL_ERROR:.0%}); the reference is kept")
+            click.echo(not_confident_line(ranking[0]))
         if best.get("measured_seconds") is not None:
             speedup = best.get("measured_speedup")
             click.echo(f"    measured {seconds_text(best['measured_seconds'])} on {best['measured_device']}"
@@ -173,6 +172,22 @@ def optimize(program: str, preset: str | None, settings: tuple[str, ...], worker
     click.echo(f"  report: {done['report']}")
     if done["kernels"]:
         click.echo(f"  kernels: {done['kernels']}  (Triton; mugraph emit {done['store']} --check runs them)")
+
+
+def not_confident_line(top: dict[str, Any]) -> str:
+    """Why the best candidate does not replace the reference: its tiles spill registers or come within
+    the model's error of spilling (the term it prices least surely), or it is estimated faster only
+    within the model's measured error."""
+    if top.get("emitted_spill_bytes"):
+        why = (f"its tiles spill {top['emitted_spill_bytes']:,} bytes of registers per program, which the model "
+               f"prices least surely")
+    elif top.get("emitted_registers", 0) * (1 + MODEL_ERROR) > MAX_REGISTERS:
+        why = (f"its tiles need {top['emitted_registers']} of the {MAX_REGISTERS} registers per thread, within "
+               f"the model's error ({MODEL_ERROR:.0%}) of spilling")
+    else:
+        why = f"within the model's measured error ({MODEL_ERROR:.0%})"
+    return (f"    no μGraph is confidently faster than the reference: the best candidate, {top['digest'][:16]}, "
+            f"is estimated {top['speedup']:.2f}x, {why}; the reference is kept")
 
 
 def _open(store: Path) -> RunStore:

@@ -18,6 +18,11 @@ from mugraph.ir.types import Shape
 
 AXES = "xyz"
 MIN_DOT = 16  # tl.dot needs every operand dim >= 16
+# The emitted kernels launch with Triton's defaults: 4 warps per program, loads software-pipelined
+# over 3 stages. The cost model prices registers and shared memory per program from these.
+NUM_WARPS = 4
+THREADS = NUM_WARPS * 32
+NUM_STAGES = 3
 
 
 def padded(n: int) -> int:

@@ -5,15 +5,24 @@ H100 the emitted Triton kernels take 1.4-2.9x that and its order of candidates i
 What the emitted code does instead, and what this model prices:
 
 - A graph-defined op is one Triton launch of `prod(grid)` programs. Each program runs its for-loop
-  serially: every iteration loads its input tiles (padded to the extents `codegen.tiles.padded`
-  gives, the padded share masked off), runs its block ops on the padded tiles, and waits a fixed
-  latency (the loads of one iteration are not overlapped with the previous one's math). A program
-  draws one SM's share of DRAM bandwidth (times `sm_share`, fitted). Programs beyond one per SM run
-  in further waves. Work after the accumulators runs once per program.
-- The kernel takes the longer of its waves' serial time and its DRAM traffic at full bandwidth.
+  serially: every iteration loads its input tiles (padded to the extents `ir.tiles.padded_shape`
+  gives codegen, the padded share masked off; rows in whole 32-byte sectors), runs its block ops on
+  the padded tiles (a concat through a scratch tile in L2), and waits a latency for its loads.
+- Residency (`residency.py`): an SM holds as many programs as its registers and shared memory allow.
+  They share its bandwidth and math but fill each other's latency, so an iteration of the SM takes
+  the longer of one program's latency plus work and all resident programs' work. The busiest SM
+  (`ceil(programs / SMs)` of them, in rounds of the resident count) sets the time.
+- DRAM bandwidth is split over the SMs that have work: a grid of few programs reaches a fraction of
+  peak, each SM drawing at most `sm_share` of an even share.
+- Registers: a working set above 255 per thread spills; every op of the loop then stores and
+  reloads the spilled part (a term that grows with the square of the spill). A candidate that
+  spills, or comes within the model's error of it, is never "confident" (see `rank.py`): its price
+  is the model's least sure.
+- The kernel takes the longer of that serial time and its DRAM traffic at `dram_efficiency` of peak.
 - A pre-defined op is a sequence of CuPy/cuBLAS calls (an element-wise op computed in float32 is
-  several calls): each call costs `call_seconds` plus its traffic at `library_efficiency` of DRAM
-  bandwidth; a matmul's FLOPs at tensor-core peak bound it from below.
+  several calls): each call costs `call_seconds` plus its traffic at the fitted share of DRAM
+  bandwidth; a matmul's FLOPs at tensor-core peak bound it from below, and a batched matmul runs as
+  cuBLAS does, one thread block per 128x128 output tile streaming its whole K-panel.
 
 The constants in `EmittedConstants` are fitted on recorded H100 timings (benchmarks/data); the
 rest are the profile's data-sheet numbers.
@@ -29,9 +38,11 @@ from mugraph.ir.graph import BlockGraph, KernelGraph, Op
 from mugraph.ir.tiles import padded_shape
 from mugraph.ir.types import ACCUMULATORS, OpKind
 from mugraph.stages.layout.profiles import GpuProfile
+from mugraph.stages.layout.residency import residency
 
-MODEL = "emitted-v1"
+MODEL = "emitted-v2"
 SECTOR = 32
+CUBLAS_TILE = 128  # output tile of one cuBLAS thread block (M and N)
 
 # array calls one pre-defined op becomes in the emitted module (silu: neg, exp, add, div; rms_norm:
 # square, mean, sqrt, div) and how many times each call streams the op's output-sized data
@@ -43,10 +54,14 @@ class EmittedConstants:
     """The few numbers fitted to measurements: the defaults are what benchmarks/bench_cost_model.py
     fits on the recorded H100 rows of the programs it does not hold out."""
 
-    iteration_seconds: float = 0.3e-6  # latency of one for-loop iteration of one program
-    sm_share: float = 0.75  # DRAM bandwidth one program draws, in units of bandwidth / SMs
+    iteration_seconds: float = 0.2e-6  # latency of one for-loop iteration, hidden by other resident programs
+    dram_efficiency: float = 0.7  # share of peak DRAM bandwidth the emitted kernels reach together
+    sm_share: float = 3.0  # DRAM bandwidth one SM can draw, in units of bandwidth / SMs
+    spill_bytes_per_s: float = 20e9  # local-memory traffic of one SM's spilled registers
     call_seconds: float = 3e-6  # one CuPy/cuBLAS call, launch and tail included
-    library_efficiency: float = 0.6  # share of DRAM bandwidth a library call reaches
+    library_efficiency: float = 0.7  # share of DRAM bandwidth a cuBLAS matmul reaches
+    elementwise_efficiency: float = 0.2  # share of DRAM bandwidth a CuPy element-wise or reduction call reaches
+    library_sm_share: float = 0.5  # DRAM bandwidth one cuBLAS thread block draws, in units of bandwidth / SMs
     launch_seconds: float = 3e-6  # one Triton launch
 
 
@@ -58,18 +73,17 @@ class KernelCost:
     op: int
     kind: str
     blocks: int
-    waves: int
+    waves: int  # rounds of resident programs on the busiest SM
     iterations: int
-    block_seconds: float  # one program's serial time
+    block_seconds: float  # one round of the busiest SM's resident programs
     serial_seconds: float  # waves x block_seconds
     dram_seconds: float
     launch_seconds: float
     seconds: float
     bound: str
-
-
-def _padded_bytes(shape: tuple[int, ...], itemsize: int) -> int:
-    return prod(padded_shape(shape)) * itemsize
+    resident: int = 1  # programs one SM runs at once
+    spill_bytes: int = 0  # per program, registers that do not fit
+    registers: int = 0  # per thread, the working set before spilling
 
 
 def _sector_bytes(shape: tuple[int, ...], itemsize: int) -> float:
@@ -80,21 +94,47 @@ def _sector_bytes(shape: tuple[int, ...], itemsize: int) -> float:
     return prod(shape[:-1]) * sectors * SECTOR
 
 
-def _block_work(bg: BlockGraph, p: GpuProfile, c: EmittedConstants) -> tuple[float, float]:
-    """(seconds of one for-loop iteration, seconds after the loop) of one program."""
-    bw_sm = p.dram_bytes_per_s / p.sms * c.sm_share
+@dataclass(frozen=True, slots=True)
+class _Work:
+    """One program's traffic and math, per for-loop iteration and once (before or after the loop)."""
+
+    loop_bytes: float  # from DRAM (or L2, for tiles other programs also read)
+    loop_scratch: float  # concat's scratch tiles, stored and loaded back through L2
+    loop_math: float  # seconds at one SM's throughput
+    loop_latencies: int  # round trips to memory per iteration: the loads, and each concat's scratch tile
+    loop_ops: int
+    once_bytes: float
+    once_math: float
+
+
+def _block_work(bg: BlockGraph, p: GpuProfile) -> _Work:
+    """What one program moves and computes: inputs with an fmap load every iteration (the others once,
+    before the loop), math on padded tiles at one SM's share of throughput, outputs stored once."""
     tensor_sm, simt_sm = p.tensor_flops / p.sms, p.simt_flops / p.sms
-    loop = c.iteration_seconds
-    post = 0.0
+    loop_bytes = loop_scratch = loop_math = once_bytes = once_math = 0.0
+    latencies = 1
+    ops = 0
     for bop in bg.ops:
-        after = any(bg.tensors[i].after_accum for i in (*bop.inputs, *bop.outputs))
         if bop.kind is OpKind.INPUT:
             t = bg.tensors[bop.outputs[0]]
-            loop += _sector_bytes(t.shape, t.dtype.itemsize) / bw_sm
+            moved = _sector_bytes(t.shape, t.dtype.itemsize)
+            if bop.int_attr("fmap") >= 0:
+                loop_bytes += moved
+            else:
+                once_bytes += moved
             continue
         if bop.kind is OpKind.OUTPUT:
-            t = bg.tensors[bop.inputs[0]]
-            post += t.nbytes / bw_sm
+            once_bytes += bg.tensors[bop.inputs[0]].nbytes
+            continue
+        after = any(bg.tensors[i].after_accum for i in bop.inputs)  # an accumulator adds in the loop
+        ops += not after
+        if bop.kind is OpKind.CONCAT:  # both halves stored to a float32 scratch tile, then loaded whole
+            scratch = 2 * prod(padded_shape(bg.tensors[bop.outputs[0]].shape)) * 4
+            if after:
+                once_bytes += scratch
+            else:
+                loop_scratch += scratch
+                latencies += 1
             continue
         if bop.kind is OpKind.MATMUL:
             a = padded_shape(bg.tensors[bop.inputs[0]].shape)
@@ -104,34 +144,66 @@ def _block_work(bg: BlockGraph, p: GpuProfile, c: EmittedConstants) -> tuple[flo
             src = bop.inputs[0] if bop.kind in ACCUMULATORS or bop.kind is OpKind.REDUCTION else bop.outputs[0]
             work = prod(padded_shape(bg.tensors[src].shape)) / simt_sm
         if after:
-            post += work
+            once_math += work
         else:
-            loop += work
-    return loop, post
+            loop_math += work
+    return _Work(loop_bytes, loop_scratch, loop_math, latencies, ops, once_bytes, once_math)
 
 
 def _graph_defined(g: KernelGraph, index: int, op: Op, p: GpuProfile, c: EmittedConstants) -> KernelCost:
+    """Programs spread over the SMs; each SM runs up to `resident` of them at once, which share its
+    bandwidth and math but overlap their per-iteration latency; the busiest SM sets the time. DRAM
+    bandwidth is split over the SMs that have work, each drawing at most `sm_share` of an even share."""
     bg = op.block
     assert bg is not None
     blocks = prod(bg.grid)
-    waves = ceil(blocks / p.sms)
-    loop, post = _block_work(bg, p, c)
-    block_seconds = bg.forloop * loop + post
-    serial = waves * block_seconds
+    res = residency(bg, p)
+    busy = min(blocks, p.sms)
+    per_sm = ceil(blocks / p.sms)
+    resident = min(res.blocks_per_sm, per_sm)
+    rounds = ceil(per_sm / resident)
+    bandwidth = p.dram_bytes_per_s * c.dram_efficiency
+    bw_sm = min(p.dram_bytes_per_s / p.sms * c.sm_share, bandwidth / busy)
+    w = _block_work(bg, p)
+    # every op of the loop stores and reloads the spilled part of the working set, and the more of it
+    # is spilled, the more of each op's operands are among it
+    spill = res.spill_bytes * 2 * w.loop_ops * res.spill_bytes / res.register_bytes / c.spill_bytes_per_s
+    busy_seconds = w.loop_bytes / bw_sm + w.loop_scratch / (p.l2_bytes_per_s / p.sms) + w.loop_math + spill
+    # one program waits for its loads; the others resident on the SM fill that wait with their work
+    iteration = max(w.loop_latencies * c.iteration_seconds + busy_seconds, resident * busy_seconds)
+    round_seconds = bg.forloop * iteration + resident * (w.once_bytes / bw_sm + w.once_math)
+    serial = rounds * round_seconds
     dram = (sum(g.tensors[i].nbytes for i in sorted(set(op.inputs))) +
-            sum(g.tensors[i].nbytes for i in op.outputs)) / p.dram_bytes_per_s
+            sum(g.tensors[i].nbytes for i in op.outputs)) / bandwidth
     seconds = c.launch_seconds + max(serial, dram)
-    return KernelCost(index, str(op.kind), blocks, waves, bg.forloop, block_seconds, serial, dram,
-                      c.launch_seconds, seconds, "serial" if serial >= dram else "dram")
+    return KernelCost(index, str(op.kind), blocks, rounds, bg.forloop, round_seconds, serial, dram,
+                      c.launch_seconds, seconds, "serial" if serial >= dram else "dram", resident, res.spill_bytes,
+                      res.registers)
+
+
+def _batched_matmul(g: KernelGraph, op: Op, p: GpuProfile, c: EmittedConstants) -> float:
+    """A batched matmul as cuBLAS runs it: one thread block per 128x128 output tile of each batch, each
+    streaming its whole K-panel of both operands at one SM's bandwidth (no split over K), so a few
+    large-K tiles leave most SMs idle."""
+    a, out = g.tensors[op.inputs[0]].shape, g.tensors[op.outputs[0]].shape
+    batch, (m, n), k = prod(out[:-2]), out[-2:], a[-1]
+    ctas = batch * ceil(m / CUBLAS_TILE) * ceil(n / CUBLAS_TILE)
+    panel = (min(m, CUBLAS_TILE) + min(n, CUBLAS_TILE)) * k * g.tensors[op.inputs[0]].dtype.itemsize
+    bw_sm = min(p.dram_bytes_per_s / p.sms * c.library_sm_share,
+                p.dram_bytes_per_s * c.library_efficiency / min(ctas, p.sms))
+    return ceil(ctas / p.sms) * panel / bw_sm
 
 
 def _pre_defined(g: KernelGraph, index: int, op: Op, p: GpuProfile, c: EmittedConstants) -> KernelCost:
     calls = _CALLS.get(op.kind, 1)
     traffic = sum(g.tensors[i].nbytes for i in (*op.inputs, *op.outputs)) * calls
-    dram = traffic / (p.dram_bytes_per_s * c.library_efficiency)
+    efficiency = c.library_efficiency if op.kind is OpKind.MATMUL else c.elementwise_efficiency
+    dram = traffic / (p.dram_bytes_per_s * efficiency)
     if op.kind is OpKind.MATMUL:
         a, out = g.tensors[op.inputs[0]].shape, g.tensors[op.outputs[0]].shape
         dram = max(dram, 2 * prod(out) * a[-1] / p.tensor_flops)
+        if len(out) > 2 and prod(out[:-2]) > 1:
+            dram = max(dram, _batched_matmul(g, op, p, c))
     launch = calls * c.call_seconds
     return KernelCost(index, str(op.kind), 1, 1, 1, dram, dram, dram, launch, launch + dram, "library")
 
@@ -153,7 +225,10 @@ class EmittedEstimate:
                 "serial_seconds": sum(k.serial_seconds for k in ks if k.bound == "serial"),
                 "dram_seconds": sum(k.dram_seconds for k in ks if k.bound != "serial"),
                 "waves": max((k.waves for k in ks), default=0),
-                "iterations": sum(k.iterations for k in ks)}
+                "iterations": sum(k.iterations for k in ks),
+                "resident": min((k.resident for k in ks), default=1),
+                "spill_bytes": sum(k.spill_bytes for k in ks),
+                "registers": max((k.registers for k in ks), default=0)}
 
 
 def estimate_emitted(graph: KernelGraph, profile: GpuProfile, constants: EmittedConstants = CONSTANTS,

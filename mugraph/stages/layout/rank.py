@@ -6,8 +6,8 @@ ranks where it does. μGraphs that do not fit the profile's shared memory rank l
 are ordered by the roofline time, the no-overlap time, then the layout cost, then the digest, so the
 same store always gives the same ranking. Rows whose estimates lie within the model's measured error
 of the next row's are marked `near_tie`, with the term that separates them. A candidate replaces the
-reference only when it is estimated faster by more than that error (`confident`): the model sold
-slowdowns as speedups when it did not say how sure it was.
+reference only when it is estimated faster by more than that error and its kernels' registers fit
+with that error to spare (`confident`): the model sold slowdowns as speedups when it did not say how sure it was.
 """
 
 from __future__ import annotations
@@ -21,11 +21,12 @@ from mugraph.stages.layout.choose import LayoutResult
 from mugraph.stages.layout.costs import Layouts
 from mugraph.stages.layout.emitted import estimate_emitted
 from mugraph.stages.layout.profiles import GpuProfile
+from mugraph.stages.layout.residency import MAX_REGISTERS
 from mugraph.stages.layout.roofline import MODEL, estimate
 
-# the emitted model's median absolute error on held-out H100 rows (benchmarks/RESULTS.md): two
-# estimates closer than this are a near tie; a speedup below 1 + this is not confident
-MODEL_ERROR = 0.25
+# the emitted model's median absolute error on held-out H100 rows (benchmarks/RESULTS.md: 7%, rounded
+# up): two estimates closer than this are a near tie; a speedup below 1 + this is not confident
+MODEL_ERROR = 0.10
 
 
 def ranking_row(digest: str, graph: KernelGraph, layout: LayoutResult, profile: GpuProfile,
@@ -57,14 +58,15 @@ def rank(candidates: Mapping[str, tuple[KernelGraph, LayoutResult]], reference: 
     return rows, ref_row
 
 
-TIE_TERMS = ("emitted_waves", "emitted_iterations", "emitted_launches", "roofline_seconds", "no_overlap_seconds",
-             "layout_cost")
+TIE_TERMS = ("emitted_spill_bytes", "emitted_waves", "emitted_resident", "emitted_iterations", "emitted_launches",
+             "roofline_seconds", "no_overlap_seconds", "layout_cost")
 
 
 def mark_near_ties(rows: list[dict[str, Any]]) -> None:
     """Mark each row whose estimate is within MODEL_ERROR of the next row's (`near_tie`), naming the
-    first term that separates the two (`tie_break`: waves, for-loop iterations, launches, then the
-    roofline's terms and the layout cost) and its two values (`tie_values`)."""
+    first term that separates the two (`tie_break`: spilled registers, waves, resident programs per
+    SM, for-loop iterations, launches, then the roofline's terms and the layout cost) and its two
+    values (`tie_values`)."""
     for a, b in pairwise(rows):
         if b["estimated_seconds"] <= a["estimated_seconds"] * (1 + MODEL_ERROR):
             a["near_tie"] = b["digest"]
@@ -73,8 +75,13 @@ def mark_near_ties(rows: list[dict[str, Any]]) -> None:
 
 
 def confident(row: dict[str, Any], reference_row: dict[str, Any]) -> bool:
-    """Whether `row` is estimated faster than the reference by more than the model's measured error."""
-    return bool(row["fits"]) and row["estimated_seconds"] * (1 + MODEL_ERROR) < reference_row["estimated_seconds"]
+    """Whether `row` is estimated faster than the reference by more than the model's measured error,
+    and its tiles fit the register file with that error to spare. Spills are the term the model prices
+    least surely: of the two spilling μGraphs measured on an H100, one ran in two thirds of its
+    estimate, the other in four times it."""
+    return bool(row["fits"]) and not row.get("emitted_spill_bytes") and \
+        row.get("emitted_registers", 0) * (1 + MODEL_ERROR) <= MAX_REGISTERS and \
+        row["estimated_seconds"] * (1 + MODEL_ERROR) < reference_row["estimated_seconds"]
 
 
 def combined(rows: list[dict[str, Any]], reference_row: dict[str, Any]) -> list[dict[str, Any]]:
