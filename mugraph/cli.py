@@ -23,6 +23,7 @@ from mugraph.cuda.backend import backend_name, get_array_module
 from mugraph.dashboards.progress import ProgressLine
 from mugraph.ir.canonical import canonical_digest
 from mugraph.ir.errors import MugraphError
+from mugraph.ir.graph import KernelGraph
 from mugraph.ir.render import render
 from mugraph.ir.serialize import digest
 from mugraph.programs import Program, builtin_programs, resolve_program
@@ -79,6 +80,25 @@ def list_cmd(as_json: bool) -> None:
             click.echo(f"{name:<12} {prog.preset:<10} {prog.description}")
 
 
+def _check_reference_only(name: str, reference: KernelGraph, seeds: tuple[int, ...], spec: FieldSpec, xp: Any,
+                          as_json: bool, t0: float) -> None:
+    """A program with no experts is valid once its reference loads and evaluates: experts are
+    optional (the search finds the μGraphs). The reference is run through both interpreters."""
+    r = check_equivalence(reference, reference, seeds, spec, xp)
+    if not r.equivalent:  # the reference disagrees with itself: an interpreter fault, not the user's
+        raise MugraphError(f"{name}: the reference does not evaluate consistently ({r.reason})")
+    seconds = time.perf_counter() - t0
+    if as_json:
+        click.echo(json.dumps({
+            "program": name, "equivalent": True, "float_max_rel_err": None, "seconds": round(seconds, 4),
+            "backend": backend_name(xp), "p": spec.p, "q": spec.q, "seeds": list(seeds),
+            "reference_digest": digest(reference), "experts": [], "reference_only": True}))
+        return
+    ins = ", ".join(f"{n} {list(shape)}" for n, shape, _ in reference.input_signature())
+    click.echo(f"{name}: reference valid (inputs {ins}; evaluated in Z_pq and float64 in {seconds:.2f} s "
+               f"on {backend_name(xp)}); no experts to check, `mugraph optimize` searches for μGraphs")
+
+
 @cli.command()
 @click.argument("program")
 @click.option("--json", "as_json", is_flag=True, help="Last stdout line: one JSON object with the verdict.")
@@ -93,13 +113,16 @@ def check(program: str, as_json: bool, seeds: str, backend: str, p: int, q: int,
     """Fingerprint every expert μGraph of PROGRAM (built-in name, .py or .json file) against its
     reference, then compare in float64."""
     seed_list = _seeds(seeds)
-    prog = _program_with_experts(program, "check")
+    prog = resolve_program(program)
     spec = FieldSpec(p, q)
     xp = get_array_module(backend)
     t0 = time.perf_counter()
     reference = prog.reference()
     if show:
         click.echo(render(reference, f"reference {prog.name}  {digest(reference)[:16]}"))
+    if not prog.experts:
+        _check_reference_only(prog.name, reference, seed_list, spec, xp, as_json, t0)
+        return
     rows: list[dict[str, Any]] = []
     for label, build in prog.experts.items():
         expert = build()
