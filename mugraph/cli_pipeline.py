@@ -12,7 +12,7 @@ from mugraph.api import OptimizeOptions, run_optimize
 from mugraph.cli_checks import check_output_file
 from mugraph.dashboards.progress import ProgressLine
 from mugraph.dashboards.report import report_path, write_report
-from mugraph.dashboards.summary import eta_text, headline, rows_to_show
+from mugraph.dashboards.summary import eta_text, headline, memo_text, rows_to_show
 from mugraph.ir.errors import MugraphError
 from mugraph.ir.names import check_tensor_name, shown
 from mugraph.ir.render import render
@@ -47,12 +47,11 @@ def _parse_layout(text: str) -> tuple[str, int]:
 
 
 def _progress_text(e: dict[str, Any]) -> str:
-    local, remote = e.get("memo_local_hit_rate"), e.get("memo_remote_hit_rate")
-    memo = "n/a" if local is None or remote is None else f"{100 * local:.0f}% local + {100 * remote:.0f}% redis"
+    memo = memo_text(e.get("memo_local_hit_rate"), e.get("memo_remote_hit_rate"))
     return (f"tasks {e['tasks_done']:,} done, {e['tasks_running']:,} running, {e['tasks_pending']:,} pending · "
             f"states {e['states']:,} "
             f"({e['states_per_s']:,.0f}/s) · μGraphs {e['mugraphs']} ({e['confirmed']} confirmed) · "
-            f"memo hits {memo} · solver {e['solver_calls']:,} · {e['seconds']:,.0f} s" + _size_text(e))
+            f"shared memo hits {memo} · solver {e['solver_calls']:,} · {e['seconds']:,.0f} s" + _size_text(e))
 
 
 def _size_text(e: dict[str, Any]) -> str:
@@ -196,6 +195,7 @@ def status(store: Path, as_json: bool) -> None:
                 "name": f["name"], "preset": f.get("preset"), "found": len(st.found(i)),
                 "confirmed": sum(1 for r in conf.values() if r["equivalent"]),
                 "best": ranking[0]["digest"] if ranking else None,
+                "best_is_reference": bool(ranking and ranking[0].get("reference")),
             })
         last = next((inv[-1] for inv in reversed(st.timeline()) if inv), None)
         size = {k: last.get(k) for k in ("estimated_states", "estimated_fraction", "eta_seconds", "states",
@@ -218,8 +218,8 @@ def status(store: Path, as_json: bool) -> None:
                        float(last.get("states_per_s") or 0.0))
         click.echo(f"  size: {eta} (at the last invocation's rate)")
     for p in per:
-        click.echo(f"  {p['name']} ({p['preset']}): {p['found']} found, {p['confirmed']} confirmed, best "
-                   f"{(p['best'] or '-')[:16]}")
+        best = "the reference program" if p["best_is_reference"] else (p["best"] or "-")[:16]
+        click.echo(f"  {p['name']} ({p['preset']}): {p['found']} found, {p['confirmed']} confirmed, best {best}")
 
 
 
