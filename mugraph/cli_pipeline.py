@@ -10,6 +10,7 @@ import click
 
 from mugraph.api import OptimizeOptions, run_optimize
 from mugraph.cli_checks import check_output_file
+from mugraph.dashboards.experts import expert_labels, expert_note
 from mugraph.dashboards.progress import ProgressLine
 from mugraph.dashboards.report import report_path, write_report
 from mugraph.dashboards.summary import eta_text, headline, memo_text, rows_to_show
@@ -223,7 +224,7 @@ def status(store: Path, as_json: bool) -> None:
 
 
 
-def _ranking_lines(ranking: list[dict[str, Any]], limit: int | None) -> list[str]:
+def _ranking_lines(ranking: list[dict[str, Any]], limit: int | None, experts: dict[str, str]) -> list[str]:
     """The ranking table; past `limit` rows, the reference's row is still shown (speedups are over it)."""
     timed = any("measured_seconds" in e for e in ranking)
     head = (f"   {'#':>3}  {'μGraph':<16}  {'kernels':>7}  {'DRAM bytes':>13}  {'FLOPs':>15}  {'est. time':>11}  "
@@ -234,10 +235,11 @@ def _ranking_lines(ranking: list[dict[str, Any]], limit: int | None) -> list[str
         if limit and n > limit:
             lines.append("   ...")
         tag = "reference" if e.get("reference") else e["digest"][:16]
+        expert = f"  (expert {experts[e['digest']]})" if e["digest"] in experts else ""
         measured = seconds_text(e["measured_seconds"]) if "measured_seconds" in e else "-"
         lines.append(f"   {n:>3}  {tag:<16}  {e['kernels']:>7}  {e['dram_bytes']:>13,}  {e['flops']:>15,}  "
                      f"{seconds_text(e['estimated_seconds']):>11}  {e['speedup']:>6.2f}x  {e['bound']:<7}  "
-                     f"{'yes' if e['fits'] else 'NO '}" + (f"  {measured:>11}" if timed else ""))
+                     f"{'yes' if e['fits'] else 'NO '}" + (f"  {measured:>11}" if timed else "") + expert)
         if "near_tie" in e:
             lines.append(f"          ~ near tie with {e['near_tie'][:16]} (within {MODEL_ERROR:.0%}); "
                          f"separated by {e['tie_break']} {e.get('tie_values')}")
@@ -274,6 +276,7 @@ def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) ->
             rows.append({"name": f["name"], "ranking": ranking, "best": best,
                          "graph": graphs[best["digest"]] if best is not None else None})
         final = st.final()
+        experts = expert_labels(st.identity, frags)
     if final is None:
         raise MugraphError(f"{store}: no result yet; run `mugraph optimize` on it first")
     if as_json:
@@ -293,7 +296,9 @@ def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) ->
                 click.echo(f"   why: {head['why']}")
             if head["tie_note"]:
                 click.echo(f"   ties: {head['tie_note']}")
-        for line in _ranking_lines(ranking, None if show_all else SHOW_ROWS):
+        if expert_note(experts, ranking):
+            click.echo(f"   {expert_note(experts, ranking)}")
+        for line in _ranking_lines(ranking, None if show_all else SHOW_ROWS, experts):
             click.echo(line)
         best, graph = r["best"], r["graph"]
         if best is None or graph is None:

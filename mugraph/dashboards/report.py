@@ -15,6 +15,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from mugraph.dashboards.experts import expert_labels, expert_note
 from mugraph.dashboards.summary import (
     COUNTER_MEANINGS,
     best_so_far,
@@ -82,6 +83,7 @@ def report_data(store: RunStore) -> dict[str, Any]:
     invocations = store.timeline()
     samples, restarts = _timeline(invocations)
     fragments, rankings, chosen = [], {}, {}
+    experts = expert_labels(store.identity, frags)
     found_order: dict[str, list[str]] = {}
     for i, f in enumerate(frags):
         conf = store.confirmations(i)
@@ -116,6 +118,7 @@ def report_data(store: RunStore) -> dict[str, Any]:
         "invocations": len(invocations),
         "workers": {w: {"busy_seconds": round(busy[w], 3), "tasks": done_per_worker[w]} for w in sorted(busy)},
         "best_so_far": {name: best_so_far(samples, name, found_order[name], rows) for name, rows in rankings.items()},
+        "experts": experts, "expert_notes": {name: expert_note(experts, rows) for name, rows in rankings.items()},
         "ranking": rankings, "headlines": {name: headline(rows) for name, rows in rankings.items()},
         "chosen": chosen, "generated": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
     }
@@ -165,6 +168,8 @@ def _answer(data: dict[str, Any]) -> str:
                  "1.00x", h["reference_kernels"], f"{h['reference_dram_bytes']:,}"]]
         why = f'<p class="why">Why: {html.escape(h["why"])}</p>' if h["why"] else ""
         ties = f'<p class="note">{html.escape(h["tie_note"])}</p>' if h["tie_note"] else ""
+        note = (data.get("expert_notes") or {}).get(name)
+        ties += f'<p class="note">{html.escape(note)}</p>' if note else ""
         out.append(f'<div class="answer"><div class="big">{html.escape(name)}: {html.escape(h["line"])}</div>'
                    + _table(["", f"time ({h['timing']})", "speedup", "kernels", "DRAM bytes"],
                             rows, 1, [False, True]) + why + ties + "</div>")
@@ -240,7 +245,10 @@ def render_report(data: dict[str, Any]) -> str:
     for name, rows in data["ranking"].items():
         shown = rows_to_show(rows, RANKING_ROWS)
         profile = rows[0].get("profile", "-") if rows else "-"
-        body = [[n, "reference" if r.get("reference") else r["digest"][:16], r["kernels"], f"{r['dram_bytes']:,}",
+        labels = data.get("experts") or {}
+        body = [[n, "reference" if r.get("reference") else r["digest"][:16]
+                 + (f" (expert {labels[r['digest']]})" if r["digest"] in labels else ""),
+                 r["kernels"], f"{r['dram_bytes']:,}",
                  f"{r.get('flops', 0):,}", seconds_text(r["estimated_seconds"]), f"{r['speedup']:.2f}x",
                  r.get("bound", "-"), "yes" if r.get("fits", True) else "NO", f"{r.get('layout_cost', 0):,}"]
                 for n, r in shown]
