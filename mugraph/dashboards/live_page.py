@@ -67,6 +67,8 @@ class LivePage:
                 ("memo_local", "in-process LRU", _palette(0), "solid"),
                 ("memo_remote", "shared memo (Redis)", _palette(3), "solid")],
              None, "hits / lookups"),
+            ("mugraph-best", "Best estimated speedup over the reference so far, per fragment", [
+                ("speedup_one", "the reference", "#888888", "dashed")], "best", "speedup (x)"),
             ("mugraph-results", "Solver calls and fingerprints", [
                 ("solver_calls", "solver calls", _palette(3), "solid"),
                 ("fingerprints", "fingerprints", _palette(0), "solid")], None, "count"),
