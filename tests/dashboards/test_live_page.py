@@ -220,7 +220,7 @@ def test_page_on_a_local_cluster_with_published_events(browser: Any, artifacts: 
         page = wait_for("the new run", lambda: (p := read_page(browser)) and "rms_norm" in p["header"]
                         and p["mugraph-states"]["length"] == 1 and p)
         assert page["mugraph-fragments"]["data"]["fragment"] == ["ffn"]
-        assert browser.execute_script(LEGEND_LABELS) == ["ffn"] * 2  # states and states/s
+        assert browser.execute_script(LEGEND_LABELS) == ["ffn"] * 3  # states, states/s, best so far
         # the dashboard's own pages still work, with a link to this one in their nav bar
         browser.get(client.dashboard_link)
         wait_for("the dashboard's status page", lambda: browser.execute_script(
