@@ -23,6 +23,7 @@ from mugraph.cuda.backend import backend_name, get_array_module
 from mugraph.dashboards.progress import ProgressLine
 from mugraph.ir.canonical import canonical_digest
 from mugraph.ir.errors import MugraphError
+from mugraph.ir.graph import KernelGraph
 from mugraph.ir.render import render
 from mugraph.ir.serialize import digest
 from mugraph.programs import Program, builtin_programs, resolve_program
@@ -61,22 +62,91 @@ def _program_with_experts(spec: str, purpose: str) -> Program:
     return prog
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+# The commands in the order one uses them, each with a summary that fits `--help`'s column and an
+# example shown at the end of its own help. Lower-level tools come last.
+COMMAND_HELP: dict[str, tuple[str, tuple[str, ...]]] = {
+    "list": ("The built-in programs, their presets and descriptions.", ("mugraph list",)),
+    "check": ("Check a program's experts against its reference.",
+              ("mugraph check lora", "mugraph check my_program.py --show")),
+    "explain": ("Say whether the search can find each expert, and why not.",
+                ("mugraph explain rms_norm", "mugraph explain rms_norm --set 'franges=[16]'")),
+    "optimize": ("Search, confirm, rank and stitch: the whole pipeline.",
+                 ("mugraph optimize rms_norm", "mugraph optimize gqa --time-limit 15m   # the same command resumes",
+                  "mugraph optimize my_program.py --workers 4 --emit")),
+    "status": ("Tasks done and pending in a run store; size and ETA.", ("mugraph status runs/rms_norm-*.zarr",)),
+    "show": ("A run store's ranking, headline and chosen μGraph.", ("mugraph show runs/rms_norm-*.zarr --all",)),
+    "report": ("Write a run store's HTML report (one offline file).",
+               ("mugraph report runs/rms_norm-*.zarr --out rms_norm.html",)),
+    "emit": ("Write the chosen μGraph as Triton kernels ([kernels]).",
+             ("mugraph emit runs/lora-*.zarr --check", "mugraph emit lora --expert concat --out lora_kernels.py")),
+    "search": ("Lower level: the μGraph search alone, in one process.",
+               ("mugraph search lora --set 'grids=[[64,1,1]]' --set 'fmaps=[-1]' --set 'kernel_ops=[]'",)),
+    "prune": ("Lower level: ask the Z3 oracle about an expert's tensors.", ("mugraph prune lora",)),
+}
+
+
+class WorkflowGroup(click.Group):
+    """Lists commands in COMMAND_HELP's order (then any others), not alphabetically."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        order = {name: i for i, name in enumerate(COMMAND_HELP)}
+        return sorted(self.commands, key=lambda name: (order.get(name, len(order)), name))
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        key = name or cmd.name
+        if key in COMMAND_HELP:
+            summary, examples = COMMAND_HELP[key]
+            cmd.short_help = summary
+            cmd.epilog = "\b\nExample" + ("s" if len(examples) > 1 else "") + ":\n" + \
+                "\n".join(f"  {e}" for e in examples)
+        super().add_command(cmd, name)
+
+
+@click.group(cls=WorkflowGroup, context_settings={"help_option_names": ["-h", "--help"]},
+             epilog="\b\nFirst run (about two minutes on 2 cores):\n"
+                    "  mugraph optimize rms_norm          # search, confirm, rank; prints the best μGraph\n"
+                    "  mugraph show runs/rms_norm-*.zarr  # the ranking and the chosen μGraph\n"
+                    "`mugraph COMMAND --help` gives each command's options and examples.")
 @click.version_option(package_name="mugraph")
 def cli() -> None:
-    """mugraph: search equivalent μGraphs (fused multi-level kernels) for tensor programs."""
+    """mugraph: finds faster equivalent versions (μGraphs: fused multi-level kernels) of a tensor program,
+    checks them, ranks them on a GPU model and writes the best as Triton kernels."""
 
 
 @cli.command("list")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per program on stdout.")
 def list_cmd(as_json: bool) -> None:
-    """Name the built-in programs."""
-    for name, prog in builtin_programs().items():
-        if as_json:
+    """Name the built-in programs: name, search preset, experts, what it computes."""
+    programs = builtin_programs()
+    if as_json:
+        for name, prog in programs.items():
             click.echo(json.dumps({"program": name, "preset": prog.preset,
                                    "description": prog.description, "experts": list(prog.experts)}))
-        else:
-            click.echo(f"{name:<12} {prog.preset:<10} {prog.description}")
+        return
+    rows = [("program", "preset", "experts", "description")]
+    rows += [(name, prog.preset, str(len(prog.experts)), prog.description) for name, prog in programs.items()]
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    for row in rows:
+        click.echo("  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths, strict=True)) + "  " + row[3])
+
+
+def _check_reference_only(name: str, reference: KernelGraph, seeds: tuple[int, ...], spec: FieldSpec, xp: Any,
+                          as_json: bool, t0: float) -> None:
+    """A program with no experts is valid once its reference loads and evaluates: experts are
+    optional (the search finds the μGraphs). The reference is run through both interpreters."""
+    r = check_equivalence(reference, reference, seeds, spec, xp)
+    if not r.equivalent:  # the reference disagrees with itself: an interpreter fault, not the user's
+        raise MugraphError(f"{name}: the reference does not evaluate consistently ({r.reason})")
+    seconds = time.perf_counter() - t0
+    if as_json:
+        click.echo(json.dumps({
+            "program": name, "equivalent": True, "float_max_rel_err": None, "seconds": round(seconds, 4),
+            "backend": backend_name(xp), "p": spec.p, "q": spec.q, "seeds": list(seeds),
+            "reference_digest": digest(reference), "experts": [], "reference_only": True}))
+        return
+    ins = ", ".join(f"{n} {list(shape)}" for n, shape, _ in reference.input_signature())
+    click.echo(f"{name}: reference valid (inputs {ins}; evaluated in Z_pq and float64 in {seconds:.2f} s "
+               f"on {backend_name(xp)}); no experts to check, `mugraph optimize` searches for μGraphs")
 
 
 @cli.command()
@@ -93,13 +163,16 @@ def check(program: str, as_json: bool, seeds: str, backend: str, p: int, q: int,
     """Fingerprint every expert μGraph of PROGRAM (built-in name, .py or .json file) against its
     reference, then compare in float64."""
     seed_list = _seeds(seeds)
-    prog = _program_with_experts(program, "check")
+    prog = resolve_program(program)
     spec = FieldSpec(p, q)
     xp = get_array_module(backend)
     t0 = time.perf_counter()
     reference = prog.reference()
     if show:
         click.echo(render(reference, f"reference {prog.name}  {digest(reference)[:16]}"))
+    if not prog.experts:
+        _check_reference_only(prog.name, reference, seed_list, spec, xp, as_json, t0)
+        return
     rows: list[dict[str, Any]] = []
     for label, build in prog.experts.items():
         expert = build()

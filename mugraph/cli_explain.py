@@ -36,9 +36,8 @@ from mugraph.storage.memo_url import check_memo_url
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per expert on stdout.")
 def explain(program: str, only: str | None, preset: str | None, settings: tuple[str, ...], memo_url: str | None,
             memo_dir: Path, as_json: bool) -> None:
-    """Say whether the search of PROGRAM can find each of its experts, and why not.
-
-    Example: mugraph explain rms_norm --set franges=[16]"""
+    """Say whether the search of PROGRAM (built-in name, .py or .json file) can find each of its experts:
+    if not, the first choice that excludes it and the setting that would admit it; if so, its path."""
     if memo_url is not None:
         check_memo_url(memo_url)
     prog = resolve_program(program)

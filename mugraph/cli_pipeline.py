@@ -10,9 +10,10 @@ import click
 
 from mugraph.api import OptimizeOptions, run_optimize
 from mugraph.cli_checks import check_output_file
+from mugraph.dashboards.experts import expert_labels, expert_note
 from mugraph.dashboards.progress import ProgressLine
 from mugraph.dashboards.report import report_path, write_report
-from mugraph.dashboards.summary import eta_text, headline, rows_to_show
+from mugraph.dashboards.summary import eta_text, headline, memo_text, rows_to_show
 from mugraph.ir.errors import MugraphError
 from mugraph.ir.names import check_tensor_name, shown
 from mugraph.ir.render import render
@@ -48,12 +49,11 @@ def _parse_layout(text: str) -> tuple[str, int]:
 
 
 def _progress_text(e: dict[str, Any]) -> str:
-    local, remote = e.get("memo_local_hit_rate"), e.get("memo_remote_hit_rate")
-    memo = "n/a" if local is None or remote is None else f"{100 * local:.0f}% local + {100 * remote:.0f}% redis"
+    memo = memo_text(e.get("memo_local_hit_rate"), e.get("memo_remote_hit_rate"))
     return (f"tasks {e['tasks_done']:,} done, {e['tasks_running']:,} running, {e['tasks_pending']:,} pending · "
             f"states {e['states']:,} "
             f"({e['states_per_s']:,.0f}/s) · μGraphs {e['mugraphs']} ({e['confirmed']} confirmed) · "
-            f"memo hits {memo} · solver {e['solver_calls']:,} · {e['seconds']:,.0f} s" + _size_text(e))
+            f"shared memo hits {memo} · solver {e['solver_calls']:,} · {e['seconds']:,.0f} s" + _size_text(e))
 
 
 def _size_text(e: dict[str, Any]) -> str:
@@ -211,6 +211,7 @@ def status(store: Path, as_json: bool) -> None:
                 "name": f["name"], "preset": f.get("preset"), "found": len(st.found(i)),
                 "confirmed": sum(1 for r in conf.values() if r["equivalent"]),
                 "best": ranking[0]["digest"] if ranking else None,
+                "best_is_reference": bool(ranking and ranking[0].get("reference")),
             })
         last = next((inv[-1] for inv in reversed(st.timeline()) if inv), None)
         size = {k: last.get(k) for k in ("estimated_states", "estimated_fraction", "eta_seconds", "states",
@@ -233,12 +234,12 @@ def status(store: Path, as_json: bool) -> None:
                        float(last.get("states_per_s") or 0.0))
         click.echo(f"  size: {eta} (at the last invocation's rate)")
     for p in per:
-        click.echo(f"  {p['name']} ({p['preset']}): {p['found']} found, {p['confirmed']} confirmed, best "
-                   f"{(p['best'] or '-')[:16]}")
+        best = "the reference program" if p["best_is_reference"] else (p["best"] or "-")[:16]
+        click.echo(f"  {p['name']} ({p['preset']}): {p['found']} found, {p['confirmed']} confirmed, best {best}")
 
 
 
-def _ranking_lines(ranking: list[dict[str, Any]], limit: int | None) -> list[str]:
+def _ranking_lines(ranking: list[dict[str, Any]], limit: int | None, experts: dict[str, str]) -> list[str]:
     """The ranking table; past `limit` rows, the reference's row is still shown (speedups are over it)."""
     timed = any("measured_seconds" in e for e in ranking)
     head = (f"   {'#':>3}  {'μGraph':<16}  {'kernels':>7}  {'DRAM bytes':>13}  {'FLOPs':>15}  {'est. time':>11}  "
@@ -249,10 +250,11 @@ def _ranking_lines(ranking: list[dict[str, Any]], limit: int | None) -> list[str
         if limit and n > limit:
             lines.append("   ...")
         tag = "reference" if e.get("reference") else e["digest"][:16]
+        expert = f"  (expert {experts[e['digest']]})" if e["digest"] in experts else ""
         measured = seconds_text(e["measured_seconds"]) if "measured_seconds" in e else "-"
         lines.append(f"   {n:>3}  {tag:<16}  {e['kernels']:>7}  {e['dram_bytes']:>13,}  {e['flops']:>15,}  "
                      f"{seconds_text(e['estimated_seconds']):>11}  {e['speedup']:>6.2f}x  {e['bound']:<7}  "
-                     f"{'yes' if e['fits'] else 'NO '}" + (f"  {measured:>11}" if timed else ""))
+                     f"{'yes' if e['fits'] else 'NO '}" + (f"  {measured:>11}" if timed else "") + expert)
         if "near_tie" in e:
             lines.append(f"          ~ near tie with {e['near_tie'][:16]} (within {MODEL_ERROR:.0%}); "
                          f"separated by {e['tie_break']} {e.get('tie_values')}")
@@ -289,6 +291,7 @@ def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) ->
             rows.append({"name": f["name"], "ranking": ranking, "best": best,
                          "graph": graphs[best["digest"]] if best is not None else None})
         final = st.final()
+        experts = expert_labels(st.identity, frags)
     if final is None:
         raise MugraphError(f"{store}: no result yet; run `mugraph optimize` on it first")
     if as_json:
@@ -308,7 +311,9 @@ def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) ->
                 click.echo(f"   why: {head['why']}")
             if head["tie_note"]:
                 click.echo(f"   ties: {head['tie_note']}")
-        for line in _ranking_lines(ranking, None if show_all else SHOW_ROWS):
+        if expert_note(experts, ranking):
+            click.echo(f"   {expert_note(experts, ranking)}")
+        for line in _ranking_lines(ranking, None if show_all else SHOW_ROWS, experts):
             click.echo(line)
         best, graph = r["best"], r["graph"]
         if best is None or graph is None:

@@ -1,1 +1,1 @@
-"""Progress display, the live search page and the end-of-run report (issue 7)."""
+"""Progress display, the live search page and the end-of-run report."""

@@ -1,4 +1,4 @@
-"""The live search page, a page of the Dask dashboard (issue 7): http://HOST:PORT/mugraph beside
+"""The live search page, a page of the Dask dashboard: http://HOST:PORT/mugraph beside
 /status, for a LocalCluster started by mugraph and for an external `dask scheduler` alike.
 
 How it gets there: `install(client)` registers `LivePlugin`, a SchedulerPlugin, from the client side
@@ -33,6 +33,7 @@ from urllib.parse import urlsplit, urlunsplit
 from distributed.diagnostics.plugin import SchedulerPlugin
 
 from mugraph.dashboards.live_state import LiveState
+from mugraph.dashboards.quiet import quiet_dashboard_websockets
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +60,7 @@ class LivePlugin(SchedulerPlugin):
     async def start(self, scheduler: Any) -> None:
         self._scheduler = scheduler
         self.state = LiveState()
+        quiet_dashboard_websockets()  # a tab closed early is no traceback in the scheduler's terminal
         try:
             self.page_path = self._attach()
         except Exception:

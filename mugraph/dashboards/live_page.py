@@ -48,12 +48,13 @@ class LivePage:
         self._version = -1
         self._sent = 0
         self._lines: dict[str, list[Any]] = {}  # source name -> its per-fragment line renderers, by index
+        self._renderers: dict[str, Any] = {}  # the run-wide lines, by their column
         self.header = Div(name="mugraph-header", text="", sizing_mode="stretch_width")
         x_range = DataRange1d(only_visible=True)  # time plots pan and zoom together
         # (source, figure, title, [(key, label, color, dash)], per-fragment key suffix or None)
         self.series: dict[str, tuple[ColumnDataSource, Any, list[tuple[str, str, str, str]], str | None]] = {}
         specs: list[tuple[str, str, list[tuple[str, str, str, str]], str | None, str]] = [
-            ("mugraph-states", "States explored (and the estimated size of the space)", [
+            ("mugraph-states", "States explored (the estimated size: click its legend entry)", [
                 ("states", "all fragments", ALL_COLOR, "solid"),
                 ("estimated_states", "estimated size", "#888888", "dashed")], "states", "states"),
             ("mugraph-rates", f"States/s (over {RATE_WINDOW:.0f} s)", [
@@ -62,9 +63,12 @@ class LivePage:
             ("mugraph-tasks", "Search tasks (pending = the frontier)", [
                 ("tasks_done", "done", _palette(2), "solid"), ("tasks_running", "running", _palette(1), "solid"),
                 ("tasks_pending", "pending", _palette(0), "solid")], None, "tasks"),
-            ("mugraph-memo", "Verdict memo hit rate", [
-                ("memo_local", "local LRU", _palette(0), "solid"), ("memo_remote", "redis", _palette(3), "solid")],
+            ("mugraph-memo", "Memo hit rate (share of oracle queries the memo answered)", [
+                ("memo_local", "in-process LRU", _palette(0), "solid"),
+                ("memo_remote", "shared memo (Redis)", _palette(3), "solid")],
              None, "hits / lookups"),
+            ("mugraph-best", "Best estimated speedup over the reference so far, per fragment", [
+                ("speedup_one", "the reference", "#888888", "dashed")], "best", "speedup (x)"),
             ("mugraph-results", "Solver calls and fingerprints", [
                 ("solver_calls", "solver calls", _palette(3), "solid"),
                 ("fingerprints", "fingerprints", _palette(0), "solid")], None, "count"),
@@ -77,10 +81,15 @@ class LivePage:
             if name == "mugraph-memo":
                 fig.y_range = Range1d(start=0, end=1.02)
             for key, label, color, dash in lines:
-                fig.line(x="t", y=key, source=source, legend_label=label, color=color, line_dash=dash, line_width=2)
+                self._renderers[key] = fig.line(x="t", y=key, source=source, legend_label=label, color=color,
+                                                line_dash=dash, line_width=2)
             self._legend(fig)
             self.series[name] = (source, fig, lines, per_fragment)
             figures.append(fig)
+        # The estimate dwarfs the explored states for most of a run: shown on request, so the axis fits
+        # what was explored. The in-process LRU's line shows once it has a hit (it seldom does).
+        self._renderers["estimated_states"].visible = False
+        self._renderers["memo_local"].visible = False
         # μGraphs found and confirmed: from the results source, in a figure of their own
         results = self.series["mugraph-results"][0]
         found = self._time_figure("μGraphs", x_range, "μGraphs")
@@ -119,10 +128,11 @@ class LivePage:
 
     @staticmethod
     def _time_figure(title: str, x_range: DataRange1d, y_label: str) -> Any:
-        # Counts start at 0, and a plot with nothing yet shows 0..1 rather than Bokeh's empty -1..1.
+        # Counts start at 0, and a plot with nothing yet shows 0..1 rather than Bokeh's empty -1..1;
+        # the axis fits the lines shown (a hidden one does not stretch it).
         fig = figure(title=title, x_axis_type="datetime", x_range=x_range, height=HEIGHT, sizing_mode="stretch_width",
                      tools="xpan,xwheel_zoom,box_zoom,reset,save", y_axis_label=y_label,
-                     y_range=DataRange1d(start=0, min_interval=1))
+                     y_range=DataRange1d(start=0, min_interval=1, only_visible=True))
         for axis in fig.yaxis:
             axis.formatter = BasicTickFormatter(use_scientific=False)
         return fig
@@ -162,6 +172,8 @@ class LivePage:
             for name, (source, *_) in self.series.items():
                 source.stream(dict(st.columns(self._keys(name), start=self._sent)))
         self._sent = len(st.rows)
+        if not self._renderers["memo_local"].visible and any(r.get("memo_local", 0) > 0 for r in st.rows):
+            self._renderers["memo_local"].visible = True
         self._fragment_lines()
         frag = st.fragment_tasks()
         self.task_range.factors = list(frag["fragment"])

@@ -64,6 +64,7 @@ class LiveState:
         self.done: dict[str, Any] | None = None
         self.recent: deque[dict[str, Any]] = deque(maxlen=RECENT)
         self.counts: Counter[str] = Counter()  # μGraph events of this invocation
+        self.best: dict[str, float] = {}  # fragment -> best estimated speedup over its reference so far
         self.inv_seconds: dict[float, float] = {}  # invocation -> its length, from the samples
         self.events = 0
         self.updated = time.time()  # when the last event came
@@ -82,6 +83,8 @@ class LiveState:
         elif kind == "progress":
             self._progress(event)
         elif kind in ("found", "confirmed", "layout"):
+            if kind == "layout":
+                self._best(event)
             self.counts[str(kind)] += 1
             self.recent.appendleft({"wall": _num(event.get("wall", time.time())), "event": str(kind),
                                     "fragment": str(event.get("fragment", "")),
@@ -94,6 +97,13 @@ class LiveState:
             return
         self.events += 1
         self.updated = time.time()
+
+    def _best(self, event: Mapping[str, Any]) -> None:
+        """A ranked μGraph's estimate against its reference's: the fragment's best speedup so far."""
+        est, ref = _num(event.get("estimated_seconds")), _num(event.get("reference_seconds"))
+        if est > 0 and ref > 0:
+            name = str(event.get("fragment", ""))
+            self.best[name] = max(self.best.get(name, 0.0), ref / est)
 
     def _changed(self, replaced: bool = False) -> None:
         self.version += 1
@@ -144,6 +154,9 @@ class LiveState:
         row = self._row(event, inv, self._window)
         if math.isnan(row["t"]):
             return
+        row["speedup_one"] = 1.0  # the reference's own line on the best-so-far plot
+        for i, name in enumerate(self.fragments):
+            row[f"f{i}_best"] = self.best.get(name, math.nan)
         if self.rows and (self.rows[-1]["inv"], self.rows[-1]["t"]) > (inv, row["t"]):
             self.rows.append(row)  # out of order (should not happen): sort them again
             self.rows.sort(key=lambda r: (r["inv"], r["t"]))

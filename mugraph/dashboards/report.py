@@ -15,7 +15,15 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from mugraph.dashboards.summary import COUNTER_MEANINGS, headline, rows_to_show, size_line, size_record
+from mugraph.dashboards.experts import expert_labels, expert_note
+from mugraph.dashboards.summary import (
+    COUNTER_MEANINGS,
+    best_so_far,
+    headline,
+    rows_to_show,
+    size_line,
+    size_record,
+)
 from mugraph.dashboards.svg_charts import bar_chart, line_chart
 from mugraph.dashboards.svg_graph import draw_mugraph
 from mugraph.ir.errors import MugraphError
@@ -75,6 +83,8 @@ def report_data(store: RunStore) -> dict[str, Any]:
     invocations = store.timeline()
     samples, restarts = _timeline(invocations)
     fragments, rankings, chosen = [], {}, {}
+    experts = expert_labels(store.identity, frags)
+    found_order: dict[str, list[str]] = {}
     for i, f in enumerate(frags):
         conf = store.confirmations(i)
         found = store.found(i)
@@ -89,9 +99,15 @@ def report_data(store: RunStore) -> dict[str, Any]:
             "best_is_reference": bool(best and best.get("reference")),
         })
         rankings[f["name"]] = ranking
+        found_order[f["name"]] = [r.digest for r in sorted(found.values(), key=lambda r: (r.task, r.path))]
         if best is not None:
             graph = f["graph"] if best.get("reference") else found[best["digest"]].graph
             chosen[f["name"]] = {"digest": best["digest"], "graph": graph, "layouts": best.get("layouts")}
+            runner = (headline(ranking) or {}).get("runner_up")
+            if runner in found:  # the reference was kept: draw the μGraph that came closest too
+                row = next(r for r in ranking if r["digest"] == runner)
+                chosen[f"{f['name']} (fastest μGraph, not chosen)"] = {
+                    "digest": runner, "graph": found[runner].graph, "layouts": row.get("layouts")}
     return {
         "store": str(store.path), "identity": store.identity, "meta": store.meta, "final": store.final(),
         "tasks": {"total": summary.get("tasks", 0), "done": summary.get("done", 0),
@@ -101,6 +117,8 @@ def report_data(store: RunStore) -> dict[str, Any]:
         "size": size_record(samples, bool((store.final() or {}).get("complete"))),
         "invocations": len(invocations),
         "workers": {w: {"busy_seconds": round(busy[w], 3), "tasks": done_per_worker[w]} for w in sorted(busy)},
+        "best_so_far": {name: best_so_far(samples, name, found_order[name], rows) for name, rows in rankings.items()},
+        "experts": experts, "expert_notes": {name: expert_note(experts, rows) for name, rows in rankings.items()},
         "ranking": rankings, "headlines": {name: headline(rows) for name, rows in rankings.items()},
         "chosen": chosen, "generated": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
     }
@@ -150,6 +168,8 @@ def _answer(data: dict[str, Any]) -> str:
                  "1.00x", h["reference_kernels"], f"{h['reference_dram_bytes']:,}"]]
         why = f'<p class="why">Why: {html.escape(h["why"])}</p>' if h["why"] else ""
         ties = f'<p class="note">{html.escape(h["tie_note"])}</p>' if h["tie_note"] else ""
+        note = (data.get("expert_notes") or {}).get(name)
+        ties += f'<p class="note">{html.escape(note)}</p>' if note else ""
         out.append(f'<div class="answer"><div class="big">{html.escape(name)}: {html.escape(h["line"])}</div>'
                    + _table(["", f"time ({h['timing']})", "speedup", "kernels", "DRAM bytes"],
                             rows, 1, [False, True]) + why + ties + "</div>")
@@ -187,8 +207,10 @@ def render_report(data: dict[str, Any]) -> str:
     states = {n: [(s["elapsed"], float(s["fragments"][n]["states"])) for s in tl if n in s.get("fragments", {})]
               for n in names}
     rate = {"states/s": series("states_per_s_now")}
-    memo = {"local LRU": [(x, 100 * y) for x, y in series("memo_local_hit_rate")],
-            "redis": [(x, 100 * y) for x, y in series("memo_remote_hit_rate")]}
+    memo = {"shared memo (Redis)": [(x, 100 * y) for x, y in series("memo_remote_hit_rate")]}
+    local = [(x, 100 * y) for x, y in series("memo_local_hit_rate")]
+    if any(y > 0 for _, y in local):  # each oracle settles a term once, so the in-process LRU seldom hits
+        memo["in-process LRU"] = local
     found = {"found": series("mugraphs"), "confirmed": series("confirmed")}
     span = (0.0, max((s["elapsed"] for s in tl), default=1.0))
     def chart(title: str, data: dict[str, list[tuple[float, float]]], y_label: str, chart_id: str) -> str:
@@ -198,9 +220,11 @@ def render_report(data: dict[str, Any]) -> str:
     charts = [
         chart("States explored, per fragment", states, "states", "chart-states"),
         chart("States per second", rate, "states/s", "chart-rate"),
-        chart("Memo hit rate per level", memo, "% of lookups", "chart-memo"),
+        chart("Memo hit rate: oracle queries answered by the memo", memo, "% of lookups", "chart-memo"),
         chart("Solver calls", {"solver calls": series("solver_calls")}, "calls", "chart-solver"),
         chart("μGraphs found and confirmed", found, "μGraphs", "chart-found"),
+        chart("Best speedup over the reference so far, per fragment (final ranking's estimates; μGraphs in the "
+              "order of the tasks that found them)", data.get("best_so_far") or {}, "speedup (x)", "chart-best"),
         chart("Size of the space: estimated (Knuth probes) and explored", {
             "estimated states": series("estimated_states"), "explored states": series("states")},
             "states", "chart-size"),
@@ -221,7 +245,10 @@ def render_report(data: dict[str, Any]) -> str:
     for name, rows in data["ranking"].items():
         shown = rows_to_show(rows, RANKING_ROWS)
         profile = rows[0].get("profile", "-") if rows else "-"
-        body = [[n, "reference" if r.get("reference") else r["digest"][:16], r["kernels"], f"{r['dram_bytes']:,}",
+        labels = data.get("experts") or {}
+        body = [[n, "reference" if r.get("reference") else r["digest"][:16]
+                 + (f" (expert {labels[r['digest']]})" if r["digest"] in labels else ""),
+                 r["kernels"], f"{r['dram_bytes']:,}",
                  f"{r.get('flops', 0):,}", seconds_text(r["estimated_seconds"]), f"{r['speedup']:.2f}x",
                  r.get("bound", "-"), "yes" if r.get("fits", True) else "NO", f"{r.get('layout_cost', 0):,}"]
                 for n, r in shown]

@@ -4,10 +4,12 @@ among them), and what each search counter means."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mugraph.stages.layout.describe import explain, seconds_text
+from mugraph.stages.layout.rank import MODEL_ERROR
 
 # The order the ranking breaks equal estimates in (stages.layout.rank).
 TIE_BREAKS = "no-overlap time, then layout cost, then digest"
@@ -30,6 +32,16 @@ COUNTER_MEANINGS: dict[str, str] = {
     "solver_seconds": "seconds inside Z3",
     "seconds": "seconds inside search tasks, summed over workers",
 }
+
+
+def memo_text(local: float | None, shared: float | None) -> str:
+    """The memo's hit rate for the progress line: the shared memo's (Redis) share of the oracle's
+    lookups, which is what workers and earlier runs save each other. The per-process LRU's share is
+    shown only when it is above zero: each oracle settles a term once, so it seldom is."""
+    if local is None or shared is None:
+        return "n/a"
+    text = f"{100 * shared:.0f}%"
+    return text + (f" (+{100 * local:.0f}% in-process)" if round(100 * local) > 0 else "")
 
 
 def reference_row(ranking: Sequence[Mapping[str, Any]]) -> tuple[int, Mapping[str, Any]] | None:
@@ -71,19 +83,53 @@ def headline(ranking: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     ties = sum(1 for r in ranking if r.get("fits", True) == best.get("fits", True)
                and r["estimated_seconds"] == best["estimated_seconds"])
     is_ref = bool(best.get("reference"))
-    what = "the reference program itself (no μGraph beats it)" if is_ref else f"μGraph {best['digest'][:16]}"
+    runner = next((r for r in ranking if not r.get("reference")), None) if is_ref else None
+    kept = ""
+    if runner is not None and _time(runner)[0] < t_ref:
+        kept = (f"; the fastest μGraph, {runner['digest'][:16]}, is estimated {t_ref / _time(runner)[0]:.2f}x, "
+                f"within the model's error ({MODEL_ERROR:.0%}), so the reference is kept")
+    what = (("the reference program itself" + (" (no μGraph beats it)" if not kept else "")) if is_ref
+            else f"μGraph {best['digest'][:16]}")
     line = (f"best is {what}: {seconds_text(t_best)} against {seconds_text(t_ref)} for the reference "
             f"({how}), {speedup:.2f}x; {best['kernels']} kernel(s) against {ref_row['kernels']}, DRAM "
-            f"{best['dram_bytes']:,} B against {ref_row['dram_bytes']:,} B")
+            f"{best['dram_bytes']:,} B against {ref_row['dram_bytes']:,} B{kept}")
     return {
         "best": best["digest"], "best_is_reference": is_ref, "seconds": t_best, "reference_seconds": t_ref,
         "timing": how, "speedup": speedup, "kernels": best["kernels"], "reference_kernels": ref_row["kernels"],
         "dram_bytes": best["dram_bytes"], "reference_dram_bytes": ref_row["dram_bytes"],
         "reference_rank": ref[0], "ranked": len(ranking), "ties": ties,
         "why": "" if is_ref else explain(best, ref_row), "line": line,
+        "runner_up": runner["digest"] if runner is not None and kept else None,
         "tie_note": (f"{ties} μGraphs share the best estimated time; they are ordered by {TIE_BREAKS}"
                      if ties > 1 else ""),
     }
+
+
+def best_so_far(samples: Sequence[Mapping[str, Any]], fragment: str, found_order: Sequence[str],
+                ranking: Sequence[Mapping[str, Any]]) -> list[tuple[float, float]]:
+    """(run time, speedup over the reference) of the best ranked μGraph found by then, for one fragment.
+
+    A sample counts the fragment's μGraphs found so far; they are taken in `found_order` (the order of
+    the tasks that found them, which is close to, not exactly, the order they came in) and scored by
+    the final ranking's estimate. Points start once a ranked μGraph is among them."""
+    ref = reference_row(ranking)
+    if ref is None:
+        return []
+    t_ref = _time(ref[1])[0]
+    times = {r["digest"]: _time(r)[0] for r in ranking if not r.get("reference")}
+    out: list[tuple[float, float]] = []
+    best, taken = math.inf, 0
+    for s in samples:
+        per = s.get("fragments", {}).get(fragment)
+        if per is None:
+            continue
+        count = int(per.get("mugraphs", 0))
+        for digest in found_order[taken:count]:
+            best = min(best, times.get(digest, math.inf))
+        taken = max(taken, count)
+        if math.isfinite(best) and best > 0:
+            out.append((float(s["elapsed"]), t_ref / best))
+    return out
 
 
 def size_record(samples: Sequence[Mapping[str, Any]], complete: bool) -> dict[str, Any] | None:

@@ -44,6 +44,7 @@ from mugraph.pipeline.task_keys import bundle_key, bundle_size
 from mugraph.pipeline.worker import MAX_SEARCHERS, confirm_task, layout_task, peak_rss_mib, search_task, warm_task
 from mugraph.stages.fragments import stitch
 from mugraph.stages.layout.choose import LayoutResult, choose_layouts
+from mugraph.stages.layout.emitted import estimate_emitted
 from mugraph.stages.layout.facts import LayoutError
 from mugraph.stages.layout.profiles import DEFAULT_PROFILE, GpuProfile, get_profile
 from mugraph.stages.layout.rank import combined, measured_first, rank
@@ -144,6 +145,7 @@ class Driver:
         self._found: list[dict[str, FoundRecord]] = []
         self._confirmed: list[dict[str, dict[str, Any]]] = []
         self._layouts: list[dict[str, dict[str, Any]]] = []
+        self._reference_seconds: dict[int, float] = {}  # per fragment: the model's time for the reference
         self._measured: list[dict[str, dict[str, Any]]] = []
         self._gpu = False
         self._t0 = 0.0
@@ -409,7 +411,20 @@ class Driver:
         self.totals.layouts_run += 1
         self.on_event({"event": "layout", "fragment": self.plan.fragments[fragment].spec.name,
                        "digest": digest, "objective": result.get("objective"),
-                       "solve_seconds": result.get("solve_seconds"), "error": result.get("error")})
+                       "solve_seconds": result.get("solve_seconds"), "error": result.get("error"),
+                       **self._estimates(fragment, digest, result)})
+
+    def _estimates(self, fragment: int, digest: str, result: dict[str, Any]) -> dict[str, float]:
+        """The model's time for a μGraph now ranked and for its fragment's reference (what the final
+        ranking will say, short of --measure), for the live page's best-so-far curve."""
+        if "error" in result or digest not in self._found[fragment]:
+            return {}
+        ref = self._reference_seconds.get(fragment)
+        if ref is None:
+            ref = estimate_emitted(self.plan.fragments[fragment].spec.graph, self.profile).seconds
+            self._reference_seconds[fragment] = ref
+        return {"estimated_seconds": estimate_emitted(loads(self._found[fragment][digest].graph), self.profile).seconds,
+                "reference_seconds": ref}
 
     # -- reporting -------------------------------------------------------------------------------
     def _fragment_record(self, fp: FragmentPlan) -> dict[str, Any]:

@@ -26,7 +26,7 @@ import pytest
 from mugraph.dashboards.live import install, page_url, publish
 from mugraph.dashboards.live_state import MAX_ROWS, LiveState
 
-SOURCES = ("mugraph-states", "mugraph-rates", "mugraph-tasks", "mugraph-memo", "mugraph-results",
+SOURCES = ("mugraph-states", "mugraph-rates", "mugraph-tasks", "mugraph-memo", "mugraph-best", "mugraph-results",
            "mugraph-fragments", "mugraph-workers", "mugraph-events")
 # every named source of the page: its length, columns and (NaN as null) data
 READ_SOURCES = """
@@ -199,9 +199,14 @@ def test_page_on_a_local_cluster_with_published_events(browser: Any, artifacts: 
         # live: a new sample (and a new fragment) reaches the open page without a reload
         later = progress(40, now + 1, seconds=21.0, invocation=1)
         later["fragments"]["norm"] = {"states": 5, "tasks_done": 1, "tasks_running": 0, "tasks_pending": 0}
+        publish(client, {"event": "layout", "fragment": "attn", "digest": "ab" * 32, "estimated_seconds": 2e-6,
+                         "reference_seconds": 5e-6})  # a ranked μGraph: the best-so-far curve starts at 2.5x
         publish(client, later)
         page = wait_for("the new sample", lambda: _with_states(read_page(browser), 41))
         assert states(page)[-1] == 4000 and page["mugraph-states"]["data"]["f2_states"][-1] == 5
+        best = page["mugraph-best"]["data"]
+        assert best["f0_best"][-1] == pytest.approx(2.5) and best["f1_best"][-1] is None
+        assert best["speedup_one"][-1] == 1.0
         assert page["mugraph-fragments"]["data"]["fragment"] == ["attn", "mlp", "norm"]
         publish(client, {"event": "done", "complete": True})
         wait_for("the run to show as complete", lambda: "complete" in (read_page(browser) or {}).get("header", ""))
@@ -215,7 +220,7 @@ def test_page_on_a_local_cluster_with_published_events(browser: Any, artifacts: 
         page = wait_for("the new run", lambda: (p := read_page(browser)) and "rms_norm" in p["header"]
                         and p["mugraph-states"]["length"] == 1 and p)
         assert page["mugraph-fragments"]["data"]["fragment"] == ["ffn"]
-        assert browser.execute_script(LEGEND_LABELS) == ["ffn"] * 2  # states and states/s
+        assert browser.execute_script(LEGEND_LABELS) == ["ffn"] * 3  # states, states/s, best so far
         # the dashboard's own pages still work, with a link to this one in their nav bar
         browser.get(client.dashboard_link)
         wait_for("the dashboard's status page", lambda: browser.execute_script(

@@ -379,9 +379,17 @@ def test_cli_bad_file_exits_2(
     assert str(path) in line
 
 
-def test_cli_program_without_experts_exits_2(tmp_path: Path) -> None:
+def test_cli_check_validates_a_program_without_experts(tmp_path: Path) -> None:
+    """Experts are optional: `check` on a reference-only file loads and evaluates the reference."""
     path = write(tmp_path, "ref_only.json", dumps(lora_reference()))
-    _assert_one_error_line(run_cli("check", path), "the program has no expert μGraphs to check")
+    proc = run_cli("check", path)
+    assert proc.returncode == 0, proc.stderr
+    assert "ref_only: reference valid" in proc.stdout and "no experts to check" in proc.stdout
+    proc = run_cli("check", path, "--json")
+    assert proc.returncode == 0, proc.stderr
+    verdict = json.loads(proc.stdout.splitlines()[-1])
+    assert verdict["reference_only"] is True and verdict["experts"] == []
+    assert verdict["reference_digest"] == digest(lora_reference())
 
 
 def test_cli_error_is_one_line_even_for_multiline_messages(tmp_path: Path) -> None:
