@@ -96,7 +96,7 @@ def _size_text(e: dict[str, Any]) -> str:
               help="The innermost (stride-1) dim of a program input or output, as your tensors have it (default: "
                    "row-major, the last dim). Layouts are chosen around it; not part of the run's identity.")
 @click.option("--gpu-profile", default=DEFAULT_PROFILE, show_default=True, metavar="NAME",
-              help=f"GPU whose roofline ranks the μGraphs: {', '.join(PROFILES)}. Not part of the run's "
+              help=f"GPU whose cost model ranks the μGraphs: {', '.join(PROFILES)}. Not part of the run's "
                    "identity: rerunning a finished store with another profile ranks it again.")
 @click.option("--emit", "emit_kernels", is_flag=True,
               help="At the end, write the stitched best program as Triton kernels beside the store "

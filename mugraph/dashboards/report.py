@@ -259,7 +259,7 @@ def render_report(data: dict[str, Any]) -> str:
         rank_parts.append(f"<h3>{html.escape(name)} on {html.escape(str(profile))} ({len(rows)} ranked)</h3>"
                           + _table(["#", "μGraph", "kernels", "DRAM bytes", "FLOPs", "est. time", "speedup", "bound",
                                     "fits", "layout cost"], body, 2, marks) + more)
-    parts.append(_section("ranking", "Ranking (roofline estimate; speedup over the reference program)",
+    parts.append(_section("ranking", "Ranking (emitted kernels' estimated time; speedup over the reference)",
                           "".join(rank_parts) or '<p class="empty">no ranking yet</p>'))
     graphs = []
     for name, c in data["chosen"].items():
