@@ -42,7 +42,7 @@ from mugraph.pipeline.progress import RunProgress
 from mugraph.pipeline.records import SearchTaskResult
 from mugraph.pipeline.task_keys import bundle_key, bundle_size
 from mugraph.pipeline.worker import MAX_SEARCHERS, confirm_task, layout_task, peak_rss_mib, search_task, warm_task
-from mugraph.stages.fragments import stitch
+from mugraph.stages.combine import stitch
 from mugraph.stages.layout.choose import LayoutResult, choose_layouts
 from mugraph.stages.layout.emitted import estimate_emitted
 from mugraph.stages.layout.facts import LayoutError

@@ -1,4 +1,4 @@
-"""Stage 1: split a reference program into LAX fragments, and stitch chosen μGraphs back together.
+"""Stage 1: split a reference program into LAX fragments (stitching them back is `stages.combine`).
 
 A fragment is a contiguous interval of the program's op order (creation order, inputs and outputs
 left out), which is topological, so every fragment is convex: no path leaves a fragment and comes
@@ -11,13 +11,12 @@ the cut points are chosen by dynamic programming, see `split_program`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
-from mugraph.ir.compose import inline
 from mugraph.ir.errors import MugraphError
-from mugraph.ir.graph import KernelGraph, Op, Tensor
+from mugraph.ir.graph import KernelGraph, Op
 from mugraph.ir.serialize import SCHEMA, from_json, to_json
 from mugraph.ir.shapes import fmt
 from mugraph.ir.types import NON_LAX_OPS, OpKind
@@ -241,44 +240,3 @@ def split_program(program: KernelGraph, limits: FragmentLimits = FragmentLimits(
         ref.update({t: f"{name}:{o}" for t, o in zip(gives, outputs, strict=True)})
     outs = tuple((str(op.attr("name")), ref[op.inputs[0]]) for op in program.ops_of(OpKind.OUTPUT))
     return Split(program, tuple(fragments), tuple(glue), tuple(order), outs, limits)
-
-
-# -- stitching ------------------------------------------------------------------------------------
-
-
-def _fit(part: Part, graph: KernelGraph, g: KernelGraph, env: Mapping[str, Tensor]) -> dict[str, Tensor]:
-    """Inline `graph` for `part`; its outputs must have the part's names, shapes and dtypes."""
-    names = [str(op.attr("name")) for op in graph.ops_of(OpKind.OUTPUT)]
-    what = f"stitch: the μGraph chosen for fragment {part.name}"
-    if sorted(names) != sorted(part.outputs):
-        raise FragmentError(f"{what} has outputs {names}; the fragment's outputs are {list(part.outputs)}")
-    try:
-        outs = inline(g, graph, {s: env[s] for s in part.sources}, part.name)
-    except MugraphError as e:
-        raise FragmentError(f"{what} does not fit: {e}") from e
-    for name, want in zip(part.outputs, part.graph.output_tensors, strict=True):
-        t = outs[name]
-        if (t.shape, t.dtype) != (want.shape, want.dtype):
-            raise FragmentError(
-                f"{what}: its output {name!r} is {fmt(t.shape)} {t.dtype}; "
-                f"the fragment's is {fmt(want.shape)} {want.dtype}"
-            )
-    return outs
-
-
-def stitch(split: Split, chosen: Mapping[str, KernelGraph]) -> KernelGraph:
-    """One program: the split program's inputs, then every part in order, each fragment replaced
-    by `chosen[name]` (matched by input and output names; its own reference where absent)."""
-    unknown = sorted(set(chosen) - {f.name for f in split.fragments})
-    if unknown:
-        raise FragmentError(
-            f"stitch: no fragment named {unknown}; fragments are {[f.name for f in split.fragments]}"
-        )
-    g = KernelGraph(split.program.limits)
-    env = {n: g.new_input(s, d, n) for n, s, d in split.program.input_signature()}
-    for part in split.parts:
-        outs = _fit(part, chosen.get(part.name, part.graph), g, env)
-        env.update({f"{part.name}:{o}": outs[o] for o in part.outputs})
-    for name, src in split.outputs:
-        g.mark_output(env[src], name)
-    return g

@@ -18,13 +18,13 @@ from mugraph.ir.serialize import digest, from_json, to_json
 from mugraph.ir.types import OpKind
 from mugraph.programs.benchmarks import NONE, lora_expert_saved, rms_norm_expert
 from mugraph.programs.transformer import transformer_block_reference
+from mugraph.stages.combine import stitch
 from mugraph.stages.fragments import (
     EXP_BEARING_OPS,
     FragmentError,
     FragmentLimits,
     Split,
     split_program,
-    stitch,
 )
 from mugraph.stages.verify.check import float_max_rel_err
 from tests.builtin import PROGRAMS, reference
