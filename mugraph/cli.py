@@ -20,7 +20,7 @@ import click
 from mugraph.cli_checks import parse_duration
 from mugraph.cli_pipeline import optimize, report, show, status
 from mugraph.cuda.backend import backend_name, get_array_module
-from mugraph.dashboards.progress import ProgressLine
+from mugraph.dashboards.progress_line import ProgressLine
 from mugraph.ir.canonical import canonical_digest
 from mugraph.ir.errors import MugraphError
 from mugraph.ir.graph import KernelGraph

@@ -11,7 +11,7 @@ import click
 from mugraph.api import OptimizeOptions, run_optimize
 from mugraph.cli_checks import check_output_file
 from mugraph.dashboards.experts import expert_labels, expert_note
-from mugraph.dashboards.progress import ProgressLine
+from mugraph.dashboards.progress_line import ProgressLine
 from mugraph.dashboards.report import report_path, write_report
 from mugraph.dashboards.summary import eta_text, headline, memo_text, rows_to_show
 from mugraph.ir.errors import MugraphError
