@@ -5,24 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import pytest
-
-from mugraph.ir.graph import BlockGraph, KernelGraph, Op
-from mugraph.ir.types import ACCUMULATORS, OpKind
-from mugraph.stages.prune.expr import (
-    Head,
-    accumulator_expr,
-    add,
-    div,
-    matmul,
-    mul,
-    op_expr,
-    output_exprs,
-    red,
-    rms,
-    unary,
-    var,
-)
+from mugraph.ir.graph import BlockGraph, KernelGraph
+from mugraph.stages.prune.expr import Head, add, div, matmul, mul, output_exprs, red, rms, unary, var
 from tests.conftest import PROGRAMS
 
 v0, v1, v2 = var(0), var(1), var(2)
@@ -84,15 +68,3 @@ def test_canonical_text_is_the_same_in_another_process() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     here = "".join(f"{n} {output_exprs(p.reference())[0].digest}\n" for n, p in PROGRAMS.items())
     assert out == here
-
-
-@pytest.mark.parametrize("kind", sorted(ACCUMULATORS | {OpKind.INPUT, OpKind.OUTPUT, OpKind.CUSTOMIZED}))
-def test_op_expr_leaves_structure_and_accumulators_to_the_walks(kind: OpKind) -> None:
-    with pytest.raises(ValueError, match=f"{kind} has no rule in op_expr"):
-        op_expr(Op(kind, (0,), (1,)), [var(0)], [(4, 4)])
-
-
-@pytest.mark.parametrize("kind", sorted(set(OpKind) - ACCUMULATORS))
-def test_accumulator_expr_refuses_every_other_kind(kind: OpKind) -> None:
-    with pytest.raises(ValueError, match=f"{kind} is not an accumulator"):
-        accumulator_expr(kind, var(0), (4, 64), 2, 16)
