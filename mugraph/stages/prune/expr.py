@@ -169,7 +169,9 @@ def matmul(a: Expr, b: Expr, k: int) -> Expr:
 
 
 def op_expr(op: Op, args: Sequence[Expr], shapes: Sequence[tuple[int, ...]]) -> Expr:
-    """The term of a computing op's output from its operands' terms and shapes."""
+    """The term of a computing op's output from its operands' terms and shapes. A match tries its
+    cases in order: the kinds the search meets here most (its kernel reductions and rms_norms) come
+    first."""
     k = op.kind
     match k:
         case OpKind.MATMUL:
@@ -180,16 +182,16 @@ def op_expr(op: Op, args: Sequence[Expr], shapes: Sequence[tuple[int, ...]]) -> 
             return mul(args[0], args[1])
         case OpKind.DIV:
             return div(args[0], args[1])
+        case OpKind.REDUCTION:
+            return red(shapes[0][op.int_attr("dim")], args[0])
+        case OpKind.RMS_NORM:
+            return div(args[0], rms(shapes[0][-1], args[0]))
         case OpKind.SQUARE:
             return mul(args[0], args[0])
         case OpKind.MUL_SCALAR:
             return args[0]
         case OpKind.EXP | OpKind.SQRT | OpKind.SILU | OpKind.GELU | OpKind.GELU_ERF | OpKind.RELU | OpKind.CLAMP:
             return unary(UNARY_HEADS[k], args[0])
-        case OpKind.REDUCTION:
-            return red(shapes[0][op.int_attr("dim")], args[0])
-        case OpKind.RMS_NORM:
-            return div(args[0], rms(shapes[0][-1], args[0]))
         case OpKind.CONCAT:
             dim = op.int_attr("dim")
             return concat(args[0], args[1], len(shapes[0]) - dim, shapes[0][dim])
