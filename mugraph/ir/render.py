@@ -34,16 +34,17 @@ def _block_lines(bg: BlockGraph, srcs: tuple[int, ...], indent: str) -> list[str
     ]
     n_in = 0
     for op in bg.ops:
-        if op.kind is OpKind.INPUT:
-            s = bg.tensors[op.outputs[0]]
-            lines.append(f"{indent}s{s.index} = input t{srcs[n_in]}{_attrs(op)}  {_tensor(s)}")
-            n_in += 1
-        elif op.kind is OpKind.OUTPUT:
-            lines.append(f"{indent}output {_names('s', op.inputs)}{_attrs(op)}")
-        else:
-            outs = ", ".join(f"s{i}" for i in op.outputs)
-            shape = _tensor(bg.tensors[op.outputs[0]])
-            lines.append(f"{indent}{outs} = {op.kind}({_names('s', op.inputs)}){_attrs(op)}  {shape}")
+        match op.kind:
+            case OpKind.INPUT:
+                s = bg.tensors[op.outputs[0]]
+                lines.append(f"{indent}s{s.index} = input t{srcs[n_in]}{_attrs(op)}  {_tensor(s)}")
+                n_in += 1
+            case OpKind.OUTPUT:
+                lines.append(f"{indent}output {_names('s', op.inputs)}{_attrs(op)}")
+            case _:
+                outs = ", ".join(f"s{i}" for i in op.outputs)
+                shape = _tensor(bg.tensors[op.outputs[0]])
+                lines.append(f"{indent}{outs} = {op.kind}({_names('s', op.inputs)}){_attrs(op)}  {shape}")
     return lines
 
 
@@ -52,18 +53,19 @@ def render(graph: KernelGraph, title: str | None = None) -> str:
     after the for-loop accumulation."""
     lines = [title] if title else []
     for op in graph.ops:
-        if op.kind is OpKind.INPUT:
-            t = graph.tensors[op.outputs[0]]
-            lines.append(f"  t{t.index} = input {op.attr('name')} {fmt(t.shape)} {t.dtype}")
-        elif op.kind is OpKind.OUTPUT:
-            t = graph.tensors[op.inputs[0]]
-            lines.append(f"  output t{t.index} as {op.attr('name')} {fmt(t.shape)}")
-        elif op.kind is OpKind.CUSTOMIZED:
-            assert op.block is not None
-            outs = ", ".join(f"t{i} {fmt(graph.tensors[i].shape)}" for i in op.outputs)
-            lines.append(f"  {outs} = customized({_names('t', op.inputs)})")
-            lines.extend(_block_lines(op.block, op.inputs, "      "))
-        else:
-            t = graph.tensors[op.outputs[0]]
-            lines.append(f"  t{t.index} = {op.kind}({_names('t', op.inputs)}){_attrs(op)}  {fmt(t.shape)}")
+        match op.kind:
+            case OpKind.INPUT:
+                t = graph.tensors[op.outputs[0]]
+                lines.append(f"  t{t.index} = input {op.attr('name')} {fmt(t.shape)} {t.dtype}")
+            case OpKind.OUTPUT:
+                t = graph.tensors[op.inputs[0]]
+                lines.append(f"  output t{t.index} as {op.attr('name')} {fmt(t.shape)}")
+            case OpKind.CUSTOMIZED:
+                assert op.block is not None
+                outs = ", ".join(f"t{i} {fmt(graph.tensors[i].shape)}" for i in op.outputs)
+                lines.append(f"  {outs} = customized({_names('t', op.inputs)})")
+                lines.extend(_block_lines(op.block, op.inputs, "      "))
+            case _:
+                t = graph.tensors[op.outputs[0]]
+                lines.append(f"  t{t.index} = {op.kind}({_names('t', op.inputs)}){_attrs(op)}  {fmt(t.shape)}")
     return "\n".join(lines)

@@ -12,12 +12,12 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, assert_never
 
 from mugraph.ir.errors import IRError, SchemaError
 from mugraph.ir.graph import BlockGraph, KernelGraph, Op, Tensor
 from mugraph.ir.limits import DEFAULT_LIMITS, Limits
-from mugraph.ir.types import ACCUMULATORS, BLOCK_OPS, KERNEL_OPS, UNARY_OPS, OpKind
+from mugraph.ir.types import ACCUMULATORS, BLOCK_OPS, KERNEL_OPS, OpKind
 
 SCHEMA = "mugraph.kernel-graph/1"
 JSONDict = dict[str, Any]
@@ -121,46 +121,72 @@ def _tensor(tensors: Sequence[Tensor], index: int, path: str) -> Tensor:
 
 
 def _apply_common(g: KernelGraph | BlockGraph, kind: OpKind, f: Fields, args: list[Tensor]) -> Tensor:
-    if kind is OpKind.MATMUL:
-        return g.matmul(args[0], args[1])
-    if kind is OpKind.ADD:
-        return g.add(args[0], args[1])
-    if kind is OpKind.MUL:
-        return g.mul(args[0], args[1])
-    if kind is OpKind.DIV:
-        return g.div(args[0], args[1])
-    if kind is OpKind.MUL_SCALAR:
-        return g.mul_scalar(args[0], f.number("scalar"))
-    if kind is OpKind.CLAMP:
-        return g.clamp(args[0], f.number("lo"), f.number("hi"))
-    if kind in UNARY_OPS:
-        return getattr(g, kind.value)(args[0])  # type: ignore[no-any-return]
-    if kind is OpKind.REDUCTION:
-        return g.reduction(args[0], f.int("dim"))
-    if kind is OpKind.RMS_NORM:
-        return g.rms_norm(args[0])
-    if kind is OpKind.CONCAT:
-        return g.concat(args[0], args[1], f.int("dim"))
-    raise SchemaError(f"{f.path}.kind: {kind} is not handled here")  # pragma: no cover
+    """A computing op of either level, its attributes read from its JSON."""
+    match kind:
+        case OpKind.MATMUL:
+            return g.matmul(args[0], args[1])
+        case OpKind.ADD:
+            return g.add(args[0], args[1])
+        case OpKind.MUL:
+            return g.mul(args[0], args[1])
+        case OpKind.DIV:
+            return g.div(args[0], args[1])
+        case OpKind.MUL_SCALAR:
+            return g.mul_scalar(args[0], f.number("scalar"))
+        case OpKind.CLAMP:
+            return g.clamp(args[0], f.number("lo"), f.number("hi"))
+        case OpKind.EXP:
+            return g.exp(args[0])
+        case OpKind.SQUARE:
+            return g.square(args[0])
+        case OpKind.SQRT:
+            return g.sqrt(args[0])
+        case OpKind.SILU:
+            return g.silu(args[0])
+        case OpKind.GELU:
+            return g.gelu(args[0])
+        case OpKind.GELU_ERF:
+            return g.gelu_erf(args[0])
+        case OpKind.RELU:
+            return g.relu(args[0])
+        case OpKind.REDUCTION:
+            return g.reduction(args[0], f.int("dim"))
+        case OpKind.RMS_NORM:
+            return g.rms_norm(args[0])
+        case OpKind.CONCAT:
+            return g.concat(args[0], args[1], f.int("dim"))
+        case (
+            OpKind.INPUT | OpKind.OUTPUT | OpKind.CUSTOMIZED
+            | OpKind.ACCUM_NO_RED | OpKind.ACCUM_SUM | OpKind.ACCUM_MEAN | OpKind.ACCUM_RMS | OpKind.ACCUM_REDTOX
+        ):  # pragma: no cover - the loaders handle these before
+            raise SchemaError(f"{f.path}.kind: {kind} is not handled here")
+        case _ as unreachable:
+            assert_never(unreachable)
 
 
-_ARITY = {
-    OpKind.MATMUL: 2,
-    OpKind.ADD: 2,
-    OpKind.MUL: 2,
-    OpKind.DIV: 2,
-    OpKind.CONCAT: 2,
-    OpKind.OUTPUT: 1,
-    OpKind.REDUCTION: 1,
-    OpKind.RMS_NORM: 1,
-    **{k: 1 for k in UNARY_OPS},
-    **{k: 1 for k in ACCUMULATORS},
-}
+def _arity(kind: OpKind) -> int | None:
+    """How many inputs an op of `kind` takes (None: as many as its graph-defined op reads)."""
+    match kind:
+        case OpKind.INPUT:
+            return 0
+        case OpKind.MATMUL | OpKind.ADD | OpKind.MUL | OpKind.DIV | OpKind.CONCAT:
+            return 2
+        case (
+            OpKind.OUTPUT | OpKind.REDUCTION | OpKind.RMS_NORM
+            | OpKind.EXP | OpKind.SQUARE | OpKind.SQRT | OpKind.MUL_SCALAR | OpKind.SILU | OpKind.GELU
+            | OpKind.GELU_ERF | OpKind.RELU | OpKind.CLAMP
+            | OpKind.ACCUM_NO_RED | OpKind.ACCUM_SUM | OpKind.ACCUM_MEAN | OpKind.ACCUM_RMS | OpKind.ACCUM_REDTOX
+        ):
+            return 1
+        case OpKind.CUSTOMIZED:
+            return None
+        case _ as unreachable:
+            assert_never(unreachable)
 
 
 def _args(f: Fields, kind: OpKind, tensors: Sequence[Tensor]) -> list[Tensor]:
     idx = f.ints("inputs", default=[])
-    want = _ARITY.get(kind)
+    want = _arity(kind)
     if want is not None and len(idx) != want:
         raise SchemaError(f"{f.path}.inputs: {kind} takes {want} inputs, got {len(idx)}")
     return [_tensor(tensors, i, f"{f.path}.inputs") for i in idx]
@@ -177,19 +203,18 @@ def _block_from_json(obj: Any, path: str, sources: list[Tensor], limits: Limits)
         of = Fields(raw, f"{path}.ops[{i}]")
         kind = of.kind(BLOCK_OPS)
         try:
-            if kind is OpKind.INPUT:
-                if n_inputs >= len(sources):
-                    raise SchemaError(f"{of.path}: more block inputs than the op's {len(sources)} inputs")
-                bg.new_input(sources[n_inputs], of.ints("imap", 3), of.int("fmap", -1))
-                n_inputs += 1
-                continue
-            args = _args(of, kind, bg.tensors)
-            if kind is OpKind.OUTPUT:
-                bg.new_output(args[0], of.ints("omap", 3))
-            elif kind in ACCUMULATORS:
-                bg.forloop_accum(args[0], kind)
-            else:
-                _apply_common(bg, kind, of, args)
+            match kind:
+                case OpKind.INPUT:
+                    if n_inputs >= len(sources):
+                        raise SchemaError(f"{of.path}: more block inputs than the op's {len(sources)} inputs")
+                    bg.new_input(sources[n_inputs], of.ints("imap", 3), of.int("fmap", -1))
+                    n_inputs += 1
+                case OpKind.OUTPUT:
+                    bg.new_output(_args(of, kind, bg.tensors)[0], of.ints("omap", 3))
+                case _ if kind in ACCUMULATORS:
+                    bg.forloop_accum(_args(of, kind, bg.tensors)[0], kind)
+                case _:
+                    _apply_common(bg, kind, of, _args(of, kind, bg.tensors))
         except IRError as e:
             raise SchemaError(f"{of.path}: {e}") from e
     if n_inputs != len(sources):
@@ -215,19 +240,19 @@ def replay(
         of = Fields(raw, f"{path}.ops[{i}]")
         kind = of.kind(KERNEL_OPS)
         try:
-            if kind is OpKind.INPUT:
-                local.append(bind_input(of))
-                continue
-            args = _args(of, kind, local)
-            if kind is OpKind.OUTPUT:
-                bind_output(of, args[0])
-            elif kind is OpKind.CUSTOMIZED:
-                srcs = [_tensor(local, j, f"{of.path}.inputs") for j in of.ints("inputs")]
-                bg = _block_from_json(of.get("block", lambda v: True, "a block graph"),
-                                      f"{of.path}.block", srcs, g.limits)
-                local.extend(g.customized(bg, srcs))
-            else:
-                local.append(_apply_common(g, kind, of, args))
+            match kind:
+                case OpKind.INPUT:
+                    local.append(bind_input(of))
+                case OpKind.OUTPUT:
+                    bind_output(of, _args(of, kind, local)[0])
+                case OpKind.CUSTOMIZED:
+                    _args(of, kind, local)  # every input exists
+                    srcs = [_tensor(local, j, f"{of.path}.inputs") for j in of.ints("inputs")]
+                    bg = _block_from_json(of.get("block", lambda v: True, "a block graph"),
+                                          f"{of.path}.block", srcs, g.limits)
+                    local.extend(g.customized(bg, srcs))
+                case _:
+                    local.append(_apply_common(g, kind, of, _args(of, kind, local)))
         except IRError as e:
             raise SchemaError(f"{of.path}: {e}") from e
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import assert_never
 
 from mugraph.ir.errors import MappingError, RankError, ShapeError
 from mugraph.ir.types import MAX_DIMS, Dim3, OpKind, Shape
@@ -71,15 +72,26 @@ def concat(a: Shape, b: Shape, dim: int) -> Shape:
 
 def accumulator(op: OpKind, shape: Shape, rdx: int) -> Shape:
     """Shape after the for-loop accumulation (LD = last dim)."""
-    if op in (OpKind.ACCUM_SUM, OpKind.ACCUM_MEAN, OpKind.ACCUM_RMS):
-        return shape[:-1] + (1,)
-    if op is OpKind.ACCUM_REDTOX:
-        if shape[-1] % rdx:
-            raise ShapeError(
-                f"{op}: last dim of {fmt(shape)} is not a multiple of reduction_dimx {rdx}"
-            )
-        return shape[:-1] + (rdx,)
-    return shape
+    match op:
+        case OpKind.ACCUM_NO_RED:
+            return shape
+        case OpKind.ACCUM_SUM | OpKind.ACCUM_MEAN | OpKind.ACCUM_RMS:
+            return shape[:-1] + (1,)
+        case OpKind.ACCUM_REDTOX:
+            if shape[-1] % rdx:
+                raise ShapeError(
+                    f"{op}: last dim of {fmt(shape)} is not a multiple of reduction_dimx {rdx}"
+                )
+            return shape[:-1] + (rdx,)
+        case (
+            OpKind.INPUT | OpKind.OUTPUT | OpKind.CUSTOMIZED | OpKind.MATMUL
+            | OpKind.EXP | OpKind.SQUARE | OpKind.SQRT | OpKind.MUL_SCALAR | OpKind.SILU | OpKind.GELU
+            | OpKind.GELU_ERF | OpKind.RELU | OpKind.CLAMP | OpKind.ADD | OpKind.MUL | OpKind.DIV
+            | OpKind.REDUCTION | OpKind.RMS_NORM | OpKind.CONCAT
+        ):
+            raise ShapeError(f"{op} is not an accumulator")
+        case _ as unreachable:
+            assert_never(unreachable)
 
 
 def check_dim3(values: Sequence[int], what: str) -> Dim3:

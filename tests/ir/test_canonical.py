@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mugraph.ir.canonical import canonical_digest
+from mugraph.ir.canonical import canonical_digest, replaces_find
 from mugraph.ir.graph import BlockGraph, KernelGraph
 from mugraph.programs.benchmarks import gated_mlp_expert, gqa_expert, lora_expert_saved
 
@@ -66,3 +66,10 @@ def test_block_output_order_is_ignored() -> None:
 
 def test_distinct_experts_differ() -> None:
     assert canonical_digest(gated_mlp_expert()) != canonical_digest(lora_expert_saved())
+
+
+def test_of_two_finds_the_smaller_path_is_kept() -> None:
+    assert replaces_find((3, 1), None)
+    assert replaces_find((0, 9, 9), (1,))
+    assert not replaces_find((1,), (0, 9, 9))
+    assert not replaces_find((2, 5), (2, 5))  # a find at the same path keeps the first

@@ -28,7 +28,9 @@ from mugraph.ir import (
     ShapeError,
     SharedMemoryError,
     Tensor,
+    shapes,
 )
+from mugraph.ir.types import ACCUMULATORS
 from mugraph.programs import builtin_programs
 from mugraph.programs.benchmarks import gqa_expert
 
@@ -690,3 +692,9 @@ def test_every_rule_error_is_an_ir_error() -> None:
         with pytest.raises(IRError):
             f()
     assert issubclass(DeviceMemoryError, ValueError)
+
+
+@pytest.mark.parametrize("kind", sorted(set(OpKind) - ACCUMULATORS))
+def test_accumulator_shape_refuses_every_other_kind(kind: OpKind) -> None:
+    with pytest.raises(ShapeError, match=pat(f"{kind} is not an accumulator")):
+        shapes.accumulator(kind, (8, 64), 16)

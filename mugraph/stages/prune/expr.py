@@ -22,6 +22,7 @@ import hashlib
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import assert_never
 
 from mugraph.ir.graph import BlockGraph, KernelGraph, Op
 from mugraph.ir.types import ACCUMULATORS, OpKind
@@ -168,43 +169,62 @@ def matmul(a: Expr, b: Expr, k: int) -> Expr:
 
 
 def op_expr(op: Op, args: Sequence[Expr], shapes: Sequence[tuple[int, ...]]) -> Expr:
-    """The term of a (non-input, non-accumulator) op's output from its operands' terms and shapes."""
+    """The term of a computing op's output from its operands' terms and shapes. A match tries its
+    cases in order: the kinds the search meets here most (its kernel reductions and rms_norms) come
+    first."""
     k = op.kind
-    if k is OpKind.MATMUL:
-        return matmul(args[0], args[1], shapes[0][-1])
-    if k is OpKind.ADD:
-        return add(args[0], args[1])
-    if k is OpKind.MUL:
-        return mul(args[0], args[1])
-    if k is OpKind.DIV:
-        return div(args[0], args[1])
-    if k is OpKind.SQUARE:
-        return mul(args[0], args[0])
-    if k is OpKind.MUL_SCALAR:
-        return args[0]
-    if k in UNARY_HEADS:
-        return unary(UNARY_HEADS[k], args[0])
-    if k is OpKind.REDUCTION:
-        return red(shapes[0][op.int_attr("dim")], args[0])
-    if k is OpKind.RMS_NORM:
-        return div(args[0], rms(shapes[0][-1], args[0]))
-    if k is OpKind.CONCAT:
-        dim = op.int_attr("dim")
-        return concat(args[0], args[1], len(shapes[0]) - dim, shapes[0][dim])
-    raise ValueError(f"no abstract expression rule for {k}")
+    match k:
+        case OpKind.MATMUL:
+            return matmul(args[0], args[1], shapes[0][-1])
+        case OpKind.ADD:
+            return add(args[0], args[1])
+        case OpKind.MUL:
+            return mul(args[0], args[1])
+        case OpKind.DIV:
+            return div(args[0], args[1])
+        case OpKind.REDUCTION:
+            return red(shapes[0][op.int_attr("dim")], args[0])
+        case OpKind.RMS_NORM:
+            return div(args[0], rms(shapes[0][-1], args[0]))
+        case OpKind.SQUARE:
+            return mul(args[0], args[0])
+        case OpKind.MUL_SCALAR:
+            return args[0]
+        case OpKind.EXP | OpKind.SQRT | OpKind.SILU | OpKind.GELU | OpKind.GELU_ERF | OpKind.RELU | OpKind.CLAMP:
+            return unary(UNARY_HEADS[k], args[0])
+        case OpKind.CONCAT:
+            dim = op.int_attr("dim")
+            return concat(args[0], args[1], len(shapes[0]) - dim, shapes[0][dim])
+        case (
+            OpKind.INPUT | OpKind.OUTPUT | OpKind.CUSTOMIZED
+            | OpKind.ACCUM_NO_RED | OpKind.ACCUM_SUM | OpKind.ACCUM_MEAN | OpKind.ACCUM_RMS | OpKind.ACCUM_REDTOX
+        ):
+            raise ValueError(f"{k} has no rule in op_expr: the walks give inputs, outputs and graph-defined "
+                             "ops their terms, accumulator_expr the accumulators'")
+        case _ as unreachable:
+            assert_never(unreachable)
 
 
 def accumulator_expr(kind: OpKind, x: Expr, shape: Sequence[int], forloop: int, rdx: int) -> Expr:
-    n = forloop * shape[-1]
-    if kind is OpKind.ACCUM_NO_RED:
-        return red(forloop, x)
-    if kind in (OpKind.ACCUM_SUM, OpKind.ACCUM_MEAN):
-        return red(n, x)
-    if kind is OpKind.ACCUM_RMS:
-        return rms(n, x)
-    if kind is OpKind.ACCUM_REDTOX:
-        return red(n // rdx, x)
-    raise ValueError(f"{kind} is not an accumulator")
+    """The term of an accumulator's output over `forloop` iterations of an operand of `shape`."""
+    match kind:
+        case OpKind.ACCUM_NO_RED:
+            return red(forloop, x)
+        case OpKind.ACCUM_SUM | OpKind.ACCUM_MEAN:
+            return red(forloop * shape[-1], x)
+        case OpKind.ACCUM_RMS:
+            return rms(forloop * shape[-1], x)
+        case OpKind.ACCUM_REDTOX:
+            return red(forloop * shape[-1] // rdx, x)
+        case (
+            OpKind.INPUT | OpKind.OUTPUT | OpKind.CUSTOMIZED | OpKind.MATMUL
+            | OpKind.EXP | OpKind.SQUARE | OpKind.SQRT | OpKind.MUL_SCALAR | OpKind.SILU | OpKind.GELU
+            | OpKind.GELU_ERF | OpKind.RELU | OpKind.CLAMP | OpKind.ADD | OpKind.MUL | OpKind.DIV
+            | OpKind.REDUCTION | OpKind.RMS_NORM | OpKind.CONCAT
+        ):
+            raise ValueError(f"{kind} is not an accumulator")
+        case _ as unreachable:
+            assert_never(unreachable)
 
 
 def block_exprs(bg: BlockGraph, inputs: Sequence[Expr]) -> tuple[dict[int, Expr], list[Expr]]:
@@ -213,19 +233,18 @@ def block_exprs(bg: BlockGraph, inputs: Sequence[Expr]) -> tuple[dict[int, Expr]
     outs: list[Expr] = []
     n_in = 0
     for op in bg.ops:
-        if op.kind is OpKind.INPUT:
-            terms[op.outputs[0]] = inputs[n_in]
-            n_in += 1
-        elif op.kind is OpKind.OUTPUT:
-            outs.append(terms[op.inputs[0]])
-        elif op.kind in ACCUMULATORS:
-            x = op.inputs[0]
-            terms[op.outputs[0]] = accumulator_expr(
-                op.kind, terms[x], bg.tensors[x].shape, bg.forloop, bg.rdx
-            )
-        else:
-            shapes = [bg.tensors[i].shape for i in op.inputs]
-            terms[op.outputs[0]] = op_expr(op, [terms[i] for i in op.inputs], shapes)
+        match op.kind:
+            case OpKind.INPUT:
+                terms[op.outputs[0]] = inputs[n_in]
+                n_in += 1
+            case OpKind.OUTPUT:
+                outs.append(terms[op.inputs[0]])
+            case kind if kind in ACCUMULATORS:
+                x = op.inputs[0]
+                terms[op.outputs[0]] = accumulator_expr(kind, terms[x], bg.tensors[x].shape, bg.forloop, bg.rdx)
+            case _:
+                shapes = [bg.tensors[i].shape for i in op.inputs]
+                terms[op.outputs[0]] = op_expr(op, [terms[i] for i in op.inputs], shapes)
     return terms, outs
 
 
@@ -235,17 +254,20 @@ def _walk(graph: KernelGraph) -> tuple[dict[int, Expr], list[dict[int, Expr]]]:
     blocks: list[dict[int, Expr]] = []
     n_in = 0
     for op in graph.ops:
-        if op.kind is OpKind.INPUT:
-            terms[op.outputs[0]] = var(n_in)
-            n_in += 1
-        elif op.kind is OpKind.CUSTOMIZED:
-            assert op.block is not None
-            bterms, outs = block_exprs(op.block, [terms[i] for i in op.inputs])
-            blocks.append(bterms)
-            terms.update(zip(op.outputs, outs, strict=True))
-        elif op.kind is not OpKind.OUTPUT:
-            shapes = [graph.tensors[i].shape for i in op.inputs]
-            terms[op.outputs[0]] = op_expr(op, [terms[i] for i in op.inputs], shapes)
+        match op.kind:
+            case OpKind.INPUT:
+                terms[op.outputs[0]] = var(n_in)
+                n_in += 1
+            case OpKind.OUTPUT:
+                pass
+            case OpKind.CUSTOMIZED:
+                assert op.block is not None
+                bterms, outs = block_exprs(op.block, [terms[i] for i in op.inputs])
+                blocks.append(bterms)
+                terms.update(zip(op.outputs, outs, strict=True))
+            case _:
+                shapes = [graph.tensors[i].shape for i in op.inputs]
+                terms[op.outputs[0]] = op_expr(op, [terms[i] for i in op.inputs], shapes)
     return terms, blocks
 
 
@@ -266,18 +288,21 @@ def labelled_exprs(graph: KernelGraph) -> list[tuple[str, Expr]]:
     out: list[tuple[str, Expr]] = []
     n_block = 0
     for op in graph.ops:
-        if op.kind is OpKind.CUSTOMIZED:
-            assert op.block is not None
-            bterms = blocks[n_block]
-            n_block += 1
-            out += [
-                (f"K{n_block}.s{o}", bterms[o])
-                for bop in op.block.ops
-                if bop.kind not in (OpKind.INPUT, OpKind.OUTPUT)
-                for o in bop.outputs
-            ]
-        elif op.kind not in (OpKind.INPUT, OpKind.OUTPUT):
-            out += [(f"t{o}", terms[o]) for o in op.outputs]
+        match op.kind:
+            case OpKind.INPUT | OpKind.OUTPUT:
+                pass
+            case OpKind.CUSTOMIZED:
+                assert op.block is not None
+                bterms = blocks[n_block]
+                n_block += 1
+                out += [
+                    (f"K{n_block}.s{o}", bterms[o])
+                    for bop in op.block.ops
+                    if bop.kind not in (OpKind.INPUT, OpKind.OUTPUT)
+                    for o in bop.outputs
+                ]
+            case _:
+                out += [(f"t{o}", terms[o]) for o in op.outputs]
     return out
 
 

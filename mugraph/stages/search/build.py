@@ -4,28 +4,53 @@ again: a state the search accepted but the IR refuses is a bug, and the tests lo
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import assert_never
 
 from mugraph.ir.graph import BlockGraph, KernelGraph, Tensor
-from mugraph.ir.types import ACCUMULATORS, OpKind
+from mugraph.ir.types import OpKind
 from mugraph.stages.search.state import BlockSpec, State
 
 
 def _apply(g: KernelGraph | BlockGraph, kind: OpKind, args: Sequence[Tensor], attrs: dict[str, object]
            ) -> list[Tensor]:
-    if kind is OpKind.CONCAT and len(args) == 4:  # the lora macro
-        r = len(args[0].shape)
-        return [g.matmul(g.concat(args[0], args[1], r - 1), g.concat(args[2], args[3], r - 2))]
-    if kind in ACCUMULATORS:
-        assert isinstance(g, BlockGraph)
-        return [g.forloop_accum(args[0], kind)]
-    if kind is OpKind.REDUCTION:
-        dim = attrs["dim"]
-        assert isinstance(dim, int)
-        return [g.reduction(args[0], dim)]
-    method = getattr(g, kind.value)
-    out = method(*args)
-    assert isinstance(out, Tensor)
-    return [out]
+    """The tensors one search op makes (the lora macro: the two concatenations and the product)."""
+    match kind:
+        case OpKind.CONCAT if len(args) == 4:  # the lora macro
+            r = len(args[0].shape)
+            return [g.matmul(g.concat(args[0], args[1], r - 1), g.concat(args[2], args[3], r - 2))]
+        case (
+            OpKind.MATMUL | OpKind.ADD | OpKind.MUL | OpKind.DIV | OpKind.EXP | OpKind.SQUARE | OpKind.SQRT
+            | OpKind.SILU | OpKind.GELU | OpKind.GELU_ERF | OpKind.RELU | OpKind.RMS_NORM
+        ):
+            out = getattr(g, kind.value)(*args)  # the builder's method of the kind's name, no attributes
+            assert isinstance(out, Tensor)
+            return [out]
+        case OpKind.REDUCTION:
+            return [g.reduction(args[0], _dim(attrs))]
+        case OpKind.CONCAT:
+            return [g.concat(args[0], args[1], _dim(attrs))]
+        case OpKind.MUL_SCALAR:
+            return [g.mul_scalar(args[0], _number(attrs["scalar"]))]
+        case OpKind.CLAMP:
+            return [g.clamp(args[0], _number(attrs["lo"]), _number(attrs["hi"]))]
+        case OpKind.ACCUM_NO_RED | OpKind.ACCUM_SUM | OpKind.ACCUM_MEAN | OpKind.ACCUM_RMS | OpKind.ACCUM_REDTOX:
+            assert isinstance(g, BlockGraph)
+            return [g.forloop_accum(args[0], kind)]
+        case OpKind.INPUT | OpKind.OUTPUT | OpKind.CUSTOMIZED:
+            raise ValueError(f"{kind} ops are built by build_graph itself")
+        case _ as unreachable:
+            assert_never(unreachable)
+
+
+def _dim(attrs: dict[str, object]) -> int:
+    dim = attrs["dim"]
+    assert isinstance(dim, int)
+    return dim
+
+
+def _number(v: object) -> float:
+    assert isinstance(v, int | float)
+    return float(v)
 
 
 def _block(g: KernelGraph, spec: BlockSpec, tensors: list[Tensor], rdx: int) -> BlockGraph:
@@ -50,15 +75,16 @@ def build_graph(state: State, names: Sequence[str], outputs: Sequence[int] = (),
     g = KernelGraph()
     tensors: list[Tensor] = []
     for op in state.ops:
-        if op.kind is OpKind.INPUT:
-            i = len(tensors)
-            tensors.append(g.new_input(state.tensors[i].shape, name=names[i]))
-        elif op.kind is OpKind.CUSTOMIZED:
-            assert op.block is not None
-            bg = _block(g, op.block, tensors, rdx)
-            tensors += g.customized(bg, [tensors[i] for i in op.inputs])
-        else:
-            tensors += _apply(g, op.kind, [tensors[i] for i in op.inputs], dict(op.attrs))
+        match op.kind:
+            case OpKind.INPUT:
+                i = len(tensors)
+                tensors.append(g.new_input(state.tensors[i].shape, name=names[i]))
+            case OpKind.CUSTOMIZED:
+                assert op.block is not None
+                bg = _block(g, op.block, tensors, rdx)
+                tensors += g.customized(bg, [tensors[i] for i in op.inputs])
+            case kind:
+                tensors += _apply(g, kind, [tensors[i] for i in op.inputs], dict(op.attrs))
     for i, name in zip(outputs, output_names, strict=True):
         g.mark_output(tensors[i], name)
     return g

@@ -102,19 +102,20 @@ def _block_target(bg: BlockGraph, sources: Sequence[Sig]) -> BlockTarget:
     ops: list[tuple[OpKind, list[Sig], Sig]] = []
     outputs: list[tuple[Sig, Dim3]] = []
     for op in bg.ops:
-        if op.kind is OpKind.INPUT:
-            imap = normalise_imap(op.dims_attr("imap"), bg.grid)
-            fmap = op.int_attr("fmap")
-            src = sources[len(inputs)]
-            inputs.append((src, imap, fmap))
-            sig[op.outputs[0]] = input_sig(src, imap, fmap)
-        elif op.kind is OpKind.OUTPUT:
-            om = op.dims_attr("omap")
-            outputs.append((sig[op.inputs[0]], (om[0], om[1], om[2])))
-        else:
-            args = [sig[i] for i in op.inputs]
-            sig[op.outputs[0]] = op_sig(op.kind, op.attrs, args)
-            ops.append((op.kind, args, sig[op.outputs[0]]))
+        match op.kind:
+            case OpKind.INPUT:
+                imap = normalise_imap(op.dims_attr("imap"), bg.grid)
+                fmap = op.int_attr("fmap")
+                src = sources[len(inputs)]
+                inputs.append((src, imap, fmap))
+                sig[op.outputs[0]] = input_sig(src, imap, fmap)
+            case OpKind.OUTPUT:
+                om = op.dims_attr("omap")
+                outputs.append((sig[op.inputs[0]], (om[0], om[1], om[2])))
+            case kind:
+                args = [sig[i] for i in op.inputs]
+                sig[op.outputs[0]] = op_sig(kind, op.attrs, args)
+                ops.append((kind, args, sig[op.outputs[0]]))
     return BlockTarget(bg.grid, bg.forloop, inputs, ops, outputs, set(sig.values()))
 
 
@@ -124,13 +125,14 @@ def target_of(graph: KernelGraph) -> Target:
     steps: list[KernelStep] = []
     n_inputs = 0
     for op in graph.ops:
-        if op.kind is OpKind.INPUT:
-            sig[op.outputs[0]] = _h("input", n_inputs)
-            n_inputs += 1
-        elif op.kind is OpKind.OUTPUT:
-            continue
-        else:
-            steps.append(_kernel_step(op, sig))
+        match op.kind:
+            case OpKind.INPUT:
+                sig[op.outputs[0]] = _h("input", n_inputs)
+                n_inputs += 1
+            case OpKind.OUTPUT:
+                pass
+            case _:
+                steps.append(_kernel_step(op, sig))
     return Target(n_inputs, steps, set(sig.values()))
 
 

@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
+from typing import assert_never
 
 from mugraph.ir import shapes
 from mugraph.ir.errors import IRError
 from mugraph.ir.graph import Op
-from mugraph.ir.types import ACCUMULATORS, COMMUTATIVE_OPS, UNARY_OPS, OpKind, Shape
+from mugraph.ir.types import OpKind, Shape
 from mugraph.stages.prune import expr as E
 from mugraph.stages.search.state import TInfo
-
-SINGLE_INPUT = UNARY_OPS | {OpKind.RMS_NORM, OpKind.REDUCTION} | ACCUMULATORS
 
 
 @functools.cache
@@ -34,9 +33,24 @@ def new_tuples(kind_arity: str, start: int, n: int) -> tuple[tuple[int, ...], ..
     return tuple((i, j) for i in range(n) for j in (range(n) if i >= start else range(start, n)))
 
 
+@functools.cache
 def arity(kind: OpKind) -> str:
     """'unary', 'commutative' (one pair per set) or 'ordered' (every ordered pair)."""
-    return "unary" if kind in SINGLE_INPUT else "commutative" if kind in COMMUTATIVE_OPS else "ordered"
+    match kind:
+        case (
+            OpKind.EXP | OpKind.SQUARE | OpKind.SQRT | OpKind.MUL_SCALAR | OpKind.SILU | OpKind.GELU
+            | OpKind.GELU_ERF | OpKind.RELU | OpKind.CLAMP | OpKind.REDUCTION | OpKind.RMS_NORM
+            | OpKind.ACCUM_NO_RED | OpKind.ACCUM_SUM | OpKind.ACCUM_MEAN | OpKind.ACCUM_RMS | OpKind.ACCUM_REDTOX
+        ):
+            return "unary"
+        case OpKind.ADD | OpKind.MUL:
+            return "commutative"
+        case OpKind.MATMUL | OpKind.DIV | OpKind.CONCAT:
+            return "ordered"
+        case OpKind.INPUT | OpKind.OUTPUT | OpKind.CUSTOMIZED:
+            raise ValueError(f"the search makes {kind} ops itself; it does not list their operands")
+        case _ as unreachable:
+            assert_never(unreachable)
 
 
 def operand_tuples(kind: OpKind, n: int) -> tuple[tuple[int, ...], ...]:
@@ -46,22 +60,35 @@ def operand_tuples(kind: OpKind, n: int) -> tuple[tuple[int, ...], ...]:
 
 @functools.lru_cache(maxsize=1 << 16)
 def fast_shape(kind: OpKind, a: Shape, b: Shape | None) -> Shape | None:
-    """Output shape of a block op, or None if invalid (no exception: this runs for every candidate,
-    and a search meets few distinct shape pairs, so each is worked out once)."""
-    if b is None:
-        return a
-    if len(a) != len(b):
-        return None
-    if kind is OpKind.MATMUL:
-        if len(a) < 2 or a[-1] != b[-2] or a[:-2] != b[:-2]:
-            return None
-        return a[:-1] + (b[-1],)
-    out = []
-    for x, y in zip(a, b, strict=True):
-        if x != y and x != 1 and y != 1:
-            return None
-        out.append(x if x > y else y)
-    return tuple(out)
+    """Output shape of an op without attributes over operands of shapes `a` (and `b`), or None if
+    they are invalid (no exception: this runs for every candidate, and a search meets few distinct
+    shape pairs, so each is worked out once)."""
+    match kind:
+        case OpKind.MATMUL:
+            if b is None or len(a) != len(b) or len(a) < 2 or a[-1] != b[-2] or a[:-2] != b[:-2]:
+                return None
+            return a[:-1] + (b[-1],)
+        case OpKind.ADD | OpKind.MUL | OpKind.DIV:
+            if b is None or len(a) != len(b):
+                return None
+            out = []
+            for x, y in zip(a, b, strict=True):
+                if x != y and x != 1 and y != 1:
+                    return None
+                out.append(x if x > y else y)
+            return tuple(out)
+        case (
+            OpKind.EXP | OpKind.SQUARE | OpKind.SQRT | OpKind.MUL_SCALAR | OpKind.SILU | OpKind.GELU
+            | OpKind.GELU_ERF | OpKind.RELU | OpKind.CLAMP | OpKind.RMS_NORM
+        ):
+            return a if b is None else None
+        case (
+            OpKind.INPUT | OpKind.OUTPUT | OpKind.CUSTOMIZED | OpKind.REDUCTION | OpKind.CONCAT
+            | OpKind.ACCUM_NO_RED | OpKind.ACCUM_SUM | OpKind.ACCUM_MEAN | OpKind.ACCUM_RMS | OpKind.ACCUM_REDTOX
+        ):
+            raise ValueError(f"{kind}: its shape needs its attributes or the block graph (ir.shapes)")
+        case _ as unreachable:
+            assert_never(unreachable)
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -72,33 +99,42 @@ def accumulator_shape(kind: OpKind, a: Shape, rdx: int) -> Shape | None:
         return None
 
 
-_BINARY_TERMS = {OpKind.ADD: E.add, OpKind.MUL: E.mul, OpKind.DIV: E.div}
+def _via_expr(kind: OpKind, args: Sequence[TInfo], attrs: Sequence[tuple[str, int | tuple[int, ...]]] = ()
+              ) -> E.Expr:
+    op = Op(kind, tuple(range(len(args))), (), tuple(attrs))
+    return E.op_expr(op, [a.expr for a in args], [a.shape for a in args])
 
 
 @functools.cache
 def term_maker(kind: OpKind) -> Callable[..., E.Expr]:
     """`op_term` for one kind without attrs, as a function of the operands' TInfos, with the
-    dispatch on the kind done once (block tables make a term per entry)."""
-    if kind is OpKind.MATMUL:
-        return lambda a, b: E.matmul(a.expr, b.expr, a.shape[-1])
-    binary = _BINARY_TERMS.get(kind)
-    if binary is not None:
-        return lambda a, b: binary(a.expr, b.expr)
-    head = E.UNARY_HEADS.get(kind)
-    if head is not None:
-        return lambda a: E.unary(head, a.expr)
-    return lambda *args: op_term(kind, args)
+    dispatch on the kind done once (block tables make a term per entry): the commonest kinds build
+    their term directly, the rest through `expr.op_expr`."""
+    match kind:
+        case OpKind.MATMUL:
+            return lambda a, b: E.matmul(a.expr, b.expr, a.shape[-1])
+        case OpKind.ADD:
+            return lambda a, b: E.add(a.expr, b.expr)
+        case OpKind.MUL:
+            return lambda a, b: E.mul(a.expr, b.expr)
+        case OpKind.DIV:
+            return lambda a, b: E.div(a.expr, b.expr)
+        case OpKind.EXP | OpKind.SQRT | OpKind.SILU | OpKind.GELU | OpKind.GELU_ERF | OpKind.RELU | OpKind.CLAMP:
+            head = E.UNARY_HEADS[kind]
+            return lambda a: E.unary(head, a.expr)
+        case OpKind.SQUARE | OpKind.MUL_SCALAR | OpKind.REDUCTION | OpKind.RMS_NORM | OpKind.CONCAT:
+            return lambda *args: _via_expr(kind, args)
+        case (
+            OpKind.INPUT | OpKind.OUTPUT | OpKind.CUSTOMIZED
+            | OpKind.ACCUM_NO_RED | OpKind.ACCUM_SUM | OpKind.ACCUM_MEAN | OpKind.ACCUM_RMS | OpKind.ACCUM_REDTOX
+        ):
+            raise ValueError(f"{kind} has no operand term maker: the search builds its term apart")
+        case _ as unreachable:
+            assert_never(unreachable)
 
 
 def op_term(kind: OpKind, args: Sequence[TInfo], attrs: Sequence[tuple[str, int | tuple[int, ...]]] = ()) -> E.Expr:
-    """The new tensor's term: the commonest kinds directly, the rest through `expr.op_expr`."""
-    if kind is OpKind.MATMUL:
-        return E.matmul(args[0].expr, args[1].expr, args[0].shape[-1])
-    binary = _BINARY_TERMS.get(kind)
-    if binary is not None:
-        return binary(args[0].expr, args[1].expr)
-    head = E.UNARY_HEADS.get(kind)
-    if head is not None:
-        return E.unary(head, args[0].expr)
-    op = Op(kind, tuple(range(len(args))), (), tuple(attrs))
-    return E.op_expr(op, [a.expr for a in args], [a.shape for a in args])
+    """The new tensor's term."""
+    if attrs:
+        return _via_expr(kind, args, attrs)
+    return term_maker(kind)(*args)

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from mugraph.ir.canonical import replaces_find
 from mugraph.stages.search.explore import ExploreResult, Found, SearchCounters, Searcher
 from mugraph.stages.search.task_paths import Path, task_budget
 
@@ -42,7 +43,7 @@ class SearchReport:
         self.counters.add(result.counters)
         for digest, f in result.found.items():
             have = self.found.get(digest)
-            if have is None or f.path < have.path:
+            if replaces_find(f.path, None if have is None else have.path):
                 self.found[digest] = f
 
 

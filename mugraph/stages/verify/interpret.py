@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from fractions import Fraction
 from math import prod
+from typing import assert_never
 
 from mugraph.ir.graph import BlockGraph, KernelGraph, Op, Tensor
 from mugraph.ir.types import ACCUMULATORS, OpKind
@@ -42,43 +43,51 @@ def _concat(alg: Algebra, a: Array, b: Array, axis: int) -> Array:
 
 
 def apply_common(alg: Algebra, op: Op, args: Sequence[Array], rank: int) -> Array:
-    """Ops shared by both levels. `rank` is the tensor rank; axes are counted from the end so
+    """A computing op at either level. `rank` is the tensor rank; axes are counted from the end so
     leading grid axes are transparent."""
     k = op.kind
-    if k is OpKind.MATMUL:
-        return alg.matmul(args[0], args[1])
-    if k is OpKind.ADD:
-        return alg.add(args[0], args[1])
-    if k is OpKind.MUL:
-        return alg.mul(args[0], args[1])
-    if k is OpKind.DIV:
-        return alg.div(args[0], args[1])
-    if k is OpKind.EXP:
-        return alg.exp(args[0])
-    if k is OpKind.SQUARE:
-        return alg.mul(args[0], args[0])
-    if k is OpKind.SQRT:
-        return alg.sqrt(args[0])
-    if k is OpKind.SILU:
-        return alg.silu(args[0])
-    if k is OpKind.GELU:
-        return alg.gelu(args[0])
-    if k is OpKind.GELU_ERF:
-        return alg.gelu_erf(args[0])
-    if k is OpKind.RELU:
-        return alg.relu(args[0])
-    if k is OpKind.CLAMP:
-        return alg.clamp(args[0], op.float_attr("lo"), op.float_attr("hi"))
-    if k is OpKind.MUL_SCALAR:
-        return alg.scale(args[0], Fraction(op.float_attr("scalar")))
-    if k is OpKind.REDUCTION:
-        return alg.sum(args[0], op.int_attr("dim") - rank)
-    if k is OpKind.RMS_NORM:
-        x = args[0]
-        return alg.div(x, _rms(alg, _reduce_last(alg, alg.mul(x, x)), x.shape[-1]))
-    if k is OpKind.CONCAT:
-        return _concat(alg, args[0], args[1], op.int_attr("dim") - rank)
-    raise NotImplementedError(f"no semantics for {k}")
+    match k:
+        case OpKind.MATMUL:
+            return alg.matmul(args[0], args[1])
+        case OpKind.ADD:
+            return alg.add(args[0], args[1])
+        case OpKind.MUL:
+            return alg.mul(args[0], args[1])
+        case OpKind.DIV:
+            return alg.div(args[0], args[1])
+        case OpKind.EXP:
+            return alg.exp(args[0])
+        case OpKind.SQUARE:
+            return alg.mul(args[0], args[0])
+        case OpKind.SQRT:
+            return alg.sqrt(args[0])
+        case OpKind.SILU:
+            return alg.silu(args[0])
+        case OpKind.GELU:
+            return alg.gelu(args[0])
+        case OpKind.GELU_ERF:
+            return alg.gelu_erf(args[0])
+        case OpKind.RELU:
+            return alg.relu(args[0])
+        case OpKind.CLAMP:
+            return alg.clamp(args[0], op.float_attr("lo"), op.float_attr("hi"))
+        case OpKind.MUL_SCALAR:
+            return alg.scale(args[0], Fraction(op.float_attr("scalar")))
+        case OpKind.REDUCTION:
+            return alg.sum(args[0], op.int_attr("dim") - rank)
+        case OpKind.RMS_NORM:
+            x = args[0]
+            return alg.div(x, _rms(alg, _reduce_last(alg, alg.mul(x, x)), x.shape[-1]))
+        case OpKind.CONCAT:
+            return _concat(alg, args[0], args[1], op.int_attr("dim") - rank)
+        case (
+            OpKind.INPUT | OpKind.OUTPUT | OpKind.CUSTOMIZED
+            | OpKind.ACCUM_NO_RED | OpKind.ACCUM_SUM | OpKind.ACCUM_MEAN | OpKind.ACCUM_RMS | OpKind.ACCUM_REDTOX
+        ):
+            raise NotImplementedError(f"{k} is not applied here: the walks handle inputs, outputs, "
+                                      "graph-defined ops and accumulators")
+        case _ as unreachable:
+            assert_never(unreachable)
 
 
 def partition(alg: Algebra, x: Array, bg: BlockGraph, imap: Sequence[int], fmap: int) -> Array:
@@ -144,14 +153,17 @@ def _block_keys(bg: BlockGraph, input_keys: Sequence[int], cache: ValueCache) ->
     keys: dict[int, int] = {}
     n_in = 0
     for op in bg.ops:
-        if op.kind is OpKind.INPUT:
-            keys[op.outputs[0]] = cache.key(
-                "tile", input_keys[n_in], op.dims_attr("imap"), op.int_attr("fmap"), bg.grid, bg.forloop
-            )
-            n_in += 1
-        elif op.kind is not OpKind.OUTPUT:
-            rdx = bg.rdx if op.kind in ACCUMULATORS else 0
-            keys[op.outputs[0]] = cache.key("block", op.kind, op.attrs, rdx, *(keys[i] for i in op.inputs))
+        match op.kind:
+            case OpKind.INPUT:
+                keys[op.outputs[0]] = cache.key(
+                    "tile", input_keys[n_in], op.dims_attr("imap"), op.int_attr("fmap"), bg.grid, bg.forloop
+                )
+                n_in += 1
+            case OpKind.OUTPUT:
+                pass
+            case kind:
+                rdx = bg.rdx if kind in ACCUMULATORS else 0
+                keys[op.outputs[0]] = cache.key("block", kind, op.attrs, rdx, *(keys[i] for i in op.inputs))
     return keys
 
 
@@ -208,19 +220,22 @@ def run_block(
         acc = _loop_by_iteration(alg, bg, body, views)
     outputs: list[Array] = []
     for op in bg.ops:
-        if op.kind is OpKind.INPUT:
-            continue
-        if op.kind is OpKind.OUTPUT:
-            outputs.append(assemble(alg, env[op.inputs[0]], bg, op.dims_attr("omap")))
-            continue
-        out = op.outputs[0]
-        if op.kind in ACCUMULATORS and out in missing:
-            x_shape = tensors[op.inputs[0]].shape
-            env[out] = _accum_final(alg, op.kind, acc[out], x_shape, bg.forloop)
-        elif op.kind not in ACCUMULATORS and tensors[out].after_accum:
-            env[out] = apply_common(alg, op, [env[i] for i in op.inputs], len(tensors[out].shape))
-        else:
-            continue
+        match op.kind:
+            case OpKind.INPUT:
+                continue
+            case OpKind.OUTPUT:
+                outputs.append(assemble(alg, env[op.inputs[0]], bg, op.dims_attr("omap")))
+                continue
+            case kind if kind in ACCUMULATORS:
+                out = op.outputs[0]
+                if out not in missing:
+                    continue
+                env[out] = _accum_final(alg, kind, acc[out], tensors[op.inputs[0]].shape, bg.forloop)
+            case _:
+                out = op.outputs[0]
+                if not tensors[out].after_accum:
+                    continue
+                env[out] = apply_common(alg, op, [env[i] for i in op.inputs], len(tensors[out].shape))
         if cache is not None:
             cache.put(keys[out], env[out])
     if cache is not None:
@@ -239,16 +254,15 @@ def _loop_by_iteration(
         it: dict[int, Array] = {}
         for op in body:
             out = op.outputs[0]
-            if op.kind is OpKind.INPUT:
-                view, per_iter = views[out]
-                it[out] = view[:, :, :, t] if per_iter else view
-                continue
-            args = [it[i] for i in op.inputs]
-            if op.kind in ACCUMULATORS:
-                part = _accum_part(alg, op.kind, args[0], bg.rdx)
-                acc[out] = part if t == 0 else alg.add(acc[out], part)
-            else:
-                it[out] = apply_common(alg, op, args, len(tensors[out].shape))
+            match op.kind:
+                case OpKind.INPUT:
+                    view, per_iter = views[out]
+                    it[out] = view[:, :, :, t] if per_iter else view
+                case kind if kind in ACCUMULATORS:
+                    part = _accum_part(alg, kind, it[op.inputs[0]], bg.rdx)
+                    acc[out] = part if t == 0 else alg.add(acc[out], part)
+                case _:
+                    it[out] = apply_common(alg, op, [it[i] for i in op.inputs], len(tensors[out].shape))
     return acc
 
 
@@ -284,14 +298,15 @@ def _loop_at_once(
 
     for op in _needed(body, wanted):
         out = op.outputs[0]
-        if op.kind is OpKind.INPUT:
-            view, per_iter = views[out]
-            it[out] = view if per_iter else xp.expand_dims(view, T)
-        elif op.kind in ACCUMULATORS:
-            part = every_iteration(_accum_part(alg, op.kind, it[op.inputs[0]], bg.rdx))
-            acc[out] = xp.squeeze(alg.sum(part, T), axis=T)
-        else:
-            it[out] = apply_common(alg, op, [it[i] for i in op.inputs], len(tensors[out].shape))
+        match op.kind:
+            case OpKind.INPUT:
+                view, per_iter = views[out]
+                it[out] = view if per_iter else xp.expand_dims(view, T)
+            case kind if kind in ACCUMULATORS:
+                part = every_iteration(_accum_part(alg, kind, it[op.inputs[0]], bg.rdx))
+                acc[out] = xp.squeeze(alg.sum(part, T), axis=T)
+            case _:
+                it[out] = apply_common(alg, op, [it[i] for i in op.inputs], len(tensors[out].shape))
     for out, product in merged.items():
         a, b = (every_iteration(it[i]) for i in product.inputs)
         a = xp.moveaxis(a, T, -2)  # (..., m, F, k)
@@ -304,24 +319,46 @@ def _loop_at_once(
 
 def _accum_part(alg: Algebra, kind: OpKind, x: Array, rdx: int) -> Array:
     """One iteration's contribution to an accumulator."""
-    if kind in (OpKind.ACCUM_SUM, OpKind.ACCUM_MEAN):
-        return _reduce_last(alg, x)
-    if kind is OpKind.ACCUM_RMS:
-        return _reduce_last(alg, alg.mul(x, x))
-    if kind is OpKind.ACCUM_REDTOX:
-        n = x.shape[-1]
-        folded = x.reshape(tuple(x.shape[:-1]) + (n // rdx, rdx))
-        return alg.sum(folded, -2).reshape(tuple(x.shape[:-1]) + (rdx,))
-    return x
+    match kind:
+        case OpKind.ACCUM_NO_RED:
+            return x
+        case OpKind.ACCUM_SUM | OpKind.ACCUM_MEAN:
+            return _reduce_last(alg, x)
+        case OpKind.ACCUM_RMS:
+            return _reduce_last(alg, alg.mul(x, x))
+        case OpKind.ACCUM_REDTOX:
+            n = x.shape[-1]
+            folded = x.reshape(tuple(x.shape[:-1]) + (n // rdx, rdx))
+            return alg.sum(folded, -2).reshape(tuple(x.shape[:-1]) + (rdx,))
+        case (
+            OpKind.INPUT | OpKind.OUTPUT | OpKind.CUSTOMIZED | OpKind.MATMUL
+            | OpKind.EXP | OpKind.SQUARE | OpKind.SQRT | OpKind.MUL_SCALAR | OpKind.SILU | OpKind.GELU
+            | OpKind.GELU_ERF | OpKind.RELU | OpKind.CLAMP | OpKind.ADD | OpKind.MUL | OpKind.DIV
+            | OpKind.REDUCTION | OpKind.RMS_NORM | OpKind.CONCAT
+        ):
+            raise ValueError(f"{kind} is not an accumulator")
+        case _ as unreachable:
+            assert_never(unreachable)
 
 
 def _accum_final(alg: Algebra, kind: OpKind, total: Array, x_shape: Sequence[int], forloop: int) -> Array:
-    n = forloop * x_shape[-1]
-    if kind is OpKind.ACCUM_MEAN:
-        return alg.scale(total, Fraction(1, n))
-    if kind is OpKind.ACCUM_RMS:
-        return _rms(alg, total, n)
-    return total
+    """An accumulator's output from its total over the iterations."""
+    match kind:
+        case OpKind.ACCUM_NO_RED | OpKind.ACCUM_SUM | OpKind.ACCUM_REDTOX:
+            return total
+        case OpKind.ACCUM_MEAN:
+            return alg.scale(total, Fraction(1, forloop * x_shape[-1]))
+        case OpKind.ACCUM_RMS:
+            return _rms(alg, total, forloop * x_shape[-1])
+        case (
+            OpKind.INPUT | OpKind.OUTPUT | OpKind.CUSTOMIZED | OpKind.MATMUL
+            | OpKind.EXP | OpKind.SQUARE | OpKind.SQRT | OpKind.MUL_SCALAR | OpKind.SILU | OpKind.GELU
+            | OpKind.GELU_ERF | OpKind.RELU | OpKind.CLAMP | OpKind.ADD | OpKind.MUL | OpKind.DIV
+            | OpKind.REDUCTION | OpKind.RMS_NORM | OpKind.CONCAT
+        ):
+            raise ValueError(f"{kind} is not an accumulator")
+        case _ as unreachable:
+            assert_never(unreachable)
 
 
 def evaluate(
@@ -336,34 +373,35 @@ def evaluate(
     if cache is not None:
         cache.start()
     for op in graph.ops:
-        if op.kind is OpKind.INPUT:
-            t = graph.tensors[op.outputs[0]]
-            x = inputs[n_in]
-            if tuple(x.shape) != t.shape:
-                raise ValueError(f"input {n_in} has shape {tuple(x.shape)}, expected {t.shape}")
-            env[t.index] = x
-            if cache is not None:
-                keys[t.index] = cache.key("input", n_in)
-            n_in += 1
-        elif op.kind is OpKind.OUTPUT:
-            outputs.append(env[op.inputs[0]])
-        elif op.kind is OpKind.CUSTOMIZED:
-            assert op.block is not None
-            args = [env[i] for i in op.inputs]
-            outs, out_keys = run_block(alg, op.block, args, cache, [keys.get(i, -1) for i in op.inputs])
-            env.update(zip(op.outputs, outs, strict=True))
-            if cache is not None:
-                keys.update(zip(op.outputs, out_keys, strict=True))
-        else:
-            out = op.outputs[0]
-            key = cache.key("kernel", op.kind, op.attrs, *(keys[i] for i in op.inputs)) if cache is not None else -1
-            value = cache.get(key) if cache is not None else None
-            if value is None:
-                value = apply_common(alg, op, [env[i] for i in op.inputs], len(graph.tensors[out].shape))
+        match op.kind:
+            case OpKind.INPUT:
+                t = graph.tensors[op.outputs[0]]
+                x = inputs[n_in]
+                if tuple(x.shape) != t.shape:
+                    raise ValueError(f"input {n_in} has shape {tuple(x.shape)}, expected {t.shape}")
+                env[t.index] = x
                 if cache is not None:
-                    cache.put(key, value)
-            env[out] = value
-            keys[out] = key
+                    keys[t.index] = cache.key("input", n_in)
+                n_in += 1
+            case OpKind.OUTPUT:
+                outputs.append(env[op.inputs[0]])
+            case OpKind.CUSTOMIZED:
+                assert op.block is not None
+                args = [env[i] for i in op.inputs]
+                outs, out_keys = run_block(alg, op.block, args, cache, [keys.get(i, -1) for i in op.inputs])
+                env.update(zip(op.outputs, outs, strict=True))
+                if cache is not None:
+                    keys.update(zip(op.outputs, out_keys, strict=True))
+            case _:
+                out = op.outputs[0]
+                key = cache.key("kernel", op.kind, op.attrs, *(keys[i] for i in op.inputs)) if cache is not None else -1
+                value = cache.get(key) if cache is not None else None
+                if value is None:
+                    value = apply_common(alg, op, [env[i] for i in op.inputs], len(graph.tensors[out].shape))
+                    if cache is not None:
+                        cache.put(key, value)
+                env[out] = value
+                keys[out] = key
     if n_in != len(inputs):
         raise ValueError(f"{len(inputs)} inputs given, the graph has {n_in}")
     return outputs

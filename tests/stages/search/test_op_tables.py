@@ -14,12 +14,12 @@ import pytest
 from mugraph.ir import shapes
 from mugraph.ir.errors import IRError
 from mugraph.ir.limits import DEFAULT_LIMITS
-from mugraph.ir.types import ACCUMULATORS, IN_PLACE_BLOCK_OPS, OpKind
+from mugraph.ir.types import ACCUMULATORS, COMMUTATIVE_OPS, IN_PLACE_BLOCK_OPS, OpKind
 from mugraph.programs import get_builtin
 from mugraph.stages.search.config import SearchConfig, preset_config
 from mugraph.stages.search.expand import child_list
 from mugraph.stages.search.explore import Fragment
-from mugraph.stages.search.op_results import fast_shape, operand_tuples
+from mugraph.stages.search.op_results import arity, fast_shape, operand_tuples
 from mugraph.stages.search.op_tables import block_table, kernel_table
 from mugraph.stages.search.state import CONCAT_MATMUL_ORDER, TYPE_ORDER, OpTable, Rank, State, shape_nbytes
 
@@ -156,3 +156,21 @@ def test_tables_and_listings_match_the_direct_enumeration(name: str) -> None:
         stack.extend(k for i, k in reversed(list(enumerate(built))) if i % 3 == 0)
     assert checked["kernel"] > 100 and checked["block"] > 300, checked
     assert (macros > 0) == preset_config(prog.preset).concat_matmul  # lora's macro children, after the entries
+
+
+STRUCTURAL = {OpKind.INPUT, OpKind.OUTPUT, OpKind.CUSTOMIZED}
+
+
+def test_operand_arity_agrees_with_the_ir() -> None:
+    """One pair per operand set exactly for the kinds the IR calls commutative (the canonical digest
+    sorts their operands); the kinds the search makes itself have no operand tuples."""
+    assert {k for k in set(OpKind) - STRUCTURAL if arity(k) == "commutative"} == COMMUTATIVE_OPS
+    for kind in STRUCTURAL:
+        with pytest.raises(ValueError, match="makes"):
+            arity(kind)
+
+
+@pytest.mark.parametrize("kind", sorted(ACCUMULATORS | STRUCTURAL | {OpKind.REDUCTION, OpKind.CONCAT}))
+def test_fast_shape_refuses_kinds_whose_shape_needs_more(kind: OpKind) -> None:
+    with pytest.raises(ValueError, match="needs its attributes"):
+        fast_shape(kind, (4, 8), None)
