@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 from distributed import Client, Future, as_completed
 
-from mugraph.ir.canonical import canonical_digest
+from mugraph.ir.canonical import canonical_digest, replaces_find
 from mugraph.ir.errors import MugraphError
 from mugraph.ir.graph import KernelGraph
 from mugraph.ir.serialize import dumps, loads
@@ -390,7 +390,7 @@ class Driver:
                     self.on_event({"event": "found", "fragment": self.plan.fragments[fragment].spec.name,
                                    "digest": f.digest, "path": list(f.path)})
                     self._submit_confirm(fragment, rec)
-                elif rec.path < have.path:
+                elif replaces_find(rec.path, have.path):
                     known[f.digest] = rec
             children.setdefault(fragment, []).extend(zip(kids, result.frontier, strict=True))
         for fragment, tasks in children.items():

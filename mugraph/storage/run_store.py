@@ -63,6 +63,7 @@ from typing import Any, TypeVar
 
 from zarr.core.sync import sync as zarr_sync
 
+from mugraph.ir.canonical import replaces_find
 from mugraph.storage.atomic_store import AtomicLocalStore, remove_temp_files
 from mugraph.storage.cross_checks import check_records
 from mugraph.storage.found_records import FoundRecord, load_found
@@ -377,7 +378,7 @@ class RunStore:
                 digest = self._check_digest(rec.digest)
                 cand = FoundRecord(fragment, digest, check_path(rec.path, f"found {digest}"), rec.graph, row)
                 have = best.get((fragment, digest))
-                if have is None or cand.path < have.path:
+                if replaces_find(cand.path, None if have is None else have.path):
                     best[(fragment, digest)] = cand
             kids = [(fragment, check_path(p, f"child of row {row}"), row) for p in item.children]
             values = table.counter_values(item.counters, row)
@@ -385,7 +386,7 @@ class RunStore:
             completing.add(row)
             staged.append((row, kids, values if first else None, str(item.worker)))
         new_found = [r for (f, d), r in best.items()
-                     if d not in self._found_for(f) or r.path < self._found_for(f)[d].path]
+                     if replaces_find(r.path, None if (kept := self._found_for(f).get(d)) is None else kept.path)]
         rows = [table.stage(kids) for _, kids, _, _ in staged]  # memory only, like the next lines
         done_rows = []
         for row, _, completion, worker in staged:
