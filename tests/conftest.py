@@ -15,3 +15,22 @@ def own_redis_url(tmp_path: Path) -> Iterator[str]:
 
     with EmbeddedRedis(tmp_path / "own-redis") as server:
         yield server.url
+
+
+# End-to-end tests start processes (the CLI, Dask clusters, redis-server through the CLI, a browser)
+# and take most of the suite's time. `python -m pytest -m "not e2e"` is the quick loop of unit tests
+# while working on one module; the default suite runs both.
+E2E_DIRS = frozenset({"pipeline", "dashboards", "torch"})
+E2E_FILES = frozenset({
+    "test_bare_machine.py", "test_memo_poisoning.py", "test_store_path_control.py", "test_cli_bad_input.py",
+    "test_cli_search.py", "test_cli_prune.py", "codegen/test_cli.py", "codegen/test_programs.py",
+    "stages/search/test_explain.py", "storage/test_links.py",
+})
+TESTS = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        rel = item.path.relative_to(TESTS)
+        if rel.parts[0] in E2E_DIRS or rel.as_posix() in E2E_FILES:
+            item.add_marker(pytest.mark.e2e)

@@ -19,7 +19,8 @@ from mugraph.ir.graph import BlockGraph, KernelGraph
 from mugraph.ir.serialize import loads
 from mugraph.ir.types import OpKind
 from mugraph.programs import builtin_programs
-from mugraph.stages.fragments import split_program, stitch
+from mugraph.stages.combine import stitch
+from mugraph.stages.fragments import split_program
 from mugraph.stages.verify.check import float_max_rel_err
 from tests.codegen.conftest import NARROW_PROGRAMS, emit_and_check
 
