@@ -1,0 +1,109 @@
+"""The local cluster admits only the run's own client (TLS with a key made for the run), and the memo
+secret is never in anything the scheduler holds: a client that could connect would read it there."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from distributed import Client
+from distributed.security import Security
+
+from mugraph.pipeline.cluster import dask_client, local_dashboard, start_workers
+from mugraph.pipeline.worker import MEMO_URL_ENV, MugraphPlugin, worker_environment, worker_memo_url
+
+SECRET = "0123456789abcdef" * 4
+URL = f"redis://127.0.0.1:1/0?mugraph_key={SECRET}"  # never connected to: the memo opens lazily
+
+
+@pytest.fixture(scope="module")
+def running() -> Iterator[Client]:
+    with dask_client(workers=2, dashboard_address=":0") as client:
+        client.register_plugin(MugraphPlugin(URL, "numpy"), name="mugraph")
+        start_workers(client, worker_environment())
+        yield client
+
+
+def _connect(address: str, **kwargs: Any) -> str:
+    """Try to connect from another process, as another local user would: 'connected' or the error."""
+    code = ("import sys\nfrom distributed import Client\n"
+            "from distributed.security import Security\n"
+            f"kw = {{'security': Security.temporary()}} if {kwargs.get('own_tls', False)!r} else {{}}\n"
+            "try:\n"
+            f"    c = Client({address!r}, timeout=8, **kw)\n"
+            "except BaseException as e:\n"
+            "    print('refused', type(e).__name__)\n"
+            "else:\n"
+            "    print('connected', c.run(lambda: 1))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    return out.stdout.strip() or out.stderr[-500:]
+
+
+def test_the_scheduler_speaks_tls_on_loopback(running: Client) -> None:
+    address = running.scheduler.address
+    assert address.startswith("tls://127.0.0.1:"), address
+    assert len(running.scheduler_info()["workers"]) == 2
+    assert all(w.startswith("tls://127.0.0.1:") for w in running.scheduler_info()["workers"])
+
+
+@pytest.mark.parametrize("how", ["plain-tcp", "tls-without-credentials", "tls-with-its-own-credentials"])
+def test_a_client_without_the_runs_credentials_cannot_connect(running: Client, how: str) -> None:
+    port = running.scheduler.address.rsplit(":", 1)[1]
+    address = f"{'tcp' if how == 'plain-tcp' else 'tls'}://127.0.0.1:{port}"
+    result = _connect(address, own_tls=how == "tls-with-its-own-credentials")
+    assert result.startswith("refused"), result
+
+
+def test_the_runs_own_credentials_connect(running: Client) -> None:
+    """The control: the refusal above is about the credentials, not a broken address."""
+    security = running.security
+    assert isinstance(security, Security)
+    with Client(running.scheduler.address, security=security, timeout=30) as other:
+        assert other.run(lambda: 1) == dict.fromkeys(running.scheduler_info()["workers"], 1)
+
+
+def test_the_memo_secret_is_in_no_plugin_the_scheduler_holds(running: Client) -> None:
+    def scheduler_side(dask_scheduler: Any) -> bytes:
+        return pickle.dumps(dict(dask_scheduler.worker_plugins))
+
+    held = running.run_on_scheduler(scheduler_side)
+    assert b"mugraph" in held and SECRET.encode() not in held
+
+    def plugin_state(dask_worker: Any) -> str:
+        return repr(vars(dask_worker.plugins["mugraph"]))
+
+    for state in running.run(plugin_state).values():
+        assert SECRET not in state and "redis://127.0.0.1:1/0" in state
+
+
+def test_workers_have_the_secret_from_their_environment(running: Client) -> None:
+    def memo_url(dask_worker: Any) -> str | None:
+        store = dask_worker.plugins["mugraph"].state.memo._backend
+        return None if store is None else str(store.url)
+
+    urls = running.run(memo_url)
+    assert list(urls.values()) == [URL, URL], urls
+
+
+def test_worker_memo_url_takes_the_secret_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    public = "redis://head:6379/0"
+    monkeypatch.delenv(MEMO_URL_ENV, raising=False)
+    monkeypatch.delenv("MUGRAPH_MEMO_KEY", raising=False)
+    assert worker_memo_url(public) is None  # no secret: no shared memo, whose verdicts could be forged
+    monkeypatch.setenv("MUGRAPH_MEMO_KEY", "k" * 32)
+    assert worker_memo_url(public) == f"{public}?mugraph_key={'k' * 32}"
+    monkeypatch.setenv(MEMO_URL_ENV, f"{public}?mugraph_key={SECRET}")
+    assert worker_memo_url(public) == f"{public}?mugraph_key={SECRET}"
+    assert worker_memo_url("redis://other:6379/0") == f"redis://other:6379/0?mugraph_key={'k' * 32}"
+    assert worker_memo_url("local") == "local" and worker_memo_url(None) is None
+
+
+def test_the_dashboard_without_a_host_listens_on_loopback() -> None:
+    assert local_dashboard(":0") == "127.0.0.1:0" and local_dashboard("8787") == "127.0.0.1:8787"
+    assert local_dashboard("0.0.0.0:8787") == "0.0.0.0:8787"
+    assert os.environ.get(MEMO_URL_ENV) is None  # the driver's own environment does not carry it
