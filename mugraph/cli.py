@@ -18,17 +18,17 @@ from mugraph.cli_checks import parse_duration
 from mugraph.cli_pipeline import optimize, report, show, status
 from mugraph.cuda.backend import backend_name, get_array_module
 from mugraph.dashboards.progress import ProgressLine
-from mugraph.interrupts import (  # noqa: F401  (_interrupted: the handler, for tests)
+from mugraph.ir.canonical import canonical_digest
+from mugraph.ir.errors import MugraphError
+from mugraph.ir.render import render
+from mugraph.ir.serialize import digest
+from mugraph.pipeline.interrupts import (  # noqa: F401  (_interrupted: the handler, for tests)
     EXIT_INTERRUPTED,
     INTERRUPTED,
     _interrupted,
     install_interrupt_handlers,
     quiet_event_loop_logs,
 )
-from mugraph.ir.canonical import canonical_digest
-from mugraph.ir.errors import MugraphError
-from mugraph.ir.render import render
-from mugraph.ir.serialize import digest
 from mugraph.programs import Program, builtin_programs, resolve_program
 from mugraph.stages.prune.expr import labelled_exprs, output_exprs
 from mugraph.stages.prune.oracle import DEFAULT_RLIMIT, VERDICT_BYTES, OracleConfig, SubexprOracle

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 
 def main() -> None:
-    from mugraph.interrupts import install_interrupt_handlers
+    from mugraph.pipeline.interrupts import install_interrupt_handlers
 
     install_interrupt_handlers()
     from mugraph.cli import main as run  # an interrupt in here reaches the excepthook: one line, 130

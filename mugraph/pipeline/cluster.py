@@ -23,9 +23,9 @@ import dask.config
 from distributed import Client, LocalCluster
 from distributed.security import Security
 
-from mugraph import interrupts
 from mugraph.cuda.backend import cupy_available
 from mugraph.ir.errors import MugraphError
+from mugraph.pipeline import interrupts
 from mugraph.pipeline.malloc_tuning import SPAWN_ENVIRON_OVERRIDES
 
 DEFAULT_DASHBOARD = "127.0.0.1:8787"

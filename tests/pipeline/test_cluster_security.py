@@ -29,6 +29,10 @@ def running() -> Iterator[Client]:
         yield client
 
 
+def _address(client: Client) -> str:
+    return str(client.scheduler_info()["address"])
+
+
 def _connect(address: str, **kwargs: Any) -> str:
     """Try to connect from another process, as another local user would: 'connected' or the error."""
     code = ("import sys\nfrom distributed import Client\n"
@@ -45,7 +49,7 @@ def _connect(address: str, **kwargs: Any) -> str:
 
 
 def test_the_scheduler_speaks_tls_on_loopback(running: Client) -> None:
-    address = running.scheduler.address
+    address = _address(running)
     assert address.startswith("tls://127.0.0.1:"), address
     assert len(running.scheduler_info()["workers"]) == 2
     assert all(w.startswith("tls://127.0.0.1:") for w in running.scheduler_info()["workers"])
@@ -53,7 +57,7 @@ def test_the_scheduler_speaks_tls_on_loopback(running: Client) -> None:
 
 @pytest.mark.parametrize("how", ["plain-tcp", "tls-without-credentials", "tls-with-its-own-credentials"])
 def test_a_client_without_the_runs_credentials_cannot_connect(running: Client, how: str) -> None:
-    port = running.scheduler.address.rsplit(":", 1)[1]
+    port = _address(running).rsplit(":", 1)[1]
     address = f"{'tcp' if how == 'plain-tcp' else 'tls'}://127.0.0.1:{port}"
     result = _connect(address, own_tls=how == "tls-with-its-own-credentials")
     assert result.startswith("refused"), result
@@ -63,7 +67,7 @@ def test_the_runs_own_credentials_connect(running: Client) -> None:
     """The control: the refusal above is about the credentials, not a broken address."""
     security = running.security
     assert isinstance(security, Security)
-    with Client(running.scheduler.address, security=security, timeout=30) as other:
+    with Client(_address(running), security=security, timeout=30) as other:
         assert other.run(lambda: 1) == dict.fromkeys(running.scheduler_info()["workers"], 1)
 
 
