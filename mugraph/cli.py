@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import sys
 import threading
 import time
 import warnings
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -295,11 +295,12 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point: MugraphErrors become one line on stderr and exit status 2, never a traceback;
     warnings are one line each."""
     warnings.formatwarning = _warning_line
-    run: Callable[..., Any] = cli.main
     if threading.current_thread() is threading.main_thread():
         install_interrupt_handlers()
     try:
-        run(args=argv, prog_name="mugraph", standalone_mode=False)
+        # not click's `main`: on an interrupt it writes an empty line before the command's one line
+        with cli.make_context("mugraph", list(sys.argv[1:] if argv is None else argv)) as top:
+            cli.invoke(top)
     except (KeyboardInterrupt, click.exceptions.Abort):
         # Every `with` block (store, memo server, cluster) has closed on the way here.
         click.echo(f"mugraph: {INTERRUPTED}", err=True)
@@ -317,6 +318,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(EXIT_USAGE)
     except OSError as e:
         where = f" ({e.filename})" if e.filename else ""
+        if e.errno == errno.EPIPE:  # the reader went away (`mugraph list | head -1`), as click's main does
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(1)
         if e.errno == errno.ENOSPC:
             click.echo(f"mugraph: error: no space left on device{where}; free some space and run the same "
                        "command again (a run store stays resumable)", err=True)

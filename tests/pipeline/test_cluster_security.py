@@ -3,11 +3,13 @@ secret is never in anything the scheduler holds: a client that could connect wou
 
 from __future__ import annotations
 
+import logging
 import os
 import pickle
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,7 +17,7 @@ from distributed import Client
 from distributed.security import Security
 
 from mugraph.pipeline.cluster import dask_client, local_dashboard, start_workers
-from mugraph.pipeline.worker import MEMO_URL_ENV, MugraphPlugin, worker_environment, worker_memo_url
+from mugraph.pipeline.worker import HEARTBEAT_FAILURE, MEMO_URL_ENV, MugraphPlugin, worker_environment, worker_memo_url
 
 SECRET = "0123456789abcdef" * 4
 URL = f"redis://127.0.0.1:1/0?mugraph_key={SECRET}"  # never connected to: the memo opens lazily
@@ -111,3 +113,26 @@ def test_the_dashboard_without_a_host_listens_on_loopback() -> None:
     assert local_dashboard(":0") == "127.0.0.1:0" and local_dashboard("8787") == "127.0.0.1:8787"
     assert local_dashboard("0.0.0.0:8787") == "0.0.0.0:8787"
     assert os.environ.get(MEMO_URL_ENV) is None  # the driver's own environment does not carry it
+
+
+def test_workers_drop_their_heartbeat_failure_at_the_end(running: Client) -> None:
+    """A worker that outlives its scheduler by a heartbeat logs the failure with a CommClosedError
+    traceback; the filter the plugin installs drops that record, and only that one."""
+    def emitted(dask_worker: Any) -> list[bool]:
+        log = logging.getLogger("distributed.worker")
+        kept = [log.filter(log.makeRecord(log.name, logging.ERROR, __file__, 1, msg, (), None))
+                for msg in (f"{HEARTBEAT_FAILURE}.", "Compute Failed")]
+        return [bool(k) for k in kept]
+
+    assert list(running.run(emitted).values()) == [[False, True], [False, True]]
+
+
+@pytest.mark.slow
+def test_a_time_limit_stop_is_quiet(tmp_path: Path) -> None:
+    """gqa's tasks are long: the stop comes while workers are busy, and the cluster closes around them."""
+    proc = subprocess.run([sys.executable, "-m", "mugraph", "optimize", "gqa", "--workers", "2", "--time-limit", "20",
+                           "--store", str(tmp_path / "run.zarr"), "--dashboard-address", ":0"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr and "CommClosedError" not in proc.stderr, proc.stderr[-3000:]
+    assert "heartbeat" not in proc.stderr, proc.stderr[-3000:]
