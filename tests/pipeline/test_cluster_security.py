@@ -3,11 +3,13 @@ secret is never in anything the scheduler holds: a client that could connect wou
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import pickle
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -136,3 +138,58 @@ def test_a_time_limit_stop_is_quiet(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr and "CommClosedError" not in proc.stderr, proc.stderr[-3000:]
     assert "heartbeat" not in proc.stderr, proc.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_an_external_tls_cluster_as_the_document_says(tmp_path: Path) -> None:
+    """docs/cluster-security.md: `dask scheduler` and `dask worker --nthreads 1` with TLS, the driver's
+    credentials from Dask's configuration in its environment, the memo secret in every environment."""
+    from tests.pipeline.conftest import done, optimize_args
+
+    sec = Security.temporary()
+    files = {}
+    for name, pem in (("ca.pem", sec.tls_ca_file), ("cert.pem", sec.tls_scheduler_cert),
+                      ("key.pem", sec.tls_scheduler_key)):
+        files[name] = tmp_path / name
+        files[name].write_text(str(pem))
+    tls = ["--tls-ca-file", str(files["ca.pem"]), "--tls-cert", str(files["cert.pem"]),
+           "--tls-key", str(files["key.pem"])]
+    env = {**os.environ, "MUGRAPH_MEMO_KEY": SECRET}
+    sched_file = tmp_path / "scheduler.json"
+    procs = [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--scheduler-file",
+                               str(sched_file), "--port", "0", "--dashboard-address", ":0", *tls],
+                              cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    worker_log = tmp_path / "worker.log"
+    try:
+        deadline = time.monotonic() + 60
+        while not sched_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        address = json.loads(sched_file.read_text())["address"]
+        assert address.startswith("tls://")
+        with worker_log.open("w") as log:
+            procs.append(subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address,
+                                           "--nworkers", "2", "--nthreads", "1", *tls],
+                                          cwd=tmp_path, stdout=log, stderr=log, env=env))
+        driver_env = {**env, "PYTHONUNBUFFERED": "1",
+                      "DASK_DISTRIBUTED__COMM__TLS__CA_FILE": str(files["ca.pem"]),
+                      "DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT": str(files["cert.pem"]),
+                      "DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY": str(files["key.pem"])}
+        args = optimize_args("lora", tmp_path / "run.zarr", "--scheduler", address)
+        no_creds = subprocess.run([sys.executable, "-m", "mugraph", *args], capture_output=True, text=True,
+                                  cwd=tmp_path, timeout=120, env=env)
+        assert no_creds.returncode == 2 and "client certificate" in no_creds.stderr, no_creds.stderr
+        assert not (tmp_path / "run.zarr").exists()
+        deadline = time.monotonic() + 120
+        while True:  # the workers may still be joining
+            proc = subprocess.run([sys.executable, "-m", "mugraph", *args], capture_output=True, text=True,
+                                  cwd=tmp_path, timeout=600, env=driver_env)
+            if proc.returncode == 0 or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        last = done(proc)
+        assert last["complete"] and last["mugraphs"], last
+        assert "no memo secret" not in worker_log.read_text()  # the workers sealed with the run's secret
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+            p.wait(timeout=30)
