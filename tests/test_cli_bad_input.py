@@ -98,7 +98,7 @@ CASES: list[tuple[str, list[str], str]] = [
     # found before the store, the memo server or the cluster exists
     ("dashboard-unresolvable", ["optimize", "lora", "--dashboard-address", "no-such-host.invalid:8787"],
      "cannot resolve the host"),
-    ("dashboard-not-this-machine", ["optimize", "lora", "--dashboard-address", "192.0.2.1:8787"], "cannot listen"),
+    ("dashboard-not-this-machine", ["optimize", "lora", "--dashboard-address", "198.51.100.77:8787"], "cannot listen"),
     ("scheduler-unreachable", ["optimize", "lora", "--scheduler", "tcp://127.0.0.1:1"], "cannot reach the Dask"),
     ("scheduler-tls-without-credentials", ["optimize", "lora", "--scheduler", "tls://127.0.0.1:1"],
      "client certificate"),

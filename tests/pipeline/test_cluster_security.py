@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import pickle
+import socket
 import subprocess
 import sys
 import time
@@ -109,6 +110,31 @@ def test_worker_memo_url_takes_the_secret_from_the_environment(monkeypatch: pyte
     assert worker_memo_url(public) == f"{public}?mugraph_key={SECRET}"
     assert worker_memo_url("redis://other:6379/0") == f"redis://other:6379/0?mugraph_key={'k' * 32}"
     assert worker_memo_url("local") == "local" and worker_memo_url(None) is None
+
+
+def _outward_address() -> str | None:
+    """This machine's address on its default route (a UDP socket's, nothing is sent), if any."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(("10.255.255.255", 1))
+        except OSError:
+            return None
+        address = str(s.getsockname()[0])
+    return None if address.startswith("127.") else address
+
+
+def test_the_dashboard_at_port_0_listens_on_loopback_only(running: Client) -> None:
+    """`--dashboard-address :0` binds 127.0.0.1, as the start line says (Dask alone would bind every
+    interface)."""
+    link = str(running.dashboard_link)
+    assert link.startswith("http://127.0.0.1:"), link
+    port = int(link.split(":")[2].split("/")[0])
+    with socket.create_connection(("127.0.0.1", port), timeout=5):
+        pass
+    other = _outward_address()
+    if other is not None:  # an interface of this machine besides loopback: nothing listens there
+        with pytest.raises(OSError):
+            socket.create_connection((other, port), timeout=5).close()
 
 
 def test_the_dashboard_without_a_host_listens_on_loopback() -> None:
