@@ -8,15 +8,8 @@ from typing import Any
 
 import click
 
-from mugraph.api import DEFAULT_RUNS, OptimizeOptions, run_optimize
-from mugraph.cli_checks import (
-    check_dashboard_host,
-    check_host_port,
-    check_memo_secret,
-    check_output_file,
-    check_store_path,
-    file_name,
-)
+from mugraph.api import OptimizeOptions, run_optimize
+from mugraph.cli_checks import check_output_file
 from mugraph.dashboards.progress import ProgressLine
 from mugraph.dashboards.report import report_path, write_report
 from mugraph.dashboards.summary import eta_text, headline, rows_to_show
@@ -58,6 +51,9 @@ def _preflight(prog: Program, o: OptimizeOptions) -> None:
     """What the run would otherwise find only once its store, memo server or cluster exists: the
     dashboard's host, the scheduler (reached now, with the TLS credentials a tls:// one needs) and an
     unreadable memo secret beside the store."""
+    from mugraph.api import DEFAULT_RUNS
+    from mugraph.cli_checks import check_dashboard_host, check_host_port, check_memo_secret, check_store_path, file_name
+
     if o.scheduler is None:
         check_host_port(o.dashboard_address, "--dashboard-address")
         check_dashboard_host(o.dashboard_address)
