@@ -101,3 +101,22 @@ def test_no_worker_is_started_after_an_interrupt(tmp_path: Path) -> None:
     while _workers(proc.pid) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not _workers(proc.pid)  # none left behind
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
+def test_a_signal_to_the_process_group_mid_search_adds_one_line(tmp_path: Path, sig: signal.Signals) -> None:
+    """Workers take no part (they block SIGINT; SIGTERM reaches them as a stop from their nanny would):
+    the driver's line is the only thing added, with no empty line before it."""
+    proc = start(["optimize", "lora", "--workers", "2", "--store", str(tmp_path / "run.zarr"),
+                  "--dashboard-address", ":0", "--json"], tmp_path)
+    assert proc.stderr is not None
+    first = proc.stderr.readline()
+    assert first.startswith("mugraph: starting"), first
+    time.sleep(1.5)
+    os.killpg(proc.pid, sig)
+    rest = finish(proc, 120)
+    lines = (first + rest).splitlines()
+    assert proc.returncode == 130, rest
+    assert lines[-1] == LINE, lines
+    others = [line for line in lines[1:-1] if not line.startswith("tasks ")]  # progress lines
+    assert others == [], lines
