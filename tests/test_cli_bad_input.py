@@ -100,6 +100,8 @@ CASES: list[tuple[str, list[str], str]] = [
      "cannot resolve the host"),
     ("dashboard-not-this-machine", ["optimize", "lora", "--dashboard-address", "198.51.100.77:8787"], "cannot listen"),
     ("scheduler-unreachable", ["optimize", "lora", "--scheduler", "tcp://127.0.0.1:1"], "cannot reach the Dask"),
+    ("scheduler-unresolvable", ["optimize", "lora", "--scheduler", "tcp://no-such-host.invalid:8786"],
+     "cannot reach the Dask"),
     ("scheduler-tls-without-credentials", ["optimize", "lora", "--scheduler", "tls://127.0.0.1:1"],
      "client certificate"),
     ("store-newline", ["optimize", "lora", "--store", "a\nb.zarr"], "control character"),

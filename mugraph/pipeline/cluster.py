@@ -14,6 +14,7 @@ import logging
 import os
 import signal
 import socket
+import time
 import weakref
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -67,19 +68,25 @@ def local_dashboard(address: str) -> str:
     return f"{host or LOCAL_HOST}:{port}"
 
 
-def probe_scheduler(address: str, timeout: float = 5.0) -> None:
-    """A MugraphError unless something accepts a TCP connection at the scheduler's host and port
-    (refused at once, where Dask's client would retry for its whole timeout)."""
+def probe_scheduler(address: str, timeout: float = 20.0) -> None:
+    """A MugraphError unless something accepts a TCP connection at the scheduler's host and port within
+    `timeout` seconds (a scheduler started together with the command may take a few to listen), before
+    the run's store exists. A host that does not resolve fails at once."""
     rest = address.split("://", 1)[-1]
     host, _, port = rest.rpartition(":")
     host = host.strip("[]")
-    try:
-        with socket.create_connection((host, int(port)), timeout=timeout):
-            pass
-    except (OSError, ValueError) as e:
-        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e) or type(e).__name__
-        raise MugraphError(f"cannot reach the Dask scheduler at {address} ({reason}); start it, or leave out "
-                           "--scheduler to run on a local cluster") from None
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with socket.create_connection((host, int(port)), timeout=max(0.1, deadline - time.monotonic())):
+                return
+        except (OSError, ValueError) as e:
+            if isinstance(e, OSError) and not isinstance(e, socket.gaierror) and time.monotonic() < deadline:
+                time.sleep(0.2)
+                continue
+            reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e) or type(e).__name__
+            raise MugraphError(f"cannot reach the Dask scheduler at {address} ({reason}); start it, or leave "
+                               "out --scheduler to run on a local cluster") from None
 
 
 def external_security(address: str) -> Security | None:
