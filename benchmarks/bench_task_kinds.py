@@ -20,10 +20,10 @@ from typing import Any
 
 from distributed import get_task_stream
 
-from mugraph.pipeline.cluster import dask_client
+from mugraph.pipeline.cluster import dask_client, start_workers
 from mugraph.pipeline.driver import COUNTER_NAMES, Driver
 from mugraph.pipeline.plan import make_plan
-from mugraph.pipeline.worker import MugraphPlugin
+from mugraph.pipeline.worker import MugraphPlugin, worker_environment
 from mugraph.programs import get_builtin
 from mugraph.storage.memo_session import private_memo
 from mugraph.storage.run_store import RunStore
@@ -61,6 +61,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as d, private_memo(Path(d) / "memo") as url, \
             dask_client(args.workers) as client:
         client.register_plugin(MugraphPlugin(url, "numpy"), name="mugraph")
+        start_workers(client, worker_environment())
         with RunStore.open(Path(d) / "run.zarr", plan.identity, counter_names=COUNTER_NAMES) as store, \
                 get_task_stream(client) as ts:
             before = client.run(_cpu_seconds)

@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import errno
 import json
-import logging
-import signal
+import os
 import sys
 import threading
 import time
 import warnings
-from collections.abc import Callable
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import click
@@ -26,6 +23,13 @@ from mugraph.ir.errors import MugraphError
 from mugraph.ir.graph import KernelGraph
 from mugraph.ir.render import render
 from mugraph.ir.serialize import digest
+from mugraph.pipeline.interrupts import (  # noqa: F401  (_interrupted: the handler, for tests)
+    EXIT_INTERRUPTED,
+    INTERRUPTED,
+    _interrupted,
+    install_interrupt_handlers,
+    quiet_event_loop_logs,
+)
 from mugraph.programs import Program, builtin_programs, resolve_program
 from mugraph.stages.prune.expr import labelled_exprs, output_exprs
 from mugraph.stages.prune.oracle import DEFAULT_RLIMIT, VERDICT_BYTES, OracleConfig, SubexprOracle
@@ -39,8 +43,6 @@ from mugraph.storage.memo_session import verdict_memo
 from mugraph.storage.memo_url import check_memo_url
 
 EXIT_USAGE = 2
-EXIT_INTERRUPTED = 130
-INTERRUPTED = "interrupted; run the same command to resume"
 
 
 def _seeds(text: str) -> tuple[int, ...]:
@@ -357,66 +359,6 @@ cli.add_command(emit)
 cli.add_command(explain)
 
 
-# Loggers of the event loop that Dask's client runs in its own thread. An interrupt lands in the main
-# thread at any instant, also inside distributed's `sync()` before its coroutine has started; the
-# cancel callback it leaves then fails with a NameError that tornado logs as a traceback, while the
-# cluster shuts down. The run is ending on the user's request, so these loggers go quiet first.
-_LOOP_LOGGERS = ("tornado.application", "tornado.general", "asyncio", "distributed")
-
-
-def quiet_event_loop_logs() -> None:
-    for name in _LOOP_LOGGERS:
-        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
-
-
-def _interrupted(signum: int, frame: FrameType | None) -> None:
-    """SIGINT and SIGTERM stop a command alike: blocks unwind, one line, exit status 130."""
-    if signum == signal.SIGTERM:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once is enough
-    quiet_event_loop_logs()
-    _LAST_SIGNAL[0] = signum
-    raise KeyboardInterrupt
-
-
-def _redeliver_dropped_interrupt(unraisable: sys.UnraisableHookArgs) -> None:
-    """Python runs a signal's handler at the next bytecode, which may be inside a `__del__`, a
-    weakref callback or a gc callback (distributed's GC diagnostics register one). There the
-    KeyboardInterrupt is dropped as unraisable and the command would run on to its end. The
-    signal is sent again, from another thread once the finalizer has returned, with the handler
-    back in place.
-
-    Once an interrupt has come, other unraisable errors are not printed: they are the finalizers
-    of objects whose `__init__` the KeyboardInterrupt cut short (z3's Context, stopped before it
-    set `owner`, fails in `__del__`), and the command's one line must stay its last. Before any
-    interrupt they go to the previous hook."""
-    signum = _LAST_SIGNAL[0]
-    if signum is None:
-        _PREVIOUS_UNRAISABLE_HOOK(unraisable)
-        return
-    if not isinstance(unraisable.exc_value, KeyboardInterrupt):
-        return
-    signal.signal(signum, _interrupted)
-    main = threading.main_thread().ident
-    assert main is not None
-    again = threading.Timer(0.05, signal.pthread_kill, (main, signum))
-    again.daemon = True  # never holds up the interpreter's exit
-    again.start()
-
-
-_LAST_SIGNAL: list[int | None] = [None]  # the signal the handler last turned into KeyboardInterrupt
-_PREVIOUS_UNRAISABLE_HOOK = sys.unraisablehook
-
-
-def install_interrupt_handlers() -> None:
-    """SIGTERM and SIGINT (unless a shell ignores it) stop the command through `_interrupted`, also
-    when the signal lands inside a finalizer. Main thread only."""
-    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, _interrupted)
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not where a shell ignores it
-        signal.signal(signal.SIGINT, _interrupted)
-    sys.unraisablehook = _redeliver_dropped_interrupt
-
-
 def _warning_line(message: Warning | str, category: type[Warning], filename: str, lineno: int,
                   line: str | None = None) -> str:
     return f"mugraph: warning: {message}\n"
@@ -426,11 +368,12 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point: MugraphErrors become one line on stderr and exit status 2, never a traceback;
     warnings are one line each."""
     warnings.formatwarning = _warning_line
-    run: Callable[..., Any] = cli.main
     if threading.current_thread() is threading.main_thread():
         install_interrupt_handlers()
     try:
-        run(args=argv, prog_name="mugraph", standalone_mode=False)
+        # not click's `main`: on an interrupt it writes an empty line before the command's one line
+        with cli.make_context("mugraph", list(sys.argv[1:] if argv is None else argv)) as top:
+            cli.invoke(top)
     except (KeyboardInterrupt, click.exceptions.Abort):
         # Every `with` block (store, memo server, cluster) has closed on the way here.
         click.echo(f"mugraph: {INTERRUPTED}", err=True)
@@ -448,6 +391,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(EXIT_USAGE)
     except OSError as e:
         where = f" ({e.filename})" if e.filename else ""
+        if e.errno == errno.EPIPE:  # the reader went away (`mugraph list | head -1`), as click's main does
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(1)
         if e.errno == errno.ENOSPC:
             click.echo(f"mugraph: error: no space left on device{where}; free some space and run the same "
                        "command again (a run store stays resumable)", err=True)

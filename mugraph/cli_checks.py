@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import socket
 import tempfile
 from pathlib import Path
 
@@ -115,3 +116,32 @@ def parse_duration(text: str) -> float:
     if total <= 0:
         raise click.BadParameter(f"{text!r}: the duration must be positive")
     return total
+
+
+def check_dashboard_host(address: str, option: str = "--dashboard-address") -> None:
+    """The dashboard's host must be one of this machine's: resolved and bindable now, not when the
+    cluster starts (after the store and the memo server exist)."""
+    host = address.strip().rpartition(":")[0].strip("[]")
+    if not host:
+        return  # the loopback interface (see pipeline.cluster.local_dashboard)
+    try:
+        infos = socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as e:
+        reason = getattr(e, "strerror", None) or str(e)
+        raise MugraphError(f"{option} {address!r}: cannot resolve the host {host!r} ({reason})") from None
+    family, _, _, _, sockaddr = infos[0]
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as s:
+            s.bind((sockaddr[0], 0))
+    except OSError as e:
+        raise MugraphError(f"{option} {address!r}: cannot listen on {host!r} ({e.strerror or e}); give an "
+                           "address of this machine, such as 127.0.0.1:8787") from None
+
+
+def check_memo_secret(memo_dir: Path) -> None:
+    """The run's memo secret, where one exists already ($MUGRAPH_MEMO_KEY or MEMO_DIR/memo.key), must be
+    readable text before the store is made; a missing one is made later, with the memo server."""
+    from mugraph.storage.memo_auth import ENV_SECRET, KEY_FILE, load_secret
+
+    if os.environ.get(ENV_SECRET) or (memo_dir / KEY_FILE).is_file():
+        load_secret(memo_dir)

@@ -95,6 +95,19 @@ CASES: list[tuple[str, list[str], str]] = [
     ("duplicate-output-names", ["emit", "dup_out.json", "--check", "--interpret"], "output name 'O' is taken"),
     ("duplicate-output-names-optimize", ["optimize", "dup_out.json"], "output name 'O' is taken"),
     ("duplicate-input-names", ["emit", "dup_in.json", "--check", "--interpret"], "input name 'X' is taken"),
+    # found before the store, the memo server or the cluster exists
+    ("dashboard-unresolvable", ["optimize", "lora", "--dashboard-address", "no-such-host.invalid:8787"],
+     "cannot resolve the host"),
+    ("dashboard-not-this-machine", ["optimize", "lora", "--dashboard-address", "198.51.100.77:8787"], "cannot listen"),
+    ("scheduler-unreachable", ["optimize", "lora", "--scheduler", "tcp://127.0.0.1:1"], "cannot reach the Dask"),
+    ("scheduler-unresolvable", ["optimize", "lora", "--scheduler", "tcp://no-such-host.invalid:8786"],
+     "cannot reach the Dask"),
+    ("scheduler-tls-without-credentials", ["optimize", "lora", "--scheduler", "tls://127.0.0.1:1"],
+     "client certificate"),
+    ("store-newline", ["optimize", "lora", "--store", "a\nb.zarr"], "control character"),
+    ("memo-key-not-utf8", ["optimize", "lora", "--store", "keyed.zarr"], "not UTF-8"),
+    ("memo-key-not-utf8-shared-memo", ["optimize", "lora", "--store", "keyed.zarr", "--memo-url",
+                                       "redis://127.0.0.1:1/0"], "not UTF-8"),
 ]
 # Rows that hold only where CuPy finds no CUDA device (every machine the suite runs on but a GPU one).
 NEEDS_NO_GPU = {"optimize-backend-cupy", "search-backend-cupy"}
@@ -153,6 +166,22 @@ def scratch(directory: Path) -> None:
     (directory / "expert_newline.json").write_text(_program_json("p", experts=("e\nimport os",)))
     (directory / "dup_out.json").write_text(json.dumps(_graph_json(outputs=("O", "O"))))
     (directory / "dup_in.json").write_text(json.dumps(_graph_json(inputs=("X", "X"))))
+    bad_memo_key(directory / "keyed.zarr.memo")
+
+
+def bad_memo_key(memo: Path) -> None:
+    memo.mkdir(parents=True)
+    (memo / "memo.key").write_bytes(b"\xff\xfe" + b"\x00" * 40)  # not UTF-8
+
+
+def default_store(name: str) -> str:
+    """The store `optimize NAME` makes when no --store is given."""
+    from mugraph.pipeline.plan import make_plan
+    from mugraph.programs import resolve_program
+    from mugraph.stages.search.serial import DEFAULT_BUDGET
+
+    ident = make_plan(resolve_program(name), None, {}, DEFAULT_BUDGET).identity
+    return f"runs/{name}-{ident['program_digest'][:8]}-{ident['config_digest'][:8]}.zarr"
 
 
 def listing(directory: Path) -> set[str]:
@@ -231,3 +260,13 @@ def test_memo_secret_that_is_not_utf8_is_one_line_and_kept(
     assert status == 2 and len(lines) == 1 and "not UTF-8" in lines[0], err[-2000:]
     assert ("memo.key" if where == "file" else "MUGRAPH_MEMO_KEY") in lines[0] and "Traceback" not in out + err
     assert key.read_bytes() == secret if where == "file" else not key.exists()
+
+
+def test_bad_memo_key_beside_the_default_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    bad_memo_key(tmp_path / f"{default_store('lora')}.memo")
+    before = listing(tmp_path)
+    status, _, err = run_cli(["optimize", "lora"], capsys)
+    assert status == 2 and len(err.strip().splitlines()) == 1 and "not UTF-8" in err, err
+    assert listing(tmp_path) == before

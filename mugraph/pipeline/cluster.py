@@ -1,26 +1,45 @@
 """The Dask cluster a run uses: a LocalCluster of worker processes (one thread each, one per core by
-default), or an existing cluster reached through its scheduler's address."""
+default), or an existing cluster reached through its scheduler's address.
+
+The local cluster speaks TLS with a key and certificate made for the run and held only in this
+process (`Security.temporary()`): binding to 127.0.0.1 is no access control on a shared host, and a
+client that can connect can run code on every worker. Its workers start only when the run starts
+them (`start_workers`), in batches, with the memo URL in their environment: the secret never goes
+through the scheduler, and an interrupt stops the start-up between two batches."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
 import os
-from collections.abc import Iterator
+import signal
+import socket
+import time
+import weakref
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import dask.config
 from distributed import Client, LocalCluster
+from distributed.security import Security
 
 from mugraph.cuda.backend import cupy_available
 from mugraph.ir.errors import MugraphError
+from mugraph.pipeline import interrupts
 from mugraph.pipeline.malloc_tuning import SPAWN_ENVIRON_OVERRIDES
 
 DEFAULT_DASHBOARD = "127.0.0.1:8787"
+LOCAL_HOST = "127.0.0.1"
+# Worker processes started at once: a batch costs a few seconds on a loaded machine, and between
+# two batches an interrupt is noticed (`--workers 1000` then Ctrl-C stops within one batch).
+WORKER_BATCH = 4
+WORKER_START_TIMEOUT = 300.0  # per batch; processes that never join are a broken machine, not a slow one
 # Dask's worker profiler samples the task thread's stack every 10 ms, which cost a search task
 # about 5% (gated_mlp, 1 worker: 42.4-43.5 s of task time without it, 44.7-45.3 s with it). Every
 # 50 ms keeps the dashboard's profile page, coarser, at a fifth of the samples.
 PROFILER_SETTINGS: dict[str, object] = {"distributed.worker.profile.interval": "50ms"}
+WORKER_SETTINGS = {**SPAWN_ENVIRON_OVERRIDES, **PROFILER_SETTINGS}
 
 
 def default_workers() -> int:
@@ -30,6 +49,73 @@ def default_workers() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+@dataclass
+class _Pending:
+    """A local cluster's workers not started yet."""
+
+    cluster: LocalCluster
+    workers: int
+
+
+_PENDING: weakref.WeakKeyDictionary[Client, _Pending] = weakref.WeakKeyDictionary()
+
+
+def local_dashboard(address: str) -> str:
+    """`:PORT` or `PORT` means the loopback interface, as the start line says (Dask would take all)."""
+    host, sep, port = address.rpartition(":")
+    if not sep:
+        return f"{LOCAL_HOST}:{address}"
+    return f"{host or LOCAL_HOST}:{port}"
+
+
+def probe_scheduler(address: str, timeout: float = 20.0) -> None:
+    """A MugraphError unless something accepts a TCP connection at the scheduler's host and port within
+    `timeout` seconds (a scheduler started together with the command may take a few to listen), before
+    the run's store exists. A host that does not resolve fails at once."""
+    rest = address.split("://", 1)[-1]
+    host, _, port = rest.rpartition(":")
+    host = host.strip("[]")
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with socket.create_connection((host, int(port)), timeout=max(0.1, deadline - time.monotonic())):
+                return
+        except (OSError, ValueError) as e:
+            if isinstance(e, OSError) and not isinstance(e, socket.gaierror) and time.monotonic() < deadline:
+                time.sleep(0.2)
+                continue
+            reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e) or type(e).__name__
+            raise MugraphError(f"cannot reach the Dask scheduler at {address} ({reason}); start it, or leave "
+                               "out --scheduler to run on a local cluster") from None
+
+
+def external_security(address: str) -> Security | None:
+    """A `tls://` scheduler is reached with the credentials of Dask's configuration
+    (`distributed.comm.tls.*`, e.g. from DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT); see
+    docs/cluster-security.md."""
+    if not address.startswith("tls://"):
+        return None
+    security = Security()
+    if not security.get_connection_args("client").get("ssl_context"):
+        raise MugraphError(f"--scheduler {address}: a tls:// scheduler needs a client certificate in Dask's "
+                           "configuration (distributed.comm.tls.ca-file, .client.cert, .client.key); see "
+                           "docs/cluster-security.md")
+    return security
+
+
+async def _block_sigint_in_this_thread() -> None:
+    """Run in the cluster's event loop thread: the threads it makes from now on (one per worker process,
+    which starts the process) inherit the mask, and so do the worker processes. A terminal's Ctrl-C
+    (sent to the whole process group) then reaches only the driver, which stops the cluster, and no
+    worker prints a traceback. The main thread still takes SIGINT, and SIGTERM stays unblocked (the
+    nanny stops its worker with it). Multiprocessing's resource tracker, started on first use, would
+    unblock SIGINT again on its way out of its own start: it is started first."""
+    from multiprocessing import resource_tracker
+
+    resource_tracker.ensure_running()
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+
+
 @contextlib.contextmanager
 def dask_client(
     workers: int | None = None,
@@ -37,11 +123,14 @@ def dask_client(
     dashboard_address: str = DEFAULT_DASHBOARD,
     connect_timeout: float = 20.0,
 ) -> Iterator[Client]:
-    """A client on a fresh LocalCluster, or on the cluster at `scheduler` (whose workers were
-    started with `dask worker`); both are closed (the LocalCluster stopped) on exit."""
+    """A client on the cluster at `scheduler` (whose workers were started with `dask worker`), or on a
+    fresh TLS LocalCluster whose `workers` processes `start_workers` starts; both are closed (the
+    LocalCluster's workers first, then its scheduler) on exit."""
     if scheduler is not None:
+        security = external_security(scheduler)
+        probe_scheduler(scheduler)
         try:
-            client = Client(scheduler, timeout=connect_timeout)
+            client = Client(scheduler, timeout=connect_timeout, security=security)
         except (OSError, TimeoutError) as e:
             raise MugraphError(f"cannot reach the Dask scheduler at {scheduler}: {e}") from None
         try:
@@ -53,23 +142,66 @@ def dask_client(
     kwargs: dict[str, Any] = {}
     if cupy_available():
         kwargs["resources"] = {"GPU": 1}
-    with dask.config.set({**SPAWN_ENVIRON_OVERRIDES, **PROFILER_SETTINGS}):
+    security = Security.temporary()
+    with dask.config.set(WORKER_SETTINGS):
         cluster = LocalCluster(
-            n_workers=n,
+            n_workers=0,
             threads_per_worker=1,
             processes=True,
-            dashboard_address=dashboard_address,
+            host=LOCAL_HOST,
+            security=security,
+            dashboard_address=local_dashboard(dashboard_address),
             silence_logs=logging.ERROR,
             **kwargs,
         )
     try:
-        client = Client(cluster)
+        client = Client(cluster, security=security)
+        _PENDING[client] = _Pending(cluster, n)
         try:
             yield client
         finally:
+            _close_workers(client, cluster)
             client.close()
     finally:
         cluster.close()
+
+
+def start_workers(client: Client, environment: Mapping[str, str] | None = None) -> None:
+    """Start a local cluster's worker processes (nothing for an external cluster, or once started), with
+    `environment` added to theirs, WORKER_BATCH at a time; an interrupt stops it between batches."""
+    pending = _PENDING.pop(client, None)
+    if pending is None:
+        return
+    spec = pending.cluster.new_spec
+    spec["options"] = {**spec.get("options", {}), "env": dict(environment or {})}
+    client.sync(_block_sigint_in_this_thread)
+    started = 0
+    while started < pending.workers:
+        if interrupts.requested():
+            raise KeyboardInterrupt  # one came and was swallowed on the way (a finalizer, a callback)
+        started = min(pending.workers, started + WORKER_BATCH)
+        with dask.config.set(WORKER_SETTINGS):  # read as each nanny and worker is made
+            pending.cluster.scale(started)
+            client.wait_for_workers(started, timeout=WORKER_START_TIMEOUT)
+
+
+def _close_workers(client: Client, cluster: LocalCluster) -> None:
+    """Close the workers while their scheduler still answers: a worker that outlives it logs a failed
+    heartbeat with a CommClosedError traceback into the terminal. Best effort: the cluster closes after."""
+    if not cluster.workers:
+        return
+    with contextlib.suppress(Exception):
+        cluster.scale(0)
+        client.sync(_wait_for_no_workers, client, timeout=30.0)
+
+
+async def _wait_for_no_workers(client: Client, timeout: float) -> None:
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while client.cluster is not None and client.cluster.workers and loop.time() < deadline:
+        await asyncio.sleep(0.05)
 
 
 def gpu_workers(client: Client) -> int:

@@ -35,13 +35,21 @@ from mugraph.ir.canonical import canonical_digest, replaces_find
 from mugraph.ir.errors import MugraphError
 from mugraph.ir.graph import KernelGraph
 from mugraph.ir.serialize import dumps, loads
-from mugraph.pipeline.cluster import confirming_worker, gpu_workers
+from mugraph.pipeline.cluster import confirming_worker, gpu_workers, start_workers
 from mugraph.pipeline.measuring import NO_GPU, measure_fragment
 from mugraph.pipeline.plan import FragmentPlan, RunPlan, fragment_io_layouts
 from mugraph.pipeline.progress import RunProgress
 from mugraph.pipeline.records import SearchTaskResult
 from mugraph.pipeline.task_keys import bundle_key, bundle_size
-from mugraph.pipeline.worker import MAX_SEARCHERS, confirm_task, layout_task, peak_rss_mib, search_task, warm_task
+from mugraph.pipeline.worker import (
+    MAX_SEARCHERS,
+    confirm_task,
+    layout_task,
+    peak_rss_mib,
+    search_task,
+    warm_task,
+    worker_environment,
+)
 from mugraph.stages.combine import stitch
 from mugraph.stages.layout.choose import LayoutResult, choose_layouts
 from mugraph.stages.layout.emitted import estimate_emitted
@@ -219,6 +227,7 @@ class Driver:
 
     # -- the run ---------------------------------------------------------------------------------
     def run(self) -> Event:
+        start_workers(self.client, worker_environment())  # a local cluster's, now that the plugin is in
         self._t0 = time.perf_counter()
         store, plan = self.store, self.plan
         self._gpu = gpu_workers(self.client) > 0

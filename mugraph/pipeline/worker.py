@@ -7,6 +7,7 @@ whichever worker ran them; the state only makes repeated tasks of one fragment c
 
 from __future__ import annotations
 
+import logging
 import os
 import resource
 import time
@@ -30,8 +31,16 @@ from mugraph.stages.search.explore import Fragment, Searcher
 from mugraph.stages.search.task_paths import Path
 from mugraph.stages.verify.confirm import Confirmer
 from mugraph.storage.memo import LayeredMemo, MemoStore, open_memo_store
+from mugraph.storage.memo_auth import ENV_SECRET, attach_secret, split_secret
 
 PLUGIN_NAME = "mugraph"
+MEMO_URL_ENV = "MUGRAPH_WORKER_MEMO_URL"  # the memo URL with the run's secret, in a worker's environment
+HEARTBEAT_FAILURE = "Failed to communicate with scheduler during heartbeat"
+logger = logging.getLogger(__name__)
+# What the local cluster adds to the environment of the worker processes it starts (`start_workers`):
+# the memo URL with its secret, set where the plugin that needs it is made, so that neither the plugin
+# nor anything else the scheduler holds carries the secret.
+_WORKER_ENVIRONMENT: dict[str, str] = {}
 MAX_SEARCHERS = 8
 MEASURE_REPEATS = 50
 
@@ -73,19 +82,57 @@ class WorkerState:
         self.memo.close()
 
 
+def worker_environment() -> dict[str, str]:
+    """The environment the local cluster gives the worker processes it starts next."""
+    return dict(_WORKER_ENVIRONMENT)
+
+
+def worker_memo_url(public: str | None) -> str | None:
+    """The memo URL a worker opens: `public` (the plugin's, without a secret) with the secret from this
+    process's environment: the local cluster's $MUGRAPH_WORKER_MEMO_URL, or $MUGRAPH_MEMO_KEY set where
+    `dask worker` was started. Without one, a Redis memo is not used (a verdict read from it could not be
+    checked): the worker keeps a memo of its own."""
+    if public in (None, "local"):
+        return public
+    full = os.environ.get(MEMO_URL_ENV)
+    if full and split_secret(full)[0] == public:
+        return full
+    key = os.environ.get(ENV_SECRET)
+    if key:
+        return attach_secret(public, key.encode())
+    logger.warning("mugraph: no memo secret in this worker's environment ($%s); its memo stays local", ENV_SECRET)
+    return None
+
+
+class _NoHeartbeatNoise(logging.Filter):
+    """A worker closing after its scheduler (the end of a run, an interrupt) logs its failed heartbeat
+    with a CommClosedError traceback; the driver knows the cluster is ending, the terminal need not."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(HEARTBEAT_FAILURE)
+
+
 class MugraphPlugin(WorkerPlugin):
-    """Installed on every worker (also on workers that join later, and on restarted ones)."""
+    """Installed on every worker (also on workers that join later, and on restarted ones). Holds the
+    memo URL without its secret (a client can read a plugin through the scheduler): the secret is in
+    the workers' environment (see `worker_memo_url`)."""
 
     name = PLUGIN_NAME
 
     def __init__(self, memo_url: str | None, backend: str = "auto") -> None:
-        self.memo_url = memo_url
+        public, secret = split_secret(memo_url) if memo_url not in (None, "local") else (memo_url, None)
+        if secret is not None:
+            _WORKER_ENVIRONMENT[MEMO_URL_ENV] = str(memo_url)
+        else:
+            _WORKER_ENVIRONMENT.pop(MEMO_URL_ENV, None)
+        self.memo_url = public
         self.backend = backend
         self.state: WorkerState | None = None
 
     def setup(self, worker: Any) -> None:
         keep_context_memory()  # for every task's Z3 contexts, the layout stage's among them
-        self.state = WorkerState(self.memo_url, self.backend)
+        logging.getLogger("distributed.worker").addFilter(_NoHeartbeatNoise())
+        self.state = WorkerState(worker_memo_url(self.memo_url), self.backend)
 
     def teardown(self, worker: Any) -> None:
         if self.state is not None:

@@ -1,0 +1,94 @@
+"""SIGINT and SIGTERM stop a command alike: blocks unwind, one line, exit status 130.
+
+Kept free of heavy imports so that the console entry installs the handlers before anything else is
+imported: a signal during the seconds of imports is then an interrupt like any other, not a traceback
+(SIGINT) or a silent death (SIGTERM). `requested()` tells long start-up loops (starting worker
+processes) to stop at once, also where the KeyboardInterrupt was swallowed by a library.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+from types import FrameType, TracebackType
+
+EXIT_INTERRUPTED = 130
+INTERRUPTED = "interrupted; run the same command to resume"
+
+# Loggers of the event loop that Dask's client runs in its own thread. An interrupt lands in the main
+# thread at any instant, also inside distributed's `sync()` before its coroutine has started; the
+# cancel callback it leaves then fails with a NameError that tornado logs as a traceback, while the
+# cluster shuts down. The run is ending on the user's request, so these loggers go quiet first.
+_LOOP_LOGGERS = ("tornado.application", "tornado.general", "asyncio", "distributed")
+
+_LAST_SIGNAL: list[int | None] = [None]  # the signal the handler last turned into KeyboardInterrupt
+_PREVIOUS_UNRAISABLE_HOOK = sys.unraisablehook
+_PREVIOUS_EXCEPTHOOK = sys.excepthook
+
+
+def requested() -> bool:
+    """Whether SIGINT or SIGTERM has reached this process's handlers."""
+    return _LAST_SIGNAL[0] is not None
+
+
+def quiet_event_loop_logs() -> None:
+    for name in _LOOP_LOGGERS:
+        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+
+
+def _interrupted(signum: int, frame: FrameType | None) -> None:
+    """The handler: SIGTERM is taken once, the loop's loggers go quiet, the main thread unwinds."""
+    if signum == signal.SIGTERM:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once is enough
+    quiet_event_loop_logs()
+    _LAST_SIGNAL[0] = signum
+    raise KeyboardInterrupt
+
+
+def _redeliver_dropped_interrupt(unraisable: sys.UnraisableHookArgs) -> None:
+    """Python runs a signal's handler at the next bytecode, which may be inside a `__del__`, a
+    weakref callback or a gc callback (distributed's GC diagnostics register one). There the
+    KeyboardInterrupt is dropped as unraisable and the command would run on to its end. The
+    signal is sent again, from another thread once the finalizer has returned, with the handler
+    back in place.
+
+    Once an interrupt has come, other unraisable errors are not printed: they are the finalizers
+    of objects whose `__init__` the KeyboardInterrupt cut short (z3's Context, stopped before it
+    set `owner`, fails in `__del__`), and the command's one line must stay its last. Before any
+    interrupt they go to the previous hook."""
+    signum = _LAST_SIGNAL[0]
+    if signum is None:
+        _PREVIOUS_UNRAISABLE_HOOK(unraisable)
+        return
+    if not isinstance(unraisable.exc_value, KeyboardInterrupt):
+        return
+    signal.signal(signum, _interrupted)
+    main = threading.main_thread().ident
+    assert main is not None
+    again = threading.Timer(0.05, signal.pthread_kill, (main, signum))
+    again.daemon = True  # never holds up the interpreter's exit
+    again.start()
+
+
+def _interrupted_before_main(kind: type[BaseException], value: BaseException, tb: TracebackType | None) -> None:
+    """An interrupt that escapes to the top (one that came while modules were still being imported)
+    is the command's one line and status 130, like any later one."""
+    if issubclass(kind, KeyboardInterrupt):
+        sys.stderr.write(f"mugraph: {INTERRUPTED}\n")
+        sys.stderr.flush()
+        os._exit(EXIT_INTERRUPTED)  # nothing exists yet that needs closing
+    _PREVIOUS_EXCEPTHOOK(kind, value, tb)
+
+
+def install_interrupt_handlers() -> None:
+    """SIGTERM and SIGINT (unless a shell ignores it) stop the command through `_interrupted`, also
+    when the signal lands inside a finalizer or during imports. Main thread only."""
+    if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, _interrupted):
+        signal.signal(signal.SIGTERM, _interrupted)
+    if signal.getsignal(signal.SIGINT) in (signal.default_int_handler, _interrupted):  # not where a shell ignores it
+        signal.signal(signal.SIGINT, _interrupted)
+    sys.unraisablehook = _redeliver_dropped_interrupt
+    sys.excepthook = _interrupted_before_main

@@ -1,0 +1,122 @@
+"""Signals from the first instant the command runs: SIGINT or SIGTERM while its modules are still being
+imported is the same one line and status 130 as later; and once interrupted, no more worker processes
+are started (`--workers 1000`, then SIGTERM, stops within one batch)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from mugraph.pipeline.cluster import WORKER_BATCH
+
+LINE = "mugraph: interrupted; run the same command to resume"
+SIGTERM_CAUGHT = 1 << (signal.SIGTERM - 1)
+
+
+def as_from_a_terminal() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # the suite may run with SIGINT ignored
+
+
+def start(args: list[str], cwd: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "mugraph", *args], cwd=cwd, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"}, preexec_fn=as_from_a_terminal)
+
+
+def caught(pid: int) -> int:
+    """The signals the process has handlers for (SigCgt)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return int(line.split()[1], 16)
+    return 0
+
+
+def finish(proc: subprocess.Popen[str], timeout: float) -> str:
+    try:
+        return proc.communicate(timeout=timeout)[1]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
+def test_a_signal_while_importing_is_one_line_and_130(tmp_path: Path, sig: signal.Signals) -> None:
+    proc = start(["optimize", "lora", "--workers", "1", "--store", str(tmp_path / "run.zarr")], tmp_path)
+    deadline = time.monotonic() + 30
+    while not caught(proc.pid) & SIGTERM_CAUGHT:  # the entry's handlers are in; the imports run now
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.005)
+    proc.send_signal(sig)
+    err = finish(proc, 60)
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines() == [LINE], err
+    assert list(tmp_path.iterdir()) == []  # interrupted before the store
+
+
+def _workers(pgid: int) -> set[int]:
+    """Worker processes (spawned by multiprocessing) in the process group."""
+    out = subprocess.run(["pgrep", "-g", str(pgid), "-f", "multiprocessing.spawn"], capture_output=True, text=True)
+    return {int(p) for p in out.stdout.split()}
+
+
+def test_no_worker_is_started_after_an_interrupt(tmp_path: Path) -> None:
+    proc = start(["optimize", "lora", "--workers", "1000", "--store", str(tmp_path / "run.zarr"),
+                  "--dashboard-address", ":0"], tmp_path)
+    deadline = time.monotonic() + 120
+    while not _workers(proc.pid):  # the first batch is starting
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
+        time.sleep(0.1)
+    seen: set[int] = set(_workers(proc.pid))
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            seen.update(_workers(proc.pid))
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    before = len(seen)
+    proc.send_signal(signal.SIGTERM)
+    started = time.monotonic()
+    err = finish(proc, 180)
+    waited = time.monotonic() - started
+    stop.set()
+    watcher.join()
+    assert proc.returncode == 130, err
+    lines = err.strip().splitlines()
+    assert lines[-1] == LINE and "Traceback" not in err, err
+    # the batch being started when the signal came, and none after it
+    assert len(seen) <= before + WORKER_BATCH, (before, len(seen))
+    assert waited < 120, waited
+    deadline = time.monotonic() + 30
+    while _workers(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _workers(proc.pid)  # none left behind
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
+def test_a_signal_to_the_process_group_mid_search_adds_one_line(tmp_path: Path, sig: signal.Signals) -> None:
+    """Workers take no part (they block SIGINT; SIGTERM reaches them as a stop from their nanny would):
+    the driver's line is the only thing added, with no empty line before it."""
+    proc = start(["optimize", "lora", "--workers", "2", "--store", str(tmp_path / "run.zarr"),
+                  "--dashboard-address", ":0", "--json"], tmp_path)
+    assert proc.stderr is not None
+    first = proc.stderr.readline()
+    assert first.startswith("mugraph: starting"), first
+    time.sleep(1.5)
+    os.killpg(proc.pid, sig)
+    rest = finish(proc, 120)
+    lines = (first + rest).splitlines()
+    assert proc.returncode == 130, rest
+    assert lines[-1] == LINE, lines
+    others = [line for line in lines[1:-1] if not line.startswith("tasks ")]  # progress lines
+    assert others == [], lines
