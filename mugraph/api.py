@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mugraph.cli_checks import (
+    check_dashboard_host,
     check_host_port,
+    check_memo_secret,
     check_output_file,
     check_store_path,
     file_name,
@@ -156,6 +158,21 @@ def _time_limit(value: str | float | None) -> float | None:
     return parse_duration(str(value))
 
 
+def _preflight(o: OptimizeOptions, store: Path) -> None:
+    """What the run would otherwise find only once its store, memo server or cluster exists: the
+    dashboard's host, the scheduler (reached now, with the TLS credentials a tls:// one needs) and an
+    unreadable memo secret beside the store."""
+    from mugraph.pipeline.cluster import external_security, probe_scheduler
+
+    if o.scheduler is None:
+        check_dashboard_host(o.dashboard_address)
+    else:
+        external_security(o.scheduler)
+        probe_scheduler(o.scheduler)
+    if o.memo_url != "local":
+        check_memo_secret(store.with_name(store.name + ".memo"))
+
+
 def run_optimize(program: Program | str, options: OptimizeOptions = OptimizeOptions(),
                  on_event: Callable[[Event], None] | None = None) -> Event:
     """Search every fragment of `program` (a Program, or a built-in name or file as the command takes it)
@@ -206,6 +223,7 @@ def run_optimize(program: Program | str, options: OptimizeOptions = OptimizeOpti
         resumed = _stored_budget(path)  # a store made with an older default resumes with its own budget
         if resumed is not None and resumed != plan.budget:
             plan = make_plan(prog, o.preset, overrides, resumed)
+    _preflight(o, path)
     if o.memo_url not in (None, "local"):
         check_memo_reachable(o.memo_url)
     command = list(o.command) if o.command is not None else sys.argv[1:]

@@ -18,7 +18,7 @@ from mugraph.ir.errors import MugraphError
 from mugraph.ir.names import check_tensor_name, shown
 from mugraph.ir.render import render
 from mugraph.ir.serialize import loads
-from mugraph.programs import Program, resolve_program
+from mugraph.programs import resolve_program
 from mugraph.stages.layout.costs import Layouts
 from mugraph.stages.layout.describe import describe_layouts, seconds_text
 from mugraph.stages.layout.profiles import DEFAULT_PROFILE, PROFILES, get_profile
@@ -47,37 +47,6 @@ def _parse_layout(text: str) -> tuple[str, int]:
         return check_tensor_name(name.strip(), "the program input or output"), value
     except MugraphError as e:
         raise click.BadParameter(str(e), param_hint="--layout") from None
-
-
-def _preflight(prog: Program, o: OptimizeOptions) -> None:
-    """What the run would otherwise find only once its store, memo server or cluster exists: the
-    dashboard's host, the scheduler (reached now, with the TLS credentials a tls:// one needs) and an
-    unreadable memo secret beside the store."""
-    from mugraph.api import DEFAULT_RUNS
-    from mugraph.cli_checks import check_dashboard_host, check_host_port, check_memo_secret, check_store_path, file_name
-
-    if o.scheduler is None:
-        check_host_port(o.dashboard_address, "--dashboard-address")
-        check_dashboard_host(o.dashboard_address)
-    else:
-        check_host_port(o.scheduler, "--scheduler", scheduler=True)
-        from mugraph.pipeline.cluster import external_security, probe_scheduler
-
-        external_security(o.scheduler)
-        probe_scheduler(o.scheduler)
-    if o.memo_url == "local":
-        return
-    if o.store is not None:
-        store = check_store_path(str(o.store))
-    else:  # the default store, named as run_optimize names it
-        from mugraph.pipeline.plan import make_plan
-
-        try:
-            ident = make_plan(prog, o.preset, o.overrides(), o.budget or DEFAULT_BUDGET).identity
-        except MugraphError:
-            return  # run_optimize says what is wrong with the settings, in its own order
-        store = DEFAULT_RUNS / f"{file_name(prog.name)}-{ident['program_digest'][:8]}-{ident['config_digest'][:8]}.zarr"
-    check_memo_secret(store.with_name(store.name + ".memo"))
 
 
 def _progress_text(e: dict[str, Any]) -> str:
@@ -155,7 +124,6 @@ def optimize(program: str, preset: str | None, settings: tuple[str, ...], worker
         emit_kernels=emit_kernels, measure=measure)
     gpu = get_profile(gpu_profile)
     prog = resolve_program(program)
-    _preflight(prog, options)
     progress = ProgressLine()
 
     def emit(e: dict[str, Any]) -> None:
