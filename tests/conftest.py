@@ -1,4 +1,4 @@
-"""Shared fixtures (the built-in programs' helpers are in tests/builtin.py)."""
+"""Shared fixtures and the e2e marker (helpers the tests import are in tests/helpers/)."""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ from mugraph.stages.verify.algebra import Float64Algebra, ZpqAlgebra
 from mugraph.stages.verify.check import check_equivalence, field_inputs
 from mugraph.stages.verify.field import FieldSpec
 from mugraph.stages.verify.interpret import evaluate
-from tests.codegen.conftest import emit_and_check
+from tests.helpers.emitting import emit_and_check
 
 Builder = Callable[[KernelGraph | BlockGraph, Tensor, Tensor], Tensor]
 

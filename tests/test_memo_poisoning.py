@@ -19,7 +19,7 @@ from mugraph.storage.memo import LayeredMemo
 from mugraph.storage.memo_auth import TAG_BYTES
 from mugraph.storage.redis_memo import RedisMemo
 from mugraph.storage.redis_server import EmbeddedRedis, find_redis_server
-from tests.pipeline.conftest import done, optimize_args
+from tests.helpers.cli_runs import done, optimize_args
 from tests.stages.search.narrow import NARROW
 
 VALID = frozenset({b"Y", b"N", b"U"})

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from mugraph.codegen import FP16_TOLERANCE
-from tests.pipeline.conftest import done, mugraph, optimize_args
+from tests.helpers.cli_runs import done, mugraph, optimize_args
 
 KEYS = {"program", "digest", "ok", "max_rel_err", "interpreted", "seconds"}
 

@@ -13,7 +13,7 @@ from mugraph.codegen import FP16_TOLERANCE
 from mugraph.ir.serialize import loads
 from mugraph.programs import builtin_programs
 from mugraph.stages.fragments import split_program
-from tests.codegen.conftest import emit_and_check
+from tests.helpers.emitting import emit_and_check
 
 CORPUS = Path(__file__).resolve().parents[1] / "stages" / "layout" / "data" / "mugraphs.jsonl"
 ROWS = [json.loads(line) for line in CORPUS.read_text().splitlines()]

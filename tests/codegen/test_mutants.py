@@ -14,7 +14,7 @@ from mugraph.ir.serialize import from_json, to_json
 from mugraph.programs import builtin_programs
 from mugraph.programs.registry import Program
 from mugraph.stages.verify.check import float_max_rel_err
-from tests.codegen.conftest import NARROW_PROGRAMS, emit_and_check
+from tests.helpers.emitting import NARROW_PROGRAMS, emit_and_check
 from tests.stages.verify.test_mutants import mutants
 
 PER_KIND = 1  # one wrong mutant of each kind per expert keeps the interpreter time short

@@ -13,7 +13,7 @@ import pytest
 from mugraph.codegen import FP16_TOLERANCE
 from mugraph.codegen.emit_kernel import emit_kernel
 from mugraph.ir.graph import BlockGraph, KernelGraph
-from tests.codegen.conftest import emit_and_check
+from tests.helpers.emitting import emit_and_check
 
 UNARIES = ["relu", "clamp", "gelu", "sqrt_square", "mul_scalar", "exp", "silu"]
 

@@ -22,7 +22,7 @@ from mugraph.programs import builtin_programs
 from mugraph.stages.combine import stitch
 from mugraph.stages.fragments import split_program
 from mugraph.stages.verify.check import float_max_rel_err
-from tests.codegen.conftest import NARROW_PROGRAMS, emit_and_check
+from tests.helpers.emitting import NARROW_PROGRAMS, emit_and_check
 
 PROGRAMS = builtin_programs()
 SLOW = {("rms_norm", "expert"), ("gated_mlp", "expert")}

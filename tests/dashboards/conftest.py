@@ -4,26 +4,19 @@ installs them). A missing browser fails the tests, it does not skip them."""
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
-DRIVERS = ("chromedriver", "chromium-driver")
+from tests.helpers.browser import BROWSERS, DRIVERS, which_executable
+
 PAGE_TIMEOUT = 30.0
 # A script waits for the page's own JavaScript: on a loaded machine Bokeh renders a busy page slowly
 # (selenium's default of 30 s was seen to expire at a load average of 15 on 2 cores).
 SCRIPT_TIMEOUT = 120.0
 
-
-def which_executable(names: tuple[str, ...], env: str) -> str | None:
-    given = os.environ.get(env)
-    if given:
-        return given
-    return next((p for p in map(shutil.which, names) if p), None)
 
 
 @pytest.fixture(scope="session")

@@ -16,7 +16,7 @@ from mugraph.dashboards.report import read_report_data, render_report, report_pa
 from mugraph.dashboards.summary import COUNTER_MEANINGS, headline, rows_to_show
 from mugraph.stages.layout.describe import seconds_text
 from mugraph.stages.search.explore import SearchCounters
-from tests.pipeline.conftest import done, mugraph, optimize_args
+from tests.helpers.cli_runs import done, mugraph, optimize_args
 
 
 @pytest.fixture(scope="module")

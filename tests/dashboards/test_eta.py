@@ -8,7 +8,7 @@ from pathlib import Path
 from mugraph.dashboards.report import read_report_data, report_path
 from mugraph.dashboards.summary import eta_text
 from mugraph.storage.run_store import RunStore
-from tests.pipeline.conftest import done, events, mugraph, optimize_args
+from tests.helpers.cli_runs import done, events, mugraph, optimize_args
 
 
 def test_a_whole_run_is_estimated_then_recorded_against_its_size(tmp_path: Path) -> None:

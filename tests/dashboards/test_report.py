@@ -13,8 +13,8 @@ import pytest
 
 from mugraph.dashboards.report import SECTIONS, read_report_data, report_path
 from mugraph.storage.run_store import RunStore
-from tests.dashboards.conftest import BROWSERS, which_executable
-from tests.pipeline.conftest import done, mugraph, optimize_args
+from tests.helpers.browser import BROWSERS, which_executable
+from tests.helpers.cli_runs import done, mugraph, optimize_args
 
 
 def chromium() -> str:

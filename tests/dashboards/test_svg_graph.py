@@ -10,7 +10,7 @@ import pytest
 
 from mugraph.dashboards.svg_graph import draw_mugraph
 from mugraph.ir.graph import KernelGraph
-from tests.builtin import EXPERTS, PROGRAMS
+from tests.helpers.builtin import EXPERTS, PROGRAMS
 
 Box = tuple[float, float, float, float]
 Point = tuple[float, float]

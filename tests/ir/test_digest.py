@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from mugraph.ir import SCHEMA, KernelGraph, digest, dumps, from_json, loads, render, to_json
-from tests.builtin import EXPERTS, PROGRAMS
+from tests.helpers.builtin import EXPERTS, PROGRAMS
 
 ALL_GRAPHS = [(n, "reference") for n in PROGRAMS] + EXPERTS
 

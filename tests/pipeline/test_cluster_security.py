@@ -170,7 +170,7 @@ def test_a_time_limit_stop_is_quiet(tmp_path: Path) -> None:
 def test_an_external_tls_cluster_as_the_document_says(tmp_path: Path) -> None:
     """docs/cluster-security.md: `dask scheduler` and `dask worker --nthreads 1` with TLS, the driver's
     credentials from Dask's configuration in its environment, the memo secret in every environment."""
-    from tests.pipeline.conftest import done, optimize_args
+    from tests.helpers.cli_runs import done, optimize_args
 
     sec = Security.temporary()
     files = {}

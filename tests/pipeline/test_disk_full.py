@@ -13,7 +13,7 @@ import pytest
 
 from mugraph.ir.canonical import canonical_digest
 from mugraph.programs.benchmarks import rms_norm_expert
-from tests.pipeline.conftest import done, mugraph, optimize_args
+from tests.helpers.cli_runs import done, mugraph, optimize_args
 
 # Too little for the memo server's AOF; enough to create the store but not to finish the run.
 FREE_KIB = {"private": 40, "local": 80}

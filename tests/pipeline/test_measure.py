@@ -10,7 +10,7 @@ import pytest
 
 from mugraph.cuda.backend import cupy_available
 from mugraph.storage.run_store import RunStore
-from tests.pipeline.conftest import done, mugraph, optimize_args
+from tests.helpers.cli_runs import done, mugraph, optimize_args
 
 HAS_GPU = cupy_available() and importlib.util.find_spec("triton") is not None
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from mugraph.cli_checks import file_name
-from tests.pipeline.conftest import done, mugraph
+from tests.helpers.cli_runs import done, mugraph
 
 PROGRAM = '''
 from mugraph.ir.graph import KernelGraph

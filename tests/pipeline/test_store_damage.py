@@ -11,7 +11,7 @@ import pytest
 
 from mugraph.cli import main
 from mugraph.storage.ledger import LEDGER_NAME
-from tests.pipeline.conftest import done, mugraph, optimize_args
+from tests.helpers.cli_runs import done, mugraph, optimize_args
 
 BUDGET = 40
 

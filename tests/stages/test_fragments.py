@@ -27,7 +27,7 @@ from mugraph.stages.fragments import (
     split_program,
 )
 from mugraph.stages.verify.check import float_max_rel_err
-from tests.builtin import PROGRAMS, reference
+from tests.helpers.builtin import PROGRAMS, reference
 
 BENCHMARKS = ["gated_mlp", "gqa", "lora", "ntrans", "rms_norm"]
 # qknorm_gqa has 7 compute ops (two rms_norms before the 5 of attention): over max_ops=5.

@@ -22,7 +22,7 @@ from mugraph.storage.redis_server import LOCK_NAME as REDIS_LOCK
 from mugraph.storage.redis_server import LOG_NAME, PID_NAME, STATE_NAME, EmbeddedRedis
 from mugraph.storage.run_store import RunStore, StoreDamaged
 from mugraph.storage.store_lock import LOCK_NAME
-from tests.pipeline.conftest import optimize_args
+from tests.helpers.cli_runs import optimize_args
 from tests.storage.test_run_store import new_store, run_to_end
 
 PRECIOUS = b"precious: not to be truncated, appended to or replaced\n"

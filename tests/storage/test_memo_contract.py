@@ -28,7 +28,7 @@ from mugraph.storage.memo import (
 )
 from mugraph.storage.redis_memo import RedisMemo
 from mugraph.storage.redis_server import EmbeddedRedis
-from tests.storage.conftest import VALID, keys, verdict, wait_dead, worker_lookup, worker_store
+from tests.helpers.memo import VALID, keys, verdict, wait_dead, worker_lookup, worker_store
 
 Factory = Callable[[], MemoStore]
 

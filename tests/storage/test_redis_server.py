@@ -19,7 +19,7 @@ import redis
 from mugraph.ir.errors import MugraphError
 from mugraph.storage import redis_server
 from mugraph.storage.redis_server import EmbeddedRedis, _pid_alive, find_redis_server
-from tests.storage.conftest import wait_dead
+from tests.helpers.memo import wait_dead
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -7,7 +7,7 @@ import sys
 
 from mugraph.ir.graph import BlockGraph, KernelGraph
 from mugraph.stages.prune.expr import Head, add, div, matmul, mul, output_exprs, red, rms, unary, var
-from tests.builtin import PROGRAMS
+from tests.helpers.builtin import PROGRAMS
 
 v0, v1, v2 = var(0), var(1), var(2)
 

@@ -18,7 +18,7 @@ from mugraph.stages.prune.oracle import VERDICT_BYTES, SubexprOracle, Verdict
 from mugraph.storage.memo import LayeredMemo, open_memo_store
 from mugraph.storage.redis_memo import RedisMemo
 from mugraph.storage.redis_server import EmbeddedRedis
-from tests.builtin import reference
+from tests.helpers.builtin import reference
 from tests.stages.prune.verdict_tables import GATED_MLP, LORA
 
 QUERIES = {"lora": [e.sexpr for _, e, _ in LORA], "gated_mlp": [e.sexpr for _, e, _ in GATED_MLP]}

@@ -14,7 +14,7 @@ from mugraph.stages.search.config import preset_config
 from mugraph.stages.search.estimate import SpaceEstimator, frontier_estimates, probe, task_size
 from mugraph.stages.search.explore import Fragment, Searcher
 from mugraph.stages.search.task_paths import Path, task_budget
-from tests.builtin import reference
+from tests.helpers.builtin import reference
 from tests.stages.search.narrow import NARROW
 
 

@@ -14,7 +14,7 @@ from mugraph.programs import get_builtin
 from mugraph.stages.search.config import preset_config
 from mugraph.stages.search.explain import Explanation, explain_expert
 from mugraph.stages.search.explore import Fragment, Searcher
-from tests.builtin import reference
+from tests.helpers.builtin import reference
 from tests.stages.search.narrow import NARROW
 from tests.test_cli_prune import run, summary
 
@@ -94,7 +94,7 @@ def test_explain_command_and_the_reason_search_prints(tmp_path: Path) -> None:
 
 
 def test_optimize_says_why_its_expert_was_not_found(tmp_path: Path) -> None:
-    from tests.pipeline.conftest import done, mugraph, optimize_args
+    from tests.helpers.cli_runs import done, mugraph, optimize_args
 
     args = optimize_args("rms_norm", tmp_path / "run.zarr", "--workers", "1", "--memo-url", "local", "--set",
                          "franges=[16]")

@@ -13,7 +13,7 @@ from mugraph.stages.search.config import preset_config
 from mugraph.stages.search.explore import ExploreResult, Fragment, Searcher, SearchPathError
 from mugraph.stages.search.serial import run_search
 from mugraph.stages.verify.check import check_equivalence
-from tests.builtin import reference
+from tests.helpers.builtin import reference
 from tests.stages.search.narrow import NARROW
 
 FAST = ["rms_norm", "lora", "gated_mlp"]

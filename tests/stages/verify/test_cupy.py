@@ -7,7 +7,7 @@ import pytest
 
 from mugraph.cuda.backend import cupy_available, get_array_module, to_numpy
 from mugraph.stages.verify.check import ReferenceFingerprints, check_equivalence
-from tests.builtin import EXPERTS, PROGRAMS, reference, reference_fingerprints
+from tests.helpers.builtin import EXPERTS, PROGRAMS, reference, reference_fingerprints
 
 pytestmark = [
     pytest.mark.gpu,

@@ -7,7 +7,7 @@ import pytest
 
 from mugraph.stages.verify.check import check_equivalence, float_inputs
 from mugraph.stages.verify.field import FieldSpec
-from tests.builtin import EXPERTS, PROGRAMS, reference, reference_fingerprints
+from tests.helpers.builtin import EXPERTS, PROGRAMS, reference, reference_fingerprints
 
 SEED_SETS = [(0, 1, 2), (11, 12, 13)]
 

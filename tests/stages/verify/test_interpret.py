@@ -11,7 +11,7 @@ from mugraph.stages.verify.algebra import Float64Algebra, ZpqAlgebra
 from mugraph.stages.verify.check import field_inputs, match_outputs
 from mugraph.stages.verify.field import FieldSpec
 from mugraph.stages.verify.interpret import assemble, evaluate, partition
-from tests.builtin import EXPERTS, PROGRAMS
+from tests.helpers.builtin import EXPERTS, PROGRAMS
 
 ALG = Float64Algebra(np)
 

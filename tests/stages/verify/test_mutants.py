@@ -19,7 +19,7 @@ from mugraph.ir.errors import MugraphError
 from mugraph.ir.graph import KernelGraph
 from mugraph.ir.serialize import from_json, to_json
 from mugraph.stages.verify.check import float_max_rel_err
-from tests.builtin import EXPERTS, PROGRAMS, reference, reference_fingerprints
+from tests.helpers.builtin import EXPERTS, PROGRAMS, reference, reference_fingerprints
 
 MAPS = [(-1, -1, -1), (0, -1, -1), (1, -1, -1), (0, 1, -1), (0, 2, -1), (0, -1, 1), (-1, 2, 1),
         (-1, 1, -1), (0, 2, 1), (1, 0, -1), (2, -1, -1)]

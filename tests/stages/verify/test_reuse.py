@@ -18,7 +18,7 @@ from mugraph.stages.verify.check import ReferenceFingerprints
 from mugraph.stages.verify.field import FieldSpec
 from mugraph.stages.verify.interpret import evaluate
 from mugraph.stages.verify.reuse import ValueCache
-from tests.builtin import PROGRAMS, reference
+from tests.helpers.builtin import PROGRAMS, reference
 from tests.stages.verify.test_mutants import mutants
 
 

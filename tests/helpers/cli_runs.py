@@ -1,4 +1,4 @@
-"""Helpers for the pipeline tests: `mugraph optimize` as a subprocess, NDJSON events, narrowed limits."""
+"""`mugraph optimize` as a subprocess, its NDJSON events, the narrowed limits of the pipeline tests."""
 
 from __future__ import annotations
 
