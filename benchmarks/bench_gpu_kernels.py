@@ -25,7 +25,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from mugraph.cli_emit import Selection, select_from_program, select_from_store
+from mugraph.cli.emit import Selection, select_from_program, select_from_store
 from mugraph.codegen import CodegenError, emit_module
 from mugraph.codegen.timing import KernelTiming, time_source
 from mugraph.cuda.backend import device_name, get_array_module

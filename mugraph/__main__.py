@@ -1,5 +1,5 @@
 """`python -m mugraph`: the console command."""
 
-from mugraph.cli_entry import main
+from mugraph.cli import main
 
 main()

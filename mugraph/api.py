@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mugraph.cli_checks import (
+from mugraph.cli.checks import (
     check_dashboard_host,
     check_host_port,
     check_memo_secret,
@@ -24,8 +24,8 @@ from mugraph.cli_checks import (
     parse_duration,
     warn_many_workers,
 )
-from mugraph.cli_emit import write_store_module
-from mugraph.cli_explain import expert_line
+from mugraph.cli.emit import write_store_module
+from mugraph.cli.explain import expert_line
 from mugraph.codegen.check import require_triton
 from mugraph.cuda.backend import cupy_available
 from mugraph.dashboards import live

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mugraph.cli import COMMAND_HELP, cli, main
+from mugraph.cli.app import COMMAND_HELP, cli, main
 from mugraph.programs import builtin_programs
 
 WORKFLOW = ["list", "check", "explain", "optimize", "status", "show", "report", "emit"]

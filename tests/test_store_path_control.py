@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from mugraph.cli_checks import check_store_path
+from mugraph.cli.checks import check_store_path
 from mugraph.ir.errors import MugraphError
 
 

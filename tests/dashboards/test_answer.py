@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from mugraph import cli_pipeline
+from mugraph.cli import pipeline as cli_pipeline
 from mugraph.dashboards import report
 from mugraph.dashboards.report import read_report_data, render_report, report_path
 from mugraph.dashboards.summary import COUNTER_MEANINGS, headline, rows_to_show

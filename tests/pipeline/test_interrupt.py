@@ -22,7 +22,8 @@ def as_from_a_terminal() -> None:
 def with_interrupt_handlers(lines: list[str]) -> subprocess.CompletedProcess[str]:
     """`lines` run as a Python program after the command's interrupt handlers are installed,
     started as a terminal's foreground job."""
-    code = "\n".join(["from mugraph.cli import install_interrupt_handlers", "install_interrupt_handlers()", *lines])
+    code = "\n".join(["from mugraph.pipeline.interrupts import install_interrupt_handlers",
+                      "install_interrupt_handlers()", *lines])
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                           preexec_fn=as_from_a_terminal)
 
@@ -94,7 +95,7 @@ def test_an_interrupt_quiets_the_event_loop_loggers_then_unwinds() -> None:
     those loggers before anything unwinds, and SIGTERM is taken once."""
     code = "\n".join([
         "import logging, signal",
-        "from mugraph.cli import _interrupted",
+        "from mugraph.pipeline.interrupts import _interrupted",
         "try:",
         "    _interrupted(signal.SIGTERM, None)",
         "except KeyboardInterrupt:",

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from mugraph.cli_checks import file_name
+from mugraph.cli.checks import file_name
 from tests.helpers.cli_runs import done, mugraph
 
 PROGRAM = '''

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from mugraph.api import OptimizeOptions, run_optimize
-from mugraph.cli_checks import check_output_file
+from mugraph.cli.checks import check_output_file
 from mugraph.dashboards.experts import expert_labels, expert_note
 from mugraph.dashboards.progress_line import ProgressLine
 from mugraph.dashboards.report import report_path, write_report

@@ -14,8 +14,8 @@ from typing import Any
 
 import click
 
-from mugraph.cli_checks import parse_duration
-from mugraph.cli_pipeline import optimize, report, show, status
+from mugraph.cli.checks import parse_duration
+from mugraph.cli.pipeline import optimize, report, show, status
 from mugraph.cuda.backend import backend_name, get_array_module
 from mugraph.dashboards.progress_line import ProgressLine
 from mugraph.ir.canonical import canonical_digest
@@ -352,8 +352,8 @@ cli.add_command(status)
 cli.add_command(show)
 cli.add_command(report)
 
-from mugraph.cli_emit import emit  # noqa: E402
-from mugraph.cli_explain import explain  # noqa: E402
+from mugraph.cli.emit import emit  # noqa: E402
+from mugraph.cli.explain import explain  # noqa: E402
 
 cli.add_command(emit)
 cli.add_command(explain)
@@ -401,6 +401,3 @@ def main(argv: list[str] | None = None) -> None:
             click.echo(f"mugraph: error: {e.strerror or e}{where}", err=True)
         sys.exit(EXIT_USAGE)
 
-
-if __name__ == "__main__":
-    main()

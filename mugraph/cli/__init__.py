@@ -1,0 +1,19 @@
+"""The `mugraph` command line: `app` (the command group, the commands of one module each, and how
+errors become one line), `pipeline` (optimize, status, show, report), `emit`, `explain`, and `checks`
+(option checks made before anything exists).
+
+This module stays light: the console command installs its interrupt handlers before the command
+line's modules are imported (a few seconds: Dask, Z3, NumPy), so Ctrl-C or SIGTERM at any instant is
+one line and exit 130."""
+
+from __future__ import annotations
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The console command (`mugraph`, `python -m mugraph`, `python -m mugraph.cli`)."""
+    from mugraph.pipeline.interrupts import install_interrupt_handlers
+
+    install_interrupt_handlers()
+    from mugraph.cli.app import main as run  # an interrupt in here reaches the excepthook: one line, 130
+
+    run(argv)
