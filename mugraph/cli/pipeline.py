@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -241,6 +242,35 @@ def status(store: Path, as_json: bool) -> None:
 
 
 
+def _tie_values(term: str, values: Any) -> str:
+    """The two values of the term that separates a near tie, in its unit (times in μs, counts as counts)."""
+    if not isinstance(values, list | tuple):
+        return str(values)
+
+    def one(v: Any) -> str:
+        if v is None:
+            return "-"
+        if term.endswith("_seconds") and isinstance(v, int | float):
+            return seconds_text(float(v))
+        return f"{v:,}" if isinstance(v, int) else (f"{v:,.3g}" if isinstance(v, float) else str(v))
+    return " against ".join(one(v) for v in values)
+
+
+def _held_back(e: Mapping[str, Any]) -> str | None:
+    """Why a candidate estimated faster than the reference is not chosen (None where it is, or is slower)."""
+    if e.get("reference") or e.get("confident", True) or e.get("speedup", 0.0) <= 1.0:
+        return None
+    if not e.get("fits", True):
+        return "its tiles do not fit the GPU's memory"
+    if e.get("emitted_spill_bytes"):
+        return f"its kernels spill registers ({e['emitted_spill_bytes']:,} B), which the model prices least surely"
+    registers = e.get("emitted_registers", 0)
+    if registers * (1 + MODEL_ERROR) > MAX_REGISTERS:
+        return (f"it needs {registers} of the {MAX_REGISTERS} registers per thread, too close to spilling "
+                "for the model to vouch for it")
+    return f"estimated faster by less than the model's measured error ({MODEL_ERROR:.0%})"
+
+
 def _ranking_lines(ranking: list[dict[str, Any]], limit: int | None, experts: dict[str, str]) -> list[str]:
     """The ranking table; past `limit` rows, the reference's row is still shown (speedups are over it)."""
     timed = any("measured_seconds" in e for e in ranking)
@@ -259,7 +289,10 @@ def _ranking_lines(ranking: list[dict[str, Any]], limit: int | None, experts: di
                      f"{'yes' if e['fits'] else 'NO '}" + (f"  {measured:>11}" if timed else "") + expert)
         if "near_tie" in e:
             lines.append(f"          ~ near tie with {e['near_tie'][:16]} (within {MODEL_ERROR:.0%}); "
-                         f"separated by {e['tie_break']} {e.get('tie_values')}")
+                         f"separated by {e['tie_break']} {_tie_values(e['tie_break'], e.get('tie_values'))}")
+        held = _held_back(e)
+        if held:
+            lines.append(f"          ~ ranked after the reference: {held}")
     if len(ranking) > len(shown):
         lines.append(f"   ... {len(ranking) - len(shown)} more (--all shows every row)")
     return lines
