@@ -30,6 +30,7 @@ from mugraph.ir.errors import MugraphError
 from mugraph.ir.serialize import loads
 from mugraph.stages.layout.costs import Layouts
 from mugraph.stages.layout.describe import describe_layouts, seconds_text
+from mugraph.stages.layout.rows import RankedRow, ranked_rows
 from mugraph.storage.run_store import RunStore
 
 SECTIONS = ("answer", "configuration", "fragments", "timeline", "workers", "ranking", "mugraphs", "counters")
@@ -82,13 +83,14 @@ def report_data(store: RunStore) -> dict[str, Any]:
             done_per_worker[t.worker] += 1
     invocations = store.timeline()
     samples, restarts = _timeline(invocations)
-    fragments, rankings, chosen = [], {}, {}
+    fragments, chosen = [], {}
+    rankings: dict[str, list[RankedRow]] = {}
     experts = expert_labels(store.identity, frags)
     found_order: dict[str, list[str]] = {}
     for i, f in enumerate(frags):
         conf = store.confirmations(i)
         found = store.found(i)
-        ranking = store.ranking(i) or []
+        ranking = ranked_rows(store.ranking(i) or [])
         per = summary.get("fragments", {}).get(i, {"done": 0, "pending": 0})
         best = ranking[0] if ranking else None
         fragments.append({
