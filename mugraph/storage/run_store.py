@@ -59,7 +59,7 @@ from collections.abc import Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from zarr.core.sync import sync as zarr_sync
 
@@ -76,6 +76,7 @@ from mugraph.storage.records import (
     record_names,
     write_record,
 )
+from mugraph.storage.samples import ProgressSample
 from mugraph.storage.store_errors import (
     RECOVERY_HINT,
     StoreBusy,
@@ -494,9 +495,9 @@ class RunStore:
             write_record(self._store, f"timeline/{invocation:06d}", {"samples": value})
             self._ledger.add([f"timeline/{invocation:06d}"])
 
-    def timeline(self) -> list[list[dict[str, Any]]]:
-        """Every invocation's progress samples, oldest invocation first."""
-        return [samples for _, samples in self._read_all("timeline", "samples", list)]
+    def timeline(self) -> list[list[ProgressSample]]:
+        """Every invocation's progress samples, oldest invocation first (as the driver wrote them)."""
+        return [cast(list[ProgressSample], samples) for _, samples in self._read_all("timeline", "samples", list)]
 
     def put_final(self, final: Mapping[str, Any]) -> None:
         self._check_writable()

@@ -175,7 +175,8 @@ def test_create_and_reopen_roundtrip(tmp_path: Path) -> None:
         assert st.confirmations(0) == {"abc": {"equivalent": True, "seeds": [1, 2], "error": 1e-12}}
         assert st.layouts(0) == {"abc": {"schema": "mugraph.layout/1", "objective": 5, "layouts": {"kernel": [1, 0]}}}
         assert st.layouts(1) == {} and st.confirmations(1) == {}
-        assert st.timeline() == [[{"wall": 1.0, "states": 3}, {"wall": 2.0, "states": 7}], [{"wall": 9.0, "states": 8}]]
+        assert [[dict(s) for s in inv] for inv in st.timeline()] == [
+            [{"wall": 1.0, "states": 3}, {"wall": 2.0, "states": 7}], [{"wall": 9.0, "states": 8}]]
         assert st.ranking(0) == [{"digest": "abc", "speedup": 1.5}] and st.ranking(1) is None
         assert st.final() == {"complete": False, "best": {"f0": "abc"}}
         summary = st.task_summary()
