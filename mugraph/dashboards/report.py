@@ -87,8 +87,8 @@ class ReportData(TypedDict):
     JSON (so `read_report_data` gives it back with tuples as lists)."""
 
     store: str
-    identity: dict[str, Any]  # the run's identity record, as stored
-    meta: dict[str, Any]
+    identity: dict[str, str]  # the run's identity record
+    meta: dict[str, Any]  # free-form: the command line, versions
     final: dict[str, Any] | None
     tasks: TaskCounts
     counters: dict[str, float]
@@ -256,7 +256,7 @@ def render_report(data: ReportData) -> str:
              f'<p>{html.escape(data["store"])} · {html.escape(state)} · {data["invocations"]} invocation(s) · '
              f'report generated {html.escape(data["generated"])}</p>']
     parts.append(_section("answer", "Answer", _answer(data)))
-    conf_rows = [[k, v] for k, v in sorted(ident.items())]
+    conf_rows: list[list[Any]] = [[k, v] for k, v in sorted(ident.items())]
     meta = data.get("meta") or {}
     conf_rows += [["command", " ".join(map(str, meta.get("command", [])))]]
     conf_rows += [[f"version {k}", v] for k, v in sorted((meta.get("versions") or {}).items())]

@@ -59,7 +59,7 @@ from collections.abc import Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar, cast
+from typing import Any, TypedDict, TypeVar, cast
 
 from zarr.core.sync import sync as zarr_sync
 
@@ -111,6 +111,7 @@ __all__ = [
     "StoreMismatch",
     "TaskCompletion",
     "TaskRecord",
+    "TaskSummary",
 ]
 
 _DIGEST = re.compile(r"[0-9A-Za-z][0-9A-Za-z_.-]{0,127}")
@@ -128,6 +129,23 @@ class TaskCompletion:
     worker: str
     found: Sequence[FoundRecord]
     children: Sequence[tuple[int, ...]]
+
+
+class FragmentTasks(TypedDict):
+    done: int
+    pending: int
+
+
+class TaskSummary(TypedDict):
+    """Task counts, overall and per fragment index, counter sums over done tasks and done tasks per
+    worker (`TaskTable.summary`, read from the in-memory mirrors)."""
+
+    tasks: int
+    done: int
+    pending: int
+    fragments: dict[int, FragmentTasks]
+    counters: dict[str, float]
+    workers: dict[str, int]
 
 
 class RunStore:
@@ -415,10 +433,10 @@ class RunStore:
     def pending(self) -> list[TaskRecord]:
         return self._table.records(pending_only=True)
 
-    def task_summary(self) -> dict[str, Any]:
+    def task_summary(self) -> TaskSummary:
         """{tasks, done, pending, fragments: {i: {done, pending}}, counters: sums over done tasks,
         workers: done tasks per worker}; numpy over the in-memory mirrors, no disk access."""
-        return self._table.summary()
+        return cast(TaskSummary, self._table.summary())
 
     # ---------------------------------------------------------------- found, confirmations, rankings, final
 

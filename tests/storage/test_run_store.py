@@ -33,6 +33,7 @@ from mugraph.storage.run_store import (
     StoreDamaged,
     StoreError,
     StoreMismatch,
+    TaskSummary,
 )
 
 IDENTITY = {"program": "lora", "program_digest": "p1", "config_digest": "c1", "budget": "1000"}
@@ -183,6 +184,7 @@ def test_create_and_reopen_roundtrip(tmp_path: Path) -> None:
         assert summary["done"] == 1 and summary["pending"] == 3
         assert summary["fragments"] == {0: {"done": 1, "pending": 2}, 1: {"done": 0, "pending": 1}}
         assert summary["counters"] == {"states": 7.0, "depth": 0.0} and summary["workers"] == {"tcp://w1": 1}
+        assert set(summary) == TaskSummary.__required_keys__  # the record names every key, and only those
         with pytest.raises(StoreMismatch, match="other fragments"):
             st.set_fragments(FRAGMENTS[:1])
 
