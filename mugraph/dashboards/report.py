@@ -34,8 +34,8 @@ from mugraph.ir.serialize import loads
 from mugraph.stages.layout.costs import Layouts
 from mugraph.stages.layout.describe import describe_layouts, seconds_text
 from mugraph.stages.layout.rows import RankedRow, ranked_rows
+from mugraph.storage.run_records import FinalRecord, ProgressSample
 from mugraph.storage.run_store import RunStore
-from mugraph.storage.samples import ProgressSample
 
 SECTIONS = ("answer", "configuration", "fragments", "timeline", "workers", "ranking", "mugraphs", "counters")
 RANKING_ROWS = 25
@@ -89,7 +89,7 @@ class ReportData(TypedDict):
     store: str
     identity: dict[str, str]  # the run's identity record
     meta: dict[str, Any]  # free-form: the command line, versions
-    final: dict[str, Any] | None
+    final: FinalRecord | None
     tasks: TaskCounts
     counters: dict[str, float]
     fragments: list[FragmentSummary]
@@ -186,7 +186,7 @@ def report_data(store: RunStore) -> ReportData:
                   "pending": summary.get("pending", 0)},
         "counters": summary.get("counters", {}),
         "fragments": fragments, "timeline": samples, "restarts": restarts,
-        "size": size_record(samples, bool((store.final() or {}).get("complete"))),
+        "size": size_record(samples, bool((last := store.final()) is not None and last.get("complete"))),
         "invocations": len(invocations),
         "workers": {w: {"busy_seconds": round(busy[w], 3), "tasks": done_per_worker[w]} for w in sorted(busy)},
         "best_so_far": {name: best_so_far(samples, name, found_order[name], rows) for name, rows in rankings.items()},
@@ -250,8 +250,8 @@ def _answer(data: ReportData) -> str:
 
 
 def render_report(data: ReportData) -> str:
-    ident, final = data["identity"], data["final"] or {}
-    state = "complete" if final.get("complete") else "not complete (best so far)"
+    ident, final = data["identity"], data["final"]
+    state = "complete" if final is not None and final.get("complete") else "not complete (best so far)"
     parts = [f"<h1>mugraph run: {html.escape(str(ident.get('program')))}</h1>",
              f'<p>{html.escape(data["store"])} · {html.escape(state)} · {data["invocations"]} invocation(s) · '
              f'report generated {html.escape(data["generated"])}</p>']

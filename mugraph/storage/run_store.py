@@ -76,7 +76,7 @@ from mugraph.storage.records import (
     record_names,
     write_record,
 )
-from mugraph.storage.samples import ProgressSample
+from mugraph.storage.run_records import FinalRecord, ProgressSample
 from mugraph.storage.store_errors import (
     RECOVERY_HINT,
     StoreBusy,
@@ -524,9 +524,9 @@ class RunStore:
             write_record(self._store, "final", {"final": value})
             self._ledger.add(["final"])
 
-    def final(self) -> dict[str, Any] | None:
+    def final(self) -> FinalRecord | None:
         attrs = self._run(read_record(self._store, self.path, "final"))
-        return None if attrs is None else self._field("final", attrs, "final", dict)
+        return None if attrs is None else cast(FinalRecord, self._field("final", attrs, "final", dict))
 
     def _field(self, path: str, attrs: Mapping[str, Any] | None, key: str, kind: type[T]) -> T:
         value = (attrs or {}).get(key)

@@ -22,8 +22,8 @@ from mugraph.dashboards.report import (
 )
 from mugraph.dashboards.summary import Headline, SizeRecord
 from mugraph.stages.layout.rows import RankedRow
+from mugraph.storage.run_records import FinalRecord, FragmentProgress
 from mugraph.storage.run_store import RunStore
-from mugraph.storage.samples import FragmentProgress
 from tests.dashboards.conftest import BROWSERS, which_executable
 from tests.pipeline.conftest import done, mugraph, optimize_args
 
@@ -86,6 +86,7 @@ def test_optimize_writes_a_report_whose_numbers_are_the_stores(finished: tuple[P
     assert fits(ReportData, data) and all(fits(FragmentSummary, f) for f in data["fragments"])
     assert all(h is None or fits(Headline, h) for h in data["headlines"].values())
     assert data["size"] is None or fits(SizeRecord, data["size"])
+    assert data["final"] is not None and fits(FinalRecord, data["final"])
     # written again by `mugraph report`, the same numbers (apart from when it was generated)
     other = store.parent / "again.html"
     proc = mugraph("report", str(store), "--out", str(other), cwd=store.parent)

@@ -1,8 +1,9 @@
-"""The progress samples a run keeps in its store (`RunStore.put_timeline` / `timeline`): one per
-progress event of the driver, less its `event` key. The report and `mugraph status` read them back.
+"""Records the driver writes to a run store as JSON and the report, `mugraph status`/`show` and the
+loaders read back: the progress samples (`RunStore.put_timeline` / `timeline`: one per progress
+event, less its `event` key) and the final result (`put_final` / `final`).
 
-TypedDicts rather than dataclasses: a sample is written and read as JSON, and the driver builds it
-as a plain dict. No `from __future__ import annotations` here: TypedDict needs `NotRequired`
+TypedDicts rather than dataclasses: they are written and read as JSON, and the driver builds them
+as plain dicts. No `from __future__ import annotations` here: TypedDict needs `NotRequired`
 unquoted to tell required keys from optional ones at run time.
 """
 
@@ -45,3 +46,16 @@ class ProgressSample(TypedDict):
     estimated_states: int | None
     estimated_fraction: NotRequired[float]
     eta_seconds: NotRequired[float | None]
+
+
+class FinalRecord(TypedDict):
+    """The run's result, rewritten at the end of every invocation."""
+
+    complete: bool
+    best: str  # the chosen μGraph's digest (the stitched program's, with several fragments)
+    best_per_fragment: dict[str, str]
+    program_graph: str  # the stitched program, ir.serialize JSON
+    end_to_end_max_rel_err: float
+    mugraphs: list[str]  # every confirmed μGraph's digest
+    gpu_profile: str
+    measured: NotRequired[dict[str, int]]  # μGraphs timed on a GPU, per fragment (stores since --measure)
