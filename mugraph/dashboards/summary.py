@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, TypedDict
+from typing import Any, TypedDict, TypeVar
 
 from mugraph.stages.layout.describe import explain, seconds_text
 from mugraph.stages.layout.rank import MODEL_ERROR
+
+Row = TypeVar("Row", bound=Mapping[str, Any])  # a ranking row: rows.RankedRow, or the plain dict a caller holds
 
 # The order the ranking breaks equal estimates in (stages.layout.rank).
 TIE_BREAKS = "no-overlap time, then layout cost, then digest"
@@ -83,12 +85,12 @@ def memo_text(local: float | None, shared: float | None) -> str:
     return text + (f" (+{100 * local:.0f}% in-process)" if round(100 * local) > 0 else "")
 
 
-def reference_row(ranking: Sequence[Mapping[str, Any]]) -> tuple[int, Mapping[str, Any]] | None:
+def reference_row(ranking: Sequence[Row]) -> tuple[int, Row] | None:
     """(1-based rank, row) of the reference program in a ranking."""
     return next(((n, r) for n, r in enumerate(ranking, 1) if r.get("reference")), None)
 
 
-def rows_to_show(ranking: Sequence[Mapping[str, Any]], limit: int | None) -> list[tuple[int, Mapping[str, Any]]]:
+def rows_to_show(ranking: Sequence[Row], limit: int | None) -> list[tuple[int, Row]]:
     """The first `limit` rows with their ranks, and the reference's row after them when the limit
     cuts it off (it is what every speedup is measured against)."""
     rows = list(enumerate(ranking, 1))
