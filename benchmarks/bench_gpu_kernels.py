@@ -102,8 +102,8 @@ def run(programs: list[str], stores: dict[str, Path], top: int, repeats: int,
             rows.append(_row(name, f"expert {label}", select_from_program(name, None, label), profile, repeats))
         if name in stores:
             with RunStore.open_existing(stores[name], readonly=True) as st:
-                final = st.final() or {}
-            what = "chosen" if final.get("complete") else "chosen (search stopped early)"
+                final = st.final()
+            what = "chosen" if final is not None and final.get("complete") else "chosen (search stopped early)"
             rows.append(_row(name, what, select_from_store(stores[name], None), profile, repeats))
         for r in rows:
             if r["program"] == name:

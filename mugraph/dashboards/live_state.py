@@ -13,7 +13,7 @@ import math
 import time
 from collections import Counter, deque
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import numpy.typing as npt
@@ -36,6 +36,15 @@ TOTALS = {
 # per-fragment field -> row key suffix (the key is f"f{index}_{suffix}")
 PER_FRAGMENT = {"states": "states", "tasks_done": "done", "tasks_running": "running", "tasks_pending": "pending",
                 "mugraphs": "mugraphs", "confirmed": "confirmed"}
+
+
+class RecentEvent(TypedDict):
+    """A μGraph event as the page lists it (found, confirmed or layout)."""
+
+    wall: float
+    event: str
+    fragment: str
+    digest: str
 
 
 def _num(value: Any) -> float:
@@ -62,7 +71,7 @@ class LiveState:
         self.latest: dict[str, Any] = {}  # the newest progress event
         self.workers: dict[str, float] = {}  # worker -> busy seconds, from the newest progress event
         self.done: dict[str, Any] | None = None
-        self.recent: deque[dict[str, Any]] = deque(maxlen=RECENT)
+        self.recent: deque[RecentEvent] = deque(maxlen=RECENT)
         self.counts: Counter[str] = Counter()  # μGraph events of this invocation
         self.best: dict[str, float] = {}  # fragment -> best estimated speedup over its reference so far
         self.inv_seconds: dict[float, float] = {}  # invocation -> its length, from the samples

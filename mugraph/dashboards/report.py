@@ -12,12 +12,15 @@ import html
 import json
 import time
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from mugraph.dashboards.experts import expert_labels, expert_note
 from mugraph.dashboards.summary import (
     COUNTER_MEANINGS,
+    Headline,
+    SizeRecord,
     best_so_far,
     headline,
     rows_to_show,
@@ -30,6 +33,8 @@ from mugraph.ir.errors import MugraphError
 from mugraph.ir.serialize import loads
 from mugraph.stages.layout.costs import Layouts
 from mugraph.stages.layout.describe import describe_layouts, seconds_text
+from mugraph.stages.layout.rows import RankedRow, ranked_rows
+from mugraph.storage.run_records import FinalRecord, ProgressSample
 from mugraph.storage.run_store import RunStore
 
 SECTIONS = ("answer", "configuration", "fragments", "timeline", "workers", "ranking", "mugraphs", "counters")
@@ -38,16 +43,80 @@ CHART_WIDTH = 1050  # the page's text width: charts span it
 DATA_ID = "mugraph-report-data"
 
 
+class TimelineSample(ProgressSample):
+    """A stored progress sample on the whole run's time axis (see `_timeline`)."""
+
+    elapsed: float
+    states_per_s_now: float | None
+
+
+class FragmentSummary(TypedDict):
+    name: str
+    preset: str | None
+    digest: str
+    sources: Any  # the fragment plan's JSON, as stored
+    outputs: Any
+    tasks_done: int
+    tasks_pending: int
+    found: int
+    confirmed: int
+    layouts: int
+    best: str | None
+    best_is_reference: bool
+
+
+class ChosenGraph(TypedDict):
+    digest: str
+    graph: str  # ir.serialize JSON
+    layouts: dict[str, Any] | None  # costs.Layouts.to_json()
+
+
+class TaskCounts(TypedDict):
+    total: int
+    done: int
+    pending: int
+
+
+class WorkerBusy(TypedDict):
+    busy_seconds: float
+    tasks: int
+
+
+class ReportData(TypedDict):
+    """Everything the report shows, as `report_data` reads it from the store; embedded in the page as
+    JSON (so `read_report_data` gives it back with tuples as lists)."""
+
+    store: str
+    identity: dict[str, str]  # the run's identity record
+    meta: dict[str, Any]  # free-form: the command line, versions
+    final: FinalRecord | None
+    tasks: TaskCounts
+    counters: dict[str, float]
+    fragments: list[FragmentSummary]
+    timeline: list[TimelineSample]
+    restarts: list[float]
+    size: SizeRecord | None
+    invocations: int
+    workers: dict[str, WorkerBusy]
+    best_so_far: dict[str, list[tuple[float, float]]]
+    experts: dict[str, str]
+    expert_notes: dict[str, str]
+    ranking: dict[str, list[RankedRow]]
+    headlines: dict[str, Headline | None]
+    chosen: dict[str, ChosenGraph]
+    generated: str
+
+
 def report_path(store: Path) -> Path:
     """Where `optimize` writes the report: beside the store, `NAME.zarr` → `NAME.report.html`."""
     return store.with_name(store.name.removesuffix(".zarr") + ".report.html")
 
 
-def _timeline(invocations: list[list[dict[str, Any]]]) -> tuple[list[dict[str, Any]], list[float]]:
+def _timeline(invocations: Sequence[Sequence[ProgressSample]]) -> tuple[list[TimelineSample], list[float]]:
     """Samples with `elapsed`: run time summed over invocations (gaps between them left out), and the
     elapsed time at which each later invocation started. `states_per_s_now` is the rate over a window
     of about a fortieth of the run (2 to 30 s), so batches of finishing tasks do not make it jagged."""
-    out: list[dict[str, Any]] = []
+    out: list[TimelineSample] = []
     starts: list[float] = []
     offset = 0.0
     span = sum(float(inv[-1]["seconds"]) for inv in invocations if inv)
@@ -70,7 +139,7 @@ def _timeline(invocations: list[list[dict[str, Any]]]) -> tuple[list[dict[str, A
     return out, starts
 
 
-def report_data(store: RunStore) -> dict[str, Any]:
+def report_data(store: RunStore) -> ReportData:
     summary = store.task_summary()
     frags = store.fragments()
     tasks = store.tasks()
@@ -82,13 +151,15 @@ def report_data(store: RunStore) -> dict[str, Any]:
             done_per_worker[t.worker] += 1
     invocations = store.timeline()
     samples, restarts = _timeline(invocations)
-    fragments, rankings, chosen = [], {}, {}
+    fragments: list[FragmentSummary] = []
+    chosen: dict[str, ChosenGraph] = {}
+    rankings: dict[str, list[RankedRow]] = {}
     experts = expert_labels(store.identity, frags)
     found_order: dict[str, list[str]] = {}
     for i, f in enumerate(frags):
         conf = store.confirmations(i)
         found = store.found(i)
-        ranking = store.ranking(i) or []
+        ranking = ranked_rows(store.ranking(i) or [])
         per = summary.get("fragments", {}).get(i, {"done": 0, "pending": 0})
         best = ranking[0] if ranking else None
         fragments.append({
@@ -103,7 +174,8 @@ def report_data(store: RunStore) -> dict[str, Any]:
         if best is not None:
             graph = f["graph"] if best.get("reference") else found[best["digest"]].graph
             chosen[f["name"]] = {"digest": best["digest"], "graph": graph, "layouts": best.get("layouts")}
-            runner = (headline(ranking) or {}).get("runner_up")
+            head = headline(ranking)
+            runner = head["runner_up"] if head is not None else None
             if runner in found:  # the reference was kept: draw the μGraph that came closest too
                 row = next(r for r in ranking if r["digest"] == runner)
                 chosen[f"{f['name']} (fastest μGraph, not chosen)"] = {
@@ -114,7 +186,7 @@ def report_data(store: RunStore) -> dict[str, Any]:
                   "pending": summary.get("pending", 0)},
         "counters": summary.get("counters", {}),
         "fragments": fragments, "timeline": samples, "restarts": restarts,
-        "size": size_record(samples, bool((store.final() or {}).get("complete"))),
+        "size": size_record(samples, bool((last := store.final()) is not None and last.get("complete"))),
         "invocations": len(invocations),
         "workers": {w: {"busy_seconds": round(busy[w], 3), "tasks": done_per_worker[w]} for w in sorted(busy)},
         "best_so_far": {name: best_so_far(samples, name, found_order[name], rows) for name, rows in rankings.items()},
@@ -155,7 +227,7 @@ def _section(key: str, title: str, body: str) -> str:
     return f'<section id="{key}"><h2>{html.escape(title)}</h2>{body}</section>'
 
 
-def _answer(data: dict[str, Any]) -> str:
+def _answer(data: ReportData) -> str:
     """Per fragment: the headline, best and reference side by side, the model's reason, and ties."""
     out = []
     for name, h in (data.get("headlines") or {}).items():
@@ -177,14 +249,14 @@ def _answer(data: dict[str, Any]) -> str:
     return ("".join(out) or '<p class="empty">no result yet</p>') + size
 
 
-def render_report(data: dict[str, Any]) -> str:
-    ident, final = data["identity"], data["final"] or {}
-    state = "complete" if final.get("complete") else "not complete (best so far)"
+def render_report(data: ReportData) -> str:
+    ident, final = data["identity"], data["final"]
+    state = "complete" if final is not None and final.get("complete") else "not complete (best so far)"
     parts = [f"<h1>mugraph run: {html.escape(str(ident.get('program')))}</h1>",
              f'<p>{html.escape(data["store"])} · {html.escape(state)} · {data["invocations"]} invocation(s) · '
              f'report generated {html.escape(data["generated"])}</p>']
     parts.append(_section("answer", "Answer", _answer(data)))
-    conf_rows = [[k, v] for k, v in sorted(ident.items())]
+    conf_rows: list[list[Any]] = [[k, v] for k, v in sorted(ident.items())]
     meta = data.get("meta") or {}
     conf_rows += [["command", " ".join(map(str, meta.get("command", [])))]]
     conf_rows += [[f"version {k}", v] for k, v in sorted((meta.get("versions") or {}).items())]
@@ -201,8 +273,10 @@ def render_report(data: dict[str, Any]) -> str:
     tl, marks = data["timeline"], data["restarts"]
     names = [f["name"] for f in data["fragments"]]
 
+    by_key: Sequence[Mapping[str, Any]] = tl  # series are named by their key
+
     def series(key: str) -> list[tuple[float, float]]:
-        return [(s["elapsed"], float(s[key])) for s in tl if s.get(key) is not None]
+        return [(s["elapsed"], float(s[key])) for s in by_key if s.get(key) is not None]
 
     states = {n: [(s["elapsed"], float(s["fragments"][n]["states"])) for s in tl if n in s.get("fragments", {})]
               for n in names}
@@ -255,17 +329,17 @@ def render_report(data: dict[str, Any]) -> str:
         hidden = len(rows) - len(shown)
         more = (f'<p class="note">{hidden} more rows in the store (`mugraph show --all` lists them); the reference '
                 'row is always shown.</p>') if hidden else ""
-        marks = [bool(r.get("reference")) for _, r in shown]
+        is_ref = [bool(r.get("reference")) for _, r in shown]
         rank_parts.append(f"<h3>{html.escape(name)} on {html.escape(str(profile))} ({len(rows)} ranked)</h3>"
                           + _table(["#", "μGraph", "kernels", "DRAM bytes", "FLOPs", "est. time", "speedup", "bound",
-                                    "fits", "layout cost"], body, 2, marks) + more)
+                                    "fits", "layout cost"], body, 2, is_ref) + more)
     parts.append(_section("ranking", "Ranking (emitted kernels' estimated time; speedup over the reference)",
                           "".join(rank_parts) or '<p class="empty">no ranking yet</p>'))
     graphs = []
     for name, c in data["chosen"].items():
-        g = loads(c["graph"])
+        g, lay_json = loads(c["graph"]), c.get("layouts")
         lay = "".join(f"<div><code>{html.escape(line)}</code></div>"
-                      for line in describe_layouts(g, Layouts.from_json(c["layouts"]))) if c.get("layouts") else ""
+                      for line in describe_layouts(g, Layouts.from_json(lay_json))) if lay_json else ""
         graphs.append(f"<h3>{html.escape(name)}: {html.escape(c['digest'][:16])}</h3>"
                       + draw_mugraph(g, name) + (f"<p>Layouts (shape:innermost dim~swizzled dim):</p>{lay}"
                                                  if lay else ""))
@@ -284,14 +358,13 @@ def render_report(data: dict[str, Any]) -> str:
             f'<script type="application/json" id="{DATA_ID}">{blob}</script></body></html>')
 
 
-def read_report_data(html_text: str) -> dict[str, Any]:
+def read_report_data(html_text: str) -> ReportData:
     """The data a report embeds (what tools and tests compare with the store)."""
     start = html_text.find(f'id="{DATA_ID}">')
     if start < 0:
         raise MugraphError("not a mugraph report: it embeds no report data")
     blob = html_text[start + len(DATA_ID) + 6:].split("</script>", 1)[0]
-    data: dict[str, Any] = json.loads(blob.replace("<\\/", "</"))
-    return data
+    return cast(ReportData, json.loads(blob.replace("<\\/", "</")))
 
 
 def write_report(store_path: Path, out: Path | None = None) -> Path:

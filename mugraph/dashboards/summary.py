@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict, TypeVar
 
 from mugraph.stages.layout.describe import explain, seconds_text
 from mugraph.stages.layout.rank import MODEL_ERROR
+
+Row = TypeVar("Row", bound=Mapping[str, Any])  # a ranking row: rows.RankedRow, or the plain dict a caller holds
 
 # The order the ranking breaks equal estimates in (stages.layout.rank).
 TIE_BREAKS = "no-overlap time, then layout cost, then digest"
@@ -34,6 +36,45 @@ COUNTER_MEANINGS: dict[str, str] = {
 }
 
 
+class Headline(TypedDict):
+    """One fragment's answer: its best row against the reference's, and why (see `headline`)."""
+
+    best: str
+    best_is_reference: bool
+    seconds: float
+    reference_seconds: float
+    timing: str  # "estimated on <profile>" or "measured on <device>"
+    speedup: float
+    kernels: int
+    reference_kernels: int
+    dram_bytes: int
+    reference_dram_bytes: int
+    reference_rank: int
+    ranked: int
+    ties: int
+    why: str
+    line: str
+    runner_up: str | None  # the fastest μGraph when the reference was kept within the model's error
+    tie_note: str
+
+
+class SizeCheckpoint(TypedDict):
+    share: float  # of the run time
+    elapsed: float
+    estimated_states: int
+    error: float  # relative to the states the complete run explored
+
+
+class SizeRecord(TypedDict):
+    """The space-size estimate of a run (see `size_record`)."""
+
+    states: int
+    estimated_states: int
+    eta_seconds: float | None
+    complete: bool
+    checkpoints: list[SizeCheckpoint]
+
+
 def memo_text(local: float | None, shared: float | None) -> str:
     """The memo's hit rate for the progress line: the shared memo's (Redis) share of the oracle's
     lookups, which is what workers and earlier runs save each other. The per-process LRU's share is
@@ -44,12 +85,12 @@ def memo_text(local: float | None, shared: float | None) -> str:
     return text + (f" (+{100 * local:.0f}% in-process)" if round(100 * local) > 0 else "")
 
 
-def reference_row(ranking: Sequence[Mapping[str, Any]]) -> tuple[int, Mapping[str, Any]] | None:
+def reference_row(ranking: Sequence[Row]) -> tuple[int, Row] | None:
     """(1-based rank, row) of the reference program in a ranking."""
     return next(((n, r) for n, r in enumerate(ranking, 1) if r.get("reference")), None)
 
 
-def rows_to_show(ranking: Sequence[Mapping[str, Any]], limit: int | None) -> list[tuple[int, Mapping[str, Any]]]:
+def rows_to_show(ranking: Sequence[Row], limit: int | None) -> list[tuple[int, Row]]:
     """The first `limit` rows with their ranks, and the reference's row after them when the limit
     cuts it off (it is what every speedup is measured against)."""
     rows = list(enumerate(ranking, 1))
@@ -68,7 +109,7 @@ def _time(row: Mapping[str, Any]) -> tuple[float, str]:
     return float(row["estimated_seconds"]), f"estimated on {row.get('profile', '-')}"
 
 
-def headline(ranking: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+def headline(ranking: Sequence[Mapping[str, Any]]) -> Headline | None:
     """The answer for one fragment: best row against the reference, as numbers and one line."""
     if not ranking:
         return None
@@ -132,7 +173,7 @@ def best_so_far(samples: Sequence[Mapping[str, Any]], fragment: str, found_order
     return out
 
 
-def size_record(samples: Sequence[Mapping[str, Any]], complete: bool) -> dict[str, Any] | None:
+def size_record(samples: Sequence[Mapping[str, Any]], complete: bool) -> SizeRecord | None:
     """The space-size estimate from a run's progress samples (`elapsed` run time, `states`,
     `estimated_states`): the latest, and for a complete run the estimate against the actual size
     at 10%, 25%, 50% and 90% of the run time."""
@@ -141,7 +182,7 @@ def size_record(samples: Sequence[Mapping[str, Any]], complete: bool) -> dict[st
         return None
     last = est[-1]
     states = int(samples[-1]["states"])
-    out: dict[str, Any] = {"states": states, "estimated_states": int(last["estimated_states"]),
+    out: SizeRecord = {"states": states, "estimated_states": int(last["estimated_states"]),
                            "eta_seconds": last.get("eta_seconds"), "complete": complete, "checkpoints": []}
     if complete and states > 0:
         span = float(samples[-1]["elapsed"])
@@ -153,7 +194,7 @@ def size_record(samples: Sequence[Mapping[str, Any]], complete: bool) -> dict[st
     return out
 
 
-def size_line(size: Mapping[str, Any] | None) -> str:
+def size_line(size: SizeRecord | None) -> str:
     """One line: the run's size so far and the estimate (and, once complete, how good it was)."""
     if size is None:
         return "size of the space: not estimated"

@@ -59,7 +59,7 @@ from collections.abc import Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar, cast
 
 from zarr.core.sync import sync as zarr_sync
 
@@ -76,6 +76,7 @@ from mugraph.storage.records import (
     record_names,
     write_record,
 )
+from mugraph.storage.run_records import FinalRecord, ProgressSample
 from mugraph.storage.store_errors import (
     RECOVERY_HINT,
     StoreBusy,
@@ -110,6 +111,7 @@ __all__ = [
     "StoreMismatch",
     "TaskCompletion",
     "TaskRecord",
+    "TaskSummary",
 ]
 
 _DIGEST = re.compile(r"[0-9A-Za-z][0-9A-Za-z_.-]{0,127}")
@@ -127,6 +129,23 @@ class TaskCompletion:
     worker: str
     found: Sequence[FoundRecord]
     children: Sequence[tuple[int, ...]]
+
+
+class FragmentTasks(TypedDict):
+    done: int
+    pending: int
+
+
+class TaskSummary(TypedDict):
+    """Task counts, overall and per fragment index, counter sums over done tasks and done tasks per
+    worker (`TaskTable.summary`, read from the in-memory mirrors)."""
+
+    tasks: int
+    done: int
+    pending: int
+    fragments: dict[int, FragmentTasks]
+    counters: dict[str, float]
+    workers: dict[str, int]
 
 
 class RunStore:
@@ -414,10 +433,10 @@ class RunStore:
     def pending(self) -> list[TaskRecord]:
         return self._table.records(pending_only=True)
 
-    def task_summary(self) -> dict[str, Any]:
+    def task_summary(self) -> TaskSummary:
         """{tasks, done, pending, fragments: {i: {done, pending}}, counters: sums over done tasks,
         workers: done tasks per worker}; numpy over the in-memory mirrors, no disk access."""
-        return self._table.summary()
+        return cast(TaskSummary, self._table.summary())
 
     # ---------------------------------------------------------------- found, confirmations, rankings, final
 
@@ -494,9 +513,9 @@ class RunStore:
             write_record(self._store, f"timeline/{invocation:06d}", {"samples": value})
             self._ledger.add([f"timeline/{invocation:06d}"])
 
-    def timeline(self) -> list[list[dict[str, Any]]]:
-        """Every invocation's progress samples, oldest invocation first."""
-        return [samples for _, samples in self._read_all("timeline", "samples", list)]
+    def timeline(self) -> list[list[ProgressSample]]:
+        """Every invocation's progress samples, oldest invocation first (as the driver wrote them)."""
+        return [cast(list[ProgressSample], samples) for _, samples in self._read_all("timeline", "samples", list)]
 
     def put_final(self, final: Mapping[str, Any]) -> None:
         self._check_writable()
@@ -505,9 +524,9 @@ class RunStore:
             write_record(self._store, "final", {"final": value})
             self._ledger.add(["final"])
 
-    def final(self) -> dict[str, Any] | None:
+    def final(self) -> FinalRecord | None:
         attrs = self._run(read_record(self._store, self.path, "final"))
-        return None if attrs is None else self._field("final", attrs, "final", dict)
+        return None if attrs is None else cast(FinalRecord, self._field("final", attrs, "final", dict))
 
     def _field(self, path: str, attrs: Mapping[str, Any] | None, key: str, kind: type[T]) -> T:
         value = (attrs or {}).get(key)

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
 from mugraph.cli import pipeline as cli_pipeline
 from mugraph.dashboards import report
-from mugraph.dashboards.report import read_report_data, render_report, report_path
+from mugraph.dashboards.report import ReportData, read_report_data, render_report, report_path
 from mugraph.dashboards.summary import COUNTER_MEANINGS, headline, rows_to_show
 from mugraph.stages.layout.describe import seconds_text
 from mugraph.stages.search.explore import SearchCounters
@@ -20,19 +19,20 @@ from tests.helpers.cli_runs import done, mugraph, optimize_args
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, ReportData]:
     cwd = tmp_path_factory.mktemp("answer")
     store = cwd / "run.zarr"
     done(mugraph(*optimize_args("lora", store, "--workers", "2", "--memo-url", "local", budget=40), cwd=cwd))
     return store, read_report_data(report_path(store).read_text())
 
 
-def test_the_headline_is_best_against_the_reference(run: tuple[Path, dict[str, Any]]) -> None:
+def test_the_headline_is_best_against_the_reference(run: tuple[Path, ReportData]) -> None:
     store, data = run
     ranking = data["ranking"]["f0"]
     h = data["headlines"]["f0"]
     ref = next(r for r in ranking if r.get("reference"))
     best = ranking[0]
+    assert h is not None and data["final"] is not None
     assert h["best"] == best["digest"] == data["final"]["best"] and not h["best_is_reference"]
     assert h["reference_seconds"] == ref["estimated_seconds"] and h["seconds"] == best["estimated_seconds"]
     assert h["speedup"] == pytest.approx(ref["estimated_seconds"] / best["estimated_seconds"]) and h["speedup"] > 1
@@ -47,7 +47,7 @@ def test_the_headline_is_best_against_the_reference(run: tuple[Path, dict[str, A
         assert words in section, words
 
 
-def test_the_reference_row_is_shown_past_the_row_limit(run: tuple[Path, dict[str, Any]],
+def test_the_reference_row_is_shown_past_the_row_limit(run: tuple[Path, ReportData],
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     _, data = run
     ranking = data["ranking"]["f0"]
@@ -63,7 +63,7 @@ def test_the_reference_row_is_shown_past_the_row_limit(run: tuple[Path, dict[str
     assert rows_to_show(ranking, None) == list(enumerate(ranking, 1))
 
 
-def test_show_leads_with_the_headline_and_keeps_the_reference_row(run: tuple[Path, dict[str, Any]],
+def test_show_leads_with_the_headline_and_keeps_the_reference_row(run: tuple[Path, ReportData],
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     store, data = run
     monkeypatch.setattr(cli_pipeline, "SHOW_ROWS", 1)
@@ -76,7 +76,7 @@ def test_show_leads_with_the_headline_and_keeps_the_reference_row(run: tuple[Pat
     assert [row[0] for row in table] == ["1", str(h["reference_rank"])] and table[1][1] == "reference"
 
 
-def test_every_counter_is_explained(run: tuple[Path, dict[str, Any]]) -> None:
+def test_every_counter_is_explained(run: tuple[Path, ReportData]) -> None:
     _, data = run
     assert set(SearchCounters().as_dict()) <= set(COUNTER_MEANINGS)
     html = render_report(data)
@@ -85,7 +85,7 @@ def test_every_counter_is_explained(run: tuple[Path, dict[str, Any]]) -> None:
         assert f'<td class="l">{name}</td><td class="l">{COUNTER_MEANINGS[name]}</td>' in section, name
 
 
-def test_charts_span_the_page(run: tuple[Path, dict[str, Any]]) -> None:
+def test_charts_span_the_page(run: tuple[Path, ReportData]) -> None:
     _, data = run
     html = render_report(data)
     widths = re.findall(r'<figure class="chart"[^>]*><figcaption>[^<]*</figcaption><svg [^>]*width="(\d+)"', html)

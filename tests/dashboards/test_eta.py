@@ -27,7 +27,7 @@ def test_a_whole_run_is_estimated_then_recorded_against_its_size(tmp_path: Path)
     assert final_sample["eta_seconds"] == 0.0
     data = read_report_data(report_path(store).read_text())
     size = data["size"]
-    assert size["complete"] and size["states"] == states and len(size["checkpoints"]) == 4
+    assert size is not None and size["complete"] and size["states"] == states and len(size["checkpoints"]) == 4
     for c in size["checkpoints"]:
         assert c["error"] == abs(c["estimated_states"] - states) / states
     text = report_path(store).read_text()
@@ -47,7 +47,7 @@ def test_status_of_a_stopped_run_gives_the_estimate_and_eta(tmp_path: Path) -> N
     with RunStore.open_existing(store) as st:
         sample = st.timeline()[-1][-1]
         states = int(st.task_summary()["counters"]["nodes"])
-    assert sample["estimated_states"] > states
+    assert sample["estimated_states"] is not None and sample["estimated_states"] > states
     status = mugraph("status", str(store), cwd=tmp_path)
     assert status.returncode == 0, status.stderr
     line = next(ln for ln in status.stdout.splitlines() if ln.strip().startswith("size:"))

@@ -33,6 +33,7 @@ from mugraph.storage.run_store import (
     StoreDamaged,
     StoreError,
     StoreMismatch,
+    TaskSummary,
 )
 
 IDENTITY = {"program": "lora", "program_digest": "p1", "config_digest": "c1", "budget": "1000"}
@@ -175,13 +176,15 @@ def test_create_and_reopen_roundtrip(tmp_path: Path) -> None:
         assert st.confirmations(0) == {"abc": {"equivalent": True, "seeds": [1, 2], "error": 1e-12}}
         assert st.layouts(0) == {"abc": {"schema": "mugraph.layout/1", "objective": 5, "layouts": {"kernel": [1, 0]}}}
         assert st.layouts(1) == {} and st.confirmations(1) == {}
-        assert st.timeline() == [[{"wall": 1.0, "states": 3}, {"wall": 2.0, "states": 7}], [{"wall": 9.0, "states": 8}]]
+        assert [[dict(s) for s in inv] for inv in st.timeline()] == [
+            [{"wall": 1.0, "states": 3}, {"wall": 2.0, "states": 7}], [{"wall": 9.0, "states": 8}]]
         assert st.ranking(0) == [{"digest": "abc", "speedup": 1.5}] and st.ranking(1) is None
         assert st.final() == {"complete": False, "best": {"f0": "abc"}}
         summary = st.task_summary()
         assert summary["done"] == 1 and summary["pending"] == 3
         assert summary["fragments"] == {0: {"done": 1, "pending": 2}, 1: {"done": 0, "pending": 1}}
         assert summary["counters"] == {"states": 7.0, "depth": 0.0} and summary["workers"] == {"tcp://w1": 1}
+        assert set(summary) == TaskSummary.__required_keys__  # the record names every key, and only those
         with pytest.raises(StoreMismatch, match="other fragments"):
             st.set_fragments(FRAGMENTS[:1])
 

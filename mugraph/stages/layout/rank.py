@@ -12,9 +12,9 @@ with that error to spare (`confident`): the model sold slowdowns as speedups whe
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from itertools import pairwise
-from typing import Any
+from typing import Any, cast
 
 from mugraph.ir.graph import KernelGraph
 from mugraph.stages.layout.choose import LayoutResult
@@ -23,6 +23,7 @@ from mugraph.stages.layout.emitted import estimate_emitted
 from mugraph.stages.layout.profiles import GpuProfile
 from mugraph.stages.layout.residency import MAX_REGISTERS
 from mugraph.stages.layout.roofline import MODEL, estimate
+from mugraph.stages.layout.rows import RankRow
 
 # the emitted model's median absolute error on held-out H100 rows (benchmarks/RESULTS.md: 7%, rounded
 # up): two estimates closer than this are a near tie; a speedup below 1 + this is not confident
@@ -30,23 +31,24 @@ MODEL_ERROR = 0.10
 
 
 def ranking_row(digest: str, graph: KernelGraph, layout: LayoutResult, profile: GpuProfile,
-                reference_seconds: float) -> dict[str, Any]:
+                reference_seconds: float) -> RankRow:
+    """The row of one μGraph; its keys are RankRow's (a test checks the two agree)."""
     est = estimate(graph, layout.layouts, profile)
     totals = est.totals()
     emitted = estimate_emitted(graph, profile).terms()
     seconds = emitted["estimated_seconds"]
-    return {
+    return cast(RankRow, {
         "digest": digest, **totals, "roofline_seconds": totals["estimated_seconds"], "roofline_model": MODEL,
         **{f"emitted_{k}": v for k, v in emitted.items() if k != "estimated_seconds"},
         "estimated_seconds": seconds,
         "speedup": reference_seconds / seconds if seconds > 0 else 0.0,
         "layout_cost": layout.objective, "layout_terms": dict(layout.terms),
         "layouts": layout.layouts.to_json(), "profile": profile.name, "model": emitted["model"],
-    }
+    })
 
 
 def rank(candidates: Mapping[str, tuple[KernelGraph, LayoutResult]], reference: tuple[KernelGraph, LayoutResult],
-         profile: GpuProfile) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+         profile: GpuProfile) -> tuple[list[RankRow], RankRow]:
     """(rows of the candidates, best first; the reference's row). Speedups are over the reference."""
     ref_graph, ref_layout = reference
     base = estimate_emitted(ref_graph, profile).seconds
@@ -62,7 +64,7 @@ TIE_TERMS = ("emitted_spill_bytes", "emitted_waves", "emitted_resident", "emitte
              "roofline_seconds", "no_overlap_seconds", "layout_cost")
 
 
-def mark_near_ties(rows: list[dict[str, Any]]) -> None:
+def mark_near_ties(rows: list[RankRow]) -> None:
     """Mark each row whose estimate is within MODEL_ERROR of the next row's (`near_tie`), naming the
     first term that separates the two (`tie_break`: spilled registers, waves, resident programs per
     SM, for-loop iterations, launches, then the roofline's terms and the layout cost) and its two
@@ -70,11 +72,12 @@ def mark_near_ties(rows: list[dict[str, Any]]) -> None:
     for a, b in pairwise(rows):
         if b["estimated_seconds"] <= a["estimated_seconds"] * (1 + MODEL_ERROR):
             a["near_tie"] = b["digest"]
-            term = next((t for t in TIE_TERMS if a.get(t) != b.get(t)), "digest")
-            a["tie_break"], a["tie_values"] = term, [a.get(term), b.get(term)]
+            ka, kb = cast(Mapping[str, Any], a), cast(Mapping[str, Any], b)  # TIE_TERMS are RankRow keys
+            term = next((t for t in TIE_TERMS if ka.get(t) != kb.get(t)), "digest")
+            a["tie_break"], a["tie_values"] = term, [ka.get(term), kb.get(term)]
 
 
-def confident(row: dict[str, Any], reference_row: dict[str, Any]) -> bool:
+def confident(row: Mapping[str, Any], reference_row: Mapping[str, Any]) -> bool:
     """Whether `row` is estimated faster than the reference by more than the model's measured error,
     and its tiles fit the register file with that error to spare. Spills are the term the model prices
     least surely: of the two spilling μGraphs measured on an H100, one ran in two thirds of its
@@ -84,19 +87,20 @@ def confident(row: dict[str, Any], reference_row: dict[str, Any]) -> bool:
         row["estimated_seconds"] * (1 + MODEL_ERROR) < reference_row["estimated_seconds"]
 
 
-def combined(rows: list[dict[str, Any]], reference_row: dict[str, Any]) -> list[dict[str, Any]]:
+def combined(rows: Sequence[RankRow], reference_row: RankRow) -> list[dict[str, Any]]:
     """Candidates and the reference in one order (the reference flagged), best first. The reference
     comes before every candidate not confidently faster than it (`confident`), since replacing it
-    would gain nothing the model can vouch for; such candidates keep their order after it."""
-    flagged = [{**r, "reference": False, "confident": confident(r, reference_row)} for r in rows]
-    ref = {**reference_row, "reference": True, "confident": True}
+    would gain nothing the model can vouch for; such candidates keep their order after it. The rows are
+    `rows.RankedRow`s, returned as the plain dicts the driver stores."""
+    flagged: list[dict[str, Any]] = [{**r, "reference": False, "confident": confident(r, reference_row)} for r in rows]
+    ref: dict[str, Any] = {**reference_row, "reference": True, "confident": True}
     ahead = [r for r in flagged if r["confident"]]
     behind = [r for r in flagged if not r["confident"]]
     return sorted(ahead, key=lambda r: (not r["fits"], r["estimated_seconds"])) + [ref] + \
         sorted(behind, key=lambda r: (not r["fits"], r["estimated_seconds"]))
 
 
-def rerank(stored: list[dict[str, Any]], graphs: Mapping[str, KernelGraph], profile: GpuProfile,
+def rerank(stored: Sequence[Mapping[str, Any]], graphs: Mapping[str, KernelGraph], profile: GpuProfile,
            ) -> list[dict[str, Any]]:
     """A stored combined ranking again under another profile, from the layouts its rows keep (no
     solver needed). `graphs` maps each row's digest to its graph."""
@@ -110,7 +114,7 @@ def rerank(stored: list[dict[str, Any]], graphs: Mapping[str, KernelGraph], prof
     return combined(rows, ref_row)
 
 
-def measured_first(ordered: list[dict[str, Any]], measurements: Mapping[str, Mapping[str, Any]],
+def measured_first(ordered: Sequence[Mapping[str, Any]], measurements: Mapping[str, Mapping[str, Any]],
                    ) -> list[dict[str, Any]]:
     """A combined ranking with GPU measurements applied: rows timed on a GPU (with outputs that matched
     the reference) come first, fastest first, each with its measured time, device and measured speedup

@@ -10,6 +10,7 @@ from mugraph.programs import builtin_programs
 from mugraph.stages.layout.choose import choose_layouts
 from mugraph.stages.layout.profiles import PROFILES
 from mugraph.stages.layout.rank import MODEL_ERROR, TIE_TERMS, combined, measured_first, rank, rerank
+from mugraph.stages.layout.rows import RankedRow, RankRow, ranked_rows
 from tests.stages.layout.corpus import corpus, graph
 
 
@@ -114,3 +115,19 @@ def test_near_ties_name_the_term_that_breaks_them() -> None:
         assert r["near_tie"] == nxt["digest"]
         assert nxt["estimated_seconds"] <= r["estimated_seconds"] * (1 + MODEL_ERROR)
         assert r["tie_break"] in (*TIE_TERMS, "digest")
+
+
+def test_rows_have_exactly_the_keys_their_typed_records_declare() -> None:
+    """RankRow and RankedRow name every key a row carries: a term added to the roofline or the
+    emitted model without its field there fails here."""
+    ref = builtin_programs()["rms_norm"].reference()
+    rows, ref_row = rank(_rms_norm_candidates(), (ref, choose_layouts(ref)), PROFILES["H100"])
+    assert any("near_tie" in r for r in rows)
+    for r in [*rows, ref_row]:
+        assert RankRow.__required_keys__ <= set(r) <= RankRow.__required_keys__ | RankRow.__optional_keys__
+    ordered = _model_order()
+    measured = measured_first(ordered, {ordered[0]["digest"]: {"ok": True, "median_seconds": 1e-5, "device": "X"},
+                                        ordered[1]["digest"]: {"ok": False, "error": "boom"}})
+    for r in ranked_rows(measured):
+        assert RankedRow.__required_keys__ <= set(r) <= RankedRow.__required_keys__ | RankedRow.__optional_keys__
+    assert {"measured_seconds", "measure_error"} <= {k for r in measured for k in r}

@@ -1,0 +1,75 @@
+"""The ranking's rows as typed records: what `rank` computes per μGraph, and what the run store keeps
+(and the report, `mugraph show` and the dashboards read) once the reference is placed and GPU
+measurements applied.
+
+They are TypedDicts, not dataclasses, because a row is stored and read back as JSON: a row read from
+a store is the same dict the driver wrote. No `from __future__ import annotations` here: TypedDict
+needs `NotRequired` unquoted to tell required keys from optional ones at run time.
+"""
+
+from collections.abc import Mapping, Sequence
+from typing import Any, NotRequired, TypedDict, cast
+
+
+class RankRow(TypedDict):
+    """One μGraph's estimate: the roofline's totals under its layouts, the emitted kernels' terms
+    (`emitted_*`, the estimate ranked by), the layout cost, and the speedup over the reference."""
+
+    digest: str
+    # the roofline's totals (roofline.Estimate.totals)
+    kernels: int
+    dram_bytes: int
+    l2_bytes: int
+    smem_bytes: int
+    flops: int
+    tensor_flops: int
+    simt_flops: int
+    launch_seconds: float
+    dram_bound_seconds: float
+    l2_bound_seconds: float
+    smem_bound_seconds: float
+    compute_bound_seconds: float
+    fits: bool
+    no_overlap_seconds: float
+    bound: str
+    roofline_seconds: float
+    roofline_model: str
+    # the emitted kernels' terms (emitted.EmittedEstimate.terms)
+    emitted_model: str
+    emitted_launches: int
+    emitted_launch_seconds: float
+    emitted_serial_seconds: float
+    emitted_dram_seconds: float
+    emitted_waves: int
+    emitted_iterations: int
+    emitted_resident: int
+    emitted_spill_bytes: int
+    emitted_registers: int
+    estimated_seconds: float
+    speedup: float
+    layout_cost: int
+    layout_terms: dict[str, int]
+    layouts: dict[str, Any]  # costs.Layouts.to_json()
+    profile: str
+    model: str
+    # set by mark_near_ties on a row whose estimate is within the model's error of the next one's
+    near_tie: NotRequired[str]
+    tie_break: NotRequired[str]
+    tie_values: NotRequired[list[Any]]
+
+
+class RankedRow(RankRow):
+    """A stored row: placed against the reference (`reference`, `confident`) and, where a GPU timed
+    it, its measurement (or why the measurement failed)."""
+
+    reference: bool
+    confident: bool
+    measured_seconds: NotRequired[float]
+    measured_device: NotRequired[str | None]
+    measured_speedup: NotRequired[float | None]
+    measure_error: NotRequired[str]
+
+
+def ranked_rows(stored: Sequence[Mapping[str, Any]]) -> list[RankedRow]:
+    """A ranking read back from JSON (the run store, a report) as the rows it was written as."""
+    return cast(list[RankedRow], list(stored))
