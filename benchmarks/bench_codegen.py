@@ -85,8 +85,14 @@ def run(names: list[str]) -> dict[str, list[dict[str, Any]]]:
         for label, graph, against in modules:
             chosen = choose_layouts(graph).layouts  # as `mugraph emit` lays out device tensors
             report = check_source(emit_module(graph, EmitInfo(name, label, inner=chosen.kernel)), against)
-            row = {"module": label, "digest": canonical_digest(graph)[:16], **_shape(graph),
-                   "seconds": report.seconds, "max_rel_err": report.max_rel_err, "ok": report.ok}
+            row = {
+                "module": label,
+                "digest": canonical_digest(graph)[:16],
+                **_shape(graph),
+                "seconds": report.seconds,
+                "max_rel_err": report.max_rel_err,
+                "ok": report.ok,
+            }
             out[name].append(row)
             print(json.dumps({name: row}), flush=True)
     return out
@@ -109,10 +115,12 @@ def table(results: dict[str, list[dict[str, Any]]]) -> str:
     ]
     for name, rows in results.items():
         for r in rows:
-            lines.append(f"| {name} | {r['module']} | {r['digest']} | {r['kernels']} | {r['calls']} | "
-                         f"{r['block_runs']:,} | {r['seconds']:.2f} | {r['max_rel_err']:.1e} | "
-                         f"{'yes' if r['ok'] else 'NO'} |")
-    lines += ["", "Compiled natively and timed on a GPU: see \"Emitted modules on a GPU\" below."]
+            lines.append(
+                f"| {name} | {r['module']} | {r['digest']} | {r['kernels']} | {r['calls']} | "
+                f"{r['block_runs']:,} | {r['seconds']:.2f} | {r['max_rel_err']:.1e} | "
+                f"{'yes' if r['ok'] else 'NO'} |"
+            )
+    lines += ["", 'Compiled natively and timed on a GPU: see "Emitted modules on a GPU" below.']
     return "\n".join(lines)
 
 
@@ -126,7 +134,7 @@ def main() -> None:
     if args.write:
         old = RESULTS.read_text()
         if BEGIN in old:
-            new = old[: old.index(BEGIN) + len(BEGIN)] + "\n" + text + "\n" + old[old.index(END):]
+            new = old[: old.index(BEGIN) + len(BEGIN)] + "\n" + text + "\n" + old[old.index(END) :]
         else:
             new = old.rstrip() + f"\n\n{BEGIN}\n{text}\n{END}\n"
         RESULTS.write_text(new)

@@ -87,8 +87,11 @@ def recorded_rows(path: Path = DATA) -> list[dict[str, Any]]:
     return rows
 
 
-def rebuild(rows: Iterable[Mapping[str, Any]], stores: Mapping[str, Path], files: Iterable[Path] = (),
-            ) -> dict[str, KernelGraph]:
+def rebuild(
+    rows: Iterable[Mapping[str, Any]],
+    stores: Mapping[str, Path],
+    files: Iterable[Path] = (),
+) -> dict[str, KernelGraph]:
     """Each row's graph by digest: from the built-in programs, the saved graphs and any other JSON-lines
     file of {"digest", "graph"} records, then from the given stores."""
     graphs: dict[str, KernelGraph] = {}
@@ -103,6 +106,7 @@ def rebuild(rows: Iterable[Mapping[str, Any]], stores: Mapping[str, Path], files
                 graphs.setdefault(rec["digest"], loads(rec["graph"]))
     if stores:
         from mugraph.storage.run_store import RunStore  # only when a store is given
+
         for store in stores.values():
             with RunStore.open_existing(store, readonly=True) as st:
                 for i, _ in enumerate(st.fragments()):
@@ -125,12 +129,16 @@ def save_graphs(rows: Iterable[Mapping[str, Any]], graphs: Mapping[str, KernelGr
     GRAPHS.write_text("\n".join(lines) + "\n")
 
 
-def evaluate(rows: list[dict[str, Any]], graphs: Mapping[str, KernelGraph], c: EmittedConstants,
-             ) -> list[dict[str, Any]]:
+def evaluate(
+    rows: list[dict[str, Any]],
+    graphs: Mapping[str, KernelGraph],
+    c: EmittedConstants,
+) -> list[dict[str, Any]]:
     """Rows with the model's estimate, error and estimated speedup over the program's reference."""
     p = get_profile("H100")
-    out = [{**r, "estimate": estimate_emitted(graphs[r["digest"]], p, c).seconds}
-           for r in rows if r["digest"] in graphs]
+    out = [
+        {**r, "estimate": estimate_emitted(graphs[r["digest"]], p, c).seconds} for r in rows if r["digest"] in graphs
+    ]
     refs = {r["program"]: r for r in out if r["what"] == "reference"}
     for r in out:
         r["error"] = r["estimate"] / r["median_seconds"] - 1.0
@@ -153,8 +161,12 @@ def loss(rows: list[dict[str, Any]]) -> float:
     more for each slowdown sold as a speedup (the one mistake a user cannot see)."""
     errs = [abs(math.log(r["estimate"] / r["median_seconds"])) for r in rows]
     agree, total = ordered_pairs(rows)
-    return (statistics.median(errs) + 0.5 * statistics.mean(min(e, 1.0) for e in errs) + 0.1 * (total - agree) +
-            5.0 * sum(1.0 for r in rows if sells_slowdown(r)))
+    return (
+        statistics.median(errs)
+        + 0.5 * statistics.mean(min(e, 1.0) for e in errs)
+        + 0.1 * (total - agree)
+        + 5.0 * sum(1.0 for r in rows if sells_slowdown(r))
+    )
 
 
 def fit(rows: list[dict[str, Any]], graphs: Mapping[str, KernelGraph]) -> EmittedConstants:
@@ -175,11 +187,18 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         if len(rs) >= 3:
             taus[prog] = kendall_tau([r["estimate"] for r in rs], [r["median_seconds"] for r in rs])
     agree, total = ordered_pairs(rows)
-    return {"rows": len(rows), "median_abs_error": statistics.median(abs(r["error"]) for r in rows),
-            "sells_slowdown": [r["digest"][:12] for r in rows if sells_slowdown(r)], "kendall_tau": taus,
-            "pairs_ordered": [agree, total],
-            "slowdowns": {r["digest"][:12]: round(r["estimated_speedup_new"], 2) for r in rows
-                          if r.get("measured_speedup_new", 1.0) < 1.0}}
+    return {
+        "rows": len(rows),
+        "median_abs_error": statistics.median(abs(r["error"]) for r in rows),
+        "sells_slowdown": [r["digest"][:12] for r in rows if sells_slowdown(r)],
+        "kendall_tau": taus,
+        "pairs_ordered": [agree, total],
+        "slowdowns": {
+            r["digest"][:12]: round(r["estimated_speedup_new"], 2)
+            for r in rows
+            if r.get("measured_speedup_new", 1.0) < 1.0
+        },
+    }
 
 
 def ordered_pairs(rows: list[dict[str, Any]], apart: float = 0.1) -> tuple[int, int]:
@@ -196,16 +215,19 @@ def ordered_pairs(rows: list[dict[str, Any]], apart: float = 0.1) -> tuple[int, 
 
 def table(rows: list[dict[str, Any]]) -> list[str]:
     us = 1e6
-    lines = ["| program | μGraph | digest | split | measured µs | roofline µs (before) | error before | "
-             "emitted µs (after) | error after | measured speedup | estimated speedup before | after |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| program | μGraph | digest | split | measured µs | roofline µs (before) | error before | "
+        "emitted µs (after) | error after | measured speedup | estimated speedup before | after |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         split = "held out" if held_out(r) else "fit"
         lines.append(
             f"| {r['program']} | {r['what']} | {r['digest'][:12]} | {split} | {r['median_seconds'] * us:.1f} | "
             f"{r['estimated_seconds'] * us:.1f} | {r['estimated_seconds'] / r['median_seconds'] - 1:+.0%} | "
             f"{r['estimate'] * us:.1f} | {r['error']:+.0%} | {r.get('measured_speedup_new', 0):.2f} | "
-            f"{r.get('estimated_speedup', 0):.2f} | {r.get('estimated_speedup_new', 0):.2f} |")
+            f"{r.get('estimated_speedup', 0):.2f} | {r.get('estimated_speedup_new', 0):.2f} |"
+        )
     return lines
 
 
@@ -225,29 +247,46 @@ def run(stores: Mapping[str, Path], files: Iterable[Path] = (), save: bool = Fal
     c = fit(train, graphs)
     top = [r for r in evaluate(train + held, graphs, c) if r["digest"] in top_digests()]
     top_tau = kendall_tau([r["estimate"] for r in top], [r["median_seconds"] for r in top]) if len(top) > 1 else None
-    return {"constants": {k: getattr(c, k) for k in GRID}, "not_rebuilt": missing, "top_ten_tau": top_tau,
-            "top_ten_rebuilt": len(top),
-            "fit": summary(evaluate(train, graphs, c)), "held_out": summary(evaluate(held, graphs, c)),
-            "all": summary(evaluate(train + held, graphs, c)), "rows": evaluate(train + held, graphs, c)}
+    return {
+        "constants": {k: getattr(c, k) for k in GRID},
+        "not_rebuilt": missing,
+        "top_ten_tau": top_tau,
+        "top_ten_rebuilt": len(top),
+        "fit": summary(evaluate(train, graphs, c)),
+        "held_out": summary(evaluate(held, graphs, c)),
+        "all": summary(evaluate(train + held, graphs, c)),
+        "rows": evaluate(train + held, graphs, c),
+    }
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--store", action="append", default=[], help="PROGRAM=PATH of a finished run store")
-    ap.add_argument("--graphs", action="append", default=[], type=Path,
-                    help="a JSON-lines file of {digest, graph} records (e.g. the layout tests' corpus)")
+    ap.add_argument(
+        "--graphs",
+        action="append",
+        default=[],
+        type=Path,
+        help="a JSON-lines file of {digest, graph} records (e.g. the layout tests' corpus)",
+    )
     ap.add_argument("--save-graphs", action="store_true", help=f"write every rebuilt row's graph to {GRAPHS.name}")
     ap.add_argument("--write", action="store_true", help="write the table into RESULTS.md")
     args = ap.parse_args()
     stores = {s.split("=", 1)[0]: Path(s.split("=", 1)[1]) for s in args.store}
     result = run(stores, args.graphs, args.save_graphs)
-    text = "\n".join([f"Fitted constants: {json.dumps(result['constants'])}",
-                      f"Not rebuilt: {', '.join(result['not_rebuilt']) or 'none'}",
-                      f"Kendall's tau on rms_norm's measured top ten ({result['top_ten_rebuilt']} rebuilt): "
-                      f"{result['top_ten_tau']}",
-                      f"Fit rows: {json.dumps(result['fit'])}", f"Held-out rows: {json.dumps(result['held_out'])}",
-                      f"All rows: {json.dumps(result['all'])}",
-                      "", *table(result["rows"])])
+    text = "\n".join(
+        [
+            f"Fitted constants: {json.dumps(result['constants'])}",
+            f"Not rebuilt: {', '.join(result['not_rebuilt']) or 'none'}",
+            f"Kendall's tau on rms_norm's measured top ten ({result['top_ten_rebuilt']} rebuilt): "
+            f"{result['top_ten_tau']}",
+            f"Fit rows: {json.dumps(result['fit'])}",
+            f"Held-out rows: {json.dumps(result['held_out'])}",
+            f"All rows: {json.dumps(result['all'])}",
+            "",
+            *table(result["rows"]),
+        ]
+    )
     print(text)
     if args.write:
         old = RESULTS.read_text()

@@ -75,8 +75,14 @@ def _row(program: str, what: str, sel: Selection, profile: GpuProfile, repeats: 
         timing: KernelTiming = time_source(emit_module(sel.graph, sel.info), sel.reference, repeats=repeats)
     except CodegenError as e:  # one module that fails does not stop the table
         return {"program": program, "what": what, "digest": digest, "error": str(e), "estimated_seconds": est}
-    return {"program": program, "what": what, "digest": digest, **timing.as_dict(), "estimated_seconds": est,
-            "model_error": est / timing.median_seconds - 1.0}
+    return {
+        "program": program,
+        "what": what,
+        "digest": digest,
+        **timing.as_dict(),
+        "estimated_seconds": est,
+        "model_error": est / timing.median_seconds - 1.0,
+    }
 
 
 def _profile_for(device: str) -> GpuProfile:
@@ -86,8 +92,13 @@ def _profile_for(device: str) -> GpuProfile:
     return get_profile("H100")
 
 
-def run(programs: list[str], stores: dict[str, Path], top: int, repeats: int,
-        top_programs: frozenset[str] = frozenset({"rms_norm"})) -> dict[str, Any]:
+def run(
+    programs: list[str],
+    stores: dict[str, Path],
+    top: int,
+    repeats: int,
+    top_programs: frozenset[str] = frozenset({"rms_norm"}),
+) -> dict[str, Any]:
     xp = get_array_module("cupy")
     device = device_name(xp)
     profile = _profile_for(device)
@@ -122,47 +133,78 @@ def run(programs: list[str], stores: dict[str, Path], top: int, repeats: int,
             t["stored_estimate"] = r["estimated_seconds"]
             top_rows.append(t)
         ranked[name] = top_rows
-    taus = {name: kendall_tau([r["estimated_seconds"] for r in rs if "median_seconds" in r],
-                              [r["median_seconds"] for r in rs if "median_seconds" in r])
-            for name, rs in ranked.items()}
-    return {"device": device, "profile": profile.name, "date": date.today().isoformat(),
-            "python": platform.python_version(), "rows": rows, "top": ranked, "kendall_tau": taus}
+    taus = {
+        name: kendall_tau(
+            [r["estimated_seconds"] for r in rs if "median_seconds" in r],
+            [r["median_seconds"] for r in rs if "median_seconds" in r],
+        )
+        for name, rs in ranked.items()
+    }
+    return {
+        "device": device,
+        "profile": profile.name,
+        "date": date.today().isoformat(),
+        "python": platform.python_version(),
+        "rows": rows,
+        "top": ranked,
+        "kendall_tau": taus,
+    }
 
 
 def table(result: dict[str, Any]) -> str:
     us = 1e6
-    lines = [f"{result['device']} ({result['profile']} profile), {result['date']}: fp16, CUDA events, L2 flushed "
-             "before each run, host launch hidden behind a spin kernel, median of "
-             f"{result['rows'][0]['repeats'] if result['rows'] else '-'} runs.", "",
-             "| program | μGraph | measured µs | min µs | host µs/run | estimate µs | model error | measured speedup "
-             "| estimated speedup | max rel err |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"{result['device']} ({result['profile']} profile), {result['date']}: fp16, CUDA events, L2 flushed "
+        "before each run, host launch hidden behind a spin kernel, median of "
+        f"{result['rows'][0]['repeats'] if result['rows'] else '-'} runs.",
+        "",
+        "| program | μGraph | measured µs | min µs | host µs/run | estimate µs | model error | measured speedup "
+        "| estimated speedup | max rel err |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in result["rows"]:
         if "median_seconds" not in r:
-            lines.append(f"| {r['program']} | {r['what']} | failed: {r['error'][:80]} | | | "
-                         f"{r['estimated_seconds'] * us:.1f} | | | {r['estimated_speedup']:.2f} | |")
+            lines.append(
+                f"| {r['program']} | {r['what']} | failed: {r['error'][:80]} | | | "
+                f"{r['estimated_seconds'] * us:.1f} | | | {r['estimated_speedup']:.2f} | |"
+            )
             continue
-        lines.append(f"| {r['program']} | {r['what']} | {r['median_seconds'] * us:.1f} | {r['min_seconds'] * us:.1f} "
-                     f"| {r['host_seconds'] * us:.0f} | {r['estimated_seconds'] * us:.1f} | {r['model_error']:+.0%} "
-                     f"| {r.get('speedup', float('nan')):.2f} | {r['estimated_speedup']:.2f} "
-                     f"| {r['max_rel_err']:.1e} |")
+        lines.append(
+            f"| {r['program']} | {r['what']} | {r['median_seconds'] * us:.1f} | {r['min_seconds'] * us:.1f} "
+            f"| {r['host_seconds'] * us:.0f} | {r['estimated_seconds'] * us:.1f} | {r['model_error']:+.0%} "
+            f"| {r.get('speedup', float('nan')):.2f} | {r['estimated_speedup']:.2f} "
+            f"| {r['max_rel_err']:.1e} |"
+        )
     for name, rs in result["top"].items():
-        lines += ["", f"{name}: the store's top {len(rs)} by the model, timed (Kendall's tau of the two orders "
-                  f"{result['kendall_tau'][name]:+.2f}).", "",
-                  "| rank | digest | estimate µs | measured µs | model error |", "|---|---|---|---|---|"]
+        lines += [
+            "",
+            f"{name}: the store's top {len(rs)} by the model, timed (Kendall's tau of the two orders "
+            f"{result['kendall_tau'][name]:+.2f}).",
+            "",
+            "| rank | digest | estimate µs | measured µs | model error |",
+            "|---|---|---|---|---|",
+        ]
         for i, r in enumerate(rs, 1):
             if "median_seconds" not in r:
                 lines.append(f"| {i} | {r['digest'][:12]} | {r['estimated_seconds'] * us:.1f} | failed | |")
                 continue
-            lines.append(f"| {i} | {r['digest'][:12]} | {r['estimated_seconds'] * us:.1f} | "
-                         f"{r['median_seconds'] * us:.1f} | {r['model_error']:+.0%} |")
+            lines.append(
+                f"| {i} | {r['digest'][:12]} | {r['estimated_seconds'] * us:.1f} | "
+                f"{r['median_seconds'] * us:.1f} | {r['model_error']:+.0%} |"
+            )
     return "\n".join(lines)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--programs", default="", help="Comma-separated program names (default: all).")
-    ap.add_argument("--store", action="append", default=[], metavar="NAME=STORE",
-                    help="A finished optimize run of program NAME: time its chosen program (and its top K).")
+    ap.add_argument(
+        "--store",
+        action="append",
+        default=[],
+        metavar="NAME=STORE",
+        help="A finished optimize run of program NAME: time its chosen program (and its top K).",
+    )
     ap.add_argument("--top", type=int, default=10, help="How many of each store's ranking to time.")
     ap.add_argument("--top-programs", default="rms_norm", help="Whose stores' top K to time (comma-separated).")
     ap.add_argument("--repeats", type=int, default=50)
@@ -170,8 +212,13 @@ def main() -> None:
     ap.add_argument("--write", action="store_true", help="Replace the GPU kernel section of RESULTS.md.")
     args = ap.parse_args()
     stores = {k: Path(v) for k, v in (s.split("=", 1) for s in args.store)}
-    result = run([p for p in args.programs.split(",") if p], stores, args.top, args.repeats,
-                 frozenset(args.top_programs.split(",")))
+    result = run(
+        [p for p in args.programs.split(",") if p],
+        stores,
+        args.top,
+        args.repeats,
+        frozenset(args.top_programs.split(",")),
+    )
     if args.json is not None:
         args.json.write_text(json.dumps(result, indent=1))
     text = table(result)

@@ -51,23 +51,34 @@ def run(corpus: Path, gpu: bool) -> dict[str, Any]:
         ref = prog.reference()
         ref_lay = choose_layouts(ref)
         expert = canonical_digest(next(iter(prog.experts.values()))())
-        row: dict[str, Any] = {"mugraphs": len(solved), "solve_median_ms": 1e3 * statistics.median(times),
-                               "solve_max_ms": 1e3 * max(times), "profiles": {}}
+        row: dict[str, Any] = {
+            "mugraphs": len(solved),
+            "solve_median_ms": 1e3 * statistics.median(times),
+            "solve_max_ms": 1e3 * max(times),
+            "profiles": {},
+        }
         for pname, profile in PROFILES.items():
             rows, ref_row = rank(solved, (ref, ref_lay), profile)
             ex = next(r for r in rows if r["digest"] == expert)
             row["profiles"][pname] = {
-                "best": rows[0]["digest"], "best_is_expert": rows[0]["digest"] == expert,
-                "best_speedup": rows[0]["speedup"], "expert_speedup": ex["speedup"],
-                "expert_rank": rows.index(ex) + 1, "ref_us": 1e6 * ref_row["estimated_seconds"],
-                "best_us": 1e6 * rows[0]["estimated_seconds"], "best_bound": rows[0]["bound"],
+                "best": rows[0]["digest"],
+                "best_is_expert": rows[0]["digest"] == expert,
+                "best_speedup": rows[0]["speedup"],
+                "expert_speedup": ex["speedup"],
+                "expert_rank": rows.index(ex) + 1,
+                "ref_us": 1e6 * ref_row["estimated_seconds"],
+                "best_us": 1e6 * rows[0]["estimated_seconds"],
+                "best_bound": rows[0]["bound"],
             }
         if xp is not None:
             best = row["profiles"]["H100"]["best"]
             m_ref, m_best = measure(ref, xp), measure(solved[best][0], xp)
-            row["measured"] = {"device": m_ref.device, "ref_us": 1e6 * m_ref.median_seconds,
-                               "best_us": 1e6 * m_best.median_seconds,
-                               "speedup": m_ref.median_seconds / m_best.median_seconds}
+            row["measured"] = {
+                "device": m_ref.device,
+                "ref_us": 1e6 * m_ref.median_seconds,
+                "best_us": 1e6 * m_best.median_seconds,
+                "speedup": m_ref.median_seconds / m_best.median_seconds,
+            }
         out[name] = row
         print(json.dumps({name: row}), flush=True)
     return out
@@ -81,8 +92,9 @@ def table(results: dict[str, Any]) -> str:
         "the experts, layouts by z3.Optimize, ranked by the roofline model (roofline-v1). Speedup = estimated "
         "time of the reference program / estimated time of the chosen (rank 1) μGraph.",
         "",
-        "| program | μGraphs | layout solve median / max (ms) | " + " | ".join(
-            f"{p}: ref → best (speedup, bound)" for p in PROFILES) + " | expert's rank (A100/H100/H200) |",
+        "| program | μGraphs | layout solve median / max (ms) | "
+        + " | ".join(f"{p}: ref → best (speedup, bound)" for p in PROFILES)
+        + " | expert's rank (A100/H100/H200) |",
         "|---|---|---|" + "---|" * len(PROFILES) + "---|",
     ]
     for name, r in results.items():
@@ -91,8 +103,11 @@ def table(results: dict[str, Any]) -> str:
             x = r["profiles"][p]
             cells.append(f"{x['ref_us']:.1f} → {x['best_us']:.1f} μs ({x['best_speedup']:.2f}x, {x['best_bound']})")
         ranks = "/".join(str(r["profiles"][p]["expert_rank"]) for p in PROFILES)
-        lines.append(f"| {name} | {r['mugraphs']} | {r['solve_median_ms']:.0f} / {r['solve_max_ms']:.0f} | "
-                     + " | ".join(cells) + f" | {ranks} |")
+        lines.append(
+            f"| {name} | {r['mugraphs']} | {r['solve_median_ms']:.0f} / {r['solve_max_ms']:.0f} | "
+            + " | ".join(cells)
+            + f" | {ranks} |"
+        )
     lines += [
         "",
         "Every expert ranks above its reference program on every profile (the test suite asserts it). The "
@@ -106,16 +121,22 @@ def table(results: dict[str, Any]) -> str:
     measured = {n: r["measured"] for n, r in results.items() if "measured" in r}
     lines.append("")
     if measured:
-        lines += ["Measured in fp16 with CuPy (kernel ops and block graphs as CuPy operations, median of 20):", "",
-                  "| program | device | reference (μs) | best (μs) | measured speedup | estimated speedup (H100) |",
-                  "|---|---|---|---|---|---|"]
+        lines += [
+            "Measured in fp16 with CuPy (kernel ops and block graphs as CuPy operations, median of 20):",
+            "",
+            "| program | device | reference (μs) | best (μs) | measured speedup | estimated speedup (H100) |",
+            "|---|---|---|---|---|---|",
+        ]
         for n, m in measured.items():
             est = results[n]["profiles"]["H100"]["best_speedup"]
-            lines.append(f"| {n} | {m['device']} | {m['ref_us']:.1f} | {m['best_us']:.1f} | {m['speedup']:.2f}x | "
-                         f"{est:.2f}x |")
+            lines.append(
+                f"| {n} | {m['device']} | {m['ref_us']:.1f} | {m['best_us']:.1f} | {m['speedup']:.2f}x | {est:.2f}x |"
+            )
     else:
-        lines.append("No GPU was available to this run, so nothing was measured here; the emitted kernels were timed "
-                     "on an H100 beside the model's estimates (see \"On a GPU\" below).")
+        lines.append(
+            "No GPU was available to this run, so nothing was measured here; the emitted kernels were timed "
+            'on an H100 beside the model\'s estimates (see "On a GPU" below).'
+        )
     return "\n".join(lines)
 
 
@@ -134,8 +155,11 @@ def main() -> None:
             new = old[:start] + "\n" + text + "\n" + old[stop:]
         else:
             mark = "<!-- bench_pipeline -->"
-            new = old.replace(mark, f"{BEGIN}\n{text}\n{END}\n\n{mark}") if mark in old else \
-                old.rstrip() + f"\n\n{BEGIN}\n{text}\n{END}\n"
+            new = (
+                old.replace(mark, f"{BEGIN}\n{text}\n{END}\n\n{mark}")
+                if mark in old
+                else old.rstrip() + f"\n\n{BEGIN}\n{text}\n{END}\n"
+            )
         RESULTS.write_text(new)
 
 

@@ -39,9 +39,7 @@ def verdicts(names: list[str]) -> dict[str, bytes]:
     return {k: (b"Y", b"N", b"U")[i % 3] for i, k in enumerate(names)}
 
 
-def median_us_per_key(
-    setup: Callable[[int], Callable[[], object]], repeat: int, batch: int
-) -> tuple[float, float]:
+def median_us_per_key(setup: Callable[[int], Callable[[], object]], repeat: int, batch: int) -> tuple[float, float]:
     """Median and min over `repeat` runs of the timed callable returned by setup(run), in µs/key."""
     times = []
     for run in range(repeat):

@@ -65,14 +65,18 @@ def main() -> None:
                 f"| {med(times[Verdict.YES])} | {med(times[Verdict.UNKNOWN])} "
                 f"| {passes[0][0]} in {passes[0][1] * 1e3:.0f} ms | {passes[1][0]} in {passes[1][1] * 1e3:.1f} ms |"
             )
-    print("| program | queries | kept / unknown | solver ms, kept (median) | solver ms, unknown (median) "
-          "| batch via Redis, 1st worker: solver calls | 2nd worker |")
+    print(
+        "| program | queries | kept / unknown | solver ms, kept (median) | solver ms, unknown (median) "
+        "| batch via Redis, 1st worker: solver calls | 2nd worker |"
+    )
     print("|---|---|---|---|---|---|---|")
     print("\n".join(rows))
     allq = [t for ts in by_verdict.values() for t in ts]
-    print(f"\nAll {len(allq)} queries: median {statistics.median(allq) * 1e3:.1f} ms; kept "
-          f"{statistics.median(by_verdict[Verdict.YES]) * 1e3:.1f} ms, unknown "
-          f"{statistics.median(by_verdict[Verdict.UNKNOWN]) * 1e3:.1f} ms (rlimit 80000).")
+    print(
+        f"\nAll {len(allq)} queries: median {statistics.median(allq) * 1e3:.1f} ms; kept "
+        f"{statistics.median(by_verdict[Verdict.YES]) * 1e3:.1f} ms, unknown "
+        f"{statistics.median(by_verdict[Verdict.UNKNOWN]) * 1e3:.1f} ms (rlimit 80000)."
+    )
 
 
 if __name__ == "__main__":

@@ -50,8 +50,22 @@ def _settings(name: str, full: bool) -> list[str]:
 
 
 def _optimize(name: str, store: Path, full: bool, budget: int, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "mugraph.cli", "optimize", name, *_settings(name, full), "--store", str(store),
-            "--budget", str(budget), "--json", "--dashboard-address", ":0", *extra]
+    return [
+        sys.executable,
+        "-m",
+        "mugraph.cli",
+        "optimize",
+        name,
+        *_settings(name, full),
+        "--store",
+        str(store),
+        "--budget",
+        str(budget),
+        "--json",
+        "--dashboard-address",
+        ":0",
+        *extra,
+    ]
 
 
 def _done(out: str) -> dict[str, Any]:
@@ -63,17 +77,29 @@ def _done(out: str) -> dict[str, Any]:
 def run_workers(name: str, workers: int, full: bool, budget: int, tmp: Path) -> dict[str, Any]:
     store = tmp / f"{name}-w{workers}.zarr"
     t0 = time.perf_counter()
-    proc = subprocess.run(_optimize(name, store, full, budget, "--workers", str(workers)), capture_output=True,
-                          text=True, cwd=tmp, check=True)
+    proc = subprocess.run(
+        _optimize(name, store, full, budget, "--workers", str(workers)),
+        capture_output=True,
+        text=True,
+        cwd=tmp,
+        check=True,
+    )
     wall = time.perf_counter() - t0
     d = _done(proc.stdout)
     busy = list(d["worker_busy_seconds"].values())
     return {
-        "program": name, "workers": workers, "wall": wall, "states": d["states"], "tasks": d["tasks_run"],
-        "solver_calls": d["solver_calls"], "mugraphs": len(d["mugraphs"]),
+        "program": name,
+        "workers": workers,
+        "wall": wall,
+        "states": d["states"],
+        "tasks": d["tasks_run"],
+        "solver_calls": d["solver_calls"],
+        "mugraphs": len(d["mugraphs"]),
         "imbalance": max(busy) / (sum(busy) / len(busy)) if busy else float("nan"),
-        "driver_rss": d["driver_peak_rss_mib"], "worker_rss": max(d["worker_peak_rss_mib"].values()),
-        "store_mib": d["store_bytes"] / 2**20, "digests": d["mugraphs"],
+        "driver_rss": d["driver_peak_rss_mib"],
+        "worker_rss": max(d["worker_peak_rss_mib"].values()),
+        "store_mib": d["store_bytes"] / 2**20,
+        "digests": d["mugraphs"],
     }
 
 
@@ -81,16 +107,35 @@ class ExternalCluster:
     def __init__(self, tmp: Path, workers: int) -> None:
         sched = tmp / f"sched-{time.monotonic_ns()}.json"
         mod = [sys.executable, "-m"]
-        self.procs = [subprocess.Popen([*mod, "distributed.cli.dask_scheduler", "--scheduler-file", str(sched),
-                                        "--port", "0", "--dashboard-address", ":0"], cwd=tmp,
-                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+        self.procs = [
+            subprocess.Popen(
+                [
+                    *mod,
+                    "distributed.cli.dask_scheduler",
+                    "--scheduler-file",
+                    str(sched),
+                    "--port",
+                    "0",
+                    "--dashboard-address",
+                    ":0",
+                ],
+                cwd=tmp,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        ]
         while not sched.exists():
             time.sleep(0.1)
         time.sleep(0.5)
         self.address = json.loads(sched.read_text())["address"]
-        self.procs.append(subprocess.Popen([*mod, "distributed.cli.dask_worker", self.address, "--nworkers",
-                                            str(workers), "--nthreads", "1"], cwd=tmp,
-                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        self.procs.append(
+            subprocess.Popen(
+                [*mod, "distributed.cli.dask_worker", self.address, "--nworkers", str(workers), "--nthreads", "1"],
+                cwd=tmp,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
         from distributed import Client
 
         self.client = Client(self.address)
@@ -143,12 +188,16 @@ def run_resume(name: str, workers: int, full: bool, budget: int, tmp: Path, kill
 
 
 def table(rows: list[dict[str, Any]], resumes: list[dict[str, Any]], full: bool, budget: int) -> str:
-    lines = [MARK, "",
-             f"### Dask pipeline ({'full presets' if full else 'narrowed limits of the test suite'}, budget {budget}, "
-             f"{os.cpu_count()} cores, {time.strftime('%Y-%m-%d')})", "",
-             "| program | tree, workers | wall s | speedup | states | tasks | solver calls (× 1 worker) | "
-             "busy max/mean | driver RSS MiB | worker RSS MiB (max) | store MiB | same μGraphs |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        MARK,
+        "",
+        f"### Dask pipeline ({'full presets' if full else 'narrowed limits of the test suite'}, budget {budget}, "
+        f"{os.cpu_count()} cores, {time.strftime('%Y-%m-%d')})",
+        "",
+        "| program | tree, workers | wall s | speedup | states | tasks | solver calls (× 1 worker) | "
+        "busy max/mean | driver RSS MiB | worker RSS MiB (max) | store MiB | same μGraphs |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     base: dict[str, dict[str, Any]] = {}
     for r in rows:
         b = base.setdefault(f"{r['tree']}|{r['program']}", r)
@@ -157,14 +206,21 @@ def table(rows: list[dict[str, Any]], resumes: list[dict[str, Any]], full: bool,
             f"{r['states']:,} | {r['tasks']:,} | "
             f"{r['solver_calls']:,} ({r['solver_calls'] / max(b['solver_calls'], 1):.2f}) | "
             f"{r['imbalance']:.2f} | {r['driver_rss']:.0f} | {r['worker_rss']:.0f} | {r['store_mib']:.2f} | "
-            f"{'yes' if r['digests'] == b['digests'] else 'NO'} |")
+            f"{'yes' if r['digests'] == b['digests'] else 'NO'} |"
+        )
     if resumes:
-        lines += ["", "| program | workers | kills | uninterrupted worker CPU s | killed + resumed CPU s | "
-                  "extra work | same μGraphs |", "|---|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            "| program | workers | kills | uninterrupted worker CPU s | killed + resumed CPU s | "
+            "extra work | same μGraphs |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for r in resumes:
-            lines.append(f"| {r['program']} | {r['workers']} | {r['kills']} | {r['whole_cpu']:.1f} | "
-                         f"{r['killed_cpu']:.1f} | {100 * r['extra_work']:+.1f}% | "
-                         f"{'yes' if r['same_result'] else 'NO'} |")
+            lines.append(
+                f"| {r['program']} | {r['workers']} | {r['kills']} | {r['whole_cpu']:.1f} | "
+                f"{r['killed_cpu']:.1f} | {100 * r['extra_work']:+.1f}% | "
+                f"{'yes' if r['same_result'] else 'NO'} |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -193,7 +249,7 @@ def main() -> None:
                 OLD_SPACE_SETTINGS.clear()
                 if args.old_space:
                     OLD_SPACE_SETTINGS[name] = old_space_settings(tree, name)
-                for w in ([] if args.resume_only else (int(x) for x in args.workers.split(","))):
+                for w in [] if args.resume_only else (int(x) for x in args.workers.split(",")):
                     rows.append({**run_workers(name, w, args.full, args.budget, tmp / label), "tree": label})
                     print(json.dumps({k: v for k, v in rows[-1].items() if k != "digests"}), flush=True)
                 if not args.no_resume:

@@ -45,8 +45,10 @@ from scale_trace import TraceTask, read_trace, write_trace  # noqa: E402
 
 # ---------------------------------------------------------------------------------------------- record
 
-def record(program: str, budget: int, time_limit: float | None, settings: dict[str, Any]) -> tuple[
-        dict[str, Any], list[TraceTask]]:
+
+def record(
+    program: str, budget: int, time_limit: float | None, settings: dict[str, Any]
+) -> tuple[dict[str, Any], list[TraceTask]]:
     """The search tasks of `program`, run here one after another, breadth first."""
     from mugraph.pipeline.plan import make_plan
     from mugraph.pipeline.worker import _state
@@ -56,7 +58,8 @@ def record(program: str, budget: int, time_limit: float | None, settings: dict[s
     plan = make_plan(get_builtin(program), None, settings, budget)
     state = _state()
     queue: collections.deque[tuple[int, tuple[int, ...]]] = collections.deque(
-        (i, ()) for i in range(len(plan.fragments)))
+        (i, ()) for i in range(len(plan.fragments))
+    )
     tasks: list[TraceTask] = []
     t0 = time.perf_counter()
     complete = True
@@ -76,18 +79,27 @@ def record(program: str, budget: int, time_limit: float | None, settings: dict[s
         size = len(pickle.dumps((res.path, found, frontier, counters)))
         tasks.append(TraceTask(payload.digest, tuple(path), b, seconds, found, frontier, counters, size))
         queue.extend((i, p) for p in frontier)
-    header = {"program": program, "budget": budget, "settings": settings, "complete": complete,
-              "time_limit": time_limit, "unrun_frontier": len(queue), "record_seconds": time.perf_counter() - t0,
-              "fragments": [fp.payload.digest for fp in plan.fragments]}
+    header = {
+        "program": program,
+        "budget": budget,
+        "settings": settings,
+        "complete": complete,
+        "time_limit": time_limit,
+        "unrun_frontier": len(queue),
+        "record_seconds": time.perf_counter() - t0,
+        "fragments": [fp.payload.digest for fp in plan.fragments],
+    }
     return header, tasks
 
 
 # ---------------------------------------------------------------------------------------------- replay
 
+
 def trace_stats(tasks: list[TraceTask]) -> dict[str, Any]:
     """Tasks, task seconds, and the critical path (the longest chain of parent → child seconds)."""
     by_key = {(t.fragment, t.path): t for t in tasks}
     longest: dict[tuple[str, tuple[int, ...]], float] = {}
+
     # A child's path is not always longer than its parent's (a sibling run): walk down from the roots.
     def chain(key: tuple[str, tuple[int, ...]]) -> float:
         stack = [(key, False)]
@@ -105,10 +117,13 @@ def trace_stats(tasks: list[TraceTask]) -> dict[str, Any]:
         return longest[key]
 
     roots = [(t.fragment, t.path) for t in tasks if not t.path]
-    return {"tasks": len(tasks), "task_seconds": sum(t.seconds for t in tasks),
-            "critical_path": max((chain(r) for r in roots), default=0.0),
-            "result_bytes": sum(t.result_bytes for t in tasks),
-            "digests": sorted({d for t in tasks for d, _, _ in t.found})}
+    return {
+        "tasks": len(tasks),
+        "task_seconds": sum(t.seconds for t in tasks),
+        "critical_path": max((chain(r) for r in roots), default=0.0),
+        "result_bytes": sum(t.result_bytes for t in tasks),
+        "digests": sorted({d for t in tasks for d, _, _ in t.found}),
+    }
 
 
 DRIVER_SCRIPT = r"""
@@ -185,8 +200,9 @@ def _source(spec: str, tmp: Path) -> tuple[str, Path]:
         return label, Path(where).resolve()
     out = tmp / f"src-{label}"
     out.mkdir()
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", where, "mugraph"], check=True,
-                             capture_output=True).stdout
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", where, "mugraph"], check=True, capture_output=True
+    ).stdout
     subprocess.run(["tar", "-x", "-C", str(out)], input=archive, check=True)
     return label, out
 
@@ -201,19 +217,48 @@ def _is_new(tree: Path) -> bool:
     return (tree / "mugraph" / "pipeline" / "records.py").is_file()
 
 
-def replay(trace: Path, tree: Path, workers: int, scale: float, tmp: Path, processes: int,
-           profile: Path | None = None, max_bundle: int | None = None) -> dict[str, Any]:
+def replay(
+    trace: Path,
+    tree: Path,
+    workers: int,
+    scale: float,
+    tmp: Path,
+    processes: int,
+    profile: Path | None = None,
+    max_bundle: int | None = None,
+) -> dict[str, Any]:
     """One replay of `trace` by the driver of `tree` with `workers` simulated workers."""
-    env = {**os.environ, "PYTHONPATH": f"{tree}:{ROOT}:{ROOT / 'benchmarks'}", "PYTHONUNBUFFERED": "1",
-           "DASK_DISTRIBUTED__WORKER__PROFILE__INTERVAL": "50ms", "DASK_DISTRIBUTED__ADMIN__TICK__LIMIT": "60s"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{tree}:{ROOT}:{ROOT / 'benchmarks'}",
+        "PYTHONUNBUFFERED": "1",
+        "DASK_DISTRIBUTED__WORKER__PROFILE__INTERVAL": "50ms",
+        "DASK_DISTRIBUTED__ADMIN__TICK__LIMIT": "60s",
+    }
     procs = max(1, min(processes, workers))
     threads = [workers // procs + (1 if i < workers % procs else 0) for i in range(procs)]
     sched_file = tmp / f"sched-{os.getpid()}-{time.monotonic_ns()}.json"
     started: list[subprocess.Popen[bytes]] = []
     try:
-        sched = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
-                                  "--port", "0", "--dashboard-address", ":0", "--scheduler-file", str(sched_file)],
-                                 env=env, cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        sched = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "distributed.cli.dask_scheduler",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--dashboard-address",
+                ":0",
+                "--scheduler-file",
+                str(sched_file),
+            ],
+            env=env,
+            cwd=tmp,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         started.append(sched)
         deadline = time.monotonic() + 60
         while not sched_file.exists() or not sched_file.read_text().strip():
@@ -222,15 +267,48 @@ def replay(trace: Path, tree: Path, workers: int, scale: float, tmp: Path, proce
             time.sleep(0.1)
         address = json.loads(sched_file.read_text())["address"]
         for n in threads:
-            started.append(subprocess.Popen(
-                [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", str(n), "--nworkers",
-                 "1", "--no-nanny", "--dashboard-address", ":0", "--memory-limit", "0"],
-                env=env, cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        args = {"trace": str(trace.resolve()), "scale": scale, "scheduler": address, "scheduler_pid": sched.pid,
-                "processes": procs, "store": str(tmp / f"store-{time.monotonic_ns()}.zarr"), "new": _is_new(tree),
-                "profile": str(profile) if profile else None, "max_bundle": max_bundle}
-        out = subprocess.run([sys.executable, "-c", DRIVER_SCRIPT, json.dumps(args)], env=env, cwd=tmp,
-                             capture_output=True, text=True, timeout=3600)
+            started.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "distributed.cli.dask_worker",
+                        address,
+                        "--nthreads",
+                        str(n),
+                        "--nworkers",
+                        "1",
+                        "--no-nanny",
+                        "--dashboard-address",
+                        ":0",
+                        "--memory-limit",
+                        "0",
+                    ],
+                    env=env,
+                    cwd=tmp,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
+        args = {
+            "trace": str(trace.resolve()),
+            "scale": scale,
+            "scheduler": address,
+            "scheduler_pid": sched.pid,
+            "processes": procs,
+            "store": str(tmp / f"store-{time.monotonic_ns()}.zarr"),
+            "new": _is_new(tree),
+            "profile": str(profile) if profile else None,
+            "max_bundle": max_bundle,
+        }
+        out = subprocess.run(
+            [sys.executable, "-c", DRIVER_SCRIPT, json.dumps(args)],
+            env=env,
+            cwd=tmp,
+            capture_output=True,
+            text=True,
+            timeout=3600,
+        )
         if out.returncode != 0:
             raise RuntimeError(f"driver failed:\n{out.stderr[-4000:]}")
         row: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
@@ -279,21 +357,30 @@ def ideal_wall(tasks: list[TraceTask], workers: int, scale: float) -> float:
 def summarize(row: dict[str, Any], stats: dict[str, Any], tasks: list[TraceTask]) -> dict[str, Any]:
     n, s = row["workers"], row["scale"]
     ideal = ideal_wall(tasks, n, s)
-    return {**row, "ideal": ideal, "efficiency": ideal / row["wall"], "tasks_per_s": row["tasks"] / row["wall"],
-            "same_mugraphs": row["mugraphs_found"] == stats["digests"]}
+    return {
+        **row,
+        "ideal": ideal,
+        "efficiency": ideal / row["wall"],
+        "tasks_per_s": row["tasks"] / row["wall"],
+        "same_mugraphs": row["mugraphs_found"] == stats["digests"],
+    }
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    lines = ["| trace | driver | N | scale | wall s | ideal s | efficiency | driver CPU s (ms/task) "
-             "| scheduler CPU s (ms/task) | tasks/s | store writes (s) | driver peak MiB | same μGraphs |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| trace | driver | N | scale | wall s | ideal s | efficiency | driver CPU s (ms/task) "
+        "| scheduler CPU s (ms/task) | tasks/s | store writes (s) | driver peak MiB | same μGraphs |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         per = 1000 / max(1, r["tasks"])
-        lines.append(f"| {r['trace']} | {r['driver']} | {r['workers']} | {r['scale']:g} | {r['wall']:.1f} | "
-                     f"{r['ideal']:.1f} | {100 * r['efficiency']:.0f}% | {r['driver_cpu']:.1f} "
-                     f"({r['driver_cpu'] * per:.2f}) | {r['scheduler_cpu']:.1f} ({r['scheduler_cpu'] * per:.2f}) | "
-                     f"{r['tasks_per_s']:.0f} | {r.get('commits', r['tasks'])} ({r['store_seconds']:.1f}) | "
-                     f"{r['driver_peak_mib']:.0f} | {'yes' if r['same_mugraphs'] else 'NO'} |")
+        lines.append(
+            f"| {r['trace']} | {r['driver']} | {r['workers']} | {r['scale']:g} | {r['wall']:.1f} | "
+            f"{r['ideal']:.1f} | {100 * r['efficiency']:.0f}% | {r['driver_cpu']:.1f} "
+            f"({r['driver_cpu'] * per:.2f}) | {r['scheduler_cpu']:.1f} ({r['scheduler_cpu'] * per:.2f}) | "
+            f"{r['tasks_per_s']:.0f} | {r.get('commits', r['tasks'])} ({r['store_seconds']:.1f}) | "
+            f"{r['driver_peak_mib']:.0f} | {'yes' if r['same_mugraphs'] else 'NO'} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -310,9 +397,12 @@ def main() -> None:
     rep.add_argument("traces", type=Path, nargs="+")
     rep.add_argument("--workers", default="2,8,32")
     rep.add_argument("--scale", default="1", help="task seconds × this; one value, or one per N (comma-separated)")
-    rep.add_argument("--driver", action="append",
-                     help="LABEL=TREE (a directory or a git revision), optionally @bundle=K (this tree's driver "
-                          "with at most K paths a search task)")
+    rep.add_argument(
+        "--driver",
+        action="append",
+        help="LABEL=TREE (a directory or a git revision), optionally @bundle=K (this tree's driver "
+        "with at most K paths a search task)",
+    )
     rep.add_argument("--processes", type=int, default=8, help="worker processes the N simulated workers share")
     rep.add_argument("--json", type=Path, help="append each row here as it is measured")
     tab = sub.add_parser("table", help="the table of rows appended by `replay --json`")
@@ -322,6 +412,7 @@ def main() -> None:
         settings: dict[str, Any] = {}
         if args.narrow:
             from tests.stages.search.narrow import NARROW
+
             settings = NARROW[args.program]
         header, tasks = record(args.program, args.budget, args.time_limit, settings)
         write_trace(args.out, header, tasks)
@@ -344,8 +435,7 @@ def main() -> None:
             stats = trace_stats(tasks)
             for n, scale in zip(ns, scales, strict=True):
                 for label, tree, bundle in drivers:
-                    row = summarize(replay(trace, tree, n, scale, tmp, args.processes, max_bundle=bundle), stats,
-                                    tasks)
+                    row = summarize(replay(trace, tree, n, scale, tmp, args.processes, max_bundle=bundle), stats, tasks)
                     row.update(trace=trace.name.split(".")[0], driver=label)
                     rows.append(row)
                     brief = {k: v for k, v in row.items() if k != "mugraphs_found"}

@@ -58,12 +58,13 @@ def main() -> None:
     args = ap.parse_args()
     plan = make_plan(get_builtin(args.program), None, {}, args.budget)
     driver_cpu = _cpu_seconds()
-    with tempfile.TemporaryDirectory() as d, private_memo(Path(d) / "memo") as url, \
-            dask_client(args.workers) as client:
+    with tempfile.TemporaryDirectory() as d, private_memo(Path(d) / "memo") as url, dask_client(args.workers) as client:
         client.register_plugin(MugraphPlugin(url, "numpy"), name="mugraph")
         start_workers(client, worker_environment())
-        with RunStore.open(Path(d) / "run.zarr", plan.identity, counter_names=COUNTER_NAMES) as store, \
-                get_task_stream(client) as ts:
+        with (
+            RunStore.open(Path(d) / "run.zarr", plan.identity, counter_names=COUNTER_NAMES) as store,
+            get_task_stream(client) as ts,
+        ):
             before = client.run(_cpu_seconds)
             run_cpu = _cpu_seconds()
             t0 = time.time()
@@ -75,18 +76,24 @@ def main() -> None:
         driver_cpu = _cpu_seconds() - driver_cpu
         cpu = client.run(_cpu_seconds)
     by, end = task_kinds(ts.data, t0)
-    print(f"{args.program}, {args.workers} worker(s): driver run {seconds:.1f} s, complete {result.get('complete')}, "
-          f"{result.get('tasks_run')} tasks, {result.get('states')} states, {result.get('solver_calls')} solver calls; "
-          f"driver process CPU {driver_cpu:.1f} s (cluster start and stop included), {run_cpu:.1f} s during the run")
+    print(
+        f"{args.program}, {args.workers} worker(s): driver run {seconds:.1f} s, complete {result.get('complete')}, "
+        f"{result.get('tasks_run')} tasks, {result.get('states')} states, {result.get('solver_calls')} solver calls; "
+        f"driver process CPU {driver_cpu:.1f} s (cluster start and stop included), {run_cpu:.1f} s during the run"
+    )
     c = driver.totals.counters
-    print(f"  search counters: {c.seconds:.2f} s in search tasks, of which fingerprints {c.fingerprint_seconds:.2f} s "
-          f"({c.fingerprints}) and solver {c.solver_seconds:.2f} s ({c.solver_calls} calls)")
+    print(
+        f"  search counters: {c.seconds:.2f} s in search tasks, of which fingerprints {c.fingerprint_seconds:.2f} s "
+        f"({c.fingerprints}) and solver {c.solver_seconds:.2f} s ({c.solver_calls} calls)"
+    )
     names = {w: f"w{i}" for i, w in enumerate(sorted(cpu))}
     for (kind, worker), (n, s) in sorted(by.items()):
         print(f"  {names.get(worker, worker)} {kind:8s} {int(n):5d} tasks {s:7.2f} s")
     for w in sorted(cpu):
-        print(f"  {names[w]} CPU {cpu[w]:.1f} s ({during.get(w, 0.0):.1f} s during the run), "
-              f"last task ended at {end.get(w, 0.0):.1f} s")
+        print(
+            f"  {names[w]} CPU {cpu[w]:.1f} s ({during.get(w, 0.0):.1f} s during the run), "
+            f"last task ended at {end.get(w, 0.0):.1f} s"
+        )
 
 
 if __name__ == "__main__":

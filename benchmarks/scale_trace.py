@@ -40,17 +40,29 @@ class TraceTask:
     result_bytes: int
 
     def to_json(self) -> dict[str, Any]:
-        return {"fragment": self.fragment, "path": list(self.path), "budget": self.budget,
-                "seconds": round(self.seconds, 6), "found": [[d, list(p), g] for d, p, g in self.found],
-                "frontier": [list(p) for p in self.frontier], "counters": self.counters,
-                "result_bytes": self.result_bytes}
+        return {
+            "fragment": self.fragment,
+            "path": list(self.path),
+            "budget": self.budget,
+            "seconds": round(self.seconds, 6),
+            "found": [[d, list(p), g] for d, p, g in self.found],
+            "frontier": [list(p) for p in self.frontier],
+            "counters": self.counters,
+            "result_bytes": self.result_bytes,
+        }
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> TraceTask:
-        return cls(str(d["fragment"]), tuple(d["path"]), int(d["budget"]), float(d["seconds"]),
-                   tuple((str(x), tuple(p), str(g)) for x, p, g in d["found"]),
-                   tuple(tuple(p) for p in d["frontier"]), {k: float(v) for k, v in d["counters"].items()},
-                   int(d["result_bytes"]))
+        return cls(
+            str(d["fragment"]),
+            tuple(d["path"]),
+            int(d["budget"]),
+            float(d["seconds"]),
+            tuple((str(x), tuple(p), str(g)) for x, p, g in d["found"]),
+            tuple(tuple(p) for p in d["frontier"]),
+            {k: float(v) for k, v in d["counters"].items()},
+            int(d["result_bytes"]),
+        )
 
 
 def write_trace(file: Path, header: dict[str, Any], tasks: Iterable[TraceTask]) -> None:
@@ -90,10 +102,15 @@ def _replay(trace: str, scale: float, fragment: str, path: PathT) -> tuple[Trace
 def replay_dict(trace: str, scale: float, payload: Any, path: PathT, budget: int) -> dict[str, Any]:
     """The search task as drivers up to the batching one call it, returning its dict result."""
     t, frontier = _replay(trace, scale, payload.digest, tuple(path))
-    return {"path": list(t.path), "found": [{"digest": d, "path": list(p), "graph": g} for d, p, g in t.found],
-            "frontier": [list(p) for p in frontier], "counters": dict(t.counters),
-            "memo": {"local_hits": 0, "remote_hits": 0, "misses": 0, "remote_errors": 0},
-            "worker": _worker_name(), "peak_rss_mib": 0.0}
+    return {
+        "path": list(t.path),
+        "found": [{"digest": d, "path": list(p), "graph": g} for d, p, g in t.found],
+        "frontier": [list(p) for p in frontier],
+        "counters": dict(t.counters),
+        "memo": {"local_hits": 0, "remote_hits": 0, "misses": 0, "remote_errors": 0},
+        "worker": _worker_name(),
+        "peak_rss_mib": 0.0,
+    }
 
 
 def replay_record(trace: str, scale: float, payload: Any, paths: tuple[PathT, ...], budget: int) -> Any:
@@ -104,9 +121,17 @@ def replay_record(trace: str, scale: float, payload: Any, paths: tuple[PathT, ..
     out = []
     for path in paths:
         t, frontier = _replay(trace, scale, payload.digest, tuple(path))
-        out.append(SearchTaskResult(
-            path=t.path, found=tuple(Found(d, p, g) for d, p, g in t.found), frontier=frontier,
-            counters=dict(t.counters), memo={}, worker=_worker_name(), peak_rss_mib=0.0))
+        out.append(
+            SearchTaskResult(
+                path=t.path,
+                found=tuple(Found(d, p, g) for d, p, g in t.found),
+                frontier=frontier,
+                counters=dict(t.counters),
+                memo={},
+                worker=_worker_name(),
+                peak_rss_mib=0.0,
+            )
+        )
     return tuple(out)
 
 

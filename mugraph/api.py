@@ -173,8 +173,11 @@ def _preflight(o: OptimizeOptions, store: Path) -> None:
         check_memo_secret(store.with_name(store.name + ".memo"))
 
 
-def run_optimize(program: Program | str, options: OptimizeOptions = OptimizeOptions(),
-                 on_event: Callable[[Event], None] | None = None) -> Event:
+def run_optimize(
+    program: Program | str,
+    options: OptimizeOptions = OptimizeOptions(),
+    on_event: Callable[[Event], None] | None = None,
+) -> Event:
     """Search every fragment of `program` (a Program, or a built-in name or file as the command takes it)
     on a Dask cluster, confirm, rank and stitch the best μGraphs into a Zarr store; the same call on the
     same store continues where a stopped one left off. `on_event` gets every event as the run goes
@@ -197,12 +200,16 @@ def run_optimize(program: Program | str, options: OptimizeOptions = OptimizeOpti
     if o.measure and o.scheduler is None and not cupy_available():
         raise MugraphError(NO_GPU)  # the local cluster would have no GPU worker
     if o.backend == "cupy" and o.scheduler is None and not cupy_available():
-        raise MugraphError("--backend cupy needs CuPy and a usable CUDA device on this machine, and none was found; "
-                           "use --backend numpy (or auto)")
+        raise MugraphError(
+            "--backend cupy needs CuPy and a usable CUDA device on this machine, and none was found; "
+            "use --backend numpy (or auto)"
+        )
     gpu = get_profile(o.gpu_profile)
     if o.workers is not None and o.scheduler is not None:
-        raise MugraphError("workers start a local cluster; with a scheduler the cluster's own workers run "
-                           "(give one of --workers and --scheduler)")
+        raise MugraphError(
+            "workers start a local cluster; with a scheduler the cluster's own workers run "
+            "(give one of --workers and --scheduler)"
+        )
     if o.scheduler is not None:
         check_host_port(o.scheduler, "--scheduler", scheduler=True)
     else:
@@ -216,9 +223,17 @@ def run_optimize(program: Program | str, options: OptimizeOptions = OptimizeOpti
     plan = make_plan(prog, o.preset, overrides, o.budget or DEFAULT_BUDGET)
     io_layouts = dict(o.layouts)
     fragment_io_layouts(plan, io_layouts)  # refuses unknown names and dims before anything starts
-    path = check_store_path(str(o.store)) if o.store is not None else check_store_path(str(
-        DEFAULT_RUNS / f"{file_name(prog.name)}-{plan.identity['program_digest'][:8]}-"
-        f"{plan.identity['config_digest'][:8]}.zarr"), "the default store")
+    path = (
+        check_store_path(str(o.store))
+        if o.store is not None
+        else check_store_path(
+            str(
+                DEFAULT_RUNS / f"{file_name(prog.name)}-{plan.identity['program_digest'][:8]}-"
+                f"{plan.identity['config_digest'][:8]}.zarr"
+            ),
+            "the default store",
+        )
+    )
     if o.budget is None and not o.fresh:
         resumed = _stored_budget(path)  # a store made with an older default resumes with its own budget
         if resumed is not None and resumed != plan.budget:
@@ -238,8 +253,12 @@ def run_optimize(program: Program | str, options: OptimizeOptions = OptimizeOpti
         if on_event is not None:
             on_event(e)
 
-    with RunStore.open(path, plan.identity, meta=meta, counter_names=COUNTER_NAMES, fresh=o.fresh) as st, \
-            _memo_url(o.memo_url, path) as url, _main_not_rerun(), contextlib.ExitStack() as stack:
+    with (
+        RunStore.open(path, plan.identity, meta=meta, counter_names=COUNTER_NAMES, fresh=o.fresh) as st,
+        _memo_url(o.memo_url, path) as url,
+        _main_not_rerun(),
+        contextlib.ExitStack() as stack,
+    ):
         if prog.save_beside is not None:
             prog.save_beside(path)  # what the store alone does not hold (a PyTorch model's exported program)
         with _children_ignore_sigint():
@@ -248,14 +267,16 @@ def run_optimize(program: Program | str, options: OptimizeOptions = OptimizeOpti
         live_client.extend([client, live.install(client)])
         perf = performance_report(filename=str(o.profile)) if o.profile else contextlib.nullcontext()
         with perf:
-            done = Driver(plan, st, client, time_limit=limit, on_event=emit, profile=gpu,
-                          io_layouts=io_layouts, measure=o.measure).run()
+            done = Driver(
+                plan, st, client, time_limit=limit, on_event=emit, profile=gpu, io_layouts=io_layouts, measure=o.measure
+            ).run()
         live.publish(client, done)  # before the client closes: the page says how the run ended
     done["profile"] = str(o.profile) if o.profile else None
     done["report"] = str(write_report(path))
     done["kernels"] = str(write_store_module(path)) if o.emit_kernels else None
-    done["expert"] = expert_line(prog, [(fp.payload.reference, fp.config) for fp in plan.fragments],
-                                 set(done["mugraphs"]))
+    done["expert"] = expert_line(
+        prog, [(fp.payload.reference, fp.config) for fp in plan.fragments], set(done["mugraphs"])
+    )
     return done
 
 
@@ -274,12 +295,20 @@ def check_options(options: Mapping[str, Any]) -> None:
     for k in unknown:
         close = difflib.get_close_matches(k, valid, n=1)
         hints.append(f"{k!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
-    raise OptionError(f"mugraph.optimize: unknown option{'s' if len(unknown) > 1 else ''} {', '.join(hints)}; "
-                      f"the options are: {', '.join(valid)}, and name, on_event")
+    raise OptionError(
+        f"mugraph.optimize: unknown option{'s' if len(unknown) > 1 else ''} {', '.join(hints)}; "
+        f"the options are: {', '.join(valid)}, and name, on_event"
+    )
 
 
-def optimize(model: Any, example_inputs: Any, *, name: str | None = None,
-             on_event: Callable[[Event], None] | None = None, **options: Any) -> OptimizedModule:
+def optimize(
+    model: Any,
+    example_inputs: Any,
+    *,
+    name: str | None = None,
+    on_event: Callable[[Event], None] | None = None,
+    **options: Any,
+) -> OptimizedModule:
     """Optimise a PyTorch module or function at the shapes of `example_inputs`: capture it with
     torch.export, search its fragments (as `mugraph optimize` does; `options` are OptimizeOptions'
     fields), and return a drop-in module running the chosen μGraphs as Triton kernels, glue in torch.
@@ -293,8 +322,15 @@ def optimize(model: Any, example_inputs: Any, *, name: str | None = None,
     from mugraph.torch.program import optimized_module
 
     captured = capture(model, example_inputs, name)
-    prog = Program(captured.name, f"PyTorch model {captured.name}", "mlp", captured.builder(), {},
-                   source="torch", save_beside=captured.save_beside)
+    prog = Program(
+        captured.name,
+        f"PyTorch model {captured.name}",
+        "mlp",
+        captured.builder(),
+        {},
+        source="torch",
+        save_beside=captured.save_beside,
+    )
     opts = OptimizeOptions(**{"command": ("optimize", f"<torch model {captured.name}>"), **options})
     done = run_optimize(prog, opts, on_event)
     return optimized_module(Path(done["store"]), captured)

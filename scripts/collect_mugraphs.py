@@ -23,9 +23,16 @@ from mugraph.storage.run_store import RunStore
 
 GQA_NARROW = {"grids": [[2, 16, 4], [2, 16, 1]], "kernel_ops": []}
 GQA_K1 = [
-    "open(grid=[2, 16, 4],imaps=[[0, -1, 1], [0, 2, -1], [0, 1, -1]])", "loop(fmaps=[-1, 2, 1],F=4)",
-    "matmul(0,1)", "exp(3)", "accum_sum(4)", "matmul(4,2)", "accum_no_red(6)", "close(omap=[0, 2, 1])",
+    "open(grid=[2, 16, 4],imaps=[[0, -1, 1], [0, 2, -1], [0, 1, -1]])",
+    "loop(fmaps=[-1, 2, 1],F=4)",
+    "matmul(0,1)",
+    "exp(3)",
+    "accum_sum(4)",
+    "matmul(4,2)",
+    "accum_no_red(6)",
+    "close(omap=[0, 2, 1])",
 ]
+
 
 def from_store(path: Path) -> list[dict[str, Any]]:
     out = []
@@ -35,8 +42,15 @@ def from_store(path: Path) -> list[dict[str, Any]]:
             found = st.found(i)
             for d, r in sorted(st.confirmations(i).items()):
                 if r["equivalent"]:
-                    out.append({"program": program, "fragment": frag["name"], "source": f"store:{path.name}",
-                                "digest": d, "graph": found[d].graph})
+                    out.append(
+                        {
+                            "program": program,
+                            "fragment": frag["name"],
+                            "source": f"store:{path.name}",
+                            "digest": d,
+                            "graph": found[d].graph,
+                        }
+                    )
     return out
 
 
@@ -44,20 +58,36 @@ def gqa_subtree() -> list[dict[str, Any]]:
     prog = get_builtin("gqa")
     s = Searcher(Fragment(prog.reference(), preset_config(prog.preset).with_overrides(GQA_NARROW), "gqa"))
     r = s.explore(s.find_path(GQA_K1))
-    return [{"program": "gqa", "fragment": "gqa", "source": "search:gqa-k1-subtree", "digest": d, "graph": f.graph}
-            for d, f in sorted(r.found.items())]
+    return [
+        {"program": "gqa", "fragment": "gqa", "source": "search:gqa-k1-subtree", "digest": d, "graph": f.graph}
+        for d, f in sorted(r.found.items())
+    ]
 
 
 def builtins() -> list[dict[str, Any]]:
     out = []
     for name, prog in builtin_programs().items():
         ref = prog.reference()
-        out.append({"program": name, "fragment": name, "source": "reference", "digest": canonical_digest(ref),
-                    "graph": dumps(ref)})
+        out.append(
+            {
+                "program": name,
+                "fragment": name,
+                "source": "reference",
+                "digest": canonical_digest(ref),
+                "graph": dumps(ref),
+            }
+        )
         for label, build in prog.experts.items():
             g = build()
-            out.append({"program": name, "fragment": name, "source": f"expert:{label}",
-                        "digest": canonical_digest(g), "graph": dumps(g)})
+            out.append(
+                {
+                    "program": name,
+                    "fragment": name,
+                    "source": f"expert:{label}",
+                    "digest": canonical_digest(g),
+                    "graph": dumps(g),
+                }
+            )
     return out
 
 

@@ -21,11 +21,20 @@ def own_redis_url(tmp_path: Path) -> Iterator[str]:
 # and take most of the suite's time. `python -m pytest -m "not e2e"` is the quick loop of unit tests
 # while working on one module; the default suite runs both.
 E2E_DIRS = frozenset({"pipeline", "dashboards", "torch"})
-E2E_FILES = frozenset({
-    "test_bare_machine.py", "test_memo_poisoning.py", "test_store_path_control.py", "test_cli_bad_input.py",
-    "test_cli_search.py", "test_cli_prune.py", "codegen/test_cli.py", "codegen/test_programs.py",
-    "stages/search/test_explain.py", "storage/test_links.py",
-})
+E2E_FILES = frozenset(
+    {
+        "test_bare_machine.py",
+        "test_memo_poisoning.py",
+        "test_store_path_control.py",
+        "test_cli_bad_input.py",
+        "test_cli_search.py",
+        "test_cli_prune.py",
+        "codegen/test_cli.py",
+        "codegen/test_programs.py",
+        "stages/search/test_explain.py",
+        "storage/test_links.py",
+    }
+)
 TESTS = Path(__file__).parent
 
 

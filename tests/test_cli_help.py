@@ -52,8 +52,10 @@ def test_list_prints_aligned_columns(capsys: pytest.CaptureFixture[str]) -> None
     lines = capsys.readouterr().out.splitlines()
     programs = builtin_programs()
     assert len(lines) == 1 + len(programs)  # a header, then one row per program
-    starts = {line.index(word) for line, word in zip(lines, ["description", *(p.description for p in
-                                                                              programs.values())], strict=True)}
+    starts = {
+        line.index(word)
+        for line, word in zip(lines, ["description", *(p.description for p in programs.values())], strict=True)
+    }
     assert len(starts) == 1  # the description column starts at the same offset in every row
     for line, (name, prog) in zip(lines[1:], programs.items(), strict=True):
         assert line.split()[:3] == [name, prog.preset, str(len(prog.experts))]

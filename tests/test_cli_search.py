@@ -38,8 +38,9 @@ def test_private_redis_memo_spares_the_second_search(tmp_path: Path) -> None:
 
 
 def test_time_limit_stops_with_a_frontier(tmp_path: Path) -> None:
-    s = summary(run("search", "lora", "--time-limit", "1s", "--budget", "50", "--memo-url", "local", "--json",
-                    cwd=tmp_path))
+    s = summary(
+        run("search", "lora", "--time-limit", "1s", "--budget", "50", "--memo-url", "local", "--json", cwd=tmp_path)
+    )
     assert s["complete"] is False and s["frontier"] > 0 and s["states"] >= 50
 
 

@@ -88,7 +88,8 @@ def test_a_stage_importing_the_pipeline_is_caught(tmp_path: Path) -> None:
         (package / room).mkdir(parents=True)
         (package / room / "__init__.py").write_text("")
     (package / "stages" / "search" / "bad.py").write_text(
-        "import zarr\nfrom mugraph.ir import types\n\ndef f():\n    from mugraph.pipeline import driver\n")
+        "import zarr\nfrom mugraph.ir import types\n\ndef f():\n    from mugraph.pipeline import driver\n"
+    )
     found = violations(package)
     assert found == [
         "mugraph.newroom: room 'newroom' has no row in docs/design.md",

@@ -27,8 +27,14 @@ SECRET = "a-secret-the-team-shares-between-runs"
 
 
 def cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "mugraph.cli", *args], capture_output=True, text=True, cwd=cwd,
-                          env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "mugraph.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+        timeout=300,
+    )
 
 
 def last_json(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
@@ -57,8 +63,11 @@ def test_a_poisoned_shared_memo_gives_the_unpoisoned_result(tmp_path: Path) -> N
         clean = last_json(cli(*search, cwd=tmp_path, env=env))
         assert clean["solver_calls"] > 0 and clean["mugraphs"] >= 1
         assert poison(server.url) >= clean["solver_calls"]
-        proc = cli(*optimize_args("rms_norm", tmp_path / "run.zarr", "--workers", "2", "--memo-url", server.url),
-                   cwd=tmp_path, env=env)
+        proc = cli(
+            *optimize_args("rms_norm", tmp_path / "run.zarr", "--workers", "2", "--memo-url", server.url),
+            cwd=tmp_path,
+            env=env,
+        )
         last = done(proc)
         assert last["complete"] and set(last["mugraphs"]) == set(clean["digests"])
         assert last["solver_calls"] > 0  # the poisoned verdicts were solved again
@@ -70,7 +79,9 @@ def test_values_from_another_secret_or_none_are_not_trusted(own_redis_url: str) 
     ours = LayeredMemo(RedisMemo(own_redis_url, secret=b"ours"), valid_values=VALID)
     ours.store({"k1": b"Y", "k2": b"N"})
     assert LayeredMemo(RedisMemo(own_redis_url, secret=b"ours"), valid_values=VALID).lookup(["k1", "k2"]) == [
-        b"Y", b"N"]
+        b"Y",
+        b"N",
+    ]
     assert LayeredMemo(RedisMemo(own_redis_url, secret=b"theirs"), valid_values=VALID).lookup(["k1"]) == [None]
     client: Any = redis.Redis.from_url(own_redis_url, protocol=2)
     stored: list[bytes] = client.keys("*")
@@ -99,17 +110,62 @@ def test_redis_auth_and_tls_in_the_memo_url(tmp_path: Path, tls: bool) -> None:
     listen = ["--port", str(port)]
     scheme, query = "redis", ""
     if tls:
-        made = subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "key.pem",
-                               "-out", "cert.pem", "-days", "1", "-subj", "/CN=127.0.0.1",
-                               "-addext", "subjectAltName=IP:127.0.0.1"], cwd=tmp_path, capture_output=True)
+        made = subprocess.run(
+            [
+                "openssl",
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-keyout",
+                "key.pem",
+                "-out",
+                "cert.pem",
+                "-days",
+                "1",
+                "-subj",
+                "/CN=127.0.0.1",
+                "-addext",
+                "subjectAltName=IP:127.0.0.1",
+            ],
+            cwd=tmp_path,
+            capture_output=True,
+        )
         if made.returncode:
             pytest.skip("no openssl to make a certificate")
-        listen = ["--port", "0", "--tls-port", str(port), "--tls-cert-file", "cert.pem", "--tls-key-file", "key.pem",
-                  "--tls-ca-cert-file", "cert.pem", "--tls-auth-clients", "no"]
+        listen = [
+            "--port",
+            "0",
+            "--tls-port",
+            str(port),
+            "--tls-cert-file",
+            "cert.pem",
+            "--tls-key-file",
+            "key.pem",
+            "--tls-ca-cert-file",
+            "cert.pem",
+            "--tls-auth-clients",
+            "no",
+        ]
         scheme, query = "rediss", f"?ssl_cert_reqs=required&ssl_ca_certs={tmp_path / 'cert.pem'}"
-    server = subprocess.Popen([find_redis_server(), *listen, "--bind", "127.0.0.1", "--requirepass", "s3cret",
-                               "--save", "", "--appendonly", "no"], cwd=tmp_path,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    server = subprocess.Popen(
+        [
+            find_redis_server(),
+            *listen,
+            "--bind",
+            "127.0.0.1",
+            "--requirepass",
+            "s3cret",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     try:
         deadline = time.monotonic() + 10
         while True:
@@ -121,11 +177,27 @@ def test_redis_auth_and_tls_in_the_memo_url(tmp_path: Path, tls: bool) -> None:
                     pytest.skip("this redis-server was built without TLS")
                 assert time.monotonic() < deadline
                 time.sleep(0.05)
-        good = last_json(cli("prune", "lora", "--json", "--memo-url",
-                             f"{scheme}://default:s3cret@127.0.0.1:{port}/0{query}", cwd=tmp_path))
+        good = last_json(
+            cli(
+                "prune",
+                "lora",
+                "--json",
+                "--memo-url",
+                f"{scheme}://default:s3cret@127.0.0.1:{port}/0{query}",
+                cwd=tmp_path,
+            )
+        )
         assert good["memo_counters"]["remote_errors"] == 0 and good["memo_counters"]["stores"] > 0
-        again = last_json(cli("prune", "lora", "--json", "--memo-url",
-                              f"{scheme}://default:s3cret@127.0.0.1:{port}/0{query}", cwd=tmp_path))
+        again = last_json(
+            cli(
+                "prune",
+                "lora",
+                "--json",
+                "--memo-url",
+                f"{scheme}://default:s3cret@127.0.0.1:{port}/0{query}",
+                cwd=tmp_path,
+            )
+        )
         assert again["solver_calls"] == 0 and again["memo_counters"]["remote_hits"] > 0
         bad = cli("prune", "lora", "--memo-url", f"{scheme}://default:wrong@127.0.0.1:{port}/0{query}", cwd=tmp_path)
         assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr

@@ -68,21 +68,36 @@ def _program_with_experts(spec: str, purpose: str) -> Program:
 # example shown at the end of its own help. Lower-level tools come last.
 COMMAND_HELP: dict[str, tuple[str, tuple[str, ...]]] = {
     "list": ("The built-in programs, their presets and descriptions.", ("mugraph list",)),
-    "check": ("Check a program's experts against its reference.",
-              ("mugraph check lora", "mugraph check my_program.py --show")),
-    "explain": ("Say whether the search can find each expert, and why not.",
-                ("mugraph explain rms_norm", "mugraph explain rms_norm --set 'franges=[16]'")),
-    "optimize": ("Search, confirm, rank and stitch: the whole pipeline.",
-                 ("mugraph optimize rms_norm", "mugraph optimize gqa --time-limit 15m   # the same command resumes",
-                  "mugraph optimize my_program.py --workers 4 --emit")),
+    "check": (
+        "Check a program's experts against its reference.",
+        ("mugraph check lora", "mugraph check my_program.py --show"),
+    ),
+    "explain": (
+        "Say whether the search can find each expert, and why not.",
+        ("mugraph explain rms_norm", "mugraph explain rms_norm --set 'franges=[16]'"),
+    ),
+    "optimize": (
+        "Search, confirm, rank and stitch: the whole pipeline.",
+        (
+            "mugraph optimize rms_norm",
+            "mugraph optimize gqa --time-limit 15m   # the same command resumes",
+            "mugraph optimize my_program.py --workers 4 --emit",
+        ),
+    ),
     "status": ("Tasks done and pending in a run store; size and ETA.", ("mugraph status runs/rms_norm-*.zarr",)),
     "show": ("A run store's ranking, headline and chosen μGraph.", ("mugraph show runs/rms_norm-*.zarr --all",)),
-    "report": ("Write a run store's HTML report (one offline file).",
-               ("mugraph report runs/rms_norm-*.zarr --out rms_norm.html",)),
-    "emit": ("Write the chosen μGraph as Triton kernels ([kernels]).",
-             ("mugraph emit runs/lora-*.zarr --check", "mugraph emit lora --expert concat --out lora_kernels.py")),
-    "search": ("Lower level: the μGraph search alone, in one process.",
-               ("mugraph search lora --set 'grids=[[64,1,1]]' --set 'fmaps=[-1]' --set 'kernel_ops=[]'",)),
+    "report": (
+        "Write a run store's HTML report (one offline file).",
+        ("mugraph report runs/rms_norm-*.zarr --out rms_norm.html",),
+    ),
+    "emit": (
+        "Write the chosen μGraph as Triton kernels ([kernels]).",
+        ("mugraph emit runs/lora-*.zarr --check", "mugraph emit lora --expert concat --out lora_kernels.py"),
+    ),
+    "search": (
+        "Lower level: the μGraph search alone, in one process.",
+        ("mugraph search lora --set 'grids=[[64,1,1]]' --set 'fmaps=[-1]' --set 'kernel_ops=[]'",),
+    ),
     "prune": ("Lower level: ask the Z3 oracle about an expert's tensors.", ("mugraph prune lora",)),
 }
 
@@ -99,16 +114,20 @@ class WorkflowGroup(click.Group):
         if key in COMMAND_HELP:
             summary, examples = COMMAND_HELP[key]
             cmd.short_help = summary
-            cmd.epilog = "\b\nExample" + ("s" if len(examples) > 1 else "") + ":\n" + \
-                "\n".join(f"  {e}" for e in examples)
+            cmd.epilog = (
+                "\b\nExample" + ("s" if len(examples) > 1 else "") + ":\n" + "\n".join(f"  {e}" for e in examples)
+            )
         super().add_command(cmd, name)
 
 
-@click.group(cls=WorkflowGroup, context_settings={"help_option_names": ["-h", "--help"]},
-             epilog="\b\nFirst run (about two minutes on 2 cores):\n"
-                    "  mugraph optimize rms_norm          # search, confirm, rank; prints the best μGraph\n"
-                    "  mugraph show runs/rms_norm-*.zarr  # the ranking and the chosen μGraph\n"
-                    "`mugraph COMMAND --help` gives each command's options and examples.")
+@click.group(
+    cls=WorkflowGroup,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog="\b\nFirst run (about two minutes on 2 cores):\n"
+    "  mugraph optimize rms_norm          # search, confirm, rank; prints the best μGraph\n"
+    "  mugraph show runs/rms_norm-*.zarr  # the ranking and the chosen μGraph\n"
+    "`mugraph COMMAND --help` gives each command's options and examples.",
+)
 @click.version_option(package_name="mugraph")
 def cli() -> None:
     """mugraph: finds faster equivalent versions (μGraphs: fused multi-level kernels) of a tensor program,
@@ -122,8 +141,16 @@ def list_cmd(as_json: bool) -> None:
     programs = builtin_programs()
     if as_json:
         for name, prog in programs.items():
-            click.echo(json.dumps({"program": name, "preset": prog.preset,
-                                   "description": prog.description, "experts": list(prog.experts)}))
+            click.echo(
+                json.dumps(
+                    {
+                        "program": name,
+                        "preset": prog.preset,
+                        "description": prog.description,
+                        "experts": list(prog.experts),
+                    }
+                )
+            )
         return
     rows = [("program", "preset", "experts", "description")]
     rows += [(name, prog.preset, str(len(prog.experts)), prog.description) for name, prog in programs.items()]
@@ -132,8 +159,9 @@ def list_cmd(as_json: bool) -> None:
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths, strict=True)) + "  " + row[3])
 
 
-def _check_reference_only(name: str, reference: KernelGraph, seeds: tuple[int, ...], spec: FieldSpec, xp: Any,
-                          as_json: bool, t0: float) -> None:
+def _check_reference_only(
+    name: str, reference: KernelGraph, seeds: tuple[int, ...], spec: FieldSpec, xp: Any, as_json: bool, t0: float
+) -> None:
     """A program with no experts is valid once its reference loads and evaluates: experts are
     optional (the search finds the μGraphs). The reference is run through both interpreters."""
     r = check_equivalence(reference, reference, seeds, spec, xp)
@@ -141,23 +169,47 @@ def _check_reference_only(name: str, reference: KernelGraph, seeds: tuple[int, .
         raise MugraphError(f"{name}: the reference does not evaluate consistently ({r.reason})")
     seconds = time.perf_counter() - t0
     if as_json:
-        click.echo(json.dumps({
-            "program": name, "equivalent": True, "float_max_rel_err": None, "seconds": round(seconds, 4),
-            "backend": backend_name(xp), "p": spec.p, "q": spec.q, "seeds": list(seeds),
-            "reference_digest": digest(reference), "experts": [], "reference_only": True}))
+        click.echo(
+            json.dumps(
+                {
+                    "program": name,
+                    "equivalent": True,
+                    "float_max_rel_err": None,
+                    "seconds": round(seconds, 4),
+                    "backend": backend_name(xp),
+                    "p": spec.p,
+                    "q": spec.q,
+                    "seeds": list(seeds),
+                    "reference_digest": digest(reference),
+                    "experts": [],
+                    "reference_only": True,
+                }
+            )
+        )
         return
     ins = ", ".join(f"{n} {list(shape)}" for n, shape, _ in reference.input_signature())
-    click.echo(f"{name}: reference valid (inputs {ins}; evaluated in Z_pq and float64 in {seconds:.2f} s "
-               f"on {backend_name(xp)}); no experts to check, `mugraph optimize` searches for μGraphs")
+    click.echo(
+        f"{name}: reference valid (inputs {ins}; evaluated in Z_pq and float64 in {seconds:.2f} s "
+        f"on {backend_name(xp)}); no experts to check, `mugraph optimize` searches for μGraphs"
+    )
 
 
 @cli.command()
 @click.argument("program")
 @click.option("--json", "as_json", is_flag=True, help="Last stdout line: one JSON object with the verdict.")
-@click.option("--seeds", default=",".join(map(str, DEFAULT_SEEDS)), show_default=True,
-              help="Fingerprint seeds (random inputs and ω per seed).")
-@click.option("--backend", type=click.Choice(["auto", "numpy", "cupy"]), default="auto",
-              show_default=True, help="Array backend for fingerprints.")
+@click.option(
+    "--seeds",
+    default=",".join(map(str, DEFAULT_SEEDS)),
+    show_default=True,
+    help="Fingerprint seeds (random inputs and ω per seed).",
+)
+@click.option(
+    "--backend",
+    type=click.Choice(["auto", "numpy", "cupy"]),
+    default="auto",
+    show_default=True,
+    help="Array backend for fingerprints.",
+)
 @click.option("--p", "p", default=227, show_default=True, help="Fingerprint prime p.")
 @click.option("--q", "q", default=113, show_default=True, help="Fingerprint prime q (q must divide p-1).")
 @click.option("--show", is_flag=True, help="Print the reference and expert graphs.")
@@ -181,31 +233,47 @@ def check(program: str, as_json: bool, seeds: str, backend: str, p: int, q: int,
         if show:
             click.echo(render(expert, f"expert {label}  {digest(expert)[:16]}"))
         r = check_equivalence(reference, expert, seed_list, spec, xp)
-        rows.append({
-            "expert": label, "digest": digest(expert), "equivalent": r.equivalent,
-            "float_max_rel_err": r.float_max_rel_err, "fingerprint_seconds": round(r.fingerprint_seconds, 4),
-            "float_seconds": round(r.float_seconds, 4), "reason": r.reason,
-        })
+        rows.append(
+            {
+                "expert": label,
+                "digest": digest(expert),
+                "equivalent": r.equivalent,
+                "float_max_rel_err": r.float_max_rel_err,
+                "fingerprint_seconds": round(r.fingerprint_seconds, 4),
+                "float_seconds": round(r.float_seconds, 4),
+                "reason": r.reason,
+            }
+        )
         if not as_json:
             verdict = "EQUIVALENT" if r.equivalent else f"NOT equivalent ({r.reason})"
             err = "n/a" if r.float_max_rel_err is None else f"{r.float_max_rel_err:.2e}"
-            click.echo(f"{prog.name} [{label}]: {verdict}; fingerprints on seeds "
-                       f"{','.join(map(str, seed_list))} in {r.fingerprint_seconds:.2f} s, "
-                       f"float64 max rel err {err}")
+            click.echo(
+                f"{prog.name} [{label}]: {verdict}; fingerprints on seeds "
+                f"{','.join(map(str, seed_list))} in {r.fingerprint_seconds:.2f} s, "
+                f"float64 max rel err {err}"
+            )
     seconds = time.perf_counter() - t0
     equivalent = all(row["equivalent"] for row in rows)
     errs = [row["float_max_rel_err"] for row in rows if row["float_max_rel_err"] is not None]
     summary = {
-        "program": prog.name, "equivalent": equivalent,
+        "program": prog.name,
+        "equivalent": equivalent,
         "float_max_rel_err": max(errs) if len(errs) == len(rows) else None,
-        "seconds": round(seconds, 4), "backend": backend_name(xp), "p": p, "q": q,
-        "seeds": list(seed_list), "reference_digest": digest(reference), "experts": rows,
+        "seconds": round(seconds, 4),
+        "backend": backend_name(xp),
+        "p": p,
+        "q": q,
+        "seeds": list(seed_list),
+        "reference_digest": digest(reference),
+        "experts": rows,
     }
     if as_json:
         click.echo(json.dumps(summary))
     else:
-        click.echo(f"{prog.name}: {'all experts equivalent' if equivalent else 'MISMATCH'} "
-                   f"({seconds:.2f} s on {backend_name(xp)})")
+        click.echo(
+            f"{prog.name}: {'all experts equivalent' if equivalent else 'MISMATCH'} "
+            f"({seconds:.2f} s on {backend_name(xp)})"
+        )
     if not equivalent:
         sys.exit(1)
 
@@ -213,17 +281,33 @@ def check(program: str, as_json: bool, seeds: str, backend: str, p: int, q: int,
 @cli.command()
 @click.argument("program")
 @click.option("--json", "as_json", is_flag=True, help="Last stdout line: one JSON object with the verdicts.")
-@click.option("--memo-url", default=None, metavar="URL",
-              help="Shared verdict memo: redis://HOST:PORT/DB, unix:///PATH, or 'local' (no server). "
-                   "Default: a private redis-server keeping its data in --memo-dir.")
-@click.option("--memo-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("runs/memo"),
-              show_default=True, help="Data directory of the private redis-server.")
-@click.option("--rlimit", default=DEFAULT_RLIMIT, type=click.IntRange(min=1), show_default=True,
-              help="Z3 resource limit per query (deterministic, part of every memo key).")
-@click.option("--unknown-keeps", is_flag=True,
-              help="Keep candidates whose query hits the rlimit (default: prune them, as Mirage does).")
-def prune(program: str, as_json: bool, memo_url: str | None, memo_dir: Path, rlimit: int,
-          unknown_keeps: bool) -> None:
+@click.option(
+    "--memo-url",
+    default=None,
+    metavar="URL",
+    help="Shared verdict memo: redis://HOST:PORT/DB, unix:///PATH, or 'local' (no server). "
+    "Default: a private redis-server keeping its data in --memo-dir.",
+)
+@click.option(
+    "--memo-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("runs/memo"),
+    show_default=True,
+    help="Data directory of the private redis-server.",
+)
+@click.option(
+    "--rlimit",
+    default=DEFAULT_RLIMIT,
+    type=click.IntRange(min=1),
+    show_default=True,
+    help="Z3 resource limit per query (deterministic, part of every memo key).",
+)
+@click.option(
+    "--unknown-keeps",
+    is_flag=True,
+    help="Keep candidates whose query hits the rlimit (default: prune them, as Mirage does).",
+)
+def prune(program: str, as_json: bool, memo_url: str | None, memo_dir: Path, rlimit: int, unknown_keeps: bool) -> None:
     """Ask the abstract-expression oracle about every intermediate tensor of PROGRAM's experts.
 
     An expert the search can reach has every intermediate kept: its abstract expression is a
@@ -241,25 +325,34 @@ def prune(program: str, as_json: bool, memo_url: str | None, memo_dir: Path, rli
             exprs = labelled_exprs(build())
             verdicts = oracle.verdicts([e for _, e in exprs])
             pruned = [(name, e, v) for (name, e), v in zip(exprs, verdicts, strict=True) if not oracle.keeps(v)]
-            rows.append({"expert": label, "tensors": len(exprs), "pruned": [n for n, _, _ in pruned],
-                         "reachable": not pruned})
+            rows.append(
+                {"expert": label, "tensors": len(exprs), "pruned": [n for n, _, _ in pruned], "reachable": not pruned}
+            )
             if not as_json:
-                click.echo(f"{prog.name} [{label}]: {len(exprs) - len(pruned)} of {len(exprs)} intermediates "
-                           f"kept{'' if pruned else ' (reachable by the search)'}")
+                click.echo(
+                    f"{prog.name} [{label}]: {len(exprs) - len(pruned)} of {len(exprs)} intermediates "
+                    f"kept{'' if pruned else ' (reachable by the search)'}"
+                )
                 for name, e, v in pruned:
                     click.echo(f"  pruned {name}: {v.name.lower()}  {e.sexpr}")
         memo_counts = memo.counters.as_dict()
     summary = {
-        "program": prog.name, "experts": rows, "seconds": round(time.perf_counter() - t0, 4),
-        "memo": memo.name, **oracle.counters.as_dict(), "memo_counters": memo_counts,
+        "program": prog.name,
+        "experts": rows,
+        "seconds": round(time.perf_counter() - t0, 4),
+        "memo": memo.name,
+        **oracle.counters.as_dict(),
+        "memo_counters": memo_counts,
     }
     if as_json:
         click.echo(json.dumps(summary))
     else:
         c = oracle.counters
-        click.echo(f"{c.queries} queries: {c.memo_hits} memo hits ({memo_counts['local_hits']} local, "
-                   f"{memo_counts['remote_hits']} {memo.name}), {c.solver_calls} solver calls in "
-                   f"{c.solver_seconds:.2f} s, {c.unknowns} unknown")
+        click.echo(
+            f"{c.queries} queries: {c.memo_hits} memo hits ({memo_counts['local_hits']} local, "
+            f"{memo_counts['remote_hits']} {memo.name}), {c.solver_calls} solver calls in "
+            f"{c.solver_seconds:.2f} s, {c.unknowns} unknown"
+        )
 
 
 def _hit_rate(hits: float, misses: float) -> str:
@@ -269,33 +362,73 @@ def _hit_rate(hits: float, misses: float) -> str:
 def _progress_text(r: SearchReport) -> str:
     c = r.counters
     rate = c.nodes / r.seconds if r.seconds > 0 else 0.0
-    return (f"states {c.nodes:,} ({rate:,.0f}/s) · candidates {c.fingerprints:,} · μGraphs {len(r.found)} · "
-            f"memo hits {_hit_rate(c.memo_hits, c.solver_calls)} · solver {c.solver_calls:,} calls "
-            f"· {r.seconds:,.0f} s")
+    return (
+        f"states {c.nodes:,} ({rate:,.0f}/s) · candidates {c.fingerprints:,} · μGraphs {len(r.found)} · "
+        f"memo hits {_hit_rate(c.memo_hits, c.solver_calls)} · solver {c.solver_calls:,} calls "
+        f"· {r.seconds:,.0f} s"
+    )
 
 
 @cli.command()
 @click.argument("program")
-@click.option("--preset", type=click.Choice(PRESETS), default=None,
-              help="Search space preset (default: the program's own).")
-@click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
-              help="Override one search limit, VALUE in JSON, e.g. --set 'grids=[[64,1,1]]' --set franges=[64]. "
-                   "Repeatable.")
-@click.option("--time-limit", default=None, metavar="DURATION",
-              help="Stop cleanly after this long (90, 15m, 2h); the result says whether the search finished.")
-@click.option("--budget", default=DEFAULT_BUDGET, show_default=True, type=click.IntRange(min=1),
-              help="Nodes per task: the unit of progress updates and of time-limit checks.")
-@click.option("--memo-url", default=None, metavar="URL",
-              help="Shared verdict memo: redis://HOST:PORT/DB, unix:///PATH, or 'local' (no server). "
-                   "Default: a private redis-server keeping its data in --memo-dir.")
-@click.option("--memo-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("runs/memo"),
-              show_default=True, help="Data directory of the private redis-server.")
-@click.option("--backend", type=click.Choice(["auto", "numpy", "cupy"]), default="auto", show_default=True,
-              help="Array backend for fingerprints.")
+@click.option(
+    "--preset", type=click.Choice(PRESETS), default=None, help="Search space preset (default: the program's own)."
+)
+@click.option(
+    "--set",
+    "settings",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Override one search limit, VALUE in JSON, e.g. --set 'grids=[[64,1,1]]' --set franges=[64]. Repeatable.",
+)
+@click.option(
+    "--time-limit",
+    default=None,
+    metavar="DURATION",
+    help="Stop cleanly after this long (90, 15m, 2h); the result says whether the search finished.",
+)
+@click.option(
+    "--budget",
+    default=DEFAULT_BUDGET,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Nodes per task: the unit of progress updates and of time-limit checks.",
+)
+@click.option(
+    "--memo-url",
+    default=None,
+    metavar="URL",
+    help="Shared verdict memo: redis://HOST:PORT/DB, unix:///PATH, or 'local' (no server). "
+    "Default: a private redis-server keeping its data in --memo-dir.",
+)
+@click.option(
+    "--memo-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("runs/memo"),
+    show_default=True,
+    help="Data directory of the private redis-server.",
+)
+@click.option(
+    "--backend",
+    type=click.Choice(["auto", "numpy", "cupy"]),
+    default="auto",
+    show_default=True,
+    help="Array backend for fingerprints.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Last stdout line: one JSON object with the results.")
 @click.option("--show", is_flag=True, help="Print every μGraph found.")
-def search(program: str, preset: str | None, settings: tuple[str, ...], time_limit: str | None, budget: int,
-           memo_url: str | None, memo_dir: Path, backend: str, as_json: bool, show: bool) -> None:
+def search(
+    program: str,
+    preset: str | None,
+    settings: tuple[str, ...],
+    time_limit: str | None,
+    budget: int,
+    memo_url: str | None,
+    memo_dir: Path,
+    backend: str,
+    as_json: bool,
+    show: bool,
+) -> None:
     """Search PROGRAM (built-in name, .py or .json file) for equivalent μGraphs, serially in one
     process, with Mirage's search space; report what was found and whether the expert is among them."""
     limit = parse_duration(time_limit) if time_limit is not None else None
@@ -324,12 +457,22 @@ def search(program: str, preset: str | None, settings: tuple[str, ...], time_lim
     c = report.counters
     digests = sorted(report.found)
     summary: dict[str, Any] = {
-        "program": prog.name, "preset": config.preset, "config_digest": config.digest,
-        "states": c.nodes, "mugraphs": len(digests), "digests": digests,
-        "expert_found": bool(expert_digests & set(digests)) if prog.experts else None, "expert_reason": why,
-        "solver_calls": c.solver_calls, "seconds": round(report.seconds, 3), "complete": report.complete,
-        "frontier": len(report.frontier), "tasks": report.tasks, "memo": memo.name,
-        "counters": c.as_dict(), "memo_counters": memo_counts,
+        "program": prog.name,
+        "preset": config.preset,
+        "config_digest": config.digest,
+        "states": c.nodes,
+        "mugraphs": len(digests),
+        "digests": digests,
+        "expert_found": bool(expert_digests & set(digests)) if prog.experts else None,
+        "expert_reason": why,
+        "solver_calls": c.solver_calls,
+        "seconds": round(report.seconds, 3),
+        "complete": report.complete,
+        "frontier": len(report.frontier),
+        "tasks": report.tasks,
+        "memo": memo.name,
+        "counters": c.as_dict(),
+        "memo_counters": memo_counts,
         "paths": {d: list(report.found[d].path) for d in digests},
     }
     if show:
@@ -342,9 +485,11 @@ def search(program: str, preset: str | None, settings: tuple[str, ...], time_lim
         expert = {True: ", expert found", False: f", expert NOT found: {why}", None: ""}[summary["expert_found"]]
         click.echo(f"{prog.name}: {len(digests)} μGraphs{expert}; search {state}")
         click.echo(f"  {_progress_text(report)}")
-        click.echo(f"  oracle: {c.oracle_queries:,} queries, {c.prefiltered:,} answered without Z3, "
-                   f"{c.memo_hits:,} memo hits, {c.solver_calls:,} solver calls in {c.solver_seconds:.1f} s; "
-                   f"fingerprints: {c.fingerprints:,} in {c.fingerprint_seconds:.1f} s")
+        click.echo(
+            f"  oracle: {c.oracle_queries:,} queries, {c.prefiltered:,} answered without Z3, "
+            f"{c.memo_hits:,} memo hits, {c.solver_calls:,} solver calls in {c.solver_seconds:.1f} s; "
+            f"fingerprints: {c.fingerprints:,} in {c.fingerprint_seconds:.1f} s"
+        )
 
 
 cli.add_command(optimize)
@@ -359,8 +504,9 @@ cli.add_command(emit)
 cli.add_command(explain)
 
 
-def _warning_line(message: Warning | str, category: type[Warning], filename: str, lineno: int,
-                  line: str | None = None) -> str:
+def _warning_line(
+    message: Warning | str, category: type[Warning], filename: str, lineno: int, line: str | None = None
+) -> str:
     return f"mugraph: warning: {message}\n"
 
 
@@ -395,9 +541,11 @@ def main(argv: list[str] | None = None) -> None:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             sys.exit(1)
         if e.errno == errno.ENOSPC:
-            click.echo(f"mugraph: error: no space left on device{where}; free some space and run the same "
-                       "command again (a run store stays resumable)", err=True)
+            click.echo(
+                f"mugraph: error: no space left on device{where}; free some space and run the same "
+                "command again (a run store stays resumable)",
+                err=True,
+            )
         else:
             click.echo(f"mugraph: error: {e.strerror or e}{where}", err=True)
         sys.exit(EXIT_USAGE)
-

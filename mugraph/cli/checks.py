@@ -55,8 +55,10 @@ def check_store_path(text: str, option: str = "--store") -> Path:
     if not text.strip():
         raise MugraphError(f"{option} is empty; give a path such as runs/my-run.zarr")
     if any(ord(c) < 32 or ord(c) == 127 for c in text):
-        raise MugraphError(f"{option} {text!r} contains a control character (newline, tab, ...); "
-                           "the memo directory next to the store could not be found again")
+        raise MugraphError(
+            f"{option} {text!r} contains a control character (newline, tab, ...); "
+            "the memo directory next to the store could not be found again"
+        )
     path = Path(text)
     if path.exists():
         if not path.is_dir():
@@ -87,8 +89,11 @@ def warn_many_workers(workers: int | None) -> None:
     """One warning line when --workers asks for far more processes than there are cores."""
     cores = os.cpu_count() or 1
     if workers is not None and workers > WORKERS_PER_CORE_WARNING * cores:
-        click.echo(f"mugraph: warning: --workers {workers} is far above the {cores} cores of this machine; "
-                   "each worker is a process with its own solver and memo", err=True)
+        click.echo(
+            f"mugraph: warning: --workers {workers} is far above the {cores} cores of this machine; "
+            "each worker is a process with its own solver and memo",
+            err=True,
+        )
 
 
 def file_name(name: str) -> str:
@@ -134,8 +139,10 @@ def check_dashboard_host(address: str, option: str = "--dashboard-address") -> N
         with socket.socket(family, socket.SOCK_STREAM) as s:
             s.bind((sockaddr[0], 0))
     except OSError as e:
-        raise MugraphError(f"{option} {address!r}: cannot listen on {host!r} ({e.strerror or e}); give an "
-                           "address of this machine, such as 127.0.0.1:8787") from None
+        raise MugraphError(
+            f"{option} {address!r}: cannot listen on {host!r} ({e.strerror or e}); give an "
+            "address of this machine, such as 127.0.0.1:8787"
+        ) from None
 
 
 def check_memo_secret(memo_dir: Path) -> None:

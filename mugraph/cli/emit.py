@@ -46,8 +46,10 @@ def kernels_path(store: Path) -> Path:
     return store.with_name(store.name.removesuffix(".zarr") + ".kernels.py")
 
 
-def _layouts(graph: KernelGraph, layout: LayoutResult | None = None,
-             ) -> tuple[list[str], tuple[int, ...], Layouts | None]:
+def _layouts(
+    graph: KernelGraph,
+    layout: LayoutResult | None = None,
+) -> tuple[list[str], tuple[int, ...], Layouts | None]:
     """The chosen layouts of `graph` (given, or solved now as the layout stage does) as lines for the
     header, as the innermost dim of each device tensor, and whole; none where no layout is found."""
     try:
@@ -90,8 +92,12 @@ def select_from_store(store: Path, digest: str | None) -> Selection:
         ident = st.identity
         config = f"store {store}, config digest {ident.get('config_digest', '-')}, budget {ident.get('budget', '-')}"
         if digest is not None:
-            found = {d: (i, rec.graph) for i, _ in enumerate(frags) for d, rec in st.found(i).items()
-                     if st.confirmations(i).get(d, {}).get("equivalent")}
+            found = {
+                d: (i, rec.graph)
+                for i, _ in enumerate(frags)
+                for d, rec in st.found(i).items()
+                if st.confirmations(i).get(d, {}).get("equivalent")
+            }
             d = _match(list(found), digest, f"the confirmed μGraphs of {store}")
             i, text = found[d]
             graph = loads(text)
@@ -107,8 +113,13 @@ def select_from_store(store: Path, digest: str | None) -> Selection:
     # layouts for a one-fragment program, whose stitched program is its best μGraph)
     graph = loads(final["program_graph"])
     lines, inner, chosen = _layouts(graph)
-    info = EmitInfo(str(ident.get("program")), config + f", GPU profile {final.get('gpu_profile')}",
-                    str(final["best"]), lines, inner)
+    info = EmitInfo(
+        str(ident.get("program")),
+        config + f", GPU profile {final.get('gpu_profile')}",
+        str(final["best"]),
+        lines,
+        inner,
+    )
     return Selection(graph, reference, info, kernels_path(store), chosen)
 
 
@@ -143,23 +154,50 @@ def write_store_module(store: Path) -> Path:
 
 @click.command()
 @click.argument("source")
-@click.option("--digest", default=None, metavar="D",
-              help="Emit the μGraph with this canonical digest (a prefix will do): a confirmed one of the STORE, "
-                   "or the PROGRAM's reference or an expert.")
-@click.option("--expert", default=None, metavar="NAME",
-              help="For a PROGRAM: which expert ('reference' for the reference program; default: its first expert).")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Where to write the module (default: beside a STORE as NAME.kernels.py; stdout for a PROGRAM).")
-@click.option("--check", is_flag=True,
-              help=f"Run the module and compare with the float64 reference (fp16 tolerance {FP16_TOLERANCE:g} of the "
-                   "output's largest magnitude): compiled on a CUDA device where CuPy finds one, else in Triton's "
-                   "interpreter on the CPU.")
+@click.option(
+    "--digest",
+    default=None,
+    metavar="D",
+    help="Emit the μGraph with this canonical digest (a prefix will do): a confirmed one of the STORE, "
+    "or the PROGRAM's reference or an expert.",
+)
+@click.option(
+    "--expert",
+    default=None,
+    metavar="NAME",
+    help="For a PROGRAM: which expert ('reference' for the reference program; default: its first expert).",
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Where to write the module (default: beside a STORE as NAME.kernels.py; stdout for a PROGRAM).",
+)
+@click.option(
+    "--check",
+    is_flag=True,
+    help=f"Run the module and compare with the float64 reference (fp16 tolerance {FP16_TOLERANCE:g} of the "
+    "output's largest magnitude): compiled on a CUDA device where CuPy finds one, else in Triton's "
+    "interpreter on the CPU.",
+)
 @click.option("--interpret", is_flag=True, help="With --check: use Triton's interpreter even where a GPU is present.")
-@click.option("--time", "time_it", is_flag=True,
-              help="Time the compiled module on the CUDA device (fp16, CUDA events, median of 50 runs); needs a GPU.")
+@click.option(
+    "--time",
+    "time_it",
+    is_flag=True,
+    help="Time the compiled module on the CUDA device (fp16, CUDA events, median of 50 runs); needs a GPU.",
+)
 @click.option("--json", "as_json", is_flag=True, help="The last stdout line is one JSON object with the verdict.")
-def emit(source: str, digest: str | None, expert: str | None, out: Path | None, check: bool, interpret: bool,
-         time_it: bool, as_json: bool) -> None:
+def emit(
+    source: str,
+    digest: str | None,
+    expert: str | None,
+    out: Path | None,
+    check: bool,
+    interpret: bool,
+    time_it: bool,
+    as_json: bool,
+) -> None:
     """Write SOURCE's chosen μGraph as one Python module: a Triton kernel per graph-defined op, an
     array call per pre-defined op, and `run(inputs) -> outputs`. SOURCE is a run store (its best μGraph
     of each fragment, stitched into the whole program) or a program (built-in name, .py or .json)."""
@@ -170,8 +208,10 @@ def emit(source: str, digest: str | None, expert: str | None, out: Path | None, 
     if time_it and interpret:
         raise click.UsageError("--time compiles the module for the GPU; it cannot run in the interpreter")
     if time_it and not cupy_available():
-        raise CodegenError("--time needs CuPy and a usable CUDA device; none was found (--check runs the module "
-                           "in Triton's interpreter on the CPU)")
+        raise CodegenError(
+            "--time needs CuPy and a usable CUDA device; none was found (--check runs the module "
+            "in Triton's interpreter on the CPU)"
+        )
     native = (check or time_it) and not interpret and cupy_available()
     is_store = Path(source).is_dir()
     if is_store and expert is not None:
@@ -183,17 +223,30 @@ def emit(source: str, digest: str | None, expert: str | None, out: Path | None, 
         target.write_text(text)
     elif not as_json:
         click.echo(text, nl=False)
-    result: dict[str, Any] = {"program": sel.info.program, "digest": sel.info.digest or canonical_digest(sel.graph),
-                              "out": str(target) if target else None, "ok": None, "max_rel_err": None,
-                              "interpreted": None, "tolerance": FP16_TOLERANCE}
+    result: dict[str, Any] = {
+        "program": sel.info.program,
+        "digest": sel.info.digest or canonical_digest(sel.graph),
+        "out": str(target) if target else None,
+        "ok": None,
+        "max_rel_err": None,
+        "interpreted": None,
+        "tolerance": FP16_TOLERANCE,
+    }
     if (check or time_it) and sel.reference is None:
-        raise CodegenError(f"{source}: cannot find the program this store was made for, to check against; "
-                           "run the check where its program file is")
+        raise CodegenError(
+            f"{source}: cannot find the program this store was made for, to check against; "
+            "run the check where its program file is"
+        )
     if check:
         assert sel.reference is not None
         report = check_source(text, sel.reference, interpret=not native)
-        result.update(ok=report.ok, max_rel_err=report.max_rel_err, interpreted=report.interpreted,
-                      per_output=report.per_output, run_seconds=round(report.seconds, 3))
+        result.update(
+            ok=report.ok,
+            max_rel_err=report.max_rel_err,
+            interpreted=report.interpreted,
+            per_output=report.per_output,
+            run_seconds=round(report.seconds, 3),
+        )
     if time_it:
         assert sel.reference is not None
         timing = time_source(text, sel.reference)
@@ -209,13 +262,19 @@ def emit(source: str, digest: str | None, expert: str | None, out: Path | None, 
         if check:
             verdict = "matches" if result["ok"] else "DIFFERS from"
             where = "in Triton's interpreter" if result["interpreted"] else "compiled, on the GPU (first run)"
-            click.echo(f"mugraph: check: the module {verdict} the float64 reference; max rel err "
-                       f"{result['max_rel_err']:.3g} (tolerance {FP16_TOLERANCE:g}), {result['run_seconds']:.2f} s "
-                       f"{where}", err=True)
+            click.echo(
+                f"mugraph: check: the module {verdict} the float64 reference; max rel err "
+                f"{result['max_rel_err']:.3g} (tolerance {FP16_TOLERANCE:g}), {result['run_seconds']:.2f} s "
+                f"{where}",
+                err=True,
+            )
         if time_it:
             t = result["timing"]
-            click.echo(f"mugraph: time: {seconds_text(t['median_seconds'])} median of {t['repeats']} runs on "
-                       f"{t['device']} (min {seconds_text(t['min_seconds'])}; the host takes "
-                       f"{seconds_text(t['host_seconds'])} per synchronous run)", err=True)
+            click.echo(
+                f"mugraph: time: {seconds_text(t['median_seconds'])} median of {t['repeats']} runs on "
+                f"{t['device']} (min {seconds_text(t['min_seconds'])}; the host takes "
+                f"{seconds_text(t['host_seconds'])} per synchronous run)",
+                err=True,
+            )
     if (check or time_it) and not result["ok"]:
         raise SystemExit(1)

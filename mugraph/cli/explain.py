@@ -24,18 +24,40 @@ from mugraph.storage.memo_url import check_memo_url
 @click.command()
 @click.argument("program")
 @click.option("--expert", "only", default=None, metavar="NAME", help="Explain this expert only (default: every one).")
-@click.option("--preset", type=click.Choice(PRESETS), default=None,
-              help="Search space preset (default: the program's own).")
-@click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
-              help="Override one search limit, as for `mugraph search`. Repeatable.")
-@click.option("--memo-url", default=None, metavar="URL",
-              help="Shared verdict memo: redis://HOST:PORT/DB, unix:///PATH, or 'local' (no server). "
-                   "Default: a private redis-server keeping its data in --memo-dir.")
-@click.option("--memo-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("runs/memo"),
-              show_default=True, help="Data directory of the private redis-server.")
+@click.option(
+    "--preset", type=click.Choice(PRESETS), default=None, help="Search space preset (default: the program's own)."
+)
+@click.option(
+    "--set",
+    "settings",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Override one search limit, as for `mugraph search`. Repeatable.",
+)
+@click.option(
+    "--memo-url",
+    default=None,
+    metavar="URL",
+    help="Shared verdict memo: redis://HOST:PORT/DB, unix:///PATH, or 'local' (no server). "
+    "Default: a private redis-server keeping its data in --memo-dir.",
+)
+@click.option(
+    "--memo-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("runs/memo"),
+    show_default=True,
+    help="Data directory of the private redis-server.",
+)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per expert on stdout.")
-def explain(program: str, only: str | None, preset: str | None, settings: tuple[str, ...], memo_url: str | None,
-            memo_dir: Path, as_json: bool) -> None:
+def explain(
+    program: str,
+    only: str | None,
+    preset: str | None,
+    settings: tuple[str, ...],
+    memo_url: str | None,
+    memo_dir: Path,
+    as_json: bool,
+) -> None:
     """Say whether the search of PROGRAM (built-in name, .py or .json file) can find each of its experts:
     if not, the first choice that excludes it and the setting that would admit it; if so, its path."""
     if memo_url is not None:

@@ -39,11 +39,13 @@ def _parse_layout(text: str) -> tuple[str, int]:
     try:
         value = int(dim)
     except ValueError:
-        raise click.BadParameter(f"{shown(text)}: expected NAME=DIM, e.g. W=0 for a column-major W",
-                                 param_hint="--layout") from None
+        raise click.BadParameter(
+            f"{shown(text)}: expected NAME=DIM, e.g. W=0 for a column-major W", param_hint="--layout"
+        ) from None
     if value < 0:
-        raise click.BadParameter(f"{shown(text)}: DIM is a dim index from 0 (the first dim), not {value}",
-                                 param_hint="--layout")
+        raise click.BadParameter(
+            f"{shown(text)}: DIM is a dim index from 0 (the first dim), not {value}", param_hint="--layout"
+        )
     try:
         return check_tensor_name(name.strip(), "the program input or output"), value
     except MugraphError as e:
@@ -52,66 +54,152 @@ def _parse_layout(text: str) -> tuple[str, int]:
 
 def _progress_text(e: dict[str, Any]) -> str:
     memo = memo_text(e.get("memo_local_hit_rate"), e.get("memo_remote_hit_rate"))
-    return (f"tasks {e['tasks_done']:,} done, {e['tasks_running']:,} running, {e['tasks_pending']:,} pending · "
-            f"states {e['states']:,} "
-            f"({e['states_per_s']:,.0f}/s) · μGraphs {e['mugraphs']} ({e['confirmed']} confirmed) · "
-            f"shared memo hits {memo} · solver {e['solver_calls']:,} · {e['seconds']:,.0f} s" + _size_text(e))
+    return (
+        f"tasks {e['tasks_done']:,} done, {e['tasks_running']:,} running, {e['tasks_pending']:,} pending · "
+        f"states {e['states']:,} "
+        f"({e['states_per_s']:,.0f}/s) · μGraphs {e['mugraphs']} ({e['confirmed']} confirmed) · "
+        f"shared memo hits {memo} · solver {e['solver_calls']:,} · {e['seconds']:,.0f} s" + _size_text(e)
+    )
 
 
 def _size_text(e: dict[str, Any]) -> str:
     """` · about N states, X% done, ETA T` from a progress event or sample that has the estimate."""
     if e.get("estimated_states") is None:
         return ""
-    return " · " + eta_text(e["states"], e["estimated_states"], int(e.get("tasks_pending", 0)) +
-                            int(e.get("tasks_running", 0)), float(e.get("states_per_s") or 0.0))
+    return " · " + eta_text(
+        e["states"],
+        e["estimated_states"],
+        int(e.get("tasks_pending", 0)) + int(e.get("tasks_running", 0)),
+        float(e.get("states_per_s") or 0.0),
+    )
 
 
 @click.command()
 @click.argument("program")
-@click.option("--preset", type=click.Choice(PRESETS), default=None,
-              help="Search space preset for every fragment (default: the program's own, or one per fragment).")
-@click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
-              help="Override one search limit for every fragment, VALUE in JSON (see `mugraph search`).")
-@click.option("--workers", type=click.IntRange(min=1), default=None,
-              help="Worker processes of the local cluster (default: one per core).")
-@click.option("--scheduler", default=None, metavar="ADDRESS",
-              help="Run on an existing Dask cluster (tcp://HOST:8786) whose workers came from `dask worker`.")
-@click.option("--memo-url", default=None, metavar="URL",
-              help="Shared verdict memo (redis://HOST:PORT/DB, unix:///PATH, or 'local'). Default: a private "
-                   "redis-server beside the store.")
-@click.option("--store", default=None, metavar="PATH",
-              help="The run store (Zarr). Default: runs/PROGRAM-DIGEST.zarr; an existing one is resumed.")
-@click.option("--time-limit", default=None, metavar="DURATION",
-              help="Stop cleanly after this long (90, 15m, 2h); the same command resumes.")
+@click.option(
+    "--preset",
+    type=click.Choice(PRESETS),
+    default=None,
+    help="Search space preset for every fragment (default: the program's own, or one per fragment).",
+)
+@click.option(
+    "--set",
+    "settings",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Override one search limit for every fragment, VALUE in JSON (see `mugraph search`).",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Worker processes of the local cluster (default: one per core).",
+)
+@click.option(
+    "--scheduler",
+    default=None,
+    metavar="ADDRESS",
+    help="Run on an existing Dask cluster (tcp://HOST:8786) whose workers came from `dask worker`.",
+)
+@click.option(
+    "--memo-url",
+    default=None,
+    metavar="URL",
+    help="Shared verdict memo (redis://HOST:PORT/DB, unix:///PATH, or 'local'). Default: a private "
+    "redis-server beside the store.",
+)
+@click.option(
+    "--store",
+    default=None,
+    metavar="PATH",
+    help="The run store (Zarr). Default: runs/PROGRAM-DIGEST.zarr; an existing one is resumed.",
+)
+@click.option(
+    "--time-limit",
+    default=None,
+    metavar="DURATION",
+    help="Stop cleanly after this long (90, 15m, 2h); the same command resumes.",
+)
 @click.option("--fresh", is_flag=True, help="Delete the store first and start over.")
-@click.option("--budget", default=None, type=click.IntRange(min=1),
-              help=f"Search states per task (part of the run's identity: it fixes the task split). Default: "
-                   f"the budget of the store being resumed, else {DEFAULT_BUDGET}.")
-@click.option("--backend", type=click.Choice(["auto", "numpy", "cupy"]), default="auto", show_default=True,
-              help="Array backend of the workers' fingerprints.")
+@click.option(
+    "--budget",
+    default=None,
+    type=click.IntRange(min=1),
+    help=f"Search states per task (part of the run's identity: it fixes the task split). Default: "
+    f"the budget of the store being resumed, else {DEFAULT_BUDGET}.",
+)
+@click.option(
+    "--backend",
+    type=click.Choice(["auto", "numpy", "cupy"]),
+    default="auto",
+    show_default=True,
+    help="Array backend of the workers' fingerprints.",
+)
 @click.option("--json", "as_json", is_flag=True, help="NDJSON events on stdout; the last has event 'done'.")
-@click.option("--profile", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write Dask's performance report (HTML) to this file.")
-@click.option("--dashboard-address", default="127.0.0.1:8787", show_default=True,
-              help="Where the local cluster's Dask dashboard listens.")
-@click.option("--layout", "layouts", multiple=True, metavar="NAME=DIM",
-              help="The innermost (stride-1) dim of a program input or output, as your tensors have it (default: "
-                   "row-major, the last dim). Layouts are chosen around it; not part of the run's identity.")
-@click.option("--gpu-profile", default=DEFAULT_PROFILE, show_default=True, metavar="NAME",
-              help=f"GPU whose cost model ranks the μGraphs: {', '.join(PROFILES)}. Not part of the run's "
-                   "identity: rerunning a finished store with another profile ranks it again.")
-@click.option("--emit", "emit_kernels", is_flag=True,
-              help="At the end, write the stitched best program as Triton kernels beside the store "
-                   "(NAME.kernels.py, as `mugraph emit STORE` does); needs the kernels extra.")
-@click.option("--measure", type=click.IntRange(min=0), default=0, metavar="K",
-              help="At the end, time the model's K best μGraphs of each fragment and its reference as compiled "
-                   "Triton kernels on a GPU worker (Dask resource GPU) and rank them by measured time; needs a "
-                   "CUDA device with CuPy and the kernels extra. Not part of the run's identity.")
-def optimize(program: str, preset: str | None, settings: tuple[str, ...], workers: int | None,
-             scheduler: str | None, memo_url: str | None, store: str | None, time_limit: str | None,
-             fresh: bool, budget: int | None, backend: str, as_json: bool, profile: Path | None,
-             dashboard_address: str, layouts: tuple[str, ...], gpu_profile: str, emit_kernels: bool,
-             measure: int) -> None:
+@click.option(
+    "--profile",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write Dask's performance report (HTML) to this file.",
+)
+@click.option(
+    "--dashboard-address",
+    default="127.0.0.1:8787",
+    show_default=True,
+    help="Where the local cluster's Dask dashboard listens.",
+)
+@click.option(
+    "--layout",
+    "layouts",
+    multiple=True,
+    metavar="NAME=DIM",
+    help="The innermost (stride-1) dim of a program input or output, as your tensors have it (default: "
+    "row-major, the last dim). Layouts are chosen around it; not part of the run's identity.",
+)
+@click.option(
+    "--gpu-profile",
+    default=DEFAULT_PROFILE,
+    show_default=True,
+    metavar="NAME",
+    help=f"GPU whose cost model ranks the μGraphs: {', '.join(PROFILES)}. Not part of the run's "
+    "identity: rerunning a finished store with another profile ranks it again.",
+)
+@click.option(
+    "--emit",
+    "emit_kernels",
+    is_flag=True,
+    help="At the end, write the stitched best program as Triton kernels beside the store "
+    "(NAME.kernels.py, as `mugraph emit STORE` does); needs the kernels extra.",
+)
+@click.option(
+    "--measure",
+    type=click.IntRange(min=0),
+    default=0,
+    metavar="K",
+    help="At the end, time the model's K best μGraphs of each fragment and its reference as compiled "
+    "Triton kernels on a GPU worker (Dask resource GPU) and rank them by measured time; needs a "
+    "CUDA device with CuPy and the kernels extra. Not part of the run's identity.",
+)
+def optimize(
+    program: str,
+    preset: str | None,
+    settings: tuple[str, ...],
+    workers: int | None,
+    scheduler: str | None,
+    memo_url: str | None,
+    store: str | None,
+    time_limit: str | None,
+    fresh: bool,
+    budget: int | None,
+    backend: str,
+    as_json: bool,
+    profile: Path | None,
+    dashboard_address: str,
+    layouts: tuple[str, ...],
+    gpu_profile: str,
+    emit_kernels: bool,
+    measure: int,
+) -> None:
     """Search every fragment of PROGRAM (built-in name, .py or .json file, or a PyTorch model: a .py file
     defining `model` and `example_inputs`) on a Dask cluster, confirm, rank and stitch the best μGraphs;
     everything is kept in a Zarr store, and killing the command then running it again continues where it
@@ -119,10 +207,23 @@ def optimize(program: str, preset: str | None, settings: tuple[str, ...], worker
     if workers is not None and scheduler is not None:
         raise click.UsageError("--workers starts a local cluster; with --scheduler the cluster's own workers run")
     options = OptimizeOptions(
-        preset=preset, settings=settings, workers=workers, scheduler=scheduler, memo_url=memo_url, store=store,
-        time_limit=time_limit, fresh=fresh, budget=budget, backend=backend, profile=profile,
-        dashboard_address=dashboard_address, layouts=dict(_parse_layout(s) for s in layouts), gpu_profile=gpu_profile,
-        emit_kernels=emit_kernels, measure=measure)
+        preset=preset,
+        settings=settings,
+        workers=workers,
+        scheduler=scheduler,
+        memo_url=memo_url,
+        store=store,
+        time_limit=time_limit,
+        fresh=fresh,
+        budget=budget,
+        backend=backend,
+        profile=profile,
+        dashboard_address=dashboard_address,
+        layouts=dict(_parse_layout(s) for s in layouts),
+        gpu_profile=gpu_profile,
+        emit_kernels=emit_kernels,
+        measure=measure,
+    )
     gpu = get_profile(gpu_profile)
     prog = resolve_program(program)
     progress = ProgressLine()
@@ -134,15 +235,24 @@ def optimize(program: str, preset: str | None, settings: tuple[str, ...], worker
             progress.update(_progress_text(e))
         elif e["event"] == "measured":
             what = "the reference" if e["reference"] else f"μGraph {e['digest'][:16]}"
-            timed = (f"{seconds_text(e['median_seconds'])} on {e['device']}" if e.get("median_seconds") is not None
-                     else f"not timed ({e.get('error')})")
-            click.echo(f"mugraph: {e['fragment']}: {what}: {timed} (model {seconds_text(e['estimated_seconds'])}"
-                       f"{'' if e.get('ok', True) else '; OUTPUTS DIFFER, not ranked by it'})", err=True)
+            timed = (
+                f"{seconds_text(e['median_seconds'])} on {e['device']}"
+                if e.get("median_seconds") is not None
+                else f"not timed ({e.get('error')})"
+            )
+            click.echo(
+                f"mugraph: {e['fragment']}: {what}: {timed} (model {seconds_text(e['estimated_seconds'])}"
+                f"{'' if e.get('ok', True) else '; OUTPUTS DIFFER, not ranked by it'})",
+                err=True,
+            )
         elif e["event"] == "start":
             verb = "resuming" if e["resumed"] else "starting"
-            click.echo(f"mugraph: {verb} {e['program']} in {e['store']}: {len(e['fragments'])} fragment(s), "
-                       f"{e['tasks_done']} tasks done, {e['tasks_pending']} pending; {e['workers']} workers; "
-                       f"dashboard {e['dashboard']}, search page {e.get('live_page') or '-'}", err=True)
+            click.echo(
+                f"mugraph: {verb} {e['program']} in {e['store']}: {len(e['fragments'])} fragment(s), "
+                f"{e['tasks_done']} tasks done, {e['tasks_pending']} pending; {e['workers']} workers; "
+                f"dashboard {e['dashboard']}, search page {e.get('live_page') or '-'}",
+                err=True,
+            )
 
     try:
         done = run_optimize(prog, options, emit)
@@ -152,23 +262,29 @@ def optimize(program: str, preset: str | None, settings: tuple[str, ...], worker
         click.echo(json.dumps(done))
         return
     state = "finished" if done["complete"] else "stopped at the time limit (run the same command to resume)"
-    click.echo(f"{done['program']}: search {state}; {len(done['mugraphs'])} confirmed μGraphs, "
-               f"{done['tasks_run']} tasks this run, {done['states']:,} states, {done['solver_calls']:,} solver "
-               f"calls, {done['seconds']:.1f} s")
+    click.echo(
+        f"{done['program']}: search {state}; {len(done['mugraphs'])} confirmed μGraphs, "
+        f"{done['tasks_run']} tasks this run, {done['states']:,} states, {done['solver_calls']:,} solver "
+        f"calls, {done['seconds']:.1f} s"
+    )
     for name, ranking in done["ranking"].items():
         ref = done["reference"][name]
         best = ranking[0] if ranking and done["best_per_fragment"][name] != ref["digest"] else ref
         what = "the reference itself" if best["reference"] else f"μGraph {best['digest'][:16]}"
-        click.echo(f"  {name}: best is {what}, {best['kernels']} kernel(s), estimated "
-                   f"{seconds_text(best['estimated_seconds'])} on {gpu.name}, speedup {best['speedup']:.2f}x "
-                   f"over the reference ({len(ranking)} μGraphs ranked)")
+        click.echo(
+            f"  {name}: best is {what}, {best['kernels']} kernel(s), estimated "
+            f"{seconds_text(best['estimated_seconds'])} on {gpu.name}, speedup {best['speedup']:.2f}x "
+            f"over the reference ({len(ranking)} μGraphs ranked)"
+        )
         if name in done.get("not_confident", ()):
             click.echo(not_confident_line(ranking[0]))
         if best.get("measured_seconds") is not None:
             speedup = best.get("measured_speedup")
-            click.echo(f"    measured {seconds_text(best['measured_seconds'])} on {best['measured_device']}"
-                       + (f", {speedup:.2f}x the reference's measured time" if speedup else "")
-                       + f" ({done['measured'].get(name, 0)} timed; ranked by measured time)")
+            click.echo(
+                f"    measured {seconds_text(best['measured_seconds'])} on {best['measured_device']}"
+                + (f", {speedup:.2f}x the reference's measured time" if speedup else "")
+                + f" ({done['measured'].get(name, 0)} timed; ranked by measured time)"
+            )
     if done["expert"]:
         click.echo(f"  {done['expert']}")
     click.echo(f"  store: {done['store']}  (mugraph show {done['store']})")
@@ -182,15 +298,21 @@ def not_confident_line(top: dict[str, Any]) -> str:
     the model's error of spilling (the term it prices least surely), or it is estimated faster only
     within the model's measured error."""
     if top.get("emitted_spill_bytes"):
-        why = (f"its tiles spill {top['emitted_spill_bytes']:,} bytes of registers per program, which the model "
-               f"prices least surely")
+        why = (
+            f"its tiles spill {top['emitted_spill_bytes']:,} bytes of registers per program, which the model "
+            f"prices least surely"
+        )
     elif top.get("emitted_registers", 0) * (1 + MODEL_ERROR) > MAX_REGISTERS:
-        why = (f"its tiles need {top['emitted_registers']} of the {MAX_REGISTERS} registers per thread, within "
-               f"the model's error ({MODEL_ERROR:.0%}) of spilling")
+        why = (
+            f"its tiles need {top['emitted_registers']} of the {MAX_REGISTERS} registers per thread, within "
+            f"the model's error ({MODEL_ERROR:.0%}) of spilling"
+        )
     else:
         why = f"within the model's measured error ({MODEL_ERROR:.0%})"
-    return (f"    no μGraph is confidently faster than the reference: the best candidate, {top['digest'][:16]}, "
-            f"is estimated {top['speedup']:.2f}x, {why}; the reference is kept")
+    return (
+        f"    no μGraph is confidently faster than the reference: the best candidate, {top['digest'][:16]}, "
+        f"is estimated {top['speedup']:.2f}x, {why}; the reference is kept"
+    )
 
 
 def _open(store: Path) -> RunStore:
@@ -210,36 +332,54 @@ def status(store: Path, as_json: bool) -> None:
         for i, f in enumerate(frags):
             conf = st.confirmations(i)
             ranking = st.ranking(i)
-            per.append({
-                "name": f["name"], "preset": f.get("preset"), "found": len(st.found(i)),
-                "confirmed": sum(1 for r in conf.values() if r["equivalent"]),
-                "best": ranking[0]["digest"] if ranking else None,
-                "best_is_reference": bool(ranking and ranking[0].get("reference")),
-            })
+            per.append(
+                {
+                    "name": f["name"],
+                    "preset": f.get("preset"),
+                    "found": len(st.found(i)),
+                    "confirmed": sum(1 for r in conf.values() if r["equivalent"]),
+                    "best": ranking[0]["digest"] if ranking else None,
+                    "best_is_reference": bool(ranking and ranking[0].get("reference")),
+                }
+            )
         last = next((inv[-1] for inv in reversed(st.timeline()) if inv), None)
-        size = {k: last.get(k) for k in ("estimated_states", "estimated_fraction", "eta_seconds", "states",
-                                         "states_per_s")} if last else None
-        out = {"store": str(store), "identity": st.identity, "tasks": summary, "fragments": per,
-               "complete": bool(final and final.get("complete")), "best": final.get("best") if final else None,
-               "size": size}
+        size = (
+            {
+                k: last.get(k)
+                for k in ("estimated_states", "estimated_fraction", "eta_seconds", "states", "states_per_s")
+            }
+            if last
+            else None
+        )
+        out = {
+            "store": str(store),
+            "identity": st.identity,
+            "tasks": summary,
+            "fragments": per,
+            "complete": bool(final and final.get("complete")),
+            "best": final.get("best") if final else None,
+            "size": size,
+        }
     if as_json:
         click.echo(json.dumps(out))
         return
     ident = st.identity
-    click.echo(f"{store}: program {ident.get('program')}, budget {ident.get('budget')}, "
-               f"{'complete' if out['complete'] else 'not complete (run optimize again to resume)'}")
+    click.echo(
+        f"{store}: program {ident.get('program')}, budget {ident.get('budget')}, "
+        f"{'complete' if out['complete'] else 'not complete (run optimize again to resume)'}"
+    )
     click.echo(f"  tasks: {summary.get('done', 0):,} done, {summary.get('pending', 0):,} pending")
     states = int(summary.get("counters", {}).get("nodes", 0))
     if out["complete"] or not summary.get("pending", 0):
         click.echo(f"  size: {states:,} states, the whole space")
     elif last is not None and last.get("estimated_states") is not None:
-        eta = eta_text(states, last["estimated_states"], int(summary.get("pending", 0)),
-                       float(last.get("states_per_s") or 0.0))
+        eta = eta_text(
+            states, last["estimated_states"], int(summary.get("pending", 0)), float(last.get("states_per_s") or 0.0)
+        )
         click.echo(f"  size: {eta} (at the last invocation's rate)")
     for p in per:
         best = "the reference program" if p["best_is_reference"] else (p["best"] or "-")[:16]
         click.echo(f"  {p['name']} ({p['preset']}): {p['found']} found, {p['confirmed']} confirmed, best {best}")
-
 
 
 def _tie_values(term: str, values: Any) -> str:
@@ -253,6 +393,7 @@ def _tie_values(term: str, values: Any) -> str:
         if term.endswith("_seconds") and isinstance(v, int | float):
             return seconds_text(float(v))
         return f"{v:,}" if isinstance(v, int) else (f"{v:,.3g}" if isinstance(v, float) else str(v))
+
     return " against ".join(one(v) for v in values)
 
 
@@ -266,16 +407,20 @@ def _held_back(e: Mapping[str, Any]) -> str | None:
         return f"its kernels spill registers ({e['emitted_spill_bytes']:,} B), which the model prices least surely"
     registers = e.get("emitted_registers", 0)
     if registers * (1 + MODEL_ERROR) > MAX_REGISTERS:
-        return (f"it needs {registers} of the {MAX_REGISTERS} registers per thread, too close to spilling "
-                "for the model to vouch for it")
+        return (
+            f"it needs {registers} of the {MAX_REGISTERS} registers per thread, too close to spilling "
+            "for the model to vouch for it"
+        )
     return f"estimated faster by less than the model's measured error ({MODEL_ERROR:.0%})"
 
 
 def _ranking_lines(ranking: list[dict[str, Any]], limit: int | None, experts: dict[str, str]) -> list[str]:
     """The ranking table; past `limit` rows, the reference's row is still shown (speedups are over it)."""
     timed = any("measured_seconds" in e for e in ranking)
-    head = (f"   {'#':>3}  {'μGraph':<16}  {'kernels':>7}  {'DRAM bytes':>13}  {'FLOPs':>15}  {'est. time':>11}  "
-            f"{'speedup':>7}  bound    fits" + (f"  {'measured':>11}" if timed else ""))
+    head = (
+        f"   {'#':>3}  {'μGraph':<16}  {'kernels':>7}  {'DRAM bytes':>13}  {'FLOPs':>15}  {'est. time':>11}  "
+        f"{'speedup':>7}  bound    fits" + (f"  {'measured':>11}" if timed else "")
+    )
     lines = [head]
     shown = rows_to_show(ranking, limit)
     for n, e in shown:
@@ -284,12 +429,16 @@ def _ranking_lines(ranking: list[dict[str, Any]], limit: int | None, experts: di
         tag = "reference" if e.get("reference") else e["digest"][:16]
         expert = f"  (expert {experts[e['digest']]})" if e["digest"] in experts else ""
         measured = seconds_text(e["measured_seconds"]) if "measured_seconds" in e else "-"
-        lines.append(f"   {n:>3}  {tag:<16}  {e['kernels']:>7}  {e['dram_bytes']:>13,}  {e['flops']:>15,}  "
-                     f"{seconds_text(e['estimated_seconds']):>11}  {e['speedup']:>6.2f}x  {e['bound']:<7}  "
-                     f"{'yes' if e['fits'] else 'NO '}" + (f"  {measured:>11}" if timed else "") + expert)
+        lines.append(
+            f"   {n:>3}  {tag:<16}  {e['kernels']:>7}  {e['dram_bytes']:>13,}  {e['flops']:>15,}  "
+            f"{seconds_text(e['estimated_seconds']):>11}  {e['speedup']:>6.2f}x  {e['bound']:<7}  "
+            f"{'yes' if e['fits'] else 'NO '}" + (f"  {measured:>11}" if timed else "") + expert
+        )
         if "near_tie" in e:
-            lines.append(f"          ~ near tie with {e['near_tie'][:16]} (within {MODEL_ERROR:.0%}); "
-                         f"separated by {e['tie_break']} {_tie_values(e['tie_break'], e.get('tie_values'))}")
+            lines.append(
+                f"          ~ near tie with {e['near_tie'][:16]} (within {MODEL_ERROR:.0%}); "
+                f"separated by {e['tie_break']} {_tie_values(e['tie_break'], e.get('tie_values'))}"
+            )
         held = _held_back(e)
         if held:
             lines.append(f"          ~ ranked after the reference: {held}")
@@ -301,11 +450,19 @@ def _ranking_lines(ranking: list[dict[str, Any]], limit: int | None, experts: di
 @click.command()
 @click.argument("store", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout (rankings and graphs).")
-@click.option("--gpu-profile", default=None, metavar="NAME",
-              help=f"Rank again for this GPU ({', '.join(PROFILES)}) from the stored layouts; default: the "
-                   "profile the run was ranked for.")
-@click.option("--all", "show_all", is_flag=True,
-              help=f"Every row of each ranking (default: the first {SHOW_ROWS} and the reference's).")
+@click.option(
+    "--gpu-profile",
+    default=None,
+    metavar="NAME",
+    help=f"Rank again for this GPU ({', '.join(PROFILES)}) from the stored layouts; default: the "
+    "profile the run was ranked for.",
+)
+@click.option(
+    "--all",
+    "show_all",
+    is_flag=True,
+    help=f"Every row of each ranking (default: the first {SHOW_ROWS} and the reference's).",
+)
 def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) -> None:
     """The ranking of every fragment of a run STORE (each μGraph's kernels, DRAM bytes, FLOPs and
     estimated time on a GPU profile, best first), then the chosen μGraph with its layouts."""
@@ -323,8 +480,14 @@ def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) ->
             if gpu is not None and ranking:
                 ranking = rerank(ranking, {r["digest"]: loads(graphs[r["digest"]]) for r in ranking}, gpu)
             best = ranking[0] if ranking else None
-            rows.append({"name": f["name"], "ranking": ranking, "best": best,
-                         "graph": graphs[best["digest"]] if best is not None else None})
+            rows.append(
+                {
+                    "name": f["name"],
+                    "ranking": ranking,
+                    "best": best,
+                    "graph": graphs[best["digest"]] if best is not None else None,
+                }
+            )
         final = st.final()
         experts = expert_labels(st.identity, frags)
     if final is None:
@@ -336,9 +499,11 @@ def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) ->
         ranking = r["ranking"]
         profile = ranking[0]["profile"] if ranking else "-"
         devices = sorted({str(e["measured_device"]) for e in ranking if e.get("measured_device")})
-        click.echo(f"== {r['name']}: {len(ranking)} ranked on {profile} ({ranking[0]['model'] if ranking else '-'}"
-                   f"; speedup over the reference program)"
-                   + (f"; timed rows first, by time measured on {', '.join(devices)}" if devices else ""))
+        click.echo(
+            f"== {r['name']}: {len(ranking)} ranked on {profile} ({ranking[0]['model'] if ranking else '-'}"
+            f"; speedup over the reference program)"
+            + (f"; timed rows first, by time measured on {', '.join(devices)}" if devices else "")
+        )
         head = headline(ranking)
         if head is not None:
             click.echo(f"   {head['line']}")
@@ -361,14 +526,17 @@ def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) ->
         for line in describe_layouts(g, Layouts.from_json(best["layouts"])):
             click.echo(f"  {line}")
     state = "complete" if final["complete"] else "NOT complete (best so far)"
-    click.echo(f"run {state}; stitched program checked in float64, max rel err "
-               f"{final['end_to_end_max_rel_err']:.2e}")
+    click.echo(f"run {state}; stitched program checked in float64, max rel err {final['end_to_end_max_rel_err']:.2e}")
 
 
 @click.command()
 @click.argument("store")
-@click.option("--out", type=click.Path(path_type=Path), default=None,
-              help="Where to write the HTML (default: beside the store, NAME.report.html).")
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Where to write the HTML (default: beside the store, NAME.report.html).",
+)
 def report(store: str, out: Path | None) -> None:
     """Write the HTML report of a run STORE: configuration, fragments, timeline of states/s and memo hit
     rates, per-worker busy time, rankings, the chosen μGraphs drawn, counters. One self-contained file

@@ -57,8 +57,14 @@ class CheckReport:
     tolerance: float
 
     def as_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "max_rel_err": self.max_rel_err, "per_output": self.per_output,
-                "interpreted": self.interpreted, "seconds": round(self.seconds, 3), "tolerance": self.tolerance}
+        return {
+            "ok": self.ok,
+            "max_rel_err": self.max_rel_err,
+            "per_output": self.per_output,
+            "interpreted": self.interpreted,
+            "seconds": round(self.seconds, 3),
+            "tolerance": self.tolerance,
+        }
 
 
 def require_triton() -> None:
@@ -88,8 +94,10 @@ def load_module(source: str, name: str = "mugraph_emitted", *, interpret: bool =
     was = os.environ.get("TRITON_INTERPRET") == "1"
     if "triton" in sys.modules and was != interpret:
         how = "with" if was else "without"
-        raise CodegenError(f"Triton was imported in this process {how} TRITON_INTERPRET=1; run the "
-                           f"{'check' if interpret else 'timing'} in a fresh process (mugraph emit --check does)")
+        raise CodegenError(
+            f"Triton was imported in this process {how} TRITON_INTERPRET=1; run the "
+            f"{'check' if interpret else 'timing'} in a fresh process (mugraph emit --check does)"
+        )
     if interpret:
         os.environ["TRITON_INTERPRET"] = "1"
     else:
@@ -104,8 +112,9 @@ def load_module(source: str, name: str = "mugraph_emitted", *, interpret: bool =
     try:
         spec.loader.exec_module(module)
     except ImportError as e:
-        raise CodegenError(f"the emitted module cannot import {e.name or 'a module'} ({e}); {KERNELS_EXTRA_HINT}") \
-            from None
+        raise CodegenError(
+            f"the emitted module cannot import {e.name or 'a module'} ({e}); {KERNELS_EXTRA_HINT}"
+        ) from None
     except Exception as e:
         raise CodegenError(f"the emitted module does not import: {type(e).__name__}: {e}") from e
     return module
@@ -113,8 +122,10 @@ def load_module(source: str, name: str = "mugraph_emitted", *, interpret: bool =
 
 def check_inputs(reference: KernelGraph, seed: int = 0) -> dict[str, np.ndarray]:
     rng = np.random.default_rng([seed, 0xC0DE])
-    return {name: rng.uniform(-INPUT_RANGE, INPUT_RANGE, size=shape).astype(np.float16)
-            for name, shape, _ in reference.input_signature()}
+    return {
+        name: rng.uniform(-INPUT_RANGE, INPUT_RANGE, size=shape).astype(np.float16)
+        for name, shape, _ in reference.input_signature()
+    }
 
 
 def reference_outputs(reference: KernelGraph, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -140,16 +151,18 @@ def compare(outputs: Mapping[str, Any], expected: Mapping[str, np.ndarray]) -> d
     return errs
 
 
-def check_source(source: str, reference: KernelGraph, *, seed: int = 0, tolerance: float = FP16_TOLERANCE,
-                 interpret: bool = True) -> CheckReport:
+def check_source(
+    source: str, reference: KernelGraph, *, seed: int = 0, tolerance: float = FP16_TOLERANCE, interpret: bool = True
+) -> CheckReport:
     """Run the module's `run()` in Triton's interpreter (or compiled, on a CUDA device, with
     `interpret=False`) and compare it with `reference` in float64."""
     module = load_module(source, interpret=interpret)
     return check_module(module, reference, seed=seed, tolerance=tolerance)
 
 
-def check_module(module: ModuleType, reference: KernelGraph, *, seed: int = 0,
-                 tolerance: float = FP16_TOLERANCE) -> CheckReport:
+def check_module(
+    module: ModuleType, reference: KernelGraph, *, seed: int = 0, tolerance: float = FP16_TOLERANCE
+) -> CheckReport:
     """Run a loaded module's `run()` once on the check inputs and compare it with `reference`."""
     inputs = check_inputs(reference, seed)
     expected = reference_outputs(reference, inputs)
@@ -159,10 +172,10 @@ def check_module(module: ModuleType, reference: KernelGraph, *, seed: int = 0,
             outputs = module.run(inputs)
     except Exception as e:
         where = "in Triton's interpreter" if not getattr(module, "ON_GPU", False) else "on the GPU"
-        raise CodegenError(f"the emitted module failed {where}: {type(e).__name__}: "
-                           f"{str(e).splitlines()[0] if str(e) else ''}") from e
+        raise CodegenError(
+            f"the emitted module failed {where}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        ) from e
     seconds = time.perf_counter() - t0
     errs = compare(outputs, expected)
     worst = max(errs.values()) if errs else 0.0
-    return CheckReport(worst <= tolerance, worst, errs, not bool(getattr(module, "ON_GPU", False)), seconds,
-                       tolerance)
+    return CheckReport(worst <= tolerance, worst, errs, not bool(getattr(module, "ON_GPU", False)), seconds, tolerance)

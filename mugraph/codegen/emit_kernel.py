@@ -114,8 +114,14 @@ class _Body:
         k = len(self.scratch)
         self.scratch.append(po)
         strides = tuple(prod(po[d + 1 :]) for d in range(len(po)))
-        block = " + ".join(f"pid_{AXES[x]}" + "".join(f" * {self.bg.grid[y]}" for y in range(x))
-                           for x in range(3) if self.bg.grid[x] > 1) or "0"
+        block = (
+            " + ".join(
+                f"pid_{AXES[x]}" + "".join(f" * {self.bg.grid[y]}" for y in range(x))
+                for x in range(3)
+                if self.bg.grid[x] > 1
+            )
+            or "0"
+        )
         base = f"scr{k}_ptr + ({block}) * {prod(po)}"
         shift = self.shape(a)[dim] * strides[dim]
         lines = self.lines_for(out)
@@ -144,16 +150,18 @@ class _Body:
             OpKind.SQUARE: lambda: f"{ins[0]} * {ins[0]}",
             OpKind.SQRT: lambda: f"tl.sqrt({ins[0]})",
             OpKind.SILU: lambda: f"{ins[0]} / (1.0 + tl.exp(-{ins[0]}))",
-            OpKind.GELU: lambda: f"{ins[0]} / (1.0 + tl.exp({-2 * GELU_C!r} * ({ins[0]} + 0.044715 * "
-                                 f"{ins[0]} * {ins[0]} * {ins[0]})))",
+            OpKind.GELU: lambda: (
+                f"{ins[0]} / (1.0 + tl.exp({-2 * GELU_C!r} * ({ins[0]} + 0.044715 * {ins[0]} * {ins[0]} * {ins[0]})))"
+            ),
             OpKind.GELU_ERF: lambda: f"0.5 * {ins[0]} * (1.0 + tl.math.erf({ins[0]} * {SQRT1_2!r}))",
             OpKind.RELU: lambda: f"tl.maximum({ins[0]}, 0.0)",
-            OpKind.CLAMP: lambda: f"tl.minimum(tl.maximum({ins[0]}, {op.float_attr('lo')!r}), "
-                                  f"{op.float_attr('hi')!r})",
+            OpKind.CLAMP: lambda: f"tl.minimum(tl.maximum({ins[0]}, {op.float_attr('lo')!r}), {op.float_attr('hi')!r})",
             OpKind.MUL_SCALAR: lambda: f"{ins[0]} * {op.float_attr('scalar')!r}",
             OpKind.REDUCTION: lambda: f"tl.sum({ins[0]}, axis={op.int_attr('dim')}, keep_dims=True)",
-            OpKind.RMS_NORM: lambda: f"{ins[0]} / tl.sqrt(tl.sum({ins[0]} * {ins[0]}, axis={len(self.shape(out)) - 1}, "
-                                     f"keep_dims=True) / {self.shape(out)[-1]})",
+            OpKind.RMS_NORM: lambda: (
+                f"{ins[0]} / tl.sqrt(tl.sum({ins[0]} * {ins[0]}, axis={len(self.shape(out)) - 1}, "
+                f"keep_dims=True) / {self.shape(out)[-1]})"
+            ),
         }
         if k in simple:
             return simple[k]()
@@ -173,7 +181,8 @@ class _Body:
         if e == f"s{out}":  # concat wrote its own lines
             return
         unsafe = op.kind in UNSAFE_FOR_PADDING or (
-            op.kind is OpKind.ADD and any(self.shape(i) != self.shape(out) for i in op.inputs))
+            op.kind is OpKind.ADD and any(self.shape(i) != self.shape(out) for i in op.inputs)
+        )
         lines.append(f"s{out} = {self.masked(out, e) if unsafe else e}")
 
     def accumulate(self, op: Op) -> None:
@@ -189,13 +198,17 @@ class _Body:
         if op.kind is OpKind.ACCUM_REDTOX:
             rdx, pn = self.bg.rdx, padded(xs[-1])
             if padded(rdx) != rdx or pn % rdx:
-                raise CodegenError(f"accum_redtox of {fmt(xs)} to reduction_dimx {rdx}: needs a power of two of "
-                                   f"at least {MIN_DOT}")
+                raise CodegenError(
+                    f"accum_redtox of {fmt(xs)} to reduction_dimx {rdx}: needs a power of two of at least {MIN_DOT}"
+                )
             folded = _shape_text((*padded_shape(xs[:-1]), pn // rdx, rdx))
             final = f"tl.sum(tl.reshape(acc{out}, {folded}), axis={last})"
         else:
-            final = {OpKind.ACCUM_SUM: total, OpKind.ACCUM_MEAN: f"{total} / {n}",
-                     OpKind.ACCUM_RMS: f"tl.sqrt({total} / {n})"}.get(op.kind, f"acc{out}")
+            final = {
+                OpKind.ACCUM_SUM: total,
+                OpKind.ACCUM_MEAN: f"{total} / {n}",
+                OpKind.ACCUM_RMS: f"tl.sqrt({total} / {n})",
+            }.get(op.kind, f"acc{out}")
         self.after.append(f"s{out} = {final}")
 
 
@@ -209,8 +222,9 @@ def live_tensors(graph: BlockGraph | KernelGraph) -> set[int]:
     return live
 
 
-def emit_kernel(bg: BlockGraph, name: str, sources: Sequence[str], comment: Sequence[str] = (),
-                strides: Sequence[Shape] = ()) -> KernelSource:
+def emit_kernel(
+    bg: BlockGraph, name: str, sources: Sequence[str], comment: Sequence[str] = (), strides: Sequence[Shape] = ()
+) -> KernelSource:
     """The kernel of `bg`; `sources` names each input's device tensor and `comment` adds lines (both only
     in comments, through `inert`: a name holding a newline would otherwise end its comment and run the
     rest as code); `strides` gives the element strides of its inputs then its outputs (default: row-major)."""
@@ -220,8 +234,10 @@ def emit_kernel(bg: BlockGraph, name: str, sources: Sequence[str], comment: Sequ
     body = _Body(bg, name)
     n_in = sum(1 for op in bg.ops if op.kind is OpKind.INPUT)
     n_out = len(bg.output_shapes)
-    head = [f"# grid {list(bg.grid)} (tl.program_id per axis), for-loop range {bg.forloop}",
-            *[f"# {inert(c)}" for c in comment]]
+    head = [
+        f"# grid {list(bg.grid)} (tl.program_id per axis), for-loop range {bg.forloop}",
+        *[f"# {inert(c)}" for c in comment],
+    ]
     for a in range(3):
         if bg.grid[a] > 1:
             body.setup.append(f"pid_{AXES[a]} = tl.program_id({a})")
@@ -233,10 +249,12 @@ def emit_kernel(bg: BlockGraph, name: str, sources: Sequence[str], comment: Sequ
             imap, fmap = op.dims_attr("imap"), op.int_attr("fmap")
             tile = bg.tensors[out].shape
             acc = input_access(src.shape, tile, bg.grid, imap, fmap, bg.forloop, in_strides[k_in])
-            head.append(f"# s{out} <- {inert(sources[k_in])} {fmt(src.shape)}: imap {list(imap)}, fmap {fmap} -> tile "
-                        f"{fmt(tile)} (padded {fmt(padded_shape(tile))})"
-                        + (" per iteration" if fmap >= 0 else ", loaded once" if out in live else "")
-                        + ("" if out in live else ", read by no op: not loaded"))
+            head.append(
+                f"# s{out} <- {inert(sources[k_in])} {fmt(src.shape)}: imap {list(imap)}, fmap {fmap} -> tile "
+                f"{fmt(tile)} (padded {fmt(padded_shape(tile))})"
+                + (" per iteration" if fmap >= 0 else ", loaded once" if out in live else "")
+                + ("" if out in live else ", read by no op: not loaded")
+            )
             if out not in live:
                 k_in += 1
                 continue

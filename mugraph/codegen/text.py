@@ -73,8 +73,14 @@ def wrap_comment(line: str, limit: int = LIMIT) -> list[str]:
     stripped = line.lstrip(" ")
     lead = line[: len(line) - len(stripped)]
     body = stripped.removeprefix("#").strip()
-    return textwrap.wrap(body, limit, initial_indent=f"{lead}# ", subsequent_indent=f"{lead}#     ",
-                         break_long_words=False, break_on_hyphens=False)
+    return textwrap.wrap(
+        body,
+        limit,
+        initial_indent=f"{lead}# ",
+        subsequent_indent=f"{lead}#     ",
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
 
 
 def wrap_text(line: str, limit: int = LIMIT) -> list[str]:
@@ -82,5 +88,11 @@ def wrap_text(line: str, limit: int = LIMIT) -> list[str]:
     if len(line) <= limit:
         return [line]
     lead = " " * (len(line) - len(line.lstrip(" ")))
-    return textwrap.wrap(line.strip(), limit, initial_indent=lead, subsequent_indent=lead + "    ",
-                         break_long_words=False, break_on_hyphens=False)
+    return textwrap.wrap(
+        line.strip(),
+        limit,
+        initial_indent=lead,
+        subsequent_indent=lead + "    ",
+        break_long_words=False,
+        break_on_hyphens=False,
+    )

@@ -87,8 +87,16 @@ class _Bench:
         self.spin((1,), (1,), (self.xp.int64(int(seconds * self.cycles_per_s)),))
 
 
-def time_module(module: ModuleType, reference: KernelGraph, *, repeats: int = 50, warmup: int = 5,
-                seed: int = 0, tolerance: float = FP16_TOLERANCE, flush_l2: bool = True) -> KernelTiming:
+def time_module(
+    module: ModuleType,
+    reference: KernelGraph,
+    *,
+    repeats: int = 50,
+    warmup: int = 5,
+    seed: int = 0,
+    tolerance: float = FP16_TOLERANCE,
+    flush_l2: bool = True,
+) -> KernelTiming:
     """Time a loaded module's `run()` on the device (see the module docstring)."""
     if repeats < MIN_REPEATS:
         raise CodegenError(f"time at least {MIN_REPEATS} runs for a median (asked for {repeats})")
@@ -132,8 +140,18 @@ def time_module(module: ModuleType, reference: KernelGraph, *, repeats: int = 50
         pairs.append((start, end))
         end.synchronize()
     times = [xp.cuda.get_elapsed_time(s, e) * 1e-3 for s, e in pairs]
-    return KernelTiming(device_name(xp), statistics.median(times), min(times), host_seconds, repeats,
-                        max(warmup, 3), first, worst, worst <= tolerance, flush_l2)
+    return KernelTiming(
+        device_name(xp),
+        statistics.median(times),
+        min(times),
+        host_seconds,
+        repeats,
+        max(warmup, 3),
+        first,
+        worst,
+        worst <= tolerance,
+        flush_l2,
+    )
 
 
 def time_source(source: str, reference: KernelGraph, **kwargs: Any) -> KernelTiming:

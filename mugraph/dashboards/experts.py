@@ -32,6 +32,10 @@ def expert_note(labels: Mapping[str, str], ranking: Sequence[Mapping[str, Any]])
     if not labels:
         return ""
     ranks = {r["digest"]: n for n, r in enumerate(ranking, 1)}
-    parts = [f"expert {label!r} ranks {ranks[d]} of {len(ranking)}" if d in ranks
-             else f"expert {label!r} was not found (`mugraph explain` says why)" for d, label in labels.items()]
+    parts = [
+        f"expert {label!r} ranks {ranks[d]} of {len(ranking)}"
+        if d in ranks
+        else f"expert {label!r} was not found (`mugraph explain` says why)"
+        for d, label in labels.items()
+    ]
     return "; ".join(parts)

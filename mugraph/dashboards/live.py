@@ -104,8 +104,9 @@ class LivePlugin(SchedulerPlugin):
             return None
         factory: Any = BokehApplication  # the dashboard's own: its Bokeh settings and websocket origins
         variables = template_variables(scheduler)  # memoized: the dict the dashboard's pages render with
-        app = factory({f"/{PAGE}": partial(document, self.state)}, scheduler, prefix=prefix,
-                               template_variables=variables)
+        app = factory(
+            {f"/{PAGE}": partial(document, self.state)}, scheduler, prefix=prefix, template_variables=variables
+        )
         http.add_application(app)
         app.initialize(IOLoop.current())
         app.start()

@@ -54,24 +54,64 @@ class LivePage:
         # (source, figure, title, [(key, label, color, dash)], per-fragment key suffix or None)
         self.series: dict[str, tuple[ColumnDataSource, Any, list[tuple[str, str, str, str]], str | None]] = {}
         specs: list[tuple[str, str, list[tuple[str, str, str, str]], str | None, str]] = [
-            ("mugraph-states", "States explored (the estimated size: click its legend entry)", [
-                ("states", "all fragments", ALL_COLOR, "solid"),
-                ("estimated_states", "estimated size", "#888888", "dashed")], "states", "states"),
-            ("mugraph-rates", f"States/s (over {RATE_WINDOW:.0f} s)", [
-                ("rate", "all fragments", ALL_COLOR, "solid"),
-                ("states_per_s", "invocation average", "#888888", "dashed")], "rate", "states/s"),
-            ("mugraph-tasks", "Search tasks (pending = the frontier)", [
-                ("tasks_done", "done", _palette(2), "solid"), ("tasks_running", "running", _palette(1), "solid"),
-                ("tasks_pending", "pending", _palette(0), "solid")], None, "tasks"),
-            ("mugraph-memo", "Memo hit rate (share of oracle queries the memo answered)", [
-                ("memo_local", "in-process LRU", _palette(0), "solid"),
-                ("memo_remote", "shared memo (Redis)", _palette(3), "solid")],
-             None, "hits / lookups"),
-            ("mugraph-best", "Best estimated speedup over the reference so far, per fragment", [
-                ("speedup_one", "the reference", "#888888", "dashed")], "best", "speedup (x)"),
-            ("mugraph-results", "Solver calls and fingerprints", [
-                ("solver_calls", "solver calls", _palette(3), "solid"),
-                ("fingerprints", "fingerprints", _palette(0), "solid")], None, "count"),
+            (
+                "mugraph-states",
+                "States explored (the estimated size: click its legend entry)",
+                [
+                    ("states", "all fragments", ALL_COLOR, "solid"),
+                    ("estimated_states", "estimated size", "#888888", "dashed"),
+                ],
+                "states",
+                "states",
+            ),
+            (
+                "mugraph-rates",
+                f"States/s (over {RATE_WINDOW:.0f} s)",
+                [
+                    ("rate", "all fragments", ALL_COLOR, "solid"),
+                    ("states_per_s", "invocation average", "#888888", "dashed"),
+                ],
+                "rate",
+                "states/s",
+            ),
+            (
+                "mugraph-tasks",
+                "Search tasks (pending = the frontier)",
+                [
+                    ("tasks_done", "done", _palette(2), "solid"),
+                    ("tasks_running", "running", _palette(1), "solid"),
+                    ("tasks_pending", "pending", _palette(0), "solid"),
+                ],
+                None,
+                "tasks",
+            ),
+            (
+                "mugraph-memo",
+                "Memo hit rate (share of oracle queries the memo answered)",
+                [
+                    ("memo_local", "in-process LRU", _palette(0), "solid"),
+                    ("memo_remote", "shared memo (Redis)", _palette(3), "solid"),
+                ],
+                None,
+                "hits / lookups",
+            ),
+            (
+                "mugraph-best",
+                "Best estimated speedup over the reference so far, per fragment",
+                [("speedup_one", "the reference", "#888888", "dashed")],
+                "best",
+                "speedup (x)",
+            ),
+            (
+                "mugraph-results",
+                "Solver calls and fingerprints",
+                [
+                    ("solver_calls", "solver calls", _palette(3), "solid"),
+                    ("fingerprints", "fingerprints", _palette(0), "solid"),
+                ],
+                None,
+                "count",
+            ),
         ]
         figures: list[Any] = []
         for name, title, lines, per_fragment, y_label in specs:
@@ -81,8 +121,9 @@ class LivePage:
             if name == "mugraph-memo":
                 fig.y_range = Range1d(start=0, end=1.02)
             for key, label, color, dash in lines:
-                self._renderers[key] = fig.line(x="t", y=key, source=source, legend_label=label, color=color,
-                                                line_dash=dash, line_width=2)
+                self._renderers[key] = fig.line(
+                    x="t", y=key, source=source, legend_label=label, color=color, line_dash=dash, line_width=2
+                )
             self._legend(fig)
             self.series[name] = (source, fig, lines, per_fragment)
             figures.append(fig)
@@ -98,29 +139,57 @@ class LivePage:
         self._legend(found)
         figures.append(found)
 
-        self.fragments = ColumnDataSource(name="mugraph-fragments",
-                                          data={"fragment": [], "done": [], "running": [], "pending": []})
+        self.fragments = ColumnDataSource(
+            name="mugraph-fragments", data={"fragment": [], "done": [], "running": [], "pending": []}
+        )
         self.task_range, self.busy_range = FactorRange(), FactorRange()
-        tasks = figure(title="Search tasks per fragment", y_range=self.task_range, x_range=DataRange1d(start=0),
-                       height=HEIGHT,
-                       sizing_mode="stretch_width", tools="save,reset", x_axis_label="tasks")
-        tasks.hbar_stack(["done", "running", "pending"], y="fragment", height=0.7, source=self.fragments,
-                         color=[_palette(2), _palette(1), _palette(0)], legend_label=["done", "running", "pending"])
+        tasks = figure(
+            title="Search tasks per fragment",
+            y_range=self.task_range,
+            x_range=DataRange1d(start=0),
+            height=HEIGHT,
+            sizing_mode="stretch_width",
+            tools="save,reset",
+            x_axis_label="tasks",
+        )
+        tasks.hbar_stack(
+            ["done", "running", "pending"],
+            y="fragment",
+            height=0.7,
+            source=self.fragments,
+            color=[_palette(2), _palette(1), _palette(0)],
+            legend_label=["done", "running", "pending"],
+        )
         self.workers = ColumnDataSource(name="mugraph-workers", data={"worker": [], "label": [], "busy": []})
-        busy = figure(title="Busy seconds per worker (inside search tasks)", y_range=self.busy_range,
-                      x_range=DataRange1d(start=0), height=HEIGHT,
-                      sizing_mode="stretch_width", tools="hover,save,reset", x_axis_label="seconds",
-                      tooltips=[("worker", "@worker"), ("busy", "@busy{0.0} s")])
+        busy = figure(
+            title="Busy seconds per worker (inside search tasks)",
+            y_range=self.busy_range,
+            x_range=DataRange1d(start=0),
+            height=HEIGHT,
+            sizing_mode="stretch_width",
+            tools="hover,save,reset",
+            x_axis_label="seconds",
+            tooltips=[("worker", "@worker"), ("busy", "@busy{0.0} s")],
+        )
         busy.hbar(y="label", right="busy", height=0.7, source=self.workers, color=_palette(0))
         self._legend(tasks)
         tasks.add_layout(tasks.legend[0], "right")
-        self.events = ColumnDataSource(name="mugraph-events",
-                                       data={"time": [], "event": [], "fragment": [], "digest": []})
-        table = DataTable(source=self.events, height=HEIGHT, sizing_mode="stretch_width", index_position=None,
-                          reorderable=False, columns=[TableColumn(field="time", title="time (UTC)"),
-                                   TableColumn(field="event", title="μGraph event"),
-                                   TableColumn(field="fragment", title="fragment"),
-                                   TableColumn(field="digest", title="digest")])
+        self.events = ColumnDataSource(
+            name="mugraph-events", data={"time": [], "event": [], "fragment": [], "digest": []}
+        )
+        table = DataTable(
+            source=self.events,
+            height=HEIGHT,
+            sizing_mode="stretch_width",
+            index_position=None,
+            reorderable=False,
+            columns=[
+                TableColumn(field="time", title="time (UTC)"),
+                TableColumn(field="event", title="μGraph event"),
+                TableColumn(field="fragment", title="fragment"),
+                TableColumn(field="digest", title="digest"),
+            ],
+        )
         figures += [tasks, busy]
         grid = gridplot(figures, ncols=2, sizing_mode="stretch_width", toolbar_location="right", merge_tools=False)
         self.root = column(self.header, grid, table, sizing_mode="stretch_width", name="mugraph-page")
@@ -130,9 +199,16 @@ class LivePage:
     def _time_figure(title: str, x_range: DataRange1d, y_label: str) -> Any:
         # Counts start at 0, and a plot with nothing yet shows 0..1 rather than Bokeh's empty -1..1;
         # the axis fits the lines shown (a hidden one does not stretch it).
-        fig = figure(title=title, x_axis_type="datetime", x_range=x_range, height=HEIGHT, sizing_mode="stretch_width",
-                     tools="xpan,xwheel_zoom,box_zoom,reset,save", y_axis_label=y_label,
-                     y_range=DataRange1d(start=0, min_interval=1, only_visible=True))
+        fig = figure(
+            title=title,
+            x_axis_type="datetime",
+            x_range=x_range,
+            height=HEIGHT,
+            sizing_mode="stretch_width",
+            tools="xpan,xwheel_zoom,box_zoom,reset,save",
+            y_axis_label=y_label,
+            y_range=DataRange1d(start=0, min_interval=1, only_visible=True),
+        )
         for axis in fig.yaxis:
             axis.formatter = BasicTickFormatter(use_scientific=False)
         return fig
@@ -183,9 +259,12 @@ class LivePage:
         self.workers.data = workers
         recent = list(st.recent)
         self.events.data = {
-            "time": [datetime.fromtimestamp(e["wall"], UTC).strftime("%H:%M:%S") if e["wall"] == e["wall"] else ""
-                     for e in recent],
-            "event": [e["event"] for e in recent], "fragment": [e["fragment"] for e in recent],
+            "time": [
+                datetime.fromtimestamp(e["wall"], UTC).strftime("%H:%M:%S") if e["wall"] == e["wall"] else ""
+                for e in recent
+            ],
+            "event": [e["event"] for e in recent],
+            "fragment": [e["fragment"] for e in recent],
             "digest": [e["digest"][:16] for e in recent],
         }
 
@@ -198,8 +277,16 @@ class LivePage:
                 continue
             lines = self._lines.setdefault(name, [])
             for i in range(len(lines), len(names)):
-                lines.append(fig.line(x="t", y=f"f{i}_{suffix}", source=source, legend_label=names[i],
-                                      color=_palette(i), line_width=1.5))
+                lines.append(
+                    fig.line(
+                        x="t",
+                        y=f"f{i}_{suffix}",
+                        source=source,
+                        legend_label=names[i],
+                        color=_palette(i),
+                        line_width=1.5,
+                    )
+                )
             for i, line in enumerate(lines):
                 line.visible = i < len(names)
                 for item in fig.legend[0].items:
@@ -225,11 +312,19 @@ class LivePage:
                 f" {_int(latest.get('tasks_running'))} running, {_int(latest.get('tasks_pending'))} pending;"
                 f" {_int(latest.get('mugraphs'))} μGraphs found, {_int(latest.get('confirmed'))} confirmed;"
                 f" {_int(latest.get('solver_calls'))} solver calls;"
-                f" {len(st.workers)} workers")
-            parts.append("size: " + esc(eta_text(latest.get("states") or 0, latest.get("estimated_states"),
-                                                 int(latest.get("tasks_pending") or 0)
-                                                 + int(latest.get("tasks_running") or 0),
-                                                 float(latest.get("states_per_s") or 0.0))))
+                f" {len(st.workers)} workers"
+            )
+            parts.append(
+                "size: "
+                + esc(
+                    eta_text(
+                        latest.get("states") or 0,
+                        latest.get("estimated_states"),
+                        int(latest.get("tasks_pending") or 0) + int(latest.get("tasks_running") or 0),
+                        float(latest.get("states_per_s") or 0.0),
+                    )
+                )
+            )
         age = time.time() - st.updated
         parts.append(f"<small>{st.events} events, last {age:.0f} s ago</small>")
         return "<div style='font-size:13px;line-height:1.5'>" + "<br>".join(parts) + "</div>"

@@ -27,15 +27,28 @@ Columns = dict[str, npt.NDArray[np.float64]]
 
 # progress-event field -> row key, run-wide totals
 TOTALS = {
-    "states": "states", "states_per_s": "states_per_s", "tasks_done": "tasks_done",
-    "tasks_running": "tasks_running", "tasks_pending": "tasks_pending", "solver_calls": "solver_calls",
-    "fingerprints": "fingerprints", "mugraphs": "mugraphs", "confirmed": "confirmed",
-    "memo_local_hit_rate": "memo_local", "memo_remote_hit_rate": "memo_remote",
+    "states": "states",
+    "states_per_s": "states_per_s",
+    "tasks_done": "tasks_done",
+    "tasks_running": "tasks_running",
+    "tasks_pending": "tasks_pending",
+    "solver_calls": "solver_calls",
+    "fingerprints": "fingerprints",
+    "mugraphs": "mugraphs",
+    "confirmed": "confirmed",
+    "memo_local_hit_rate": "memo_local",
+    "memo_remote_hit_rate": "memo_remote",
     "estimated_states": "estimated_states",
 }
 # per-fragment field -> row key suffix (the key is f"f{index}_{suffix}")
-PER_FRAGMENT = {"states": "states", "tasks_done": "done", "tasks_running": "running", "tasks_pending": "pending",
-                "mugraphs": "mugraphs", "confirmed": "confirmed"}
+PER_FRAGMENT = {
+    "states": "states",
+    "tasks_done": "done",
+    "tasks_running": "running",
+    "tasks_pending": "pending",
+    "mugraphs": "mugraphs",
+    "confirmed": "confirmed",
+}
 
 
 class RecentEvent(TypedDict):
@@ -95,9 +108,14 @@ class LiveState:
             if kind == "layout":
                 self._best(event)
             self.counts[str(kind)] += 1
-            self.recent.appendleft({"wall": _num(event.get("wall", time.time())), "event": str(kind),
-                                    "fragment": str(event.get("fragment", "")),
-                                    "digest": str(event.get("digest", ""))})
+            self.recent.appendleft(
+                {
+                    "wall": _num(event.get("wall", time.time())),
+                    "event": str(kind),
+                    "fragment": str(event.get("fragment", "")),
+                    "digest": str(event.get("digest", "")),
+                }
+            )
             self._changed()
         elif kind == "done":
             self.done = dict(event)
@@ -205,8 +223,7 @@ class LiveState:
             if not math.isnan(row["t"]):
                 rows.append(row)
         invs = {r["inv"] for r in rows}
-        self.rows = sorted([*rows, *(r for r in self.rows if r["inv"] not in invs)],
-                           key=lambda r: (r["inv"], r["t"]))
+        self.rows = sorted([*rows, *(r for r in self.rows if r["inv"] not in invs)], key=lambda r: (r["inv"], r["t"]))
         self._thin()
         self._changed(replaced=True)
 
@@ -253,8 +270,11 @@ class LiveState:
 
     def worker_busy(self) -> dict[str, list[Any]]:
         names = sorted(self.workers)
-        return {"worker": names, "label": [n.removeprefix("tcp://") for n in names],
-                "busy": [self.workers[n] for n in names]}
+        return {
+            "worker": names,
+            "label": [n.removeprefix("tcp://") for n in names],
+            "busy": [self.workers[n] for n in names],
+        }
 
     def status(self, now: float | None = None) -> str:
         now = time.time() if now is None else now

@@ -19,15 +19,14 @@ logger = logging.getLogger(__name__)
 # errors, and Bokeh's websocket handler itself.
 LOGGERS = ("tornado.application", "tornado.general", "asyncio", "bokeh.server.views.ws")
 WS_HANDLER = ("bokeh", "server", "views", "ws.py")  # Bokeh's websocket handler module, as path parts
-CLOSED = ("WebSocketClosedError", "StreamClosedError", "ConnectionResetError", "BrokenPipeError",
-          "CancelledError")
+CLOSED = ("WebSocketClosedError", "StreamClosedError", "ConnectionResetError", "BrokenPipeError", "CancelledError")
 
 
 def _through_ws_handler(tb: TracebackType | None) -> bool:
     """Whether a traceback passes through Bokeh's websocket handler."""
     for frame in traceback.extract_tb(tb):
         parts = frame.filename.replace("\\", "/").split("/")
-        if tuple(parts[-len(WS_HANDLER):]) == WS_HANDLER:
+        if tuple(parts[-len(WS_HANDLER) :]) == WS_HANDLER:
             return True
     return False
 

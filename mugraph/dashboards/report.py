@@ -162,13 +162,22 @@ def report_data(store: RunStore) -> ReportData:
         ranking = ranked_rows(store.ranking(i) or [])
         per = summary.get("fragments", {}).get(i, {"done": 0, "pending": 0})
         best = ranking[0] if ranking else None
-        fragments.append({
-            "name": f["name"], "preset": f.get("preset"), "digest": f["digest"], "sources": f.get("sources"),
-            "outputs": f.get("outputs"), "tasks_done": per["done"], "tasks_pending": per["pending"],
-            "found": len(found), "confirmed": sum(1 for r in conf.values() if r["equivalent"]),
-            "layouts": len(store.layouts(i)), "best": best["digest"] if best else None,
-            "best_is_reference": bool(best and best.get("reference")),
-        })
+        fragments.append(
+            {
+                "name": f["name"],
+                "preset": f.get("preset"),
+                "digest": f["digest"],
+                "sources": f.get("sources"),
+                "outputs": f.get("outputs"),
+                "tasks_done": per["done"],
+                "tasks_pending": per["pending"],
+                "found": len(found),
+                "confirmed": sum(1 for r in conf.values() if r["equivalent"]),
+                "layouts": len(store.layouts(i)),
+                "best": best["digest"] if best else None,
+                "best_is_reference": bool(best and best.get("reference")),
+            }
+        )
         rankings[f["name"]] = ranking
         found_order[f["name"]] = [r.digest for r in sorted(found.values(), key=lambda r: (r.task, r.path))]
         if best is not None:
@@ -179,20 +188,34 @@ def report_data(store: RunStore) -> ReportData:
             if runner in found:  # the reference was kept: draw the μGraph that came closest too
                 row = next(r for r in ranking if r["digest"] == runner)
                 chosen[f"{f['name']} (fastest μGraph, not chosen)"] = {
-                    "digest": runner, "graph": found[runner].graph, "layouts": row.get("layouts")}
+                    "digest": runner,
+                    "graph": found[runner].graph,
+                    "layouts": row.get("layouts"),
+                }
     return {
-        "store": str(store.path), "identity": store.identity, "meta": store.meta, "final": store.final(),
-        "tasks": {"total": summary.get("tasks", 0), "done": summary.get("done", 0),
-                  "pending": summary.get("pending", 0)},
+        "store": str(store.path),
+        "identity": store.identity,
+        "meta": store.meta,
+        "final": store.final(),
+        "tasks": {
+            "total": summary.get("tasks", 0),
+            "done": summary.get("done", 0),
+            "pending": summary.get("pending", 0),
+        },
         "counters": summary.get("counters", {}),
-        "fragments": fragments, "timeline": samples, "restarts": restarts,
+        "fragments": fragments,
+        "timeline": samples,
+        "restarts": restarts,
         "size": size_record(samples, bool((last := store.final()) is not None and last.get("complete"))),
         "invocations": len(invocations),
         "workers": {w: {"busy_seconds": round(busy[w], 3), "tasks": done_per_worker[w]} for w in sorted(busy)},
         "best_so_far": {name: best_so_far(samples, name, found_order[name], rows) for name, rows in rankings.items()},
-        "experts": experts, "expert_notes": {name: expert_note(experts, rows) for name, rows in rankings.items()},
-        "ranking": rankings, "headlines": {name: headline(rows) for name, rows in rankings.items()},
-        "chosen": chosen, "generated": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "experts": experts,
+        "expert_notes": {name: expert_note(experts, rows) for name, rows in rankings.items()},
+        "ranking": rankings,
+        "headlines": {name: headline(rows) for name, rows in rankings.items()},
+        "chosen": chosen,
+        "generated": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
     }
 
 
@@ -216,10 +239,13 @@ def _table(head: list[str], rows: list[list[Any]], left: int = 1, marked: list[b
     """A table; rows whose `marked` flag is set get class "ref" (the reference program's row)."""
     th = "".join(f'<th class="{"l" if i < left else ""}">{html.escape(h)}</th>' for i, h in enumerate(head))
     flags = marked or [False] * len(rows)
+
     def cells(r: list[Any]) -> str:
         return "".join(f'<td class="{"l" if i < left else ""}">{html.escape(str(c))}</td>' for i, c in enumerate(r))
-    body = "".join(('<tr class="ref">' if flag else "<tr>") + cells(r) + "</tr>"
-                   for r, flag in zip(rows, flags, strict=True))
+
+    body = "".join(
+        ('<tr class="ref">' if flag else "<tr>") + cells(r) + "</tr>" for r, flag in zip(rows, flags, strict=True)
+    )
     return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
 
 
@@ -234,17 +260,33 @@ def _answer(data: ReportData) -> str:
         if h is None:
             out.append(f'<div class="answer"><div class="big">{html.escape(name)}: no ranking yet</div></div>')
             continue
-        rows = [["best" + (" (the reference)" if h["best_is_reference"] else f" {h['best'][:16]}"),
-                 seconds_text(h["seconds"]), f"{h['speedup']:.2f}x", h["kernels"], f"{h['dram_bytes']:,}"],
-                [f"reference (rank {h['reference_rank']} of {h['ranked']})", seconds_text(h["reference_seconds"]),
-                 "1.00x", h["reference_kernels"], f"{h['reference_dram_bytes']:,}"]]
+        rows = [
+            [
+                "best" + (" (the reference)" if h["best_is_reference"] else f" {h['best'][:16]}"),
+                seconds_text(h["seconds"]),
+                f"{h['speedup']:.2f}x",
+                h["kernels"],
+                f"{h['dram_bytes']:,}",
+            ],
+            [
+                f"reference (rank {h['reference_rank']} of {h['ranked']})",
+                seconds_text(h["reference_seconds"]),
+                "1.00x",
+                h["reference_kernels"],
+                f"{h['reference_dram_bytes']:,}",
+            ],
+        ]
         why = f'<p class="why">Why: {html.escape(h["why"])}</p>' if h["why"] else ""
         ties = f'<p class="note">{html.escape(h["tie_note"])}</p>' if h["tie_note"] else ""
         note = (data.get("expert_notes") or {}).get(name)
         ties += f'<p class="note">{html.escape(note)}</p>' if note else ""
-        out.append(f'<div class="answer"><div class="big">{html.escape(name)}: {html.escape(h["line"])}</div>'
-                   + _table(["", f"time ({h['timing']})", "speedup", "kernels", "DRAM bytes"],
-                            rows, 1, [False, True]) + why + ties + "</div>")
+        out.append(
+            f'<div class="answer"><div class="big">{html.escape(name)}: {html.escape(h["line"])}</div>'
+            + _table(["", f"time ({h['timing']})", "speedup", "kernels", "DRAM bytes"], rows, 1, [False, True])
+            + why
+            + ties
+            + "</div>"
+        )
     size = f'<p class="size">{html.escape(size_line(data.get("size")))}</p>'
     return ("".join(out) or '<p class="empty">no result yet</p>') + size
 
@@ -252,24 +294,48 @@ def _answer(data: ReportData) -> str:
 def render_report(data: ReportData) -> str:
     ident, final = data["identity"], data["final"]
     state = "complete" if final is not None and final.get("complete") else "not complete (best so far)"
-    parts = [f"<h1>mugraph run: {html.escape(str(ident.get('program')))}</h1>",
-             f'<p>{html.escape(data["store"])} · {html.escape(state)} · {data["invocations"]} invocation(s) · '
-             f'report generated {html.escape(data["generated"])}</p>']
+    parts = [
+        f"<h1>mugraph run: {html.escape(str(ident.get('program')))}</h1>",
+        f"<p>{html.escape(data['store'])} · {html.escape(state)} · {data['invocations']} invocation(s) · "
+        f"report generated {html.escape(data['generated'])}</p>",
+    ]
     parts.append(_section("answer", "Answer", _answer(data)))
     conf_rows: list[list[Any]] = [[k, v] for k, v in sorted(ident.items())]
     meta = data.get("meta") or {}
     conf_rows += [["command", " ".join(map(str, meta.get("command", [])))]]
     conf_rows += [[f"version {k}", v] for k, v in sorted((meta.get("versions") or {}).items())]
     if final:
-        conf_rows += [["best", final.get("best")], ["GPU profile", final.get("gpu_profile", "-")],
-                      ["end-to-end max rel err (float64)", f"{final.get('end_to_end_max_rel_err', float('nan')):.2e}"]]
+        conf_rows += [
+            ["best", final.get("best")],
+            ["GPU profile", final.get("gpu_profile", "-")],
+            ["end-to-end max rel err (float64)", f"{final.get('end_to_end_max_rel_err', float('nan')):.2e}"],
+        ]
     parts.append(_section("configuration", "Configuration and digests", _table(["field", "value"], conf_rows, 2)))
-    frag_rows = [[f["name"], f["preset"], f["digest"][:16], f["tasks_done"], f["tasks_pending"], f["found"],
-                  f["confirmed"], f["layouts"], "reference" if f["best_is_reference"] else (f["best"] or "-")[:16]]
-                 for f in data["fragments"]]
-    parts.append(_section("fragments", "Fragments", _table(
-        ["fragment", "preset", "digest", "tasks done", "pending", "found", "confirmed", "layouts", "chosen"],
-        frag_rows, 3)))
+    frag_rows = [
+        [
+            f["name"],
+            f["preset"],
+            f["digest"][:16],
+            f["tasks_done"],
+            f["tasks_pending"],
+            f["found"],
+            f["confirmed"],
+            f["layouts"],
+            "reference" if f["best_is_reference"] else (f["best"] or "-")[:16],
+        ]
+        for f in data["fragments"]
+    ]
+    parts.append(
+        _section(
+            "fragments",
+            "Fragments",
+            _table(
+                ["fragment", "preset", "digest", "tasks done", "pending", "found", "confirmed", "layouts", "chosen"],
+                frag_rows,
+                3,
+            ),
+        )
+    )
     tl, marks = data["timeline"], data["restarts"]
     names = [f["name"] for f in data["fragments"]]
 
@@ -278,8 +344,10 @@ def render_report(data: ReportData) -> str:
     def series(key: str) -> list[tuple[float, float]]:
         return [(s["elapsed"], float(s[key])) for s in by_key if s.get(key) is not None]
 
-    states = {n: [(s["elapsed"], float(s["fragments"][n]["states"])) for s in tl if n in s.get("fragments", {})]
-              for n in names}
+    states = {
+        n: [(s["elapsed"], float(s["fragments"][n]["states"])) for s in tl if n in s.get("fragments", {})]
+        for n in names
+    }
     rate = {"states/s": series("states_per_s_now")}
     memo = {"shared memo (Redis)": [(x, 100 * y) for x, y in series("memo_remote_hit_rate")]}
     local = [(x, 100 * y) for x, y in series("memo_local_hit_rate")]
@@ -287,9 +355,18 @@ def render_report(data: ReportData) -> str:
         memo["in-process LRU"] = local
     found = {"found": series("mugraphs"), "confirmed": series("confirmed")}
     span = (0.0, max((s["elapsed"] for s in tl), default=1.0))
+
     def chart(title: str, data: dict[str, list[tuple[float, float]]], y_label: str, chart_id: str) -> str:
-        return line_chart(title, data, x_label="run time (s)", y_label=y_label, markers=marks, x_range=span,
-                          chart_id=chart_id, width=CHART_WIDTH)
+        return line_chart(
+            title,
+            data,
+            x_label="run time (s)",
+            y_label=y_label,
+            markers=marks,
+            x_range=span,
+            chart_id=chart_id,
+            width=CHART_WIDTH,
+        )
 
     charts = [
         chart("States explored, per fragment", states, "states", "chart-states"),
@@ -297,65 +374,144 @@ def render_report(data: ReportData) -> str:
         chart("Memo hit rate: oracle queries answered by the memo", memo, "% of lookups", "chart-memo"),
         chart("Solver calls", {"solver calls": series("solver_calls")}, "calls", "chart-solver"),
         chart("μGraphs found and confirmed", found, "μGraphs", "chart-found"),
-        chart("Best speedup over the reference so far, per fragment (final ranking's estimates; μGraphs in the "
-              "order of the tasks that found them)", data.get("best_so_far") or {}, "speedup (x)", "chart-best"),
-        chart("Size of the space: estimated (Knuth probes) and explored", {
-            "estimated states": series("estimated_states"), "explored states": series("states")},
-            "states", "chart-size"),
+        chart(
+            "Best speedup over the reference so far, per fragment (final ranking's estimates; μGraphs in the "
+            "order of the tasks that found them)",
+            data.get("best_so_far") or {},
+            "speedup (x)",
+            "chart-best",
+        ),
+        chart(
+            "Size of the space: estimated (Knuth probes) and explored",
+            {"estimated states": series("estimated_states"), "explored states": series("states")},
+            "states",
+            "chart-size",
+        ),
     ]
-    note = ('<p class="note">Run time adds up the invocations and leaves out the gaps between them; dashed red '
-            'lines mark where a resumed invocation began.</p>')
+    note = (
+        '<p class="note">Run time adds up the invocations and leaves out the gaps between them; dashed red '
+        "lines mark where a resumed invocation began.</p>"
+    )
     parts.append(_section("timeline", "Timeline", note + "".join(charts)))
     workers = data["workers"]
     mean = sum(w["busy_seconds"] for w in workers.values()) / len(workers) if workers else 0.0
     imbalance = (max(w["busy_seconds"] for w in workers.values()) / mean) if workers and mean > 0 else None
-    parts.append(_section("workers", "Per-worker busy time (search tasks, whole run)",
-                          bar_chart("Seconds inside search tasks", {w: v["busy_seconds"] for w, v in workers.items()},
-                                    unit="s", chart_id="chart-workers", width=CHART_WIDTH)
-                          + _table(["worker", "busy s", "tasks"], [[w, v["busy_seconds"], v["tasks"]]
-                                                                   for w, v in workers.items()])
-                          + (f'<p>max/mean busy time: {imbalance:.2f}</p>' if imbalance else "")))
+    parts.append(
+        _section(
+            "workers",
+            "Per-worker busy time (search tasks, whole run)",
+            bar_chart(
+                "Seconds inside search tasks",
+                {w: v["busy_seconds"] for w, v in workers.items()},
+                unit="s",
+                chart_id="chart-workers",
+                width=CHART_WIDTH,
+            )
+            + _table(["worker", "busy s", "tasks"], [[w, v["busy_seconds"], v["tasks"]] for w, v in workers.items()])
+            + (f"<p>max/mean busy time: {imbalance:.2f}</p>" if imbalance else ""),
+        )
+    )
     rank_parts = []
     for name, rows in data["ranking"].items():
         shown = rows_to_show(rows, RANKING_ROWS)
         profile = rows[0].get("profile", "-") if rows else "-"
         labels = data.get("experts") or {}
-        body = [[n, "reference" if r.get("reference") else r["digest"][:16]
-                 + (f" (expert {labels[r['digest']]})" if r["digest"] in labels else ""),
-                 r["kernels"], f"{r['dram_bytes']:,}",
-                 f"{r.get('flops', 0):,}", seconds_text(r["estimated_seconds"]), f"{r['speedup']:.2f}x",
-                 r.get("bound", "-"), "yes" if r.get("fits", True) else "NO", f"{r.get('layout_cost', 0):,}"]
-                for n, r in shown]
+        body = [
+            [
+                n,
+                "reference"
+                if r.get("reference")
+                else r["digest"][:16] + (f" (expert {labels[r['digest']]})" if r["digest"] in labels else ""),
+                r["kernels"],
+                f"{r['dram_bytes']:,}",
+                f"{r.get('flops', 0):,}",
+                seconds_text(r["estimated_seconds"]),
+                f"{r['speedup']:.2f}x",
+                r.get("bound", "-"),
+                "yes" if r.get("fits", True) else "NO",
+                f"{r.get('layout_cost', 0):,}",
+            ]
+            for n, r in shown
+        ]
         hidden = len(rows) - len(shown)
-        more = (f'<p class="note">{hidden} more rows in the store (`mugraph show --all` lists them); the reference '
-                'row is always shown.</p>') if hidden else ""
+        more = (
+            (
+                f'<p class="note">{hidden} more rows in the store (`mugraph show --all` lists them); the reference '
+                "row is always shown.</p>"
+            )
+            if hidden
+            else ""
+        )
         is_ref = [bool(r.get("reference")) for _, r in shown]
-        rank_parts.append(f"<h3>{html.escape(name)} on {html.escape(str(profile))} ({len(rows)} ranked)</h3>"
-                          + _table(["#", "μGraph", "kernels", "DRAM bytes", "FLOPs", "est. time", "speedup", "bound",
-                                    "fits", "layout cost"], body, 2, is_ref) + more)
-    parts.append(_section("ranking", "Ranking (emitted kernels' estimated time; speedup over the reference)",
-                          "".join(rank_parts) or '<p class="empty">no ranking yet</p>'))
+        rank_parts.append(
+            f"<h3>{html.escape(name)} on {html.escape(str(profile))} ({len(rows)} ranked)</h3>"
+            + _table(
+                [
+                    "#",
+                    "μGraph",
+                    "kernels",
+                    "DRAM bytes",
+                    "FLOPs",
+                    "est. time",
+                    "speedup",
+                    "bound",
+                    "fits",
+                    "layout cost",
+                ],
+                body,
+                2,
+                is_ref,
+            )
+            + more
+        )
+    parts.append(
+        _section(
+            "ranking",
+            "Ranking (emitted kernels' estimated time; speedup over the reference)",
+            "".join(rank_parts) or '<p class="empty">no ranking yet</p>',
+        )
+    )
     graphs = []
     for name, c in data["chosen"].items():
         g, lay_json = loads(c["graph"]), c.get("layouts")
-        lay = "".join(f"<div><code>{html.escape(line)}</code></div>"
-                      for line in describe_layouts(g, Layouts.from_json(lay_json))) if lay_json else ""
-        graphs.append(f"<h3>{html.escape(name)}: {html.escape(c['digest'][:16])}</h3>"
-                      + draw_mugraph(g, name) + (f"<p>Layouts (shape:innermost dim~swizzled dim):</p>{lay}"
-                                                 if lay else ""))
+        lay = (
+            "".join(
+                f"<div><code>{html.escape(line)}</code></div>"
+                for line in describe_layouts(g, Layouts.from_json(lay_json))
+            )
+            if lay_json
+            else ""
+        )
+        graphs.append(
+            f"<h3>{html.escape(name)}: {html.escape(c['digest'][:16])}</h3>"
+            + draw_mugraph(g, name)
+            + (f"<p>Layouts (shape:innermost dim~swizzled dim):</p>{lay}" if lay else "")
+        )
     parts.append(_section("mugraphs", "Chosen μGraphs", "".join(graphs) or '<p class="empty">none yet</p>'))
-    counters = [[k, COUNTER_MEANINGS.get(k, ""),
-                 f"{v:,.3f}" if isinstance(v, float) and not float(v).is_integer() else f"{int(v):,}"]
-                for k, v in sorted(data["counters"].items())]
+    counters = [
+        [
+            k,
+            COUNTER_MEANINGS.get(k, ""),
+            f"{v:,.3f}" if isinstance(v, float) and not float(v).is_integer() else f"{int(v):,}",
+        ]
+        for k, v in sorted(data["counters"].items())
+    ]
     tasks = data["tasks"]
-    parts.append(_section("counters", "Counters (sums over done search tasks)",
-                          f"<p>tasks: {tasks['done']:,} done, {tasks['pending']:,} pending</p>"
-                          + _table(["counter", "what it counts", "value"], counters, 2)))
+    parts.append(
+        _section(
+            "counters",
+            "Counters (sums over done search tasks)",
+            f"<p>tasks: {tasks['done']:,} done, {tasks['pending']:,} pending</p>"
+            + _table(["counter", "what it counts", "value"], counters, 2),
+        )
+    )
     blob = json.dumps(data, default=str).replace("</", "<\\/")
-    return ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>mugraph report: {html.escape(str(ident.get('program')))}</title><style>{_CSS}</style></head>"
-            f"<body>{''.join(parts)}"
-            f'<script type="application/json" id="{DATA_ID}">{blob}</script></body></html>')
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        f"<title>mugraph report: {html.escape(str(ident.get('program')))}</title><style>{_CSS}</style></head>"
+        f"<body>{''.join(parts)}"
+        f'<script type="application/json" id="{DATA_ID}">{blob}</script></body></html>'
+    )
 
 
 def read_report_data(html_text: str) -> ReportData:
@@ -363,7 +519,7 @@ def read_report_data(html_text: str) -> ReportData:
     start = html_text.find(f'id="{DATA_ID}">')
     if start < 0:
         raise MugraphError("not a mugraph report: it embeds no report data")
-    blob = html_text[start + len(DATA_ID) + 6:].split("</script>", 1)[0]
+    blob = html_text[start + len(DATA_ID) + 6 :].split("</script>", 1)[0]
     return cast(ReportData, json.loads(blob.replace("<\\/", "</")))
 
 

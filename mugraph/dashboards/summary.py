@@ -121,33 +121,58 @@ def headline(ranking: Sequence[Mapping[str, Any]]) -> Headline | None:
     t_best, how = _time(best)
     t_ref, _ = _time(ref_row)
     speedup = t_ref / t_best if t_best > 0 else 0.0
-    ties = sum(1 for r in ranking if r.get("fits", True) == best.get("fits", True)
-               and r["estimated_seconds"] == best["estimated_seconds"])
+    ties = sum(
+        1
+        for r in ranking
+        if r.get("fits", True) == best.get("fits", True) and r["estimated_seconds"] == best["estimated_seconds"]
+    )
     is_ref = bool(best.get("reference"))
     runner = next((r for r in ranking if not r.get("reference")), None) if is_ref else None
     kept = ""
     if runner is not None and _time(runner)[0] < t_ref:
-        kept = (f"; the fastest μGraph, {runner['digest'][:16]}, is estimated {t_ref / _time(runner)[0]:.2f}x, "
-                f"within the model's error ({MODEL_ERROR:.0%}), so the reference is kept")
-    what = (("the reference program itself" + (" (no μGraph beats it)" if not kept else "")) if is_ref
-            else f"μGraph {best['digest'][:16]}")
-    line = (f"best is {what}: {seconds_text(t_best)} against {seconds_text(t_ref)} for the reference "
-            f"({how}), {speedup:.2f}x; {best['kernels']} kernel(s) against {ref_row['kernels']}, DRAM "
-            f"{best['dram_bytes']:,} B against {ref_row['dram_bytes']:,} B{kept}")
+        kept = (
+            f"; the fastest μGraph, {runner['digest'][:16]}, is estimated {t_ref / _time(runner)[0]:.2f}x, "
+            f"within the model's error ({MODEL_ERROR:.0%}), so the reference is kept"
+        )
+    what = (
+        ("the reference program itself" + (" (no μGraph beats it)" if not kept else ""))
+        if is_ref
+        else f"μGraph {best['digest'][:16]}"
+    )
+    line = (
+        f"best is {what}: {seconds_text(t_best)} against {seconds_text(t_ref)} for the reference "
+        f"({how}), {speedup:.2f}x; {best['kernels']} kernel(s) against {ref_row['kernels']}, DRAM "
+        f"{best['dram_bytes']:,} B against {ref_row['dram_bytes']:,} B{kept}"
+    )
     return {
-        "best": best["digest"], "best_is_reference": is_ref, "seconds": t_best, "reference_seconds": t_ref,
-        "timing": how, "speedup": speedup, "kernels": best["kernels"], "reference_kernels": ref_row["kernels"],
-        "dram_bytes": best["dram_bytes"], "reference_dram_bytes": ref_row["dram_bytes"],
-        "reference_rank": ref[0], "ranked": len(ranking), "ties": ties,
-        "why": "" if is_ref else explain(best, ref_row), "line": line,
+        "best": best["digest"],
+        "best_is_reference": is_ref,
+        "seconds": t_best,
+        "reference_seconds": t_ref,
+        "timing": how,
+        "speedup": speedup,
+        "kernels": best["kernels"],
+        "reference_kernels": ref_row["kernels"],
+        "dram_bytes": best["dram_bytes"],
+        "reference_dram_bytes": ref_row["dram_bytes"],
+        "reference_rank": ref[0],
+        "ranked": len(ranking),
+        "ties": ties,
+        "why": "" if is_ref else explain(best, ref_row),
+        "line": line,
         "runner_up": runner["digest"] if runner is not None and kept else None,
-        "tie_note": (f"{ties} μGraphs share the best estimated time; they are ordered by {TIE_BREAKS}"
-                     if ties > 1 else ""),
+        "tie_note": (
+            f"{ties} μGraphs share the best estimated time; they are ordered by {TIE_BREAKS}" if ties > 1 else ""
+        ),
     }
 
 
-def best_so_far(samples: Sequence[Mapping[str, Any]], fragment: str, found_order: Sequence[str],
-                ranking: Sequence[Mapping[str, Any]]) -> list[tuple[float, float]]:
+def best_so_far(
+    samples: Sequence[Mapping[str, Any]],
+    fragment: str,
+    found_order: Sequence[str],
+    ranking: Sequence[Mapping[str, Any]],
+) -> list[tuple[float, float]]:
     """(run time, speedup over the reference) of the best ranked μGraph found by then, for one fragment.
 
     A sample counts the fragment's μGraphs found so far; they are taken in `found_order` (the order of
@@ -182,15 +207,25 @@ def size_record(samples: Sequence[Mapping[str, Any]], complete: bool) -> SizeRec
         return None
     last = est[-1]
     states = int(samples[-1]["states"])
-    out: SizeRecord = {"states": states, "estimated_states": int(last["estimated_states"]),
-                           "eta_seconds": last.get("eta_seconds"), "complete": complete, "checkpoints": []}
+    out: SizeRecord = {
+        "states": states,
+        "estimated_states": int(last["estimated_states"]),
+        "eta_seconds": last.get("eta_seconds"),
+        "complete": complete,
+        "checkpoints": [],
+    }
     if complete and states > 0:
         span = float(samples[-1]["elapsed"])
         for share in (0.1, 0.25, 0.5, 0.9):
             at = next((s for s in est if float(s["elapsed"]) >= share * span), est[-1])
-            out["checkpoints"].append({"share": share, "elapsed": at["elapsed"],
-                                       "estimated_states": int(at["estimated_states"]),
-                                       "error": abs(int(at["estimated_states"]) - states) / states})
+            out["checkpoints"].append(
+                {
+                    "share": share,
+                    "elapsed": at["elapsed"],
+                    "estimated_states": int(at["estimated_states"]),
+                    "error": abs(int(at["estimated_states"]) - states) / states,
+                }
+            )
     return out
 
 
@@ -202,10 +237,14 @@ def size_line(size: SizeRecord | None) -> str:
     if not size["complete"]:
         eta = size.get("eta_seconds")
         left = f", about {duration_text(eta)} left at the last rate" if eta is not None else ""
-        return (f"search not complete: {states:,} states explored of about {count_text(total)} estimated "
-                f"({100 * states / total if total else 100:.0f}%){left}")
-    checks = "; ".join(f"{c['estimated_states']:,} at {100 * c['share']:.0f}% of the run time "
-                       f"({100 * c['error']:.0f}% off)" for c in size["checkpoints"])
+        return (
+            f"search not complete: {states:,} states explored of about {count_text(total)} estimated "
+            f"({100 * states / total if total else 100:.0f}%){left}"
+        )
+    checks = "; ".join(
+        f"{c['estimated_states']:,} at {100 * c['share']:.0f}% of the run time ({100 * c['error']:.0f}% off)"
+        for c in size["checkpoints"]
+    )
     return f"search complete: {states:,} states; the size estimate (Knuth probes) was {checks}"
 
 

@@ -10,8 +10,7 @@ import html
 import math
 from collections.abc import Mapping, Sequence
 
-PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
-           "#17becf")
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
 Series = Sequence[tuple[float, float]]
 
 
@@ -34,9 +33,18 @@ def _fmt(v: float) -> str:
     return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
 
 
-def line_chart(title: str, series: Mapping[str, Series], *, x_label: str, y_label: str, markers: Sequence[float] = (),
-               x_range: tuple[float, float] | None = None, width: int = 640, height: int = 260,
-               chart_id: str = "") -> str:
+def line_chart(
+    title: str,
+    series: Mapping[str, Series],
+    *,
+    x_label: str,
+    y_label: str,
+    markers: Sequence[float] = (),
+    x_range: tuple[float, float] | None = None,
+    width: int = 640,
+    height: int = 260,
+    chart_id: str = "",
+) -> str:
     """Lines over a shared x axis (`x_range` fixes it, so charts of one timeline line up); `markers`
     draws dashed vertical lines (e.g. restarts)."""
     points = [p for s in series.values() for p in s if all(math.isfinite(v) for v in p)]
@@ -57,27 +65,37 @@ def line_chart(title: str, series: Mapping[str, Series], *, x_label: str, y_labe
     def sy(y: float) -> float:
         return top + ph - (y - y0) / ((y1 - y0) or 1) * ph
 
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
-           f'role="img" aria-label="{html.escape(title)}">']
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+        f'role="img" aria-label="{html.escape(title)}">'
+    ]
     for t in yt:
-        out.append(f'<line x1="{left}" x2="{left + pw}" y1="{sy(t):.1f}" y2="{sy(t):.1f}" class="grid"/>'
-                   f'<text x="{left - 6}" y="{sy(t) + 4:.1f}" text-anchor="end">{_fmt(t)}</text>')
+        out.append(
+            f'<line x1="{left}" x2="{left + pw}" y1="{sy(t):.1f}" y2="{sy(t):.1f}" class="grid"/>'
+            f'<text x="{left - 6}" y="{sy(t) + 4:.1f}" text-anchor="end">{_fmt(t)}</text>'
+        )
     for t in xt:
         out.append(f'<text x="{sx(t):.1f}" y="{top + ph + 16}" text-anchor="middle">{_fmt(t)}</text>')
     for m in markers:
         out.append(f'<line x1="{sx(m):.1f}" x2="{sx(m):.1f}" y1="{top}" y2="{top + ph}" class="marker"/>')
     out.append(f'<line x1="{left}" x2="{left + pw}" y1="{top + ph}" y2="{top + ph}" class="axis"/>')
     out.append(f'<text x="{left + pw / 2:.0f}" y="{height - 6}" text-anchor="middle">{html.escape(x_label)}</text>')
-    out.append(f'<text x="14" y="{top + ph / 2:.0f}" transform="rotate(-90 14 {top + ph / 2:.0f})" '
-               f'text-anchor="middle">{html.escape(y_label)}</text>')
+    out.append(
+        f'<text x="14" y="{top + ph / 2:.0f}" transform="rotate(-90 14 {top + ph / 2:.0f})" '
+        f'text-anchor="middle">{html.escape(y_label)}</text>'
+    )
     for i, (name, s) in enumerate(series.items()):
         color = PALETTE[i % len(PALETTE)]
         pts = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in s if math.isfinite(x) and math.isfinite(y))
         if pts:
-            out.append(f'<polyline points="{pts}" fill="none" stroke="{color}" stroke-width="2" '
-                       f'data-series="{html.escape(name)}"/>')
-        out.append(f'<rect x="{left + 8 + 130 * i}" y="4" width="10" height="10" fill="{color}"/>'
-                   f'<text x="{left + 22 + 130 * i}" y="13">{html.escape(name)}</text>')
+            out.append(
+                f'<polyline points="{pts}" fill="none" stroke="{color}" stroke-width="2" '
+                f'data-series="{html.escape(name)}"/>'
+            )
+        out.append(
+            f'<rect x="{left + 8 + 130 * i}" y="4" width="10" height="10" fill="{color}"/>'
+            f'<text x="{left + 22 + 130 * i}" y="13">{html.escape(name)}</text>'
+        )
     out.append("</svg>")
     return head + "".join(out) + "</figure>"
 
@@ -91,13 +109,17 @@ def bar_chart(title: str, bars: Mapping[str, float], *, unit: str, width: int = 
     left, row = 220, 22
     height = row * len(bars) + 10
     top = max(bars.values()) or 1.0
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
-           f'role="img" aria-label="{html.escape(title)}">']
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+        f'role="img" aria-label="{html.escape(title)}">'
+    ]
     for i, (label, v) in enumerate(bars.items()):
         w = (width - left - 90) * v / top
         y = 5 + i * row
-        out.append(f'<text x="{left - 6}" y="{y + 14}" text-anchor="end">{html.escape(label[-32:])}</text>'
-                   f'<rect x="{left}" y="{y + 2}" width="{w:.1f}" height="{row - 6}" fill="{PALETTE[0]}" '
-                   f'data-value="{v}"/><text x="{left + w + 6:.1f}" y="{y + 14}">{_fmt(v)} {html.escape(unit)}</text>')
+        out.append(
+            f'<text x="{left - 6}" y="{y + 14}" text-anchor="end">{html.escape(label[-32:])}</text>'
+            f'<rect x="{left}" y="{y + 2}" width="{w:.1f}" height="{row - 6}" fill="{PALETTE[0]}" '
+            f'data-value="{v}"/><text x="{left + w + 6:.1f}" y="{y + 14}">{_fmt(v)} {html.escape(unit)}</text>'
+        )
     out.append("</svg>")
     return head + "".join(out) + "</figure>"

@@ -54,25 +54,31 @@ def _draw(graph: KernelGraph | BlockGraph, level: str, title: str) -> str:
         pos.append((10 + d * (BOX_W + GAP_X), TOP + r * (BOX_H + GAP_Y)))
     width = 20 + (max(depth, default=0) + 1) * (BOX_W + GAP_X)
     height = TOP + 10 + max(rows.values(), default=1) * (BOX_H + GAP_Y)
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
-           f'class="mugraph" data-level="{level}" data-ops="{len(graph.ops)}">',
-           '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="6" markerHeight="6" '
-           'orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="#555"/></marker></defs>',
-           f'<text x="10" y="18" class="gtitle">{html.escape(title)}</text>']
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+        f'class="mugraph" data-level="{level}" data-ops="{len(graph.ops)}">',
+        '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="6" markerHeight="6" '
+        'orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="#555"/></marker></defs>',
+        f'<text x="10" y="18" class="gtitle">{html.escape(title)}</text>',
+    ]
     lanes: dict[tuple[str, float], int] = {}
     for i, op in enumerate(graph.ops):
         made = [t for t in op.inputs if t in producer]
         for k, t in enumerate(made):
             points = _route(pos[producer[t]], pos[i], _port(k, len(made)), lanes)
-            out.append(f'<polyline points="{" ".join(f"{x:.0f},{y:.0f}" for x, y in points)}" fill="none" '
-                       'stroke="#555" marker-end="url(#arrow)" class="edge"/>')
+            out.append(
+                f'<polyline points="{" ".join(f"{x:.0f},{y:.0f}" for x, y in points)}" fill="none" '
+                'stroke="#555" marker-end="url(#arrow)" class="edge"/>'
+            )
     for i, op in enumerate(graph.ops):
         x, y = pos[i]
         head, detail, fill = _label(op, graph.tensors, level)
-        out.append(f'<g class="op" data-kind="{html.escape(str(op.kind))}"><rect x="{x:.0f}" y="{y:.0f}" '
-                   f'width="{BOX_W}" height="{BOX_H}" rx="6" fill="{fill}" stroke="#888"/>'
-                   f'<text x="{x + 6:.0f}" y="{y + 16:.0f}">{html.escape(head)}</text>'
-                   f'<text x="{x + 6:.0f}" y="{y + 32:.0f}" class="detail">{html.escape(detail)}</text></g>')
+        out.append(
+            f'<g class="op" data-kind="{html.escape(str(op.kind))}"><rect x="{x:.0f}" y="{y:.0f}" '
+            f'width="{BOX_W}" height="{BOX_H}" rx="6" fill="{fill}" stroke="#888"/>'
+            f'<text x="{x + 6:.0f}" y="{y + 16:.0f}">{html.escape(head)}</text>'
+            f'<text x="{x + 6:.0f}" y="{y + 32:.0f}" class="detail">{html.escape(detail)}</text></g>'
+        )
     out.append("</svg>")
     return "".join(out)
 
@@ -93,8 +99,9 @@ def _port(k: int, n: int) -> float:
 OUT_PORT = BOX_H / 2 - 6  # edges leave a box's right side this far below its top
 
 
-def _route(src: tuple[float, float], dst: tuple[float, float], port: float, lanes: dict[tuple[str, float], int]
-           ) -> list[tuple[float, float]]:
+def _route(
+    src: tuple[float, float], dst: tuple[float, float], port: float, lanes: dict[tuple[str, float], int]
+) -> list[tuple[float, float]]:
     """Corner points of an edge from the right side of the box at `src` to the left side of the
     box at `dst` (a later column) through the gaps between columns and rows only."""
     (x0, y0), (x1, y1) = src, dst
@@ -117,6 +124,12 @@ def draw_mugraph(graph: KernelGraph, title: str) -> str:
     for i, op in enumerate(graph.ops):
         if op.block is not None:
             b = op.block
-            parts.append(_draw(b, "block", f"block graph of op {i}: grid {list(b.grid)}, for-loop {b.forloop}, "
-                                           f"{b.smem_bytes:,} B shared memory"))
+            parts.append(
+                _draw(
+                    b,
+                    "block",
+                    f"block graph of op {i}: grid {list(b.grid)}, for-loop {b.forloop}, "
+                    f"{b.smem_bytes:,} B shared memory",
+                )
+            )
     return '<div class="graphs">' + "".join(parts) + "</div>"

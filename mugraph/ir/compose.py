@@ -47,9 +47,7 @@ def _check_inputs(dst: KernelGraph, src: KernelGraph, inputs: Mapping[str, Tenso
             )
 
 
-def inline(
-    dst: KernelGraph, src: KernelGraph, inputs: Mapping[str, Tensor], label: str = "graph"
-) -> dict[str, Tensor]:
+def inline(dst: KernelGraph, src: KernelGraph, inputs: Mapping[str, Tensor], label: str = "graph") -> dict[str, Tensor]:
     """Add `src`'s ops to `dst`, reading `inputs[name]` for each input of `src`; return the
     tensors of `src`'s outputs by name. `label` names `src` in error messages."""
     _check_inputs(dst, src, inputs, label)

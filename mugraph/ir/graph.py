@@ -149,9 +149,7 @@ class _Graph:
         ]
         self._account(kind, outs)
         self.tensors.extend(outs)
-        self.ops.append(
-            Op(kind, tuple(t.index for t in inputs), tuple(t.index for t in outs), tuple(attrs), block)
-        )
+        self.ops.append(Op(kind, tuple(t.index for t in inputs), tuple(t.index for t in outs), tuple(attrs), block))
         return outs
 
     def _one(self, kind: OpKind, inputs: Sequence[Tensor], shape: Shape, **attrs: Attr) -> Tensor:
@@ -194,16 +192,13 @@ class _Graph:
 
     def mul_scalar(self, x: Tensor, scalar: float) -> Tensor:
         if not _finite(scalar):
-            raise GraphStructureError(
-                f"mul_scalar {_shape_of(x)}: scalar {scalar!r} must be a finite number"
-            )
+            raise GraphStructureError(f"mul_scalar {_shape_of(x)}: scalar {scalar!r} must be a finite number")
         return self._unary(OpKind.MUL_SCALAR, x, scalar=float(scalar))
 
     def clamp(self, x: Tensor, lo: float, hi: float) -> Tensor:
         if not (_finite(lo) and _finite(hi)) or not lo < hi:
             raise GraphStructureError(
-                f"clamp {_shape_of(x)}: lower bound {lo!r} must be a finite number below "
-                f"upper bound {hi!r}"
+                f"clamp {_shape_of(x)}: lower bound {lo!r} must be a finite number below upper bound {hi!r}"
             )
         return self._unary(OpKind.CLAMP, x, lo=float(lo), hi=float(hi))
 
@@ -269,9 +264,7 @@ class BlockGraph(_Graph):
             raise MappingError(f"reduction_dimx {rdx!r} must be a positive integer")
         blocks = prod(self.grid)
         if blocks > limits.max_blocks:
-            raise MappingError(
-                f"grid {list(self.grid)} has {blocks} blocks; at most {limits.max_blocks} allowed"
-            )
+            raise MappingError(f"grid {list(self.grid)} has {blocks} blocks; at most {limits.max_blocks} allowed")
         self.forloop = forloop
         self.rdx = rdx
         self.limits = limits
@@ -282,9 +275,7 @@ class BlockGraph(_Graph):
     def _after_accum(self, op: OpKind, ts: Sequence[Tensor]) -> bool:
         flags = {t.after_accum for t in ts}
         if len(flags) > 1:
-            described = ", ".join(
-                f"{fmt(t.shape)} ({'after' if t.after_accum else 'before'} accumulation)" for t in ts
-            )
+            described = ", ".join(f"{fmt(t.shape)} ({'after' if t.after_accum else 'before'} accumulation)" for t in ts)
             raise AccumulationError(f"{op}: operands {described} mix the loop body and its result")
         return flags.pop() if flags else False
 
@@ -350,8 +341,7 @@ class BlockGraph(_Graph):
             )
         if len(self.output_shapes) >= self.limits.max_block_outputs:
             raise BlockOutputLimitError(
-                f"output {fmt(x.shape)}: a block graph has at most "
-                f"{self.limits.max_block_outputs} outputs"
+                f"output {fmt(x.shape)}: a block graph has at most {self.limits.max_block_outputs} outputs"
             )
         om, dshape = shapes.block_output_shape(x.shape, self.grid, omap)
         self.output_shapes.append(dshape)
@@ -378,23 +368,20 @@ class KernelGraph(_Graph):
             )
         self.dmem_bytes += extra
 
-    def new_input(
-        self, shape: Sequence[int], dtype: DType | str = DType.FLOAT16, name: str | None = None
-    ) -> Tensor:
+    def new_input(self, shape: Sequence[int], dtype: DType | str = DType.FLOAT16, name: str | None = None) -> Tensor:
         if self._closed:
             raise GraphStructureError("input: this kernel graph is closed")
         label = check_tensor_name(name if name is not None else f"in{len(self.ops_of(OpKind.INPUT))}", "input")
         if label in self._names(OpKind.INPUT):
-            raise GraphStructureError(f"input name {shown(label)} is taken by another input; inputs are given by "
-                                      "name, so each needs its own")
+            raise GraphStructureError(
+                f"input name {shown(label)} is taken by another input; inputs are given by name, so each needs its own"
+            )
         dims = shapes.check_shape(shape, f"input {label}")
         dt = DType(dtype)
         attrs: list[tuple[str, Attr]] = [("dtype", dt.value), ("name", label), ("shape", dims)]
         return self._add(OpKind.INPUT, (), [dims], dt, attrs)[0]
 
-    def customized(
-        self, block: BlockGraph, inputs: Sequence[Tensor] | None = None
-    ) -> list[Tensor]:
+    def customized(self, block: BlockGraph, inputs: Sequence[Tensor] | None = None) -> list[Tensor]:
         """A graph-defined op running `block` on every block of its grid; returns its outputs."""
         if not isinstance(block, BlockGraph):
             raise GraphStructureError(f"customized: {block!r} is not a block graph")
@@ -422,8 +409,10 @@ class KernelGraph(_Graph):
         (x,) = self._operands(OpKind.OUTPUT, x)
         label = check_tensor_name(name if name is not None else f"out{len(self.ops_of(OpKind.OUTPUT))}", "output")
         if label in self._names(OpKind.OUTPUT):
-            raise GraphStructureError(f"output name {shown(label)} is taken by another output; outputs are returned "
-                                      "by name, so each needs its own")
+            raise GraphStructureError(
+                f"output name {shown(label)} is taken by another output; outputs are returned "
+                "by name, so each needs its own"
+            )
         self._add(OpKind.OUTPUT, (x,), [], x.dtype, [("name", label)])
 
     def _names(self, kind: OpKind) -> set[str]:

@@ -47,8 +47,10 @@ def _check(name: object, what: str, pattern: re.Pattern[str], chars: str) -> str
     if len(name) > NAME_MAX:
         raise BadNameError(f"{what} name {shown(name)} is {len(name)} characters long; at most {NAME_MAX}")
     if pattern.fullmatch(name) is None:
-        raise BadNameError(f"{what} name {shown(name)} is not allowed: a name is made of {chars}, "
-                         "and starts with a letter, a digit or _")
+        raise BadNameError(
+            f"{what} name {shown(name)} is not allowed: a name is made of {chars}, "
+            "and starts with a letter, a digit or _"
+        )
     return name
 
 

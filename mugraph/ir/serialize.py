@@ -88,9 +88,7 @@ class Fields:
         return list(
             self.get(
                 key,
-                lambda v: isinstance(v, list)
-                and all(_is_int(x) for x in v)
-                and (n is None or len(v) == n),
+                lambda v: isinstance(v, list) and all(_is_int(x) for x in v) and (n is None or len(v) == n),
                 what,
                 default,
             )
@@ -100,9 +98,7 @@ class Fields:
         return int(self.get(key, _is_int, "an integer", default))
 
     def number(self, key: str) -> float:
-        return float(
-            self.get(key, lambda v: isinstance(v, int | float) and not isinstance(v, bool), "a number")
-        )
+        return float(self.get(key, lambda v: isinstance(v, int | float) and not isinstance(v, bool), "a number"))
 
     def kind(self, allowed: frozenset[OpKind]) -> OpKind:
         names = sorted(k.value for k in allowed)
@@ -156,8 +152,14 @@ def _apply_common(g: KernelGraph | BlockGraph, kind: OpKind, f: Fields, args: li
         case OpKind.CONCAT:
             return g.concat(args[0], args[1], f.int("dim"))
         case (
-            OpKind.INPUT | OpKind.OUTPUT | OpKind.CUSTOMIZED
-            | OpKind.ACCUM_NO_RED | OpKind.ACCUM_SUM | OpKind.ACCUM_MEAN | OpKind.ACCUM_RMS | OpKind.ACCUM_REDTOX
+            OpKind.INPUT
+            | OpKind.OUTPUT
+            | OpKind.CUSTOMIZED
+            | OpKind.ACCUM_NO_RED
+            | OpKind.ACCUM_SUM
+            | OpKind.ACCUM_MEAN
+            | OpKind.ACCUM_RMS
+            | OpKind.ACCUM_REDTOX
         ):  # pragma: no cover - the loaders handle these before
             raise SchemaError(f"{f.path}.kind: {kind} is not handled here")
         case _ as unreachable:
@@ -172,10 +174,23 @@ def _arity(kind: OpKind) -> int | None:
         case OpKind.MATMUL | OpKind.ADD | OpKind.MUL | OpKind.DIV | OpKind.CONCAT:
             return 2
         case (
-            OpKind.OUTPUT | OpKind.REDUCTION | OpKind.RMS_NORM
-            | OpKind.EXP | OpKind.SQUARE | OpKind.SQRT | OpKind.MUL_SCALAR | OpKind.SILU | OpKind.GELU
-            | OpKind.GELU_ERF | OpKind.RELU | OpKind.CLAMP
-            | OpKind.ACCUM_NO_RED | OpKind.ACCUM_SUM | OpKind.ACCUM_MEAN | OpKind.ACCUM_RMS | OpKind.ACCUM_REDTOX
+            OpKind.OUTPUT
+            | OpKind.REDUCTION
+            | OpKind.RMS_NORM
+            | OpKind.EXP
+            | OpKind.SQUARE
+            | OpKind.SQRT
+            | OpKind.MUL_SCALAR
+            | OpKind.SILU
+            | OpKind.GELU
+            | OpKind.GELU_ERF
+            | OpKind.RELU
+            | OpKind.CLAMP
+            | OpKind.ACCUM_NO_RED
+            | OpKind.ACCUM_SUM
+            | OpKind.ACCUM_MEAN
+            | OpKind.ACCUM_RMS
+            | OpKind.ACCUM_REDTOX
         ):
             return 1
         case OpKind.CUSTOMIZED:
@@ -194,9 +209,7 @@ def _args(f: Fields, kind: OpKind, tensors: Sequence[Tensor]) -> list[Tensor]:
 
 def _block_from_json(obj: Any, path: str, sources: list[Tensor], limits: Limits) -> BlockGraph:
     f = Fields(obj, path)
-    bg = BlockGraph(
-        f.ints("grid", 3), f.int("forloop"), f.ints("block", 3, [128, 1, 1]), f.int("rdx", 64), limits
-    )
+    bg = BlockGraph(f.ints("grid", 3), f.int("forloop"), f.ints("block", 3, [128, 1, 1]), f.int("rdx", 64), limits)
     ops = f.get("ops", lambda v: isinstance(v, list), "a list of ops")
     n_inputs = 0
     for i, raw in enumerate(ops):
@@ -248,8 +261,9 @@ def replay(
                 case OpKind.CUSTOMIZED:
                     _args(of, kind, local)  # every input exists
                     srcs = [_tensor(local, j, f"{of.path}.inputs") for j in of.ints("inputs")]
-                    bg = _block_from_json(of.get("block", lambda v: True, "a block graph"),
-                                          f"{of.path}.block", srcs, g.limits)
+                    bg = _block_from_json(
+                        of.get("block", lambda v: True, "a block graph"), f"{of.path}.block", srcs, g.limits
+                    )
                     local.extend(g.customized(bg, srcs))
                 case _:
                     local.append(_apply_common(g, kind, of, _args(of, kind, local)))

@@ -41,9 +41,7 @@ def matmul(a: Shape, b: Shape) -> Shape:
     if len(a) != len(b) or len(a) < 2:
         raise ShapeError(f"matmul: operands {fmt(a)} and {fmt(b)} need equal ranks of at least 2")
     if a[-1] != b[-2]:
-        raise ShapeError(
-            f"matmul: A {fmt(a)} has {a[-1]} columns but B {fmt(b)} has {b[-2]} rows"
-        )
+        raise ShapeError(f"matmul: A {fmt(a)} has {a[-1]} columns but B {fmt(b)} has {b[-2]} rows")
     if a[:-2] != b[:-2]:
         raise ShapeError(f"matmul: batch dims of {fmt(a)} and {fmt(b)} differ")
     return a[:-1] + (b[-1],)
@@ -79,15 +77,28 @@ def accumulator(op: OpKind, shape: Shape, rdx: int) -> Shape:
             return shape[:-1] + (1,)
         case OpKind.ACCUM_REDTOX:
             if shape[-1] % rdx:
-                raise ShapeError(
-                    f"{op}: last dim of {fmt(shape)} is not a multiple of reduction_dimx {rdx}"
-                )
+                raise ShapeError(f"{op}: last dim of {fmt(shape)} is not a multiple of reduction_dimx {rdx}")
             return shape[:-1] + (rdx,)
         case (
-            OpKind.INPUT | OpKind.OUTPUT | OpKind.CUSTOMIZED | OpKind.MATMUL
-            | OpKind.EXP | OpKind.SQUARE | OpKind.SQRT | OpKind.MUL_SCALAR | OpKind.SILU | OpKind.GELU
-            | OpKind.GELU_ERF | OpKind.RELU | OpKind.CLAMP | OpKind.ADD | OpKind.MUL | OpKind.DIV
-            | OpKind.REDUCTION | OpKind.RMS_NORM | OpKind.CONCAT
+            OpKind.INPUT
+            | OpKind.OUTPUT
+            | OpKind.CUSTOMIZED
+            | OpKind.MATMUL
+            | OpKind.EXP
+            | OpKind.SQUARE
+            | OpKind.SQRT
+            | OpKind.MUL_SCALAR
+            | OpKind.SILU
+            | OpKind.GELU
+            | OpKind.GELU_ERF
+            | OpKind.RELU
+            | OpKind.CLAMP
+            | OpKind.ADD
+            | OpKind.MUL
+            | OpKind.DIV
+            | OpKind.REDUCTION
+            | OpKind.RMS_NORM
+            | OpKind.CONCAT
         ):
             raise ShapeError(f"{op} is not an accumulator")
         case _ as unreachable:
@@ -101,9 +112,7 @@ def check_dim3(values: Sequence[int], what: str) -> Dim3:
     return (t[0], t[1], t[2])
 
 
-def _check_map(
-    kind: str, mapping: Sequence[int], grid: Dim3, rank: int, shape: Shape
-) -> tuple[int, int, int]:
+def _check_map(kind: str, mapping: Sequence[int], grid: Dim3, rank: int, shape: Shape) -> tuple[int, int, int]:
     m = tuple(mapping)
     if len(m) != 3 or any(not isinstance(v, int) or isinstance(v, bool) for v in m):
         raise MappingError(f"{kind} {list(m)} must be three integers")
@@ -112,19 +121,14 @@ def _check_map(
         if d == -1:
             continue
         if not 0 <= d < rank:
-            raise MappingError(
-                f"{kind} {list(m)}: grid axis {axis} maps dim {d}, {fmt(shape)} has {rank} dims"
-            )
+            raise MappingError(f"{kind} {list(m)}: grid axis {axis} maps dim {d}, {fmt(shape)} has {rank} dims")
         if d in seen:
-            raise MappingError(
-                f"{kind} {list(m)}: grid axes {seen[d]} and {axis} both map dim {d} of {fmt(shape)}"
-            )
+            raise MappingError(f"{kind} {list(m)}: grid axes {seen[d]} and {axis} both map dim {d} of {fmt(shape)}")
         seen[d] = axis
     for axis, d, g in zip(AXES, m, grid, strict=True):
         if g == 1 and d != -1:
             raise MappingError(
-                f"{kind} {list(m)} of {fmt(shape)}: grid axis {axis} has size 1 and must map -1 "
-                f"(grid {list(grid)})"
+                f"{kind} {list(m)} of {fmt(shape)}: grid axis {axis} has size 1 and must map -1 (grid {list(grid)})"
             )
     return (m[0], m[1], m[2])
 
@@ -147,9 +151,7 @@ def block_input_tile(
         raise MappingError(f"input {fmt(shape)}: fmap {fmap} is out of range")
     if fmap >= 0:
         if forloop == 1:
-            raise MappingError(
-                f"input {fmt(shape)}: fmap {fmap} with for-loop range 1; use fmap -1"
-            )
+            raise MappingError(f"input {fmt(shape)}: fmap {fmap} with for-loop range 1; use fmap -1")
         if tile[fmap] % forloop:
             raise MappingError(
                 f"input {fmt(shape)} fmap {fmap}: per-block dim {fmap} ({tile[fmap]}) is not "
@@ -165,9 +167,7 @@ def block_output_shape(tile: Shape, grid: Dim3, omap: Sequence[int]) -> tuple[Di
     out = list(tile)
     for axis, d, g in zip(AXES, om, grid, strict=True):
         if g > 1 and d == -1:
-            raise MappingError(
-                f"omap {list(om)}: grid axis {axis} has {g} blocks but maps no dim of {fmt(tile)}"
-            )
+            raise MappingError(f"omap {list(om)}: grid axis {axis} has {g} blocks but maps no dim of {fmt(tile)}")
         if d >= 0:
             out[d] *= g
     return om, tuple(out)

@@ -75,8 +75,11 @@ def tile_offsets(shape: Sequence[int], strides: Sequence[int]) -> str:
         ix = index(len(shape), d, n)
         terms.append(ix if s == 1 else f"{ix} * {s}")
     if not terms:  # a tile of one element: still a block of offsets, so loads and stores see a tile
-        return f"tl.zeros({tuple(shape)!r}, dtype=tl.int32)".replace(",)", ")") if len(shape) > 1 else \
-            "tl.zeros((1,), dtype=tl.int32)"
+        return (
+            f"tl.zeros({tuple(shape)!r}, dtype=tl.int32)".replace(",)", ")")
+            if len(shape) > 1
+            else "tl.zeros((1,), dtype=tl.int32)"
+        )
     return " + ".join(terms)
 
 
@@ -101,8 +104,15 @@ def _pid_terms(mapping: Sequence[int], extents: Sequence[int], strides: Sequence
     return " + ".join(terms) if terms else "0"
 
 
-def input_access(dshape: Shape, tile: Shape, grid: Sequence[int], imap: Sequence[int], fmap: int,
-                 forloop: int, strides: Shape | None = None) -> Access:
+def input_access(
+    dshape: Shape,
+    tile: Shape,
+    grid: Sequence[int],
+    imap: Sequence[int],
+    fmap: int,
+    forloop: int,
+    strides: Shape | None = None,
+) -> Access:
     """A block input: along a dim mapped by grid axis a, block b starts at b * (dim / grid[a]); the
     for-loop then steps by one tile along the fmap dim (the grid index is the major part)."""
     strides = strides or row_major_strides(dshape)

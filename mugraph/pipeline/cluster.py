@@ -85,8 +85,10 @@ def probe_scheduler(address: str, timeout: float = 20.0) -> None:
                 time.sleep(0.2)
                 continue
             reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e) or type(e).__name__
-            raise MugraphError(f"cannot reach the Dask scheduler at {address} ({reason}); start it, or leave "
-                               "out --scheduler to run on a local cluster") from None
+            raise MugraphError(
+                f"cannot reach the Dask scheduler at {address} ({reason}); start it, or leave "
+                "out --scheduler to run on a local cluster"
+            ) from None
 
 
 def external_security(address: str) -> Security | None:
@@ -97,9 +99,11 @@ def external_security(address: str) -> Security | None:
         return None
     security = Security()
     if not security.get_connection_args("client").get("ssl_context"):
-        raise MugraphError(f"--scheduler {address}: a tls:// scheduler needs a client certificate in Dask's "
-                           "configuration (distributed.comm.tls.ca-file, .client.cert, .client.key); see "
-                           "docs/cluster-security.md")
+        raise MugraphError(
+            f"--scheduler {address}: a tls:// scheduler needs a client certificate in Dask's "
+            "configuration (distributed.comm.tls.ca-file, .client.cert, .client.key); see "
+            "docs/cluster-security.md"
+        )
     return security
 
 

@@ -104,8 +104,9 @@ class RunTotals:
     confirms_run: int = 0
     layouts_run: int = 0
     counters: SearchCounters = field(default_factory=SearchCounters)
-    memo: dict[str, int] = field(default_factory=lambda: {"local_hits": 0, "remote_hits": 0, "misses": 0,
-                                                          "remote_errors": 0})
+    memo: dict[str, int] = field(
+        default_factory=lambda: {"local_hits": 0, "remote_hits": 0, "misses": 0, "remote_errors": 0}
+    )
     busy: dict[str, float] = field(default_factory=dict)  # worker → seconds inside tasks
     peak_rss_mib: dict[str, float] = field(default_factory=dict)  # worker → its peak resident memory
 
@@ -182,11 +183,17 @@ class Driver:
             by_priority.setdefault(len(path), []).append((row, path))
         k = bundle_size(len(self._inflight) - self._slots, self._slots)
         for priority, group in sorted(by_priority.items(), reverse=True):
-            bundles = [group[i:i + k] for i in range(0, len(group), k)]
+            bundles = [group[i : i + k] for i in range(0, len(group), k)]
             paths = [tuple(p for _, p in b) for b in bundles]
-            futs = self.client.map(self.search_fn, [fp.payload] * len(bundles), paths,
-                                   [task_budget(ps[0], self.plan.budget) for ps in paths],
-                                   key=[bundle_key(fp, ps) for ps in paths], pure=False, priority=priority)
+            futs = self.client.map(
+                self.search_fn,
+                [fp.payload] * len(bundles),
+                paths,
+                [task_budget(ps[0], self.plan.budget) for ps in paths],
+                key=[bundle_key(fp, ps) for ps in paths],
+                pure=False,
+                priority=priority,
+            )
             for fut, b in zip(futs, bundles, strict=True):
                 self._what[fut] = ("search", tuple(row for row, _ in b), fragment)
             self._ac.update(futs)
@@ -199,16 +206,30 @@ class Driver:
         elif self._confirmer is not None:  # pinned; _keep_confirmer moves them if it leaves
             kwargs = {"workers": [self._confirmer], "allow_other_workers": False}
         moved = f"-{self._confirm_moves}" if self._confirm_moves else ""  # a new key once moved
-        fut = self.client.submit(confirm_task, fp.payload, rec.digest, rec.graph,
-                                 key=f"confirm-{fp.spec.name}-{rec.digest[:16]}{moved}", pure=False, priority=100,
-                                 **kwargs)
+        fut = self.client.submit(
+            confirm_task,
+            fp.payload,
+            rec.digest,
+            rec.graph,
+            key=f"confirm-{fp.spec.name}-{rec.digest[:16]}{moved}",
+            pure=False,
+            priority=100,
+            **kwargs,
+        )
         self._what[fut] = ("confirm", fragment, rec.digest)
         self._ac.add(fut)
 
     def _submit_layout(self, fragment: int, digest: str) -> None:
         fp = self.plan.fragments[fragment]
-        fut = self.client.submit(layout_task, digest, self._found[fragment][digest].graph, self.io[fragment],
-                                 key=f"layout-{fp.spec.name}-{digest[:16]}", pure=False, priority=50)
+        fut = self.client.submit(
+            layout_task,
+            digest,
+            self._found[fragment][digest].graph,
+            self.io[fragment],
+            key=f"layout-{fp.spec.name}-{digest[:16]}",
+            pure=False,
+            priority=50,
+        )
         self._what[fut] = ("layout", fragment, digest)
         self._ac.add(fut)
 
@@ -221,9 +242,18 @@ class Driver:
         for w in sorted(self.client.scheduler_info()["workers"]):
             for i in first:
                 fp = self.plan.fragments[i]
-                self._warming.append(self.client.submit(
-                    warm_task, fp.payload, w == self._confirmer, workers=[w], allow_other_workers=False,
-                    pure=False, priority=-1, key=f"warm-{fp.spec.name}-{w}"))
+                self._warming.append(
+                    self.client.submit(
+                        warm_task,
+                        fp.payload,
+                        w == self._confirmer,
+                        workers=[w],
+                        allow_other_workers=False,
+                        pure=False,
+                        priority=-1,
+                        key=f"warm-{fp.spec.name}-{w}",
+                    )
+                )
 
     # -- the run ---------------------------------------------------------------------------------
     def run(self) -> Event:
@@ -248,15 +278,23 @@ class Driver:
         self._progress_state = RunProgress([fp.spec.name for fp in plan.fragments], tasks, store.timeline())
         self._estimator = SpaceEstimator(sum(int(t.counters.get("nodes", 0)) for t in tasks if t.done))
         self._estimator.start([(t.fragment, *t.path) for t in pending])
-        self.on_event({
-            "event": "start", "program": plan.program.name, "store": str(store.path),
-            "resumed": not store.created, "fragments": [fp.spec.name for fp in plan.fragments],
-            "presets": {fp.spec.name: fp.config.preset for fp in plan.fragments},
-            "tasks_done": len(self._done), "tasks_pending": len(pending),
-            "workers": len(self.client.scheduler_info()["workers"]), "gpu_workers": self._gpu,
-            "dashboard": self.client.dashboard_link, "gpu_profile": self.profile.name,
-            "invocation": self._progress_state.invocation,
-        })
+        self.on_event(
+            {
+                "event": "start",
+                "program": plan.program.name,
+                "store": str(store.path),
+                "resumed": not store.created,
+                "fragments": [fp.spec.name for fp in plan.fragments],
+                "presets": {fp.spec.name: fp.config.preset for fp in plan.fragments},
+                "tasks_done": len(self._done),
+                "tasks_pending": len(pending),
+                "workers": len(self.client.scheduler_info()["workers"]),
+                "gpu_workers": self._gpu,
+                "dashboard": self.client.dashboard_link,
+                "gpu_profile": self.profile.name,
+                "invocation": self._progress_state.invocation,
+            }
+        )
         if self._progress_state.history:
             self.on_event({"event": "history", "samples": self._progress_state.past_samples()})
         for i in range(len(plan.fragments)):
@@ -376,10 +414,16 @@ class Driver:
             return
         staged, rows = self._staged, self._staged_rows
         self._staged, self._staged_rows = [], []
-        done = [TaskCompletion(row, result.counters, result.worker,
-                               [FoundRecord(fragment, f.digest, tuple(f.path), f.graph, row) for f in result.found],
-                               result.frontier)
-                for row, (fragment, result) in zip(rows, staged, strict=True)]
+        done = [
+            TaskCompletion(
+                row,
+                result.counters,
+                result.worker,
+                [FoundRecord(fragment, f.digest, tuple(f.path), f.graph, row) for f in result.found],
+                result.frontier,
+            )
+            for row, (fragment, result) in zip(rows, staged, strict=True)
+        ]
         child_rows = self.store.complete_tasks(done)
         assert self._progress_state is not None
         children: dict[int, list[tuple[int, tuple[int, ...]]]] = {}
@@ -388,16 +432,26 @@ class Driver:
             self._done.add(row)
             self.totals.add_search(result)
             self._progress_state.on_search(fragment, result)
-            self._estimator.finish((fragment, *result.path), int(result.counters.get("nodes", 0)),
-                                   [(fragment, *c) for c in result.frontier], result.frontier_estimates)
+            self._estimator.finish(
+                (fragment, *result.path),
+                int(result.counters.get("nodes", 0)),
+                [(fragment, *c) for c in result.frontier],
+                result.frontier_estimates,
+            )
             known = self._found[fragment]
             for f in result.found:
                 have = known.get(f.digest)
                 rec = FoundRecord(fragment, f.digest, tuple(f.path), f.graph, row)
                 if have is None:
                     known[f.digest] = rec
-                    self.on_event({"event": "found", "fragment": self.plan.fragments[fragment].spec.name,
-                                   "digest": f.digest, "path": list(f.path)})
+                    self.on_event(
+                        {
+                            "event": "found",
+                            "fragment": self.plan.fragments[fragment].spec.name,
+                            "digest": f.digest,
+                            "path": list(f.path),
+                        }
+                    )
                     self._submit_confirm(fragment, rec)
                 elif replaces_find(rec.path, have.path):
                     known[f.digest] = rec
@@ -409,8 +463,14 @@ class Driver:
         self.store.put_confirmation(fragment, digest, result)
         self._confirmed[fragment][digest] = result
         self.totals.confirms_run += 1
-        self.on_event({"event": "confirmed", "fragment": self.plan.fragments[fragment].spec.name,
-                       "digest": digest, "equivalent": result["equivalent"]})
+        self.on_event(
+            {
+                "event": "confirmed",
+                "fragment": self.plan.fragments[fragment].spec.name,
+                "digest": digest,
+                "equivalent": result["equivalent"],
+            }
+        )
         if result["equivalent"]:
             self._submit_layout(fragment, digest)
 
@@ -418,10 +478,17 @@ class Driver:
         self.store.put_layout(fragment, digest, result)
         self._layouts[fragment][digest] = result
         self.totals.layouts_run += 1
-        self.on_event({"event": "layout", "fragment": self.plan.fragments[fragment].spec.name,
-                       "digest": digest, "objective": result.get("objective"),
-                       "solve_seconds": result.get("solve_seconds"), "error": result.get("error"),
-                       **self._estimates(fragment, digest, result)})
+        self.on_event(
+            {
+                "event": "layout",
+                "fragment": self.plan.fragments[fragment].spec.name,
+                "digest": digest,
+                "objective": result.get("objective"),
+                "solve_seconds": result.get("solve_seconds"),
+                "error": result.get("error"),
+                **self._estimates(fragment, digest, result),
+            }
+        )
 
     def _estimates(self, fragment: int, digest: str, result: dict[str, Any]) -> dict[str, float]:
         """The model's time for a μGraph now ranked and for its fragment's reference (what the final
@@ -432,14 +499,22 @@ class Driver:
         if ref is None:
             ref = estimate_emitted(self.plan.fragments[fragment].spec.graph, self.profile).seconds
             self._reference_seconds[fragment] = ref
-        return {"estimated_seconds": estimate_emitted(loads(self._found[fragment][digest].graph), self.profile).seconds,
-                "reference_seconds": ref}
+        return {
+            "estimated_seconds": estimate_emitted(loads(self._found[fragment][digest].graph), self.profile).seconds,
+            "reference_seconds": ref,
+        }
 
     # -- reporting -------------------------------------------------------------------------------
     def _fragment_record(self, fp: FragmentPlan) -> dict[str, Any]:
-        return {"name": fp.spec.name, "digest": fp.payload.digest, "graph": fp.payload.reference,
-                "config": fp.payload.config, "preset": fp.config.preset, "sources": list(fp.spec.sources),
-                "outputs": list(fp.spec.outputs)}
+        return {
+            "name": fp.spec.name,
+            "digest": fp.payload.digest,
+            "graph": fp.payload.reference,
+            "config": fp.payload.config,
+            "preset": fp.config.preset,
+            "sources": list(fp.spec.sources),
+            "outputs": list(fp.spec.outputs),
+        }
 
     def _running(self) -> dict[str, int]:
         """Search tasks a worker holds, per fragment (the scheduler's view)."""
@@ -452,7 +527,7 @@ class Driver:
             for key in keys:
                 text = str(key)
                 if text.startswith("search-"):
-                    out[text[len("search-"):].rsplit("-", 1)[0]] += 1
+                    out[text[len("search-") :].rsplit("-", 1)[0]] += 1
         return dict(out)
 
     def _progress(self) -> Event:
@@ -462,10 +537,12 @@ class Driver:
         running = {f: min(n, inflight[f]) for f, n in self._running().items()}
         pending = {f: inflight[f] - running.get(f, 0) for f in names}
         found = {names[i]: len(f) for i, f in enumerate(self._found)}
-        confirmed = {names[i]: sum(1 for r in conf.values() if r["equivalent"])
-                     for i, conf in enumerate(self._confirmed)}
-        event = self._progress_state.event(time.perf_counter() - self._t0, self.totals.tasks_run, running, pending,
-                                           found, confirmed)
+        confirmed = {
+            names[i]: sum(1 for r in conf.values() if r["equivalent"]) for i, conf in enumerate(self._confirmed)
+        }
+        event = self._progress_state.event(
+            time.perf_counter() - self._t0, self.totals.tasks_run, running, pending, found, confirmed
+        )
         size = self._estimator.estimate()  # the space's estimated size and the ETA, once known
         event.update(size.as_json(float(event["states_per_s"])) if size else {"estimated_states": None})
         return event
@@ -501,8 +578,10 @@ class Driver:
         try:
             return choose_layouts(fp.spec.graph, self.io[fragment])
         except LayoutError as e:
-            raise MugraphError(f"{fp.spec.name}: the reference program itself has no layout with the strides "
-                               f"given by --layout ({e}); drop or change them") from None
+            raise MugraphError(
+                f"{fp.spec.name}: the reference program itself has no layout with the strides "
+                f"given by --layout ({e}); drop or change them"
+            ) from None
 
     def _finish(self, complete: bool) -> Event:
         plan, store = self.plan, self.store
@@ -514,8 +593,11 @@ class Driver:
         references: dict[str, dict[str, Any]] = {}
         unlaid: dict[str, list[str]] = {}
         for i, fp in enumerate(plan.fragments):
-            ok = {d: loads(self._found[i][d].graph) for d, r in sorted(self._confirmed[i].items())
-                  if r["equivalent"] and d in self._found[i]}
+            ok = {
+                d: loads(self._found[i][d].graph)
+                for d, r in sorted(self._confirmed[i].items())
+                if r["equivalent"] and d in self._found[i]
+            }
             mugraphs.extend(ok)
             ref_digest = canonical_digest(fp.spec.graph)
             laid = {d: (g, self._layout_of(i, d, g)) for d, g in ok.items()}
@@ -530,8 +612,19 @@ class Driver:
                 inner = {d: list(lay.layouts.kernel) for d, (_, lay) in candidates.items()}
                 inner[ref_digest] = list(ref_layout.layouts.kernel)
                 deadline = None if self.time_limit is None else self._t0 + self.time_limit
-                ordered = measure_fragment(self.client, store, i, fp, ordered, graphs, inner, self.measure,
-                                           self._measured[i], deadline, self.on_event)
+                ordered = measure_fragment(
+                    self.client,
+                    store,
+                    i,
+                    fp,
+                    ordered,
+                    graphs,
+                    inner,
+                    self.measure,
+                    self._measured[i],
+                    deadline,
+                    self.on_event,
+                )
             else:
                 ordered = measured_first(ordered, self._measured[i])
             store.put_ranking(i, ordered)
@@ -544,38 +637,61 @@ class Driver:
         n_out = len(plan.reference.output_tensors)
         err = float_max_rel_err(plan.reference, stitched, list(range(n_out)), np)
         if not err <= END_TO_END_TOLERANCE:
-            raise MugraphError(f"the stitched program differs from {plan.program.name} in float64 "
-                               f"(relative error {err:.3g}); this is a bug, please report it")
-        best = best_per_fragment[plan.fragments[0].spec.name] if len(plan.fragments) == 1 \
-            else canonical_digest(stitched)
+            raise MugraphError(
+                f"the stitched program differs from {plan.program.name} in float64 "
+                f"(relative error {err:.3g}); this is a bug, please report it"
+            )
+        best = (
+            best_per_fragment[plan.fragments[0].spec.name] if len(plan.fragments) == 1 else canonical_digest(stitched)
+        )
         summary = store.task_summary()
         final = {
-            "complete": complete, "best": best, "best_per_fragment": best_per_fragment,
-            "program_graph": dumps(stitched), "end_to_end_max_rel_err": err,
-            "mugraphs": sorted(mugraphs), "gpu_profile": self.profile.name,
+            "complete": complete,
+            "best": best,
+            "best_per_fragment": best_per_fragment,
+            "program_graph": dumps(stitched),
+            "end_to_end_max_rel_err": err,
+            "mugraphs": sorted(mugraphs),
+            "gpu_profile": self.profile.name,
             "measured": {fp.spec.name: len(m) for fp, m in zip(plan.fragments, self._measured, strict=True) if m},
         }
         store.put_final(final)
         c = self.totals.counters
         busy = self.totals.busy
         return {
-            "event": "done", "store": str(store.path), "program": plan.program.name, "complete": complete,
-            "mugraphs": sorted(mugraphs), "best": best, "best_per_fragment": best_per_fragment,
-            "ranking": rankings, "reference": references, "gpu_profile": self.profile.name,
+            "event": "done",
+            "store": str(store.path),
+            "program": plan.program.name,
+            "complete": complete,
+            "mugraphs": sorted(mugraphs),
+            "best": best,
+            "best_per_fragment": best_per_fragment,
+            "ranking": rankings,
+            "reference": references,
+            "gpu_profile": self.profile.name,
             "measured": final["measured"],
             # fragments where a candidate is estimated faster, but not by more than the model's error
-            "not_confident": sorted(n for n, r in rankings.items() if r and best_per_fragment[n] ==
-                                    references[n]["digest"] and r[0]["estimated_seconds"] <
-                                    references[n]["estimated_seconds"]),
+            "not_confident": sorted(
+                n
+                for n, r in rankings.items()
+                if r
+                and best_per_fragment[n] == references[n]["digest"]
+                and r[0]["estimated_seconds"] < references[n]["estimated_seconds"]
+            ),
             "io_layouts": {fp.spec.name: io for fp, io in zip(plan.fragments, self.io, strict=True) if io},
             "no_layout": {name: ds for name, ds in unlaid.items() if ds},
             "end_to_end_max_rel_err": err,
-            "tasks_run": self.totals.tasks_run, "confirms_run": self.totals.confirms_run,
+            "tasks_run": self.totals.tasks_run,
+            "confirms_run": self.totals.confirms_run,
             "layouts_run": self.totals.layouts_run,
-            "tasks_done": summary.get("done"), "tasks_pending": summary.get("pending"),
-            "states": c.nodes, "solver_calls": c.solver_calls, "memo": dict(self.totals.memo),
+            "tasks_done": summary.get("done"),
+            "tasks_pending": summary.get("pending"),
+            "states": c.nodes,
+            "solver_calls": c.solver_calls,
+            "memo": dict(self.totals.memo),
             "worker_busy_seconds": {w: round(s, 3) for w, s in sorted(busy.items())},
             "worker_peak_rss_mib": {w: round(m, 1) for w, m in sorted(self.totals.peak_rss_mib.items())},
-            "driver_peak_rss_mib": round(peak_rss_mib(), 1), "store_bytes": store.size_bytes(),
+            "driver_peak_rss_mib": round(peak_rss_mib(), 1),
+            "store_bytes": store.size_bytes(),
             "seconds": round(time.perf_counter() - self._t0, 3),
         }

@@ -21,9 +21,11 @@ from mugraph.pipeline.worker import measure_task
 from mugraph.stages.layout.rank import measured_first
 from mugraph.storage.run_store import RunStore
 
-NO_GPU = ("--measure times μGraphs on a GPU worker, and this cluster has none (a worker with the Dask resource "
-          "GPU: the local cluster declares it where CuPy finds a CUDA device; `dask worker --resources GPU=1` "
-          "elsewhere)")
+NO_GPU = (
+    "--measure times μGraphs on a GPU worker, and this cluster has none (a worker with the Dask resource "
+    "GPU: the local cluster declares it where CuPy finds a CUDA device; `dask worker --resources GPU=1` "
+    "elsewhere)"
+)
 
 
 def to_measure(ordered: list[dict[str, Any]], measured: Mapping[str, Any], k: int) -> list[str]:
@@ -33,22 +35,49 @@ def to_measure(ordered: list[dict[str, Any]], measured: Mapping[str, Any], k: in
     return [d for d in top + ref if d not in measured]
 
 
-def measure_fragment(client: Client, store: RunStore, fragment: int, fp: FragmentPlan, ordered: list[dict[str, Any]],
-                     graphs: Mapping[str, Any], inner: Mapping[str, list[int]], k: int,
-                     measured: dict[str, dict[str, Any]], deadline: float | None,
-                     on_event: Callable[[dict[str, Any]], None]) -> list[dict[str, Any]]:
+def measure_fragment(
+    client: Client,
+    store: RunStore,
+    fragment: int,
+    fp: FragmentPlan,
+    ordered: list[dict[str, Any]],
+    graphs: Mapping[str, Any],
+    inner: Mapping[str, list[int]],
+    k: int,
+    measured: dict[str, dict[str, Any]],
+    deadline: float | None,
+    on_event: Callable[[dict[str, Any]], None],
+) -> list[dict[str, Any]]:
     """Time what `to_measure` names (until `deadline`, a perf_counter time), store each measurement,
     and return the ranking ordered by measured time where there is one."""
     for digest in to_measure(ordered, measured, k):
         if deadline is not None and time.perf_counter() >= deadline:
             break
-        fut = client.submit(measure_task, fp.payload, digest, dumps(graphs[digest]), inner[digest],
-                            key=f"measure-{fp.spec.name}-{digest[:16]}", pure=False, resources={"GPU": 1})
+        fut = client.submit(
+            measure_task,
+            fp.payload,
+            digest,
+            dumps(graphs[digest]),
+            inner[digest],
+            key=f"measure-{fp.spec.name}-{digest[:16]}",
+            pure=False,
+            resources={"GPU": 1},
+        )
         rec = fut.result()
         store.put_measurement(fragment, digest, rec)
         measured[digest] = rec
         row = next(r for r in ordered if r["digest"] == digest)
-        on_event({"event": "measured", "fragment": fp.spec.name, "digest": digest, "reference": row["reference"],
-                  "estimated_seconds": row["estimated_seconds"], "median_seconds": rec.get("median_seconds"),
-                  "device": rec.get("device"), "ok": rec.get("ok"), "error": rec.get("error")})
+        on_event(
+            {
+                "event": "measured",
+                "fragment": fp.spec.name,
+                "digest": digest,
+                "reference": row["reference"],
+                "estimated_seconds": row["estimated_seconds"],
+                "median_seconds": rec.get("median_seconds"),
+                "device": rec.get("device"),
+                "ok": rec.get("ok"),
+                "error": rec.get("error"),
+            }
+        )
     return measured_first(ordered, measured)

@@ -67,9 +67,7 @@ def suggest_preset(graph: KernelGraph) -> str:
     return "mlp"
 
 
-def make_plan(
-    program: Program, preset: str | None, overrides: Mapping[str, Any], budget: int
-) -> RunPlan:
+def make_plan(program: Program, preset: str | None, overrides: Mapping[str, Any], budget: int) -> RunPlan:
     """`preset` None: the program's own for a one-fragment program, else one suggested per fragment.
     `overrides` (the `--set` settings) apply to every fragment."""
     reference = program.reference()
@@ -96,8 +94,9 @@ def fragment_io_layouts(plan: RunPlan, layouts: Mapping[str, int]) -> list[dict[
     comes from. Names that are neither, and dims that are not dims of the tensor, are refused."""
     shapes = {n: s for n, s, _ in plan.reference.input_signature()}
     outputs = dict(plan.split.outputs)
-    out_shapes = {str(op.attr("name")): plan.reference.tensors[op.inputs[0]].shape
-                  for op in plan.reference.ops_of(OpKind.OUTPUT)}
+    out_shapes = {
+        str(op.attr("name")): plan.reference.tensors[op.inputs[0]].shape for op in plan.reference.ops_of(OpKind.OUTPUT)
+    }
     per: list[dict[str, int]] = [{} for _ in plan.fragments]
     frag_index = {fp.spec.name: i for i, fp in enumerate(plan.fragments)}
     for name, dim in sorted(layouts.items()):
@@ -106,8 +105,10 @@ def fragment_io_layouts(plan: RunPlan, layouts: Mapping[str, int]) -> list[dict[
             known = ", ".join([*shapes, *out_shapes])
             raise MugraphError(f"--layout {name}: not an input or output of {plan.program.name} (they are: {known})")
         if not -len(shape) <= dim < len(shape):
-            raise MugraphError(f"--layout {name}={dim}: {name} has shape {list(shape)}, so the innermost dim is one "
-                               f"of 0..{len(shape) - 1}")
+            raise MugraphError(
+                f"--layout {name}={dim}: {name} has shape {list(shape)}, so the innermost dim is one "
+                f"of 0..{len(shape) - 1}"
+            )
         dim %= len(shape)
         if name in shapes:
             for i, fp in enumerate(plan.fragments):

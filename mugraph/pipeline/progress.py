@@ -24,8 +24,9 @@ _SUMMED = ("nodes", "solver_calls", "fingerprints")
 
 
 class RunProgress:
-    def __init__(self, fragments: Sequence[str], tasks: Sequence[TaskRecord],
-                 history: Sequence[Sequence[Mapping[str, Any]]]) -> None:
+    def __init__(
+        self, fragments: Sequence[str], tasks: Sequence[TaskRecord], history: Sequence[Sequence[Mapping[str, Any]]]
+    ) -> None:
         self.fragments = list(fragments)
         self.counts: dict[str, Counter[str]] = {f: Counter() for f in self.fragments}
         self.busy: dict[str, float] = defaultdict(float)
@@ -56,23 +57,45 @@ class RunProgress:
             self.memo[k] += int(result.memo.get(k, 0))
         self.busy[result.worker] += result.seconds
 
-    def event(self, seconds: float, tasks_run: int, running: Mapping[str, int], pending: Mapping[str, int],
-              found: Mapping[str, int], confirmed: Mapping[str, int]) -> dict[str, Any]:
+    def event(
+        self,
+        seconds: float,
+        tasks_run: int,
+        running: Mapping[str, int],
+        pending: Mapping[str, int],
+        found: Mapping[str, int],
+        confirmed: Mapping[str, int],
+    ) -> dict[str, Any]:
         """A progress event; `running` and `pending` count search tasks per fragment (running: held by a
         worker; pending: the rest of the submitted frontier)."""
         total = sum(self.counts.values(), Counter())
         lookups = sum(self.memo[k] for k in MEMO_LEVELS)
-        per = {f: {"states": c["nodes"], "tasks_done": c["tasks_done"], "tasks_running": running.get(f, 0),
-                   "tasks_pending": pending.get(f, 0), "mugraphs": found.get(f, 0), "confirmed": confirmed.get(f, 0)}
-               for f, c in self.counts.items()}
+        per = {
+            f: {
+                "states": c["nodes"],
+                "tasks_done": c["tasks_done"],
+                "tasks_running": running.get(f, 0),
+                "tasks_pending": pending.get(f, 0),
+                "mugraphs": found.get(f, 0),
+                "confirmed": confirmed.get(f, 0),
+            }
+            for f, c in self.counts.items()
+        }
         return {
-            "event": "progress", "wall": round(time.time(), 3), "seconds": round(seconds, 3),
+            "event": "progress",
+            "wall": round(time.time(), 3),
+            "seconds": round(seconds, 3),
             "invocation": self.invocation,
-            "tasks_done": total["tasks_done"], "tasks_running": sum(running.values()),
-            "tasks_pending": sum(pending.values()), "tasks_run": tasks_run,
-            "states": total["nodes"], "states_per_s": round(self.states_this_run / seconds, 1) if seconds > 0 else 0.0,
-            "mugraphs": sum(found.values()), "confirmed": sum(confirmed.values()),
-            "solver_calls": total["solver_calls"], "fingerprints": total["fingerprints"],
+            "tasks_done": total["tasks_done"],
+            "tasks_running": sum(running.values()),
+            "tasks_pending": sum(pending.values()),
+            "tasks_run": tasks_run,
+            "states": total["nodes"],
+            "states_per_s": round(self.states_this_run / seconds, 1) if seconds > 0 else 0.0,
+            "mugraphs": sum(found.values()),
+            "confirmed": sum(confirmed.values()),
+            "solver_calls": total["solver_calls"],
+            "fingerprints": total["fingerprints"],
             "memo": {k: self.memo[k] for k in MEMO_LEVELS},
             "memo_local_hit_rate": self.memo["local_hits"] / lookups if lookups else None,
             "memo_remote_hit_rate": self.memo["remote_hits"] / lookups if lookups else None,

@@ -176,11 +176,18 @@ def search_task(payload: FragmentPayload, paths: Sequence[Path], budget: int) ->
         result = searcher.explore(path, budget)
         m1 = state.memo.counters.as_dict()
         estimates = frontier_estimates(searcher, result.frontier)  # the run's size estimate (Knuth probes)
-        out.append(SearchTaskResult(
-            path=tuple(result.path), found=tuple(result.found.values()),
-            frontier=tuple(tuple(p) for p in result.frontier), counters=result.counters.as_dict(),
-            memo={k: int(m1[k] - m0[k]) for k in MEMO_KEYS}, worker=worker, peak_rss_mib=peak_rss_mib(),
-            frontier_estimates=tuple(estimates)))
+        out.append(
+            SearchTaskResult(
+                path=tuple(result.path),
+                found=tuple(result.found.values()),
+                frontier=tuple(tuple(p) for p in result.frontier),
+                counters=result.counters.as_dict(),
+                memo={k: int(m1[k] - m0[k]) for k in MEMO_KEYS},
+                worker=worker,
+                peak_rss_mib=peak_rss_mib(),
+                frontier_estimates=tuple(estimates),
+            )
+        )
     return tuple(out)
 
 
@@ -219,8 +226,9 @@ def layout_task(digest: str, graph: str, io_layouts: dict[str, int] | None = Non
     return out
 
 
-def measure_task(payload: FragmentPayload, digest: str, graph: str, inner: list[int],
-                 repeats: int = MEASURE_REPEATS) -> dict[str, Any]:
+def measure_task(
+    payload: FragmentPayload, digest: str, graph: str, inner: list[int], repeats: int = MEASURE_REPEATS
+) -> dict[str, Any]:
     """Emit a μGraph (or the fragment's reference) as Triton kernels with its chosen layouts, compile
     it for this worker's GPU and time it against the reference (codegen.timing). A module that fails
     to compile or run is a record with an `error`, not a failed task: the model still ranks it."""

@@ -208,15 +208,41 @@ def ntrans_expert() -> KernelGraph:
     return g
 
 
-register(Program("rms_norm", "RMSNorm followed by a linear layer", "mlp",
-                 rms_norm_reference, {"expert": rms_norm_expert, "paper": rms_norm_paper}))
-register(Program("lora", "Low-rank adaptation: X·W + (X·A)·B", "lora",
-                 lora_reference, {"saved": lora_expert_saved, "concat": lora_expert_concat}))
-register(Program("gated_mlp", "Gated MLP: silu(X·W1) * (X·W2)", "mlp",
-                 gated_mlp_reference, {"expert": gated_mlp_expert}))
-register(Program("gqa", "Group-query attention", "attention", gqa_reference,
-                 {"expert": gqa_expert, "paper": gqa_paper}))
-register(Program("qknorm_gqa", "Group-query attention with RMS-normalised Q and V", "attention",
-                 qknorm_gqa_reference, {"expert": qknorm_gqa_expert}))
-register(Program("ntrans", "Normalized transformer (nGPT) residual update", "mlp",
-                 ntrans_reference, {"saved_i": ntrans_expert}))
+register(
+    Program(
+        "rms_norm",
+        "RMSNorm followed by a linear layer",
+        "mlp",
+        rms_norm_reference,
+        {"expert": rms_norm_expert, "paper": rms_norm_paper},
+    )
+)
+register(
+    Program(
+        "lora",
+        "Low-rank adaptation: X·W + (X·A)·B",
+        "lora",
+        lora_reference,
+        {"saved": lora_expert_saved, "concat": lora_expert_concat},
+    )
+)
+register(
+    Program("gated_mlp", "Gated MLP: silu(X·W1) * (X·W2)", "mlp", gated_mlp_reference, {"expert": gated_mlp_expert})
+)
+register(
+    Program("gqa", "Group-query attention", "attention", gqa_reference, {"expert": gqa_expert, "paper": gqa_paper})
+)
+register(
+    Program(
+        "qknorm_gqa",
+        "Group-query attention with RMS-normalised Q and V",
+        "attention",
+        qknorm_gqa_reference,
+        {"expert": qknorm_gqa_expert},
+    )
+)
+register(
+    Program(
+        "ntrans", "Normalized transformer (nGPT) residual update", "mlp", ntrans_reference, {"saved_i": ntrans_expert}
+    )
+)

@@ -94,6 +94,7 @@ def _signals_seen() -> Iterator[list[int]]:
         for signum in (signal.SIGINT, signal.SIGTERM):
             previous = signal.getsignal(signum)
             if callable(previous):
+
                 def note(n: int, frame: Any, previous: Callable[[int, Any], Any] = previous) -> Any:
                     seen.append(n)
                     return previous(n, frame)
@@ -171,14 +172,17 @@ def _run_python(path: Path, seen: list[int]) -> Program:
     if "reference" not in ns and "model" in ns and "example_inputs" in ns:
         return _torch_program(path, ns)
     if "reference" not in ns:
-        raise ProgramLoadError(f"{_at(path)}: defines no `reference` (a KernelGraph or a function returning one), "
-                               "nor `model` and `example_inputs` (a PyTorch module or function and its inputs)")
+        raise ProgramLoadError(
+            f"{_at(path)}: defines no `reference` (a KernelGraph or a function returning one), "
+            "nor `model` and `example_inputs` (a PyTorch module or function and its inputs)"
+        )
     reference = _python_graph(path, "reference", ns["reference"], seen)
     experts_raw = ns.get("experts", {})
     if not isinstance(experts_raw, dict):
         raise ProgramLoadError(f"{_at(path)}: `experts` must be a dict of label to KernelGraph")
-    experts = {_label(path, k): _frozen(_python_graph(path, f"experts[{shown(k)}]", v, seen))
-               for k, v in experts_raw.items()}
+    experts = {
+        _label(path, k): _frozen(_python_graph(path, f"experts[{shown(k)}]", v, seen)) for k, v in experts_raw.items()
+    }
     return _program(path, ns.get("name"), ns.get("preset"), reference, experts)
 
 
@@ -211,8 +215,7 @@ def _program(
     except MugraphError as e:
         hint = "" if name else " (a program is named after its file unless the file sets `name`)"
         raise ProgramLoadError(f"{_at(path)}: {e}{hint}") from None
-    return Program(label, f"program from {_at(path)}", preset or "mlp", _frozen(reference), experts,
-                   source=_at(path))
+    return Program(label, f"program from {_at(path)}", preset or "mlp", _frozen(reference), experts, source=_at(path))
 
 
 def _label(path: Path, key: Any) -> str:
@@ -246,9 +249,7 @@ def _load_json(path: Path) -> Program:
             }
             return _program(path, data.get("name"), data.get("preset"), reference, experts)
         if isinstance(data, dict) and data.get("schema") not in (SCHEMA, None):
-            raise SchemaError(
-                f"schema: {data.get('schema')!r} is neither {SCHEMA!r} nor {PROGRAM_SCHEMA!r}"
-            )
+            raise SchemaError(f"schema: {data.get('schema')!r} is neither {SCHEMA!r} nor {PROGRAM_SCHEMA!r}")
         return _program(path, None, None, _checked(path, "the graph", from_json(data)), {})
     except ProgramLoadError:
         raise

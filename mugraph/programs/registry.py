@@ -17,7 +17,6 @@ def get_builtin(name: str) -> Program:
     programs = builtin_programs()
     if name not in programs:
         raise MugraphError(
-            f"unknown program {name!r}; built-in programs are: {', '.join(programs)} "
-            "(or pass a .py or .json file)"
+            f"unknown program {name!r}; built-in programs are: {', '.join(programs)} (or pass a .py or .json file)"
         )
     return programs[name]

@@ -35,5 +35,11 @@ def transformer_block_reference() -> KernelGraph:
     return g
 
 
-register(Program("transformer_block", "Decoding transformer block: attention on a KV cache, gated MLP",
-                 "mlp", transformer_block_reference))
+register(
+    Program(
+        "transformer_block",
+        "Decoding transformer block: attention on a KV cache, gated MLP",
+        "mlp",
+        transformer_block_reference,
+    )
+)

@@ -39,9 +39,7 @@ def stitch(split: Split, chosen: Mapping[str, KernelGraph]) -> KernelGraph:
     by `chosen[name]` (matched by input and output names; its own reference where absent)."""
     unknown = sorted(set(chosen) - {f.name for f in split.fragments})
     if unknown:
-        raise FragmentError(
-            f"stitch: no fragment named {unknown}; fragments are {[f.name for f in split.fragments]}"
-        )
+        raise FragmentError(f"stitch: no fragment named {unknown}; fragments are {[f.name for f in split.fragments]}")
     g = KernelGraph(split.program.limits)
     env = {n: g.new_input(s, d, n) for n, s, d in split.program.input_signature()}
     for part in split.parts:

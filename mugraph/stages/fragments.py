@@ -94,9 +94,7 @@ class _Program:
         names = [n for n, _, _ in program.input_signature()]
         bad = sorted({n for n in names if names.count(n) > 1 or ":" in n})
         if bad:
-            raise FragmentError(
-                f"program inputs {bad}: input names must be unique and contain no ':' to be split"
-            )
+            raise FragmentError(f"program inputs {bad}: input names must be unique and contain no ':' to be split")
         custom = [i for i, op in enumerate(program.ops) if op.kind is OpKind.CUSTOMIZED]
         if custom:
             raise FragmentError(
@@ -126,9 +124,7 @@ class _Program:
         """The tensors steps [lo, hi) read from outside and those they provide to the outside."""
         made = {t for s in range(lo, hi) for t in self.op(s).outputs}
         reads = sorted({t for s in range(lo, hi) for t in self.op(s).inputs if t not in made})
-        gives = sorted(
-            t for t in made if t in self.output_tensors or any(c >= hi for c in self.consumers.get(t, ()))
-        )
+        gives = sorted(t for t in made if t in self.output_tensors or any(c >= hi for c in self.consumers.get(t, ())))
         return reads, gives
 
     def exp_depth(self, lo: int, hi: int) -> int:
@@ -183,8 +179,9 @@ def _cut_run(p: _Program, lo: int, hi: int, limits: FragmentLimits) -> list[tupl
     return list(pairwise(bounds))
 
 
-def _part_graph(p: _Program, steps: range, reads: Sequence[int], gives: Sequence[int],
-                sources: Sequence[str]) -> KernelGraph:
+def _part_graph(
+    p: _Program, steps: range, reads: Sequence[int], gives: Sequence[int], sources: Sequence[str]
+) -> KernelGraph:
     """The standalone graph of steps: built from the program's JSON, so it is checked again."""
     local: dict[int, int] = {}
     ops: list[dict[str, object]] = []

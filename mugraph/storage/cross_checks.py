@@ -61,8 +61,11 @@ def check_records(
                 need(kind, i, digest, file)
     for i, counted in sorted(found_counts.items()):
         if i < len(fragments) and len(found[i]) < counted:
-            raise damaged(root / "found" / str(i), f"holds {len(found[i])} found μGraphs, but the commit record "
-                          f"{metadata_file(root, 'tasks')} counts {counted}")
+            raise damaged(
+                root / "found" / str(i),
+                f"holds {len(found[i])} found μGraphs, but the commit record "
+                f"{metadata_file(root, 'tasks')} counts {counted}",
+            )
     if final is not None:
         _check_final(root, fragments, final, rankings, found, confirmed)
 
@@ -110,5 +113,7 @@ def _check_final(
     if final.get("complete") is True:
         for i in range(len(fragments)):
             for digest in sorted(found[i] - confirmed[i]):
-                raise damaged(metadata_file(root, f"confirmations/{i}/{digest}"),
-                              f"missing, though {file} says the run is complete")
+                raise damaged(
+                    metadata_file(root, f"confirmations/{i}/{digest}"),
+                    f"missing, though {file} says the run is complete",
+                )

@@ -89,9 +89,7 @@ def open_memo_store(url: str, *, socket_timeout: float = 5.0, connect_timeout: f
         return RedisMemo(url, socket_timeout=socket_timeout, connect_timeout=connect_timeout)
     from mugraph.ir.errors import MugraphError
 
-    raise MugraphError(
-        f"unsupported memo URL {url!r}: use redis://HOST:PORT/DB, unix:///PATH/TO/SOCKET or 'local'"
-    )
+    raise MugraphError(f"unsupported memo URL {url!r}: use redis://HOST:PORT/DB, unix:///PATH/TO/SOCKET or 'local'")
 
 
 @dataclass
@@ -263,9 +261,7 @@ class LayeredMemo:
             return
         for key, value in items.items():
             if value not in self.valid_values:
-                raise ValueError(
-                    f"memo value {value!r} for key {key!r} is not one of {sorted(self.valid_values)}"
-                )
+                raise ValueError(f"memo value {value!r} for key {key!r} is not one of {sorted(self.valid_values)}")
         shared: dict[str, bytes] = {}
         repair: dict[str, bytes] = {}
         with self._lock:

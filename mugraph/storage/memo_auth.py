@@ -41,8 +41,10 @@ def load_secret(directory: Path) -> bytes:
         try:
             return env.encode()
         except UnicodeEncodeError:  # bytes that are not UTF-8, kept by Python as lone surrogates
-            raise MugraphError(f"${ENV_SECRET} is not UTF-8 text; set it to a text secret (for example the "
-                               "output of `openssl rand -hex 32`)") from None
+            raise MugraphError(
+                f"${ENV_SECRET} is not UTF-8 text; set it to a text secret (for example the "
+                "output of `openssl rand -hex 32`)"
+            ) from None
     file = directory / KEY_FILE
     try:
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -55,14 +57,18 @@ def load_secret(directory: Path) -> bytes:
             text = secrets.token_hex(32)
             write_nofollow(file, text.encode(), mode=0o600)
     except LinkFound as exc:
-        raise MugraphError(f"memo directory damaged: {printable(str(file))}: {exc.problem}; remove it to make a "
-                           "new secret (verdicts sealed with the old one are then solved again)") from None
+        raise MugraphError(
+            f"memo directory damaged: {printable(str(file))}: {exc.problem}; remove it to make a "
+            "new secret (verdicts sealed with the old one are then solved again)"
+        ) from None
     except OSError as exc:
         raise MugraphError(f"cannot keep the memo secret in {file}: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
-        raise MugraphError(f"{printable(str(file))} is not a memo secret (not UTF-8 text; mugraph writes 64 hex "
-                           "digits); remove it to make a new one (verdicts sealed with the old secret are then solved "
-                           "again)") from None
+        raise MugraphError(
+            f"{printable(str(file))} is not a memo secret (not UTF-8 text; mugraph writes 64 hex "
+            "digits); remove it to make a new one (verdicts sealed with the old secret are then solved "
+            "again)"
+        ) from None
     return text.encode()
 
 

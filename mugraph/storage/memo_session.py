@@ -57,9 +57,7 @@ def check_memo_reachable(memo_url: str) -> None:
 
 
 @contextmanager
-def verdict_memo(
-    memo_url: str | None, data_dir: Path, valid_values: frozenset[bytes]
-) -> Iterator[LayeredMemo]:
+def verdict_memo(memo_url: str | None, data_dir: Path, valid_values: frozenset[bytes]) -> Iterator[LayeredMemo]:
     """`memo_url` None: a private redis-server keeping its AOF in `data_dir` (see `private_memo`).
     `redis://...` / `rediss://...` / `unix://...`: that shared server, which must answer now; values are
     sealed with the secret kept in `data_dir` (or $MUGRAPH_MEMO_KEY). `local`: the per-process LRU alone."""

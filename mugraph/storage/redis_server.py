@@ -164,8 +164,9 @@ class _ExitedWhileStarting(Exception):
     def reason_of(log: str) -> str:
         """The last warning line of a redis log (`pid:M date # text`), else its last line."""
         lines = [line.strip() for line in log.splitlines() if line.strip()]
-        return next((line.split(" # ", 1)[-1] for line in reversed(lines) if " # " in line),
-                    lines[-1] if lines else "no log")[:300]
+        return next(
+            (line.split(" # ", 1)[-1] for line in reversed(lines) if " # " in line), lines[-1] if lines else "no log"
+        )[:300]
 
 
 def _read_pid(path: Path) -> int | None:
@@ -245,11 +246,7 @@ def _unregister(server: EmbeddedRedis) -> None:
     with _live_lock:
         if server in _live:
             _live.remove(server)
-        if (
-            not _live
-            and _previous_sigterm is not None
-            and threading.current_thread() is threading.main_thread()
-        ):
+        if not _live and _previous_sigterm is not None and threading.current_thread() is threading.main_thread():
             if signal.getsignal(signal.SIGTERM) is _on_sigterm:
                 signal.signal(signal.SIGTERM, _previous_sigterm)
             _previous_sigterm = None
@@ -401,8 +398,10 @@ class EmbeddedRedis:
     # -- internals --------------------------------------------------------------------------------
 
     def _damaged(self, exc: LinkFound) -> MugraphError:
-        return MugraphError(f"memo directory damaged: {exc.path}: {exc.problem}; remove it (the memo is only a "
-                            "cache), or give another --store")
+        return MugraphError(
+            f"memo directory damaged: {exc.path}: {exc.problem}; remove it (the memo is only a "
+            "cache), or give another --store"
+        )
 
     def _open(self, name: str, flags: int) -> int:
         """A file of the data directory, opened without following a link (MugraphError naming it)."""
@@ -448,8 +447,9 @@ class EmbeddedRedis:
         ours = {p: cmdline for p in pids if (cmdline := _our_server(p, self.data_dir)) is not None}
         sockets = {own_socket}
         old_socket = state.get("socket")
-        if isinstance(old_socket, str) and any(old_socket in c or os.path.basename(old_socket) in c
-                                               for c in ours.values()):
+        if isinstance(old_socket, str) and any(
+            old_socket in c or os.path.basename(old_socket) in c for c in ours.values()
+        ):
             sockets.add(old_socket)
         for sock in sorted(sockets):
             if _ping(sock):

@@ -404,8 +404,11 @@ class RunStore:
             first = not table.is_done(row) and row not in completing
             completing.add(row)
             staged.append((row, kids, values if first else None, str(item.worker)))
-        new_found = [r for (f, d), r in best.items()
-                     if replaces_find(r.path, None if (kept := self._found_for(f).get(d)) is None else kept.path)]
+        new_found = [
+            r
+            for (f, d), r in best.items()
+            if replaces_find(r.path, None if (kept := self._found_for(f).get(d)) is None else kept.path)
+        ]
         rows = [table.stage(kids) for _, kids, _, _ in staged]  # memory only, like the next lines
         done_rows = []
         for row, _, completion, worker in staged:

@@ -33,8 +33,16 @@ from mugraph.storage.store_errors import RECOVERY_HINT, StoreError, StoreMismatc
 from mugraph.storage.store_lock import LOCK_NAME, StoreLock
 from mugraph.storage.task_table import TaskTable
 
-__all__ = ["FORMAT", "SCHEMA_VERSION", "clean_siblings", "create_store", "discard_store", "has_entries",
-           "looks_like_store", "read_root"]
+__all__ = [
+    "FORMAT",
+    "SCHEMA_VERSION",
+    "clean_siblings",
+    "create_store",
+    "discard_store",
+    "has_entries",
+    "looks_like_store",
+    "read_root",
+]
 
 SCHEMA_VERSION = 2  # 2: the ledger of committed records
 FORMAT = "mugraph-run-store"
@@ -108,6 +116,7 @@ def read_root(path: Path) -> dict[str, Any]:
         raise damaged(file, "identity is not a mapping of strings")
     return attrs
 
+
 def create_store(
     path: Path, identity: dict[str, str], meta: dict[str, Any], counter_names: list[str], durable: bool
 ) -> StoreLock | None:
@@ -141,6 +150,7 @@ def create_store(
         raise
     lock.directory = path
     return lock
+
 
 def discard_store(path: Path) -> None:
     """Delete the run store at `path` for --fresh, unless a live process holds it (StoreBusy).

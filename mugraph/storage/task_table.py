@@ -194,8 +194,7 @@ class TaskTable:
         except (KeyError, TypeError, ValueError) as exc:
             raise damaged(file, exc) from None
         arrays = {spec.name: await cls._open_array(store, root, spec, len(names), rows) for spec in _SPECS}
-        table = cls(store, root, arrays, {"counter_names": names, "workers": workers, "epoch": epoch,
-                                          "found": found})
+        table = cls(store, root, arrays, {"counter_names": names, "workers": workers, "epoch": epoch, "found": found})
         info = await table._read("info", rows, range(-(-rows // CHUNK_ROWS)))
         if not exclusive:
             later = (info[:, STATUS] == DONE) & (info[:, EPOCH] > epoch)

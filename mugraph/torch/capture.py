@@ -57,7 +57,8 @@ def _as_module(fn: Callable[..., Any]) -> torch.nn.Module:
         return self.fn(*args)
 
     forward.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [inspect.Parameter("self", positional), *(p.replace(kind=positional) for p in params)])
+        [inspect.Parameter("self", positional), *(p.replace(kind=positional) for p in params)]
+    )
     return cast(torch.nn.Module, type(model_name(fn), (_Function,), {"forward": forward})(fn))
 
 
@@ -150,8 +151,10 @@ def export(model: Any, example_inputs: Any) -> torch.export.ExportedProgram:
         raise
     except Exception as e:  # torch's own refusals (data-dependent control flow, unsupported calls)
         where = _user_line(e)
-        raise CaptureError(f"torch.export cannot capture {model_name(model)}{' at ' + where if where else ''}: "
-                           f"{type(e).__name__}: {_first_line(e)}") from None
+        raise CaptureError(
+            f"torch.export cannot capture {model_name(model)}{' at ' + where if where else ''}: "
+            f"{type(e).__name__}: {_first_line(e)}"
+        ) from None
     finally:
         module.train(was_training)
 
@@ -165,8 +168,9 @@ def capture(model: Any, example_inputs: Any, name: str | None = None) -> Capture
 def load_exported(path: Path, name: str) -> Captured:
     """The capture of an exported program saved with a run."""
     if not path.is_file():
-        raise CaptureError(f"{path}: no exported program (the run was not made from a PyTorch model, or the file "
-                           "was removed)")
+        raise CaptureError(
+            f"{path}: no exported program (the run was not made from a PyTorch model, or the file was removed)"
+        )
     try:
         ep = torch.export.load(str(path))
     except Exception as e:

@@ -30,8 +30,9 @@ from mugraph.torch.errors import TorchError
 TORCH_DTYPES = {DType.FLOAT16: torch.float16, DType.BFLOAT16: torch.bfloat16, DType.FLOAT32: torch.float32}
 
 
-def kernels_source(graph: KernelGraph, strides: Mapping[int, Shape] = {}
-                   ) -> tuple[str, dict[int, tuple[str, list[tuple[int, ...]]]]]:
+def kernels_source(
+    graph: KernelGraph, strides: Mapping[int, Shape] = {}
+) -> tuple[str, dict[int, tuple[str, list[tuple[int, ...]]]]]:
     """The Triton kernels of `graph`'s graph-defined ops as one module's text, and per op its kernel's
     name and the shapes of its float32 scratch tiles (one per concat). `strides` gives the element
     strides a kernel reads a program tensor with where they are not row-major (a transposed weight,
@@ -68,8 +69,10 @@ def load_kernels(source: str) -> ModuleType:
     import triton.language as tl
 
     if not torch.cuda.is_available() and type(tl.sum).__name__ != "InterpretedFunction":
-        raise TorchError("Triton was imported in this process before mugraph.torch, without TRITON_INTERPRET=1, so "
-                         "its interpreter cannot run the kernels; import mugraph.torch first or set TRITON_INTERPRET=1")
+        raise TorchError(
+            "Triton was imported in this process before mugraph.torch, without TRITON_INTERPRET=1, so "
+            "its interpreter cannot run the kernels; import mugraph.torch first or set TRITON_INTERPRET=1"
+        )
     name = f"mugraph_torch_kernels_{next(_loaded)}"
     path = _folder() / f"{name}.py"
     path.write_text(source)
@@ -123,8 +126,12 @@ class Launcher:
 
     def __init__(self, program: KernelGraph, strides: Mapping[int, Shape]) -> None:
         self.program = program
-        self.strides = {t: tuple(strides.get(t) or row_major_strides(program.tensors[t].shape))
-                        for op in program.ops if op.kind is OpKind.CUSTOMIZED for t in op.inputs}
+        self.strides = {
+            t: tuple(strides.get(t) or row_major_strides(program.tensors[t].shape))
+            for op in program.ops
+            if op.kind is OpKind.CUSTOMIZED
+            for t in op.inputs
+        }
         source, self.info = kernels_source(program, strides)
         self.module = load_kernels(source) if self.info else None
 
@@ -137,8 +144,10 @@ class Launcher:
             return op.outputs
         assert op.block is not None and self.module is not None
         where = args[0].device if args else device
-        outs = [torch.empty(self.program.tensors[o].shape, dtype=TORCH_DTYPES[self.program.tensors[o].dtype],
-                            device=where) for o in op.outputs]
+        outs = [
+            torch.empty(self.program.tensors[o].shape, dtype=TORCH_DTYPES[self.program.tensors[o].dtype], device=where)
+            for o in op.outputs
+        ]
         name, scratch_shapes = self.info[index]
         blocks = math.prod(op.block.grid)
         scratch = [torch.empty((blocks, *shape), dtype=torch.float32, device=where) for shape in scratch_shapes]

@@ -46,8 +46,10 @@ class Lowering:
 
     def describe(self) -> list[str]:
         """One line per kind of node, for the run's note."""
-        return [f"lowered ({len(self.lowered)}): {', '.join(self.lowered) or '-'}",
-                f"glue run by PyTorch ({len(self.glue)}): {', '.join(self.glue) or '-'}"]
+        return [
+            f"lowered ({len(self.lowered)}): {', '.join(self.lowered) or '-'}",
+            f"glue run by PyTorch ({len(self.glue)}): {', '.join(self.glue) or '-'}",
+        ]
 
 
 class _Lowerer(OpLowering):
@@ -55,15 +57,18 @@ class _Lowerer(OpLowering):
     def run(self) -> Lowering:
         lowered: list[str] = []
         for node in self.nodes:
-            if node.op in ("placeholder", "output") or (node.op == "get_attr" and all(
-                    isinstance(u.target, torch._ops.HigherOrderOperator) for u in node.users)):
+            if node.op in ("placeholder", "output") or (
+                node.op == "get_attr" and all(isinstance(u.target, torch._ops.HigherOrderOperator) for u in node.users)
+            ):
                 continue  # a control-flow op's branch: refused with the op below
             if node.op != "call_function" or isinstance(node.target, torch._ops.HigherOrderOperator):
                 where = source_line(node)
-                raise CaptureError(f"{getattr(node.target, '__name__', node.target)} ({node.name}"
-                                   f"{', at ' + where if where else ''}) can be neither lowered to mugraph's IR nor "
-                                   "run by PyTorch as glue between fragments (control flow and other higher-order "
-                                   "ops are not captured)")
+                raise CaptureError(
+                    f"{getattr(node.target, '__name__', node.target)} ({node.name}"
+                    f"{', at ' + where if where else ''}) can be neither lowered to mugraph's IR nor "
+                    "run by PyTorch as glue between fragments (control flow and other higher-order "
+                    "ops are not captured)"
+                )
             handler = self.handlers.get(node.target)
             value: Value | None = None
             if handler is not None:
@@ -75,8 +80,10 @@ class _Lowerer(OpLowering):
                     value = None
             if value is None:
                 self.glue.append(node.name)
-                if any(isinstance(a, fx.Node) and (a.name in self.values or a.name in self.late)
-                       for a in node.all_input_nodes):
+                if any(
+                    isinstance(a, fx.Node) and (a.name in self.values or a.name in self.late)
+                    for a in node.all_input_nodes
+                ):
                     self.late.add(node.name)
                     self._arrives(node)
             else:
@@ -90,8 +97,10 @@ class _Lowerer(OpLowering):
                 self.g.mark_output(t, node.name)
                 outputs[node.name] = node.name
         if not outputs:
-            raise CaptureError("no op of the model can be lowered to mugraph's IR (fp16 or bf16 matmul, linear, "
-                               "element-wise ops, sum, mean, softmax, rms_norm, concat): nothing to optimise")
+            raise CaptureError(
+                "no op of the model can be lowered to mugraph's IR (fp16 or bf16 matmul, linear, "
+                "element-wise ops, sum, mean, softmax, rms_norm, concat): nothing to optimise"
+            )
         graph, used = _compact(self.g, self.early_inputs)
         inputs = {n: s for n, s in self.inputs.items() if n in used}
         live = set(_live_lowered(self.nodes, self.values, outputs))

@@ -175,4 +175,3 @@ class Operands:
         if isinstance(v, Recip):
             return self.g.div(self.const(1.0, v.t.dtype, len(v.t.shape)), v.t)
         return v
-

@@ -23,18 +23,37 @@ class OpLowering(Operands):
     def __init__(self, ep: torch.export.ExportedProgram) -> None:
         super().__init__(ep)
         self.handlers: dict[Any, Callable[[fx.Node], Value]] = {
-            aten.linear.default: self.linear, aten.matmul.default: self.matmul, aten.mm.default: self.matmul,
-            aten.bmm.default: self.matmul, aten.addmm.default: self.addmm,
-            aten.add.Tensor: self.add, aten.add.Scalar: self.add, aten.sub.Tensor: self.sub,
-            aten.sub.Scalar: self.sub, aten.rsub.Scalar: self.rsub, aten.mul.Tensor: self.mul,
-            aten.mul.Scalar: self.mul, aten.div.Tensor: self.div, aten.div.Scalar: self.div,
-            aten.neg.default: self.neg, aten.exp.default: self.unary(OpKind.EXP),
-            aten.silu.default: self.unary(OpKind.SILU), aten.relu.default: self.unary(OpKind.RELU),
-            aten.sqrt.default: self.unary(OpKind.SQRT), aten.square.default: self.unary(OpKind.SQUARE),
-            aten.rsqrt.default: self.rsqrt, aten.reciprocal.default: self.reciprocal,
-            aten.gelu.default: self.gelu, aten.pow.Tensor_Scalar: self.pow, aten.sum.dim_IntList: self.sum,
-            aten.mean.dim: self.mean, aten.softmax.int: self.softmax, aten._softmax.default: self.softmax,
-            aten.rms_norm.default: self.rms_norm, aten.cat.default: self.cat, aten.clamp.default: self.clamp,
+            aten.linear.default: self.linear,
+            aten.matmul.default: self.matmul,
+            aten.mm.default: self.matmul,
+            aten.bmm.default: self.matmul,
+            aten.addmm.default: self.addmm,
+            aten.add.Tensor: self.add,
+            aten.add.Scalar: self.add,
+            aten.sub.Tensor: self.sub,
+            aten.sub.Scalar: self.sub,
+            aten.rsub.Scalar: self.rsub,
+            aten.mul.Tensor: self.mul,
+            aten.mul.Scalar: self.mul,
+            aten.div.Tensor: self.div,
+            aten.div.Scalar: self.div,
+            aten.neg.default: self.neg,
+            aten.exp.default: self.unary(OpKind.EXP),
+            aten.silu.default: self.unary(OpKind.SILU),
+            aten.relu.default: self.unary(OpKind.RELU),
+            aten.sqrt.default: self.unary(OpKind.SQRT),
+            aten.square.default: self.unary(OpKind.SQUARE),
+            aten.rsqrt.default: self.rsqrt,
+            aten.reciprocal.default: self.reciprocal,
+            aten.gelu.default: self.gelu,
+            aten.pow.Tensor_Scalar: self.pow,
+            aten.sum.dim_IntList: self.sum,
+            aten.mean.dim: self.mean,
+            aten.softmax.int: self.softmax,
+            aten._softmax.default: self.softmax,
+            aten.rms_norm.default: self.rms_norm,
+            aten.cat.default: self.cat,
+            aten.clamp.default: self.clamp,
         }
 
     def out_dtype(self, node: fx.Node) -> DType:
@@ -75,8 +94,9 @@ class OpLowering(Operands):
         if scalar(b.get("beta", 1)) != 1.0 or scalar(b.get("alpha", 1)) != 1.0:
             raise Skip
         dt = self.out_dtype(node)
-        return self.g.add(self.g.matmul(self.tensor(b["mat1"], dt), self.tensor(b["mat2"], dt)),
-                          self.tensor(b["self"], dt, 2))
+        return self.g.add(
+            self.g.matmul(self.tensor(b["mat1"], dt), self.tensor(b["mat2"], dt)), self.tensor(b["self"], dt, 2)
+        )
 
     def _binary(self, node: fx.Node, kind: OpKind, a: Any, b: Any) -> Value:
         dt = self.out_dtype(node)
@@ -180,8 +200,13 @@ class OpLowering(Operands):
     def unary(self, kind: OpKind) -> Callable[[fx.Node], Value]:
         def lower(node: fx.Node) -> Value:
             x = self.tensor(node.args[0], self.out_dtype(node))
-            return {OpKind.EXP: self.g.exp, OpKind.SILU: self.g.silu, OpKind.RELU: self.g.relu,
-                    OpKind.SQRT: self.g.sqrt, OpKind.SQUARE: self.g.square}[kind](x)
+            return {
+                OpKind.EXP: self.g.exp,
+                OpKind.SILU: self.g.silu,
+                OpKind.RELU: self.g.relu,
+                OpKind.SQRT: self.g.sqrt,
+                OpKind.SQUARE: self.g.square,
+            }[kind](x)
 
         return lower
 

@@ -50,13 +50,15 @@ def register_state(root: torch.nn.Module, ep: torch.export.ExportedProgram, shar
         for ph, fqn in sig.inputs_to_parameters.items():
             owner, leaf = slots[ph] = _owner(root, fqn)
             p = value(ep.state_dict[fqn])
-            owner.register_parameter(leaf, p if isinstance(p, torch.nn.Parameter)
-                                     else torch.nn.Parameter(p, requires_grad=False))
+            owner.register_parameter(
+                leaf, p if isinstance(p, torch.nn.Parameter) else torch.nn.Parameter(p, requires_grad=False)
+            )
         for ph, fqn in sig.inputs_to_buffers.items():
             owner, leaf = slots[ph] = _owner(root, fqn)
             persistent = fqn in ep.state_dict
-            owner.register_buffer(leaf, value(ep.state_dict[fqn] if persistent else ep.constants[fqn]),
-                                  persistent=persistent)
+            owner.register_buffer(
+                leaf, value(ep.state_dict[fqn] if persistent else ep.constants[fqn]), persistent=persistent
+            )
         for ph, fqn in sig.inputs_to_lifted_tensor_constants.items():
             owner, leaf = slots[ph] = _owner(root, f"{CONSTANTS}.{fqn.replace('.', '_')}")
             owner.register_buffer(leaf, value(ep.constants[fqn]), persistent=False)

@@ -24,8 +24,10 @@ def optimized_module(store: Path, captured: Captured | None = None) -> Optimized
     if captured is None:
         captured = load_exported(exported_path(store), str(identity.get("program", "model")))
     if captured.digest != identity.get("program_digest"):
-        raise TorchError(f"{store}: the exported program beside it ({exported_path(store).name}) is not the program "
-                         "the store was made for; optimise the model again")
+        raise TorchError(
+            f"{store}: the exported program beside it ({exported_path(store).name}) is not the program "
+            "the store was made for; optimise the model again"
+        )
     chosen = ", ".join(f"{k}={v[:12]}" for k, v in sorted(final.get("best_per_fragment", {}).items()))
     return OptimizedModule(captured, loads(final["program_graph"]), chosen, share=share)
 

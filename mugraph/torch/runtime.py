@@ -60,8 +60,11 @@ class OptimizedModule(torch.nn.Module):
         self._output_specs = list(sig.output_specs)
         self._buffer_of = {fqn: ph for ph, fqn in sig.inputs_to_buffers.items()}
         self._user_inputs = list(sig.user_inputs)
-        self._expected = {n: (tuple(self._nodes[n].meta["val"].shape), self._nodes[n].meta["val"].dtype)
-                          for n in self._user_inputs if isinstance(self._nodes[n].meta.get("val"), torch.Tensor)}
+        self._expected = {
+            n: (tuple(self._nodes[n].meta["val"].shape), self._nodes[n].meta["val"].dtype)
+            for n in self._user_inputs
+            if isinstance(self._nodes[n].meta.get("val"), torch.Tensor)
+        }
         self._slots: dict[str, Slot] = register_state(self, ep, share)
         self._out_index = {str(op.attr("name")): op.inputs[0] for op in program.ops_of(OpKind.OUTPUT)}
         self._input_names = {op.outputs[0]: str(op.attr("name")) for op in program.ops_of(OpKind.INPUT)}
@@ -85,8 +88,10 @@ class OptimizedModule(torch.nn.Module):
     def describe(self) -> list[str]:
         """What runs where: the lowered nodes and the glue (by fx node name), then the program's ops."""
         ops = [op.kind.value for op in self._program.ops if op.kind not in (OpKind.INPUT, OpKind.OUTPUT)]
-        return [*self._lowering.describe(), f"program ({len(ops)} ops, customized = one Triton kernel): "
-                + ", ".join(ops)]
+        return [
+            *self._lowering.describe(),
+            f"program ({len(ops)} ops, customized = one Triton kernel): " + ", ".join(ops),
+        ]
 
     # -- the schedule, fixed once -----------------------------------------------------------------
     def _schedule(self) -> list[_Step]:
@@ -151,12 +156,14 @@ class OptimizedModule(torch.nn.Module):
             if want is None:
                 continue
             if not isinstance(value, torch.Tensor):
-                raise InputMismatchError(f"{self._model_name}: input {name} must be a tensor, "
-                                         f"got {type(value).__name__}")
+                raise InputMismatchError(
+                    f"{self._model_name}: input {name} must be a tensor, got {type(value).__name__}"
+                )
             if (tuple(value.shape), value.dtype) != want:
                 raise InputMismatchError(
                     f"{self._model_name}: input {name} is {list(value.shape)} {value.dtype}; this module was optimised "
-                    f"for {list(want[0])} {want[1]} (shapes are fixed: optimise again for another batch size)")
+                    f"for {list(want[0])} {want[1]} (shapes are fixed: optimise again for another batch size)"
+                )
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         flat, _ = pytree.tree_flatten((args, kwargs))
@@ -191,7 +198,8 @@ class OptimizedModule(torch.nn.Module):
         return pytree.tree_unflatten(user, self._out_spec)
 
     def extra_repr(self) -> str:
-        calls = sum(1 for op in self._program.ops
-                    if op.kind not in (OpKind.INPUT, OpKind.OUTPUT, OpKind.CUSTOMIZED))
-        return (f"name={self._model_name!r}, kernels={self._launcher.kernels}, torch_calls={calls}, "
-                f"glue={len(self._lowering.glue)}" + (f", chosen={self._chosen!r}" if self._chosen else ""))
+        calls = sum(1 for op in self._program.ops if op.kind not in (OpKind.INPUT, OpKind.OUTPUT, OpKind.CUSTOMIZED))
+        return (
+            f"name={self._model_name!r}, kernels={self._launcher.kernels}, torch_calls={calls}, "
+            f"glue={len(self._lowering.glue)}" + (f", chosen={self._chosen!r}" if self._chosen else "")
+        )

@@ -72,13 +72,16 @@ def _one_line_error(proc: subprocess.CompletedProcess[str], *words: str) -> None
         assert w in lines[0], lines[0]
 
 
-@pytest.mark.parametrize(("args", "words"), [
-    (["emit", "no_such_program"], ["unknown program"]),
-    (["emit", "lora", "--expert", "nope"], ["no expert 'nope'"]),
-    (["emit", "lora", "--digest", "ffffffffff"], ["no μGraph", "ffffffffff"]),
-    (["emit", ".", "--expert", "saved"], ["--expert"]),
-    (["emit", "."], ["not a mugraph run store"]),
-])
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["emit", "no_such_program"], ["unknown program"]),
+        (["emit", "lora", "--expert", "nope"], ["no expert 'nope'"]),
+        (["emit", "lora", "--digest", "ffffffffff"], ["no μGraph", "ffffffffff"]),
+        (["emit", ".", "--expert", "saved"], ["--expert"]),
+        (["emit", "."], ["not a mugraph run store"]),
+    ],
+)
 def test_emit_errors_are_one_line(tmp_path: Path, args: list[str], words: list[str]) -> None:
     _one_line_error(mugraph(*args, cwd=tmp_path), *words)
 
@@ -89,7 +92,8 @@ def test_missing_triton_is_one_line_naming_the_extra(tmp_path: Path) -> None:
     hide = "import sys; sys.modules['triton'] = None; from mugraph.cli import main; main(sys.argv[1:])"
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     for args in (["emit", "lora"], ["optimize", "rms_norm", "--emit", "--store", str(tmp_path / "r.zarr")]):
-        proc = subprocess.run([sys.executable, "-c", hide, *args], capture_output=True, text=True,
-                              cwd=tmp_path, env=env, timeout=120)
+        proc = subprocess.run(
+            [sys.executable, "-c", hide, *args], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120
+        )
         _one_line_error(proc, "pip install -e '.[kernels]'")
         assert not (tmp_path / "r.zarr").exists()  # refused before the run started

@@ -16,8 +16,10 @@ from mugraph.programs import builtin_programs
 
 pytestmark = [
     pytest.mark.gpu,
-    pytest.mark.skipif(not cupy_available() or importlib.util.find_spec("triton") is None,
-                       reason="needs CuPy with a usable CUDA device, and Triton"),
+    pytest.mark.skipif(
+        not cupy_available() or importlib.util.find_spec("triton") is None,
+        reason="needs CuPy with a usable CUDA device, and Triton",
+    ),
 ]
 
 CASES = [(name, label) for name, prog in sorted(builtin_programs().items()) for label in ("reference", *prog.experts)]
@@ -25,8 +27,13 @@ CASES = [(name, label) for name, prog in sorted(builtin_programs().items()) for 
 
 def emit_json(*args: str) -> tuple[subprocess.CompletedProcess[str], dict[str, object]]:
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    proc = subprocess.run([sys.executable, "-m", "mugraph.cli", "emit", *args, "--json"], capture_output=True,
-                          text=True, env=env, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mugraph.cli", "emit", *args, "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     lines = proc.stdout.strip().splitlines()
     return proc, (json.loads(lines[-1]) if lines else {})
 

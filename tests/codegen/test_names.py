@@ -51,8 +51,9 @@ def _renamed(graph: KernelGraph, names: dict[str, str]) -> KernelGraph:
 
 
 @pytest.mark.parametrize("hostile", ["input", "program", "all"])
-def test_hostile_names_run_as_data_in_the_interpreter(hostile: str, tmp_path: Path,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_hostile_names_run_as_data_in_the_interpreter(
+    hostile: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """One at a time (each alone ran as code before names were written as data), then all together."""
     monkeypatch.chdir(tmp_path)
     names = {"X": INPUT} if hostile == "input" else {} if hostile == "program" else {"X": INPUT, "O": OUTPUT}

@@ -25,9 +25,15 @@ def block_unary(kind: str) -> KernelGraph:
     x_d = g.new_input((24, 48), name="X")
     b = BlockGraph(grid=(2, 1, 1), forloop=1)
     x = b.mul_scalar(b.new_input(x_d, (1, -1, -1)), 20.0)
-    ops = {"relu": lambda: b.relu(x), "clamp": lambda: b.clamp(x, -0.5, 1.0), "gelu": lambda: b.gelu(x),
-           "sqrt_square": lambda: b.sqrt(b.square(x)), "mul_scalar": lambda: b.mul_scalar(x, -3.0),
-           "exp": lambda: b.exp(x), "silu": lambda: b.silu(x)}
+    ops = {
+        "relu": lambda: b.relu(x),
+        "clamp": lambda: b.clamp(x, -0.5, 1.0),
+        "gelu": lambda: b.gelu(x),
+        "sqrt_square": lambda: b.sqrt(b.square(x)),
+        "mul_scalar": lambda: b.mul_scalar(x, -3.0),
+        "exp": lambda: b.exp(x),
+        "silu": lambda: b.silu(x),
+    }
     b.new_output(b.accum_no_red(ops[kind]()), (1, -1, -1))
     g.mark_output(g.customized(b)[0], "O")
     return g
@@ -107,11 +113,13 @@ def kernel_ops() -> KernelGraph:
 
 
 GRAPHS: dict[str, Callable[[], KernelGraph]] = {
-    **{f"block_{k}": functools.partial(block_unary, k) for k in UNARIES}, "block_reductions": block_reductions,
+    **{f"block_{k}": functools.partial(block_unary, k) for k in UNARIES},
+    "block_reductions": block_reductions,
     "block_concat_and_thin_matmul": block_concat_and_thin_matmul,
     "block_thin_matmul_2d": functools.partial(block_thin_matmul, 2),
     "block_thin_matmul_3d": functools.partial(block_thin_matmul, 3),
-    "block_batched_dot_and_redtox": block_batched_dot_and_redtox, "kernel_ops": kernel_ops,
+    "block_batched_dot_and_redtox": block_batched_dot_and_redtox,
+    "kernel_ops": kernel_ops,
 }
 
 

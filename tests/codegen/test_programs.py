@@ -58,7 +58,8 @@ def _assert_readable(source: str, graph: KernelGraph) -> None:
         assert isinstance(op.block, BlockGraph)
         assert f"# grid {list(op.block.grid)} (tl.program_id per axis), for-loop range {op.block.forloop}" in source
     assert len(re.findall(r"# s\d+ <- .*: imap \[.*\], fmap -?\d", source)) == sum(
-        len(op.block.sources) for op in custom if op.block is not None)
+        len(op.block.sources) for op in custom if op.block is not None
+    )
     assert source.count(": omap [") == sum(len(op.block.output_shapes) for op in custom if op.block is not None)
 
 
@@ -109,6 +110,9 @@ def test_emitted_modules_are_ruff_clean(tmp_path: Path) -> None:
     for i, line in enumerate(corpus.read_text().splitlines()):
         row = json.loads(line)
         (tmp_path / f"collected_{i}.py").write_text(emit_module(loads(row["graph"]), EmitInfo(row["program"])))
-    proc = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "--config",
-                           str(ROOT / "pyproject.toml"), str(tmp_path)], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--no-cache", "--config", str(ROOT / "pyproject.toml"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -18,7 +18,6 @@ PAGE_TIMEOUT = 30.0
 SCRIPT_TIMEOUT = 120.0
 
 
-
 @pytest.fixture(scope="session")
 def browser() -> Iterator[Any]:
     """A headless Chromium driven by selenium (one for the session; the tests open pages in it)."""
@@ -30,12 +29,20 @@ def browser() -> Iterator[Any]:
     binary = which_executable(BROWSERS, "MUGRAPH_CHROMIUM")
     driver_path = which_executable(DRIVERS, "MUGRAPH_CHROMEDRIVER")
     if binary is None or driver_path is None:
-        pytest.fail("headless Chromium is missing: apt-get install chromium chromium-driver (scripts/test.sh does), "
-                    "or set MUGRAPH_CHROMIUM and MUGRAPH_CHROMEDRIVER")
+        pytest.fail(
+            "headless Chromium is missing: apt-get install chromium chromium-driver (scripts/test.sh does), "
+            "or set MUGRAPH_CHROMIUM and MUGRAPH_CHROMEDRIVER"
+        )
     options = webdriver.ChromeOptions()
     options.binary_location = binary
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                "--window-size=1400,2000", "--hide-scrollbars"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--disable-gpu",
+        "--window-size=1400,2000",
+        "--hide-scrollbars",
+    ):
         options.add_argument(arg)
     driver = webdriver.Chrome(service=Service(executable_path=driver_path), options=options)
     driver.set_page_load_timeout(PAGE_TIMEOUT)

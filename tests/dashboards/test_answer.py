@@ -41,21 +41,28 @@ def test_the_headline_is_best_against_the_reference(run: tuple[Path, ReportData]
     text = report_path(store).read_text()
     answer = text.index('<section id="answer">')
     assert answer < text.index('<section id="configuration">')  # the answer comes first
-    section = text[answer:text.index("</section>", answer)]
-    for words in (best["digest"][:16], seconds_text(best["estimated_seconds"]), seconds_text(ref["estimated_seconds"]),
-                  f"{h['speedup']:.2f}x", f"{ref['dram_bytes']:,}", "Why: "):
+    section = text[answer : text.index("</section>", answer)]
+    for words in (
+        best["digest"][:16],
+        seconds_text(best["estimated_seconds"]),
+        seconds_text(ref["estimated_seconds"]),
+        f"{h['speedup']:.2f}x",
+        f"{ref['dram_bytes']:,}",
+        "Why: ",
+    ):
         assert words in section, words
 
 
-def test_the_reference_row_is_shown_past_the_row_limit(run: tuple[Path, ReportData],
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_reference_row_is_shown_past_the_row_limit(
+    run: tuple[Path, ReportData], monkeypatch: pytest.MonkeyPatch
+) -> None:
     _, data = run
     ranking = data["ranking"]["f0"]
     rank = next(n for n, r in enumerate(ranking, 1) if r.get("reference"))
     assert rank > 1
     monkeypatch.setattr(report, "RANKING_ROWS", 1)
     html = render_report(data)
-    section = html[html.index('<section id="ranking">'):]
+    section = html[html.index('<section id="ranking">') :]
     rows = re.findall(r"<tr(?: class=\"ref\")?><td class=\"l\">(\d+)</td>", section)
     assert rows == ["1", str(rank)]
     assert re.search(rf'<tr class="ref"><td class="l">{rank}</td><td class="l">reference</td>', section)
@@ -63,8 +70,9 @@ def test_the_reference_row_is_shown_past_the_row_limit(run: tuple[Path, ReportDa
     assert rows_to_show(ranking, None) == list(enumerate(ranking, 1))
 
 
-def test_show_leads_with_the_headline_and_keeps_the_reference_row(run: tuple[Path, ReportData],
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_show_leads_with_the_headline_and_keeps_the_reference_row(
+    run: tuple[Path, ReportData], monkeypatch: pytest.MonkeyPatch
+) -> None:
     store, data = run
     monkeypatch.setattr(cli_pipeline, "SHOW_ROWS", 1)
     out = CliRunner().invoke(cli_pipeline.show, [str(store)])
@@ -80,7 +88,7 @@ def test_every_counter_is_explained(run: tuple[Path, ReportData]) -> None:
     _, data = run
     assert set(SearchCounters().as_dict()) <= set(COUNTER_MEANINGS)
     html = render_report(data)
-    section = html[html.index('<section id="counters">'):]
+    section = html[html.index('<section id="counters">') :]
     for name in data["counters"]:
         assert f'<td class="l">{name}</td><td class="l">{COUNTER_MEANINGS[name]}</td>' in section, name
 

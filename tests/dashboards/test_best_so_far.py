@@ -20,8 +20,13 @@ def _sample(elapsed: float, found: dict[str, int]) -> dict[str, Any]:
 
 def test_best_so_far_follows_the_found_order_and_never_falls() -> None:
     ranking = [_row("c", 1.0), _row("a", 2.0), _row("ref", 4.0, reference=True), _row("b", 8.0)]
-    samples = [_sample(0.0, {"f0": 0}), _sample(1.0, {"f0": 1}), _sample(2.0, {"f0": 2, "f1": 5}),
-               _sample(3.0, {"f0": 2}), _sample(4.0, {"f0": 4})]
+    samples = [
+        _sample(0.0, {"f0": 0}),
+        _sample(1.0, {"f0": 1}),
+        _sample(2.0, {"f0": 2, "f1": 5}),
+        _sample(3.0, {"f0": 2}),
+        _sample(4.0, {"f0": 4}),
+    ]
     # found in the order b, a, unranked, c: speedup 0.5 (b), then 2 (a), then 4 (c)
     curve = best_so_far(samples, "f0", ["b", "a", "x", "c"], ranking)
     assert [x for x, _ in curve] == [1.0, 2.0, 3.0, 4.0]

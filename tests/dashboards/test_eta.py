@@ -41,8 +41,9 @@ def test_a_whole_run_is_estimated_then_recorded_against_its_size(tmp_path: Path)
 def test_status_of_a_stopped_run_gives_the_estimate_and_eta(tmp_path: Path) -> None:
     store = tmp_path / "run.zarr"
     args = optimize_args("lora", store, "--workers", "1", "--memo-url", "local", budget=100)
-    last = done(mugraph(*args, "--set", "franges=[4,16,32,64]", "--set", "fmaps=[-1,0,1]", "--time-limit", "20",
-                        cwd=tmp_path))
+    last = done(
+        mugraph(*args, "--set", "franges=[4,16,32,64]", "--set", "fmaps=[-1,0,1]", "--time-limit", "20", cwd=tmp_path)
+    )
     assert not last["complete"]
     with RunStore.open_existing(store) as st:
         sample = st.timeline()[-1][-1]

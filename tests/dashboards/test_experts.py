@@ -23,5 +23,6 @@ def test_experts_of_the_run_program_by_canonical_digest() -> None:
 def test_expert_note_gives_each_expert_its_rank_or_says_it_was_not_found() -> None:
     ranking: list[dict[str, object]] = [{"digest": "a"}, {"digest": "ref", "reference": True}, {"digest": "b"}]
     assert expert_note({"b": "fused", "z": "paper"}, ranking) == (
-        "expert 'fused' ranks 3 of 3; expert 'paper' was not found (`mugraph explain` says why)")
+        "expert 'fused' ranks 3 of 3; expert 'paper' was not found (`mugraph explain` says why)"
+    )
     assert expert_note({}, ranking) == ""

@@ -10,8 +10,14 @@ from mugraph.dashboards.live_state import LiveState
 
 
 def _progress(wall: float) -> dict[str, object]:
-    return {"event": "progress", "wall": wall, "seconds": wall, "invocation": 0, "states": 1,
-            "fragments": {"f0": {"states": 1}, "f1": {"states": 0}}}
+    return {
+        "event": "progress",
+        "wall": wall,
+        "seconds": wall,
+        "invocation": 0,
+        "states": 1,
+        "fragments": {"f0": {"states": 1}, "f1": {"states": 0}},
+    }
 
 
 def test_best_speedup_so_far_per_fragment_only_rises() -> None:
@@ -19,8 +25,9 @@ def test_best_speedup_so_far_per_fragment_only_rises() -> None:
     st.apply({"event": "start", "program": "p", "fragments": ["f0", "f1"], "invocation": 0})
     st.apply(_progress(1.0))  # nothing ranked yet: no point
     for est in (4e-6, 2e-6, 8e-6):  # speedups 1.25, 2.5, then a worse one
-        st.apply({"event": "layout", "fragment": "f0", "digest": "d", "estimated_seconds": est,
-                  "reference_seconds": 5e-6})
+        st.apply(
+            {"event": "layout", "fragment": "f0", "digest": "d", "estimated_seconds": est, "reference_seconds": 5e-6}
+        )
         st.apply(_progress(st.rows[-1]["t"] / 1000 + 1))
     st.apply({"event": "layout", "fragment": "f1", "digest": "e", "error": "no layout"})  # no estimate: ignored
     st.apply(_progress(10.0))

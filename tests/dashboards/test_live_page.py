@@ -26,8 +26,17 @@ import pytest
 from mugraph.dashboards.live import install, page_url, publish
 from mugraph.dashboards.live_state import MAX_ROWS, LiveState
 
-SOURCES = ("mugraph-states", "mugraph-rates", "mugraph-tasks", "mugraph-memo", "mugraph-best", "mugraph-results",
-           "mugraph-fragments", "mugraph-workers", "mugraph-events")
+SOURCES = (
+    "mugraph-states",
+    "mugraph-rates",
+    "mugraph-tasks",
+    "mugraph-memo",
+    "mugraph-best",
+    "mugraph-results",
+    "mugraph-fragments",
+    "mugraph-workers",
+    "mugraph-events",
+)
 # every named source of the page: its length, columns and (NaN as null) data
 READ_SOURCES = """
 const doc = (window.Bokeh && Bokeh.documents.length) ? Bokeh.documents[0] : null;
@@ -53,8 +62,23 @@ const items = [...Bokeh.documents[0].all_models].filter(m => m.type === "LegendI
 return items.filter(i => i.renderers.some(r => r.visible && /^f[0-9]+_/.test(r.glyph.y.field)))
             .map(i => i.label.value);
 """
-LORA = ["optimize", "lora", "--set", "grids=[[64,1,1]]", "--set", "fmaps=[-1]", "--set", "kernel_ops=[]",
-        "--set", "imaps=[[-1,-1,-1],[1,-1,-1]]", "--budget", "20", "--memo-url", "local", "--json"]
+LORA = [
+    "optimize",
+    "lora",
+    "--set",
+    "grids=[[64,1,1]]",
+    "--set",
+    "fmaps=[-1]",
+    "--set",
+    "kernel_ops=[]",
+    "--set",
+    "imaps=[[-1,-1,-1],[1,-1,-1]]",
+    "--budget",
+    "20",
+    "--memo-url",
+    "local",
+    "--json",
+]
 # lora's whole default space: half an hour on 2 cores, so it is still running when the test kills it
 LONG_LORA = ["optimize", "lora", "--budget", "200", "--memo-url", "local", "--json"]
 
@@ -85,8 +109,10 @@ def read_page(browser: Any) -> dict[str, Any] | None:
 def open_page(browser: Any, url: str) -> dict[str, Any]:
     """Load the page and wait until its Bokeh document is there with some states plotted."""
     browser.get(url)
-    wait_for(f"a Bokeh document at {url}",
-             lambda: browser.execute_script("return !!(window.Bokeh && Bokeh.documents.length > 0)"))
+    wait_for(
+        f"a Bokeh document at {url}",
+        lambda: browser.execute_script("return !!(window.Bokeh && Bokeh.documents.length > 0)"),
+    )
     page: dict[str, Any] = wait_for("states on the page", lambda: _with_states(read_page(browser)))
     return page
 
@@ -109,27 +135,70 @@ def screenshot(browser: Any, path: Path) -> None:
 
 def progress(i: int, wall: float, *, seconds: float | None = None, invocation: int = 0) -> dict[str, Any]:
     """A progress event as the driver sends it (two fragments, two workers)."""
-    frags = {"attn": {"states": 70 * i, "tasks_done": i, "tasks_running": 1, "tasks_pending": 4, "mugraphs": i // 4,
-                      "confirmed": i // 6},
-             "mlp": {"states": 30 * i, "tasks_done": i // 2, "tasks_running": 1, "tasks_pending": 2, "mugraphs": 0,
-                     "confirmed": 0}}
-    return {"event": "progress", "wall": wall, "seconds": float(i) if seconds is None else seconds,
-            "invocation": invocation, "tasks_done": i + i // 2, "tasks_running": 2, "tasks_pending": 6,
-            "tasks_run": i, "states": 100 * i, "states_per_s": 100.0, "mugraphs": i // 4, "confirmed": i // 6,
-            "solver_calls": 3 * i, "fingerprints": 5 * i, "memo_local_hit_rate": 0.25 if i else None,
-            "memo_remote_hit_rate": 0.5 if i else None, "memo": {"local_hits": i, "remote_hits": 2 * i, "misses": i},
-            "fragments": frags,
-            "worker_busy_seconds": {"tcp://127.0.0.1:40001": 0.6 * i, "tcp://127.0.0.1:40002": 0.4 * i}}
+    frags = {
+        "attn": {
+            "states": 70 * i,
+            "tasks_done": i,
+            "tasks_running": 1,
+            "tasks_pending": 4,
+            "mugraphs": i // 4,
+            "confirmed": i // 6,
+        },
+        "mlp": {
+            "states": 30 * i,
+            "tasks_done": i // 2,
+            "tasks_running": 1,
+            "tasks_pending": 2,
+            "mugraphs": 0,
+            "confirmed": 0,
+        },
+    }
+    return {
+        "event": "progress",
+        "wall": wall,
+        "seconds": float(i) if seconds is None else seconds,
+        "invocation": invocation,
+        "tasks_done": i + i // 2,
+        "tasks_running": 2,
+        "tasks_pending": 6,
+        "tasks_run": i,
+        "states": 100 * i,
+        "states_per_s": 100.0,
+        "mugraphs": i // 4,
+        "confirmed": i // 6,
+        "solver_calls": 3 * i,
+        "fingerprints": 5 * i,
+        "memo_local_hit_rate": 0.25 if i else None,
+        "memo_remote_hit_rate": 0.5 if i else None,
+        "memo": {"local_hits": i, "remote_hits": 2 * i, "misses": i},
+        "fragments": frags,
+        "worker_busy_seconds": {"tcp://127.0.0.1:40001": 0.6 * i, "tcp://127.0.0.1:40002": 0.4 * i},
+    }
 
 
 def test_state_history_without_invocation_numbers_and_thinning() -> None:
     st = LiveState()
     st.apply({"event": "start", "program": "p", "fragments": ["attn"]})
     # two earlier invocations told apart by "seconds" starting over; then this one
-    st.apply({"event": "history", "samples": [
-        *({k: v for k, v in progress(i, 1000.0 + i).items() if k not in ("event", "invocation")} for i in range(5)),
-        *({k: v for k, v in progress(i + 5, 2000.0 + i, seconds=float(i)).items()
-           if k not in ("event", "invocation")} for i in range(5))]})
+    st.apply(
+        {
+            "event": "history",
+            "samples": [
+                *(
+                    {k: v for k, v in progress(i, 1000.0 + i).items() if k not in ("event", "invocation")}
+                    for i in range(5)
+                ),
+                *(
+                    {
+                        k: v
+                        for k, v in progress(i + 5, 2000.0 + i, seconds=float(i)).items()
+                        if k not in ("event", "invocation")
+                    }
+                    for i in range(5)
+                ),
+            ],
+        }
+    )
     epoch = st.epoch
     st.apply(progress(10, 3000.0, seconds=0.0, invocation=7))
     assert st.epoch == epoch  # appended, not replaced
@@ -155,21 +224,43 @@ def test_page_url_replaces_the_last_segment() -> None:
 
 
 def test_page_on_a_local_cluster_with_published_events(browser: Any, artifacts: Path) -> None:
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0") \
-            as cluster, Client(cluster) as client:
+    with (
+        LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0") as cluster,
+        Client(cluster) as client,
+    ):
         url = install(client)
         assert url is not None and url == install(client)  # idempotent
         assert url.endswith("/mugraph") and url.startswith(client.dashboard_link.rsplit("/", 1)[0])
         # opened before the run starts: it waits, then fills in without a reload
         browser.get(url)
         wait_for("the empty page", lambda: "waiting for a run" in ((read_page(browser) or {}).get("header") or ""))
-        publish(client, {"event": "start", "program": "lora", "store": "/runs/lora.zarr", "resumed": True,
-                         "fragments": ["attn", "mlp"], "presets": {"attn": "small", "mlp": "small"},
-                         "tasks_done": 10, "tasks_pending": 5, "workers": 2, "invocation": 1})
+        publish(
+            client,
+            {
+                "event": "start",
+                "program": "lora",
+                "store": "/runs/lora.zarr",
+                "resumed": True,
+                "fragments": ["attn", "mlp"],
+                "presets": {"attn": "small", "mlp": "small"},
+                "tasks_done": 10,
+                "tasks_pending": 5,
+                "workers": 2,
+                "invocation": 1,
+            },
+        )
         now = time.time()
         # an earlier invocation (its seconds restart at 0), then this one's events
-        publish(client, {"event": "history", "samples": [
-            {k: v for k, v in progress(i, now - 300 + i, invocation=0).items() if k != "event"} for i in range(20)]})
+        publish(
+            client,
+            {
+                "event": "history",
+                "samples": [
+                    {k: v for k, v in progress(i, now - 300 + i, invocation=0).items() if k != "event"}
+                    for i in range(20)
+                ],
+            },
+        )
         for i in range(20, 40):
             publish(client, progress(i, now - 40 + i, seconds=float(i - 20), invocation=1))
         publish(client, {"event": "found", "fragment": "attn", "digest": "0123456789abcdef" * 4})
@@ -199,8 +290,16 @@ def test_page_on_a_local_cluster_with_published_events(browser: Any, artifacts: 
         # live: a new sample (and a new fragment) reaches the open page without a reload
         later = progress(40, now + 1, seconds=21.0, invocation=1)
         later["fragments"]["norm"] = {"states": 5, "tasks_done": 1, "tasks_running": 0, "tasks_pending": 0}
-        publish(client, {"event": "layout", "fragment": "attn", "digest": "ab" * 32, "estimated_seconds": 2e-6,
-                         "reference_seconds": 5e-6})  # a ranked μGraph: the best-so-far curve starts at 2.5x
+        publish(
+            client,
+            {
+                "event": "layout",
+                "fragment": "attn",
+                "digest": "ab" * 32,
+                "estimated_seconds": 2e-6,
+                "reference_seconds": 5e-6,
+            },
+        )  # a ranked μGraph: the best-so-far curve starts at 2.5x
         publish(client, later)
         page = wait_for("the new sample", lambda: _with_states(read_page(browser), 41))
         assert states(page)[-1] == 4000 and page["mugraph-states"]["data"]["f2_states"][-1] == 5
@@ -212,19 +311,34 @@ def test_page_on_a_local_cluster_with_published_events(browser: Any, artifacts: 
         wait_for("the run to show as complete", lambda: "complete" in (read_page(browser) or {}).get("header", ""))
         screenshot(browser, artifacts / "live_page.png")
         # another run on the same scheduler: the open page starts over, its legends follow
-        publish(client, {"event": "start", "program": "rms_norm", "store": "/runs/rms.zarr", "resumed": False,
-                         "fragments": ["ffn"], "invocation": 0})
+        publish(
+            client,
+            {
+                "event": "start",
+                "program": "rms_norm",
+                "store": "/runs/rms.zarr",
+                "resumed": False,
+                "fragments": ["ffn"],
+                "invocation": 0,
+            },
+        )
         one = progress(1, now + 2, invocation=0)
         one["fragments"] = {"ffn": one["fragments"]["attn"]}
         publish(client, one)
-        page = wait_for("the new run", lambda: (p := read_page(browser)) and "rms_norm" in p["header"]
-                        and p["mugraph-states"]["length"] == 1 and p)
+        page = wait_for(
+            "the new run",
+            lambda: (
+                (p := read_page(browser)) and "rms_norm" in p["header"] and p["mugraph-states"]["length"] == 1 and p
+            ),
+        )
         assert page["mugraph-fragments"]["data"]["fragment"] == ["ffn"]
         assert browser.execute_script(LEGEND_LABELS) == ["ffn"] * 3  # states, states/s, best so far
         # the dashboard's own pages still work, with a link to this one in their nav bar
         browser.get(client.dashboard_link)
-        wait_for("the dashboard's status page", lambda: browser.execute_script(
-            "return !!(window.Bokeh && Bokeh.documents.length > 0)"))
+        wait_for(
+            "the dashboard's status page",
+            lambda: browser.execute_script("return !!(window.Bokeh && Bokeh.documents.length > 0)"),
+        )
         assert browser.execute_script("return !!document.querySelector(\"a[href='mugraph']\")")
 
 
@@ -244,12 +358,19 @@ def test_publish_never_raises() -> None:
 
 # -- real runs -----------------------------------------------------------------------------------------
 
+
 class Run:
     """`mugraph optimize` as a subprocess; its NDJSON events read on a thread into a queue."""
 
     def __init__(self, args: list[str], cwd: Path) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "mugraph.cli", *args], cwd=cwd, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "mugraph.cli", *args],
+            cwd=cwd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
         self.events: queue.Queue[dict[str, Any]] = queue.Queue()
         self.stderr: list[str] = []
         threading.Thread(target=self._read, daemon=True).start()
@@ -272,8 +393,9 @@ class Run:
                 continue
             if e.get("event") == kind:
                 return e
-        pytest.fail(f"no {kind!r} event from mugraph optimize (status {self.proc.poll()}): "
-                    f"{''.join(self.stderr)[-2000:]}")
+        pytest.fail(
+            f"no {kind!r} event from mugraph optimize (status {self.proc.poll()}): {''.join(self.stderr)[-2000:]}"
+        )
 
     def kill(self) -> None:
         if self.proc.poll() is None:
@@ -301,8 +423,15 @@ def live_page_of(start: dict[str, Any], dashboard_port: int) -> str:
 
 def test_page_during_a_run_then_killed_and_resumed(browser: Any, artifacts: Path, tmp_path: Path) -> None:
     port = free_port()
-    args = [*LONG_LORA, "--workers", "2", "--store", str(tmp_path / "run.zarr"), "--dashboard-address",
-            f"127.0.0.1:{port}"]
+    args = [
+        *LONG_LORA,
+        "--workers",
+        "2",
+        "--store",
+        str(tmp_path / "run.zarr"),
+        "--dashboard-address",
+        f"127.0.0.1:{port}",
+    ]
     with running(args, tmp_path) as first:
         start = first.next("start")
         assert start["resumed"] is False
@@ -320,8 +449,14 @@ def test_page_during_a_run_then_killed_and_resumed(browser: Any, artifacts: Path
         assert start["resumed"] is True
         open_page(browser, live_page_of(start, port))
         # the series start before this invocation: the earlier one's samples came as history
-        page = wait_for("a sample of the resumed invocation", lambda: (p := _with_states(read_page(browser)))
-                        and p["mugraph-states"]["data"]["t"][-1] > first_end * 1000 and p)
+        page = wait_for(
+            "a sample of the resumed invocation",
+            lambda: (
+                (p := _with_states(read_page(browser)))
+                and p["mugraph-states"]["data"]["t"][-1] > first_end * 1000
+                and p
+            ),
+        )
         t = page["mugraph-states"]["data"]["t"]
         assert t[0] < first_end * 1000, (t[0], first_end * 1000)
         assert None in page["mugraph-states"]["data"]["states"]  # the break between the invocations
@@ -335,12 +470,28 @@ def test_page_on_an_external_dask_scheduler(browser: Any, artifacts: Path, tmp_p
     port, dashboard = free_port(), free_port()
     address = f"tcp://127.0.0.1:{port}"
     quiet: dict[str, Any] = {"cwd": tmp_path, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
-    scheduler = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
-                                  "--port", str(port), "--dashboard-address", f"127.0.0.1:{dashboard}"], **quiet)
+    scheduler = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "distributed.cli.dask_scheduler",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--dashboard-address",
+            f"127.0.0.1:{dashboard}",
+        ],
+        **quiet,
+    )
     procs = [scheduler]
     try:
-        procs.append(subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address, "--nworkers",
-                                       "2", "--nthreads", "1"], **quiet))
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nworkers", "2", "--nthreads", "1"],
+                **quiet,
+            )
+        )
         # the narrowed space completes in seconds on an idle machine; the time limit only bounds a loaded
         # one, and leaves room for its first tasks to finish (a stop before any would show no work)
         args = [*LORA, "--scheduler", address, "--store", str(tmp_path / "run.zarr"), "--time-limit", "60"]
@@ -357,8 +508,10 @@ def test_page_on_an_external_dask_scheduler(browser: Any, artifacts: Path, tmp_p
         # the scheduler outlives the run: its page shows the whole of it, to the last sample
         assert last, "no progress events"
         browser.get(url)
-        page = wait_for("the run's last sample", lambda: (p := _with_states(read_page(browser))) is not None
-                        and states(p)[-1] == last["states"] and p)
+        page = wait_for(
+            "the run's last sample",
+            lambda: (p := _with_states(read_page(browser))) is not None and states(p)[-1] == last["states"] and p,
+        )
         data = page["mugraph-tasks"]["data"]
         assert data["tasks_pending"][-1] == last["tasks_pending"] and data["tasks_done"][-1] == last["tasks_done"] > 0
         assert page["mugraph-workers"]["length"] == len(last["worker_busy_seconds"]) > 0

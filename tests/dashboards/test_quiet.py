@@ -40,9 +40,13 @@ async def _websockets(page: str) -> None:
             pass  # the server may drop the bad one before the handshake completes
     host, port = page.split("//", 1)[1].split("/", 1)[0].rsplit(":", 1)
     _, writer = await asyncio.open_connection(host, int(port))
-    writer.write((f"GET {ws_url.split(port, 1)[1]} HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\n"
-                  "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
-                  f"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: bokeh, {token.group(1)}\r\n\r\n").encode())
+    writer.write(
+        (
+            f"GET {ws_url.split(port, 1)[1]} HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\n"
+            "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+            f"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: bokeh, {token.group(1)}\r\n\r\n"
+        ).encode()
+    )
     await writer.drain()
     writer.close()
 
@@ -64,13 +68,17 @@ class _Seen(logging.Handler):
 
 def test_failed_dashboard_websockets_print_no_traceback(caplog: pytest.LogCaptureFixture) -> None:
     seen = _Seen()
-    watched = [logging.getLogger(n) for n in ("tornado", "tornado.application", "tornado.general", "asyncio",
-                                              "bokeh", "bokeh.server.views.ws")]
+    watched = [
+        logging.getLogger(n)
+        for n in ("tornado", "tornado.application", "tornado.general", "asyncio", "bokeh", "bokeh.server.views.ws")
+    ]
     for lg in watched:
         lg.addHandler(seen)
     try:
-        with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0") \
-                as cluster, Client(cluster) as client:
+        with (
+            LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0") as cluster,
+            Client(cluster) as client,
+        ):
             url = install(client)
             assert url is not None
             with caplog.at_level(logging.DEBUG, logger="mugraph.dashboards.quiet"):
@@ -81,8 +89,7 @@ def test_failed_dashboard_websockets_print_no_traceback(caplog: pytest.LogCaptur
     finally:
         for lg in watched:
             lg.removeHandler(seen)
-    shown = [f"{r.name}: {r.getMessage()[:200]}" for r in seen.records
-             if r.levelno >= logging.ERROR or r.exc_info]
+    shown = [f"{r.name}: {r.getMessage()[:200]}" for r in seen.records if r.levelno >= logging.ERROR or r.exc_info]
     assert not shown, shown
     assert _demoted(caplog), "the bad websocket's failure never reached the filter"
 
@@ -101,7 +108,9 @@ def test_the_filter_lets_other_errors_through() -> None:
     f = WebsocketNoise()
     assert f.filter(_record("tornado.application", "Uncaught exception GET /status (127.0.0.1)", ValueError("x")))
     assert f.filter(_record("asyncio", "Task exception was never retrieved", RuntimeError("solver")))
-    assert not f.filter(_record("bokeh.server.views.ws", "Failed sending message as connection was closed", None,
-                                logging.WARNING))
-    assert not f.filter(_record("tornado.application", "Uncaught exception GET /mugraph/ws (127.0.0.1)",
-                                ConnectionResetError("peer")))
+    assert not f.filter(
+        _record("bokeh.server.views.ws", "Failed sending message as connection was closed", None, logging.WARNING)
+    )
+    assert not f.filter(
+        _record("tornado.application", "Uncaught exception GET /mugraph/ws (127.0.0.1)", ConnectionResetError("peer"))
+    )

@@ -36,10 +36,23 @@ def chromium() -> str:
 
 def dump_dom_offline(page: Path) -> str:
     """The DOM after Chromium loaded `page` with every network request sent to a dead proxy."""
-    out = subprocess.run([chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                          "--proxy-server=socks5://127.0.0.1:9", "--proxy-bypass-list=<-loopback>",
-                          "--virtual-time-budget=3000", "--dump-dom", page.resolve().as_uri()],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [
+            chromium(),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--proxy-server=socks5://127.0.0.1:9",
+            "--proxy-bypass-list=<-loopback>",
+            "--virtual-time-budget=3000",
+            "--dump-dom",
+            page.resolve().as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     return out.stdout
 
@@ -47,8 +60,11 @@ def dump_dom_offline(page: Path) -> str:
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
     cwd = tmp_path_factory.mktemp("report")
-    last = done(mugraph(*optimize_args("rms_norm", cwd / "run.zarr", "--workers", "2", "--memo-url", "local",
-                                       budget=40), cwd=cwd))
+    last = done(
+        mugraph(
+            *optimize_args("rms_norm", cwd / "run.zarr", "--workers", "2", "--memo-url", "local", budget=40), cwd=cwd
+        )
+    )
     return cwd / "run.zarr", last
 
 
@@ -65,8 +81,7 @@ def test_optimize_writes_a_report_whose_numbers_are_the_stores(finished: tuple[P
         busy: dict[str, float] = defaultdict(float)
         for t in tasks:
             busy[t.worker] += t.counters["seconds"]
-        assert {w: v["busy_seconds"] for w, v in data["workers"].items()} == {
-            w: round(s, 3) for w, s in busy.items()}
+        assert {w: v["busy_seconds"] for w, v in data["workers"].items()} == {w: round(s, 3) for w, s in busy.items()}
         assert sum(v["tasks"] for v in data["workers"].values()) == len(tasks) == last["tasks_done"]
         assert [r["digest"] for r in data["ranking"]["f0"]] == [r["digest"] for r in st.ranking(0) or []]
         assert data["fragments"][0]["confirmed"] == len(last["mugraphs"]) == data["fragments"][0]["layouts"]
@@ -76,10 +91,12 @@ def test_optimize_writes_a_report_whose_numbers_are_the_stores(finished: tuple[P
         assert final_sample["tasks_done"] == len(tasks) and final_sample["states"] == data["counters"]["nodes"]
         assert final_sample["confirmed"] == len(last["mugraphs"])
         assert data["chosen"]["f0"]["digest"] == last["best"]
+
     # the typed records name every key a real run writes (a field added by the driver, the ranking or
     # the report without its record's key fails here)
     def fits(record: Any, keys: Iterable[str]) -> bool:
         return bool(set(record.__required_keys__) <= set(keys) <= record.__required_keys__ | record.__optional_keys__)
+
     assert data["timeline"] and all(fits(TimelineSample, s) for s in data["timeline"])
     assert all(fits(FragmentProgress, f) for s in data["timeline"] for f in s["fragments"].values())
     assert all(fits(RankedRow, r) for r in data["ranking"]["f0"])

@@ -71,9 +71,11 @@ def check_drawing(svg: str) -> int:
 
 def producer_edges(g: KernelGraph) -> int:
     """Edges the drawing must have: one per (op, operand made by another op), kernel and block graphs."""
+
     def count(graph: object) -> int:
         made = {t for op in graph.ops for t in op.outputs}  # type: ignore[attr-defined]
         return sum(t in made for op in graph.ops for t in op.inputs)  # type: ignore[attr-defined]
+
     return count(g) + sum(count(op.block) for op in g.ops if op.block is not None)
 
 

@@ -8,6 +8,7 @@ import shutil
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 DRIVERS = ("chromedriver", "chromium-driver")
 
+
 def which_executable(names: tuple[str, ...], env: str) -> str | None:
     given = os.environ.get(env)
     if given:

@@ -20,13 +20,30 @@ def settings(name: str) -> list[str]:
 
 
 def optimize_args(name: str, store: Path, *extra: str, budget: int = 40) -> list[str]:
-    return ["optimize", name, *settings(name), "--store", str(store), "--budget", str(budget), "--json",
-            "--dashboard-address", ":0", *extra]
+    return [
+        "optimize",
+        name,
+        *settings(name),
+        "--store",
+        str(store),
+        "--budget",
+        str(budget),
+        "--json",
+        "--dashboard-address",
+        ":0",
+        *extra,
+    ]
 
 
 def mugraph(*args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "mugraph.cli", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=timeout, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    return subprocess.run(
+        [sys.executable, "-m", "mugraph.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=timeout,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
 
 
 def events(proc: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:

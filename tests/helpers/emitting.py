@@ -66,8 +66,9 @@ def narrow_gated_mlp_expert() -> KernelGraph:
 
 NARROW_PROGRAMS = {
     "rms_norm": Program("rms_norm", "narrowed", "mlp", narrow_rms_norm_reference, {"expert": narrow_rms_norm_expert}),
-    "gated_mlp": Program("gated_mlp", "narrowed", "mlp", narrow_gated_mlp_reference,
-                         {"expert": narrow_gated_mlp_expert}),
+    "gated_mlp": Program(
+        "gated_mlp", "narrowed", "mlp", narrow_gated_mlp_reference, {"expert": narrow_gated_mlp_expert}
+    ),
 }
 
 

@@ -9,8 +9,9 @@ from mugraph.programs.benchmarks import gated_mlp_expert, gqa_expert, lora_exper
 NONE = (-1, -1, -1)
 
 
-def _lora(swap_add: bool = False, m1_first: bool = True, grid: int = 64, w_imap: tuple[int, int, int] = (1, -1, -1)
-          ) -> KernelGraph:
+def _lora(
+    swap_add: bool = False, m1_first: bool = True, grid: int = 64, w_imap: tuple[int, int, int] = (1, -1, -1)
+) -> KernelGraph:
     g = KernelGraph()
     x_d, w_d = g.new_input((16, 256), name="X"), g.new_input((256, 4096), name="W")
     a_d, b_d = g.new_input((256, 16), name="A"), g.new_input((16, 4096), name="B")
@@ -45,8 +46,11 @@ def test_different_mappings_differ() -> None:
 def test_block_output_order_is_ignored() -> None:
     def two(order: str) -> KernelGraph:
         g = KernelGraph()
-        q, k, v = g.new_input((2, 256, 64), name="Q"), g.new_input((2, 64, 4096), name="K"), g.new_input(
-            (2, 4096, 64), name="V")
+        q, k, v = (
+            g.new_input((2, 256, 64), name="Q"),
+            g.new_input((2, 64, 4096), name="K"),
+            g.new_input((2, 4096, 64), name="V"),
+        )
         b1 = BlockGraph(grid=(2, 16, 4), forloop=4)
         qt, kt, vt = b1.new_input(q, (0, -1, 1)), b1.new_input(k, (0, 2, -1), 2), b1.new_input(v, (0, 1, -1), 1)
         e = b1.exp(b1.matmul(qt, kt))

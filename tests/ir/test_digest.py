@@ -33,8 +33,13 @@ def test_digests_are_equal_in_another_process() -> None:
         "    out.update({n + '/' + k: digest(f()) for k, f in p.experts.items()})\n"
         "print(json.dumps(out))\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                          env={**os.environ, "PYTHONHASHSEED": "12345"})
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONHASHSEED": "12345"},
+    )
     assert json.loads(proc.stdout) == _digests_here()
 
 

@@ -140,8 +140,7 @@ def test_bool_dim_is_rejected(kind: str) -> None:
     ("sa", "sb", "dim", "expected"),
     [
         pytest.param((4, 8), (5, 8), 1, "concat on dim 1: [4,8] and [5,8] differ in dim 0", id="other-dim"),
-        pytest.param((4, 8), (4, 8, 1), 0, "concat: operands [4,8] and [4,8,1] have different ranks",
-                     id="ranks"),
+        pytest.param((4, 8), (4, 8, 1), 0, "concat: operands [4,8] and [4,8,1] have different ranks", id="ranks"),
         pytest.param((4, 8), (4, 8), 2, "concat: dim 2 is out of range for [4,8]", id="dim-range"),
     ],
 )
@@ -300,9 +299,7 @@ def test_fmap_divisibility() -> None:
 def test_omap_leaves_grid_axis_unmapped() -> None:
     _, _, bg, x = block_with_input((4, 8))
     acc = bg.accum_no_red(x)
-    with pytest.raises(
-        MappingError, match=pat("omap [-1, -1, -1]: grid axis x has 4 blocks but maps no dim of [1,8]")
-    ):
+    with pytest.raises(MappingError, match=pat("omap [-1, -1, -1]: grid axis x has 4 blocks but maps no dim of [1,8]")):
         bg.new_output(acc, NONE)
     assert bg.output_shapes == []
 
@@ -332,12 +329,9 @@ def test_omap_on_grid_axis_of_size_1_names_tensor_shape() -> None:
     [
         pytest.param({"grid": (0, 1, 1)}, "grid [0, 1, 1] must be three positive integers", id="grid-0"),
         pytest.param({"grid": (4, 1)}, "grid [4, 1] must be three positive integers", id="grid-2d"),
-        pytest.param({"grid": (4, 1, 1), "block": (0, 1, 1)}, "block dims [0, 1, 1] must be three",
-                     id="block"),
-        pytest.param({"grid": (4, 1, 1), "forloop": 0}, "for-loop range 0 must be a positive integer",
-                     id="forloop-0"),
-        pytest.param({"grid": (4, 1, 1), "rdx": 0}, "reduction_dimx 0 must be a positive integer",
-                     id="rdx-0"),
+        pytest.param({"grid": (4, 1, 1), "block": (0, 1, 1)}, "block dims [0, 1, 1] must be three", id="block"),
+        pytest.param({"grid": (4, 1, 1), "forloop": 0}, "for-loop range 0 must be a positive integer", id="forloop-0"),
+        pytest.param({"grid": (4, 1, 1), "rdx": 0}, "reduction_dimx 0 must be a positive integer", id="rdx-0"),
     ],
 )
 def test_block_graph_parameters(kwargs: dict[str, object], expected: str) -> None:
@@ -554,8 +548,10 @@ def test_customized_inputs_in_wrong_order() -> None:
     g, a, b, bg = _two_input_block()
     with pytest.raises(
         GraphStructureError,
-        match=pat("customized: inputs ([4,8], [4,8]) must be the block graph's input tensors ([4,8], [4,8])",
-                  "in the order of its new_input calls"),
+        match=pat(
+            "customized: inputs ([4,8], [4,8]) must be the block graph's input tensors ([4,8], [4,8])",
+            "in the order of its new_input calls",
+        ),
     ):
         g.customized(bg, [b, a])
     with pytest.raises(GraphStructureError, match=pat("customized: inputs ([4,8]) must be")):

@@ -40,15 +40,17 @@ def _address(client: Client) -> str:
 
 def _connect(address: str, **kwargs: Any) -> str:
     """Try to connect from another process, as another local user would: 'connected' or the error."""
-    code = ("import sys\nfrom distributed import Client\n"
-            "from distributed.security import Security\n"
-            f"kw = {{'security': Security.temporary()}} if {kwargs.get('own_tls', False)!r} else {{}}\n"
-            "try:\n"
-            f"    c = Client({address!r}, timeout=8, **kw)\n"
-            "except BaseException as e:\n"
-            "    print('refused', type(e).__name__)\n"
-            "else:\n"
-            "    print('connected', c.run(lambda: 1))\n")
+    code = (
+        "import sys\nfrom distributed import Client\n"
+        "from distributed.security import Security\n"
+        f"kw = {{'security': Security.temporary()}} if {kwargs.get('own_tls', False)!r} else {{}}\n"
+        "try:\n"
+        f"    c = Client({address!r}, timeout=8, **kw)\n"
+        "except BaseException as e:\n"
+        "    print('refused', type(e).__name__)\n"
+        "else:\n"
+        "    print('connected', c.run(lambda: 1))\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     return out.stdout.strip() or out.stderr[-500:]
 
@@ -146,10 +148,13 @@ def test_the_dashboard_without_a_host_listens_on_loopback() -> None:
 def test_workers_drop_their_heartbeat_failure_at_the_end(running: Client) -> None:
     """A worker that outlives its scheduler by a heartbeat logs the failure with a CommClosedError
     traceback; the filter the plugin installs drops that record, and only that one."""
+
     def emitted(dask_worker: Any) -> list[bool]:
         log = logging.getLogger("distributed.worker")
-        kept = [log.filter(log.makeRecord(log.name, logging.ERROR, __file__, 1, msg, (), None))
-                for msg in (f"{HEARTBEAT_FAILURE}.", "Compute Failed")]
+        kept = [
+            log.filter(log.makeRecord(log.name, logging.ERROR, __file__, 1, msg, (), None))
+            for msg in (f"{HEARTBEAT_FAILURE}.", "Compute Failed")
+        ]
         return [bool(k) for k in kept]
 
     assert list(running.run(emitted).values()) == [[False, True], [False, True]]
@@ -158,9 +163,27 @@ def test_workers_drop_their_heartbeat_failure_at_the_end(running: Client) -> Non
 @pytest.mark.slow
 def test_a_time_limit_stop_is_quiet(tmp_path: Path) -> None:
     """gqa's tasks are long: the stop comes while workers are busy, and the cluster closes around them."""
-    proc = subprocess.run([sys.executable, "-m", "mugraph", "optimize", "gqa", "--workers", "2", "--time-limit", "20",
-                           "--store", str(tmp_path / "run.zarr"), "--dashboard-address", ":0"],
-                          capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mugraph",
+            "optimize",
+            "gqa",
+            "--workers",
+            "2",
+            "--time-limit",
+            "20",
+            "--store",
+            str(tmp_path / "run.zarr"),
+            "--dashboard-address",
+            ":0",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr and "CommClosedError" not in proc.stderr, proc.stderr[-3000:]
     assert "heartbeat" not in proc.stderr, proc.stderr[-3000:]
@@ -174,17 +197,42 @@ def test_an_external_tls_cluster_as_the_document_says(tmp_path: Path) -> None:
 
     sec = Security.temporary()
     files = {}
-    for name, pem in (("ca.pem", sec.tls_ca_file), ("cert.pem", sec.tls_scheduler_cert),
-                      ("key.pem", sec.tls_scheduler_key)):
+    for name, pem in (
+        ("ca.pem", sec.tls_ca_file),
+        ("cert.pem", sec.tls_scheduler_cert),
+        ("key.pem", sec.tls_scheduler_key),
+    ):
         files[name] = tmp_path / name
         files[name].write_text(str(pem))
-    tls = ["--tls-ca-file", str(files["ca.pem"]), "--tls-cert", str(files["cert.pem"]),
-           "--tls-key", str(files["key.pem"])]
+    tls = [
+        "--tls-ca-file",
+        str(files["ca.pem"]),
+        "--tls-cert",
+        str(files["cert.pem"]),
+        "--tls-key",
+        str(files["key.pem"]),
+    ]
     env = {**os.environ, "MUGRAPH_MEMO_KEY": SECRET}
     sched_file = tmp_path / "scheduler.json"
-    procs = [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--scheduler-file",
-                               str(sched_file), "--port", "0", "--dashboard-address", ":0", *tls],
-                              cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "distributed.cli.dask_scheduler",
+                "--scheduler-file",
+                str(sched_file),
+                "--port",
+                "0",
+                "--dashboard-address",
+                ":0",
+                *tls,
+            ],
+            cwd=tmp_path,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    ]
     worker_log = tmp_path / "worker.log"
     try:
         deadline = time.monotonic() + 60
@@ -193,22 +241,48 @@ def test_an_external_tls_cluster_as_the_document_says(tmp_path: Path) -> None:
         address = json.loads(sched_file.read_text())["address"]
         assert address.startswith("tls://")
         with worker_log.open("w") as log:
-            procs.append(subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address,
-                                           "--nworkers", "2", "--nthreads", "1", *tls],
-                                          cwd=tmp_path, stdout=log, stderr=log, env=env))
-        driver_env = {**env, "PYTHONUNBUFFERED": "1",
-                      "DASK_DISTRIBUTED__COMM__TLS__CA_FILE": str(files["ca.pem"]),
-                      "DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT": str(files["cert.pem"]),
-                      "DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY": str(files["key.pem"])}
+            procs.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "distributed.cli.dask_worker",
+                        address,
+                        "--nworkers",
+                        "2",
+                        "--nthreads",
+                        "1",
+                        *tls,
+                    ],
+                    cwd=tmp_path,
+                    stdout=log,
+                    stderr=log,
+                    env=env,
+                )
+            )
+        driver_env = {
+            **env,
+            "PYTHONUNBUFFERED": "1",
+            "DASK_DISTRIBUTED__COMM__TLS__CA_FILE": str(files["ca.pem"]),
+            "DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT": str(files["cert.pem"]),
+            "DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY": str(files["key.pem"]),
+        }
         args = optimize_args("lora", tmp_path / "run.zarr", "--scheduler", address)
-        no_creds = subprocess.run([sys.executable, "-m", "mugraph", *args], capture_output=True, text=True,
-                                  cwd=tmp_path, timeout=120, env=env)
+        no_creds = subprocess.run(
+            [sys.executable, "-m", "mugraph", *args], capture_output=True, text=True, cwd=tmp_path, timeout=120, env=env
+        )
         assert no_creds.returncode == 2 and "client certificate" in no_creds.stderr, no_creds.stderr
         assert not (tmp_path / "run.zarr").exists()
         deadline = time.monotonic() + 120
         while True:  # the workers may still be joining
-            proc = subprocess.run([sys.executable, "-m", "mugraph", *args], capture_output=True, text=True,
-                                  cwd=tmp_path, timeout=600, env=driver_env)
+            proc = subprocess.run(
+                [sys.executable, "-m", "mugraph", *args],
+                capture_output=True,
+                text=True,
+                cwd=tmp_path,
+                timeout=600,
+                env=driver_env,
+            )
             if proc.returncode == 0 or time.monotonic() > deadline:
                 break
             time.sleep(1)

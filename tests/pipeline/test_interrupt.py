@@ -22,22 +22,33 @@ def as_from_a_terminal() -> None:
 def with_interrupt_handlers(lines: list[str]) -> subprocess.CompletedProcess[str]:
     """`lines` run as a Python program after the command's interrupt handlers are installed,
     started as a terminal's foreground job."""
-    code = "\n".join(["from mugraph.pipeline.interrupts import install_interrupt_handlers",
-                      "install_interrupt_handlers()", *lines])
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                          preexec_fn=as_from_a_terminal)
+    code = "\n".join(
+        ["from mugraph.pipeline.interrupts import install_interrupt_handlers", "install_interrupt_handlers()", *lines]
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, preexec_fn=as_from_a_terminal
+    )
 
 
-@pytest.mark.parametrize(("sig", "group"), [(signal.SIGINT, True), (signal.SIGTERM, False)],
-                         ids=["ctrl-c-to-the-group", "sigterm-to-the-driver"])
+@pytest.mark.parametrize(
+    ("sig", "group"),
+    [(signal.SIGINT, True), (signal.SIGTERM, False)],
+    ids=["ctrl-c-to-the-group", "sigterm-to-the-driver"],
+)
 def test_interrupted_run_says_one_line(tmp_path: Path, sig: signal.Signals, group: bool) -> None:
     # lora's whole default space (half an hour): still searching when the signal comes, however fast
     # the driver turns tasks around (the narrowed space can finish within the 1.5 s)
     args = ["optimize", "lora", "--store", str(tmp_path / "run.zarr"), "--json", "--dashboard-address", ":0"]
-    proc = subprocess.Popen([sys.executable, "-m", "mugraph.cli", *args, "--workers", "2"],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
-                            preexec_fn=as_from_a_terminal)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mugraph.cli", *args, "--workers", "2"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        preexec_fn=as_from_a_terminal,
+    )
     try:
         assert proc.stderr is not None
         lines = [proc.stderr.readline()]  # the start line: the cluster is up, workers are running tasks
@@ -61,10 +72,16 @@ def test_interrupted_run_says_one_line(tmp_path: Path, sig: signal.Signals, grou
 def test_ctrl_c_stops_a_serial_search_mid_solve(tmp_path: Path) -> None:
     """Z3 must not swallow the Ctrl-C (answering the running check "unknown" and going on)."""
     args = ["search", "lora", "--memo-url", "local", "--budget", "20"]
-    proc = subprocess.Popen([sys.executable, "-m", "mugraph.cli", *args], cwd=tmp_path, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
-                            preexec_fn=as_from_a_terminal)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mugraph.cli", *args],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        preexec_fn=as_from_a_terminal,
+    )
     try:
         assert proc.stderr is not None
         first = proc.stderr.readline()  # the progress line: the search is solving
@@ -93,17 +110,19 @@ def test_an_interrupt_quiets_the_event_loop_loggers_then_unwinds() -> None:
     """Dask's client thread may log a callback's traceback while the cluster shuts down after an
     interrupt (distributed's `sync()` interrupted before its coroutine ran); the handler silences
     those loggers before anything unwinds, and SIGTERM is taken once."""
-    code = "\n".join([
-        "import logging, signal",
-        "from mugraph.pipeline.interrupts import _interrupted",
-        "try:",
-        "    _interrupted(signal.SIGTERM, None)",
-        "except KeyboardInterrupt:",
-        "    print('unwinds')",
-        "print(any(logging.getLogger(n).isEnabledFor(logging.CRITICAL) for n in ",
-        "          ('tornado.application', 'asyncio', 'distributed')))",
-        "print(signal.getsignal(signal.SIGTERM) is signal.SIG_IGN)",
-    ])
+    code = "\n".join(
+        [
+            "import logging, signal",
+            "from mugraph.pipeline.interrupts import _interrupted",
+            "try:",
+            "    _interrupted(signal.SIGTERM, None)",
+            "except KeyboardInterrupt:",
+            "    print('unwinds')",
+            "print(any(logging.getLogger(n).isEnabledFor(logging.CRITICAL) for n in ",
+            "          ('tornado.application', 'asyncio', 'distributed')))",
+            "print(signal.getsignal(signal.SIGTERM) is signal.SIG_IGN)",
+        ]
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.split() == ["unwinds", "False", "True"], out.stderr
 
@@ -114,20 +133,22 @@ def test_an_interrupt_raised_inside_a_finalizer_is_delivered_again(sig: signal.S
     weakref callback or a gc callback (distributed registers one); the KeyboardInterrupt raised
     there is printed as "Exception ignored" and dropped, and the command would run to its end.
     The signal must reach the command's own code, with no traceback."""
-    out = with_interrupt_handlers([
-        "import os, signal, time",
-        "class Finalized:",
-        "    def __del__(self):",
-        f"        os.kill(os.getpid(), {int(sig)})",
-        "        for _ in range(10000): pass  # the handler runs here, inside __del__",
-        "try:",
-        "    Finalized()",
-        "    t = time.monotonic()",
-        "    while time.monotonic() - t < 10: pass",
-        "    print('ran on')",
-        "except KeyboardInterrupt:",
-        "    print('interrupted')",
-    ])
+    out = with_interrupt_handlers(
+        [
+            "import os, signal, time",
+            "class Finalized:",
+            "    def __del__(self):",
+            f"        os.kill(os.getpid(), {int(sig)})",
+            "        for _ in range(10000): pass  # the handler runs here, inside __del__",
+            "try:",
+            "    Finalized()",
+            "    t = time.monotonic()",
+            "    while time.monotonic() - t < 10: pass",
+            "    print('ran on')",
+            "except KeyboardInterrupt:",
+            "    print('interrupted')",
+        ]
+    )
     assert out.stdout.split() == ["interrupted"], (out.stdout, out.stderr)
     assert "Traceback" not in out.stderr and "ignored" not in out.stderr, out.stderr
 
@@ -136,27 +157,29 @@ def test_finalizers_of_objects_an_interrupt_cut_short_print_nothing() -> None:
     """An interrupt inside an `__init__` leaves an object without the attributes its `__del__`
     reads (z3's Context without `owner`); that finalizer's error must not follow the command's
     one line. Before any interrupt such errors are still printed."""
-    out = with_interrupt_handlers([
-        "import gc, os, signal, sys",
-        "class HalfBuilt:",
-        "    def __init__(self, interrupt):",
-        "        if interrupt:",
-        "            os.kill(os.getpid(), signal.SIGINT)",
-        "            for _ in range(10000): pass  # the handler runs here",
-        "        self.owner = True",
-        "    def __del__(self):",
-        "        assert self.owner, 'unset'",
-        "class Broken:",
-        "    def __del__(self):",
-        "        raise ValueError('a finalizer bug, before any interrupt')",
-        "Broken()",
-        "gc.collect()",
-        "try:",
-        "    HalfBuilt(True)",
-        "except KeyboardInterrupt:",
-        "    gc.collect()",
-        "    print('interrupted', file=sys.stderr)",
-    ])
+    out = with_interrupt_handlers(
+        [
+            "import gc, os, signal, sys",
+            "class HalfBuilt:",
+            "    def __init__(self, interrupt):",
+            "        if interrupt:",
+            "            os.kill(os.getpid(), signal.SIGINT)",
+            "            for _ in range(10000): pass  # the handler runs here",
+            "        self.owner = True",
+            "    def __del__(self):",
+            "        assert self.owner, 'unset'",
+            "class Broken:",
+            "    def __del__(self):",
+            "        raise ValueError('a finalizer bug, before any interrupt')",
+            "Broken()",
+            "gc.collect()",
+            "try:",
+            "    HalfBuilt(True)",
+            "except KeyboardInterrupt:",
+            "    gc.collect()",
+            "    print('interrupted', file=sys.stderr)",
+        ]
+    )
     err = out.stderr.strip().splitlines()
     assert err[-1] == "interrupted", out.stderr
     assert "a finalizer bug, before any interrupt" in out.stderr  # not swallowed before the interrupt

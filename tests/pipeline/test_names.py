@@ -9,7 +9,7 @@ import pytest
 from mugraph.cli.checks import file_name
 from tests.helpers.cli_runs import done, mugraph
 
-PROGRAM = '''
+PROGRAM = """
 from mugraph.ir.graph import KernelGraph
 
 name = {name!r}
@@ -19,7 +19,7 @@ def reference() -> KernelGraph:
     g = KernelGraph()
     g.mark_output(g.exp(g.new_input((16, 64), name="X")), "O")
     return g
-'''
+"""
 
 
 @pytest.mark.parametrize("name", ["../../escaped", "/abs/path/escaped"])
@@ -38,8 +38,20 @@ def test_a_name_holding_a_path_is_refused_before_anything_is_made(tmp_path: Path
 def test_default_paths_go_through_file_name(tmp_path: Path) -> None:
     name = "my prog+v2"  # a name allowed, which file_name still changes
     (tmp_path / "prog.py").write_text(PROGRAM.format(name=name))
-    last = done(mugraph("optimize", "prog.py", "--workers", "1", "--dashboard-address", ":0", "--json",
-                        "--set", "grids=[[16,1,1]]", cwd=tmp_path))
+    last = done(
+        mugraph(
+            "optimize",
+            "prog.py",
+            "--workers",
+            "1",
+            "--dashboard-address",
+            ":0",
+            "--json",
+            "--set",
+            "grids=[[16,1,1]]",
+            cwd=tmp_path,
+        )
+    )
     assert last["complete"]
     made = {p.name for p in (tmp_path / "runs").iterdir()}
     assert len(made) == 3 and all(n.startswith(file_name(name) + "-") for n in made)  # store, memo, report

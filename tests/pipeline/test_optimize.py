@@ -92,8 +92,12 @@ def test_optimize_equals_the_serial_search(two_workers: Run, serial_rms: tuple[s
 
 def test_rerun_of_a_finished_store_runs_nothing(two_workers: Run) -> None:
     cwd, last, _ = two_workers
-    again = done(mugraph(*optimize_args("rms_norm", cwd / "run.zarr", "--workers", "1", "--profile", "p.html",
-                                        budget=BUDGET), cwd=cwd))
+    again = done(
+        mugraph(
+            *optimize_args("rms_norm", cwd / "run.zarr", "--workers", "1", "--profile", "p.html", budget=BUDGET),
+            cwd=cwd,
+        )
+    )
     assert again["tasks_run"] == 0 and again["confirms_run"] == 0 and again["layouts_run"] == 0
     assert (cwd / "p.html").stat().st_size > 1000  # Dask's performance report
     assert again["mugraphs"] == last["mugraphs"] and again["best"] == last["best"]
@@ -104,7 +108,7 @@ def test_a_store_resumes_with_its_own_budget_when_none_is_given(two_workers: Run
     cwd, last, _ = two_workers
     args = optimize_args("rms_norm", cwd / "run.zarr", "--workers", "1", budget=BUDGET)
     at = args.index("--budget")
-    again = done(mugraph(*args[:at], *args[at + 2:], cwd=cwd))  # no --budget: the store's, not the default
+    again = done(mugraph(*args[:at], *args[at + 2 :], cwd=cwd))  # no --budget: the store's, not the default
     assert again["tasks_run"] == 0 and again["mugraphs"] == last["mugraphs"]
     with RunStore.open_existing(cwd / "run.zarr") as st:
         assert st.identity["budget"] == str(BUDGET)
@@ -112,8 +116,12 @@ def test_a_store_resumes_with_its_own_budget_when_none_is_given(two_workers: Run
 
 def test_another_gpu_profile_ranks_the_finished_store_again(two_workers: Run) -> None:
     cwd, last, _ = two_workers
-    a100 = done(mugraph(*optimize_args("rms_norm", cwd / "run.zarr", "--workers", "1", "--gpu-profile", "a100",
-                                       budget=BUDGET), cwd=cwd))
+    a100 = done(
+        mugraph(
+            *optimize_args("rms_norm", cwd / "run.zarr", "--workers", "1", "--gpu-profile", "a100", budget=BUDGET),
+            cwd=cwd,
+        )
+    )
     assert a100["tasks_run"] == a100["layouts_run"] == 0 and a100["gpu_profile"] == "A100"
     assert sorted(r["digest"] for r in a100["ranking"]["f0"]) == sorted(last["mugraphs"])
     assert a100["reference"]["f0"]["estimated_seconds"] > last["reference"]["f0"]["estimated_seconds"]
@@ -137,7 +145,7 @@ def test_status_and_show_read_the_store(two_workers: Run) -> None:
     lines = sh.stdout.splitlines()
     head = next(i for i, line in enumerate(lines) if "est. time" in line)
     assert all(w in lines[head] for w in ("kernels", "DRAM bytes", "FLOPs", "speedup"))
-    table = lines[head + 1: head + 2 + len(last["mugraphs"])]
+    table = lines[head + 1 : head + 2 + len(last["mugraphs"])]
     first = "reference" if last["best"] == last["reference"]["f0"]["digest"] else last["best"][:16]
     assert sum("reference" in line.split()[1:2] for line in table) == 1 and table[0].split()[1] == first
     assert "layouts (shape:innermost dim~swizzled dim):" in sh.stdout and "device tensors: X[16,4096]:1" in sh.stdout
@@ -169,12 +177,16 @@ def test_user_strides_are_kept_and_change_the_layouts(two_workers: Run, tmp_path
 
 
 @pytest.mark.parametrize("workers", [1, 4])
-def test_same_result_with_other_worker_counts(
-    workers: int, tmp_path: Path, two_workers: Run
-) -> None:
+def test_same_result_with_other_worker_counts(workers: int, tmp_path: Path, two_workers: Run) -> None:
     cwd0, base, _ = two_workers
-    last = done(mugraph(*optimize_args("rms_norm", tmp_path / "run.zarr", "--workers", str(workers),
-                                       "--memo-url", "local", budget=BUDGET), cwd=tmp_path))
+    last = done(
+        mugraph(
+            *optimize_args(
+                "rms_norm", tmp_path / "run.zarr", "--workers", str(workers), "--memo-url", "local", budget=BUDGET
+            ),
+            cwd=tmp_path,
+        )
+    )
     assert last["mugraphs"] == base["mugraphs"] and last["best"] == base["best"]
     assert store_paths(tmp_path / "run.zarr") == store_paths(cwd0 / "run.zarr")
 
@@ -182,8 +194,23 @@ def test_same_result_with_other_worker_counts(
 def test_transformer_block_is_split_searched_and_stitched(tmp_path: Path) -> None:
     """Three fragments, each searched with its own preset until the time limit; the stitched best
     program equals the transformer block in float64, and the stopped run says it is incomplete."""
-    args = ["optimize", "transformer_block", "--store", str(tmp_path / "t.zarr"), "--workers", "2", "--json",
-            "--time-limit", "15s", "--memo-url", "local", "--dashboard-address", ":0", "--budget", "50"]
+    args = [
+        "optimize",
+        "transformer_block",
+        "--store",
+        str(tmp_path / "t.zarr"),
+        "--workers",
+        "2",
+        "--json",
+        "--time-limit",
+        "15s",
+        "--memo-url",
+        "local",
+        "--dashboard-address",
+        ":0",
+        "--budget",
+        "50",
+    ]
     evs = events(mugraph(*args, cwd=tmp_path))
     start, last = evs[0], evs[-1]
     assert start["fragments"] == ["f0", "f1", "f2"]
@@ -193,8 +220,7 @@ def test_transformer_block_is_split_searched_and_stitched(tmp_path: Path) -> Non
     for name, rows in last["ranking"].items():
         assert [r["estimated_seconds"] for r in rows] == sorted(r["estimated_seconds"] for r in rows)
         chosen = last["best_per_fragment"][name]
-        assert chosen == last["reference"][name]["digest"] or (chosen == rows[0]["digest"] and
-                                                               rows[0]["speedup"] > 1.0)
+        assert chosen == last["reference"][name]["digest"] or (chosen == rows[0]["digest"] and rows[0]["speedup"] > 1.0)
     st = mugraph("status", str(tmp_path / "t.zarr"), "--json", cwd=tmp_path)
     status = json.loads(st.stdout)
     assert status["complete"] is False and status["tasks"]["pending"] > 0

@@ -28,8 +28,14 @@ BUDGET = 20  # many small tasks, so a kill lands between and inside them
 
 
 def spawn(args: list[str], cwd: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "mugraph.cli", *args], cwd=cwd, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    return subprocess.Popen(
+        [sys.executable, "-m", "mugraph.cli", *args],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
 
 
 def kill_after(proc: subprocess.Popen[str], tasks_done: int, timeout: float = 120) -> dict[str, Any]:
@@ -99,16 +105,16 @@ def driven_lora(store_path: Path) -> Iterator[tuple[RunPlan, Client, RunStore]]:
     from tests.stages.search.narrow import NARROW
 
     plan = make_plan(get_builtin("lora"), None, NARROW["lora"], BUDGET)
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
-            Client(cluster) as client, \
-            RunStore.open(store_path, plan.identity, counter_names=COUNTER_NAMES) as store:
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster,
+        Client(cluster) as client,
+        RunStore.open(store_path, plan.identity, counter_names=COUNTER_NAMES) as store,
+    ):
         client.register_plugin(MugraphPlugin(None, "numpy"), name="mugraph")
         yield plan, client, store
 
 
-def test_a_killed_worker_does_not_change_the_result(
-    tmp_path: Path, uninterrupted: Whole
-) -> None:
+def test_a_killed_worker_does_not_change_the_result(tmp_path: Path, uninterrupted: Whole) -> None:
     from mugraph.pipeline.driver import Driver
 
     whole, whole_paths = uninterrupted
@@ -157,16 +163,27 @@ def test_external_dask_scheduler_and_workers(tmp_path: Path, uninterrupted: Whol
     whole, whole_paths = uninterrupted
     sched_file = tmp_path / "scheduler.json"
     dask = [sys.executable, "-m", "distributed.cli.dask_scheduler"]
-    procs = [subprocess.Popen([*dask, "--scheduler-file", str(sched_file), "--port", "0", "--dashboard-address",
-                               ":0"], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    procs = [
+        subprocess.Popen(
+            [*dask, "--scheduler-file", str(sched_file), "--port", "0", "--dashboard-address", ":0"],
+            cwd=tmp_path,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    ]
     try:
         deadline = time.monotonic() + 60
         while not sched_file.exists() and time.monotonic() < deadline:
             time.sleep(0.2)
         address = json.loads(sched_file.read_text())["address"]
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nworkers", "2", "--nthreads", "1"],
-            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nworkers", "2", "--nthreads", "1"],
+                cwd=tmp_path,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
         args = optimize_args("lora", tmp_path / "run.zarr", "--scheduler", address, budget=BUDGET)
         deadline = time.monotonic() + 60
         last = None
@@ -187,8 +204,9 @@ def test_external_dask_scheduler_and_workers(tmp_path: Path, uninterrupted: Whol
 
 def test_wrong_store_bad_program_bad_preset_are_one_line_and_status_2(tmp_path: Path) -> None:
     store = tmp_path / "run.zarr"
-    first = mugraph(*optimize_args("rms_norm", store, "--workers", "1", "--time-limit", "1s", "--memo-url",
-                                   "local"), cwd=tmp_path)
+    first = mugraph(
+        *optimize_args("rms_norm", store, "--workers", "1", "--time-limit", "1s", "--memo-url", "local"), cwd=tmp_path
+    )
     assert first.returncode == 0, first.stderr
     bad_py = tmp_path / "bad.py"
     bad_py.write_text("reference = 1 +\n")
@@ -204,15 +222,17 @@ def test_wrong_store_bad_program_bad_preset_are_one_line_and_status_2(tmp_path: 
         assert needle in proc.stderr and "Traceback" not in proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     # the refused run left the store as it was: it still resumes
-    again = mugraph(*optimize_args("rms_norm", store, "--workers", "1", "--time-limit", "1s", "--memo-url", "local"),
-                    cwd=tmp_path)
+    again = mugraph(
+        *optimize_args("rms_norm", store, "--workers", "1", "--time-limit", "1s", "--memo-url", "local"), cwd=tmp_path
+    )
     assert again.returncode == 0, again.stderr
 
 
 def test_a_damaged_store_is_a_clear_error(tmp_path: Path) -> None:
     store = tmp_path / "run.zarr"
-    first = mugraph(*optimize_args("rms_norm", store, "--workers", "1", "--time-limit", "2s", "--memo-url", "local"),
-                    cwd=tmp_path)
+    first = mugraph(
+        *optimize_args("rms_norm", store, "--workers", "1", "--time-limit", "2s", "--memo-url", "local"), cwd=tmp_path
+    )
     assert first.returncode == 0, first.stderr
     chunks = sorted(p for p in (store / "tasks").rglob("*") if p.is_file() and p.name != "zarr.json")
     assert chunks
@@ -220,5 +240,3 @@ def test_a_damaged_store_is_a_clear_error(tmp_path: Path) -> None:
     proc = mugraph(*optimize_args("rms_norm", store, "--workers", "1", "--memo-url", "local"), cwd=tmp_path)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "damaged" in proc.stderr and "--fresh" in proc.stderr
-
-

@@ -23,8 +23,12 @@ def store(path: Path) -> RunStore:
 
 def batch(rows: list[int]) -> list[TaskCompletion]:
     """Each task found one μGraph (two tasks share each digest) and has two children."""
-    return [TaskCompletion(r, {"states": float(r)}, f"w{r % 3}",
-                           [FoundRecord(0, f"d{r // 2}", (r,), "{}", r)], [(r, 0), (r, 1)]) for r in rows]
+    return [
+        TaskCompletion(
+            r, {"states": float(r)}, f"w{r % 3}", [FoundRecord(0, f"d{r // 2}", (r,), "{}", r)], [(r, 0), (r, 1)]
+        )
+        for r in rows
+    ]
 
 
 def test_a_batch_is_a_few_writes_in_the_safe_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -45,8 +49,13 @@ def test_a_batch_is_a_few_writes_in_the_safe_order(tmp_path: Path, monkeypatch: 
     found = [w for w in written if w.startswith("found/0/d")]
     assert len(found) == BATCH // 2  # one record per digest, the smaller path kept
     assert written.index(tasks[0]) > written.index(found[-1])  # the μGraphs before any task row
-    assert tasks == ["tasks/path/c/0/0", "tasks/info/c/0/0", "tasks/zarr.json", "tasks/counters/c/0/0",
-                     "tasks/info/c/0/0"]  # 5 task writes for 40 tasks, the statuses last
+    assert tasks == [
+        "tasks/path/c/0/0",
+        "tasks/info/c/0/0",
+        "tasks/zarr.json",
+        "tasks/counters/c/0/0",
+        "tasks/info/c/0/0",
+    ]  # 5 task writes for 40 tasks, the statuses last
     with RunStore.open_existing(path) as st:
         done = {t.row: t for t in st.tasks() if t.done}
         assert sorted(done) == rows

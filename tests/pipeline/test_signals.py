@@ -25,9 +25,16 @@ def as_from_a_terminal() -> None:
 
 
 def start(args: list[str], cwd: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "mugraph", *args], cwd=cwd, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"}, preexec_fn=as_from_a_terminal)
+    return subprocess.Popen(
+        [sys.executable, "-m", "mugraph", *args],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        preexec_fn=as_from_a_terminal,
+    )
 
 
 def caught(pid: int) -> int:
@@ -68,8 +75,10 @@ def _workers(pgid: int) -> set[int]:
 
 
 def test_no_worker_is_started_after_an_interrupt(tmp_path: Path) -> None:
-    proc = start(["optimize", "lora", "--workers", "1000", "--store", str(tmp_path / "run.zarr"),
-                  "--dashboard-address", ":0"], tmp_path)
+    proc = start(
+        ["optimize", "lora", "--workers", "1000", "--store", str(tmp_path / "run.zarr"), "--dashboard-address", ":0"],
+        tmp_path,
+    )
     deadline = time.monotonic() + 120
     while not _workers(proc.pid):  # the first batch is starting
         assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
@@ -107,8 +116,20 @@ def test_no_worker_is_started_after_an_interrupt(tmp_path: Path) -> None:
 def test_a_signal_to_the_process_group_mid_search_adds_one_line(tmp_path: Path, sig: signal.Signals) -> None:
     """Workers take no part (they block SIGINT; SIGTERM reaches them as a stop from their nanny would):
     the driver's line is the only thing added, with no empty line before it."""
-    proc = start(["optimize", "lora", "--workers", "2", "--store", str(tmp_path / "run.zarr"),
-                  "--dashboard-address", ":0", "--json"], tmp_path)
+    proc = start(
+        [
+            "optimize",
+            "lora",
+            "--workers",
+            "2",
+            "--store",
+            str(tmp_path / "run.zarr"),
+            "--dashboard-address",
+            ":0",
+            "--json",
+        ],
+        tmp_path,
+    )
     assert proc.stderr is not None
     first = proc.stderr.readline()
     assert first.startswith("mugraph: starting"), first

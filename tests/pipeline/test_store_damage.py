@@ -36,14 +36,24 @@ def first_digest(store: Path, kind: str) -> str:
     return sorted(p.name for p in (store / kind / "0").iterdir() if p.is_dir())[0]
 
 
-REMOVALS = ["found/0/{d}/zarr.json", "found/0/{d}", "found", "fragments/zarr.json", "confirmations/0/{d}/zarr.json",
-            "layouts/0/{d}"]
+REMOVALS = [
+    "found/0/{d}/zarr.json",
+    "found/0/{d}",
+    "found",
+    "fragments/zarr.json",
+    "confirmations/0/{d}/zarr.json",
+    "layouts/0/{d}",
+]
 
 
 @pytest.mark.parametrize("finished", [True, False], ids=["finished", "unfinished"])
 @pytest.mark.parametrize("remove", REMOVALS)
 def test_every_command_reports_the_missing_record(
-    finished: bool, remove: str, finished_once: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    finished: bool,
+    remove: str,
+    finished_once: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     store = Path(shutil.copytree(finished_once, tmp_path / "run.zarr"))
@@ -52,8 +62,12 @@ def test_every_command_reports_the_missing_record(
     target = store / remove.format(d=first_digest(store, "found"))
     shutil.rmtree(target) if target.is_dir() else target.unlink()
     monkeypatch.chdir(tmp_path)
-    commands = [optimize_args("lora", store, "--workers", "1", budget=BUDGET), ["status", str(store)],
-                ["show", str(store)], ["report", str(store)]]
+    commands = [
+        optimize_args("lora", store, "--workers", "1", budget=BUDGET),
+        ["status", str(store)],
+        ["show", str(store)],
+        ["report", str(store)],
+    ]
     for argv in commands:
         with pytest.raises(SystemExit) as info:
             main(argv)

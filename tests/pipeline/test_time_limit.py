@@ -38,8 +38,10 @@ def test_a_driver_behind_its_workers_stops_at_the_limit_and_resumes(tmp_path: Pa
     loop_ends: list[float] = []
 
     plan = make_plan(get_builtin("rms_norm"), None, NARROW["rms_norm"], BUDGET)
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
-            Client(cluster) as client:
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster,
+        Client(cluster) as client,
+    ):
         client.register_plugin(MugraphPlugin(None, "numpy"), name="mugraph")
         with RunStore.open(tmp_path / "run.zarr", plan.identity, counter_names=COUNTER_NAMES) as store:
             t0 = time.perf_counter()

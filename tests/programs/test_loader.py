@@ -20,7 +20,7 @@ from mugraph.programs.loader import PROGRAM_SCHEMA, ProgramLoadError
 
 # A small matmul program whose expert splits N over 2 blocks and K over a for-loop of 2.
 # {scale} lets a test make the expert wrong.
-PROGRAM = '''\
+PROGRAM = """\
 from mugraph.ir import BlockGraph, KernelGraph
 
 name = "tiny_mm"
@@ -49,7 +49,7 @@ def expert():
 
 
 experts = {{"fused": expert}}
-'''
+"""
 
 # Line 5 is the matmul whose inner dims differ.
 SHAPE_ERROR_PROGRAM = """\
@@ -70,7 +70,11 @@ def write(tmp_path: Path, filename: str, text: str) -> Path:
 def run_cli(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "mugraph.cli", *map(str, args)],
-        capture_output=True, text=True, timeout=120, cwd=cwd, check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+        check=False,
     )
 
 
@@ -260,8 +264,8 @@ def _kernel_json_case(mutate: str) -> dict[str, Any]:
     [
         ("imap-2-ints", "graph.ops[3].block.ops[1].imap: expected a list of 3 integers, got [0, 2]"),
         ("imap-invalid", "graph.ops[3].block.ops[1]: imap [0, 5, -1]: grid axis y maps dim 5, [2,64,4096]"),
-        ("unknown-kind", 'graph.ops[5].kind: expected one of add, clamp, concat, customized, div, exp,'),
-        ("unknown-block-kind", 'graph.ops[4].block.ops[2].kind: expected one of accum_mean,'),
+        ("unknown-kind", "graph.ops[5].kind: expected one of add, clamp, concat, customized, div, exp,"),
+        ("unknown-block-kind", "graph.ops[4].block.ops[2].kind: expected one of accum_mean,"),
         ("input-out-of-range", "graph.ops[5].inputs: tensor 42 does not exist yet (6 defined)"),
         ("arity", "graph.ops[5].inputs: output takes 1 inputs, got 2"),
         ("grid", "graph.ops[3].block.grid: expected a list of 3 integers, got [2, 16]"),
@@ -292,8 +296,11 @@ def test_json_program_file(tmp_path: Path, good_program: Path) -> None:
     prog = load_program(good_program)
     ref, expert = prog.reference(), prog.experts["fused"]()
     data = {
-        "schema": PROGRAM_SCHEMA, "name": "tiny_json", "preset": "lora",
-        "reference": to_json(ref), "experts": {"fused": to_json(expert)},
+        "schema": PROGRAM_SCHEMA,
+        "name": "tiny_json",
+        "preset": "lora",
+        "reference": to_json(ref),
+        "experts": {"fused": to_json(expert)},
     }
     path = write(tmp_path, "prog.json", json.dumps(data))
     loaded = load_program(path)
@@ -369,9 +376,7 @@ def test_cli_unknown_program_exits_2() -> None:
         pytest.param("missing.py", None, ("no such file",), id="missing"),
     ],
 )
-def test_cli_bad_file_exits_2(
-    tmp_path: Path, filename: str, text: str | None, fragments: tuple[str, ...]
-) -> None:
+def test_cli_bad_file_exits_2(tmp_path: Path, filename: str, text: str | None, fragments: tuple[str, ...]) -> None:
     path = tmp_path / filename
     if text is not None:
         path.write_text(text, encoding="utf-8")

@@ -19,11 +19,32 @@ from mugraph.programs import builtin_programs, load_program
 from mugraph.programs.loader import ProgramLoadError
 from mugraph.programs.program import Program
 
-REALISTIC_TENSORS = ["X", "W1", "x.weight", "layer0/q", "attn-out", "h[0]", "_tmp", "0bias", "q+k", "f0:o1",
-                     "a" * 128]
+REALISTIC_TENSORS = ["X", "W1", "x.weight", "layer0/q", "attn-out", "h[0]", "_tmp", "0bias", "q+k", "f0:o1", "a" * 128]
 REALISTIC_LABELS = ["lora", "gated_mlp", "my-prog v2", "attn.fp16", "x+y"]
-HOSTILE = ["", "X\x00Y", "X\nY", "X\rY", "X\u202eY", "X\u2028Y", "X\u200bY", "'X'", '"X"', "X\\Y", "X=1", "X Y",
-           "-X", ".X", "X\tY", "Ω", "a" * 129, 'p"""', "X#Y", "X;Y", "X,Y", "X(Y)"]
+HOSTILE = [
+    "",
+    "X\x00Y",
+    "X\nY",
+    "X\rY",
+    "X\u202eY",
+    "X\u2028Y",
+    "X\u200bY",
+    "'X'",
+    '"X"',
+    "X\\Y",
+    "X=1",
+    "X Y",
+    "-X",
+    ".X",
+    "X\tY",
+    "Ω",
+    "a" * 129,
+    'p"""',
+    "X#Y",
+    "X;Y",
+    "X,Y",
+    "X(Y)",
+]
 
 
 def test_every_builtin_program_and_its_graphs_pass() -> None:
@@ -98,7 +119,8 @@ def _json_program(tmp_path: Path, name: str, expert: str) -> Path:
 
 @pytest.mark.parametrize(("name", "expert", "what"), [("p\u202e", "e", "program name"), ("p", "e\n", "expert name")])
 def test_loader_refuses_hostile_program_and_expert_names_in_one_escaped_line(
-        tmp_path: Path, name: str, expert: str, what: str) -> None:
+    tmp_path: Path, name: str, expert: str, what: str
+) -> None:
     load_program(_json_program(tmp_path, "p", "e"))  # the same program with plain names loads
     with pytest.raises(ProgramLoadError) as info:
         load_program(_json_program(tmp_path, name, expert))
@@ -127,9 +149,14 @@ def test_an_interrupt_while_a_program_file_loads_is_an_interrupt(tmp_path: Path,
     """Ctrl-C (or SIGTERM) while a slow .py program runs: exit 130 and the interrupt line, not an error
     blaming the file."""
     (tmp_path / "slow.py").write_text(SLOW)
-    proc = subprocess.Popen([sys.executable, "-m", "mugraph.cli", "check", "slow.py"], cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mugraph.cli", "check", "slow.py"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     try:
         deadline = time.monotonic() + 120
         while not (tmp_path / "loading").exists():

@@ -105,8 +105,11 @@ def test_transformer_block_split_under_the_defaults() -> None:
         ["exp", "reduction", "div", "matmul", "matmul", "add"],
         ["rms_norm", "matmul", "silu", "matmul", "mul", "matmul", "add"],
     ]
-    assert [f.sources for f in split.fragments] == [("X", "Wq", "Kt"), ("X", "V", "Wo", "f0:o0"),
-                                                    ("W1", "W2", "W3", "f1:o0")]
+    assert [f.sources for f in split.fragments] == [
+        ("X", "Wq", "Kt"),
+        ("X", "V", "Wo", "f0:o0"),
+        ("W1", "W2", "W3", "f1:o0"),
+    ]
     assert split.outputs == (("O", "f2:o0"),)
 
 
@@ -201,8 +204,13 @@ def test_splits_are_deterministic() -> None:
         "from mugraph.stages.fragments import split_program\n"
         "print(json.dumps([digest(f.graph) for f in split_program(t()).parts]))\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                          env={**os.environ, "PYTHONHASHSEED": "4321"})
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONHASHSEED": "4321"},
+    )
     assert json.loads(proc.stdout) == [d for _, d, _, _ in first[0]]
 
 
@@ -244,9 +252,7 @@ def test_stitching_the_relu_program_keeps_the_glue() -> None:
 def test_stitch_a_fused_lora() -> None:
     program = reference("lora")
     stitched = stitch(split_program(program), {"f0": renamed(lora_expert_saved(), {"O": "o0"})})
-    assert [op.kind for op in stitched.ops if op.kind not in (OpKind.INPUT, OpKind.OUTPUT)] == [
-        OpKind.CUSTOMIZED
-    ]
+    assert [op.kind for op in stitched.ops if op.kind not in (OpKind.INPUT, OpKind.OUTPUT)] == [OpKind.CUSTOMIZED]
     assert rel_err(program, stitched) < 1e-9
 
 

@@ -38,8 +38,13 @@ def original(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, 
 
 
 def damage(store: Path, what: tuple[str, ...], best: str) -> None:
-    paths = {"found": f"found/0/{best}", "confirmation": f"confirmations/0/{best}", "layout": f"layouts/0/{best}",
-             "ranking": "rankings/0", "final": "final"}
+    paths = {
+        "found": f"found/0/{best}",
+        "confirmation": f"confirmations/0/{best}",
+        "layout": f"layouts/0/{best}",
+        "ranking": "rankings/0",
+        "final": "final",
+    }
     for kind in what:
         if kind == "ledger":
             (store / LEDGER_NAME).write_bytes(b"")
@@ -73,8 +78,11 @@ def same_status(got: dict[str, Any], want: dict[str, Any]) -> bool:
 @pytest.mark.slow
 @pytest.mark.parametrize("what", COMBINATIONS, ids=["+".join(c) for c in COMBINATIONS])
 def test_damage_is_reported_or_the_result_is_the_same(
-    what: tuple[str, ...], original: tuple[Path, dict[str, Any], dict[str, Any]], tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    what: tuple[str, ...],
+    original: tuple[Path, dict[str, Any], dict[str, Any]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     finished, last, status = original
     store = Path(shutil.copytree(finished, tmp_path / "run.zarr"))
@@ -95,8 +103,11 @@ def test_damage_is_reported_or_the_result_is_the_same(
     assert code == 0 and not status_damaged, err
     result = [json.loads(line) for line in out.splitlines() if line.startswith("{")][-1]
     assert result["event"] == "done", result
-    assert (result["mugraphs"], result["best"], result["best_per_fragment"]) == \
-        (last["mugraphs"], last["best"], last["best_per_fragment"])
+    assert (result["mugraphs"], result["best"], result["best_per_fragment"]) == (
+        last["mugraphs"],
+        last["best"],
+        last["best_per_fragment"],
+    )
     code, out, err = run(["status", "--json", str(store)], capsys)
     assert code == 0 and same_status(json.loads(out), status), err
     assert "ledger" in what and "found" not in what  # the ledger alone, or the found count, catches the rest

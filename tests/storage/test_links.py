@@ -63,15 +63,20 @@ def store(small_store: Path, tmp_path: Path) -> Path:
 
 
 def openers(path: Path) -> list[Callable[[], RunStore]]:
-    return [lambda: new_store(path), lambda: RunStore.open_existing(path),
-            lambda: RunStore.open_existing(path, readonly=False)]
+    return [
+        lambda: new_store(path),
+        lambda: RunStore.open_existing(path),
+        lambda: RunStore.open_existing(path, readonly=False),
+    ]
 
 
 # ------------------------------------------------------------------ the run store
 
 
-@pytest.mark.parametrize("inside", [LOCK_NAME, LEDGER_NAME, "zarr.json", "tasks/zarr.json", "tasks/info/c/0/0",
-                                    "found/0", "found", "tasks/path"])
+@pytest.mark.parametrize(
+    "inside",
+    [LOCK_NAME, LEDGER_NAME, "zarr.json", "tasks/zarr.json", "tasks/info/c/0/0", "found/0", "found", "tasks/path"],
+)
 def test_a_link_inside_the_store_is_damage_and_its_target_is_untouched(
     store: Path, tmp_path: Path, inside: str
 ) -> None:
@@ -88,8 +93,9 @@ def test_a_link_inside_the_store_is_damage_and_its_target_is_untouched(
     assert {p: p.read_bytes() for p in before} == before and link.is_symlink()
 
 
-def test_the_lock_link_through_the_cli(store: Path, target: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_lock_link_through_the_cli(
+    store: Path, target: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     plant(store / LOCK_NAME, target)
     monkeypatch.chdir(tmp_path)
     for argv in (optimize_args("lora", store, "--workers", "1"), ["status", str(store)], ["show", str(store)]):
@@ -138,11 +144,8 @@ def test_an_atomic_write_replaces_a_link_instead_of_writing_through_it(tmp_path:
 # ------------------------------------------------------------------ the memo directory
 
 
-@pytest.mark.parametrize("name", [LOG_NAME, PID_NAME, STATE_NAME, REDIS_LOCK, "memo.key", "appendonly.aof",
-                                  "dump.rdb"])
-def test_a_link_in_the_memo_directory_is_refused_before_redis_starts(
-    tmp_path: Path, target: Path, name: str
-) -> None:
+@pytest.mark.parametrize("name", [LOG_NAME, PID_NAME, STATE_NAME, REDIS_LOCK, "memo.key", "appendonly.aof", "dump.rdb"])
+def test_a_link_in_the_memo_directory_is_refused_before_redis_starts(tmp_path: Path, target: Path, name: str) -> None:
     data = tmp_path / "run.zarr.memo"
     data.mkdir()
     plant(data / name, target)
@@ -175,8 +178,9 @@ def test_redis_logs_into_our_file_and_never_opens_it(tmp_path: Path) -> None:
     assert (data.stat().st_mode & 0o777) == 0o700
 
 
-def test_a_memo_key_link_is_refused_with_a_shared_server(tmp_path: Path, target: Path,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_memo_key_link_is_refused_with_a_shared_server(
+    tmp_path: Path, target: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv(ENV_SECRET, raising=False)
     data = tmp_path / "run.zarr.memo"
     data.mkdir()
@@ -191,8 +195,9 @@ def test_a_memo_key_link_is_refused_with_a_shared_server(tmp_path: Path, target:
     assert untouched(target) and short.read_bytes() == b"abc"
 
 
-def test_the_redis_log_link_through_the_cli(tmp_path: Path, target: Path, monkeypatch: pytest.MonkeyPatch,
-                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_redis_log_link_through_the_cli(
+    tmp_path: Path, target: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     store = tmp_path / "run.zarr"
     memo = tmp_path / "run.zarr.memo"
     memo.mkdir()

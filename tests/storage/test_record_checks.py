@@ -106,8 +106,10 @@ def test_a_final_record_without_the_ranking_of_its_best(judged: Path) -> None:
 def test_a_complete_run_confirmed_every_found_mugraph(judged: Path) -> None:
     d = sorted(p.name for p in (judged / "confirmations" / "2").iterdir() if p.is_dir())[0]
     shutil.rmtree(judged / "confirmations" / "2" / d)
-    refused(judged, f"{judged}/confirmations/2/{d}/zarr.json: missing, though {judged}/final/zarr.json says the run "
-                    "is complete")
+    refused(
+        judged,
+        f"{judged}/confirmations/2/{d}/zarr.json: missing, though {judged}/final/zarr.json says the run is complete",
+    )
 
 
 def test_a_final_record_naming_an_unconfirmed_mugraph(judged: Path) -> None:
@@ -135,8 +137,18 @@ def store_attrs(root: Path, path: str) -> dict[str, Any]:
     return attrs
 
 
-@pytest.mark.parametrize(("field", "value"), [("path", "0, 1"), ("path", [0.0, 1.5]), ("path", [0, True]),
-                                              ("task", True), ("task", "3"), ("graph", None), ("graph", [])])
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("path", "0, 1"),
+        ("path", [0.0, 1.5]),
+        ("path", [0, True]),
+        ("task", True),
+        ("task", "3"),
+        ("graph", None),
+        ("graph", []),
+    ],
+)
 def test_a_found_record_of_the_wrong_type_is_damage(judged: Path, field: str, value: Any) -> None:
     d = first(judged, "found")
     attrs = store_attrs(judged, f"found/0/{d}")

@@ -177,7 +177,9 @@ def test_create_and_reopen_roundtrip(tmp_path: Path) -> None:
         assert st.layouts(0) == {"abc": {"schema": "mugraph.layout/1", "objective": 5, "layouts": {"kernel": [1, 0]}}}
         assert st.layouts(1) == {} and st.confirmations(1) == {}
         assert [[dict(s) for s in inv] for inv in st.timeline()] == [
-            [{"wall": 1.0, "states": 3}, {"wall": 2.0, "states": 7}], [{"wall": 9.0, "states": 8}]]
+            [{"wall": 1.0, "states": 3}, {"wall": 2.0, "states": 7}],
+            [{"wall": 9.0, "states": 8}],
+        ]
         assert st.ranking(0) == [{"digest": "abc", "speedup": 1.5}] and st.ranking(1) is None
         assert st.final() == {"complete": False, "best": {"f0": "abc"}}
         summary = st.task_summary()
@@ -561,12 +563,22 @@ def test_a_reader_keeps_a_record_rewritten_by_a_task_newer_than_its_snapshot(tmp
     with new_store(path) as st:
         st.set_fragments(FRAGMENTS[:1])
         (root,) = st.add_tasks([(0, (), -1)])
-        first, _ = st.complete_task(root, counters=counters, worker="w0", children=[(0,), (1,)],
-                                    found=[FoundRecord(0, "dshared", (1, 0), graph, root)])
+        first, _ = st.complete_task(
+            root,
+            counters=counters,
+            worker="w0",
+            children=[(0,), (1,)],
+            found=[FoundRecord(0, "dshared", (1, 0), graph, root)],
+        )
         with RunStore.open_existing(path) as reader:  # its table: the root (done) and two pending rows
             (newer,) = st.complete_task(first, counters=counters, worker="w0", children=[(0, 0)], found=[])
-            st.complete_task(newer, counters=counters, worker="w0", children=[],
-                             found=[FoundRecord(0, "dshared", (0, 0, 1), graph, newer)])
+            st.complete_task(
+                newer,
+                counters=counters,
+                worker="w0",
+                children=[],
+                found=[FoundRecord(0, "dshared", (0, 0, 1), graph, newer)],
+            )
             assert newer >= len(reader.tasks())
             assert reader.tasks()[root].done
             assert reader.found(0)["dshared"].path == (0, 0, 1)
@@ -610,8 +622,17 @@ def unfinished_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.parametrize("finished", [True, False], ids=["finished", "unfinished"])
 @pytest.mark.parametrize(
-    "remove", ["found/0/d0x1/zarr.json", "found/0/d0x1", "found/0", "found", "fragments/zarr.json",
-               "confirmations/0/d0x1", "layouts/0/d0x1/zarr.json", "ledger.jsonl"],
+    "remove",
+    [
+        "found/0/d0x1/zarr.json",
+        "found/0/d0x1",
+        "found/0",
+        "found",
+        "fragments/zarr.json",
+        "confirmations/0/d0x1",
+        "layouts/0/d0x1/zarr.json",
+        "ledger.jsonl",
+    ],
 )
 def test_a_missing_committed_record_is_damage(
     finished: bool, remove: str, filled_once: Path, unfinished_once: Path, tmp_path: Path

@@ -24,8 +24,17 @@ def test_a_decoder_block_is_optimized_loaded_and_matches_the_model(tmp_path: Pat
     events: list[dict[str, Any]] = []
     # the whole narrowed space takes about 4 minutes on 2 cores; 90 s finds μGraphs in several
     # fragments, and whatever was chosen by then must compute what the model does
-    module = mugraph.optimize(model, x, store=store, workers=2, settings=SETTINGS, budget=200, time_limit=90,
-                              dashboard_address=":0", on_event=events.append)
+    module = mugraph.optimize(
+        model,
+        x,
+        store=store,
+        workers=2,
+        settings=SETTINGS,
+        budget=200,
+        time_limit=90,
+        dashboard_address=":0",
+        on_event=events.append,
+    )
     start = next(e for e in events if e["event"] == "start")
     assert len(start["fragments"]) >= 6  # the two norms, the projections, attention, the MLP: cut at the glue
     assert any(e["event"] == "found" for e in events), "the search found no μGraph in any fragment"

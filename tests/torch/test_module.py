@@ -51,11 +51,14 @@ def test_a_function_with_a_weight_argument() -> None:
     assert rel_err(module(x, w), float64_output(rms_norm, (x, w))) <= FP16_TOLERANCE
 
 
-@pytest.mark.parametrize("call, message", [
-    ((torch.zeros(8, 64, dtype=torch.float16),), r"input x is \[8, 64\] torch.float16; .* \[16, 64\]"),
-    ((torch.zeros(16, 64),), r"torch.float32; this module was optimised for \[16, 64\] torch.float16"),
-    ((), r"takes 1 input\(s\), got 0"),
-])
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        ((torch.zeros(8, 64, dtype=torch.float16),), r"input x is \[8, 64\] torch.float16; .* \[16, 64\]"),
+        ((torch.zeros(16, 64),), r"torch.float32; this module was optimised for \[16, 64\] torch.float16"),
+        ((), r"takes 1 input\(s\), got 0"),
+    ],
+)
 def test_other_shapes_or_dtypes_are_refused(call: tuple[Any, ...], message: str) -> None:
     model = build(GeluMLP)
     captured = capture(model, inputs((16, 64)))

@@ -43,8 +43,15 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     x = inputs((16, 32))
     store = tmp_path_factory.mktemp("torch") / "gelu.zarr"
     events: list[str] = []
-    module = mugraph.optimize(model, x, store=store, workers=1, settings=GELU_LINEAR_SETTINGS,
-                              dashboard_address=":0", on_event=lambda e: events.append(e["event"]))
+    module = mugraph.optimize(
+        model,
+        x,
+        store=store,
+        workers=1,
+        settings=GELU_LINEAR_SETTINGS,
+        dashboard_address=":0",
+        on_event=lambda e: events.append(e["event"]),
+    )
     assert "start" in events
     return Run(model, x, module, store, module(*x))
 
@@ -59,8 +66,9 @@ def test_returned_module_computes_what_the_model_does(run: Run) -> None:
 
 def test_erf_gelu_is_searched_and_fused_into_the_matmuls_kernel(run: Run) -> None:
     kernels = [op for op in run.module.program.ops if op.kind is OpKind.CUSTOMIZED]
-    assert [op.kind for op in run.module.program.ops if op.kind not in (OpKind.INPUT, OpKind.OUTPUT)] == \
-        [OpKind.CUSTOMIZED]  # one kernel, no torch call
+    assert [op.kind for op in run.module.program.ops if op.kind not in (OpKind.INPUT, OpKind.OUTPUT)] == [
+        OpKind.CUSTOMIZED
+    ]  # one kernel, no torch call
     inside = {op.kind for op in kernels[0].block.ops} if kernels[0].block else set()
     assert {OpKind.MATMUL, OpKind.GELU_ERF} <= inside and OpKind.GELU not in inside
 
@@ -96,18 +104,36 @@ def test_load_gives_the_same_module_back_from_the_store(run: Run) -> None:
 def test_command_line_on_a_model_file_resumes_the_same_store(run: Run, tmp_path: Path) -> None:
     """`mugraph optimize model.py` captures the same program as `mugraph.optimize` did (same name, shapes
     and limits): it finds the store complete, and the store still gives the same module."""
-    (tmp_path / "model.py").write_text(textwrap.dedent("""
+    (tmp_path / "model.py").write_text(
+        textwrap.dedent("""
         from tests.torch.models import GeluLinear, build, inputs
 
         name = "GeluLinear"
         model = build(GeluLinear)
         example_inputs = inputs((16, 32))
-    """))
+    """)
+    )
     sets = [a for k, v in GELU_LINEAR_SETTINGS.items() for a in ("--set", f"{k}={json.dumps(v)}")]
-    args = ["optimize", "model.py", *sets, "--store", str(run.store), "--workers", "1", "--json",
-            "--dashboard-address", ":0"]
-    proc = subprocess.run([sys.executable, "-m", "mugraph.cli", *args], capture_output=True, text=True, cwd=tmp_path,
-                          timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    args = [
+        "optimize",
+        "model.py",
+        *sets,
+        "--store",
+        str(run.store),
+        "--workers",
+        "1",
+        "--json",
+        "--dashboard-address",
+        ":0",
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-m", "mugraph.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     done = json.loads(proc.stdout.splitlines()[-1])
     assert done["event"] == "done" and done["complete"] is True and done["store"] == str(run.store)

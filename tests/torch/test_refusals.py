@@ -52,13 +52,15 @@ def test_an_op_neither_lowered_nor_glue_is_named_with_its_source_line(tmp_path: 
 
 
 def test_a_model_file_with_such_an_op_is_refused_with_its_line(tmp_path: Path) -> None:
-    (tmp_path / "model.py").write_text(textwrap.dedent("""
+    (tmp_path / "model.py").write_text(
+        textwrap.dedent("""
         import torch
         from tests.torch.test_refusals import Branchy
 
         model = Branchy()
         example_inputs = (torch.ones(16, 16, dtype=torch.float16),)
-    """))
+    """)
+    )
     with pytest.raises(ProgramLoadError, match=r"model\.py: cond \(cond, at .*test_refusals\.py:\d+\) can be neither"):
         resolve_program(str(tmp_path / "model.py"))
 
@@ -78,5 +80,6 @@ def test_importing_mugraph_does_not_import_torch() -> None:
     """)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.strip() == ("TorchUnavailableError PyTorch is not installed; install the torch extra: "
-                                   "pip install 'mugraph[torch]'")
+    assert proc.stdout.strip() == (
+        "TorchUnavailableError PyTorch is not installed; install the torch extra: pip install 'mugraph[torch]'"
+    )

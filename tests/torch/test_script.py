@@ -33,7 +33,8 @@ def test_spawned_processes_are_not_told_to_run_the_main_module() -> None:
 @pytest.mark.slow
 def test_a_script_without_a_main_guard_runs_once(tmp_path: Path) -> None:
     script = tmp_path / "script.py"
-    script.write_text(textwrap.dedent(f"""
+    script.write_text(
+        textwrap.dedent(f"""
         from pathlib import Path
         import mugraph
         from tests.torch.models import GeluLinear, build, inputs
@@ -43,9 +44,16 @@ def test_a_script_without_a_main_guard_runs_once(tmp_path: Path) -> None:
         fast = mugraph.optimize(build(GeluLinear), inputs((16, 32)), store="s.zarr", workers=2,
                                 settings={GELU_LINEAR_SETTINGS!r}, dashboard_address=":0")
         print("OK", type(fast).__name__)
-    """))
-    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    """)
+    )
+    proc = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip().splitlines()[-1] == "OK OptimizedModule"
     assert (tmp_path / "runs.txt").read_text() == "ran\n"

@@ -84,8 +84,9 @@ def test_functions_mean_what_torch_computes(name: str, dtype: torch.dtype) -> No
     fn, shapes = FUNCTIONS[name]
     args = inputs(*shapes, dtype=dtype)
     c = capture(fn, args)
-    assert c.lowering.lowered and all(t.dtype.value == str(dtype).removeprefix("torch.")
-                                      for t in c.lowering.graph.tensors)
+    assert c.lowering.lowered and all(
+        t.dtype.value == str(dtype).removeprefix("torch.") for t in c.lowering.graph.tensors
+    )
     assert rel_err(only_output(c, args), float64_output(fn, args)) < 1e-12
 
 
@@ -102,10 +103,12 @@ def test_gelu_forms_are_distinct_ops(approximate: str, kind: OpKind) -> None:
     assert rel_err(only_output(c, args), other) > 1e-6
 
 
-@pytest.mark.parametrize("make_model, shapes", [(lambda: RMSNorm(64), ((16, 64),)), (GeluMLP, ((16, 64),))],
-                         ids=["rmsnorm-module", "gelu-mlp"])
-def test_modules_with_weights_eps_and_bias(make_model: Callable[[], nn.Module],
-                                           shapes: tuple[tuple[int, ...]]) -> None:
+@pytest.mark.parametrize(
+    "make_model, shapes",
+    [(lambda: RMSNorm(64), ((16, 64),)), (GeluMLP, ((16, 64),))],
+    ids=["rmsnorm-module", "gelu-mlp"],
+)
+def test_modules_with_weights_eps_and_bias(make_model: Callable[[], nn.Module], shapes: tuple[tuple[int, ...]]) -> None:
     model = build(make_model)
     args = inputs(*shapes)
     c = capture(model, args)

@@ -43,9 +43,14 @@ class LayoutResult:
     io_layouts: dict[str, int] = field(default_factory=dict)  # the user's strides it was solved for
 
     def to_json(self) -> dict[str, Any]:
-        return {"schema": LAYOUT_SCHEMA, "layouts": self.layouts.to_json(), "terms": dict(self.terms),
-                "objective": self.objective, "solve_seconds": round(self.solve_seconds, 6),
-                "io_layouts": dict(sorted(self.io_layouts.items()))}
+        return {
+            "schema": LAYOUT_SCHEMA,
+            "layouts": self.layouts.to_json(),
+            "terms": dict(self.terms),
+            "objective": self.objective,
+            "solve_seconds": round(self.solve_seconds, 6),
+            "io_layouts": dict(sorted(self.io_layouts.items())),
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> LayoutResult:
@@ -53,9 +58,13 @@ class LayoutResult:
             raise LayoutError(f"layout record of schema {data.get('schema')!r}; expected {LAYOUT_SCHEMA}")
         if "error" in data:
             raise LayoutError(str(data["error"]))
-        return cls(Layouts.from_json(data["layouts"]), {k: int(v) for k, v in data["terms"].items()},
-                   int(data["objective"]), float(data["solve_seconds"]),
-                   {k: int(v) for k, v in data.get("io_layouts", {}).items()})
+        return cls(
+            Layouts.from_json(data["layouts"]),
+            {k: int(v) for k, v in data["terms"].items()},
+            int(data["objective"]),
+            float(data["solve_seconds"]),
+            {k: int(v) for k, v in data.get("io_layouts", {}).items()},
+        )
 
 
 class _Problem:
@@ -123,8 +132,10 @@ class _Problem:
 
     def solve(self) -> Layouts:
         if self.opt.check() != z3.sat:
-            raise LayoutError("no layout satisfies the μGraph's rules (user strides against a matmul "
-                              "or an op that keeps its input's innermost dim)")
+            raise LayoutError(
+                "no layout satisfies the μGraph's rules (user strides against a matmul "
+                "or an op that keeps its input's innermost dim)"
+            )
         m = self.opt.model()
 
         def pick(bits: list[z3.BoolRef]) -> int:
@@ -136,8 +147,10 @@ class _Problem:
         for (op, i), bits in self.inner.items():
             if op != KERNEL:
                 blocks.setdefault(op, {})[i] = (pick(bits), pick(self.swz[(op, i)]))
-        return Layouts(tuple(kernel[i] for i in sorted(kernel)),
-                       {op: tuple(ts[i] for i in sorted(ts)) for op, ts in sorted(blocks.items())})
+        return Layouts(
+            tuple(kernel[i] for i in sorted(kernel)),
+            {op: tuple(ts[i] for i in sorted(ts)) for op, ts in sorted(blocks.items())},
+        )
 
 
 def choose_layouts(graph: KernelGraph, io_layouts: Mapping[str, int] | None = None) -> LayoutResult:

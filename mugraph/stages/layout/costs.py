@@ -64,8 +64,10 @@ class Layouts:
         return -1 if op == KERNEL else self.blocks[op][i][1]
 
     def to_json(self) -> dict[str, Any]:
-        return {"kernel": list(self.kernel),
-                "blocks": {str(op): [list(p) for p in ts] for op, ts in sorted(self.blocks.items())}}
+        return {
+            "kernel": list(self.kernel),
+            "blocks": {str(op): [list(p) for p in ts] for op, ts in sorted(self.blocks.items())},
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Layouts:
@@ -82,8 +84,10 @@ class Layouts:
                 kernel[i] = len(shape) - 1
             else:
                 blocks.setdefault(op, {})[i] = (len(shape) - 1, -1)
-        return cls(tuple(kernel[i] for i in sorted(kernel)),
-                   {op: tuple(ts[i] for i in sorted(ts)) for op, ts in blocks.items()})
+        return cls(
+            tuple(kernel[i] for i in sorted(kernel)),
+            {op: tuple(ts[i] for i in sorted(ts)) for op, ts in blocks.items()},
+        )
 
     def __str__(self) -> str:
         return json.dumps(self.to_json(), separators=(",", ":"))

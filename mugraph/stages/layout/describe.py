@@ -24,8 +24,9 @@ def describe_layouts(graph: KernelGraph, layouts: Layouts) -> list[str]:
             names[op.outputs[0]] = str(op.attr("name"))
         elif op.kind is OpKind.OUTPUT:
             names[op.inputs[0]] = str(op.attr("name"))
-    device = [f"{names.get(t.index, f't{t.index}')}{_dims(t.shape, layouts.kernel[t.index], -1)}"
-              for t in graph.tensors]
+    device = [
+        f"{names.get(t.index, f't{t.index}')}{_dims(t.shape, layouts.kernel[t.index], -1)}" for t in graph.tensors
+    ]
     lines = ["device tensors: " + " ".join(device)]
     for index, op in enumerate(graph.ops):
         if op.block is None:
@@ -42,10 +43,12 @@ def seconds_text(s: float) -> str:
 
 def explain(row: Mapping[str, Any], reference: Mapping[str, Any]) -> str:
     """Why a row is faster or slower than the reference, in the model's own terms."""
-    parts = [f"{row['kernels']} kernel(s) vs {reference['kernels']} (launches {seconds_text(row['launch_seconds'])}"
-             f" vs {seconds_text(reference['launch_seconds'])})",
-             f"DRAM {row['dram_bytes']:,} B vs {reference['dram_bytes']:,} B",
-             f"bound by {row['bound']}"]
+    parts = [
+        f"{row['kernels']} kernel(s) vs {reference['kernels']} (launches {seconds_text(row['launch_seconds'])}"
+        f" vs {seconds_text(reference['launch_seconds'])})",
+        f"DRAM {row['dram_bytes']:,} B vs {reference['dram_bytes']:,} B",
+        f"bound by {row['bound']}",
+    ]
     if not row["fits"]:
         parts.append("does NOT fit the profile's shared memory")
     return "; ".join(parts)

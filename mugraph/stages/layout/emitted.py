@@ -173,12 +173,26 @@ def _graph_defined(g: KernelGraph, index: int, op: Op, p: GpuProfile, c: Emitted
     iteration = max(w.loop_latencies * c.iteration_seconds + busy_seconds, resident * busy_seconds)
     round_seconds = bg.forloop * iteration + resident * (w.once_bytes / bw_sm + w.once_math)
     serial = rounds * round_seconds
-    dram = (sum(g.tensors[i].nbytes for i in sorted(set(op.inputs))) +
-            sum(g.tensors[i].nbytes for i in op.outputs)) / bandwidth
+    dram = (
+        sum(g.tensors[i].nbytes for i in sorted(set(op.inputs))) + sum(g.tensors[i].nbytes for i in op.outputs)
+    ) / bandwidth
     seconds = c.launch_seconds + max(serial, dram)
-    return KernelCost(index, str(op.kind), blocks, rounds, bg.forloop, round_seconds, serial, dram,
-                      c.launch_seconds, seconds, "serial" if serial >= dram else "dram", resident, res.spill_bytes,
-                      res.registers)
+    return KernelCost(
+        index,
+        str(op.kind),
+        blocks,
+        rounds,
+        bg.forloop,
+        round_seconds,
+        serial,
+        dram,
+        c.launch_seconds,
+        seconds,
+        "serial" if serial >= dram else "dram",
+        resident,
+        res.spill_bytes,
+        res.registers,
+    )
 
 
 def _batched_matmul(g: KernelGraph, op: Op, p: GpuProfile, c: EmittedConstants) -> float:
@@ -189,8 +203,9 @@ def _batched_matmul(g: KernelGraph, op: Op, p: GpuProfile, c: EmittedConstants) 
     batch, (m, n), k = prod(out[:-2]), out[-2:], a[-1]
     ctas = batch * ceil(m / CUBLAS_TILE) * ceil(n / CUBLAS_TILE)
     panel = (min(m, CUBLAS_TILE) + min(n, CUBLAS_TILE)) * k * g.tensors[op.inputs[0]].dtype.itemsize
-    bw_sm = min(p.dram_bytes_per_s / p.sms * c.library_sm_share,
-                p.dram_bytes_per_s * c.library_efficiency / min(ctas, p.sms))
+    bw_sm = min(
+        p.dram_bytes_per_s / p.sms * c.library_sm_share, p.dram_bytes_per_s * c.library_efficiency / min(ctas, p.sms)
+    )
     return ceil(ctas / p.sms) * panel / bw_sm
 
 
@@ -220,19 +235,26 @@ class EmittedEstimate:
     def terms(self) -> dict[str, Any]:
         """The sums that say why one μGraph is estimated faster than another."""
         ks = self.kernels
-        return {"model": MODEL, "estimated_seconds": self.seconds, "launches": len(ks),
-                "launch_seconds": sum(k.launch_seconds for k in ks),
-                "serial_seconds": sum(k.serial_seconds for k in ks if k.bound == "serial"),
-                "dram_seconds": sum(k.dram_seconds for k in ks if k.bound != "serial"),
-                "waves": max((k.waves for k in ks), default=0),
-                "iterations": sum(k.iterations for k in ks),
-                "resident": min((k.resident for k in ks), default=1),
-                "spill_bytes": sum(k.spill_bytes for k in ks),
-                "registers": max((k.registers for k in ks), default=0)}
+        return {
+            "model": MODEL,
+            "estimated_seconds": self.seconds,
+            "launches": len(ks),
+            "launch_seconds": sum(k.launch_seconds for k in ks),
+            "serial_seconds": sum(k.serial_seconds for k in ks if k.bound == "serial"),
+            "dram_seconds": sum(k.dram_seconds for k in ks if k.bound != "serial"),
+            "waves": max((k.waves for k in ks), default=0),
+            "iterations": sum(k.iterations for k in ks),
+            "resident": min((k.resident for k in ks), default=1),
+            "spill_bytes": sum(k.spill_bytes for k in ks),
+            "registers": max((k.registers for k in ks), default=0),
+        }
 
 
-def estimate_emitted(graph: KernelGraph, profile: GpuProfile, constants: EmittedConstants = CONSTANTS,
-                     ) -> EmittedEstimate:
+def estimate_emitted(
+    graph: KernelGraph,
+    profile: GpuProfile,
+    constants: EmittedConstants = CONSTANTS,
+) -> EmittedEstimate:
     """The estimated run time of the module `codegen` emits for `graph` on `profile`."""
     kernels = []
     for index, op in enumerate(graph.ops):

@@ -21,13 +21,26 @@ TensorKey = tuple[int, int]
 KERNEL = -1
 
 # Ops whose output must keep its input's innermost dim (same shape, or the shape with reduced dims).
-_KEEP_INNER = frozenset({
-    OpKind.EXP, OpKind.SQUARE, OpKind.SQRT, OpKind.MUL_SCALAR, OpKind.SILU, OpKind.GELU, OpKind.RELU,
-    OpKind.GELU_ERF, OpKind.CLAMP, OpKind.REDUCTION, OpKind.RMS_NORM,
-}) | ACCUMULATORS
+_KEEP_INNER = (
+    frozenset(
+        {
+            OpKind.EXP,
+            OpKind.SQUARE,
+            OpKind.SQRT,
+            OpKind.MUL_SCALAR,
+            OpKind.SILU,
+            OpKind.GELU,
+            OpKind.RELU,
+            OpKind.GELU_ERF,
+            OpKind.CLAMP,
+            OpKind.REDUCTION,
+            OpKind.RMS_NORM,
+        }
+    )
+    | ACCUMULATORS
+)
 # Ops that reduce over the last dim.
-_REDUCE_LAST = frozenset({OpKind.RMS_NORM, OpKind.ACCUM_SUM, OpKind.ACCUM_MEAN, OpKind.ACCUM_RMS,
-                          OpKind.ACCUM_REDTOX})
+_REDUCE_LAST = frozenset({OpKind.RMS_NORM, OpKind.ACCUM_SUM, OpKind.ACCUM_MEAN, OpKind.ACCUM_RMS, OpKind.ACCUM_REDTOX})
 
 
 class LayoutError(MugraphError):
@@ -111,8 +124,14 @@ def gather(graph: KernelGraph, io_layouts: Mapping[str, int] | None = None) -> L
     return f
 
 
-def _op_facts(f: LayoutFacts, level: int, kind: OpKind, inputs: tuple[int, ...], outputs: tuple[int, ...],
-              attrs: tuple[tuple[str, object], ...]) -> None:
+def _op_facts(
+    f: LayoutFacts,
+    level: int,
+    kind: OpKind,
+    inputs: tuple[int, ...],
+    outputs: tuple[int, ...],
+    attrs: tuple[tuple[str, object], ...],
+) -> None:
     ins = [(level, i) for i in inputs]
     outs = [(level, i) for i in outputs]
     if kind is OpKind.MATMUL:

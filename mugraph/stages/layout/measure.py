@@ -35,8 +35,9 @@ class Measurement:
         return asdict(self)
 
 
-def measure(graph: KernelGraph, xp: ArrayModule, *, repeats: int = 20, warmup: int = 3, seed: int = 0,
-            dtype: str = "float16") -> Measurement:
+def measure(
+    graph: KernelGraph, xp: ArrayModule, *, repeats: int = 20, warmup: int = 3, seed: int = 0, dtype: str = "float16"
+) -> Measurement:
     """Median and minimum wall time of one evaluation of `graph` on random inputs in [-0.1, 0.1)
     (small enough that exp of a 64-long dot product stays finite in fp16)."""
     rng = np.random.default_rng(seed)

@@ -39,15 +39,42 @@ class GpuProfile:
 PROFILES: dict[str, GpuProfile] = {
     p.name: p
     for p in (
-        GpuProfile("A100", "NVIDIA A100 SXM4 80GB", dram_bytes_per_s=2.039e12, l2_bytes_per_s=5.1e12,
-                   smem_bytes_per_s=108 * 128 * 1.41e9, tensor_flops=312e12, simt_flops=78e12, sms=108,
-                   smem_per_block=163 * 1024, launch_seconds=4e-6),
-        GpuProfile("H100", "NVIDIA H100 SXM5 80GB", dram_bytes_per_s=3.35e12, l2_bytes_per_s=10e12,
-                   smem_bytes_per_s=132 * 128 * 1.83e9, tensor_flops=989e12, simt_flops=134e12, sms=132,
-                   smem_per_block=227 * 1024, launch_seconds=3e-6),
-        GpuProfile("H200", "NVIDIA H200 SXM 141GB", dram_bytes_per_s=4.8e12, l2_bytes_per_s=10e12,
-                   smem_bytes_per_s=132 * 128 * 1.83e9, tensor_flops=989e12, simt_flops=134e12, sms=132,
-                   smem_per_block=227 * 1024, launch_seconds=3e-6),
+        GpuProfile(
+            "A100",
+            "NVIDIA A100 SXM4 80GB",
+            dram_bytes_per_s=2.039e12,
+            l2_bytes_per_s=5.1e12,
+            smem_bytes_per_s=108 * 128 * 1.41e9,
+            tensor_flops=312e12,
+            simt_flops=78e12,
+            sms=108,
+            smem_per_block=163 * 1024,
+            launch_seconds=4e-6,
+        ),
+        GpuProfile(
+            "H100",
+            "NVIDIA H100 SXM5 80GB",
+            dram_bytes_per_s=3.35e12,
+            l2_bytes_per_s=10e12,
+            smem_bytes_per_s=132 * 128 * 1.83e9,
+            tensor_flops=989e12,
+            simt_flops=134e12,
+            sms=132,
+            smem_per_block=227 * 1024,
+            launch_seconds=3e-6,
+        ),
+        GpuProfile(
+            "H200",
+            "NVIDIA H200 SXM 141GB",
+            dram_bytes_per_s=4.8e12,
+            l2_bytes_per_s=10e12,
+            smem_bytes_per_s=132 * 128 * 1.83e9,
+            tensor_flops=989e12,
+            simt_flops=134e12,
+            sms=132,
+            smem_per_block=227 * 1024,
+            launch_seconds=3e-6,
+        ),
     )
 }
 DEFAULT_PROFILE = "H100"

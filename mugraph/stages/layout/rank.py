@@ -30,38 +30,67 @@ from mugraph.stages.layout.rows import RankRow
 MODEL_ERROR = 0.10
 
 
-def ranking_row(digest: str, graph: KernelGraph, layout: LayoutResult, profile: GpuProfile,
-                reference_seconds: float) -> RankRow:
+def ranking_row(
+    digest: str, graph: KernelGraph, layout: LayoutResult, profile: GpuProfile, reference_seconds: float
+) -> RankRow:
     """The row of one μGraph; its keys are RankRow's (a test checks the two agree)."""
     est = estimate(graph, layout.layouts, profile)
     totals = est.totals()
     emitted = estimate_emitted(graph, profile).terms()
     seconds = emitted["estimated_seconds"]
-    return cast(RankRow, {
-        "digest": digest, **totals, "roofline_seconds": totals["estimated_seconds"], "roofline_model": MODEL,
-        **{f"emitted_{k}": v for k, v in emitted.items() if k != "estimated_seconds"},
-        "estimated_seconds": seconds,
-        "speedup": reference_seconds / seconds if seconds > 0 else 0.0,
-        "layout_cost": layout.objective, "layout_terms": dict(layout.terms),
-        "layouts": layout.layouts.to_json(), "profile": profile.name, "model": emitted["model"],
-    })
+    return cast(
+        RankRow,
+        {
+            "digest": digest,
+            **totals,
+            "roofline_seconds": totals["estimated_seconds"],
+            "roofline_model": MODEL,
+            **{f"emitted_{k}": v for k, v in emitted.items() if k != "estimated_seconds"},
+            "estimated_seconds": seconds,
+            "speedup": reference_seconds / seconds if seconds > 0 else 0.0,
+            "layout_cost": layout.objective,
+            "layout_terms": dict(layout.terms),
+            "layouts": layout.layouts.to_json(),
+            "profile": profile.name,
+            "model": emitted["model"],
+        },
+    )
 
 
-def rank(candidates: Mapping[str, tuple[KernelGraph, LayoutResult]], reference: tuple[KernelGraph, LayoutResult],
-         profile: GpuProfile) -> tuple[list[RankRow], RankRow]:
+def rank(
+    candidates: Mapping[str, tuple[KernelGraph, LayoutResult]],
+    reference: tuple[KernelGraph, LayoutResult],
+    profile: GpuProfile,
+) -> tuple[list[RankRow], RankRow]:
     """(rows of the candidates, best first; the reference's row). Speedups are over the reference."""
     ref_graph, ref_layout = reference
     base = estimate_emitted(ref_graph, profile).seconds
     ref_row = ranking_row("reference", ref_graph, ref_layout, profile, base)
     rows = [ranking_row(d, g, lay, profile, base) for d, (g, lay) in candidates.items()]
-    rows.sort(key=lambda r: (not r["fits"], r["estimated_seconds"], r["roofline_seconds"], r["no_overlap_seconds"],
-                             r["layout_cost"], r["digest"]))
+    rows.sort(
+        key=lambda r: (
+            not r["fits"],
+            r["estimated_seconds"],
+            r["roofline_seconds"],
+            r["no_overlap_seconds"],
+            r["layout_cost"],
+            r["digest"],
+        )
+    )
     mark_near_ties(rows)
     return rows, ref_row
 
 
-TIE_TERMS = ("emitted_spill_bytes", "emitted_waves", "emitted_resident", "emitted_iterations", "emitted_launches",
-             "roofline_seconds", "no_overlap_seconds", "layout_cost")
+TIE_TERMS = (
+    "emitted_spill_bytes",
+    "emitted_waves",
+    "emitted_resident",
+    "emitted_iterations",
+    "emitted_launches",
+    "roofline_seconds",
+    "no_overlap_seconds",
+    "layout_cost",
+)
 
 
 def mark_near_ties(rows: list[RankRow]) -> None:
@@ -82,9 +111,12 @@ def confident(row: Mapping[str, Any], reference_row: Mapping[str, Any]) -> bool:
     and its tiles fit the register file with that error to spare. Spills are the term the model prices
     least surely: of the two spilling μGraphs measured on an H100, one ran in two thirds of its
     estimate, the other in four times it."""
-    return bool(row["fits"]) and not row.get("emitted_spill_bytes") and \
-        row.get("emitted_registers", 0) * (1 + MODEL_ERROR) <= MAX_REGISTERS and \
-        row["estimated_seconds"] * (1 + MODEL_ERROR) < reference_row["estimated_seconds"]
+    return (
+        bool(row["fits"])
+        and not row.get("emitted_spill_bytes")
+        and row.get("emitted_registers", 0) * (1 + MODEL_ERROR) <= MAX_REGISTERS
+        and row["estimated_seconds"] * (1 + MODEL_ERROR) < reference_row["estimated_seconds"]
+    )
 
 
 def combined(rows: Sequence[RankRow], reference_row: RankRow) -> list[dict[str, Any]]:
@@ -96,14 +128,21 @@ def combined(rows: Sequence[RankRow], reference_row: RankRow) -> list[dict[str, 
     ref: dict[str, Any] = {**reference_row, "reference": True, "confident": True}
     ahead = [r for r in flagged if r["confident"]]
     behind = [r for r in flagged if not r["confident"]]
-    return sorted(ahead, key=lambda r: (not r["fits"], r["estimated_seconds"])) + [ref] + \
-        sorted(behind, key=lambda r: (not r["fits"], r["estimated_seconds"]))
+    return (
+        sorted(ahead, key=lambda r: (not r["fits"], r["estimated_seconds"]))
+        + [ref]
+        + sorted(behind, key=lambda r: (not r["fits"], r["estimated_seconds"]))
+    )
 
 
-def rerank(stored: Sequence[Mapping[str, Any]], graphs: Mapping[str, KernelGraph], profile: GpuProfile,
-           ) -> list[dict[str, Any]]:
+def rerank(
+    stored: Sequence[Mapping[str, Any]],
+    graphs: Mapping[str, KernelGraph],
+    profile: GpuProfile,
+) -> list[dict[str, Any]]:
     """A stored combined ranking again under another profile, from the layouts its rows keep (no
     solver needed). `graphs` maps each row's digest to its graph."""
+
     def result(row: Mapping[str, Any]) -> LayoutResult:
         return LayoutResult(Layouts.from_json(row["layouts"]), dict(row["layout_terms"]), int(row["layout_cost"]), 0.0)
 
@@ -114,8 +153,10 @@ def rerank(stored: Sequence[Mapping[str, Any]], graphs: Mapping[str, KernelGraph
     return combined(rows, ref_row)
 
 
-def measured_first(ordered: Sequence[Mapping[str, Any]], measurements: Mapping[str, Mapping[str, Any]],
-                   ) -> list[dict[str, Any]]:
+def measured_first(
+    ordered: Sequence[Mapping[str, Any]],
+    measurements: Mapping[str, Mapping[str, Any]],
+) -> list[dict[str, Any]]:
     """A combined ranking with GPU measurements applied: rows timed on a GPU (with outputs that matched
     the reference) come first, fastest first, each with its measured time, device and measured speedup
     over the reference; the other rows follow in the model's order. A failed or wrong measurement is
@@ -128,11 +169,16 @@ def measured_first(ordered: Sequence[Mapping[str, Any]], measurements: Mapping[s
         row = {k: v for k, v in r.items() if not k.startswith("measure")}
         m = measurements.get(r["digest"])
         if m is not None and m.get("ok") and m.get("median_seconds"):
-            row.update(measured_seconds=float(m["median_seconds"]), measured_device=m.get("device"),
-                       measured_speedup=ref_seconds / float(m["median_seconds"]) if ref_seconds else None)
+            row.update(
+                measured_seconds=float(m["median_seconds"]),
+                measured_device=m.get("device"),
+                measured_speedup=ref_seconds / float(m["median_seconds"]) if ref_seconds else None,
+            )
         elif m is not None:
             row["measure_error"] = m.get("error") or f"outputs off by {m.get('max_rel_err')} (relative)"
         rows.append(row)
-    timed = sorted((r for r in rows if "measured_seconds" in r),
-                   key=lambda r: (r["measured_seconds"], not r.get("reference"), r["digest"]))
+    timed = sorted(
+        (r for r in rows if "measured_seconds" in r),
+        key=lambda r: (r["measured_seconds"], not r.get("reference"), r["digest"]),
+    )
     return timed + [r for r in rows if "measured_seconds" not in r]

@@ -47,8 +47,11 @@ def register_bytes(bg: BlockGraph) -> int:
     the op that makes it (an input tile: from the top of the loop) to its last use in the loop; an
     accumulator's running tile for the whole loop; a computed matmul operand's fp16 copy during the
     matmul."""
-    loop = [b for b in bg.ops if b.kind is not OpKind.OUTPUT and
-            (b.kind is OpKind.INPUT or not bg.tensors[b.inputs[0]].after_accum)]
+    loop = [
+        b
+        for b in bg.ops
+        if b.kind is not OpKind.OUTPUT and (b.kind is OpKind.INPUT or not bg.tensors[b.inputs[0]].after_accum)
+    ]
     size: dict[int, int] = {}
     born: dict[int, int] = {}
     last: dict[int, int] = {}
@@ -80,8 +83,11 @@ def residency(bg: BlockGraph, profile: GpuProfile) -> Residency:
     registers = BASE_REGISTERS + -(-live // (THREADS * F32))
     used = min(registers, MAX_REGISTERS)
     spill = max(0, registers - MAX_REGISTERS) * F32 * THREADS
-    smem = sum(_elements(bg.tensors[b.outputs[0]].shape) * bg.tensors[b.outputs[0]].dtype.itemsize
-               for b in bg.ops if b.kind is OpKind.INPUT) * (NUM_STAGES - 1)
+    smem = sum(
+        _elements(bg.tensors[b.outputs[0]].shape) * bg.tensors[b.outputs[0]].dtype.itemsize
+        for b in bg.ops
+        if b.kind is OpKind.INPUT
+    ) * (NUM_STAGES - 1)
     by_regs = REGISTERS_PER_SM // (THREADS * used)
     by_smem = SMEM_PER_SM // smem if smem else MAX_BLOCKS_PER_SM
     blocks = max(1, min(MAX_BLOCKS_PER_SM, by_regs, by_smem))

@@ -40,13 +40,41 @@ SECTOR_BYTES = 32
 NARROW_COPY_FACTOR = 2
 # FLOPs per output element (per input element for reductions) of element-wise work
 _ELEMENT_FLOPS = {
-    OpKind.ADD: 1, OpKind.MUL: 1, OpKind.DIV: 1, OpKind.MUL_SCALAR: 1, OpKind.SQUARE: 1, OpKind.SQRT: 1,
-    OpKind.EXP: 1, OpKind.RELU: 1, OpKind.CLAMP: 2, OpKind.SILU: 4, OpKind.GELU: 8, OpKind.REDUCTION: 1,
-    OpKind.RMS_NORM: 4, OpKind.CONCAT: 0, OpKind.ACCUM_NO_RED: 1, OpKind.ACCUM_SUM: 1, OpKind.ACCUM_MEAN: 1,
-    OpKind.ACCUM_RMS: 2, OpKind.ACCUM_REDTOX: 1, OpKind.GELU_ERF: 8,
+    OpKind.ADD: 1,
+    OpKind.MUL: 1,
+    OpKind.DIV: 1,
+    OpKind.MUL_SCALAR: 1,
+    OpKind.SQUARE: 1,
+    OpKind.SQRT: 1,
+    OpKind.EXP: 1,
+    OpKind.RELU: 1,
+    OpKind.CLAMP: 2,
+    OpKind.SILU: 4,
+    OpKind.GELU: 8,
+    OpKind.REDUCTION: 1,
+    OpKind.RMS_NORM: 4,
+    OpKind.CONCAT: 0,
+    OpKind.ACCUM_NO_RED: 1,
+    OpKind.ACCUM_SUM: 1,
+    OpKind.ACCUM_MEAN: 1,
+    OpKind.ACCUM_RMS: 2,
+    OpKind.ACCUM_REDTOX: 1,
+    OpKind.GELU_ERF: 8,
 }
-_FUSED = frozenset({OpKind.EXP, OpKind.SQUARE, OpKind.SQRT, OpKind.MUL_SCALAR, OpKind.SILU, OpKind.GELU,
-                    OpKind.GELU_ERF, OpKind.RELU, OpKind.CLAMP, OpKind.ACCUM_NO_RED})
+_FUSED = frozenset(
+    {
+        OpKind.EXP,
+        OpKind.SQUARE,
+        OpKind.SQRT,
+        OpKind.MUL_SCALAR,
+        OpKind.SILU,
+        OpKind.GELU,
+        OpKind.GELU_ERF,
+        OpKind.RELU,
+        OpKind.CLAMP,
+        OpKind.ACCUM_NO_RED,
+    }
+)
 BOUNDS = ("dram", "l2", "smem", "compute")
 
 
@@ -89,27 +117,40 @@ class Estimate:
         ks = self.kernels
         by_bound = {b: sum(k.seconds - k.launch_seconds for k in ks if k.bound == b) for b in BOUNDS}
         return {
-            "kernels": len(ks), "dram_bytes": sum(k.dram_bytes for k in ks), "l2_bytes": sum(k.l2_bytes for k in ks),
-            "smem_bytes": sum(k.smem_bytes for k in ks), "flops": sum(k.tensor_flops + k.simt_flops for k in ks),
-            "tensor_flops": sum(k.tensor_flops for k in ks), "simt_flops": sum(k.simt_flops for k in ks),
+            "kernels": len(ks),
+            "dram_bytes": sum(k.dram_bytes for k in ks),
+            "l2_bytes": sum(k.l2_bytes for k in ks),
+            "smem_bytes": sum(k.smem_bytes for k in ks),
+            "flops": sum(k.tensor_flops + k.simt_flops for k in ks),
+            "tensor_flops": sum(k.tensor_flops for k in ks),
+            "simt_flops": sum(k.simt_flops for k in ks),
             "launch_seconds": sum(k.launch_seconds for k in ks),
             **{f"{b}_bound_seconds": s for b, s in by_bound.items()},
-            "estimated_seconds": self.seconds, "fits": self.fits,
-            "no_overlap_seconds": sum(k.launch_seconds + k.dram_seconds + k.l2_seconds + k.smem_seconds +
-                                      k.compute_seconds for k in ks),
+            "estimated_seconds": self.seconds,
+            "fits": self.fits,
+            "no_overlap_seconds": sum(
+                k.launch_seconds + k.dram_seconds + k.l2_seconds + k.smem_seconds + k.compute_seconds for k in ks
+            ),
             "bound": max(BOUNDS, key=lambda b: by_bound[b]) if ks else "none",
         }
 
     def to_json(self) -> dict[str, Any]:
-        return {"profile": self.profile, "model": MODEL, **self.totals(),
-                "per_kernel": [asdict(k) for k in self.kernels]}
+        return {
+            "profile": self.profile,
+            "model": MODEL,
+            **self.totals(),
+            "per_kernel": [asdict(k) for k in self.kernels],
+        }
 
 
 def _elementwise_flops(g: KernelGraph | BlockGraph, op: Op) -> int:
     if op.kind is OpKind.MATMUL:
         return 0
-    size = prod(g.tensors[op.inputs[0]].shape) if op.kind in (OpKind.REDUCTION, OpKind.RMS_NORM) or \
-        op.kind in ACCUMULATORS else prod(g.tensors[op.outputs[0]].shape)
+    size = (
+        prod(g.tensors[op.inputs[0]].shape)
+        if op.kind in (OpKind.REDUCTION, OpKind.RMS_NORM) or op.kind in ACCUMULATORS
+        else prod(g.tensors[op.outputs[0]].shape)
+    )
     return _ELEMENT_FLOPS.get(op.kind, 1) * size
 
 
@@ -118,12 +159,23 @@ def _matmul_flops(g: KernelGraph | BlockGraph, op: Op) -> int:
     return 2 * prod(out) * a[-1]
 
 
-def _time(p: GpuProfile, blocks: int | None, dram: int, l2: int, smem: int, tflops: int, sflops: int,
-          ) -> tuple[float, float, float, float]:
+def _time(
+    p: GpuProfile,
+    blocks: int | None,
+    dram: int,
+    l2: int,
+    smem: int,
+    tflops: int,
+    sflops: int,
+) -> tuple[float, float, float, float]:
     u = 1.0 if blocks is None else min(1.0, blocks / p.sms)
     u_dram = 1.0 if blocks is None else min(1.0, blocks * p.dram_share_per_sm / p.sms)
-    return (dram / (p.dram_bytes_per_s * u_dram), l2 / (p.l2_bytes_per_s * u), smem / (p.smem_bytes_per_s * u),
-            tflops / (p.tensor_flops * u) + sflops / (p.simt_flops * u))
+    return (
+        dram / (p.dram_bytes_per_s * u_dram),
+        l2 / (p.l2_bytes_per_s * u),
+        smem / (p.smem_bytes_per_s * u),
+        tflops / (p.tensor_flops * u) + sflops / (p.simt_flops * u),
+    )
 
 
 def _kernel_op(g: KernelGraph, index: int, op: Op, p: GpuProfile) -> KernelEstimate:
@@ -166,13 +218,38 @@ def _block_op(g: KernelGraph, index: int, op: Op, facts: LayoutFacts, lay: Layou
     return _finish(index, op, blocks, p, dram, l2, smem, smem_capacity(facts, lay, index), tflops, sflops, fits)
 
 
-def _finish(index: int, op: Op, blocks: int | None, p: GpuProfile, dram: int, l2: int, smem: int, capacity: int,
-            tflops: int, sflops: int, fits: bool) -> KernelEstimate:
+def _finish(
+    index: int,
+    op: Op,
+    blocks: int | None,
+    p: GpuProfile,
+    dram: int,
+    l2: int,
+    smem: int,
+    capacity: int,
+    tflops: int,
+    sflops: int,
+    fits: bool,
+) -> KernelEstimate:
     parts = _time(p, blocks, dram, l2, smem, tflops, sflops)
     worst = max(range(len(BOUNDS)), key=lambda i: parts[i])
     seconds = p.launch_seconds + parts[worst]
-    return KernelEstimate(index, str(op.kind), 1 if blocks is None else blocks, dram, l2, smem, capacity, tflops,
-                          sflops, p.launch_seconds, *parts, seconds, BOUNDS[worst], fits)
+    return KernelEstimate(
+        index,
+        str(op.kind),
+        1 if blocks is None else blocks,
+        dram,
+        l2,
+        smem,
+        capacity,
+        tflops,
+        sflops,
+        p.launch_seconds,
+        *parts,
+        seconds,
+        BOUNDS[worst],
+        fits,
+    )
 
 
 def estimate(graph: KernelGraph, layouts: Layouts, profile: GpuProfile, facts: LayoutFacts | None = None) -> Estimate:

@@ -196,11 +196,19 @@ def op_expr(op: Op, args: Sequence[Expr], shapes: Sequence[tuple[int, ...]]) -> 
             dim = op.int_attr("dim")
             return concat(args[0], args[1], len(shapes[0]) - dim, shapes[0][dim])
         case (
-            OpKind.INPUT | OpKind.OUTPUT | OpKind.CUSTOMIZED
-            | OpKind.ACCUM_NO_RED | OpKind.ACCUM_SUM | OpKind.ACCUM_MEAN | OpKind.ACCUM_RMS | OpKind.ACCUM_REDTOX
+            OpKind.INPUT
+            | OpKind.OUTPUT
+            | OpKind.CUSTOMIZED
+            | OpKind.ACCUM_NO_RED
+            | OpKind.ACCUM_SUM
+            | OpKind.ACCUM_MEAN
+            | OpKind.ACCUM_RMS
+            | OpKind.ACCUM_REDTOX
         ):
-            raise ValueError(f"{k} has no rule in op_expr: the walks give inputs, outputs and graph-defined "
-                             "ops their terms, accumulator_expr the accumulators'")
+            raise ValueError(
+                f"{k} has no rule in op_expr: the walks give inputs, outputs and graph-defined "
+                "ops their terms, accumulator_expr the accumulators'"
+            )
         case _ as unreachable:
             assert_never(unreachable)
 
@@ -217,10 +225,25 @@ def accumulator_expr(kind: OpKind, x: Expr, shape: Sequence[int], forloop: int, 
         case OpKind.ACCUM_REDTOX:
             return red(forloop * shape[-1] // rdx, x)
         case (
-            OpKind.INPUT | OpKind.OUTPUT | OpKind.CUSTOMIZED | OpKind.MATMUL
-            | OpKind.EXP | OpKind.SQUARE | OpKind.SQRT | OpKind.MUL_SCALAR | OpKind.SILU | OpKind.GELU
-            | OpKind.GELU_ERF | OpKind.RELU | OpKind.CLAMP | OpKind.ADD | OpKind.MUL | OpKind.DIV
-            | OpKind.REDUCTION | OpKind.RMS_NORM | OpKind.CONCAT
+            OpKind.INPUT
+            | OpKind.OUTPUT
+            | OpKind.CUSTOMIZED
+            | OpKind.MATMUL
+            | OpKind.EXP
+            | OpKind.SQUARE
+            | OpKind.SQRT
+            | OpKind.MUL_SCALAR
+            | OpKind.SILU
+            | OpKind.GELU
+            | OpKind.GELU_ERF
+            | OpKind.RELU
+            | OpKind.CLAMP
+            | OpKind.ADD
+            | OpKind.MUL
+            | OpKind.DIV
+            | OpKind.REDUCTION
+            | OpKind.RMS_NORM
+            | OpKind.CONCAT
         ):
             raise ValueError(f"{kind} is not an accumulator")
         case _ as unreachable:

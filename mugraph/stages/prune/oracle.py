@@ -114,9 +114,7 @@ class SubexprOracle:
         self.memo = memo
         self.counters = OracleCounters()
         reference = f"{n_inputs};" + ";".join(e.sexpr for e in self.finals)
-        self._prefix = "|".join(
-            [MEMO_SCHEMA, AXIOM_VERSION, Z3_VERSION, self.config.limits_tag, reference]
-        )
+        self._prefix = "|".join([MEMO_SCHEMA, AXIOM_VERSION, Z3_VERSION, self.config.limits_tag, reference])
         self.reference_digest = hashlib.sha256(reference.encode("ascii")).hexdigest()[:32]
         # Every verdict this oracle has settled, by term, and the terms by how they were settled:
         # a repeated query costs a lookup, and a node's whole batch is counted and filtered with

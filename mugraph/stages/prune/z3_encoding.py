@@ -69,8 +69,17 @@ class _Axioms:
 
     def smt_text(self) -> str:
         """Every declaration (inputs included, used in an axiom or not) and every axiom, in SMT-LIB."""
-        decls = [self.sub, self.add, self.mul, self.div, self.red, self.rms, self.concat,
-                 *self.unary.values(), *(v.decl() for v in self.vars)]
+        decls = [
+            self.sub,
+            self.add,
+            self.mul,
+            self.div,
+            self.red,
+            self.rms,
+            self.concat,
+            *self.unary.values(),
+            *(v.decl() for v in self.vars),
+        ]
         lines = ["(declare-sort P 0)"]
         for d in decls:
             domain = " ".join(d.domain(i).sexpr() for i in range(d.arity()))
@@ -103,8 +112,7 @@ class _Axioms:
             fa([x, y, z], mul(x, div(y, z)) == div(mul(x, y), z)),
             fa([x], red(0, x) == x),
             fa([i1, i2, x], red(i1, red(i2, x)) == red(i1 + i2, x)),
-            fa([i, i1, i2, x, y],
-               red(i, add(red(i1, x), red(i2, y))) == add(red(i + i1, x), red(i + i2, y))),
+            fa([i, i1, i2, x, y], red(i, add(red(i1, x), red(i2, y))) == add(red(i + i1, x), red(i + i2, y))),
             fa([i, x, y], red(i, mul(x, y)) == mul(red(i, x), y)),
             fa([i, x, y], red(i, div(x, y)) == div(red(i, x), y)),
             fa([i1, i2, x], z3.Implies(i1 <= i2, sub(red(i1, x), red(i2, x)))),

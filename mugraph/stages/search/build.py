@@ -11,16 +11,25 @@ from mugraph.ir.types import OpKind
 from mugraph.stages.search.state import BlockSpec, State
 
 
-def _apply(g: KernelGraph | BlockGraph, kind: OpKind, args: Sequence[Tensor], attrs: dict[str, object]
-           ) -> list[Tensor]:
+def _apply(g: KernelGraph | BlockGraph, kind: OpKind, args: Sequence[Tensor], attrs: dict[str, object]) -> list[Tensor]:
     """The tensors one search op makes (the lora macro: the two concatenations and the product)."""
     match kind:
         case OpKind.CONCAT if len(args) == 4:  # the lora macro
             r = len(args[0].shape)
             return [g.matmul(g.concat(args[0], args[1], r - 1), g.concat(args[2], args[3], r - 2))]
         case (
-            OpKind.MATMUL | OpKind.ADD | OpKind.MUL | OpKind.DIV | OpKind.EXP | OpKind.SQUARE | OpKind.SQRT
-            | OpKind.SILU | OpKind.GELU | OpKind.GELU_ERF | OpKind.RELU | OpKind.RMS_NORM
+            OpKind.MATMUL
+            | OpKind.ADD
+            | OpKind.MUL
+            | OpKind.DIV
+            | OpKind.EXP
+            | OpKind.SQUARE
+            | OpKind.SQRT
+            | OpKind.SILU
+            | OpKind.GELU
+            | OpKind.GELU_ERF
+            | OpKind.RELU
+            | OpKind.RMS_NORM
         ):
             out = getattr(g, kind.value)(*args)  # the builder's method of the kind's name, no attributes
             assert isinstance(out, Tensor)
@@ -68,8 +77,9 @@ def _block(g: KernelGraph, spec: BlockSpec, tensors: list[Tensor], rdx: int) -> 
     return bg
 
 
-def build_graph(state: State, names: Sequence[str], outputs: Sequence[int] = (), output_names: Sequence[str] = (),
-                rdx: int = 64) -> KernelGraph:
+def build_graph(
+    state: State, names: Sequence[str], outputs: Sequence[int] = (), output_names: Sequence[str] = (), rdx: int = 64
+) -> KernelGraph:
     """The kernel graph of a state with no open block graph; `outputs` (kernel tensor indices)
     are marked in order with `output_names`."""
     g = KernelGraph()

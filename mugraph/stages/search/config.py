@@ -32,30 +32,68 @@ MAX_DIM = 3  # tensors have at most 4 dims
 MAX_INT = 2**31 - 1
 
 _KERNEL_OPS = (
-    OpKind.MATMUL, OpKind.EXP, OpKind.SILU, OpKind.GELU, OpKind.RELU,
-    OpKind.ADD, OpKind.MUL, OpKind.DIV,
+    OpKind.MATMUL,
+    OpKind.EXP,
+    OpKind.SILU,
+    OpKind.GELU,
+    OpKind.RELU,
+    OpKind.ADD,
+    OpKind.MUL,
+    OpKind.DIV,
 )
 _BLOCK_OPS = (
-    OpKind.MATMUL, OpKind.EXP, OpKind.SILU, OpKind.GELU, OpKind.RELU,
-    OpKind.ADD, OpKind.MUL, OpKind.DIV, OpKind.RMS_NORM,
-    OpKind.ACCUM_NO_RED, OpKind.ACCUM_SUM, OpKind.ACCUM_RMS,
+    OpKind.MATMUL,
+    OpKind.EXP,
+    OpKind.SILU,
+    OpKind.GELU,
+    OpKind.RELU,
+    OpKind.ADD,
+    OpKind.MUL,
+    OpKind.DIV,
+    OpKind.RMS_NORM,
+    OpKind.ACCUM_NO_RED,
+    OpKind.ACCUM_SUM,
+    OpKind.ACCUM_RMS,
 )
 # The op kinds the search can enumerate at each level: every other kind is made by the search itself
 # (input, output, customized, the lora macro's concat), needs attributes it cannot choose (clamp's
 # bounds, mul_scalar's scalar, a block reduction's dim, concat's dim), or belongs to the other level.
-_SEARCHABLE = frozenset({
-    OpKind.MATMUL, OpKind.EXP, OpKind.SQUARE, OpKind.SQRT, OpKind.SILU, OpKind.GELU, OpKind.GELU_ERF, OpKind.RELU,
-    OpKind.ADD, OpKind.MUL, OpKind.DIV, OpKind.RMS_NORM,
-})
+_SEARCHABLE = frozenset(
+    {
+        OpKind.MATMUL,
+        OpKind.EXP,
+        OpKind.SQUARE,
+        OpKind.SQRT,
+        OpKind.SILU,
+        OpKind.GELU,
+        OpKind.GELU_ERF,
+        OpKind.RELU,
+        OpKind.ADD,
+        OpKind.MUL,
+        OpKind.DIV,
+        OpKind.RMS_NORM,
+    }
+)
 SEARCHABLE_KERNEL_OPS = _SEARCHABLE | {OpKind.REDUCTION}
 SEARCHABLE_BLOCK_OPS = _SEARCHABLE | {
-    OpKind.ACCUM_NO_RED, OpKind.ACCUM_SUM, OpKind.ACCUM_MEAN, OpKind.ACCUM_RMS, OpKind.ACCUM_REDTOX,
+    OpKind.ACCUM_NO_RED,
+    OpKind.ACCUM_SUM,
+    OpKind.ACCUM_MEAN,
+    OpKind.ACCUM_RMS,
+    OpKind.ACCUM_REDTOX,
 }
 # Mirage's imap candidates; `attention` keeps only the first three.
 _IMAPS: tuple[Dim3, ...] = ((0, -1, 1), (0, 1, -1), (0, 2, -1), (-1, -1, -1), (1, -1, -1), (0, -1, -1))
 _OMAPS: tuple[Dim3, ...] = (
-    (0, 1, -1), (0, 2, 1), (0, 2, -1), (0, -1, -1), (-1, 2, 1),
-    (-1, 1, -1), (-1, 2, -1), (-1, -1, -1), (1, -1, -1),
+    (0, 1, -1),
+    (0, 2, 1),
+    (0, 2, -1),
+    (0, -1, -1),
+    (-1, 2, 1),
+    (-1, 1, -1),
+    (-1, 2, -1),
+    (-1, -1, -1),
+    (1, -1, -1),
 )
 
 
@@ -120,8 +158,15 @@ class SearchConfig:
     def validate(self) -> None:
         if self.preset not in PRESETS:
             raise ConfigError(f"unknown preset {self.preset!r}; presets are: {', '.join(PRESETS)}")
-        for name in ("max_kernel_ops", "max_block_ops", "max_block_outputs", "min_blocks", "max_blocks", "rdx",
-                     "rlimit"):
+        for name in (
+            "max_kernel_ops",
+            "max_block_ops",
+            "max_block_outputs",
+            "min_blocks",
+            "max_blocks",
+            "rdx",
+            "rlimit",
+        ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, not {getattr(self, name)}")
         if self.max_block_graphs < 0:
@@ -142,8 +187,10 @@ class SearchConfig:
                 raise ConfigError(f"{name}: map entries are tensor dims 0 to {MAX_DIM}, or -1 (replicate)")
         if any(not -1 <= d <= MAX_DIM for d in self.fmaps):
             raise ConfigError(f"fmaps {list(self.fmaps)}: entries are tensor dims 0 to {MAX_DIM}, or -1 (none)")
-        for name, kinds, allowed in (("kernel_ops", self.kernel_ops, SEARCHABLE_KERNEL_OPS),
-                                     ("block_ops", self.block_ops, SEARCHABLE_BLOCK_OPS)):
+        for name, kinds, allowed in (
+            ("kernel_ops", self.kernel_ops, SEARCHABLE_KERNEL_OPS),
+            ("block_ops", self.block_ops, SEARCHABLE_BLOCK_OPS),
+        ):
             _check_kinds(name, kinds, allowed)
         if self.grids is not None and any(len(g) != 3 or min(g) < 1 for g in self.grids):
             raise ConfigError("grids: every grid is three positive integers")
@@ -156,8 +203,10 @@ def _check_kinds(name: str, kinds: tuple[OpKind, ...], allowed: frozenset[OpKind
     level = "kernel" if name == "kernel_ops" else "block"
     for kind in kinds:
         if kind not in allowed:
-            raise ConfigError(f"{name}: the search cannot enumerate {kind} ops in a {level} graph; {name} takes "
-                              f"{', '.join(sorted(k.value for k in allowed))}")
+            raise ConfigError(
+                f"{name}: the search cannot enumerate {kind} ops in a {level} graph; {name} takes "
+                f"{', '.join(sorted(k.value for k in allowed))}"
+            )
     twice = sorted({k.value for k in kinds if kinds.count(k) > 1})
     if twice:
         raise ConfigError(f"{name}: {', '.join(twice)} named more than once")

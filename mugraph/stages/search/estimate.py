@@ -63,8 +63,7 @@ def task_size(searcher: Searcher, task: Path, probes: int = PROBES) -> float:
     return total / probes
 
 
-def frontier_estimates(searcher: Searcher, frontier: Sequence[Path], limit: int = PROBED_TASKS
-                       ) -> list[float | None]:
+def frontier_estimates(searcher: Searcher, frontier: Sequence[Path], limit: int = PROBED_TASKS) -> list[float | None]:
     """Estimates for a task's frontier: at most `limit` tasks, spread evenly over it, are probed
     (None for the others), so a task with a wide frontier (the root's has one task per kept child)
     spends a bounded time on probes."""
@@ -102,8 +101,11 @@ class SpaceEstimate:
 
     def as_json(self, states_per_s: float) -> dict[str, float | int | None]:
         eta = self.eta_seconds(states_per_s)
-        return {"estimated_states": round(self.total), "estimated_fraction": round(self.fraction, 4),
-                "eta_seconds": None if eta is None else round(eta, 1)}
+        return {
+            "estimated_states": round(self.total),
+            "estimated_fraction": round(self.fraction, 4),
+            "eta_seconds": None if eta is None else round(eta, 1),
+        }
 
 
 @dataclass
@@ -133,8 +135,13 @@ class SpaceEstimator:
         """States of tasks finished in an earlier invocation."""
         self.done += states
 
-    def finish(self, task: tuple[int, ...], states: int, frontier: Sequence[tuple[int, ...]],
-               estimates: Sequence[float | None] | None = None) -> None:
+    def finish(
+        self,
+        task: tuple[int, ...],
+        states: int,
+        frontier: Sequence[tuple[int, ...]],
+        estimates: Sequence[float | None] | None = None,
+    ) -> None:
         self.pending.pop(task, None)
         self.done += states
         _add(self._finished, states)
@@ -168,4 +175,3 @@ class SpaceEstimator:
                 return None
             rest += size
         return SpaceEstimate(self.done, rest, len(self.pending))
-

@@ -71,8 +71,14 @@ class ChildList(Sequence[Child]):
 
     __slots__ = ("_entries", "_kids", "_node", "_tail", "news")
 
-    def __init__(self, news: list[tuple[E.Expr, ...]], kids: list[Child], entries: list[Entry] | None = None,
-                 node: tuple[State, OpenBlock] | None = None, tail: list[Child] | None = None) -> None:
+    def __init__(
+        self,
+        news: list[tuple[E.Expr, ...]],
+        kids: list[Child],
+        entries: list[Entry] | None = None,
+        node: tuple[State, OpenBlock] | None = None,
+        tail: list[Child] | None = None,
+    ) -> None:
         # Order: `kids`, then the block-op `entries` (children of `node`), then `tail`.
         self.news = news
         self._kids = kids
@@ -130,8 +136,17 @@ def _kernel_child(s: State, e: Entry) -> State:
     ins, rank, kind, attrs, t, nbytes, new = e
     dim = attrs[0][1] if attrs else None
     label = f"{kind}({','.join(map(str, ins))}{'' if dim is None else f';{dim}'})"
-    return State(s.tensors + (t,), bump(s.uses, ins, 1), s.ops + (KernelOp(kind, ins, attrs),),
-                 rank, s.dmem + nbytes, None, new, label, s.table)
+    return State(
+        s.tensors + (t,),
+        bump(s.uses, ins, 1),
+        s.ops + (KernelOp(kind, ins, attrs),),
+        rank,
+        s.dmem + nbytes,
+        None,
+        new,
+        label,
+        s.table,
+    )
 
 
 def _kernel_children(s: State, cfg: SearchConfig) -> list[Child]:
@@ -166,8 +181,7 @@ def _open_children(s: State, cfg: SearchConfig) -> list[State]:
 
 def _loop_children(s: State, b: OpenBlock, cfg: SearchConfig) -> list[State]:
     """K3, second step: fmaps and for-loop range; creates the block inputs (shared memory checked)."""
-    grid_tiles = [C.tile_after_grid(s.tensors[src].shape, b.grid, m) for src, m in zip(b.sources, b.imaps,
-                                                                                          strict=True)]
+    grid_tiles = [C.tile_after_grid(s.tensors[src].shape, b.grid, m) for src, m in zip(b.sources, b.imaps, strict=True)]
     out = []
     for fmaps, frange in C.loop_options(grid_tiles, cfg):
         tensors = []
@@ -180,10 +194,12 @@ def _loop_children(s: State, b: OpenBlock, cfg: SearchConfig) -> list[State]:
         if smem > DEFAULT_LIMITS.smem_bytes:
             continue
         inputs = tuple(BlockInput(src, m, f) for src, m, f in zip(b.sources, b.imaps, fmaps, strict=True))
-        block = OpenBlock(b.sources, b.grid, b.imaps, frange, inputs, (), tuple(tensors), (0,) * len(tensors),
-                          INPUT_RANK, smem)
-        out.append(State(s.tensors, s.uses, s.ops, s.last, s.dmem, block, (), f"loop(fmaps={list(fmaps)},F={frange})",
-                         s.table))
+        block = OpenBlock(
+            b.sources, b.grid, b.imaps, frange, inputs, (), tuple(tensors), (0,) * len(tensors), INPUT_RANK, smem
+        )
+        out.append(
+            State(s.tensors, s.uses, s.ops, s.last, s.dmem, block, (), f"loop(fmaps={list(fmaps)},F={frange})", s.table)
+        )
     return out
 
 
@@ -212,15 +228,38 @@ def _close_children(s: State, b: OpenBlock, cfg: SearchConfig) -> list[State]:
             continue
         spec = BlockSpec(b.grid, b.forloop, b.inputs, b.ops, tuple(dangling), omap)
         op = KernelOp(OpKind.CUSTOMIZED, b.sources, (), spec)
-        out.append(State(s.tensors + tuple(new), bump(s.uses, b.sources, len(new)), s.ops + (op,), kernel_rank,
-                         s.dmem + extra, None, (), f"close(omap={list(omap)})", s.table))
+        out.append(
+            State(
+                s.tensors + tuple(new),
+                bump(s.uses, b.sources, len(new)),
+                s.ops + (op,),
+                kernel_rank,
+                s.dmem + extra,
+                None,
+                (),
+                f"close(omap={list(omap)})",
+                s.table,
+            )
+        )
     return out
 
 
 def _block_child(s: State, b: OpenBlock, e: Entry) -> State:
     ins, rank, kind, _, t, extra, new = e
-    nb = OpenBlock(b.sources, b.grid, b.imaps, b.forloop, b.inputs, b.ops + (OpSpec(kind, ins),),
-                   b.tensors + (t,), bump(b.uses, ins, 1), rank, b.smem + extra, b.has_macro, b.table)
+    nb = OpenBlock(
+        b.sources,
+        b.grid,
+        b.imaps,
+        b.forloop,
+        b.inputs,
+        b.ops + (OpSpec(kind, ins),),
+        b.tensors + (t,),
+        bump(b.uses, ins, 1),
+        rank,
+        b.smem + extra,
+        b.has_macro,
+        b.table,
+    )
     return State(s.tensors, s.uses, s.ops, s.last, s.dmem, nb, new, f"{kind}({','.join(map(str, ins))})", s.table)
 
 
@@ -298,8 +337,9 @@ def _concat_pairs(layout: tuple[tuple[Shape, bool], ...], dim_from_end: int) -> 
     return found
 
 
-def _macro_child(s: State, b: OpenBlock, ins: tuple[int, ...], left: Shape, right: Shape, prod_shape: Shape
-                 ) -> list[State]:
+def _macro_child(
+    s: State, b: OpenBlock, ins: tuple[int, ...], left: Shape, right: Shape, prod_shape: Shape
+) -> list[State]:
     n = len(b.tensors)
     rank = (ins, CONCAT_MATMUL_ORDER)
     args = [b.tensors[i] for i in ins]
@@ -311,7 +351,30 @@ def _macro_child(s: State, b: OpenBlock, ins: tuple[int, ...], left: Shape, righ
     if smem > DEFAULT_LIMITS.smem_bytes:
         return []
     uses = bump(b.uses, ins, 3)[:n] + (1, 1, 0)
-    nb = OpenBlock(b.sources, b.grid, b.imaps, b.forloop, b.inputs, b.ops + (OpSpec(OpKind.CONCAT, ins),),
-                   b.tensors + (lt, rt, mt), uses, rank, smem, True, b.table)
-    return [State(s.tensors, s.uses, s.ops, s.last, s.dmem, nb, (mt.expr,),
-                  f"concat_matmul({','.join(map(str, ins))})", s.table)]
+    nb = OpenBlock(
+        b.sources,
+        b.grid,
+        b.imaps,
+        b.forloop,
+        b.inputs,
+        b.ops + (OpSpec(OpKind.CONCAT, ins),),
+        b.tensors + (lt, rt, mt),
+        uses,
+        rank,
+        smem,
+        True,
+        b.table,
+    )
+    return [
+        State(
+            s.tensors,
+            s.uses,
+            s.ops,
+            s.last,
+            s.dmem,
+            nb,
+            (mt.expr,),
+            f"concat_matmul({','.join(map(str, ins))})",
+            s.table,
+        )
+    ]

@@ -149,8 +149,9 @@ def _kernel_step(op: Op, sig: dict[int, Sig]) -> KernelStep:
 
 
 # -- the same signatures for a search state ---------------------------------------------------------
-def _spec_block_sigs(inputs: Sequence[tuple[int, Dim3, int]], ops: Sequence[OpSpec], kernel: Sequence[Sig],
-                     ranks: Sequence[int]) -> list[Sig]:
+def _spec_block_sigs(
+    inputs: Sequence[tuple[int, Dim3, int]], ops: Sequence[OpSpec], kernel: Sequence[Sig], ranks: Sequence[int]
+) -> list[Sig]:
     """Block tensor signatures of a block graph being built, in the search's tensor order (a
     concat-then-matmul makes three tensors: the two concatenations and the product)."""
     out = [input_sig(kernel[src], imap, fmap) for src, imap, fmap in inputs]

@@ -59,15 +59,24 @@ class Explanation:
     def line(self) -> str:
         """The one-line reason `search` prints beside "expert not found"."""
         if self.inside:
-            return (f"inside the space, found at root choice {self.root_choice} "
-                    f"(path {list(self.path)}); the oracle keeps every step")
+            return (
+                f"inside the space, found at root choice {self.root_choice} "
+                f"(path {list(self.path)}); the oracle keeps every step"
+            )
         fix = f"; --set '{self.setting}' would admit it" if self.setting else ""
         return f"outside the space ({self.rule}): {self.reason}{fix}"
 
     def as_json(self) -> dict[str, Any]:
-        return {"expert": self.expert, "inside": self.inside, "rule": self.rule or None, "reason": self.line(),
-                "setting": self.setting, "path": list(self.path), "labels": self.labels,
-                "root_choice": self.root_choice}
+        return {
+            "expert": self.expert,
+            "inside": self.inside,
+            "rule": self.rule or None,
+            "reason": self.line(),
+            "setting": self.setting,
+            "path": list(self.path),
+            "labels": self.labels,
+            "root_choice": self.root_choice,
+        }
 
 
 @dataclass
@@ -81,8 +90,10 @@ class _DeadEnd:
 
 def _setting_list(name: str, values: Sequence[Any], extra: Any) -> str:
     """`name=[...]` with `extra` appended, as JSON (maps as lists)."""
+
     def plain(v: Any) -> Any:
         return [plain(x) for x in v] if isinstance(v, tuple | list) else getattr(v, "value", v)
+
     items = [plain(v) for v in values] + [plain(extra)]
     return f"{name}={items}".replace("'", '"').replace(" ", "")
 
@@ -135,8 +146,13 @@ class _Walk:
             if self.complete(state):
                 if self.digest in self.s.explore(path, budget=1).found:
                     return path
-                self._dead(path, "candidate", "the search builds the expert's graph but its outputs do not "
-                           "match the reference's (output count, shapes or fingerprint)", None)
+                self._dead(
+                    path,
+                    "candidate",
+                    "the search builds the expert's graph but its outputs do not "
+                    "match the reference's (output count, shapes or fingerprint)",
+                    None,
+                )
                 continue
             if path and state.block is None and self._stops_here(path, state):
                 continue
@@ -163,8 +179,13 @@ class _Walk:
             return False
         if not self.s.explore(path, budget=1).found:
             return False
-        self._dead(path, "canonical order", "a prefix of the expert is already equivalent to the reference, and the "
-                   "search does not extend a μGraph once it matches", None)
+        self._dead(
+            path,
+            "canonical order",
+            "a prefix of the expert is already equivalent to the reference, and the "
+            "search does not extend a μGraph once it matches",
+            None,
+        )
         return True
 
     def _dead(self, path: Path, rule: str, reason: str, setting: str | None) -> None:
@@ -210,8 +231,13 @@ class _Walk:
             return
         step = ready[0]
         if len(state.ops) >= cfg.max_kernel_ops:
-            self._dead(path, "op count", f"the expert has {self.t.kernel_ops} kernel ops counting its inputs, "
-                       f"max_kernel_ops is {cfg.max_kernel_ops}", f"max_kernel_ops={self.t.kernel_ops}")
+            self._dead(
+                path,
+                "op count",
+                f"the expert has {self.t.kernel_ops} kernel ops counting its inputs, "
+                f"max_kernel_ops is {cfg.max_kernel_ops}",
+                f"max_kernel_ops={self.t.kernel_ops}",
+            )
             return
         ins = tuple(ks.index(s) for s in step.ins)
         if step.block is None:
@@ -223,28 +249,43 @@ class _Walk:
         cfg = self.cfg
         what = f"{step.kind}({','.join(self._name(i) for i in ins)})"
         if step.kind not in cfg.kernel_ops:
-            self._dead(path, "kernel ops", f"the expert's kernel op {what} is not among the kernel ops "
-                       f"[{', '.join(map(str, cfg.kernel_ops))}]",
-                       _setting_list("kernel_ops", cfg.kernel_ops, step.kind))
+            self._dead(
+                path,
+                "kernel ops",
+                f"the expert's kernel op {what} is not among the kernel ops [{', '.join(map(str, cfg.kernel_ops))}]",
+                _setting_list("kernel_ops", cfg.kernel_ops, step.kind),
+            )
             return
         key = tuple(sorted(ins)) if step.kind in COMMUTATIVE_OPS else ins
         if (key, TYPE_ORDER[step.kind]) <= state.last:
             self._order(path, state, what)
             return
-        self._dead(path, "memory", f"the expert's kernel op {what} does not fit in device memory beside the "
-                   "tensors before it", None)
+        self._dead(
+            path,
+            "memory",
+            f"the expert's kernel op {what} does not fit in device memory beside the tensors before it",
+            None,
+        )
 
     def _order(self, path: Path, state: State, what: str) -> None:
-        self._dead(path, "canonical order", f"the expert's {what} would come after {state.label}, which ranks "
-                   "above it in Mirage's canonical order (operands, then op kind); no setting changes the order",
-                   None)
+        self._dead(
+            path,
+            "canonical order",
+            f"the expert's {what} would come after {state.label}, which ranks "
+            "above it in Mirage's canonical order (operands, then op kind); no setting changes the order",
+            None,
+        )
 
     def _open_rule(self, path: Path, state: State, bt: BlockTarget, ks: list[Sig]) -> None:
         cfg = self.cfg
         if state.n_block_graphs >= cfg.max_block_graphs:
             n = self.t.block_graphs
-            self._dead(path, "block graphs", f"the expert has {n} graph-defined ops, max_block_graphs is "
-                       f"{cfg.max_block_graphs}", f"max_block_graphs={n}")
+            self._dead(
+                path,
+                "block graphs",
+                f"the expert has {n} graph-defined ops, max_block_graphs is {cfg.max_block_graphs}",
+                f"max_block_graphs={n}",
+            )
             return
         sources = C.block_sources(len(state.tensors), cfg)
         wanted = sorted(src for src, _, _ in bt.inputs)
@@ -252,10 +293,14 @@ class _Walk:
         if sources is None or sorted(ks[i] for i in sources) != wanted:
             given = "none" if sources is None else ", ".join(self._name(i) for i in sources)
             four = len(wanted) == 4 and len(state.tensors) == 4 and not cfg.four_input_blocks
-            self._dead(path, "block inputs", f"the expert's block graph reads {', '.join(reads)}, but a new block "
-                       f"graph here reads {given} (Mirage's block-input rule: all three tensors when there are "
-                       "three, all four with four_input_blocks, else the last two)",
-                       "four_input_blocks=true" if four else None)
+            self._dead(
+                path,
+                "block inputs",
+                f"the expert's block graph reads {', '.join(reads)}, but a new block "
+                f"graph here reads {given} (Mirage's block-input rule: all three tensors when there are "
+                "three, all four with four_input_blocks, else the last two)",
+                "four_input_blocks=true" if four else None,
+            )
             return
         if (sources, TYPE_ORDER[OpKind.CUSTOMIZED]) <= state.last:
             self._order(path, state, f"block graph over {', '.join(reads)}")
@@ -264,8 +309,12 @@ class _Walk:
         grids = C.grid_candidates(shapes, cfg)
         if bt.grid not in grids:
             shown = ", ".join(str(list(g)) for g in grids[:8]) + (", ..." if len(grids) > 8 else "")
-            self._dead(path, "grid", f"the expert's grid {list(bt.grid)} is not a candidate (candidates: {shown})",
-                       self._grid_setting(bt.grid, shapes))
+            self._dead(
+                path,
+                "grid",
+                f"the expert's grid {list(bt.grid)} is not a candidate (candidates: {shown})",
+                self._grid_setting(bt.grid, shapes),
+            )
             return
         by_src = {src: m for src, m, _ in bt.inputs}
         imaps = tuple(by_src[ks[i]] for i in sources)
@@ -273,9 +322,13 @@ class _Walk:
         if imaps not in options:
             allowed = {normalise_imap(m, bt.grid) for m in cfg.imaps}
             missing = next((m for m in imaps if m not in allowed), imaps[0])
-            self._dead(path, "imaps", f"the expert's imaps {[list(m) for m in imaps]} under grid {list(bt.grid)} are "
-                       f"not a candidate combination (imap {list(missing)} is not among the imaps)",
-                       _setting_list("imaps", cfg.imaps, missing))
+            self._dead(
+                path,
+                "imaps",
+                f"the expert's imaps {[list(m) for m in imaps]} under grid {list(bt.grid)} are "
+                f"not a candidate combination (imap {list(missing)} is not among the imaps)",
+                _setting_list("imaps", cfg.imaps, missing),
+            )
             return
         self._dead(path, "grid", f"no listed choice opens the expert's block graph (grid {list(bt.grid)})", None)
 
@@ -302,20 +355,38 @@ class _Walk:
         fmaps = [fmap_of[ks[i]] for i in b.sources]
         split = any(f >= 0 for f in fmaps)
         if split and bt.forloop not in cfg.franges:
-            self._dead(path, "for-loop range", f"the expert's for-loop range {bt.forloop} is not among the ranges "
-                       f"{list(cfg.franges)}", _setting_list("franges", cfg.franges, bt.forloop))
+            self._dead(
+                path,
+                "for-loop range",
+                f"the expert's for-loop range {bt.forloop} is not among the ranges {list(cfg.franges)}",
+                _setting_list("franges", cfg.franges, bt.forloop),
+            )
             return
         bad = [f for f in fmaps if f >= 0 and f not in cfg.fmaps]
         if bad:
-            self._dead(path, "fmaps", f"the expert's fmap {bad[0]} is not among the fmaps {list(cfg.fmaps)}",
-                       _setting_list("fmaps", cfg.fmaps, bad[0]))
+            self._dead(
+                path,
+                "fmaps",
+                f"the expert's fmap {bad[0]} is not among the fmaps {list(cfg.fmaps)}",
+                _setting_list("fmaps", cfg.fmaps, bad[0]),
+            )
             return
         if not split and bt.forloop != 1:
-            self._dead(path, "for-loop range", f"the expert loops {bt.forloop} times over inputs the loop does not "
-                       "split; the search uses range 1 there", None)
+            self._dead(
+                path,
+                "for-loop range",
+                f"the expert loops {bt.forloop} times over inputs the loop does not "
+                "split; the search uses range 1 there",
+                None,
+            )
             return
-        self._dead(path, "memory", f"the expert's block inputs (fmaps {fmaps}, for-loop range {bt.forloop}) do not "
-                   "fit in shared memory, or the range does not divide a split dim", None)
+        self._dead(
+            path,
+            "memory",
+            f"the expert's block inputs (fmaps {fmaps}, for-loop range {bt.forloop}) do not "
+            "fit in shared memory, or the range does not divide a split dim",
+            None,
+        )
 
     def _block_rule(self, path: Path, state: State, ks: list[Sig], bt: BlockTarget) -> None:
         cfg, b = self.cfg, state.block
@@ -323,28 +394,44 @@ class _Walk:
         bs = block_sigs(b, ks)
         have = set(bs)
         ready = [op for op in bt.ops if op[2] not in have and set(op[1]) <= have and op[0] is not OpKind.CONCAT]
-        ready += [op for op in bt.ops if op[2] not in have and op[0] is OpKind.MATMUL
-                  and any(a not in have for a in op[1])]  # a matmul of concatenations: the lora macro
+        ready += [
+            op for op in bt.ops if op[2] not in have and op[0] is OpKind.MATMUL and any(a not in have for a in op[1])
+        ]  # a matmul of concatenations: the lora macro
         if not ready:
             self._close_rule(path, state, bt, bs)
             return
         kind, args, _ = ready[0]
         what = f"block {kind}"
         if b.op_count >= cfg.max_block_ops:
-            self._dead(path, "op count", f"the expert's block graph has {bt.op_count} block ops counting its "
-                       f"inputs, max_block_ops is {cfg.max_block_ops}", f"max_block_ops={bt.op_count}")
+            self._dead(
+                path,
+                "op count",
+                f"the expert's block graph has {bt.op_count} block ops counting its "
+                f"inputs, max_block_ops is {cfg.max_block_ops}",
+                f"max_block_ops={bt.op_count}",
+            )
             return
         if any(a not in have for a in args):
             if not cfg.concat_matmul:
-                self._dead(path, "block ops", "the expert concatenates block tensors, which the search does only as "
-                           "the lora preset's concat-then-matmul", "concat_matmul=true")
+                self._dead(
+                    path,
+                    "block ops",
+                    "the expert concatenates block tensors, which the search does only as "
+                    "the lora preset's concat-then-matmul",
+                    "concat_matmul=true",
+                )
             else:
-                self._dead(path, "block ops", "the expert's concatenations are not a concat-then-matmul the "
-                           "search lists", None)
+                self._dead(
+                    path, "block ops", "the expert's concatenations are not a concat-then-matmul the search lists", None
+                )
             return
         if kind not in cfg.block_ops:
-            self._dead(path, "block ops", f"the expert's {what} is not among the block ops "
-                       f"[{', '.join(map(str, cfg.block_ops))}]", _setting_list("block_ops", cfg.block_ops, kind))
+            self._dead(
+                path,
+                "block ops",
+                f"the expert's {what} is not among the block ops [{', '.join(map(str, cfg.block_ops))}]",
+                _setting_list("block_ops", cfg.block_ops, kind),
+            )
             return
         ins = tuple(bs.index(a) for a in args)
         key = tuple(sorted(ins)) if kind in COMMUTATIVE_OPS else ins
@@ -358,24 +445,42 @@ class _Walk:
         assert b is not None
         n = len(bt.outputs)
         if n > cfg.max_block_outputs:
-            self._dead(path, "block outputs", f"the expert's block graph has {n} outputs, max_block_outputs is "
-                       f"{cfg.max_block_outputs}", f"max_block_outputs={n}")
+            self._dead(
+                path,
+                "block outputs",
+                f"the expert's block graph has {n} outputs, max_block_outputs is {cfg.max_block_outputs}",
+                f"max_block_outputs={n}",
+            )
             return
         omaps = {m for _, m in bt.outputs}
         if len(omaps) > 1:
-            self._dead(path, "omaps", "the expert's block outputs use different omaps; the search closes a block "
-                       "graph with one omap for all of its outputs", None)
+            self._dead(
+                path,
+                "omaps",
+                "the expert's block outputs use different omaps; the search closes a block "
+                "graph with one omap for all of its outputs",
+                None,
+            )
             return
         omap = omaps.pop()
         rank = min(len(b.tensors[bs.index(s)].shape) for s, _ in bt.outputs)
         if omap not in C.omap_candidates(b.grid, rank, cfg):
-            self._dead(path, "omaps", f"the expert's omap {list(omap)} is not a candidate for grid {list(b.grid)}",
-                       _setting_list("omaps", cfg.omaps, omap))
+            self._dead(
+                path,
+                "omaps",
+                f"the expert's omap {list(omap)} is not a candidate for grid {list(b.grid)}",
+                _setting_list("omaps", cfg.omaps, omap),
+            )
             return
         dangling = [i for i in range(len(b.inputs), len(b.tensors)) if b.uses[i] == 0]
         if {bs[i] for i in dangling} != {s for s, _ in bt.outputs}:
-            self._dead(path, "block outputs", "the search makes every unused block tensor an output; the expert's "
-                       "block graph leaves a computed tensor unused", None)
+            self._dead(
+                path,
+                "block outputs",
+                "the search makes every unused block tensor an output; the expert's "
+                "block graph leaves a computed tensor unused",
+                None,
+            )
             return
         self._dead(path, "memory", "the expert's block outputs do not fit in device memory", None)
 

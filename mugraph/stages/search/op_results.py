@@ -38,9 +38,22 @@ def arity(kind: OpKind) -> str:
     """'unary', 'commutative' (one pair per set) or 'ordered' (every ordered pair)."""
     match kind:
         case (
-            OpKind.EXP | OpKind.SQUARE | OpKind.SQRT | OpKind.MUL_SCALAR | OpKind.SILU | OpKind.GELU
-            | OpKind.GELU_ERF | OpKind.RELU | OpKind.CLAMP | OpKind.REDUCTION | OpKind.RMS_NORM
-            | OpKind.ACCUM_NO_RED | OpKind.ACCUM_SUM | OpKind.ACCUM_MEAN | OpKind.ACCUM_RMS | OpKind.ACCUM_REDTOX
+            OpKind.EXP
+            | OpKind.SQUARE
+            | OpKind.SQRT
+            | OpKind.MUL_SCALAR
+            | OpKind.SILU
+            | OpKind.GELU
+            | OpKind.GELU_ERF
+            | OpKind.RELU
+            | OpKind.CLAMP
+            | OpKind.REDUCTION
+            | OpKind.RMS_NORM
+            | OpKind.ACCUM_NO_RED
+            | OpKind.ACCUM_SUM
+            | OpKind.ACCUM_MEAN
+            | OpKind.ACCUM_RMS
+            | OpKind.ACCUM_REDTOX
         ):
             return "unary"
         case OpKind.ADD | OpKind.MUL:
@@ -78,13 +91,29 @@ def fast_shape(kind: OpKind, a: Shape, b: Shape | None) -> Shape | None:
                 out.append(x if x > y else y)
             return tuple(out)
         case (
-            OpKind.EXP | OpKind.SQUARE | OpKind.SQRT | OpKind.MUL_SCALAR | OpKind.SILU | OpKind.GELU
-            | OpKind.GELU_ERF | OpKind.RELU | OpKind.CLAMP | OpKind.RMS_NORM
+            OpKind.EXP
+            | OpKind.SQUARE
+            | OpKind.SQRT
+            | OpKind.MUL_SCALAR
+            | OpKind.SILU
+            | OpKind.GELU
+            | OpKind.GELU_ERF
+            | OpKind.RELU
+            | OpKind.CLAMP
+            | OpKind.RMS_NORM
         ):
             return a if b is None else None
         case (
-            OpKind.INPUT | OpKind.OUTPUT | OpKind.CUSTOMIZED | OpKind.REDUCTION | OpKind.CONCAT
-            | OpKind.ACCUM_NO_RED | OpKind.ACCUM_SUM | OpKind.ACCUM_MEAN | OpKind.ACCUM_RMS | OpKind.ACCUM_REDTOX
+            OpKind.INPUT
+            | OpKind.OUTPUT
+            | OpKind.CUSTOMIZED
+            | OpKind.REDUCTION
+            | OpKind.CONCAT
+            | OpKind.ACCUM_NO_RED
+            | OpKind.ACCUM_SUM
+            | OpKind.ACCUM_MEAN
+            | OpKind.ACCUM_RMS
+            | OpKind.ACCUM_REDTOX
         ):
             raise ValueError(f"{kind}: its shape needs its attributes or the block graph (ir.shapes)")
         case _ as unreachable:
@@ -99,8 +128,7 @@ def accumulator_shape(kind: OpKind, a: Shape, rdx: int) -> Shape | None:
         return None
 
 
-def _via_expr(kind: OpKind, args: Sequence[TInfo], attrs: Sequence[tuple[str, int | tuple[int, ...]]] = ()
-              ) -> E.Expr:
+def _via_expr(kind: OpKind, args: Sequence[TInfo], attrs: Sequence[tuple[str, int | tuple[int, ...]]] = ()) -> E.Expr:
     op = Op(kind, tuple(range(len(args))), (), tuple(attrs))
     return E.op_expr(op, [a.expr for a in args], [a.shape for a in args])
 
@@ -125,8 +153,14 @@ def term_maker(kind: OpKind) -> Callable[..., E.Expr]:
         case OpKind.SQUARE | OpKind.MUL_SCALAR | OpKind.REDUCTION | OpKind.RMS_NORM | OpKind.CONCAT:
             return lambda *args: _via_expr(kind, args)
         case (
-            OpKind.INPUT | OpKind.OUTPUT | OpKind.CUSTOMIZED
-            | OpKind.ACCUM_NO_RED | OpKind.ACCUM_SUM | OpKind.ACCUM_MEAN | OpKind.ACCUM_RMS | OpKind.ACCUM_REDTOX
+            OpKind.INPUT
+            | OpKind.OUTPUT
+            | OpKind.CUSTOMIZED
+            | OpKind.ACCUM_NO_RED
+            | OpKind.ACCUM_SUM
+            | OpKind.ACCUM_MEAN
+            | OpKind.ACCUM_RMS
+            | OpKind.ACCUM_REDTOX
         ):
             raise ValueError(f"{kind} has no operand term maker: the search builds its term apart")
         case _ as unreachable:

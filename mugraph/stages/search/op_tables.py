@@ -22,8 +22,9 @@ from mugraph.stages.search.op_results import accumulator_shape, arity, fast_shap
 from mugraph.stages.search.state import TYPE_ORDER, Attrs, Entry, OpenBlock, OpTable, State, TInfo, shape_nbytes
 
 
-def _merged(base: OpTable | None, ki: int, ordered: bool, new: list[Entry]
-            ) -> tuple[list[tuple[int, ...]], list[Entry]]:
+def _merged(
+    base: OpTable | None, ki: int, ordered: bool, new: list[Entry]
+) -> tuple[list[tuple[int, ...]], list[Entry]]:
     """Kind `ki`'s keys and entries: the parent's with `new` added in operand-tuple order."""
     if base is None:
         return [e[0] for e in new], new
@@ -37,8 +38,9 @@ def _merged(base: OpTable | None, ki: int, ordered: bool, new: list[Entry]
     return base.keys[ki] + [e[0] for e in new], base.entries[ki] + new
 
 
-def _extend(base: OpTable | None, kinds: Sequence[OpKind], n: int,
-            entries_of: functools.partial[list[Entry]]) -> OpTable:
+def _extend(
+    base: OpTable | None, kinds: Sequence[OpKind], n: int, entries_of: functools.partial[list[Entry]]
+) -> OpTable:
     start = 0 if base is None else base.n
     all_keys: list[list[tuple[int, ...]]] = []
     all_entries: list[list[Entry]] = []
@@ -60,14 +62,21 @@ _BlockKind = tuple[OpKind, str, int, bool, bool, Callable[..., E.Expr] | None]
 @functools.cache
 def _block_kinds(kinds: tuple[OpKind, ...]) -> tuple[_BlockKind, ...]:
     return tuple(
-        (k, arity(k), TYPE_ORDER[k], k in ACCUMULATORS, k in IN_PLACE_BLOCK_OPS,
-         None if k in ACCUMULATORS else term_maker(k))
+        (
+            k,
+            arity(k),
+            TYPE_ORDER[k],
+            k in ACCUMULATORS,
+            k in IN_PLACE_BLOCK_OPS,
+            None if k in ACCUMULATORS else term_maker(k),
+        )
         for k in kinds
     )
 
 
-def _block_extend(base: OpTable | None, kinds: tuple[OpKind, ...], tensors: Sequence[TInfo], forloop: int,
-                  rdx: int) -> OpTable:
+def _block_extend(
+    base: OpTable | None, kinds: tuple[OpKind, ...], tensors: Sequence[TInfo], forloop: int, rdx: int
+) -> OpTable:
     """The table over `tensors`, extending `base` (over a prefix of them) with the tuples that read
     a tensor it did not have. Same entries as listing each kind's tuples one by one, in one pass."""
     n = len(tensors)
@@ -85,15 +94,33 @@ def _block_extend(base: OpTable | None, kinds: tuple[OpKind, ...], tensors: Sequ
                 if a.after_accum or (shape := accumulator_shape(kind, a.shape, rdx)) is None:
                     continue
                 term = E.accumulator_expr(kind, a.expr, a.shape, forloop, rdx)
-                add((ins, (ins, order), kind, (), TInfo(shape, term, True),
-                     0 if in_place else shape_nbytes(shape), (term,)))
+                add(
+                    (
+                        ins,
+                        (ins, order),
+                        kind,
+                        (),
+                        TInfo(shape, term, True),
+                        0 if in_place else shape_nbytes(shape),
+                        (term,),
+                    )
+                )
         elif kind_arity == "unary":
             assert make is not None
             for ins in tuples[kind_arity]:
                 a = tensors[ins[0]]
                 term = make(a)
-                add((ins, (ins, order), kind, (), TInfo(a.shape, term, a.after_accum),
-                     0 if in_place else shape_nbytes(a.shape), (term,)))
+                add(
+                    (
+                        ins,
+                        (ins, order),
+                        kind,
+                        (),
+                        TInfo(a.shape, term, a.after_accum),
+                        0 if in_place else shape_nbytes(a.shape),
+                        (term,),
+                    )
+                )
         else:
             assert make is not None
             for ins in tuples[kind_arity]:
@@ -103,8 +130,17 @@ def _block_extend(base: OpTable | None, kinds: tuple[OpKind, ...], tensors: Sequ
                 if a.after_accum != b.after_accum or (shape := shape_of(kind, a.shape, b.shape)) is None:
                     continue
                 term = make(a, b)
-                add((ins, (ins, order), kind, (), TInfo(shape, term, a.after_accum),
-                     0 if in_place else shape_nbytes(shape), (term,)))
+                add(
+                    (
+                        ins,
+                        (ins, order),
+                        kind,
+                        (),
+                        TInfo(shape, term, a.after_accum),
+                        0 if in_place else shape_nbytes(shape),
+                        (term,),
+                    )
+                )
         keys, entries = _merged(base, ki, kind_arity == "ordered", new)
         all_keys.append(keys)
         all_entries.append(entries)

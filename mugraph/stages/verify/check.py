@@ -87,9 +87,7 @@ class ReferenceFingerprints:
         self.signature = reference.input_signature()
         self.cases = [field_inputs(reference, self.spec, s, xp) for s in seeds]
         self.algebras = [ZpqAlgebra(xp, self.spec, c.omega) for c in self.cases]
-        self.outputs = [
-            evaluate(a, reference, c.inputs) for a, c in zip(self.algebras, self.cases, strict=True)
-        ]
+        self.outputs = [evaluate(a, reference, c.inputs) for a, c in zip(self.algebras, self.cases, strict=True)]
         # Values candidates share (reuse.py), one cache per seed's inputs.
         self.caches = [ValueCache(cache_bytes // max(1, len(self.cases))) for _ in self.cases]
 
@@ -110,9 +108,7 @@ class FloatReference:
     """A reference program's float64 outputs on one seed's inputs, computed once, compared with
     many candidates; values candidates share are reused between them (reuse.py)."""
 
-    def __init__(
-        self, reference: KernelGraph, xp: ArrayModule, seed: int = 0, cache_bytes: int = 0
-    ) -> None:
+    def __init__(self, reference: KernelGraph, xp: ArrayModule, seed: int = 0, cache_bytes: int = 0) -> None:
         self.alg = Float64Algebra(xp)
         self.inputs = float_inputs(reference, seed, xp)
         self.outputs = [to_numpy(r) for r in evaluate(self.alg, reference, self.inputs)]

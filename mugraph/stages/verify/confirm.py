@@ -35,8 +35,9 @@ def confirm_seeds(fragment_digest: str, k: int = CONFIRM_TESTS) -> tuple[int, ..
 class Confirmer:
     """The reference's fingerprints on the fresh seeds, computed once, matched against many μGraphs."""
 
-    def __init__(self, reference: KernelGraph, fragment_digest: str, k: int = CONFIRM_TESTS,
-                 xp: ArrayModule = np) -> None:
+    def __init__(
+        self, reference: KernelGraph, fragment_digest: str, k: int = CONFIRM_TESTS, xp: ArrayModule = np
+    ) -> None:
         self.reference = reference
         self.xp = xp
         self.fingerprints = ReferenceFingerprints(

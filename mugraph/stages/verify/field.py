@@ -70,8 +70,10 @@ class FieldSpec:
         if (self.p - 1) % self.q:
             raise MugraphError(f"fingerprint prime q={self.q} must divide p-1={self.p - 1}")
         if self.m > MAX_MODULUS:
-            raise MugraphError(f"fingerprint modulus p*q={self.m} must be at most {MAX_MODULUS:,}: the product "
-                               "of two residues must stay exact in float64 (below 2**53)")
+            raise MugraphError(
+                f"fingerprint modulus p*q={self.m} must be at most {MAX_MODULUS:,}: the product "
+                "of two residues must stay exact in float64 (below 2**53)"
+            )
 
     @property
     def m(self) -> int:

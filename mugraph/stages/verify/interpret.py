@@ -81,11 +81,18 @@ def apply_common(alg: Algebra, op: Op, args: Sequence[Array], rank: int) -> Arra
         case OpKind.CONCAT:
             return _concat(alg, args[0], args[1], op.int_attr("dim") - rank)
         case (
-            OpKind.INPUT | OpKind.OUTPUT | OpKind.CUSTOMIZED
-            | OpKind.ACCUM_NO_RED | OpKind.ACCUM_SUM | OpKind.ACCUM_MEAN | OpKind.ACCUM_RMS | OpKind.ACCUM_REDTOX
+            OpKind.INPUT
+            | OpKind.OUTPUT
+            | OpKind.CUSTOMIZED
+            | OpKind.ACCUM_NO_RED
+            | OpKind.ACCUM_SUM
+            | OpKind.ACCUM_MEAN
+            | OpKind.ACCUM_RMS
+            | OpKind.ACCUM_REDTOX
         ):
-            raise NotImplementedError(f"{k} is not applied here: the walks handle inputs, outputs, "
-                                      "graph-defined ops and accumulators")
+            raise NotImplementedError(
+                f"{k} is not applied here: the walks handle inputs, outputs, graph-defined ops and accumulators"
+            )
         case _ as unreachable:
             assert_never(unreachable)
 
@@ -331,10 +338,25 @@ def _accum_part(alg: Algebra, kind: OpKind, x: Array, rdx: int) -> Array:
             folded = x.reshape(tuple(x.shape[:-1]) + (n // rdx, rdx))
             return alg.sum(folded, -2).reshape(tuple(x.shape[:-1]) + (rdx,))
         case (
-            OpKind.INPUT | OpKind.OUTPUT | OpKind.CUSTOMIZED | OpKind.MATMUL
-            | OpKind.EXP | OpKind.SQUARE | OpKind.SQRT | OpKind.MUL_SCALAR | OpKind.SILU | OpKind.GELU
-            | OpKind.GELU_ERF | OpKind.RELU | OpKind.CLAMP | OpKind.ADD | OpKind.MUL | OpKind.DIV
-            | OpKind.REDUCTION | OpKind.RMS_NORM | OpKind.CONCAT
+            OpKind.INPUT
+            | OpKind.OUTPUT
+            | OpKind.CUSTOMIZED
+            | OpKind.MATMUL
+            | OpKind.EXP
+            | OpKind.SQUARE
+            | OpKind.SQRT
+            | OpKind.MUL_SCALAR
+            | OpKind.SILU
+            | OpKind.GELU
+            | OpKind.GELU_ERF
+            | OpKind.RELU
+            | OpKind.CLAMP
+            | OpKind.ADD
+            | OpKind.MUL
+            | OpKind.DIV
+            | OpKind.REDUCTION
+            | OpKind.RMS_NORM
+            | OpKind.CONCAT
         ):
             raise ValueError(f"{kind} is not an accumulator")
         case _ as unreachable:
@@ -351,19 +373,32 @@ def _accum_final(alg: Algebra, kind: OpKind, total: Array, x_shape: Sequence[int
         case OpKind.ACCUM_RMS:
             return _rms(alg, total, forloop * x_shape[-1])
         case (
-            OpKind.INPUT | OpKind.OUTPUT | OpKind.CUSTOMIZED | OpKind.MATMUL
-            | OpKind.EXP | OpKind.SQUARE | OpKind.SQRT | OpKind.MUL_SCALAR | OpKind.SILU | OpKind.GELU
-            | OpKind.GELU_ERF | OpKind.RELU | OpKind.CLAMP | OpKind.ADD | OpKind.MUL | OpKind.DIV
-            | OpKind.REDUCTION | OpKind.RMS_NORM | OpKind.CONCAT
+            OpKind.INPUT
+            | OpKind.OUTPUT
+            | OpKind.CUSTOMIZED
+            | OpKind.MATMUL
+            | OpKind.EXP
+            | OpKind.SQUARE
+            | OpKind.SQRT
+            | OpKind.MUL_SCALAR
+            | OpKind.SILU
+            | OpKind.GELU
+            | OpKind.GELU_ERF
+            | OpKind.RELU
+            | OpKind.CLAMP
+            | OpKind.ADD
+            | OpKind.MUL
+            | OpKind.DIV
+            | OpKind.REDUCTION
+            | OpKind.RMS_NORM
+            | OpKind.CONCAT
         ):
             raise ValueError(f"{kind} is not an accumulator")
         case _ as unreachable:
             assert_never(unreachable)
 
 
-def evaluate(
-    alg: Algebra, graph: KernelGraph, inputs: Sequence[Array], cache: ValueCache | None = None
-) -> list[Array]:
+def evaluate(alg: Algebra, graph: KernelGraph, inputs: Sequence[Array], cache: ValueCache | None = None) -> list[Array]:
     """The graph's outputs, in the order they were marked, for `inputs` in input order. With a
     cache (bound to these inputs), values an earlier graph computed are reused (reuse.py)."""
     env: dict[int, Array] = {}

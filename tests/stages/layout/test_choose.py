@@ -65,8 +65,14 @@ def rule_breaks(g: KernelGraph, lay: Layouts, io: dict[str, int] | None = None) 
 def test_corpus_covers_every_benchmark() -> None:
     per = Counter(p for p, src, _, _ in corpus() if src != "reference")
     assert per["rms_norm"] >= 100 and per["lora"] >= 3 and per["gqa"] >= 2 and per["gated_mlp"] >= 10
-    assert {p for p, src, _, _ in corpus() if src.startswith("expert")} >= {"rms_norm", "lora", "gated_mlp", "gqa",
-                                                                            "qknorm_gqa", "ntrans"}
+    assert {p for p, src, _, _ in corpus() if src.startswith("expert")} >= {
+        "rms_norm",
+        "lora",
+        "gated_mlp",
+        "gqa",
+        "qknorm_gqa",
+        "ntrans",
+    }
 
 
 def test_every_confirmed_mugraph_gets_layouts_obeying_every_rule() -> None:
@@ -99,7 +105,7 @@ def _brute_force_minimum(g: KernelGraph) -> int:
     for choice in itertools.product(*(options(k) for k in kernel_keys + block_keys)):
         by_key = dict(zip(kernel_keys + block_keys, choice, strict=True))
         blocks: dict[int, list[tuple[int, int]]] = {}
-        for (op, i) in block_keys:
+        for op, i in block_keys:
             blocks.setdefault(op, []).append(by_key[(op, i)])
         lay = Layouts(tuple(by_key[k][0] for k in kernel_keys), {op: tuple(v) for op, v in blocks.items()})
         if rule_breaks(g, lay):
@@ -163,9 +169,11 @@ def test_layouts_are_deterministic_across_processes() -> None:
     first = choose_layouts(g)
     again = choose_layouts(loads(dumps(g)))
     assert first.layouts == again.layouts and first.terms == again.terms
-    code = ("import json,sys; from mugraph.ir.serialize import loads; "
-            "from mugraph.stages.layout.choose import choose_layouts; "
-            "r = choose_layouts(loads(sys.stdin.read())); print(json.dumps(r.layouts.to_json()))")
+    code = (
+        "import json,sys; from mugraph.ir.serialize import loads; "
+        "from mugraph.stages.layout.choose import choose_layouts; "
+        "r = choose_layouts(loads(sys.stdin.read())); print(json.dumps(r.layouts.to_json()))"
+    )
     out = subprocess.run([sys.executable, "-c", code], input=dumps(g), capture_output=True, text=True, check=True)
     assert json.loads(out.stdout) == first.layouts.to_json()
 

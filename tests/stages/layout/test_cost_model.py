@@ -129,7 +129,13 @@ def test_recorded_data_is_what_the_bench_reads() -> None:
 def test_a_candidate_within_the_models_error_of_spilling_is_not_confident() -> None:
     """rms_norm's whole space has one, estimated 1.13x: 240 of 255 registers per thread, with 10% error."""
     ref = {"estimated_seconds": 38.2e-6}
-    row = {"digest": "1ed4a3682fc227a3", "fits": True, "estimated_seconds": 33.7e-6, "speedup": 38.2 / 33.7,
-           "emitted_spill_bytes": 0, "emitted_registers": 240}
+    row = {
+        "digest": "1ed4a3682fc227a3",
+        "fits": True,
+        "estimated_seconds": 33.7e-6,
+        "speedup": 38.2 / 33.7,
+        "emitted_spill_bytes": 0,
+        "emitted_registers": 240,
+    }
     assert not confident(row, ref) and confident({**row, "emitted_registers": 160}, ref)
     assert "240 of the 255 registers per thread" in not_confident_line(row)

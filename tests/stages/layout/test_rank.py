@@ -15,8 +15,7 @@ from tests.stages.layout.corpus import corpus, graph
 
 
 def _rms_norm_candidates() -> dict[str, tuple]:  # type: ignore[type-arg]
-    return {d: (graph(t), choose_layouts(graph(t))) for p, s, d, t in corpus() if p == "rms_norm" and
-            s != "reference"}
+    return {d: (graph(t), choose_layouts(graph(t))) for p, s, d, t in corpus() if p == "rms_norm" and s != "reference"}
 
 
 def test_ranking_is_sorted_complete_and_deterministic() -> None:
@@ -87,7 +86,8 @@ def test_a_wrong_or_failed_measurement_does_not_move_its_row() -> None:
     cands = [r["digest"] for r in ordered if not r["reference"]]
     measurements: dict[str, dict[str, Any]] = {
         cands[1]: {"median_seconds": 1e-9, "ok": False, "max_rel_err": 0.3, "device": "GPU X"},
-        cands[2]: {"error": "the module failed on the GPU: CompilationError"}}
+        cands[2]: {"error": "the module failed on the GPU: CompilationError"},
+    }
     out = measured_first(ordered, measurements)
     assert [r["digest"] for r in out] == [r["digest"] for r in ordered]
     by = {r["digest"]: r for r in out}  # the reference's place among them depends on the model's margin
@@ -126,8 +126,13 @@ def test_rows_have_exactly_the_keys_their_typed_records_declare() -> None:
     for r in [*rows, ref_row]:
         assert RankRow.__required_keys__ <= set(r) <= RankRow.__required_keys__ | RankRow.__optional_keys__
     ordered = _model_order()
-    measured = measured_first(ordered, {ordered[0]["digest"]: {"ok": True, "median_seconds": 1e-5, "device": "X"},
-                                        ordered[1]["digest"]: {"ok": False, "error": "boom"}})
+    measured = measured_first(
+        ordered,
+        {
+            ordered[0]["digest"]: {"ok": True, "median_seconds": 1e-5, "device": "X"},
+            ordered[1]["digest"]: {"ok": False, "error": "boom"},
+        },
+    )
     for r in ranked_rows(measured):
         assert RankedRow.__required_keys__ <= set(r) <= RankedRow.__required_keys__ | RankedRow.__optional_keys__
     assert {"measured_seconds", "measure_error"} <= {k for r in measured for k in r}

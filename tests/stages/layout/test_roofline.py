@@ -67,7 +67,8 @@ def test_terms_add_up(name: str) -> None:
             assert k.seconds == pytest.approx(k.launch_seconds + max(parts.values()))
             assert parts[k.bound] == max(parts.values())
         assert t["estimated_seconds"] == pytest.approx(
-            t["launch_seconds"] + sum(t[f"{b}_bound_seconds"] for b in BOUNDS))
+            t["launch_seconds"] + sum(t[f"{b}_bound_seconds"] for b in BOUNDS)
+        )
         assert t["flops"] == t["tensor_flops"] + t["simt_flops"] > 0
 
 
@@ -96,8 +97,11 @@ def test_shared_memory_over_the_profile_does_not_fit_and_ranks_last() -> None:
     ref = prog.reference()
     tiny = dataclasses.replace(PROFILES["H100"], name="tiny", smem_per_block=40_000)
     saved, concat = prog.experts["saved"](), prog.experts["concat"]()
-    rows, _ = rank({"saved": (saved, choose_layouts(saved)), "concat": (concat, choose_layouts(concat))},
-                   (ref, choose_layouts(ref)), tiny)
+    rows, _ = rank(
+        {"saved": (saved, choose_layouts(saved)), "concat": (concat, choose_layouts(concat))},
+        (ref, choose_layouts(ref)),
+        tiny,
+    )
     fits = {r["digest"]: r["fits"] for r in rows}
     assert fits == {"saved": False, "concat": True}  # 58 KB against 34 KB of shared memory
     assert rows[-1]["digest"] == "saved"

@@ -43,4 +43,3 @@ def test_queries_reuse_the_heap_where_thresholds_were_frozen() -> None:
     # faults a query. With the thresholds set, a query faults almost nothing in.
     assert _faults_per_query("off") > 1000
     assert _faults_per_query("on") < 200
-

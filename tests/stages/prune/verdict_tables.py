@@ -19,7 +19,6 @@ def exp(x: Expr) -> Expr:
     return unary(Head.EXP, x)
 
 
-
 XW1, XW2 = matmul(v0, v1, 4096), matmul(v0, v2, 4096)
 GATED_MLP: list[tuple[str, Expr, bool]] = [
     ("X·W1", XW1, True),
@@ -44,8 +43,11 @@ LORA: list[tuple[str, Expr, bool]] = [
     ("X·A", XA, True),
     ("(X·A)·B", matmul(XA, v3, 16), True),
     ("X·W + (X·A)·B", add(matmul(v0, v1, 256), matmul(XA, v3, 16)), True),
-    ("concat(X, XA)·concat(W, B) over 2 iterations",
-     red(2, matmul(concat(v0, matmul(v0, v2, 128), 1, 128), concat(v1, v3, 2, 128), 144)), True),
+    (
+        "concat(X, XA)·concat(W, B) over 2 iterations",
+        red(2, matmul(concat(v0, matmul(v0, v2, 128), 1, 128), concat(v1, v3, 2, 128), 144)),
+        True,
+    ),
     ("X·W tile (k=128)", matmul(v0, v1, 128), True),
     ("W·A", matmul(v1, v2, 256), False),
     ("exp(X)", exp(v0), False),

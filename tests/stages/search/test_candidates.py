@@ -15,8 +15,9 @@ ATTN = preset_config("attention")
 def test_rms_norm_grids() -> None:
     # dims 16, 4096, 6144; 4096/x and 6144/x for x in 8..64, 16/x too small; then (batch=16, 1, 1)
     got = C.grid_candidates([(16, 4096), (4096, 6144)], MLP)
-    want = sorted({(4096 // x, 1, 1) for x in (8, 16, 32, 64)} | {(6144 // x, 1, 1) for x in (8, 16, 32, 64)}
-                  | {(16, 1, 1)})
+    want = sorted(
+        {(4096 // x, 1, 1) for x in (8, 16, 32, 64)} | {(6144 // x, 1, 1) for x in (8, 16, 32, 64)} | {(16, 1, 1)}
+    )
     assert got == want
 
 

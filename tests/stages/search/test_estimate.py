@@ -77,4 +77,3 @@ def test_an_unprobed_task_counts_as_the_finished_subtrees_at_its_depth() -> None
     assert e is not None and e.total == 100 + 100 + 50 and e.pending_tasks == 1
     assert e.fraction == pytest.approx(200 / 250)
     assert e.eta_seconds(10.0) == pytest.approx(5.0)
-

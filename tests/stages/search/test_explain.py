@@ -33,18 +33,27 @@ def admitted(name: str, e: Explanation, **extra: Any) -> Explanation:
     return explain(name, e.expert, **{**extra, key: json.loads(value)})
 
 
-@pytest.mark.parametrize(("name", "extra", "rule", "words"), [
-    ("rms_norm", {"grids": [[128, 1, 1]]}, "grid", "grid [64, 1, 1] is not a candidate"),
-    ("rms_norm", {"franges": [16]}, "for-loop range", "for-loop range 64 is not among the ranges [16]"),
-    ("lora", {"four_input_blocks": False}, "block inputs", "reads X, W, A, B, but a new block graph here reads A, B"),
-    ("rms_norm", {"max_block_ops": 5}, "op count", "6 block ops counting its inputs, max_block_ops is 5"),
-    ("rms_norm", {"max_kernel_ops": 2}, "op count", "3 kernel ops counting its inputs, max_kernel_ops is 2"),
-    ("rms_norm", {"imaps": [[-1, -1, -1]]}, "imaps", "imap [1, -1, -1] is not among the imaps"),
-    ("rms_norm", {"block_ops": ["matmul", "div", "accum_no_red"]}, "block ops", "accum_rms is not among"),
-    ("rms_norm", {"omaps": [[0, 1, -1]]}, "omaps", "omap [1, -1, -1] is not a candidate"),
-])
+@pytest.mark.parametrize(
+    ("name", "extra", "rule", "words"),
+    [
+        ("rms_norm", {"grids": [[128, 1, 1]]}, "grid", "grid [64, 1, 1] is not a candidate"),
+        ("rms_norm", {"franges": [16]}, "for-loop range", "for-loop range 64 is not among the ranges [16]"),
+        (
+            "lora",
+            {"four_input_blocks": False},
+            "block inputs",
+            "reads X, W, A, B, but a new block graph here reads A, B",
+        ),
+        ("rms_norm", {"max_block_ops": 5}, "op count", "6 block ops counting its inputs, max_block_ops is 5"),
+        ("rms_norm", {"max_kernel_ops": 2}, "op count", "3 kernel ops counting its inputs, max_kernel_ops is 2"),
+        ("rms_norm", {"imaps": [[-1, -1, -1]]}, "imaps", "imap [1, -1, -1] is not among the imaps"),
+        ("rms_norm", {"block_ops": ["matmul", "div", "accum_no_red"]}, "block ops", "accum_rms is not among"),
+        ("rms_norm", {"omaps": [[0, 1, -1]]}, "omaps", "omap [1, -1, -1] is not a candidate"),
+    ],
+)
 def test_an_excluded_expert_names_its_rule_and_the_setting_that_admits_it(
-        name: str, extra: dict[str, Any], rule: str, words: str) -> None:
+    name: str, extra: dict[str, Any], rule: str, words: str
+) -> None:
     e = explain(name, **extra)
     assert not e.inside and e.rule == rule and words in e.reason, e.line()
     assert e.line().startswith(f"outside the space ({rule}): ")
@@ -82,8 +91,9 @@ def test_an_inside_expert_is_found_at_the_root_choice_the_search_finds_it(name: 
 
 
 def test_explain_command_and_the_reason_search_prints(tmp_path: Path) -> None:
-    proc = run("explain", "rms_norm", "--set", "franges=[16]", "--set", "grids=[[64,1,1]]", "--memo-url", "local",
-               cwd=tmp_path)
+    proc = run(
+        "explain", "rms_norm", "--set", "franges=[16]", "--set", "grids=[[64,1,1]]", "--memo-url", "local", cwd=tmp_path
+    )
     assert "rms_norm [expert]: outside the space (for-loop range)" in proc.stdout
     assert "rms_norm [paper]: outside the space (grid)" in proc.stdout
     args = ["--set", "grids=[[64,1,1]]", "--set", "kernel_ops=[]", "--set", "franges=[16]", "--memo-url", "local"]
@@ -96,8 +106,9 @@ def test_explain_command_and_the_reason_search_prints(tmp_path: Path) -> None:
 def test_optimize_says_why_its_expert_was_not_found(tmp_path: Path) -> None:
     from tests.helpers.cli_runs import done, mugraph, optimize_args
 
-    args = optimize_args("rms_norm", tmp_path / "run.zarr", "--workers", "1", "--memo-url", "local", "--set",
-                         "franges=[16]")
+    args = optimize_args(
+        "rms_norm", tmp_path / "run.zarr", "--workers", "1", "--memo-url", "local", "--set", "franges=[16]"
+    )
     last = done(mugraph(*args, cwd=tmp_path))
     assert last["complete"]
     assert last["expert"].startswith("expert 'expert' NOT found: outside the space (for-loop range)")

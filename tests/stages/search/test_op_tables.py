@@ -116,8 +116,9 @@ def _op_labels(s: State, cfg: SearchConfig) -> list[str]:
 @pytest.mark.parametrize("name", ["rms_norm", "lora", "gated_mlp", "gqa"])
 def test_tables_and_listings_match_the_direct_enumeration(name: str) -> None:
     prog = get_builtin(name)
-    cfg = preset_config(prog.preset).with_overrides({"kernel_ops": [*preset_config(prog.preset).kernel_ops,
-                                                                    "reduction"]})
+    cfg = preset_config(prog.preset).with_overrides(
+        {"kernel_ops": [*preset_config(prog.preset).kernel_ops, "reduction"]}
+    )
     root = Fragment(prog.reference(), cfg, name).root
     # Depth first, keeping every third child, and closing block graphs after three ops, so that
     # both levels are visited many times.
@@ -137,8 +138,9 @@ def test_tables_and_listings_match_the_direct_enumeration(name: str) -> None:
             macro_labels = [lab for k in kids if (lab := k.build().label).startswith("concat_matmul(")]
             assert macro_labels == _direct_macros(s, cfg)
             b = s.block
-            clone = type(b)(b.sources, b.grid, b.imaps, b.forloop, b.inputs, b.ops, b.tensors, b.uses, b.last, b.smem,
-                            b.has_macro)
+            clone = type(b)(
+                b.sources, b.grid, b.imaps, b.forloop, b.inputs, b.ops, b.tensors, b.uses, b.last, b.smem, b.has_macro
+            )
             table, fresh = block_table(b, cfg), block_table(clone, cfg)
             checked["block"] += 1
         if table is not None and fresh is not None:

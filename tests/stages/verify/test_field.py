@@ -119,8 +119,13 @@ def test_tables_cover_the_ring() -> None:
 
 @pytest.mark.parametrize(
     ("p", "q", "message"),
-    [(225, 113, "prime"), (227, 7, "divide"), (65537, 65521, "divide"), (2**31 - 1, 3, "at most"),
-     (4126523, 23, "at most")],  # pq just above 94,906,265, the last m with m*m <= 2**53
+    [
+        (225, 113, "prime"),
+        (227, 7, "divide"),
+        (65537, 65521, "divide"),
+        (2**31 - 1, 3, "at most"),
+        (4126523, 23, "at most"),
+    ],  # pq just above 94,906,265, the last m with m*m <= 2**53
 )
 def test_bad_primes_are_refused(p: int, q: int, message: str) -> None:
     with pytest.raises(MugraphError, match=message):

@@ -20,8 +20,9 @@ ALG = Float64Algebra(np)
     ("shape", "grid", "imap"),
     [((8, 12), (2, 3, 1), (0, 1, -1)), ((4, 6, 8), (2, 1, 4), (0, -1, 2)), ((6, 4), (1, 2, 3), (-1, 1, 0))],
 )
-def test_partition_then_assemble_is_identity(shape: tuple[int, ...], grid: tuple[int, int, int],
-                                             imap: tuple[int, int, int]) -> None:
+def test_partition_then_assemble_is_identity(
+    shape: tuple[int, ...], grid: tuple[int, int, int], imap: tuple[int, int, int]
+) -> None:
     x = np.arange(np.prod(shape), dtype=np.float64).reshape(shape)
     bg = BlockGraph(grid=grid)
     tiles = partition(ALG, x, bg, imap, -1)

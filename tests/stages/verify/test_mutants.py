@@ -21,8 +21,19 @@ from mugraph.ir.serialize import from_json, to_json
 from mugraph.stages.verify.check import float_max_rel_err
 from tests.helpers.builtin import EXPERTS, PROGRAMS, reference, reference_fingerprints
 
-MAPS = [(-1, -1, -1), (0, -1, -1), (1, -1, -1), (0, 1, -1), (0, 2, -1), (0, -1, 1), (-1, 2, 1),
-        (-1, 1, -1), (0, 2, 1), (1, 0, -1), (2, -1, -1)]
+MAPS = [
+    (-1, -1, -1),
+    (0, -1, -1),
+    (1, -1, -1),
+    (0, 1, -1),
+    (0, 2, -1),
+    (0, -1, 1),
+    (-1, 2, 1),
+    (-1, 1, -1),
+    (0, 2, 1),
+    (1, 0, -1),
+    (2, -1, -1),
+]
 ACCUMS = ["accum_no_red", "accum_sum", "accum_mean", "accum_rms", "accum_redtox"]
 KINDS = ["imap", "fmap", "matmul_swap", "accumulator", "omap"]
 
@@ -81,8 +92,11 @@ def test_mutants_are_rejected(name: str, label: str) -> None:
         except MugraphError:
             continue  # refused by the IR: rejected
         perm = fp.match(mutant)
-        if perm is None and len(mutant.output_tensors) == 1 and \
-                mutant.output_tensors[0].shape != reference(name).output_tensors[0].shape:
+        if (
+            perm is None
+            and len(mutant.output_tensors) == 1
+            and mutant.output_tensors[0].shape != reference(name).output_tensors[0].shape
+        ):
             wrong[kind] += 1
             continue  # a different output shape: nothing to compare in float64
         err = float_max_rel_err(reference(name), mutant, perm or (0,), np)
