@@ -9,6 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import mugraph
 from mugraph.codegen import FP16_TOLERANCE
 from tests.torch.models import SEQ, D, DecoderBlock, build, float64_output, inputs, rel_err
@@ -17,21 +19,31 @@ from tests.torch.models import SEQ, D, DecoderBlock, build, float64_output, inpu
 SETTINGS = {"grids": [[2, 1, 1]], "franges": [4], "kernel_ops": [], "imaps": [[-1, -1, -1], [1, -1, -1]]}
 
 
-def test_a_decoder_block_is_optimized_loaded_and_matches_the_model(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "settings, seconds",
+    [
+        pytest.param(SETTINGS, 90, id="narrowed"),
+        # the default limits: a space of hours on 2 cores, so stopped at a time limit
+        pytest.param(None, 240, id="default-limits", marks=pytest.mark.slow),
+    ],
+)
+def test_a_decoder_block_is_optimized_loaded_and_matches_the_model(
+    tmp_path: Path, settings: dict[str, Any] | None, seconds: int
+) -> None:
     model = build(DecoderBlock)
     x = inputs((SEQ, D))
     store = tmp_path / "decoder.zarr"
     events: list[dict[str, Any]] = []
     # the whole narrowed space takes about 4 minutes on 2 cores; 90 s finds μGraphs in several
-    # fragments, and whatever was chosen by then must compute what the model does
+    # fragments, and whatever was chosen by the time limit must compute what the model does
     module = mugraph.optimize(
         model,
         x,
         store=store,
         workers=2,
-        settings=SETTINGS,
-        budget=200,
-        time_limit=90,
+        settings=settings or {},
+        budget=None if settings is None else 200,
+        time_limit=seconds,
         dashboard_address=":0",
         on_event=events.append,
     )
