@@ -27,7 +27,6 @@ from distributed.security import Security
 from mugraph.cuda.backend import cupy_available
 from mugraph.ir.errors import MugraphError
 from mugraph.pipeline import interrupts
-from mugraph.pipeline.malloc_tuning import SPAWN_ENVIRON_OVERRIDES
 
 DEFAULT_DASHBOARD = "127.0.0.1:8787"
 LOCAL_HOST = "127.0.0.1"
@@ -39,6 +38,13 @@ WORKER_START_TIMEOUT = 300.0  # per batch; processes that never join are a broke
 # about 5% (gated_mlp, 1 worker: 42.4-43.5 s of task time without it, 44.7-45.3 s with it). Every
 # 50 ms keeps the dashboard's profile page, coarser, at a fifth of the samples.
 PROFILER_SETTINGS: dict[str, object] = {"distributed.worker.profile.interval": "50ms"}
+# Dask's nanny starts each worker with MALLOC_TRIM_THRESHOLD_=65536 (to hand freed memory back to the
+# OS). Setting any malloc threshold turns off glibc's dynamic mmap threshold, so every allocation of
+# 128 KiB or more becomes its own mmap and munmap, and the fingerprints' temporary arrays fault their
+# pages in again on every use: the local cluster's workers start without it (None unsets a key of
+# distributed.nanny.pre-spawn-environ). The thresholds a fresh Z3 context per query needs are set by
+# the prune stage itself, in every process that runs queries (stages/prune/heap.py).
+SPAWN_ENVIRON_OVERRIDES: dict[str, object] = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}
 WORKER_SETTINGS = {**SPAWN_ENVIRON_OVERRIDES, **PROFILER_SETTINGS}
 
 
