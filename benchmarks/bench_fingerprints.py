@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mugraph.cuda.backend import backend_name, device_name, get_array_module
+from mugraph.arrays.backend import backend_name, device_name, get_array_module
 from mugraph.ir.graph import KernelGraph
 from mugraph.programs import builtin_programs
 from mugraph.stages.verify.algebra import ZpqAlgebra

@@ -25,10 +25,10 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+from mugraph.arrays.backend import device_name, get_array_module
 from mugraph.cli.emit import Selection, select_from_program, select_from_store
 from mugraph.codegen import CodegenError, emit_module
 from mugraph.codegen.timing import KernelTiming, time_source
-from mugraph.cuda.backend import device_name, get_array_module
 from mugraph.ir.canonical import canonical_digest
 from mugraph.programs import builtin_programs
 from mugraph.stages.layout.choose import choose_layouts

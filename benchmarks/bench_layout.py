@@ -17,7 +17,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from mugraph.cuda.backend import cupy_available, get_array_module
+from mugraph.arrays.backend import cupy_available, get_array_module
 from mugraph.ir.canonical import canonical_digest
 from mugraph.ir.graph import KernelGraph
 from mugraph.ir.serialize import loads

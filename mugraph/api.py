@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mugraph.arrays.backend import cupy_available
 from mugraph.cli.checks import (
     check_dashboard_host,
     check_host_port,
@@ -27,7 +28,6 @@ from mugraph.cli.checks import (
 from mugraph.cli.emit import write_store_module
 from mugraph.cli.explain import expert_line
 from mugraph.codegen.check import require_triton
-from mugraph.cuda.backend import cupy_available
 from mugraph.dashboards import live
 from mugraph.dashboards.report import write_report
 from mugraph.ir.errors import MugraphError

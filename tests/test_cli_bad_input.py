@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from mugraph.arrays.backend import cupy_available
 from mugraph.cli import main
-from mugraph.cuda.backend import cupy_available
 from mugraph.ir.graph import KernelGraph
 from mugraph.ir.serialize import dumps, to_json
 

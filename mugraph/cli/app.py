@@ -14,9 +14,9 @@ from typing import Any
 
 import click
 
+from mugraph.arrays.backend import backend_name, get_array_module
 from mugraph.cli.checks import parse_duration
 from mugraph.cli.pipeline import optimize, report, show, status
-from mugraph.cuda.backend import backend_name, get_array_module
 from mugraph.dashboards.progress_line import ProgressLine
 from mugraph.ir.canonical import canonical_digest
 from mugraph.ir.errors import MugraphError

@@ -11,11 +11,11 @@ from typing import Any
 
 import click
 
+from mugraph.arrays.backend import cupy_available
 from mugraph.codegen import FP16_TOLERANCE, EmitInfo, check_source, emit_module
 from mugraph.codegen.check import require_triton
 from mugraph.codegen.errors import CodegenError
 from mugraph.codegen.timing import time_source
-from mugraph.cuda.backend import cupy_available
 from mugraph.ir.canonical import canonical_digest
 from mugraph.ir.errors import MugraphError
 from mugraph.ir.graph import KernelGraph

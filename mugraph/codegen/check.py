@@ -34,8 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from mugraph.arrays.backend import to_numpy
 from mugraph.codegen.errors import KERNELS_EXTRA_HINT, CodegenError
-from mugraph.cuda.backend import to_numpy
 from mugraph.ir.graph import KernelGraph
 from mugraph.ir.types import OpKind
 from mugraph.stages.verify.algebra import Float64Algebra

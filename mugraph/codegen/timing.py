@@ -22,9 +22,9 @@ from dataclasses import asdict, dataclass
 from types import ModuleType
 from typing import Any
 
+from mugraph.arrays.backend import ArrayModule, cupy_available, device_name, get_array_module, synchronize
 from mugraph.codegen.check import FP16_TOLERANCE, check_inputs, compare, load_module, reference_outputs
 from mugraph.codegen.errors import CodegenError
-from mugraph.cuda.backend import ArrayModule, cupy_available, device_name, get_array_module, synchronize
 from mugraph.ir.graph import KernelGraph
 
 L2_FLUSH_BYTES = 256 << 20  # larger than any current GPU's L2 (H100 50 MB, H200 60 MB)

@@ -24,7 +24,7 @@ import dask.config
 from distributed import Client, LocalCluster
 from distributed.security import Security
 
-from mugraph.cuda.backend import cupy_available
+from mugraph.arrays.backend import cupy_available
 from mugraph.ir.errors import MugraphError
 from mugraph.pipeline import interrupts
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from distributed import WorkerPlugin, get_worker
 
-from mugraph.cuda.backend import ArrayModule, cupy_available, get_array_module
+from mugraph.arrays.backend import ArrayModule, cupy_available, get_array_module
 from mugraph.ir.serialize import loads
 from mugraph.pipeline.plan import FragmentPayload, config_from_json
 from mugraph.pipeline.records import MEMO_KEYS, SearchTaskResult

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from mugraph.cuda.backend import cupy_available
+from mugraph.arrays.backend import cupy_available
 from mugraph.programs import builtin_programs
 
 pytestmark = [

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mugraph.cuda.backend import cupy_available
+from mugraph.arrays.backend import cupy_available
 from mugraph.storage.run_store import RunStore
 from tests.helpers.cli_runs import done, mugraph, optimize_args
 

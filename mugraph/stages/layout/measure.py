@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from mugraph.cuda.backend import ArrayModule, backend_name, device_name, synchronize
+from mugraph.arrays.backend import ArrayModule, backend_name, device_name, synchronize
 from mugraph.ir.graph import KernelGraph
 from mugraph.stages.verify.algebra import Float64Algebra
 from mugraph.stages.verify.interpret import evaluate

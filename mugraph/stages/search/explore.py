@@ -25,7 +25,7 @@ from itertools import chain, compress
 
 import numpy as np
 
-from mugraph.cuda.backend import ArrayModule
+from mugraph.arrays.backend import ArrayModule
 from mugraph.ir.canonical import canonical_digest
 from mugraph.ir.errors import IRError, MugraphError
 from mugraph.ir.graph import KernelGraph

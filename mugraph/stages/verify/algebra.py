@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from mugraph.cuda.backend import ArrayModule
+from mugraph.arrays.backend import ArrayModule
 from mugraph.stages.verify.field import FieldSpec, matmul_chunk, tables
 
 Array = Any

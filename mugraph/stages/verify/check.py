@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mugraph.cuda.backend import ArrayModule, to_numpy
+from mugraph.arrays.backend import ArrayModule, to_numpy
 from mugraph.ir.graph import KernelGraph
 from mugraph.stages.verify.algebra import Array, Float64Algebra, ZpqAlgebra
 from mugraph.stages.verify.field import FieldSpec

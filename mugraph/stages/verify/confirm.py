@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from mugraph.cuda.backend import ArrayModule, backend_name
+from mugraph.arrays.backend import ArrayModule, backend_name
 from mugraph.ir.graph import KernelGraph
 from mugraph.stages.verify.check import FloatReference, ReferenceFingerprints
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mugraph.cuda.backend import cupy_available, get_array_module, to_numpy
+from mugraph.arrays.backend import cupy_available, get_array_module, to_numpy
 from mugraph.programs import builtin_programs
 from mugraph.stages.layout.choose import choose_layouts
 from mugraph.stages.layout.measure import measure

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mugraph.cuda.backend import cupy_available, get_array_module, to_numpy
+from mugraph.arrays.backend import cupy_available, get_array_module, to_numpy
 from mugraph.stages.verify.check import ReferenceFingerprints, check_equivalence
 from tests.helpers.builtin import EXPERTS, PROGRAMS, reference, reference_fingerprints
 
