@@ -16,6 +16,7 @@ import click
 
 from mugraph.arrays.backend import backend_name, get_array_module
 from mugraph.cli.checks import parse_duration
+from mugraph.cli.options import memo_options
 from mugraph.cli.pipeline import optimize, report, show, status
 from mugraph.dashboards.progress_line import ProgressLine
 from mugraph.ir.canonical import canonical_digest
@@ -281,20 +282,7 @@ def check(program: str, as_json: bool, seeds: str, backend: str, p: int, q: int,
 @cli.command()
 @click.argument("program")
 @click.option("--json", "as_json", is_flag=True, help="Last stdout line: one JSON object with the verdicts.")
-@click.option(
-    "--memo-url",
-    default=None,
-    metavar="URL",
-    help="Shared verdict memo: redis://HOST:PORT/DB, unix:///PATH, or 'local' (no server). "
-    "Default: a private redis-server keeping its data in --memo-dir.",
-)
-@click.option(
-    "--memo-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("runs/memo"),
-    show_default=True,
-    help="Data directory of the private redis-server.",
-)
+@memo_options
 @click.option(
     "--rlimit",
     default=DEFAULT_RLIMIT,
@@ -394,20 +382,7 @@ def _progress_text(r: SearchReport) -> str:
     type=click.IntRange(min=1),
     help="Nodes per task: the unit of progress updates and of time-limit checks.",
 )
-@click.option(
-    "--memo-url",
-    default=None,
-    metavar="URL",
-    help="Shared verdict memo: redis://HOST:PORT/DB, unix:///PATH, or 'local' (no server). "
-    "Default: a private redis-server keeping its data in --memo-dir.",
-)
-@click.option(
-    "--memo-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("runs/memo"),
-    show_default=True,
-    help="Data directory of the private redis-server.",
-)
+@memo_options
 @click.option(
     "--backend",
     type=click.Choice(["auto", "numpy", "cupy"]),

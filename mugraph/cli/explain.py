@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from mugraph.cli.options import memo_options
 from mugraph.ir.canonical import canonical_digest
 from mugraph.ir.errors import MugraphError
 from mugraph.ir.serialize import loads
@@ -34,20 +35,7 @@ from mugraph.storage.memo_url import check_memo_url
     metavar="KEY=VALUE",
     help="Override one search limit, as for `mugraph search`. Repeatable.",
 )
-@click.option(
-    "--memo-url",
-    default=None,
-    metavar="URL",
-    help="Shared verdict memo: redis://HOST:PORT/DB, unix:///PATH, or 'local' (no server). "
-    "Default: a private redis-server keeping its data in --memo-dir.",
-)
-@click.option(
-    "--memo-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("runs/memo"),
-    show_default=True,
-    help="Data directory of the private redis-server.",
-)
+@memo_options
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per expert on stdout.")
 def explain(
     program: str,
