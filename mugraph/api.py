@@ -90,11 +90,16 @@ def _versions() -> dict[str, str]:
     return out
 
 
+def _memo_dir(store: Path) -> Path:
+    """Where a run keeps its memo secret and private redis-server: beside its store, as STORE.memo/."""
+    return store.with_name(store.name + ".memo")
+
+
 @contextlib.contextmanager
 def _memo_url(memo_url: str | None, store: Path) -> Iterator[str | None]:
     """The URL workers use, with the run's memo secret in it (kept in STORE.memo/): the given one, or a
     private redis-server kept beside the store (so a resumed run finds its verdicts again)."""
-    memo_dir = store.with_name(store.name + ".memo")
+    memo_dir = _memo_dir(store)
     if memo_url is None:
         with private_memo(memo_dir) as url:
             yield url
@@ -170,7 +175,7 @@ def _preflight(o: OptimizeOptions, store: Path) -> None:
         external_security(o.scheduler)
         probe_scheduler(o.scheduler)
     if o.memo_url != "local":
-        check_memo_secret(store.with_name(store.name + ".memo"))
+        check_memo_secret(_memo_dir(store))
 
 
 def run_optimize(
