@@ -293,25 +293,28 @@ def optimize(
         click.echo(f"  kernels: {done['kernels']}  (Triton; mugraph emit {done['store']} --check runs them)")
 
 
-def not_confident_line(top: dict[str, Any]) -> str:
-    """Why the best candidate does not replace the reference: its tiles spill registers or come within
-    the model's error of spilling (the term it prices least surely), or it is estimated faster only
-    within the model's measured error."""
-    if top.get("emitted_spill_bytes"):
-        why = (
-            f"its tiles spill {top['emitted_spill_bytes']:,} bytes of registers per program, which the model "
+def _why_not_confident(row: Mapping[str, Any]) -> str:
+    """Why a candidate that fits is not confidently faster than the reference: its tiles spill registers
+    or come within the model's error of spilling (the term it prices least surely), or it is estimated
+    faster only within the model's measured error (the rules of stages.layout.rank.confident)."""
+    if row.get("emitted_spill_bytes"):
+        return (
+            f"its tiles spill {row['emitted_spill_bytes']:,} bytes of registers per program, which the model "
             f"prices least surely"
         )
-    elif top.get("emitted_registers", 0) * (1 + MODEL_ERROR) > MAX_REGISTERS:
-        why = (
-            f"its tiles need {top['emitted_registers']} of the {MAX_REGISTERS} registers per thread, within "
+    if row.get("emitted_registers", 0) * (1 + MODEL_ERROR) > MAX_REGISTERS:
+        return (
+            f"its tiles need {row['emitted_registers']} of the {MAX_REGISTERS} registers per thread, within "
             f"the model's error ({MODEL_ERROR:.0%}) of spilling"
         )
-    else:
-        why = f"within the model's measured error ({MODEL_ERROR:.0%})"
+    return f"within the model's measured error ({MODEL_ERROR:.0%})"
+
+
+def not_confident_line(top: dict[str, Any]) -> str:
+    """Why the best candidate does not replace the reference."""
     return (
         f"    no μGraph is confidently faster than the reference: the best candidate, {top['digest'][:16]}, "
-        f"is estimated {top['speedup']:.2f}x, {why}; the reference is kept"
+        f"is estimated {top['speedup']:.2f}x, {_why_not_confident(top)}; the reference is kept"
     )
 
 
@@ -403,15 +406,7 @@ def _held_back(e: Mapping[str, Any]) -> str | None:
         return None
     if not e.get("fits", True):
         return "its tiles do not fit the GPU's memory"
-    if e.get("emitted_spill_bytes"):
-        return f"its kernels spill registers ({e['emitted_spill_bytes']:,} B), which the model prices least surely"
-    registers = e.get("emitted_registers", 0)
-    if registers * (1 + MODEL_ERROR) > MAX_REGISTERS:
-        return (
-            f"it needs {registers} of the {MAX_REGISTERS} registers per thread, too close to spilling "
-            "for the model to vouch for it"
-        )
-    return f"estimated faster by less than the model's measured error ({MODEL_ERROR:.0%})"
+    return _why_not_confident(e)
 
 
 def _ranking_lines(ranking: list[dict[str, Any]], limit: int | None, experts: dict[str, str]) -> list[str]:
