@@ -23,6 +23,8 @@ from typing import Self
 from zarr.abc.buffer import Buffer
 from zarr.storage import LocalStore
 
+from mugraph.storage.safe_files import open_nofollow
+
 __all__ = ["TEMP_SUFFIX", "AtomicLocalStore", "remove_temp_files", "write_atomic"]
 
 TEMP_SUFFIX = ".mugraph-tmp"
@@ -33,7 +35,7 @@ def write_atomic(path: Path, data: bytes | memoryview, *, exclusive: bool = Fals
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:12]}{TEMP_SUFFIX}"
     # O_EXCL: the temp file is new, never a link or a file planted under its name
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    fd = open_nofollow(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)

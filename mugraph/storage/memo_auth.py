@@ -22,7 +22,7 @@ from urllib.parse import parse_qsl, urlencode
 
 from mugraph.ir.errors import MugraphError
 from mugraph.ir.names import printable
-from mugraph.storage.safe_files import LinkFound, read_nofollow, write_nofollow
+from mugraph.storage.safe_files import LinkFound, open_nofollow, read_nofollow, write_nofollow
 
 __all__ = ["ENV_SECRET", "SECRET_PARAM", "MemoSigner", "attach_secret", "load_secret", "split_secret"]
 
@@ -49,7 +49,7 @@ def load_secret(directory: Path) -> bytes:
     try:
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         with contextlib.suppress(FileExistsError):
-            fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            fd = open_nofollow(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w") as f:
                 f.write(secrets.token_hex(32))
         text = read_nofollow(file).decode("utf-8").strip()
