@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import assert_never
 
 from mugraph.ir.errors import MappingError, RankError, ShapeError
-from mugraph.ir.types import MAX_DIMS, Dim3, OpKind, Shape
+from mugraph.ir.types import MAX_DIMS, AccumKind, Dim3, OpKind, Shape
 
 AXES = "xyz"
 
@@ -68,7 +68,7 @@ def concat(a: Shape, b: Shape, dim: int) -> Shape:
     return a[:dim] + (a[dim] + b[dim],) + a[dim + 1 :]
 
 
-def accumulator(op: OpKind, shape: Shape, rdx: int) -> Shape:
+def accumulator(op: AccumKind, shape: Shape, rdx: int) -> Shape:
     """Shape after the for-loop accumulation (LD = last dim)."""
     match op:
         case OpKind.ACCUM_NO_RED:
@@ -79,28 +79,6 @@ def accumulator(op: OpKind, shape: Shape, rdx: int) -> Shape:
             if shape[-1] % rdx:
                 raise ShapeError(f"{op}: last dim of {fmt(shape)} is not a multiple of reduction_dimx {rdx}")
             return shape[:-1] + (rdx,)
-        case (
-            OpKind.INPUT
-            | OpKind.OUTPUT
-            | OpKind.CUSTOMIZED
-            | OpKind.MATMUL
-            | OpKind.EXP
-            | OpKind.SQUARE
-            | OpKind.SQRT
-            | OpKind.MUL_SCALAR
-            | OpKind.SILU
-            | OpKind.GELU
-            | OpKind.GELU_ERF
-            | OpKind.RELU
-            | OpKind.CLAMP
-            | OpKind.ADD
-            | OpKind.MUL
-            | OpKind.DIV
-            | OpKind.REDUCTION
-            | OpKind.RMS_NORM
-            | OpKind.CONCAT
-        ):
-            raise ShapeError(f"{op} is not an accumulator")
         case _ as unreachable:
             assert_never(unreachable)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Final, Literal, get_args
 
 Shape = tuple[int, ...]
 Dim3 = tuple[int, int, int]
@@ -64,15 +65,17 @@ UNARY_OPS = frozenset(
 )
 BINARY_ELEMENTWISE_OPS = frozenset({OpKind.ADD, OpKind.MUL, OpKind.DIV})
 COMMUTATIVE_OPS = frozenset({OpKind.ADD, OpKind.MUL})
-ACCUMULATORS = frozenset(
-    {
-        OpKind.ACCUM_NO_RED,
-        OpKind.ACCUM_SUM,
-        OpKind.ACCUM_MEAN,
-        OpKind.ACCUM_RMS,
-        OpKind.ACCUM_REDTOX,
-    }
-)
+# The for-loop accumulators, defined once as a type: the functions that act on an accumulator (its
+# shape, term and values) take an `AccumKind` and match its kinds exhaustively; a caller narrows an
+# `OpKind` first with `kind in ACCUMULATORS`, which mypy reads as narrowing to `AccumKind`.
+AccumKind = Literal[
+    OpKind.ACCUM_NO_RED,
+    OpKind.ACCUM_SUM,
+    OpKind.ACCUM_MEAN,
+    OpKind.ACCUM_RMS,
+    OpKind.ACCUM_REDTOX,
+]
+ACCUMULATORS: Final[frozenset[AccumKind]] = frozenset(get_args(AccumKind))
 _COMMON = (
     frozenset({OpKind.INPUT, OpKind.OUTPUT, OpKind.MATMUL, OpKind.REDUCTION})
     | frozenset({OpKind.RMS_NORM, OpKind.CONCAT})

@@ -17,7 +17,7 @@ from typing import assert_never
 from mugraph.ir import shapes
 from mugraph.ir.errors import IRError
 from mugraph.ir.graph import Op
-from mugraph.ir.types import OpKind, Shape
+from mugraph.ir.types import AccumKind, OpKind, Shape
 from mugraph.stages.prune import expr as E
 from mugraph.stages.search.state import TInfo
 
@@ -121,7 +121,7 @@ def fast_shape(kind: OpKind, a: Shape, b: Shape | None) -> Shape | None:
 
 
 @functools.lru_cache(maxsize=1 << 16)
-def accumulator_shape(kind: OpKind, a: Shape, rdx: int) -> Shape | None:
+def accumulator_shape(kind: AccumKind, a: Shape, rdx: int) -> Shape | None:
     try:
         return shapes.accumulator(kind, a, rdx)
     except IRError:

@@ -15,7 +15,7 @@ import functools
 from collections.abc import Callable, Sequence
 
 from mugraph.ir import shapes
-from mugraph.ir.types import ACCUMULATORS, IN_PLACE_BLOCK_OPS, OpKind, Shape
+from mugraph.ir.types import ACCUMULATORS, IN_PLACE_BLOCK_OPS, AccumKind, OpKind, Shape
 from mugraph.stages.prune import expr as E
 from mugraph.stages.search.config import SearchConfig
 from mugraph.stages.search.op_results import accumulator_shape, arity, fast_shape, new_tuples, op_term, term_maker
@@ -54,9 +54,9 @@ def _extend(
 
 # -- block graphs ----------------------------------------------------------------------------------
 # What a block kind's entries need, worked out once per kind list: (kind, operand arity, rank
-# order, whether it is an accumulator, whether its output reuses its input's shared memory, and
-# its term maker for ops that are not accumulators).
-_BlockKind = tuple[OpKind, str, int, bool, bool, Callable[..., E.Expr] | None]
+# order, the kind again if it is an accumulator (else None), whether its output reuses its input's
+# shared memory, and its term maker for ops that are not accumulators).
+_BlockKind = tuple[OpKind, str, int, AccumKind | None, bool, Callable[..., E.Expr] | None]
 
 
 @functools.cache
@@ -66,7 +66,7 @@ def _block_kinds(kinds: tuple[OpKind, ...]) -> tuple[_BlockKind, ...]:
             k,
             arity(k),
             TYPE_ORDER[k],
-            k in ACCUMULATORS,
+            k if k in ACCUMULATORS else None,
             k in IN_PLACE_BLOCK_OPS,
             None if k in ACCUMULATORS else term_maker(k),
         )
@@ -88,12 +88,12 @@ def _block_extend(
     for ki, (kind, kind_arity, order, accum, in_place, make) in enumerate(_block_kinds(kinds)):
         new: list[Entry] = []
         add = new.append
-        if accum:
+        if accum is not None:
             for ins in tuples[kind_arity]:
                 a = tensors[ins[0]]
-                if a.after_accum or (shape := accumulator_shape(kind, a.shape, rdx)) is None:
+                if a.after_accum or (shape := accumulator_shape(accum, a.shape, rdx)) is None:
                     continue
-                term = E.accumulator_expr(kind, a.expr, a.shape, forloop, rdx)
+                term = E.accumulator_expr(accum, a.expr, a.shape, forloop, rdx)
                 add(
                     (
                         ins,

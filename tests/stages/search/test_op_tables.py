@@ -41,7 +41,7 @@ def _direct_block_ops(s: State, cfg: SearchConfig) -> list[str]:
             args = [b.tensors[i] for i in ins]
             if (len(args) == 2 and args[0].after_accum != args[1].after_accum) or (accum and args[0].after_accum):
                 continue
-            if accum:
+            if kind in ACCUMULATORS:
                 try:
                     shape = shapes.accumulator(kind, args[0].shape, cfg.rdx)
                 except IRError:
