@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from math import prod
+from typing import assert_never
 
 from mugraph.codegen.errors import CodegenError
 from mugraph.codegen.text import inert
@@ -25,7 +26,7 @@ from mugraph.ir.graph import BlockGraph, KernelGraph, Op
 from mugraph.ir.shapes import fmt
 from mugraph.ir.tiles import AXES, MIN_DOT, input_access, output_access, padded, padded_shape, tile_offsets
 from mugraph.ir.tiles import mask as tile_mask
-from mugraph.ir.types import ACCUMULATORS, DType, OpKind, Shape
+from mugraph.ir.types import ACCUMULATORS, AccumKind, DType, OpKind, Shape
 
 GELU_C = 0.7978845608028654  # sqrt(2/pi), the tanh form of GELU as in the float64 interpreter
 SQRT1_2 = 0.7071067811865476  # 1/sqrt(2), the exact (erf) form of GELU
@@ -139,35 +140,59 @@ class _Body:
         return f"s{out}"
 
     def expr(self, op: Op, out: int) -> str:
+        """The Triton expression of a computing block op's tile (concat writes its own lines)."""
         k, ins = op.kind, [f"s{i}" for i in op.inputs]
-        if k is OpKind.MATMUL:
-            return self.matmul(op.inputs[0], op.inputs[1], out)
-        simple = {
-            OpKind.ADD: lambda: f"{ins[0]} + {ins[1]}",
-            OpKind.MUL: lambda: f"{ins[0]} * {ins[1]}",
-            OpKind.DIV: lambda: f"{ins[0]} / {ins[1]}",
-            OpKind.EXP: lambda: f"tl.exp({ins[0]})",
-            OpKind.SQUARE: lambda: f"{ins[0]} * {ins[0]}",
-            OpKind.SQRT: lambda: f"tl.sqrt({ins[0]})",
-            OpKind.SILU: lambda: f"{ins[0]} / (1.0 + tl.exp(-{ins[0]}))",
-            OpKind.GELU: lambda: (
-                f"{ins[0]} / (1.0 + tl.exp({-2 * GELU_C!r} * ({ins[0]} + 0.044715 * {ins[0]} * {ins[0]} * {ins[0]})))"
-            ),
-            OpKind.GELU_ERF: lambda: f"0.5 * {ins[0]} * (1.0 + tl.math.erf({ins[0]} * {SQRT1_2!r}))",
-            OpKind.RELU: lambda: f"tl.maximum({ins[0]}, 0.0)",
-            OpKind.CLAMP: lambda: f"tl.minimum(tl.maximum({ins[0]}, {op.float_attr('lo')!r}), {op.float_attr('hi')!r})",
-            OpKind.MUL_SCALAR: lambda: f"{ins[0]} * {op.float_attr('scalar')!r}",
-            OpKind.REDUCTION: lambda: f"tl.sum({ins[0]}, axis={op.int_attr('dim')}, keep_dims=True)",
-            OpKind.RMS_NORM: lambda: (
-                f"{ins[0]} / tl.sqrt(tl.sum({ins[0]} * {ins[0]}, axis={len(self.shape(out)) - 1}, "
-                f"keep_dims=True) / {self.shape(out)[-1]})"
-            ),
-        }
-        if k in simple:
-            return simple[k]()
-        if k is OpKind.CONCAT:
-            return self.concat(op, out)
-        raise CodegenError(f"block op {k} has no Triton form")
+        match k:
+            case OpKind.MATMUL:
+                return self.matmul(op.inputs[0], op.inputs[1], out)
+            case OpKind.ADD:
+                return f"{ins[0]} + {ins[1]}"
+            case OpKind.MUL:
+                return f"{ins[0]} * {ins[1]}"
+            case OpKind.DIV:
+                return f"{ins[0]} / {ins[1]}"
+            case OpKind.EXP:
+                return f"tl.exp({ins[0]})"
+            case OpKind.SQUARE:
+                return f"{ins[0]} * {ins[0]}"
+            case OpKind.SQRT:
+                return f"tl.sqrt({ins[0]})"
+            case OpKind.SILU:
+                return f"{ins[0]} / (1.0 + tl.exp(-{ins[0]}))"
+            case OpKind.GELU:
+                cube = f"{ins[0]} * {ins[0]} * {ins[0]}"
+                return f"{ins[0]} / (1.0 + tl.exp({-2 * GELU_C!r} * ({ins[0]} + 0.044715 * {cube})))"
+            case OpKind.GELU_ERF:
+                return f"0.5 * {ins[0]} * (1.0 + tl.math.erf({ins[0]} * {SQRT1_2!r}))"
+            case OpKind.RELU:
+                return f"tl.maximum({ins[0]}, 0.0)"
+            case OpKind.CLAMP:
+                return f"tl.minimum(tl.maximum({ins[0]}, {op.float_attr('lo')!r}), {op.float_attr('hi')!r})"
+            case OpKind.MUL_SCALAR:
+                return f"{ins[0]} * {op.float_attr('scalar')!r}"
+            case OpKind.REDUCTION:
+                return f"tl.sum({ins[0]}, axis={op.int_attr('dim')}, keep_dims=True)"
+            case OpKind.RMS_NORM:
+                return (
+                    f"{ins[0]} / tl.sqrt(tl.sum({ins[0]} * {ins[0]}, axis={len(self.shape(out)) - 1}, "
+                    f"keep_dims=True) / {self.shape(out)[-1]})"
+                )
+            case OpKind.CONCAT:
+                return self.concat(op, out)
+            case OpKind.CUSTOMIZED:
+                raise CodegenError(f"block op {k} has no Triton form")
+            case (
+                OpKind.INPUT
+                | OpKind.OUTPUT
+                | OpKind.ACCUM_NO_RED
+                | OpKind.ACCUM_SUM
+                | OpKind.ACCUM_MEAN
+                | OpKind.ACCUM_RMS
+                | OpKind.ACCUM_REDTOX
+            ):
+                raise CodegenError(f"block op {k} is not an expression: emit_kernel loads, stores and accumulates it")
+            case _ as unreachable:
+                assert_never(unreachable)
 
     def lines_for(self, t: int) -> list[str]:
         if self.bg.tensors[t].after_accum:
@@ -185,30 +210,35 @@ class _Body:
         )
         lines.append(f"s{out} = {self.masked(out, e) if unsafe else e}")
 
-    def accumulate(self, op: Op) -> None:
+    def accumulate(self, op: Op, kind: AccumKind) -> None:
         """The loop adds whole tiles (x, or x*x for rms) in float32; the accumulator's own reduction
         over the last dim runs once after the loop, which gives the same sum since it is linear."""
         x, out = op.inputs[0], op.outputs[0]
         xs = self.shape(x)
         last = len(xs) - 1
-        self.setup.append(f"acc{out} = tl.zeros({_shape_text(padded_shape(xs))}, dtype=tl.float32)  # {op.kind}")
-        self.loop.append(f"acc{out} += s{x} * s{x}" if op.kind is OpKind.ACCUM_RMS else f"acc{out} += s{x}")
+        self.setup.append(f"acc{out} = tl.zeros({_shape_text(padded_shape(xs))}, dtype=tl.float32)  # {kind}")
+        self.loop.append(f"acc{out} += s{x} * s{x}" if kind is OpKind.ACCUM_RMS else f"acc{out} += s{x}")
         n = self.bg.forloop * xs[-1]
         total = f"tl.sum(acc{out}, axis={last}, keep_dims=True)"
-        if op.kind is OpKind.ACCUM_REDTOX:
-            rdx, pn = self.bg.rdx, padded(xs[-1])
-            if padded(rdx) != rdx or pn % rdx:
-                raise CodegenError(
-                    f"accum_redtox of {fmt(xs)} to reduction_dimx {rdx}: needs a power of two of at least {MIN_DOT}"
-                )
-            folded = _shape_text((*padded_shape(xs[:-1]), pn // rdx, rdx))
-            final = f"tl.sum(tl.reshape(acc{out}, {folded}), axis={last})"
-        else:
-            final = {
-                OpKind.ACCUM_SUM: total,
-                OpKind.ACCUM_MEAN: f"{total} / {n}",
-                OpKind.ACCUM_RMS: f"tl.sqrt({total} / {n})",
-            }.get(op.kind, f"acc{out}")
+        match kind:
+            case OpKind.ACCUM_NO_RED:
+                final = f"acc{out}"
+            case OpKind.ACCUM_SUM:
+                final = total
+            case OpKind.ACCUM_MEAN:
+                final = f"{total} / {n}"
+            case OpKind.ACCUM_RMS:
+                final = f"tl.sqrt({total} / {n})"
+            case OpKind.ACCUM_REDTOX:
+                rdx, pn = self.bg.rdx, padded(xs[-1])
+                if padded(rdx) != rdx or pn % rdx:
+                    raise CodegenError(
+                        f"accum_redtox of {fmt(xs)} to reduction_dimx {rdx}: needs a power of two of at least {MIN_DOT}"
+                    )
+                folded = _shape_text((*padded_shape(xs[:-1]), pn // rdx, rdx))
+                final = f"tl.sum(tl.reshape(acc{out}, {folded}), axis={last})"
+            case _ as unreachable:
+                assert_never(unreachable)
         self.after.append(f"s{out} = {final}")
 
 
@@ -244,53 +274,54 @@ def emit_kernel(
     live = live_tensors(bg)
     k_in = k_out = 0
     for op in bg.ops:
-        if op.kind is OpKind.INPUT:
-            out, src = op.outputs[0], bg.sources[k_in]
-            imap, fmap = op.dims_attr("imap"), op.int_attr("fmap")
-            tile = bg.tensors[out].shape
-            acc = input_access(src.shape, tile, bg.grid, imap, fmap, bg.forloop, in_strides[k_in])
-            head.append(
-                f"# s{out} <- {inert(sources[k_in])} {fmt(src.shape)}: imap {list(imap)}, fmap {fmap} -> tile "
-                f"{fmt(tile)} (padded {fmt(padded_shape(tile))})"
-                + (" per iteration" if fmap >= 0 else ", loaded once" if out in live else "")
-                + ("" if out in live else ", read by no op: not loaded")
-            )
-            if out not in live:
+        match op.kind:
+            case OpKind.INPUT:
+                out, src = op.outputs[0], bg.sources[k_in]
+                imap, fmap = op.dims_attr("imap"), op.int_attr("fmap")
+                tile = bg.tensors[out].shape
+                acc = input_access(src.shape, tile, bg.grid, imap, fmap, bg.forloop, in_strides[k_in])
+                head.append(
+                    f"# s{out} <- {inert(sources[k_in])} {fmt(src.shape)}: imap {list(imap)}, fmap {fmap} -> tile "
+                    f"{fmt(tile)} (padded {fmt(padded_shape(tile))})"
+                    + (" per iteration" if fmap >= 0 else ", loaded once" if out in live else "")
+                    + ("" if out in live else ", read by no op: not loaded")
+                )
+                if out not in live:
+                    k_in += 1
+                    continue
+                start = "" if acc.base == "0" else f" + {acc.base}"
+                body.setup.append(f"s{out}_ptrs = in{k_in}_ptr{start} + {acc.offsets}")
+                m = body.mask_of(tile)
+                opts = f", mask={m}, other=0.0" if m is not None else ""
+                body.loaded.add(out)
+                where = body.before if fmap < 0 else body.loop
+                step = "" if fmap < 0 else f" + i * {acc.step}"
+                where.append(f"s{out}h = tl.load(s{out}_ptrs{step}{opts})")
+                if any(out in o.inputs and o.kind is not OpKind.MATMUL for o in bg.ops):
+                    where.append(f"s{out} = s{out}h.to(tl.float32)")  # fp16 straight into tl.dot, float32 elsewhere
+                if fmap < 0:
+                    body.invariant.add(out)
                 k_in += 1
-                continue
-            start = "" if acc.base == "0" else f" + {acc.base}"
-            body.setup.append(f"s{out}_ptrs = in{k_in}_ptr{start} + {acc.offsets}")
-            m = body.mask_of(tile)
-            opts = f", mask={m}, other=0.0" if m is not None else ""
-            body.loaded.add(out)
-            where = body.before if fmap < 0 else body.loop
-            step = "" if fmap < 0 else f" + i * {acc.step}"
-            where.append(f"s{out}h = tl.load(s{out}_ptrs{step}{opts})")
-            if any(out in o.inputs and o.kind is not OpKind.MATMUL for o in bg.ops):
-                where.append(f"s{out} = s{out}h.to(tl.float32)")  # fp16 straight into tl.dot, float32 elsewhere
-            if fmap < 0:
-                body.invariant.add(out)
-            k_in += 1
-        elif op.kind is OpKind.OUTPUT:
-            x = op.inputs[0]
-            omap = op.dims_attr("omap")
-            dshape = bg.output_shapes[k_out]
-            acc = output_access(dshape, bg.tensors[x].shape, omap, out_strides[k_out])
-            head.append(f"# out{k_out} {fmt(dshape)} <- s{x} {fmt(bg.tensors[x].shape)}: omap {list(omap)}")
-            m = body.mask_of(bg.tensors[x].shape)
-            opts = f", mask={m}" if m is not None else ""
-            start = "" if acc.base == "0" else f" + {acc.base}"
-            elem = TL_TYPES[bg.tensors[x].dtype]
-            body.after.append(f"tl.store(out{k_out}_ptr{start} + {acc.offsets}, s{x}.to({elem}){opts})")
-            k_out += 1
-        elif op.outputs[0] not in live:
-            head.append(f"# s{op.outputs[0]} = {op.kind}: reaches no output, not computed")
-        elif op.kind in ACCUMULATORS:
-            body.accumulate(op)
-        else:
-            if not bg.tensors[op.outputs[0]].after_accum and all(i in body.invariant for i in op.inputs):
-                body.invariant.add(op.outputs[0])
-            body.compute(op)
+            case OpKind.OUTPUT:
+                x = op.inputs[0]
+                omap = op.dims_attr("omap")
+                dshape = bg.output_shapes[k_out]
+                acc = output_access(dshape, bg.tensors[x].shape, omap, out_strides[k_out])
+                head.append(f"# out{k_out} {fmt(dshape)} <- s{x} {fmt(bg.tensors[x].shape)}: omap {list(omap)}")
+                m = body.mask_of(bg.tensors[x].shape)
+                opts = f", mask={m}" if m is not None else ""
+                start = "" if acc.base == "0" else f" + {acc.base}"
+                elem = TL_TYPES[bg.tensors[x].dtype]
+                body.after.append(f"tl.store(out{k_out}_ptr{start} + {acc.offsets}, s{x}.to({elem}){opts})")
+                k_out += 1
+            case _ if op.outputs[0] not in live:
+                head.append(f"# s{op.outputs[0]} = {op.kind}: reaches no output, not computed")
+            case kind if kind in ACCUMULATORS:
+                body.accumulate(op, kind)
+            case _:
+                if not bg.tensors[op.outputs[0]].after_accum and all(i in body.invariant for i in op.inputs):
+                    body.invariant.add(op.outputs[0])
+                body.compute(op)
     params = [f"in{k}_ptr" for k in range(n_in)] + [f"out{k}_ptr" for k in range(n_out)]
     params += [f"scr{k}_ptr" for k in range(len(body.scratch))]
     lines = ["@triton.jit", f"def {name}({', '.join(params)}):", *[f"    {h}" for h in head]]

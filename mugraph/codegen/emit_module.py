@@ -13,6 +13,7 @@ import ast
 import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import assert_never
 
 from mugraph import __version__
 from mugraph.codegen.emit_kernel import emit_kernel, live_tensors
@@ -168,28 +169,53 @@ def _host_expr(op: Op, ins: list[str]) -> str:
     """One array call (computed in float32, stored fp16) for a pre-defined kernel op."""
     k = op.kind
     f = [f"_f32({x})" for x in ins]
-    exprs = {
-        OpKind.MATMUL: lambda: f"xp.matmul({f[0]}, {f[1]})",
-        OpKind.ADD: lambda: f"{f[0]} + {f[1]}",
-        OpKind.MUL: lambda: f"{f[0]} * {f[1]}",
-        OpKind.DIV: lambda: f"{f[0]} / {f[1]}",
-        OpKind.EXP: lambda: f"xp.exp({f[0]})",
-        OpKind.SQUARE: lambda: f"xp.square({f[0]})",
-        OpKind.SQRT: lambda: f"xp.sqrt({f[0]})",
-        OpKind.SILU: lambda: f"_silu({f[0]})",
-        OpKind.GELU: lambda: f"_gelu({f[0]})",
-        OpKind.GELU_ERF: lambda: f"_gelu_erf({f[0]})",
-        OpKind.RELU: lambda: f"xp.maximum({f[0]}, 0.0)",
-        OpKind.CLAMP: lambda: f"xp.clip({f[0]}, {op.float_attr('lo')!r}, {op.float_attr('hi')!r})",
-        OpKind.MUL_SCALAR: lambda: f"{f[0]} * {op.float_attr('scalar')!r}",
-        OpKind.REDUCTION: lambda: f"xp.sum({f[0]}, axis={op.int_attr('dim')}, keepdims=True)",
-        OpKind.RMS_NORM: lambda: f"_rms_norm({f[0]})",
-    }
-    if k is OpKind.CONCAT:
-        return f"xp.concatenate(({ins[0]}, {ins[1]}), axis={op.int_attr('dim')})"
-    if k not in exprs:
-        raise CodegenError(f"kernel op {k} has no array form")
-    return f"_f16({exprs[k]()})"
+    match k:
+        case OpKind.MATMUL:
+            call = f"xp.matmul({f[0]}, {f[1]})"
+        case OpKind.ADD:
+            call = f"{f[0]} + {f[1]}"
+        case OpKind.MUL:
+            call = f"{f[0]} * {f[1]}"
+        case OpKind.DIV:
+            call = f"{f[0]} / {f[1]}"
+        case OpKind.EXP:
+            call = f"xp.exp({f[0]})"
+        case OpKind.SQUARE:
+            call = f"xp.square({f[0]})"
+        case OpKind.SQRT:
+            call = f"xp.sqrt({f[0]})"
+        case OpKind.SILU:
+            call = f"_silu({f[0]})"
+        case OpKind.GELU:
+            call = f"_gelu({f[0]})"
+        case OpKind.GELU_ERF:
+            call = f"_gelu_erf({f[0]})"
+        case OpKind.RELU:
+            call = f"xp.maximum({f[0]}, 0.0)"
+        case OpKind.CLAMP:
+            call = f"xp.clip({f[0]}, {op.float_attr('lo')!r}, {op.float_attr('hi')!r})"
+        case OpKind.MUL_SCALAR:
+            call = f"{f[0]} * {op.float_attr('scalar')!r}"
+        case OpKind.REDUCTION:
+            call = f"xp.sum({f[0]}, axis={op.int_attr('dim')}, keepdims=True)"
+        case OpKind.RMS_NORM:
+            call = f"_rms_norm({f[0]})"
+        case OpKind.CONCAT:  # fp16 in, fp16 out: nothing to compute
+            return f"xp.concatenate(({ins[0]}, {ins[1]}), axis={op.int_attr('dim')})"
+        case (
+            OpKind.INPUT
+            | OpKind.OUTPUT
+            | OpKind.CUSTOMIZED
+            | OpKind.ACCUM_NO_RED
+            | OpKind.ACCUM_SUM
+            | OpKind.ACCUM_MEAN
+            | OpKind.ACCUM_RMS
+            | OpKind.ACCUM_REDTOX
+        ):
+            raise CodegenError(f"kernel op {k} has no array form")
+        case _ as unreachable:
+            assert_never(unreachable)
+    return f"_f16({call})"
 
 
 def _header(graph: KernelGraph, info: EmitInfo, n_kernels: int, n_calls: int) -> list[str]:
@@ -222,6 +248,42 @@ def _header(graph: KernelGraph, info: EmitInfo, n_kernels: int, n_calls: int) ->
     return lines
 
 
+def _launch(
+    graph: KernelGraph,
+    index: int,
+    op: Op,
+    number: int,
+    sources: Sequence[str],
+    info: EmitInfo,
+    strides: Mapping[int, tuple[int, ...]],
+    laid: Mapping[int, int],
+) -> tuple[list[str], list[str]]:
+    """A graph-defined op's kernel (the `number`-th) and the lines of `run` that launch it: its outputs
+    (and any concat's scratch tiles) allocated, then the launch over its grid."""
+    assert op.block is not None
+    bg = op.block
+    kname = f"kernel_{number}"
+    notes = [x for x in info.layouts if x.startswith(f"block graph of op {index} ")]
+    ks = emit_kernel(
+        bg, kname, sources, [f"op {index}: graph-defined", *notes], [strides[i] for i in (*op.inputs, *op.outputs)]
+    )
+    body = [f"# op {index}: {kname}, grid {list(bg.grid)}, for-loop {bg.forloop}"]
+    args = [f"t{i}" for i in op.inputs] + [f"t{o}" for o in op.outputs]
+    for o in op.outputs:
+        shape = graph.tensors[o].shape
+        if o in laid:
+            body.append(f"t{o} = _empty({shape!r}, {laid[o]})  # chosen layout: dim {laid[o]} innermost")
+        else:
+            body.append(f"t{o} = xp.empty({shape!r}, dtype=xp.float16)")
+    blocks = bg.grid[0] * bg.grid[1] * bg.grid[2]
+    for k, shape in enumerate(ks.scratch):
+        scratch = f"scratch_{number}_{k}"
+        body.append(f"{scratch} = xp.empty({(blocks, *shape)!r}, dtype=xp.float32)  # for a concat")
+        args.append(scratch)
+    body.append(f"{kname}[{bg.grid!r}](" + ", ".join(f"_arg({a})" for a in args) + ")")
+    return ks.lines, body
+
+
 def emit_module(graph: KernelGraph, info: EmitInfo) -> str:
     """The module's text for `graph`."""
     names: dict[int, str] = {}
@@ -248,46 +310,29 @@ def emit_module(graph: KernelGraph, info: EmitInfo) -> str:
         for t in graph.tensors
     }
     for index, op in enumerate(graph.ops):
-        if op.kind is OpKind.INPUT:
-            t = graph.tensors[op.outputs[0]]
-            name = str(op.attr("name"))
-            names[t.index] = name
-            inputs.append((name, t.shape))
-            read = f"_input(inputs, {name!r}, {t.shape!r})"
-            body.append(f"t{t.index} = {read}" if t.index in live else f"{read}  # read by no op")
-        elif op.kind is OpKind.OUTPUT:
-            outputs.append((str(op.attr("name")), f"t{op.inputs[0]}"))
-        elif not any(o in live for o in op.outputs):
-            body.append(f"# op {index}: {op.kind} reaches no output, not run")
-        elif op.kind is OpKind.CUSTOMIZED:
-            assert op.block is not None
-            bg = op.block
-            kname = f"kernel_{len(kernels)}"
-            srcs = [names.get(i, f"t{i}") for i in op.inputs]
-            notes = [x for x in info.layouts if x.startswith(f"block graph of op {index} ")]
-            ks = emit_kernel(
-                bg, kname, srcs, [f"op {index}: graph-defined", *notes], [strides[i] for i in (*op.inputs, *op.outputs)]
-            )
-            kernels.append(ks.lines)
-            body.append(f"# op {index}: {kname}, grid {list(bg.grid)}, for-loop {bg.forloop}")
-            args = [f"t{i}" for i in op.inputs] + [f"t{o}" for o in op.outputs]
-            for o in op.outputs:
-                shape = graph.tensors[o].shape
-                if o in laid:
-                    body.append(f"t{o} = _empty({shape!r}, {laid[o]})  # chosen layout: dim {laid[o]} innermost")
-                else:
-                    body.append(f"t{o} = xp.empty({shape!r}, dtype=xp.float16)")
-            blocks = bg.grid[0] * bg.grid[1] * bg.grid[2]
-            for k, shape in enumerate(ks.scratch):
-                scratch = f"scratch_{len(kernels) - 1}_{k}"
-                body.append(f"{scratch} = xp.empty({(blocks, *shape)!r}, dtype=xp.float32)  # for a concat")
-                args.append(scratch)
-            body.append(f"{kname}[{bg.grid!r}](" + ", ".join(f"_arg({a})" for a in args) + ")")
-        else:
-            out = op.outputs[0]
-            shapes = " x ".join(fmt(graph.tensors[i].shape) for i in op.inputs)
-            body.append(f"t{out} = {_host_expr(op, [f't{i}' for i in op.inputs])}  # op {index}: {op.kind} {shapes}")
-            n_calls += 1
+        match op.kind:
+            case OpKind.INPUT:
+                t = graph.tensors[op.outputs[0]]
+                name = str(op.attr("name"))
+                names[t.index] = name
+                inputs.append((name, t.shape))
+                read = f"_input(inputs, {name!r}, {t.shape!r})"
+                body.append(f"t{t.index} = {read}" if t.index in live else f"{read}  # read by no op")
+            case OpKind.OUTPUT:
+                outputs.append((str(op.attr("name")), f"t{op.inputs[0]}"))
+            case _ if not any(o in live for o in op.outputs):
+                body.append(f"# op {index}: {op.kind} reaches no output, not run")
+            case OpKind.CUSTOMIZED:
+                srcs = [names.get(i, f"t{i}") for i in op.inputs]
+                kernel, lines = _launch(graph, index, op, len(kernels), srcs, info, strides, laid)
+                kernels.append(kernel)
+                body += lines
+            case _:
+                out = op.outputs[0]
+                shapes = " x ".join(fmt(graph.tensors[i].shape) for i in op.inputs)
+                call = _host_expr(op, [f"t{i}" for i in op.inputs])
+                body.append(f"t{out} = {call}  # op {index}: {op.kind} {shapes}")
+                n_calls += 1
     header = [w for x in _header(graph, info, len(kernels), n_calls) for w in wrap_text(x)]
     triton = "import triton\nimport triton.language as tl\n" if kernels else ""
     lines = PRELUDE.replace("{triton}", triton).rstrip("\n").split("\n")
