@@ -20,10 +20,13 @@ def describe_layouts(graph: KernelGraph, layouts: Layouts) -> list[str]:
     (stride-1) dim after `:`, and a swizzled dim after `~`."""
     names: dict[int, str] = {}
     for op in graph.ops:
-        if op.kind is OpKind.INPUT:
-            names[op.outputs[0]] = str(op.attr("name"))
-        elif op.kind is OpKind.OUTPUT:
-            names[op.inputs[0]] = str(op.attr("name"))
+        match op.kind:
+            case OpKind.INPUT:
+                names[op.outputs[0]] = str(op.attr("name"))
+            case OpKind.OUTPUT:
+                names[op.inputs[0]] = str(op.attr("name"))
+            case _:
+                pass  # the tensors other ops make are named by index
     device = [
         f"{names.get(t.index, f't{t.index}')}{_dims(t.shape, layouts.kernel[t.index], -1)}" for t in graph.tensors
     ]

@@ -32,21 +32,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from math import ceil, gcd, prod
-from typing import Any
+from typing import TypedDict, assert_never
 
 from mugraph.ir.graph import BlockGraph, KernelGraph, Op
 from mugraph.ir.tiles import padded_shape
-from mugraph.ir.types import ACCUMULATORS, OpKind
+from mugraph.ir.types import OpKind
 from mugraph.stages.layout.profiles import GpuProfile
 from mugraph.stages.layout.residency import residency
 
 MODEL = "emitted-v2"
 SECTOR = 32
 CUBLAS_TILE = 128  # output tile of one cuBLAS thread block (M and N)
-
-# array calls one pre-defined op becomes in the emitted module (silu: neg, exp, add, div; rms_norm:
-# square, mean, sqrt, div) and how many times each call streams the op's output-sized data
-_CALLS = {OpKind.SILU: 4, OpKind.GELU: 7, OpKind.RMS_NORM: 4, OpKind.CLAMP: 1}
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,34 +111,62 @@ def _block_work(bg: BlockGraph, p: GpuProfile) -> _Work:
     latencies = 1
     ops = 0
     for bop in bg.ops:
-        if bop.kind is OpKind.INPUT:
-            t = bg.tensors[bop.outputs[0]]
-            moved = _sector_bytes(t.shape, t.dtype.itemsize)
-            if bop.int_attr("fmap") >= 0:
-                loop_bytes += moved
-            else:
-                once_bytes += moved
-            continue
-        if bop.kind is OpKind.OUTPUT:
-            once_bytes += bg.tensors[bop.inputs[0]].nbytes
-            continue
         after = any(bg.tensors[i].after_accum for i in bop.inputs)  # an accumulator adds in the loop
+        match bop.kind:
+            case OpKind.INPUT:
+                t = bg.tensors[bop.outputs[0]]
+                moved = _sector_bytes(t.shape, t.dtype.itemsize)
+                if bop.int_attr("fmap") >= 0:
+                    loop_bytes += moved
+                else:
+                    once_bytes += moved
+                continue
+            case OpKind.OUTPUT:
+                once_bytes += bg.tensors[bop.inputs[0]].nbytes
+                continue
+            case OpKind.CONCAT:  # both halves stored to a float32 scratch tile, then loaded whole
+                ops += not after
+                scratch = 2 * prod(padded_shape(bg.tensors[bop.outputs[0]].shape)) * 4
+                if after:
+                    once_bytes += scratch
+                else:
+                    loop_scratch += scratch
+                    latencies += 1
+                continue
+            case OpKind.MATMUL:
+                a = padded_shape(bg.tensors[bop.inputs[0]].shape)
+                out = padded_shape(bg.tensors[bop.outputs[0]].shape)
+                work = 2 * prod(out) * a[-1] / tensor_sm
+            case (
+                OpKind.REDUCTION
+                | OpKind.ACCUM_NO_RED
+                | OpKind.ACCUM_SUM
+                | OpKind.ACCUM_MEAN
+                | OpKind.ACCUM_RMS
+                | OpKind.ACCUM_REDTOX
+            ):  # math over the input tile
+                work = prod(padded_shape(bg.tensors[bop.inputs[0]].shape)) / simt_sm
+            case (
+                OpKind.EXP
+                | OpKind.SQUARE
+                | OpKind.SQRT
+                | OpKind.MUL_SCALAR
+                | OpKind.SILU
+                | OpKind.GELU
+                | OpKind.GELU_ERF
+                | OpKind.RELU
+                | OpKind.CLAMP
+                | OpKind.ADD
+                | OpKind.MUL
+                | OpKind.DIV
+                | OpKind.RMS_NORM
+            ):  # math over the output tile
+                work = prod(padded_shape(bg.tensors[bop.outputs[0]].shape)) / simt_sm
+            case OpKind.CUSTOMIZED:
+                raise ValueError("a graph-defined op inside a block graph has no emitted cost")
+            case _ as unreachable:
+                assert_never(unreachable)
         ops += not after
-        if bop.kind is OpKind.CONCAT:  # both halves stored to a float32 scratch tile, then loaded whole
-            scratch = 2 * prod(padded_shape(bg.tensors[bop.outputs[0]].shape)) * 4
-            if after:
-                once_bytes += scratch
-            else:
-                loop_scratch += scratch
-                latencies += 1
-            continue
-        if bop.kind is OpKind.MATMUL:
-            a = padded_shape(bg.tensors[bop.inputs[0]].shape)
-            out = padded_shape(bg.tensors[bop.outputs[0]].shape)
-            work = 2 * prod(out) * a[-1] / tensor_sm
-        else:
-            src = bop.inputs[0] if bop.kind in ACCUMULATORS or bop.kind is OpKind.REDUCTION else bop.outputs[0]
-            work = prod(padded_shape(bg.tensors[src].shape)) / simt_sm
         if after:
             once_math += work
         else:
@@ -210,9 +234,44 @@ def _batched_matmul(g: KernelGraph, op: Op, p: GpuProfile, c: EmittedConstants) 
 
 
 def _pre_defined(g: KernelGraph, index: int, op: Op, p: GpuProfile, c: EmittedConstants) -> KernelCost:
-    calls = _CALLS.get(op.kind, 1)
+    """The array calls one pre-defined op becomes in the emitted module (silu: neg, exp, add, div;
+    rms_norm: square, mean, sqrt, div; gelu seven), each streaming the op's data once."""
+    match op.kind:
+        case OpKind.MATMUL:
+            calls, efficiency = 1, c.library_efficiency
+        case OpKind.SILU | OpKind.RMS_NORM:
+            calls, efficiency = 4, c.elementwise_efficiency
+        case OpKind.GELU:
+            calls, efficiency = 7, c.elementwise_efficiency
+        case (
+            OpKind.EXP
+            | OpKind.SQUARE
+            | OpKind.SQRT
+            | OpKind.MUL_SCALAR
+            | OpKind.GELU_ERF
+            | OpKind.RELU
+            | OpKind.CLAMP
+            | OpKind.ADD
+            | OpKind.MUL
+            | OpKind.DIV
+            | OpKind.REDUCTION
+            | OpKind.CONCAT
+        ):
+            calls, efficiency = 1, c.elementwise_efficiency
+        case (
+            OpKind.INPUT
+            | OpKind.OUTPUT
+            | OpKind.CUSTOMIZED
+            | OpKind.ACCUM_NO_RED
+            | OpKind.ACCUM_SUM
+            | OpKind.ACCUM_MEAN
+            | OpKind.ACCUM_RMS
+            | OpKind.ACCUM_REDTOX
+        ):
+            raise ValueError(f"{op.kind} is not a pre-defined kernel op")
+        case _ as unreachable:
+            assert_never(unreachable)
     traffic = sum(g.tensors[i].nbytes for i in (*op.inputs, *op.outputs)) * calls
-    efficiency = c.library_efficiency if op.kind is OpKind.MATMUL else c.elementwise_efficiency
     dram = traffic / (p.dram_bytes_per_s * efficiency)
     if op.kind is OpKind.MATMUL:
         a, out = g.tensors[op.inputs[0]].shape, g.tensors[op.outputs[0]].shape
@@ -221,6 +280,24 @@ def _pre_defined(g: KernelGraph, index: int, op: Op, p: GpuProfile, c: EmittedCo
             dram = max(dram, _batched_matmul(g, op, p, c))
     launch = calls * c.call_seconds
     return KernelCost(index, str(op.kind), 1, 1, 1, dram, dram, dram, launch, launch + dram, "library")
+
+
+class EmittedTerms(TypedDict):
+    """An emitted estimate's sums (its `emitted_*` columns of a ranking row): launches, the serial and
+    DRAM time of the kernels each bounds, the most rounds of resident programs, for-loop iterations,
+    the fewest resident programs, spilled bytes and the most registers per thread."""
+
+    model: str
+    estimated_seconds: float
+    launches: int
+    launch_seconds: float
+    serial_seconds: float
+    dram_seconds: float
+    waves: int
+    iterations: int
+    resident: int
+    spill_bytes: int
+    registers: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,7 +309,7 @@ class EmittedEstimate:
     def seconds(self) -> float:
         return sum(k.seconds for k in self.kernels)
 
-    def terms(self) -> dict[str, Any]:
+    def terms(self) -> EmittedTerms:
         """The sums that say why one μGraph is estimated faster than another."""
         ks = self.kernels
         return {
@@ -258,10 +335,11 @@ def estimate_emitted(
     """The estimated run time of the module `codegen` emits for `graph` on `profile`."""
     kernels = []
     for index, op in enumerate(graph.ops):
-        if op.kind is OpKind.INPUT or op.kind is OpKind.OUTPUT:
-            continue
-        if op.kind is OpKind.CUSTOMIZED:
-            kernels.append(_graph_defined(graph, index, op, profile, constants))
-        else:
-            kernels.append(_pre_defined(graph, index, op, profile, constants))
+        match op.kind:
+            case OpKind.INPUT | OpKind.OUTPUT:
+                pass
+            case OpKind.CUSTOMIZED:
+                kernels.append(_graph_defined(graph, index, op, profile, constants))
+            case _:
+                kernels.append(_pre_defined(graph, index, op, profile, constants))
     return EmittedEstimate(profile.name, tuple(kernels))

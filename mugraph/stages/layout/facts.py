@@ -12,35 +12,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from math import prod
+from typing import assert_never
 
 from mugraph.ir.errors import MugraphError
-from mugraph.ir.graph import KernelGraph
-from mugraph.ir.types import ACCUMULATORS, OpKind, Shape
+from mugraph.ir.graph import BlockGraph, KernelGraph
+from mugraph.ir.types import OpKind, Shape
 
 TensorKey = tuple[int, int]
 KERNEL = -1
-
-# Ops whose output must keep its input's innermost dim (same shape, or the shape with reduced dims).
-_KEEP_INNER = (
-    frozenset(
-        {
-            OpKind.EXP,
-            OpKind.SQUARE,
-            OpKind.SQRT,
-            OpKind.MUL_SCALAR,
-            OpKind.SILU,
-            OpKind.GELU,
-            OpKind.RELU,
-            OpKind.GELU_ERF,
-            OpKind.CLAMP,
-            OpKind.REDUCTION,
-            OpKind.RMS_NORM,
-        }
-    )
-    | ACCUMULATORS
-)
-# Ops that reduce over the last dim.
-_REDUCE_LAST = frozenset({OpKind.RMS_NORM, OpKind.ACCUM_SUM, OpKind.ACCUM_MEAN, OpKind.ACCUM_RMS, OpKind.ACCUM_REDTOX})
 
 
 class LayoutError(MugraphError):
@@ -93,35 +72,40 @@ def gather(graph: KernelGraph, io_layouts: Mapping[str, int] | None = None) -> L
         f.shapes[(KERNEL, t.index)] = t.shape
         f.itemsize[(KERNEL, t.index)] = t.dtype.itemsize
     for op_index, op in enumerate(graph.ops):
-        if op.kind is OpKind.INPUT or op.kind is OpKind.OUTPUT:
-            key = (KERNEL, op.outputs[0] if op.kind is OpKind.INPUT else op.inputs[0])
-            dim = _user_dim(str(op.attr("name")), len(f.shapes[key]), io)
-            if f.fixed.get(key, dim) != dim:
-                raise LayoutError(f"tensor {op.attr('name')!r} is given two different innermost dims")
-            f.fixed[key] = dim
-            continue
-        _op_facts(f, KERNEL, op.kind, op.inputs, op.outputs, op.attrs)
-        if op.kind is not OpKind.CUSTOMIZED:
-            continue
-        bg = op.block
-        assert bg is not None
-        f.static_smem[op_index] = bg.smem_bytes
-        for t in bg.tensors:
-            f.shapes[(op_index, t.index)] = t.shape
-            f.itemsize[(op_index, t.index)] = t.dtype.itemsize
-        n_in = n_out = 0
-        for bop in bg.ops:
-            if bop.kind is OpKind.INPUT:
-                f.copies.append(Copy((op_index, bop.outputs[0]), (KERNEL, op.inputs[n_in]), "input"))
-                n_in += 1
-            elif bop.kind is OpKind.OUTPUT:
-                f.copies.append(Copy((op_index, bop.inputs[0]), (KERNEL, op.outputs[n_out]), "output"))
-                n_out += 1
-            else:
-                _op_facts(f, op_index, bop.kind, bop.inputs, bop.outputs, bop.attrs)
-                if bop.kind is OpKind.MATMUL:
-                    f.mm_operands.extend((op_index, i) for i in bop.inputs)
+        match op.kind:
+            case OpKind.INPUT | OpKind.OUTPUT:
+                key = (KERNEL, op.outputs[0] if op.kind is OpKind.INPUT else op.inputs[0])
+                dim = _user_dim(str(op.attr("name")), len(f.shapes[key]), io)
+                if f.fixed.get(key, dim) != dim:
+                    raise LayoutError(f"tensor {op.attr('name')!r} is given two different innermost dims")
+                f.fixed[key] = dim
+            case OpKind.CUSTOMIZED:
+                assert op.block is not None
+                _block_facts(f, op_index, op.block, op.inputs, op.outputs)
+            case _:
+                _op_facts(f, KERNEL, op.kind, op.inputs, op.outputs, op.attrs)
     return f
+
+
+def _block_facts(
+    f: LayoutFacts, op_index: int, bg: BlockGraph, inputs: tuple[int, ...], outputs: tuple[int, ...]
+) -> None:
+    """The facts of the block graph of kernel op `op_index`: its tensors, its tile copies, its ops'."""
+    f.static_smem[op_index] = bg.smem_bytes
+    for t in bg.tensors:
+        f.shapes[(op_index, t.index)] = t.shape
+        f.itemsize[(op_index, t.index)] = t.dtype.itemsize
+    n_in = n_out = 0
+    for bop in bg.ops:
+        match bop.kind:
+            case OpKind.INPUT:
+                f.copies.append(Copy((op_index, bop.outputs[0]), (KERNEL, inputs[n_in]), "input"))
+                n_in += 1
+            case OpKind.OUTPUT:
+                f.copies.append(Copy((op_index, bop.inputs[0]), (KERNEL, outputs[n_out]), "output"))
+                n_out += 1
+            case _:
+                _op_facts(f, op_index, bop.kind, bop.inputs, bop.outputs, bop.attrs)
 
 
 def _op_facts(
@@ -132,13 +116,39 @@ def _op_facts(
     outputs: tuple[int, ...],
     attrs: tuple[tuple[str, object], ...],
 ) -> None:
+    """A computing op's constraints: a matmul's operands and result keep their last two dims whole
+    (and a block matmul's operands are read by `ldmatrix`); an op whose output has its input's shape,
+    or that shape with dims reduced, keeps its input's innermost dim; a reduction records the dim
+    it reduces."""
     ins = [(level, i) for i in inputs]
     outs = [(level, i) for i in outputs]
-    if kind is OpKind.MATMUL:
-        f.last_two.extend([*ins, *outs])
-    elif kind in _KEEP_INNER:
-        f.same_inner.append((ins[0], outs[0]))
-    if kind is OpKind.REDUCTION:
-        f.reductions.append((ins[0], int(dict(attrs)["dim"])))  # type: ignore[call-overload]
-    elif kind in _REDUCE_LAST:
-        f.reductions.append((ins[0], len(f.shapes[ins[0]]) - 1))
+    match kind:
+        case OpKind.MATMUL:
+            f.last_two.extend([*ins, *outs])
+            if level != KERNEL:
+                f.mm_operands.extend(ins)
+        case (
+            OpKind.EXP
+            | OpKind.SQUARE
+            | OpKind.SQRT
+            | OpKind.MUL_SCALAR
+            | OpKind.SILU
+            | OpKind.GELU
+            | OpKind.GELU_ERF
+            | OpKind.RELU
+            | OpKind.CLAMP
+            | OpKind.ACCUM_NO_RED
+        ):
+            f.same_inner.append((ins[0], outs[0]))
+        case OpKind.REDUCTION:
+            f.same_inner.append((ins[0], outs[0]))
+            f.reductions.append((ins[0], int(dict(attrs)["dim"])))  # type: ignore[call-overload]
+        case OpKind.RMS_NORM | OpKind.ACCUM_SUM | OpKind.ACCUM_MEAN | OpKind.ACCUM_RMS | OpKind.ACCUM_REDTOX:
+            f.same_inner.append((ins[0], outs[0]))
+            f.reductions.append((ins[0], len(f.shapes[ins[0]]) - 1))
+        case OpKind.ADD | OpKind.MUL | OpKind.DIV | OpKind.CONCAT:
+            pass  # no constraint between the operands' and the result's layouts
+        case OpKind.INPUT | OpKind.OUTPUT | OpKind.CUSTOMIZED:
+            raise ValueError(f"{kind} has no op facts: gather handles inputs, outputs and graph-defined ops")
+        case _ as unreachable:
+            assert_never(unreachable)

@@ -27,10 +27,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from math import prod
-from typing import Any
+from typing import TypedDict, assert_never
 
 from mugraph.ir.graph import BlockGraph, KernelGraph, Op
-from mugraph.ir.types import ACCUMULATORS, OpKind
+from mugraph.ir.types import OpKind
 from mugraph.stages.layout.costs import Layouts, contiguous, has_ldmatrix, is_wide, smem_capacity
 from mugraph.stages.layout.facts import KERNEL, LayoutFacts, gather
 from mugraph.stages.layout.profiles import GpuProfile
@@ -38,44 +38,37 @@ from mugraph.stages.layout.profiles import GpuProfile
 MODEL = "roofline-v1"
 SECTOR_BYTES = 32
 NARROW_COPY_FACTOR = 2
-# FLOPs per output element (per input element for reductions) of element-wise work
-_ELEMENT_FLOPS = {
-    OpKind.ADD: 1,
-    OpKind.MUL: 1,
-    OpKind.DIV: 1,
-    OpKind.MUL_SCALAR: 1,
-    OpKind.SQUARE: 1,
-    OpKind.SQRT: 1,
-    OpKind.EXP: 1,
-    OpKind.RELU: 1,
-    OpKind.CLAMP: 2,
-    OpKind.SILU: 4,
-    OpKind.GELU: 8,
-    OpKind.REDUCTION: 1,
-    OpKind.RMS_NORM: 4,
-    OpKind.CONCAT: 0,
-    OpKind.ACCUM_NO_RED: 1,
-    OpKind.ACCUM_SUM: 1,
-    OpKind.ACCUM_MEAN: 1,
-    OpKind.ACCUM_RMS: 2,
-    OpKind.ACCUM_REDTOX: 1,
-    OpKind.GELU_ERF: 8,
-}
-_FUSED = frozenset(
-    {
-        OpKind.EXP,
-        OpKind.SQUARE,
-        OpKind.SQRT,
-        OpKind.MUL_SCALAR,
-        OpKind.SILU,
-        OpKind.GELU,
-        OpKind.GELU_ERF,
-        OpKind.RELU,
-        OpKind.CLAMP,
-        OpKind.ACCUM_NO_RED,
-    }
-)
 BOUNDS = ("dram", "l2", "smem", "compute")
+
+
+class RooflineTotals(TypedDict):
+    """An estimate's sums (the roofline's columns of a ranking row): traffic, FLOPs, launch time, the
+    time each bound accounts for (`<bound>_bound_seconds`, launches apart), and the bound of most."""
+
+    kernels: int
+    dram_bytes: int
+    l2_bytes: int
+    smem_bytes: int
+    flops: int
+    tensor_flops: int
+    simt_flops: int
+    launch_seconds: float
+    dram_bound_seconds: float
+    l2_bound_seconds: float
+    smem_bound_seconds: float
+    compute_bound_seconds: float
+    estimated_seconds: float
+    fits: bool
+    no_overlap_seconds: float
+    bound: str
+
+
+class RooflineJson(RooflineTotals):
+    """An estimate as JSON: its profile and model, its totals, and every kernel's terms."""
+
+    profile: str
+    model: str
+    per_kernel: list[dict[str, int | float | str]]  # KernelEstimate's fields
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +105,7 @@ class Estimate:
     def fits(self) -> bool:
         return all(k.fits for k in self.kernels)
 
-    def totals(self) -> dict[str, Any]:
+    def totals(self) -> RooflineTotals:
         """The sums a ranking row shows, and the time each bound accounts for."""
         ks = self.kernels
         by_bound = {b: sum(k.seconds - k.launch_seconds for k in ks if k.bound == b) for b in BOUNDS}
@@ -125,7 +118,10 @@ class Estimate:
             "tensor_flops": sum(k.tensor_flops for k in ks),
             "simt_flops": sum(k.simt_flops for k in ks),
             "launch_seconds": sum(k.launch_seconds for k in ks),
-            **{f"{b}_bound_seconds": s for b, s in by_bound.items()},
+            "dram_bound_seconds": by_bound["dram"],
+            "l2_bound_seconds": by_bound["l2"],
+            "smem_bound_seconds": by_bound["smem"],
+            "compute_bound_seconds": by_bound["compute"],
             "estimated_seconds": self.seconds,
             "fits": self.fits,
             "no_overlap_seconds": sum(
@@ -134,7 +130,7 @@ class Estimate:
             "bound": max(BOUNDS, key=lambda b: by_bound[b]) if ks else "none",
         }
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> RooflineJson:
         return {
             "profile": self.profile,
             "model": MODEL,
@@ -143,15 +139,53 @@ class Estimate:
         }
 
 
-def _elementwise_flops(g: KernelGraph | BlockGraph, op: Op) -> int:
-    if op.kind is OpKind.MATMUL:
-        return 0
-    size = (
-        prod(g.tensors[op.inputs[0]].shape)
-        if op.kind in (OpKind.REDUCTION, OpKind.RMS_NORM) or op.kind in ACCUMULATORS
-        else prod(g.tensors[op.outputs[0]].shape)
-    )
-    return _ELEMENT_FLOPS.get(op.kind, 1) * size
+@dataclass(frozen=True, slots=True)
+class _Rule:
+    """What the model charges one op kind: its FLOPs per element of element-wise work, counted over
+    its input for a reduction (else its output); whether it is fused into its producer inside a block
+    graph (moves no shared memory); whether it is a matmul (FLOPs of its own, on tensor cores)."""
+
+    flops: int
+    reduces: bool = False
+    fused: bool = False
+    matmul: bool = False
+
+
+def _rule(kind: OpKind) -> _Rule:
+    match kind:
+        case OpKind.MATMUL:
+            return _Rule(0, matmul=True)
+        case OpKind.ADD | OpKind.MUL | OpKind.DIV:
+            return _Rule(1)
+        case OpKind.CONCAT:
+            return _Rule(0)
+        case OpKind.MUL_SCALAR | OpKind.SQUARE | OpKind.SQRT | OpKind.EXP | OpKind.RELU:
+            return _Rule(1, fused=True)
+        case OpKind.CLAMP:
+            return _Rule(2, fused=True)
+        case OpKind.SILU:
+            return _Rule(4, fused=True)
+        case OpKind.GELU | OpKind.GELU_ERF:
+            return _Rule(8, fused=True)
+        case OpKind.REDUCTION:
+            return _Rule(1, reduces=True)
+        case OpKind.RMS_NORM:
+            return _Rule(4, reduces=True)
+        case OpKind.ACCUM_NO_RED:
+            return _Rule(1, reduces=True, fused=True)
+        case OpKind.ACCUM_SUM | OpKind.ACCUM_MEAN | OpKind.ACCUM_REDTOX:
+            return _Rule(1, reduces=True)
+        case OpKind.ACCUM_RMS:
+            return _Rule(2, reduces=True)
+        case OpKind.INPUT | OpKind.OUTPUT | OpKind.CUSTOMIZED:
+            raise ValueError(f"{kind} has no roofline rule: estimate prices graph-defined ops and tile copies itself")
+        case _ as unreachable:
+            assert_never(unreachable)
+
+
+def _elementwise_flops(g: KernelGraph | BlockGraph, op: Op, rule: _Rule) -> int:
+    size = prod(g.tensors[op.inputs[0] if rule.reduces else op.outputs[0]].shape)
+    return rule.flops * size
 
 
 def _matmul_flops(g: KernelGraph | BlockGraph, op: Op) -> int:
@@ -180,8 +214,9 @@ def _time(
 
 def _kernel_op(g: KernelGraph, index: int, op: Op, p: GpuProfile) -> KernelEstimate:
     traffic = sum(g.tensors[i].nbytes for i in (*op.inputs, *op.outputs))
-    tflops = _matmul_flops(g, op) if op.kind is OpKind.MATMUL else 0
-    sflops = _elementwise_flops(g, op)
+    rule = _rule(op.kind)
+    tflops = _matmul_flops(g, op) if rule.matmul else 0
+    sflops = _elementwise_flops(g, op, rule)
     return _finish(index, op, None, p, traffic, traffic, 0, 0, tflops, sflops, True)
 
 
@@ -194,7 +229,7 @@ def _block_op(g: KernelGraph, index: int, op: Op, facts: LayoutFacts, lay: Layou
     l2 = smem = tflops = sflops = 0
     for bop in bg.ops:
         runs = bg.forloop if not any(bg.tensors[i].after_accum for i in (*bop.inputs, *bop.outputs)) else 1
-        if bop.kind is OpKind.INPUT or bop.kind is OpKind.OUTPUT:
+        if bop.kind is OpKind.INPUT or bop.kind is OpKind.OUTPUT:  # a tile copy
             t = bg.tensors[bop.outputs[0] if bop.kind is OpKind.INPUT else bop.inputs[0]]
             c = copies[(index, t.index)]
             if contiguous(lay, c) is None:
@@ -204,16 +239,17 @@ def _block_op(g: KernelGraph, index: int, op: Op, facts: LayoutFacts, lay: Layou
             l2 += moved * runs * blocks
             smem += t.nbytes * runs * blocks
             continue
-        if bop.kind not in _FUSED:
+        rule = _rule(bop.kind)
+        if not rule.fused:
             smem += sum(bg.tensors[i].nbytes for i in (*bop.inputs, *bop.outputs)) * runs * blocks
-        if bop.kind is OpKind.MATMUL:
+        if rule.matmul:
             flops = _matmul_flops(bg, bop) * runs * blocks
             if all(has_ldmatrix(facts, lay, (index, i)) for i in bop.inputs):
                 tflops += flops
             else:
                 sflops += flops
         else:
-            sflops += _elementwise_flops(bg, bop) * runs * blocks
+            sflops += _elementwise_flops(bg, bop, rule) * runs * blocks
     fits = smem_capacity(facts, lay, index) <= p.smem_per_block
     return _finish(index, op, blocks, p, dram, l2, smem, smem_capacity(facts, lay, index), tflops, sflops, fits)
 
@@ -257,11 +293,12 @@ def estimate(graph: KernelGraph, layouts: Layouts, profile: GpuProfile, facts: L
     facts = facts if facts is not None else gather(graph)
     kernels = []
     for index, op in enumerate(graph.ops):
-        if op.kind is OpKind.INPUT or op.kind is OpKind.OUTPUT:
-            continue
-        if op.kind is OpKind.CUSTOMIZED:
-            kernels.append(_block_op(graph, index, op, facts, layouts, profile))
-        else:
-            kernels.append(_kernel_op(graph, index, op, profile))
+        match op.kind:
+            case OpKind.INPUT | OpKind.OUTPUT:
+                pass
+            case OpKind.CUSTOMIZED:
+                kernels.append(_block_op(graph, index, op, facts, layouts, profile))
+            case _:
+                kernels.append(_kernel_op(graph, index, op, profile))
     assert all(k[0] == KERNEL or k[0] in layouts.blocks for k in facts.shapes)
     return Estimate(profile.name, tuple(kernels))

@@ -18,7 +18,7 @@ from mugraph.stages.layout.costs import Layouts
 from mugraph.stages.layout.facts import gather
 from mugraph.stages.layout.profiles import PROFILES, get_profile
 from mugraph.stages.layout.rank import MODEL_ERROR, rank
-from mugraph.stages.layout.roofline import BOUNDS, estimate
+from mugraph.stages.layout.roofline import estimate
 
 DATA = Path(__file__).resolve().parents[3] / "benchmarks" / "data" / "gpu_kernels_h100_2026-11-23.json"
 BENCHMARKS = sorted(n for n, p in builtin_programs().items() if p.experts)
@@ -67,7 +67,11 @@ def test_terms_add_up(name: str) -> None:
             assert k.seconds == pytest.approx(k.launch_seconds + max(parts.values()))
             assert parts[k.bound] == max(parts.values())
         assert t["estimated_seconds"] == pytest.approx(
-            t["launch_seconds"] + sum(t[f"{b}_bound_seconds"] for b in BOUNDS)
+            t["launch_seconds"]
+            + t["dram_bound_seconds"]
+            + t["l2_bound_seconds"]
+            + t["smem_bound_seconds"]
+            + t["compute_bound_seconds"]
         )
         assert t["flops"] == t["tensor_flops"] + t["simt_flops"] > 0
 
