@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
+from typing import assert_never
 
 from mugraph.ir.graph import BlockGraph, KernelGraph, Op
 from mugraph.ir.shapes import fmt
-from mugraph.ir.types import ACCUMULATORS, OpKind
+from mugraph.ir.types import OpKind
 
 BOX_W, BOX_H, GAP_X, GAP_Y, TOP = 150, 40, 48, 26, 40
 LANE = 6  # pixels between edges sharing a gap
@@ -22,20 +23,42 @@ _FILL = {"input": "#e8f1fb", "output": "#e9f7ec", "customized": "#fff1db", "accu
 
 def _label(op: Op, tensors: Sequence[object], level: str) -> tuple[str, str, str]:
     """(title, detail, fill) of one op's box."""
-    kind = str(op.kind)
-    if op.kind is OpKind.INPUT:
-        shape = fmt(getattr(tensors[op.outputs[0]], "shape", ()))
-        if level == "kernel":
-            return f"input {op.attr('name')}", shape, _FILL["input"]
-        return f"input imap={fmt(op.dims_attr('imap'))}", f"fmap={op.int_attr('fmap')} {shape}", _FILL["input"]
-    if op.kind is OpKind.OUTPUT:
-        detail = f"omap={fmt(op.dims_attr('omap'))}" if level == "block" else str(op.attr("name"))
-        return "output", detail, _FILL["output"]
-    shape = fmt(getattr(tensors[op.outputs[0]], "shape", ()))
-    if op.kind is OpKind.CUSTOMIZED and op.block is not None:
-        b = op.block
-        return "graph-defined op", f"grid={fmt(b.grid)} loop={b.forloop}", _FILL["customized"]
-    return kind, shape, _FILL["accum"] if op.kind in ACCUMULATORS else _FILL["op"]
+    match op.kind:
+        case OpKind.INPUT:
+            shape = fmt(getattr(tensors[op.outputs[0]], "shape", ()))
+            if level == "kernel":
+                return f"input {op.attr('name')}", shape, _FILL["input"]
+            return f"input imap={fmt(op.dims_attr('imap'))}", f"fmap={op.int_attr('fmap')} {shape}", _FILL["input"]
+        case OpKind.OUTPUT:
+            detail = f"omap={fmt(op.dims_attr('omap'))}" if level == "block" else str(op.attr("name"))
+            return "output", detail, _FILL["output"]
+        case OpKind.CUSTOMIZED if op.block is not None:
+            b = op.block
+            return "graph-defined op", f"grid={fmt(b.grid)} loop={b.forloop}", _FILL["customized"]
+        case OpKind.ACCUM_NO_RED | OpKind.ACCUM_SUM | OpKind.ACCUM_MEAN | OpKind.ACCUM_RMS | OpKind.ACCUM_REDTOX:
+            return str(op.kind), fmt(getattr(tensors[op.outputs[0]], "shape", ())), _FILL["accum"]
+        case (
+            OpKind.CUSTOMIZED
+            | OpKind.MATMUL
+            | OpKind.EXP
+            | OpKind.SQUARE
+            | OpKind.SQRT
+            | OpKind.MUL_SCALAR
+            | OpKind.SILU
+            | OpKind.GELU
+            | OpKind.GELU_ERF
+            | OpKind.RELU
+            | OpKind.CLAMP
+            | OpKind.ADD
+            | OpKind.MUL
+            | OpKind.DIV
+            | OpKind.REDUCTION
+            | OpKind.RMS_NORM
+            | OpKind.CONCAT
+        ):
+            return str(op.kind), fmt(getattr(tensors[op.outputs[0]], "shape", ())), _FILL["op"]
+        case _ as unreachable:
+            assert_never(unreachable)
 
 
 def _draw(graph: KernelGraph | BlockGraph, level: str, title: str) -> str:

@@ -18,14 +18,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from torch import fx
 
 from mugraph.ir.errors import MugraphError
 from mugraph.ir.graph import KernelGraph
-from mugraph.ir.serialize import SCHEMA, from_json, to_json
+from mugraph.ir.serialize import SCHEMA, JSONDict, from_json, to_json
 from mugraph.ir.types import OpKind
 from mugraph.torch.errors import CaptureError
 from mugraph.torch.lower_operands import InputSource, Skip, Value, source_line
@@ -131,7 +130,7 @@ def _compact(g: KernelGraph, early: set[str]) -> tuple[KernelGraph, set[str]]:
     first = [p for p in keep if g.ops[p].kind is OpKind.INPUT and str(g.ops[p].attr("name")) in early]
     order = first + [p for p in keep if p not in set(first)]
     index: dict[int, int] = {}
-    out: list[dict[str, Any]] = []
+    out: list[JSONDict] = []  # the kept ops' JSON records, operands renumbered
     for p in order:
         op = g.ops[p]
         out.append({**ops[p], "inputs": [index[t] for t in op.inputs]})

@@ -10,7 +10,7 @@ the module always computes with their current values.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, assert_never
 
 import torch
 from torch import fx
@@ -29,11 +29,16 @@ class InputMismatchError(TorchError, ValueError):
     """The module was called with inputs of other shapes or dtypes than it was optimised for."""
 
 
+# The values of one forward pass by fx node name: what torch computed for the node (a tensor, a
+# scalar, a tuple of them: an fx argument), read where a glue op, a program input or the outputs need it.
+Values = dict[str, fx.node.Argument]
+
+
 @dataclass(frozen=True)
 class _Step:
     """One step of the forward pass: a glue node, a program input made from torch values, or an op."""
 
-    kind: str  # "glue" | "input" | "op"
+    kind: Literal["glue", "input", "op"]
     name: str = ""
     index: int = -1
 
@@ -137,7 +142,7 @@ class OptimizedModule(torch.nn.Module):
                 need(out.name)
         return steps
 
-    def _glue_value(self, name: str, env: dict[str, Any]) -> Any:
+    def _glue_value(self, name: str, env: Values) -> fx.node.Argument:
         if name not in env:
             node = self._nodes[name]
             for a in node.all_input_nodes:
@@ -172,19 +177,22 @@ class OptimizedModule(torch.nn.Module):
             return self._run(flat)
 
     def _run(self, flat: list[Any]) -> Any:
-        env: dict[str, Any] = dict(zip(self._user_inputs, flat, strict=True))
+        env: Values = dict(zip(self._user_inputs, flat, strict=True))
         env.update({ph: getattr(owner, leaf) for ph, (owner, leaf) in self._slots.items()})
         tensors: dict[int, torch.Tensor] = {}
         device = next((v.device for v in env.values() if isinstance(v, torch.Tensor)), None)
         for step in self._steps:
-            if step.kind == "glue":
-                self._glue_value(step.name, env)
-            elif step.kind == "input":
-                tensors[step.index] = self._inputs.make(step.name, env, device)
-                env.update(dict.fromkeys(self._made_by.get(step.index, ()), tensors[step.index]))
-            else:
-                for t in self._launcher.run(step.index, tensors, device):
-                    env.update(dict.fromkeys(self._made_by.get(t, ()), tensors[t]))
+            match step.kind:
+                case "glue":
+                    self._glue_value(step.name, env)
+                case "input":
+                    tensors[step.index] = self._inputs.make(step.name, env, device)
+                    env.update(dict.fromkeys(self._made_by.get(step.index, ()), tensors[step.index]))
+                case "op":
+                    for t in self._launcher.run(step.index, tensors, device):
+                        env.update(dict.fromkeys(self._made_by.get(t, ()), tensors[t]))
+                case _ as unreachable:
+                    assert_never(unreachable)
         outs = [env[a.name] if isinstance(a, fx.Node) else a for a in self._output_node.args[0]]
         user: list[Any] = []
         for spec, value in zip(self._output_specs, outs, strict=True):
