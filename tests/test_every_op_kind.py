@@ -2,8 +2,10 @@
 into a small graph at every level that allows it (a kernel graph, and a block graph inside a
 graph-defined op), then taken through the abstract expression and its Z3 term (prune), the finite-field
 and float64 interpreters (verify), the emitted Triton module run in Triton's interpreter against the
-float64 interpreter (codegen), and both cost models (layout). The op kinds are walked from the enum
-itself: a new kind with no builder here fails the first test until it is given one."""
+float64 interpreter (codegen), the layout facts and both cost models (layout), and the drawing
+(dashboards). Each pass dispatches on the kind with one exhaustive `match` ending in `assert_never`, so
+a kind dropped from a pass's match fails here at run time (and in mypy). The op kinds are walked from
+the enum itself: a new kind with no builder here fails the first test until it is given one."""
 
 from __future__ import annotations
 
@@ -12,10 +14,12 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
+from mugraph.dashboards.svg_graph import draw_mugraph
 from mugraph.ir.graph import BlockGraph, KernelGraph, Tensor
 from mugraph.ir.types import ACCUMULATORS, BINARY_ELEMENTWISE_OPS, UNARY_OPS, OpKind
 from mugraph.stages.layout.choose import choose_layouts
 from mugraph.stages.layout.emitted import estimate_emitted
+from mugraph.stages.layout.facts import gather
 from mugraph.stages.layout.profiles import get_profile
 from mugraph.stages.layout.roofline import estimate
 from mugraph.stages.prune.expr import output_exprs
@@ -115,11 +119,21 @@ def test_float64_interpreter_agrees_across_levels(level: str, kind: OpKind) -> N
 
 
 @pytest.mark.parametrize(("level", "kind"), _levels(), ids=lambda v: str(v))
-def test_cost_models_price_it(level: str, kind: OpKind) -> None:
+def test_layout_facts_and_cost_models_price_it(level: str, kind: OpKind) -> None:
     g = graph_for(level, kind)
+    facts = gather(g)
+    assert facts.shapes and (facts.copies if level == "block" else facts.fixed)
     profile = get_profile("h100")
-    assert estimate(g, choose_layouts(g).layouts, profile).seconds > 0
-    assert estimate_emitted(g, profile).seconds > 0
+    priced = kind.value if level == "kernel" else OpKind.CUSTOMIZED.value  # the kernel that holds the kind
+    roofline = estimate(g, choose_layouts(g).layouts, profile, facts)
+    assert roofline.seconds > 0 and priced in {k.kind for k in roofline.kernels}
+    emitted = estimate_emitted(g, profile)
+    assert emitted.seconds > 0 and priced in {k.kind for k in emitted.kernels}
+
+
+@pytest.mark.parametrize(("level", "kind"), _levels(), ids=lambda v: str(v))
+def test_drawn_with_its_kind(level: str, kind: OpKind) -> None:
+    assert f'data-kind="{kind.value}"' in draw_mugraph(graph_for(level, kind), f"{level} {kind}")
 
 
 @pytest.mark.parametrize(("level", "kind"), _levels(), ids=lambda v: str(v))
