@@ -32,8 +32,6 @@ GELU_C = 0.7978845608028654  # sqrt(2/pi), the tanh form of GELU as in the float
 SQRT1_2 = 0.7071067811865476  # 1/sqrt(2), the exact (erf) form of GELU
 # The element type of device tensors and of the tiles fed to tl.dot; arithmetic is float32 either way.
 TL_TYPES = {DType.FLOAT16: "tl.float16", DType.BFLOAT16: "tl.bfloat16", DType.FLOAT32: "tl.float32"}
-# Ops whose result can be non-zero where every operand is zero (or NaN from 0/0): masked again.
-UNSAFE_FOR_PADDING = frozenset({OpKind.EXP, OpKind.DIV, OpKind.CLAMP, OpKind.RMS_NORM})
 
 
 @dataclass
@@ -140,19 +138,21 @@ class _Body:
         return f"s{out}"
 
     def expr(self, op: Op, out: int) -> str:
-        """The Triton expression of a computing block op's tile (concat writes its own lines)."""
+        """The Triton expression of a computing block op's tile (concat writes its own lines). An op
+        whose result can be non-zero where every operand is zero (or NaN from 0/0) is masked again."""
         k, ins = op.kind, [f"s{i}" for i in op.inputs]
         match k:
             case OpKind.MATMUL:
                 return self.matmul(op.inputs[0], op.inputs[1], out)
-            case OpKind.ADD:
-                return f"{ins[0]} + {ins[1]}"
+            case OpKind.ADD:  # a broadcast operand's padding lands inside the result
+                broadcast = any(self.shape(i) != self.shape(out) for i in op.inputs)
+                return self.masked(out, f"{ins[0]} + {ins[1]}") if broadcast else f"{ins[0]} + {ins[1]}"
             case OpKind.MUL:
                 return f"{ins[0]} * {ins[1]}"
             case OpKind.DIV:
-                return f"{ins[0]} / {ins[1]}"
+                return self.masked(out, f"{ins[0]} / {ins[1]}")
             case OpKind.EXP:
-                return f"tl.exp({ins[0]})"
+                return self.masked(out, f"tl.exp({ins[0]})")
             case OpKind.SQUARE:
                 return f"{ins[0]} * {ins[0]}"
             case OpKind.SQRT:
@@ -167,16 +167,15 @@ class _Body:
             case OpKind.RELU:
                 return f"tl.maximum({ins[0]}, 0.0)"
             case OpKind.CLAMP:
-                return f"tl.minimum(tl.maximum({ins[0]}, {op.float_attr('lo')!r}), {op.float_attr('hi')!r})"
+                lo, hi = op.float_attr("lo"), op.float_attr("hi")
+                return self.masked(out, f"tl.minimum(tl.maximum({ins[0]}, {lo!r}), {hi!r})")
             case OpKind.MUL_SCALAR:
                 return f"{ins[0]} * {op.float_attr('scalar')!r}"
             case OpKind.REDUCTION:
                 return f"tl.sum({ins[0]}, axis={op.int_attr('dim')}, keep_dims=True)"
             case OpKind.RMS_NORM:
-                return (
-                    f"{ins[0]} / tl.sqrt(tl.sum({ins[0]} * {ins[0]}, axis={len(self.shape(out)) - 1}, "
-                    f"keep_dims=True) / {self.shape(out)[-1]})"
-                )
+                sum_sq = f"tl.sum({ins[0]} * {ins[0]}, axis={len(self.shape(out)) - 1}, keep_dims=True)"
+                return self.masked(out, f"{ins[0]} / tl.sqrt({sum_sq} / {self.shape(out)[-1]})")
             case OpKind.CONCAT:
                 return self.concat(op, out)
             case OpKind.CUSTOMIZED:
@@ -205,10 +204,7 @@ class _Body:
         e = self.expr(op, out)
         if e == f"s{out}":  # concat wrote its own lines
             return
-        unsafe = op.kind in UNSAFE_FOR_PADDING or (
-            op.kind is OpKind.ADD and any(self.shape(i) != self.shape(out) for i in op.inputs)
-        )
-        lines.append(f"s{out} = {self.masked(out, e) if unsafe else e}")
+        lines.append(f"s{out} = {e}")
 
     def accumulate(self, op: Op, kind: AccumKind) -> None:
         """The loop adds whole tiles (x, or x*x for rms) in float32; the accumulator's own reduction
