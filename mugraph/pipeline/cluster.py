@@ -45,7 +45,20 @@ PROFILER_SETTINGS: dict[str, object] = {"distributed.worker.profile.interval": "
 # distributed.nanny.pre-spawn-environ). The thresholds a fresh Z3 context per query needs are set by
 # the prune stage itself, in every process that runs queries (stages/prune/heap.py).
 SPAWN_ENVIRON_OVERRIDES: dict[str, object] = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}
-WORKER_SETTINGS = {**SPAWN_ENVIRON_OVERRIDES, **PROFILER_SETTINGS}
+# Periodic callbacks every Dask server runs whether or not there is work, in the driver's process for
+# the scheduler and each nanny: the event-loop health tick (every 20 ms, only to warn of a blocked
+# loop), the system monitor (500 ms, the dashboard's System page) and the nanny's and worker's memory
+# monitor (100 ms). An idle 2-worker cluster cost the driver's process 32-34 ms of CPU per second with
+# Dask's intervals, 8-9 ms with these (benchmarks/RESULTS.md "Idle cost of the local cluster"); over
+# lora's whole space on 2 workers that is most of the driver's CPU. A blocked loop is still reported
+# (within a second), the System page updates every 2 s, and a worker past its memory limit is still
+# stopped, a second later at most.
+IDLE_SETTINGS: dict[str, object] = {
+    "distributed.admin.tick.interval": "1s",
+    "distributed.admin.system-monitor.interval": "2s",
+    "distributed.worker.memory.monitor-interval": "1s",
+}
+WORKER_SETTINGS = {**SPAWN_ENVIRON_OVERRIDES, **PROFILER_SETTINGS, **IDLE_SETTINGS}
 
 
 def default_workers() -> int:
