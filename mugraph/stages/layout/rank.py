@@ -148,9 +148,7 @@ def rerank(stored: Sequence[RankedRow], graphs: Mapping[str, KernelGraph], profi
     return combined(rows, ref_row)
 
 
-def measured_first(
-    ordered: Sequence[RankedRow], measurements: Mapping[str, Mapping[str, Any]]
-) -> list[RankedRow]:
+def measured_first(ordered: Sequence[RankedRow], measurements: Mapping[str, Mapping[str, Any]]) -> list[RankedRow]:
     """A combined ranking with GPU measurements applied: rows timed on a GPU (with outputs that matched
     the reference) come first, fastest first, each with its measured time, device and measured speedup
     over the reference; the other rows follow in the model's order. A failed or wrong measurement is

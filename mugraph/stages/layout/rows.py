@@ -75,4 +75,3 @@ class RankedRow(RankRow):
 def ranked_rows(stored: Sequence[Mapping[str, Any]]) -> list[RankedRow]:
     """A ranking read back from JSON (the run store, a report) as the rows it was written as."""
     return cast(list[RankedRow], list(stored))
-
