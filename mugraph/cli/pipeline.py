@@ -33,6 +33,17 @@ from mugraph.storage.run_store import RunStore
 SHOW_ROWS = 10  # ranking rows `show` prints without --all (the reference's row is always added)
 
 
+class FragmentStatus(TypedDict):
+    """One fragment as `status --json` prints it."""
+
+    name: str
+    preset: str | None
+    found: int
+    confirmed: int
+    best: str | None  # the best row's digest so far (the reference's where it ranks first)
+    best_is_reference: bool
+
+
 class ShownFragment(TypedDict):
     """One fragment as `show --json` prints it: its ranking, the chosen row and that μGraph's graph."""
 
@@ -341,7 +352,7 @@ def status(store: Path, as_json: bool) -> None:
         summary = st.task_summary()
         frags = st.fragments()
         final = st.final()
-        per = []
+        per: list[FragmentStatus] = []
         for i, f in enumerate(frags):
             conf = st.confirmations(i)
             ranking = st.ranking(i)
