@@ -72,7 +72,8 @@ class OptimizeOptions:
     measure: int = 0
     command: tuple[str, ...] | None = None
 
-    def overrides(self) -> dict[str, Any]:
+    def overrides(self) -> dict[str, object]:
+        """The search-limit overrides by config field, each value as JSON gives it."""
         if isinstance(self.settings, Mapping):
             return dict(self.settings)
         return dict(parse_override(s) for s in self.settings)
@@ -132,7 +133,7 @@ def _main_not_rerun() -> Iterator[None]:
     if main is None:
         yield
         return
-    saved: dict[str, Any] = {k: main.__dict__[k] for k in ("__file__", "__spec__") if k in main.__dict__}
+    saved: dict[str, object] = {k: main.__dict__[k] for k in ("__file__", "__spec__") if k in main.__dict__}
     main.__dict__.pop("__file__", None)
     main.__dict__["__spec__"] = None
     try:

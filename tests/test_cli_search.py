@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from mugraph.cli.records import SearchSummary
 from mugraph.ir.canonical import canonical_digest
 from mugraph.programs.benchmarks import lora_expert_saved
 from tests.stages.search.narrow import NARROW
@@ -25,6 +26,7 @@ def test_search_lora_finds_the_expert(tmp_path: Path) -> None:
     assert s["expert_found"] is True and canonical_digest(lora_expert_saved()) in s["digests"]
     assert s["mugraphs"] == len(s["digests"]) >= 1 and s["states"] > 1000 and s["tasks"] > 1
     assert s["solver_calls"] > 0 and s["seconds"] > 0
+    assert set(s) == set(SearchSummary.__annotations__)  # the record names every field printed
     assert "states" in proc.stderr  # the progress line
 
 

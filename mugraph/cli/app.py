@@ -18,6 +18,7 @@ from mugraph.arrays.backend import backend_name, get_array_module
 from mugraph.cli.checks import parse_duration
 from mugraph.cli.options import memo_options
 from mugraph.cli.pipeline import optimize, report, show, status
+from mugraph.cli.records import ExpertCheck, ExpertReach, SearchSummary
 from mugraph.dashboards.progress_line import ProgressLine
 from mugraph.ir.canonical import canonical_digest
 from mugraph.ir.errors import MugraphError
@@ -228,7 +229,7 @@ def check(program: str, as_json: bool, seeds: str, backend: str, p: int, q: int,
     if not prog.experts:
         _check_reference_only(prog.name, reference, seed_list, spec, xp, as_json, t0)
         return
-    rows: list[dict[str, Any]] = []
+    rows: list[ExpertCheck] = []
     for label, build in prog.experts.items():
         expert = build()
         if show:
@@ -306,7 +307,7 @@ def prune(program: str, as_json: bool, memo_url: str | None, memo_dir: Path, rli
     t0 = time.perf_counter()
     reference = prog.reference()
     config = OracleConfig(rlimit=rlimit, unknown_keeps=unknown_keeps)
-    rows: list[dict[str, Any]] = []
+    rows: list[ExpertReach] = []
     with verdict_memo(memo_url, memo_dir, VERDICT_BYTES) as memo:
         oracle = SubexprOracle(output_exprs(reference), len(reference.input_tensors), config, memo)
         for label, build in prog.experts.items():
@@ -431,7 +432,7 @@ def search(
         memo_counts = memo.counters.as_dict()
     c = report.counters
     digests = sorted(report.found)
-    summary: dict[str, Any] = {
+    summary: SearchSummary = {
         "program": prog.name,
         "preset": config.preset,
         "config_digest": config.digest,

@@ -7,11 +7,11 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import click
 
 from mugraph.arrays.backend import cupy_available
+from mugraph.cli.records import EmitResult
 from mugraph.codegen import FP16_TOLERANCE, EmitInfo, check_source, emit_module
 from mugraph.codegen.check import require_triton
 from mugraph.codegen.errors import CodegenError
@@ -223,7 +223,7 @@ def emit(
         target.write_text(text)
     elif not as_json:
         click.echo(text, nl=False)
-    result: dict[str, Any] = {
+    result: EmitResult = {
         "program": sel.info.program,
         "digest": sel.info.digest or canonical_digest(sel.graph),
         "out": str(target) if target else None,
@@ -240,19 +240,19 @@ def emit(
     if check:
         assert sel.reference is not None
         report = check_source(text, sel.reference, interpret=not native)
-        result.update(
-            ok=report.ok,
-            max_rel_err=report.max_rel_err,
-            interpreted=report.interpreted,
-            per_output=report.per_output,
-            run_seconds=round(report.seconds, 3),
-        )
+        result["ok"] = report.ok
+        result["max_rel_err"] = report.max_rel_err
+        result["interpreted"] = report.interpreted
+        result["per_output"] = report.per_output
+        result["run_seconds"] = round(report.seconds, 3)
     if time_it:
         assert sel.reference is not None
         timing = time_source(text, sel.reference)
-        result.update(timing=timing.as_dict(), median_seconds=timing.median_seconds, device=timing.device)
+        result["timing"] = timing.as_dict()
+        result["median_seconds"] = timing.median_seconds
+        result["device"] = timing.device
         if not check:
-            result.update(ok=timing.ok, max_rel_err=timing.max_rel_err, interpreted=False)
+            result["ok"], result["max_rel_err"], result["interpreted"] = timing.ok, timing.max_rel_err, False
     result["seconds"] = round(time.perf_counter() - t0, 3)
     if as_json:
         click.echo(json.dumps(result))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import click
 
@@ -25,11 +25,32 @@ from mugraph.stages.layout.describe import describe_layouts, seconds_text
 from mugraph.stages.layout.profiles import DEFAULT_PROFILE, PROFILES, get_profile
 from mugraph.stages.layout.rank import MODEL_ERROR, rerank
 from mugraph.stages.layout.residency import MAX_REGISTERS
+from mugraph.stages.layout.rows import RankedRow, RankRow, ranked_rows
 from mugraph.stages.search.config import PRESETS
 from mugraph.stages.search.serial import DEFAULT_BUDGET
 from mugraph.storage.run_store import RunStore
 
 SHOW_ROWS = 10  # ranking rows `show` prints without --all (the reference's row is always added)
+
+
+class FragmentStatus(TypedDict):
+    """One fragment as `status --json` prints it."""
+
+    name: str
+    preset: str | None
+    found: int
+    confirmed: int
+    best: str | None  # the best row's digest so far (the reference's where it ranks first)
+    best_is_reference: bool
+
+
+class ShownFragment(TypedDict):
+    """One fragment as `show --json` prints it: its ranking, the chosen row and that μGraph's graph."""
+
+    name: str
+    ranking: list[RankedRow]
+    best: RankedRow | None
+    graph: str | None  # ir.serialize JSON
 
 
 def _parse_layout(text: str) -> tuple[str, int]:
@@ -52,7 +73,7 @@ def _parse_layout(text: str) -> tuple[str, int]:
         raise click.BadParameter(str(e), param_hint="--layout") from None
 
 
-def _progress_text(e: dict[str, Any]) -> str:
+def _progress_text(e: Mapping[str, Any]) -> str:
     memo = memo_text(e.get("memo_local_hit_rate"), e.get("memo_remote_hit_rate"))
     return (
         f"tasks {e['tasks_done']:,} done, {e['tasks_running']:,} running, {e['tasks_pending']:,} pending · "
@@ -62,7 +83,7 @@ def _progress_text(e: dict[str, Any]) -> str:
     )
 
 
-def _size_text(e: dict[str, Any]) -> str:
+def _size_text(e: Mapping[str, Any]) -> str:
     """` · about N states, X% done, ETA T` from a progress event or sample that has the estimate."""
     if e.get("estimated_states") is None:
         return ""
@@ -228,7 +249,7 @@ def optimize(
     prog = resolve_program(program)
     progress = ProgressLine()
 
-    def emit(e: dict[str, Any]) -> None:
+    def emit(e: Mapping[str, Any]) -> None:
         if as_json and e["event"] not in ("done", "history"):
             click.echo(json.dumps(e))
         if e["event"] == "progress":
@@ -293,7 +314,7 @@ def optimize(
         click.echo(f"  kernels: {done['kernels']}  (Triton; mugraph emit {done['store']} --check runs them)")
 
 
-def _why_not_confident(row: Mapping[str, Any]) -> str:
+def _why_not_confident(row: RankRow) -> str:
     """Why a candidate that fits is not confidently faster than the reference: its tiles spill registers
     or come within the model's error of spilling (the term it prices least surely), or it is estimated
     faster only within the model's measured error (the rules of stages.layout.rank.confident)."""
@@ -310,7 +331,7 @@ def _why_not_confident(row: Mapping[str, Any]) -> str:
     return f"within the model's measured error ({MODEL_ERROR:.0%})"
 
 
-def not_confident_line(top: dict[str, Any]) -> str:
+def not_confident_line(top: RankRow) -> str:
     """Why the best candidate does not replace the reference."""
     return (
         f"    no μGraph is confidently faster than the reference: the best candidate, {top['digest'][:16]}, "
@@ -331,7 +352,7 @@ def status(store: Path, as_json: bool) -> None:
         summary = st.task_summary()
         frags = st.fragments()
         final = st.final()
-        per = []
+        per: list[FragmentStatus] = []
         for i, f in enumerate(frags):
             conf = st.confirmations(i)
             ranking = st.ranking(i)
@@ -400,7 +421,7 @@ def _tie_values(term: str, values: Any) -> str:
     return " against ".join(one(v) for v in values)
 
 
-def _held_back(e: Mapping[str, Any]) -> str | None:
+def _held_back(e: RankedRow) -> str | None:
     """Why a candidate estimated faster than the reference is not chosen (None where it is, or is slower)."""
     if e.get("reference") or e.get("confident", True) or e.get("speedup", 0.0) <= 1.0:
         return None
@@ -409,7 +430,7 @@ def _held_back(e: Mapping[str, Any]) -> str | None:
     return _why_not_confident(e)
 
 
-def _ranking_lines(ranking: list[dict[str, Any]], limit: int | None, experts: dict[str, str]) -> list[str]:
+def _ranking_lines(ranking: list[RankedRow], limit: int | None, experts: dict[str, str]) -> list[str]:
     """The ranking table; past `limit` rows, the reference's row is still shown (speedups are over it)."""
     timed = any("measured_seconds" in e for e in ranking)
     head = (
@@ -464,9 +485,9 @@ def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) ->
     gpu = get_profile(gpu_profile) if gpu_profile is not None else None
     with _open(store) as st:
         frags = st.fragments()
-        rows = []
+        rows: list[ShownFragment] = []
         for i, f in enumerate(frags):
-            ranking = st.ranking(i) or []
+            ranking = ranked_rows(st.ranking(i) or [])
             found = st.found(i)
             graphs = {d: rec.graph for d, rec in found.items()}
             for r in ranking:
@@ -490,12 +511,12 @@ def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) ->
     if as_json:
         click.echo(json.dumps({"store": str(store), "fragments": rows, "final": final}))
         return
-    for r in rows:
-        ranking = r["ranking"]
+    for shown_frag in rows:
+        ranking = shown_frag["ranking"]
         profile = ranking[0]["profile"] if ranking else "-"
         devices = sorted({str(e["measured_device"]) for e in ranking if e.get("measured_device")})
         click.echo(
-            f"== {r['name']}: {len(ranking)} ranked on {profile} ({ranking[0]['model'] if ranking else '-'}"
+            f"== {shown_frag['name']}: {len(ranking)} ranked on {profile} ({ranking[0]['model'] if ranking else '-'}"
             f"; speedup over the reference program)"
             + (f"; timed rows first, by time measured on {', '.join(devices)}" if devices else "")
         )
@@ -510,13 +531,13 @@ def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) ->
             click.echo(f"   {expert_note(experts, ranking)}")
         for line in _ranking_lines(ranking, None if show_all else SHOW_ROWS, experts):
             click.echo(line)
-        best, graph = r["best"], r["graph"]
+        best, graph = shown_frag["best"], shown_frag["graph"]
         if best is None or graph is None:
             continue
         terms = ", ".join(f"{k} {v:,}" for k, v in best["layout_terms"].items() if v)
         click.echo(f"   layout cost {best['layout_cost']:,} ({terms or 'nothing'})")
         g = loads(graph)
-        click.echo(render(g, f"chosen for {r['name']}"))
+        click.echo(render(g, f"chosen for {shown_frag['name']}"))
         click.echo("layouts (shape:innermost dim~swizzled dim):")
         for line in describe_layouts(g, Layouts.from_json(best["layouts"])):
             click.echo(f"  {line}")

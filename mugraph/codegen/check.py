@@ -56,16 +56,6 @@ class CheckReport:
     seconds: float
     tolerance: float
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "ok": self.ok,
-            "max_rel_err": self.max_rel_err,
-            "per_output": self.per_output,
-            "interpreted": self.interpreted,
-            "seconds": round(self.seconds, 3),
-            "tolerance": self.tolerance,
-        }
-
 
 def require_triton() -> None:
     """One clear error where Triton is missing (it is an optional extra). Found, not imported: Triton

@@ -20,7 +20,7 @@ import statistics
 import time
 from dataclasses import asdict, dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from mugraph.arrays.backend import ArrayModule, cupy_available, device_name, get_array_module, synchronize
 from mugraph.codegen.check import FP16_TOLERANCE, check_inputs, compare, load_module, reference_outputs
@@ -36,6 +36,21 @@ extern "C" __global__ void mugraph_spin(long long cycles) {
     while (clock64() - start < cycles) { }
 }
 """
+
+
+class TimingRecord(TypedDict):
+    """`KernelTiming` as JSON: what a GPU worker's measurement record and `mugraph emit --time` hold."""
+
+    device: str
+    median_seconds: float
+    min_seconds: float
+    host_seconds: float
+    repeats: int
+    warmup: int
+    first_run_seconds: float
+    max_rel_err: float
+    ok: bool
+    l2_flushed: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,8 +69,8 @@ class KernelTiming:
     ok: bool
     l2_flushed: bool
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def as_dict(self) -> TimingRecord:
+        return cast(TimingRecord, asdict(self))
 
 
 class _Bench:

@@ -26,6 +26,7 @@ import json
 import logging
 import threading
 import weakref
+from collections.abc import Mapping
 from functools import partial
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -162,7 +163,7 @@ def install(client: Any) -> str | None:
     return page_url(str(link))
 
 
-def publish(client: Any, event: dict[str, Any]) -> None:
+def publish(client: Any, event: Mapping[str, object]) -> None:
     """Send one driver event to the page (after `install`; otherwise nothing is sent). Never raises."""
     sender = None
     try:
@@ -186,7 +187,8 @@ def _default(value: Any) -> Any:
     return str(value)
 
 
-def _jsonable(event: dict[str, Any]) -> dict[str, Any]:
+def _jsonable(event: Mapping[str, object]) -> dict[str, object]:
+    """The event as the page receives it: JSON, numpy scalars and sets made plain."""
     out = json.loads(json.dumps(event, default=_default))
     assert isinstance(out, dict)
     return out
@@ -201,7 +203,7 @@ class _Sender:
         self._guard = threading.Lock()
         self._order: asyncio.Lock | None = None
 
-    def send(self, client: Any, msg: dict[str, Any]) -> None:
+    def send(self, client: Any, msg: dict[str, object]) -> None:
         with self._guard:
             if self.pending >= MAX_PENDING:
                 self.failed(f"{self.pending} events still on their way, the scheduler is slow or gone")
@@ -224,7 +226,7 @@ class _Sender:
                 with contextlib.suppress(Exception, concurrent.futures.CancelledError):  # reported by _sent
                     fut.result(timeout=DONE_WAIT)
 
-    async def _send(self, client: Any, msg: dict[str, Any]) -> None:
+    async def _send(self, client: Any, msg: dict[str, object]) -> None:
         if self._order is None:
             self._order = asyncio.Lock()
         async with self._order:

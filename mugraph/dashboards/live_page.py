@@ -12,7 +12,7 @@ from __future__ import annotations
 import html
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,6 +20,8 @@ from bokeh.core.properties import value
 from bokeh.document import Document
 from bokeh.layouts import column, gridplot
 from bokeh.models import BasicTickFormatter, ColumnDataSource, DataRange1d, FactorRange, Range1d
+from bokeh.models.glyphs import Line
+from bokeh.models.renderers import GlyphRenderer
 from bokeh.models.widgets import DataTable, Div, TableColumn
 from bokeh.palettes import Category10_10
 from bokeh.plotting import figure
@@ -47,8 +49,8 @@ class LivePage:
         self._epoch = -1
         self._version = -1
         self._sent = 0
-        self._lines: dict[str, list[Any]] = {}  # source name -> its per-fragment line renderers, by index
-        self._renderers: dict[str, Any] = {}  # the run-wide lines, by their column
+        self._lines: dict[str, list[GlyphRenderer[Line]]] = {}  # source name -> its per-fragment lines, by index
+        self._renderers: dict[str, GlyphRenderer[Line]] = {}  # the run-wide lines, by their column
         self.header = Div(name="mugraph-header", text="", sizing_mode="stretch_width")
         x_range = DataRange1d(only_visible=True)  # time plots pan and zoom together
         # (source, figure, title, [(key, label, color, dash)], per-fragment key suffix or None)
@@ -301,7 +303,8 @@ class LivePage:
         parts = [f"<b>mugraph {program}</b> &mdash; {esc(st.status())}"]
         if start:
             verb = "resumed" if start.get("resumed") else "new run"
-            presets = start.get("presets") or {}
+            presets = start.get("presets")
+            presets = presets if isinstance(presets, Mapping) else {}
             frags = ", ".join(f"{esc(f)} ({esc(presets.get(f, '-'))})" for f in st.fragments)
             parts.append(f"store <code>{esc(start.get('store', '?'))}</code> ({verb}); fragments: {frags}")
         if latest:
@@ -318,10 +321,10 @@ class LivePage:
                 "size: "
                 + esc(
                     eta_text(
-                        latest.get("states") or 0,
-                        latest.get("estimated_states"),
-                        int(latest.get("tasks_pending") or 0) + int(latest.get("tasks_running") or 0),
-                        float(latest.get("states_per_s") or 0.0),
+                        _number(latest.get("states")) or 0,
+                        _number(latest.get("estimated_states")),
+                        int(_number(latest.get("tasks_pending")) or 0) + int(_number(latest.get("tasks_running")) or 0),
+                        _number(latest.get("states_per_s")) or 0.0,
                     )
                 )
             )
@@ -330,8 +333,13 @@ class LivePage:
         return "<div style='font-size:13px;line-height:1.5'>" + "<br>".join(parts) + "</div>"
 
 
-def _int(v: Any) -> str:
+def _int(v: object) -> str:
     return f"{int(v):,}" if isinstance(v, int | float) and v == v else "-"
+
+
+def _number(v: object) -> float | None:
+    """A field of an event as it came through the scheduler: its number, or None."""
+    return v if isinstance(v, int | float) else None
 
 
 def _duration(seconds: float) -> str:
@@ -339,7 +347,7 @@ def _duration(seconds: float) -> str:
     return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
 
 
-def document(state: LiveState, scheduler: Any, extra: dict[str, Any], doc: Document) -> None:
+def document(state: LiveState, scheduler: Any, extra: Mapping[str, object], doc: Document) -> None:
     """Build one session's document: `extra` is the dashboard's template variables (its nav bar)."""
     page = LivePage(state)
     doc.add_root(page.root)

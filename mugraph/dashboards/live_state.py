@@ -60,7 +60,7 @@ class RecentEvent(TypedDict):
     digest: str
 
 
-def _num(value: Any) -> float:
+def _num(value: object) -> float:
     """A float for a plot; NaN (a gap) for None or anything that is not a number."""
     if isinstance(value, bool):
         return float(value)
@@ -76,14 +76,16 @@ class LiveState:
         self.reset(None)
 
     # -- events ----------------------------------------------------------------------------------
-    def reset(self, start: Mapping[str, Any] | None) -> None:
-        self.start: dict[str, Any] = dict(start or {})
+    def reset(self, start: Mapping[str, object] | None) -> None:
+        # the events as they came (JSON through the scheduler): read with a check of each field
+        self.start: dict[str, object] = dict(start or {})
         self.fragments: list[str] = []
-        self._add_fragments(str(f) for f in self.start.get("fragments", []) or [])
+        names = self.start.get("fragments")
+        self._add_fragments(str(f) for f in (names if isinstance(names, list | tuple) else ()))
         self.rows: list[Row] = []
-        self.latest: dict[str, Any] = {}  # the newest progress event
+        self.latest: dict[str, object] = {}  # the newest progress event
         self.workers: dict[str, float] = {}  # worker -> busy seconds, from the newest progress event
-        self.done: dict[str, Any] | None = None
+        self.done: dict[str, object] | None = None
         self.recent: deque[RecentEvent] = deque(maxlen=RECENT)
         self.counts: Counter[str] = Counter()  # μGraph events of this invocation
         self.best: dict[str, float] = {}  # fragment -> best estimated speedup over its reference so far
@@ -93,7 +95,7 @@ class LiveState:
         self._window: deque[Row] = deque()  # the current invocation's latest rows, for its rates
         self._changed(replaced=True)
 
-    def apply(self, event: Mapping[str, Any]) -> None:
+    def apply(self, event: Mapping[str, object]) -> None:
         """Take one driver event; unknown kinds and malformed fields are ignored."""
         kind = event.get("event")
         if kind == "start":
@@ -125,7 +127,7 @@ class LiveState:
         self.events += 1
         self.updated = time.time()
 
-    def _best(self, event: Mapping[str, Any]) -> None:
+    def _best(self, event: Mapping[str, object]) -> None:
         """A ranked μGraph's estimate against its reference's: the fragment's best speedup so far."""
         est, ref = _num(event.get("estimated_seconds")), _num(event.get("reference_seconds"))
         if est > 0 and ref > 0:
@@ -142,7 +144,7 @@ class LiveState:
         self.fragments.extend(new)
         return bool(new)
 
-    def _row(self, sample: Mapping[str, Any], inv: float, window: deque[Row]) -> Row:
+    def _row(self, sample: Mapping[str, object], inv: float, window: deque[Row]) -> Row:
         wall = _num(sample.get("wall"))
         seconds = _num(sample.get("seconds"))
         row: Row = {"t": wall * 1000.0, "inv": inv, "seconds": seconds}
@@ -172,7 +174,7 @@ class LiveState:
             self.inv_seconds[inv] = max(self.inv_seconds.get(inv, 0.0), seconds)
         return row
 
-    def _progress(self, event: Mapping[str, Any]) -> None:
+    def _progress(self, event: Mapping[str, object]) -> None:
         per = event.get("fragments")
         replaced = isinstance(per, Mapping) and self._add_fragments(str(k) for k in per)
         inv = _num(event.get("invocation", self.start.get("invocation", 0)))
@@ -196,7 +198,7 @@ class LiveState:
             self.workers = {str(w): _num(s) for w, s in workers.items()}
         self._changed(replaced=self._thin() or replaced)
 
-    def _history(self, samples: Sequence[Mapping[str, Any]]) -> None:
+    def _history(self, samples: Sequence[Mapping[str, object]]) -> None:
         """Earlier invocations' progress samples, oldest first; each invocation's "seconds" starts at 0."""
         for s in samples:
             per = s.get("fragments")

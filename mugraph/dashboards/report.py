@@ -31,7 +31,7 @@ from mugraph.dashboards.svg_charts import bar_chart, line_chart
 from mugraph.dashboards.svg_graph import draw_mugraph
 from mugraph.ir.errors import MugraphError
 from mugraph.ir.serialize import loads
-from mugraph.stages.layout.costs import Layouts
+from mugraph.stages.layout.costs import Layouts, LayoutsJSON
 from mugraph.stages.layout.describe import describe_layouts, seconds_text
 from mugraph.stages.layout.rows import RankedRow, ranked_rows
 from mugraph.storage.run_records import FinalRecord, ProgressSample
@@ -68,7 +68,7 @@ class FragmentSummary(TypedDict):
 class ChosenGraph(TypedDict):
     digest: str
     graph: str  # ir.serialize JSON
-    layouts: dict[str, Any] | None  # costs.Layouts.to_json()
+    layouts: LayoutsJSON | None
 
 
 class TaskCounts(TypedDict):
@@ -82,13 +82,21 @@ class WorkerBusy(TypedDict):
     tasks: int
 
 
+class RunMeta(TypedDict, total=False):
+    """What a run store's free-form meta holds when `optimize` made it: the command line and the
+    versions of the packages that ran it."""
+
+    command: list[str]
+    versions: dict[str, str]
+
+
 class ReportData(TypedDict):
     """Everything the report shows, as `report_data` reads it from the store; embedded in the page as
     JSON (so `read_report_data` gives it back with tuples as lists)."""
 
     store: str
     identity: dict[str, str]  # the run's identity record
-    meta: dict[str, Any]  # free-form: the command line, versions
+    meta: RunMeta
     final: FinalRecord | None
     tasks: TaskCounts
     counters: dict[str, float]
@@ -195,7 +203,7 @@ def report_data(store: RunStore) -> ReportData:
     return {
         "store": str(store.path),
         "identity": store.identity,
-        "meta": store.meta,
+        "meta": cast(RunMeta, store.meta),
         "final": store.final(),
         "tasks": {
             "total": summary.get("tasks", 0),

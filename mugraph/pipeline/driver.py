@@ -56,6 +56,7 @@ from mugraph.stages.layout.emitted import estimate_emitted
 from mugraph.stages.layout.facts import LayoutError
 from mugraph.stages.layout.profiles import DEFAULT_PROFILE, GpuProfile, get_profile
 from mugraph.stages.layout.rank import combined, measured_first, rank
+from mugraph.stages.layout.rows import RankedRow, ranked_rows
 from mugraph.stages.search.estimate import SpaceEstimator
 from mugraph.stages.search.explore import SearchCounters
 from mugraph.stages.search.task_paths import task_budget
@@ -589,8 +590,8 @@ class Driver:
         chosen: dict[str, KernelGraph] = {}
         best_per_fragment: dict[str, str] = {}
         mugraphs: list[str] = []
-        rankings: dict[str, list[dict[str, Any]]] = {}
-        references: dict[str, dict[str, Any]] = {}
+        rankings: dict[str, list[RankedRow]] = {}
+        references: dict[str, RankedRow] = {}
         unlaid: dict[str, list[str]] = {}
         for i, fp in enumerate(plan.fragments):
             ok = {
@@ -606,7 +607,7 @@ class Driver:
             ref_layout = self._reference_layout(i)
             rows, ref_row = rank(candidates, (fp.spec.graph, ref_layout), self.profile)
             ref_row["digest"] = ref_digest
-            ordered = combined(rows, ref_row)
+            ordered = ranked_rows(combined(rows, ref_row))
             if complete and self.measure:
                 graphs = {**ok, ref_digest: fp.spec.graph}
                 inner = {d: list(lay.layouts.kernel) for d, (_, lay) in candidates.items()}
@@ -626,7 +627,7 @@ class Driver:
                     self.on_event,
                 )
             else:
-                ordered = measured_first(ordered, self._measured[i])
+                ordered = ranked_rows(measured_first(ordered, self._measured[i]))
             store.put_ranking(i, ordered)
             rankings[fp.spec.name] = [r for r in ordered if not r["reference"]]
             references[fp.spec.name] = next(r for r in ordered if r["reference"])

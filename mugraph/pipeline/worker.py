@@ -205,7 +205,7 @@ def confirm_task(payload: FragmentPayload, digest: str, graph: str) -> dict[str,
     """k fresh fingerprint tests and float64 against the fragment's reference."""
     t0 = time.perf_counter()
     state = _state()
-    out = state.confirmer(payload).confirm(loads(graph))
+    out: dict[str, Any] = dict(state.confirmer(payload).confirm(loads(graph)))
     out["digest"] = digest
     out["worker"] = _worker_name()
     out["wall_seconds"] = round(time.perf_counter() - t0, 6)
@@ -217,7 +217,7 @@ def layout_task(digest: str, graph: str, io_layouts: dict[str, int] | None = Non
     store keeps. No layout under those strides is a record with an `error`, not a failed task."""
     t0 = time.perf_counter()
     try:
-        out = choose_layouts(loads(graph), io_layouts).to_json()
+        out: dict[str, Any] = dict(choose_layouts(loads(graph), io_layouts).to_json())
     except LayoutError as e:
         out = {"schema": LAYOUT_SCHEMA, "error": str(e), "io_layouts": dict(sorted((io_layouts or {}).items()))}
     out["digest"] = digest
@@ -239,7 +239,7 @@ def measure_task(
     t0 = time.perf_counter()
     source = emit_module(loads(graph), EmitInfo(payload.name, digest=digest, inner=tuple(inner)))
     try:
-        out: dict[str, Any] = time_source(source, loads(payload.reference), repeats=repeats).as_dict()
+        out: dict[str, Any] = dict(time_source(source, loads(payload.reference), repeats=repeats).as_dict())
     except CodegenError as e:
         out = {"error": str(e)}
     out["digest"] = digest

@@ -186,7 +186,7 @@ def _run_python(path: Path, seen: list[int]) -> Program:
     return _program(path, ns.get("name"), ns.get("preset"), reference, experts)
 
 
-def _torch_program(path: Path, ns: dict[str, Any]) -> Program:
+def _torch_program(path: Path, ns: dict[str, object]) -> Program:
     """A file defining `model` (a torch.nn.Module or a function) and `example_inputs`: captured with
     torch.export; the run keeps the exported program beside its store, where `mugraph.load` finds it."""
     name = ns.get("name")

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 from torch import fx
+from torch.fx.node import Argument
 
 from mugraph.ir.graph import KernelGraph, Tensor
 from mugraph.ir.types import MAX_DIMS, DType
@@ -70,10 +71,10 @@ def meta(node: fx.Node) -> Any:
     return node.meta.get("val")
 
 
-def bind(node: fx.Node) -> dict[str, Any]:
+def bind(node: fx.Node) -> dict[str, Argument]:
     """The op's arguments by schema name, defaults filled in."""
     schema = node.target._schema  # type: ignore[union-attr]
-    out: dict[str, Any] = {}
+    out: dict[str, Argument] = {}
     for i, arg in enumerate(schema.arguments):
         if i < len(node.args):
             out[arg.name] = node.args[i]

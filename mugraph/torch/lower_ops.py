@@ -4,7 +4,7 @@ returns the op's program value, or raises `Skip` to leave the node to PyTorch as
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 import torch
@@ -279,10 +279,10 @@ class OpLowering(Operands):
         b = bind(node)
         dt = self.out_dtype(node)
         x = self.tensor(b["input"], dt)
-        if list(b["normalized_shape"]) != [x.shape[-1]]:
+        if list(cast(Sequence[int], b["normalized_shape"])) != [x.shape[-1]]:
             raise Skip
         eps = b.get("eps")
-        eps = float(torch.finfo(meta(node).dtype).eps) if eps is None else float(eps)
+        eps = float(torch.finfo(meta(node).dtype).eps) if eps is None else float(cast(float, eps))
         last = len(x.shape) - 1
         ms = self.g.mul_scalar(self.g.reduction(self.g.square(x), last), 1.0 / x.shape[-1])
         y = self.g.div(x, self.g.sqrt(self.g.add(ms, self.const(eps, dt, len(x.shape)))))
@@ -293,13 +293,13 @@ class OpLowering(Operands):
     def cat(self, node: fx.Node) -> Value:
         b = bind(node)
         dt = self.out_dtype(node)
-        parts = list(b["tensors"])
+        parts = list(cast(Sequence[fx.Node], b["tensors"]))
         rank = len(self._shape(node))
         if len(parts) < 2:
             raise Skip
         out = self.tensor(parts[0], dt, rank)
         for p in parts[1:]:
-            out = self.g.concat(out, self.tensor(p, dt, rank), int(b.get("dim", 0)) % rank)
+            out = self.g.concat(out, self.tensor(p, dt, rank), int(cast(int, b.get("dim", 0))) % rank)
         return out
 
     def clamp(self, node: fx.Node) -> Value:

@@ -13,10 +13,17 @@ from typing import Any
 
 import pytest
 
+from mugraph.cli.records import EmitResult
 from mugraph.codegen import FP16_TOLERANCE
+from mugraph.codegen.timing import KernelTiming, TimingRecord
 from tests.helpers.cli_runs import done, mugraph, optimize_args
 
 KEYS = {"program", "digest", "ok", "max_rel_err", "interpreted", "seconds"}
+
+
+def fits(record: Any, out: dict[str, Any]) -> bool:
+    """`out` has every required key of the TypedDict `record` and no key it does not declare."""
+    return bool(record.__required_keys__ <= set(out) <= record.__required_keys__ | record.__optional_keys__)
 
 
 def last_json(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
@@ -60,8 +67,17 @@ def test_emit_program_check_json(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     out = last_json(proc)
     assert set(out) >= KEYS and out["ok"] is True and out["interpreted"] is True and out["program"] == "lora"
+    assert fits(EmitResult, out) and {"per_output", "run_seconds", "seconds"} <= set(out)
     text = mugraph("emit", "lora", "--expert", "saved", cwd=tmp_path).stdout
     assert text.startswith('"""lora: a μGraph as Triton kernels') and "def run(inputs" in text
+
+
+def test_timing_record_names_every_field_of_a_timing() -> None:
+    """`emit --time` and a GPU worker's measurement write KernelTiming.as_dict(): its record type
+    declares exactly the dataclass's fields, so a field added to one without the other fails here."""
+    timing = KernelTiming("GPU X", 2e-6, 1e-6, 3e-5, 20, 3, 0.5, 1e-4, True, True)
+    assert fits(TimingRecord, dict(timing.as_dict()))
+    assert list(TimingRecord.__annotations__) == list(KernelTiming.__dataclass_fields__)
 
 
 def _one_line_error(proc: subprocess.CompletedProcess[str], *words: str) -> None:

@@ -123,6 +123,12 @@ def _with_states(page: dict[str, Any] | None, at_least: int = 1) -> dict[str, An
     return page if len(states(page)) >= at_least else None
 
 
+def _grown(page: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The page once its plotted states have grown past the first sample's."""
+    page = _with_states(page, 2)
+    return page if page is not None and states(page)[-1] > states(page)[0] else None
+
+
 def states(page: dict[str, Any]) -> list[float]:
     """The run-wide states explored, as plotted (the NaN rows between invocations left out)."""
     return [v for v in page["mugraph-states"]["data"]["states"] if v is not None]
@@ -437,7 +443,8 @@ def test_page_during_a_run_then_killed_and_resumed(browser: Any, artifacts: Path
         assert start["resumed"] is False
         url = live_page_of(start, port)
         page = open_page(browser, url)
-        page = wait_for("states to grow on the page", lambda: _with_states(read_page(browser), len(states(page)) + 2))
+        # a loaded machine may plot several samples before the first state is explored: wait for growth
+        page = wait_for("states to grow on the page", lambda: _grown(read_page(browser)), timeout=120)
         seen = states(page)
         assert seen == sorted(seen) and seen[-1] > seen[0], seen
         assert page["mugraph-workers"]["length"] > 0 and page["mugraph-fragments"]["length"] > 0

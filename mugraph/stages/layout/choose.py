@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import z3
 
@@ -25,6 +25,7 @@ from mugraph.stages.layout.costs import (
     WEIGHTS,
     WIDE_COPY_BYTES,
     Layouts,
+    LayoutsJSON,
     cost_terms,
     row_bytes,
     violations,
@@ -32,6 +33,17 @@ from mugraph.stages.layout.costs import (
 from mugraph.stages.layout.facts import KERNEL, Copy, LayoutError, LayoutFacts, TensorKey, gather
 
 COST, TIE = "cost", "tie"
+
+
+class LayoutResultJSON(TypedDict):
+    """`LayoutResult` as JSON: what a worker's layout record holds when a layout was found."""
+
+    schema: str
+    layouts: LayoutsJSON
+    terms: dict[str, int]
+    objective: int
+    solve_seconds: float
+    io_layouts: dict[str, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +54,7 @@ class LayoutResult:
     solve_seconds: float
     io_layouts: dict[str, int] = field(default_factory=dict)  # the user's strides it was solved for
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> LayoutResultJSON:
         return {
             "schema": LAYOUT_SCHEMA,
             "layouts": self.layouts.to_json(),

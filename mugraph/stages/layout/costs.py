@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 from mugraph.stages.layout.facts import KERNEL, Copy, LayoutFacts, TensorKey
 
@@ -47,6 +47,13 @@ PAD_BYTES_PER_ROW = 16
 LAYOUT_SCHEMA = "mugraph.layout/1"
 
 
+class LayoutsJSON(TypedDict):
+    """`Layouts` as JSON (kept in layout records and ranking rows): block keys are the op index as text."""
+
+    kernel: list[int]
+    blocks: dict[str, list[list[int]]]
+
+
 @dataclass(frozen=True, slots=True)
 class Layouts:
     """Innermost dim of each device tensor, and (innermost, swizzled or -1) of each shared-memory
@@ -63,14 +70,14 @@ class Layouts:
         op, i = key
         return -1 if op == KERNEL else self.blocks[op][i][1]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> LayoutsJSON:
         return {
             "kernel": list(self.kernel),
             "blocks": {str(op): [list(p) for p in ts] for op, ts in sorted(self.blocks.items())},
         }
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Layouts:
+    def from_json(cls, data: LayoutsJSON) -> Layouts:
         blocks = {int(op): tuple((int(a), int(b)) for a, b in ts) for op, ts in data["blocks"].items()}
         return cls(tuple(int(d) for d in data["kernel"]), blocks)
 

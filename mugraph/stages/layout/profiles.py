@@ -10,8 +10,7 @@ on H100). Launch overhead is the typical gap between two dependent kernels launc
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 from mugraph.ir.errors import MugraphError
 
@@ -31,9 +30,6 @@ class GpuProfile:
     # One SM with pipelined copies can draw more than its even share of DRAM bandwidth, so a grid
     # with fewer blocks than SMs still saturates DRAM when blocks x share >= SMs.
     dram_share_per_sm: float = 2.5
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 PROFILES: dict[str, GpuProfile] = {

@@ -23,7 +23,7 @@ from mugraph.stages.layout.emitted import estimate_emitted
 from mugraph.stages.layout.profiles import GpuProfile
 from mugraph.stages.layout.residency import MAX_REGISTERS
 from mugraph.stages.layout.roofline import MODEL, estimate
-from mugraph.stages.layout.rows import RankRow
+from mugraph.stages.layout.rows import RankedRow, RankRow
 
 # the emitted model's median absolute error on held-out H100 rows (benchmarks/RESULTS.md: 7%, rounded
 # up): two estimates closer than this are a near tie; a speedup below 1 + this is not confident
@@ -103,10 +103,10 @@ def mark_near_ties(rows: list[RankRow]) -> None:
             a["near_tie"] = b["digest"]
             ka, kb = cast(Mapping[str, Any], a), cast(Mapping[str, Any], b)  # TIE_TERMS are RankRow keys
             term = next((t for t in TIE_TERMS if ka.get(t) != kb.get(t)), "digest")
-            a["tie_break"], a["tie_values"] = term, [ka.get(term), kb.get(term)]
+            a["tie_break"], a["tie_values"] = term, [ka[term], kb[term]]
 
 
-def confident(row: Mapping[str, Any], reference_row: Mapping[str, Any]) -> bool:
+def confident(row: RankRow, reference_row: RankRow) -> bool:
     """Whether `row` is estimated faster than the reference by more than the model's measured error,
     and its tiles fit the register file with that error to spare. Spills are the term the model prices
     least surely: of the two spilling μGraphs measured on an H100, one ran in two thirds of its
@@ -119,13 +119,12 @@ def confident(row: Mapping[str, Any], reference_row: Mapping[str, Any]) -> bool:
     )
 
 
-def combined(rows: Sequence[RankRow], reference_row: RankRow) -> list[dict[str, Any]]:
+def combined(rows: Sequence[RankRow], reference_row: RankRow) -> list[RankedRow]:
     """Candidates and the reference in one order (the reference flagged), best first. The reference
     comes before every candidate not confidently faster than it (`confident`), since replacing it
-    would gain nothing the model can vouch for; such candidates keep their order after it. The rows are
-    `rows.RankedRow`s, returned as the plain dicts the driver stores."""
-    flagged: list[dict[str, Any]] = [{**r, "reference": False, "confident": confident(r, reference_row)} for r in rows]
-    ref: dict[str, Any] = {**reference_row, "reference": True, "confident": True}
+    would gain nothing the model can vouch for; such candidates keep their order after it."""
+    flagged = [cast(RankedRow, {**r, "reference": False, "confident": confident(r, reference_row)}) for r in rows]
+    ref = cast(RankedRow, {**reference_row, "reference": True, "confident": True})
     ahead = [r for r in flagged if r["confident"]]
     behind = [r for r in flagged if not r["confident"]]
     return (
@@ -135,15 +134,11 @@ def combined(rows: Sequence[RankRow], reference_row: RankRow) -> list[dict[str, 
     )
 
 
-def rerank(
-    stored: Sequence[Mapping[str, Any]],
-    graphs: Mapping[str, KernelGraph],
-    profile: GpuProfile,
-) -> list[dict[str, Any]]:
+def rerank(stored: Sequence[RankedRow], graphs: Mapping[str, KernelGraph], profile: GpuProfile) -> list[RankedRow]:
     """A stored combined ranking again under another profile, from the layouts its rows keep (no
     solver needed). `graphs` maps each row's digest to its graph."""
 
-    def result(row: Mapping[str, Any]) -> LayoutResult:
+    def result(row: RankedRow) -> LayoutResult:
         return LayoutResult(Layouts.from_json(row["layouts"]), dict(row["layout_terms"]), int(row["layout_cost"]), 0.0)
 
     ref = next(r for r in stored if r.get("reference"))
@@ -153,27 +148,23 @@ def rerank(
     return combined(rows, ref_row)
 
 
-def measured_first(
-    ordered: Sequence[Mapping[str, Any]],
-    measurements: Mapping[str, Mapping[str, Any]],
-) -> list[dict[str, Any]]:
+def measured_first(ordered: Sequence[RankedRow], measurements: Mapping[str, Mapping[str, Any]]) -> list[RankedRow]:
     """A combined ranking with GPU measurements applied: rows timed on a GPU (with outputs that matched
     the reference) come first, fastest first, each with its measured time, device and measured speedup
     over the reference; the other rows follow in the model's order. A failed or wrong measurement is
-    kept on its row as `measure_error` and does not move it."""
+    kept on its row as `measure_error` and does not move it. `measurements` are the run store's
+    records, by digest (codegen.timing's fields, or `error`)."""
     ref = next((r["digest"] for r in ordered if r.get("reference")), None)
     ref_m = measurements.get(ref) if ref is not None else None
     ref_seconds = ref_m.get("median_seconds") if ref_m and ref_m.get("ok") else None
-    rows = []
+    rows: list[RankedRow] = []
     for r in ordered:
-        row = {k: v for k, v in r.items() if not k.startswith("measure")}
+        row = cast(RankedRow, {k: v for k, v in r.items() if not k.startswith("measure")})
         m = measurements.get(r["digest"])
         if m is not None and m.get("ok") and m.get("median_seconds"):
-            row.update(
-                measured_seconds=float(m["median_seconds"]),
-                measured_device=m.get("device"),
-                measured_speedup=ref_seconds / float(m["median_seconds"]) if ref_seconds else None,
-            )
+            row["measured_seconds"] = float(m["median_seconds"])
+            row["measured_device"] = m.get("device")
+            row["measured_speedup"] = ref_seconds / float(m["median_seconds"]) if ref_seconds else None
         elif m is not None:
             row["measure_error"] = m.get("error") or f"outputs off by {m.get('max_rel_err')} (relative)"
         rows.append(row)

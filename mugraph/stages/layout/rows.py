@@ -10,6 +10,8 @@ needs `NotRequired` unquoted to tell required keys from optional ones at run tim
 from collections.abc import Mapping, Sequence
 from typing import Any, NotRequired, TypedDict, cast
 
+from mugraph.stages.layout.costs import LayoutsJSON
+
 
 class RankRow(TypedDict):
     """One μGraph's estimate: the roofline's totals under its layouts, the emitted kernels' terms
@@ -49,13 +51,13 @@ class RankRow(TypedDict):
     speedup: float
     layout_cost: int
     layout_terms: dict[str, int]
-    layouts: dict[str, Any]  # costs.Layouts.to_json()
+    layouts: LayoutsJSON
     profile: str
     model: str
     # set by mark_near_ties on a row whose estimate is within the model's error of the next one's
     near_tie: NotRequired[str]
     tie_break: NotRequired[str]
-    tie_values: NotRequired[list[Any]]
+    tie_values: NotRequired[list[float | str]]  # the two rows' values of `tie_break`
 
 
 class RankedRow(RankRow):

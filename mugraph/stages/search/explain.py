@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from mugraph.ir.canonical import canonical_digest
 from mugraph.ir.graph import KernelGraph
@@ -38,6 +38,19 @@ from mugraph.stages.search.state import TYPE_ORDER, State
 from mugraph.stages.search.task_paths import Path
 
 WALK_LIMIT = 20_000  # states visited before the walk gives up (many orders of one expert)
+
+
+class ExplanationJSON(TypedDict):
+    """`Explanation` as `mugraph explain --json` prints it (`reason` is the one-line reason)."""
+
+    expert: str
+    inside: bool
+    rule: str | None
+    reason: str
+    setting: str | None
+    path: list[int]
+    labels: list[str]
+    root_choice: int | None
 
 
 @dataclass
@@ -66,7 +79,7 @@ class Explanation:
         fix = f"; --set '{self.setting}' would admit it" if self.setting else ""
         return f"outside the space ({self.rule}): {self.reason}{fix}"
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> ExplanationJSON:
         return {
             "expert": self.expert,
             "inside": self.inside,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 
@@ -22,6 +22,18 @@ from mugraph.stages.verify.check import FloatReference, ReferenceFingerprints
 CONFIRM_TESTS = 3
 TOLERANCE = 1e-6
 CONFIRM_CACHE_BYTES = 256 << 20  # values shared by the μGraphs of one fragment (reuse.py)
+
+
+class Verdict(TypedDict):
+    """The confirm stage's verdict on one μGraph, as JSON: whether it is equivalent, on which seeds,
+    its float64 error (None where the fingerprints already differ), why not, and what it took."""
+
+    equivalent: bool
+    seeds: list[int]
+    float_max_rel_err: float | None
+    reason: str
+    seconds: float
+    backend: str
 
 
 def confirm_seeds(fragment_digest: str, k: int = CONFIRM_TESTS) -> tuple[int, ...]:
@@ -45,8 +57,8 @@ class Confirmer:
         )
         self.floats = FloatReference(reference, xp, cache_bytes=CONFIRM_CACHE_BYTES)
 
-    def confirm(self, candidate: KernelGraph) -> dict[str, Any]:
-        """The verdict as a JSON-able dict: equivalent, seeds, float64 error, reason, seconds, backend."""
+    def confirm(self, candidate: KernelGraph) -> Verdict:
+        """The verdict on `candidate` against the reference."""
         t0 = time.perf_counter()
         perm = self.fingerprints.match(candidate)
         err: float | None = None

@@ -9,7 +9,7 @@ import json
 import statistics
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -21,6 +21,7 @@ from mugraph.stages.layout.emitted import CONSTANTS, estimate_emitted
 from mugraph.stages.layout.facts import gather
 from mugraph.stages.layout.profiles import get_profile
 from mugraph.stages.layout.rank import combined, confident, rank
+from mugraph.stages.layout.rows import RankRow
 
 BENCH = Path(__file__).resolve().parents[3] / "benchmarks"
 sys.path.insert(0, str(BENCH))
@@ -112,7 +113,7 @@ def test_spilling_candidates_are_priced_and_never_confident(graphs: dict[str, Ke
     assert ordered[0]["reference"] and ordered[1]["confident"] is False
     assert rows[0]["emitted_spill_bytes"] > 0
     # what `mugraph optimize` prints for it, and for a candidate merely within the model's error
-    line = not_confident_line({**rows[0]})  # the CLI takes the plain dict the store gives back
+    line = not_confident_line(rows[0])
     assert f"{rows[0]['emitted_spill_bytes']:,} bytes of registers" in line and "the reference is kept" in line
     rms = [r for r in bench.recorded_rows() if r["program"] == "rms_norm"]
     rms_ref = graphs[next(r["digest"] for r in rms if r["what"] == "reference")]
@@ -137,5 +138,7 @@ def test_a_candidate_within_the_models_error_of_spilling_is_not_confident() -> N
         "emitted_spill_bytes": 0,
         "emitted_registers": 240,
     }
-    assert not confident(row, ref) and confident({**row, "emitted_registers": 160}, ref)
-    assert "240 of the 255 registers per thread" in not_confident_line(row)
+    # the rule reads only these keys of a row (a test row, not a whole RankRow)
+    assert not confident(cast(RankRow, row), cast(RankRow, ref))
+    assert confident(cast(RankRow, {**row, "emitted_registers": 160}), cast(RankRow, ref))
+    assert "240 of the 255 registers per thread" in not_confident_line(cast(RankRow, row))

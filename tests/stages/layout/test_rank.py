@@ -56,7 +56,7 @@ def test_the_reference_wins_a_tie() -> None:
     assert combined(rows, ref_row)[0]["reference"] is True
 
 
-def _model_order() -> list[dict[str, Any]]:
+def _model_order() -> list[RankedRow]:
     ref = builtin_programs()["rms_norm"].reference()
     rows, ref_row = rank(_rms_norm_candidates(), (ref, choose_layouts(ref)), PROFILES["H100"])
     ref_row["digest"] = canonical_digest(ref)
