@@ -52,7 +52,7 @@ def _parse_layout(text: str) -> tuple[str, int]:
         raise click.BadParameter(str(e), param_hint="--layout") from None
 
 
-def _progress_text(e: dict[str, Any]) -> str:
+def _progress_text(e: Mapping[str, Any]) -> str:
     memo = memo_text(e.get("memo_local_hit_rate"), e.get("memo_remote_hit_rate"))
     return (
         f"tasks {e['tasks_done']:,} done, {e['tasks_running']:,} running, {e['tasks_pending']:,} pending · "
@@ -62,7 +62,7 @@ def _progress_text(e: dict[str, Any]) -> str:
     )
 
 
-def _size_text(e: dict[str, Any]) -> str:
+def _size_text(e: Mapping[str, Any]) -> str:
     """` · about N states, X% done, ETA T` from a progress event or sample that has the estimate."""
     if e.get("estimated_states") is None:
         return ""
@@ -228,7 +228,7 @@ def optimize(
     prog = resolve_program(program)
     progress = ProgressLine()
 
-    def emit(e: dict[str, Any]) -> None:
+    def emit(e: Mapping[str, Any]) -> None:
         if as_json and e["event"] not in ("done", "history"):
             click.echo(json.dumps(e))
         if e["event"] == "progress":
@@ -310,7 +310,7 @@ def _why_not_confident(row: Mapping[str, Any]) -> str:
     return f"within the model's measured error ({MODEL_ERROR:.0%})"
 
 
-def not_confident_line(top: dict[str, Any]) -> str:
+def not_confident_line(top: Mapping[str, Any]) -> str:
     """Why the best candidate does not replace the reference."""
     return (
         f"    no μGraph is confidently faster than the reference: the best candidate, {top['digest'][:16]}, "
@@ -331,7 +331,7 @@ def status(store: Path, as_json: bool) -> None:
         summary = st.task_summary()
         frags = st.fragments()
         final = st.final()
-        per = []
+        per: list[Mapping[str, Any]] = []
         for i, f in enumerate(frags):
             conf = st.confirmations(i)
             ranking = st.ranking(i)
@@ -464,7 +464,7 @@ def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) ->
     gpu = get_profile(gpu_profile) if gpu_profile is not None else None
     with _open(store) as st:
         frags = st.fragments()
-        rows = []
+        rows: list[dict[str, Any]] = []
         for i, f in enumerate(frags):
             ranking = st.ranking(i) or []
             found = st.found(i)

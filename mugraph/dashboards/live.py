@@ -26,6 +26,7 @@ import json
 import logging
 import threading
 import weakref
+from collections.abc import Mapping
 from functools import partial
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -162,7 +163,7 @@ def install(client: Any) -> str | None:
     return page_url(str(link))
 
 
-def publish(client: Any, event: dict[str, Any]) -> None:
+def publish(client: Any, event: Mapping[str, Any]) -> None:
     """Send one driver event to the page (after `install`; otherwise nothing is sent). Never raises."""
     sender = None
     try:
@@ -186,7 +187,7 @@ def _default(value: Any) -> Any:
     return str(value)
 
 
-def _jsonable(event: dict[str, Any]) -> dict[str, Any]:
+def _jsonable(event: Mapping[str, Any]) -> dict[str, Any]:
     out = json.loads(json.dumps(event, default=_default))
     assert isinstance(out, dict)
     return out

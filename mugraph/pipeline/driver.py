@@ -26,7 +26,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, assert_never, cast
 
 import numpy as np
 from distributed import Client, Future, as_completed
@@ -36,6 +36,17 @@ from mugraph.ir.errors import MugraphError
 from mugraph.ir.graph import KernelGraph
 from mugraph.ir.serialize import dumps, loads
 from mugraph.pipeline.cluster import confirming_worker, gpu_workers, start_workers
+from mugraph.pipeline.events import (
+    ConfirmedEvent,
+    DoneEvent,
+    Estimates,
+    Event,
+    EventSink,
+    LayoutEvent,
+    ProgressEvent,
+    StartEvent,
+)
+from mugraph.pipeline.jobs import ConfirmJob, Job, LayoutJob, Placement, SearchJob
 from mugraph.pipeline.measuring import NO_GPU, measure_fragment
 from mugraph.pipeline.plan import FragmentPlan, RunPlan, fragment_io_layouts
 from mugraph.pipeline.progress import RunProgress
@@ -56,14 +67,22 @@ from mugraph.stages.layout.emitted import estimate_emitted
 from mugraph.stages.layout.facts import LayoutError
 from mugraph.stages.layout.profiles import DEFAULT_PROFILE, GpuProfile, get_profile
 from mugraph.stages.layout.rank import combined, measured_first, rank
+from mugraph.stages.layout.rows import RankedRow, ranked_rows
 from mugraph.stages.search.estimate import SpaceEstimator
 from mugraph.stages.search.explore import SearchCounters
 from mugraph.stages.search.task_paths import task_budget
 from mugraph.stages.verify.check import float_max_rel_err
+from mugraph.storage.run_records import (
+    ConfirmationRecord,
+    FinalRecord,
+    FragmentRecord,
+    LayoutRecord,
+    MeasurementRecord,
+)
 from mugraph.storage.run_store import FoundRecord, RunStore, TaskCompletion
 
-Event = dict[str, Any]
-EventSink = Callable[[Event], None]
+__all__ = ["COUNTER_NAMES", "Driver", "Event", "EventSink", "RunTotals", "SearchFn"]
+
 SearchFn = Callable[[Any, tuple[tuple[int, ...], ...], int], tuple[SearchTaskResult, ...]]
 COUNTER_NAMES = tuple(SearchCounters().as_dict())
 END_TO_END_TOLERANCE = 1e-6
@@ -148,14 +167,14 @@ class Driver:
         self.progress_interval = progress_interval
         self.totals = RunTotals()
         self._ac: as_completed = as_completed()
-        self._what: dict[Future[Any], tuple[str, Any, Any]] = {}  # kind, rows or fragment, fragment or digest
+        self._what: dict[Future[Any], Job] = {}
         self._inflight: set[int] = set()
         self._done: set[int] = set()
         self._found: list[dict[str, FoundRecord]] = []
-        self._confirmed: list[dict[str, dict[str, Any]]] = []
-        self._layouts: list[dict[str, dict[str, Any]]] = []
+        self._confirmed: list[dict[str, ConfirmationRecord]] = []
+        self._layouts: list[dict[str, LayoutRecord]] = []
         self._reference_seconds: dict[int, float] = {}  # per fragment: the model's time for the reference
-        self._measured: list[dict[str, dict[str, Any]]] = []
+        self._measured: list[dict[str, MeasurementRecord]] = []
         self._gpu = False
         self._t0 = 0.0
         self._progress_state: RunProgress | None = None
@@ -195,16 +214,16 @@ class Driver:
                 priority=priority,
             )
             for fut, b in zip(futs, bundles, strict=True):
-                self._what[fut] = ("search", tuple(row for row, _ in b), fragment)
+                self._what[fut] = SearchJob(tuple(row for row, _ in b), fragment)
             self._ac.update(futs)
 
     def _submit_confirm(self, fragment: int, rec: FoundRecord) -> None:
         fp = self.plan.fragments[fragment]
-        kwargs: dict[str, Any] = {}
+        placement: Placement = {}
         if self._gpu:
-            kwargs = {"resources": {"GPU": 1}}
+            placement = {"resources": {"GPU": 1}}
         elif self._confirmer is not None:  # pinned; _keep_confirmer moves them if it leaves
-            kwargs = {"workers": [self._confirmer], "allow_other_workers": False}
+            placement = {"workers": [self._confirmer], "allow_other_workers": False}
         moved = f"-{self._confirm_moves}" if self._confirm_moves else ""  # a new key once moved
         fut = self.client.submit(
             confirm_task,
@@ -214,9 +233,9 @@ class Driver:
             key=f"confirm-{fp.spec.name}-{rec.digest[:16]}{moved}",
             pure=False,
             priority=100,
-            **kwargs,
+            **placement,
         )
-        self._what[fut] = ("confirm", fragment, rec.digest)
+        self._what[fut] = ConfirmJob(fragment, rec.digest)
         self._ac.add(fut)
 
     def _submit_layout(self, fragment: int, digest: str) -> None:
@@ -230,7 +249,7 @@ class Driver:
             pure=False,
             priority=50,
         )
-        self._what[fut] = ("layout", fragment, digest)
+        self._what[fut] = LayoutJob(fragment, digest)
         self._ac.add(fut)
 
     def _warm(self, fragments: set[int]) -> None:
@@ -256,7 +275,7 @@ class Driver:
                 )
 
     # -- the run ---------------------------------------------------------------------------------
-    def run(self) -> Event:
+    def run(self) -> DoneEvent:
         start_workers(self.client, worker_environment())  # a local cluster's, now that the plugin is in
         self._t0 = time.perf_counter()
         store, plan = self.store, self.plan
@@ -278,23 +297,22 @@ class Driver:
         self._progress_state = RunProgress([fp.spec.name for fp in plan.fragments], tasks, store.timeline())
         self._estimator = SpaceEstimator(sum(int(t.counters.get("nodes", 0)) for t in tasks if t.done))
         self._estimator.start([(t.fragment, *t.path) for t in pending])
-        self.on_event(
-            {
-                "event": "start",
-                "program": plan.program.name,
-                "store": str(store.path),
-                "resumed": not store.created,
-                "fragments": [fp.spec.name for fp in plan.fragments],
-                "presets": {fp.spec.name: fp.config.preset for fp in plan.fragments},
-                "tasks_done": len(self._done),
-                "tasks_pending": len(pending),
-                "workers": len(self.client.scheduler_info()["workers"]),
-                "gpu_workers": self._gpu,
-                "dashboard": self.client.dashboard_link,
-                "gpu_profile": self.profile.name,
-                "invocation": self._progress_state.invocation,
-            }
-        )
+        start: StartEvent = {
+            "event": "start",
+            "program": plan.program.name,
+            "store": str(store.path),
+            "resumed": not store.created,
+            "fragments": [fp.spec.name for fp in plan.fragments],
+            "presets": {fp.spec.name: fp.config.preset for fp in plan.fragments},
+            "tasks_done": len(self._done),
+            "tasks_pending": len(pending),
+            "workers": len(self.client.scheduler_info()["workers"]),
+            "gpu_workers": self._gpu,
+            "dashboard": self.client.dashboard_link,
+            "gpu_profile": self.profile.name,
+            "invocation": self._progress_state.invocation,
+        }
+        self.on_event(start)
         if self._progress_state.history:
             self.on_event({"event": "history", "samples": self._progress_state.past_samples()})
         for i in range(len(plan.fragments)):
@@ -355,12 +373,12 @@ class Driver:
         batches, so the limit is checked per result, and the results not handled stay pending in the
         store (their tasks rerun on resume)."""
         searches: list[Future[Any]] = []  # finished: fetched together below
-        fetched: list[tuple[Future[Any], Any]] = []  # fetched one by one (they had not finished)
+        fetched: list[tuple[Future[Any], tuple[SearchTaskResult, ...]]] = []  # fetched one by one (had not finished)
         for fut in batch:
-            if fut not in self._what:  # a confirmation moved off a lost worker
+            job = self._what.get(fut)
+            if job is None:  # a confirmation moved off a lost worker
                 continue
-            kind, a, b = self._what[fut]
-            if kind == "search" and fut.status == "finished":
+            if isinstance(job, SearchJob) and fut.status == "finished":
                 searches.append(fut)
                 continue
             if self._past_limit(time.perf_counter()):
@@ -368,22 +386,28 @@ class Driver:
             result = _result(fut)
             if result is _LOST:  # watched again until the scheduler (or _keep_confirmer) redoes it
                 self._ac.add(fut)
-            elif kind == "search":
-                fetched.append((fut, result))
-            elif kind == "confirm":
-                del self._what[fut]
-                self._on_confirm(a, b, result)
-            else:
-                del self._what[fut]
-                self._on_layout(a, b, result)
+                continue
+            match job:
+                case SearchJob():
+                    fetched.append((fut, result))
+                case ConfirmJob(fragment, digest):
+                    del self._what[fut]
+                    self._on_confirm(fragment, digest, result)
+                case LayoutJob(fragment, digest):
+                    del self._what[fut]
+                    self._on_layout(fragment, digest, result)
+                case _:
+                    assert_never(job)
         if searches:
             fetched += zip(searches, self.client.gather(searches), strict=True)
         for fut, bundle in fetched:
-            _, rows, fragment = self._what.pop(fut)
-            for row, result in zip(rows, bundle, strict=True):
+            search = self._what.pop(fut)
+            if not isinstance(search, SearchJob):  # only search futures are fetched
+                raise TypeError(f"{fut.key} is not a search task")
+            for row, result in zip(search.rows, bundle, strict=True):
                 if self._past_limit(time.perf_counter()):
                     return True
-                self._on_search(row, fragment, result)
+                self._on_search(row, search.fragment, result)
         return False
 
     def _keep_confirmer(self) -> None:
@@ -393,11 +417,11 @@ class Driver:
             return
         self._confirmer = confirming_worker(self.client)
         self._confirm_moves += 1
-        moved = [(fut, a, b) for fut, (kind, a, b) in self._what.items() if kind == "confirm"]
-        for fut, fragment, digest in moved:
+        moved = [(fut, job) for fut, job in self._what.items() if isinstance(job, ConfirmJob)]
+        for fut, job in moved:
             del self._what[fut]
             fut.cancel()
-            self._submit_confirm(fragment, self._found[fragment][digest])
+            self._submit_confirm(job.fragment, self._found[job.fragment][job.digest])
 
     def _past_limit(self, now: float) -> bool:
         return self.time_limit is not None and now - self._t0 >= self.time_limit
@@ -459,38 +483,36 @@ class Driver:
         for fragment, tasks in children.items():
             self._submit_searches(fragment, tasks)
 
-    def _on_confirm(self, fragment: int, digest: str, result: dict[str, Any]) -> None:
+    def _on_confirm(self, fragment: int, digest: str, result: ConfirmationRecord) -> None:
         self.store.put_confirmation(fragment, digest, result)
         self._confirmed[fragment][digest] = result
         self.totals.confirms_run += 1
-        self.on_event(
-            {
-                "event": "confirmed",
-                "fragment": self.plan.fragments[fragment].spec.name,
-                "digest": digest,
-                "equivalent": result["equivalent"],
-            }
-        )
+        event: ConfirmedEvent = {
+            "event": "confirmed",
+            "fragment": self.plan.fragments[fragment].spec.name,
+            "digest": digest,
+            "equivalent": result["equivalent"],
+        }
+        self.on_event(event)
         if result["equivalent"]:
             self._submit_layout(fragment, digest)
 
-    def _on_layout(self, fragment: int, digest: str, result: dict[str, Any]) -> None:
+    def _on_layout(self, fragment: int, digest: str, result: LayoutRecord) -> None:
         self.store.put_layout(fragment, digest, result)
         self._layouts[fragment][digest] = result
         self.totals.layouts_run += 1
-        self.on_event(
-            {
-                "event": "layout",
-                "fragment": self.plan.fragments[fragment].spec.name,
-                "digest": digest,
-                "objective": result.get("objective"),
-                "solve_seconds": result.get("solve_seconds"),
-                "error": result.get("error"),
-                **self._estimates(fragment, digest, result),
-            }
-        )
+        event: LayoutEvent = {
+            "event": "layout",
+            "fragment": self.plan.fragments[fragment].spec.name,
+            "digest": digest,
+            "objective": result.get("objective"),
+            "solve_seconds": result.get("solve_seconds"),
+            "error": result.get("error"),
+            **self._estimates(fragment, digest, result),
+        }
+        self.on_event(event)
 
-    def _estimates(self, fragment: int, digest: str, result: dict[str, Any]) -> dict[str, float]:
+    def _estimates(self, fragment: int, digest: str, result: LayoutRecord) -> Estimates:
         """The model's time for a μGraph now ranked and for its fragment's reference (what the final
         ranking will say, short of --measure), for the live page's best-so-far curve."""
         if "error" in result or digest not in self._found[fragment]:
@@ -505,7 +527,7 @@ class Driver:
         }
 
     # -- reporting -------------------------------------------------------------------------------
-    def _fragment_record(self, fp: FragmentPlan) -> dict[str, Any]:
+    def _fragment_record(self, fp: FragmentPlan) -> FragmentRecord:
         return {
             "name": fp.spec.name,
             "digest": fp.payload.digest,
@@ -530,7 +552,7 @@ class Driver:
                     out[text[len("search-") :].rsplit("-", 1)[0]] += 1
         return dict(out)
 
-    def _progress(self) -> Event:
+    def _progress(self) -> ProgressEvent:
         assert self._progress_state is not None
         names = [fp.spec.name for fp in self.plan.fragments]
         inflight = Counter(names[self._row_fragment[r]] for r in self._inflight)
@@ -544,7 +566,8 @@ class Driver:
             time.perf_counter() - self._t0, self.totals.tasks_run, running, pending, found, confirmed
         )
         size = self._estimator.estimate()  # the space's estimated size and the ETA, once known
-        event.update(size.as_json(float(event["states_per_s"])) if size else {"estimated_states": None})
+        if size:  # as_json's keys are the sample's estimated_states, estimated_fraction and eta_seconds
+            event.update(cast(ProgressEvent, size.as_json(float(event["states_per_s"]))))
         return event
 
     def _sample(self, now: float, final: bool = False) -> None:
@@ -583,14 +606,14 @@ class Driver:
                 f"given by --layout ({e}); drop or change them"
             ) from None
 
-    def _finish(self, complete: bool) -> Event:
+    def _finish(self, complete: bool) -> DoneEvent:
         plan, store = self.plan, self.store
         self._sample(time.perf_counter(), final=True)
         chosen: dict[str, KernelGraph] = {}
         best_per_fragment: dict[str, str] = {}
         mugraphs: list[str] = []
-        rankings: dict[str, list[dict[str, Any]]] = {}
-        references: dict[str, dict[str, Any]] = {}
+        rankings: dict[str, list[RankedRow]] = {}
+        references: dict[str, RankedRow] = {}
         unlaid: dict[str, list[str]] = {}
         for i, fp in enumerate(plan.fragments):
             ok = {
@@ -606,7 +629,7 @@ class Driver:
             ref_layout = self._reference_layout(i)
             rows, ref_row = rank(candidates, (fp.spec.graph, ref_layout), self.profile)
             ref_row["digest"] = ref_digest
-            ordered = combined(rows, ref_row)
+            ordered = ranked_rows(combined(rows, ref_row))
             if complete and self.measure:
                 graphs = {**ok, ref_digest: fp.spec.graph}
                 inner = {d: list(lay.layouts.kernel) for d, (_, lay) in candidates.items()}
@@ -626,7 +649,7 @@ class Driver:
                     self.on_event,
                 )
             else:
-                ordered = measured_first(ordered, self._measured[i])
+                ordered = ranked_rows(measured_first(ordered, self._measured[i]))
             store.put_ranking(i, ordered)
             rankings[fp.spec.name] = [r for r in ordered if not r["reference"]]
             references[fp.spec.name] = next(r for r in ordered if r["reference"])
@@ -645,7 +668,7 @@ class Driver:
             best_per_fragment[plan.fragments[0].spec.name] if len(plan.fragments) == 1 else canonical_digest(stitched)
         )
         summary = store.task_summary()
-        final = {
+        final: FinalRecord = {
             "complete": complete,
             "best": best,
             "best_per_fragment": best_per_fragment,
@@ -658,7 +681,7 @@ class Driver:
         store.put_final(final)
         c = self.totals.counters
         busy = self.totals.busy
-        return {
+        done: DoneEvent = {
             "event": "done",
             "store": str(store.path),
             "program": plan.program.name,
@@ -684,8 +707,8 @@ class Driver:
             "tasks_run": self.totals.tasks_run,
             "confirms_run": self.totals.confirms_run,
             "layouts_run": self.totals.layouts_run,
-            "tasks_done": summary.get("done"),
-            "tasks_pending": summary.get("pending"),
+            "tasks_done": summary["done"],
+            "tasks_pending": summary["pending"],
             "states": c.nodes,
             "solver_calls": c.solver_calls,
             "memo": dict(self.totals.memo),
@@ -695,3 +718,4 @@ class Driver:
             "store_bytes": store.size_bytes(),
             "seconds": round(time.perf_counter() - self._t0, 3),
         }
+        return done

@@ -10,15 +10,18 @@ with the same or a larger K times only what is missing. Task keys are `measure-<
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
 
 from distributed import Client
 
+from mugraph.ir.graph import KernelGraph
 from mugraph.ir.serialize import dumps
+from mugraph.pipeline.events import EventSink
 from mugraph.pipeline.plan import FragmentPlan
 from mugraph.pipeline.worker import measure_task
 from mugraph.stages.layout.rank import measured_first
+from mugraph.stages.layout.rows import RankedRow, ranked_rows
+from mugraph.storage.run_records import MeasurementRecord
 from mugraph.storage.run_store import RunStore
 
 NO_GPU = (
@@ -28,7 +31,7 @@ NO_GPU = (
 )
 
 
-def to_measure(ordered: list[dict[str, Any]], measured: Mapping[str, Any], k: int) -> list[str]:
+def to_measure(ordered: Sequence[RankedRow], measured: Mapping[str, object], k: int) -> list[str]:
     """Digests to time: the first `k` μGraphs of a model ranking and the reference, less those timed."""
     top = [r["digest"] for r in ordered if not r["reference"]][:k]
     ref = [r["digest"] for r in ordered if r["reference"]]
@@ -40,14 +43,14 @@ def measure_fragment(
     store: RunStore,
     fragment: int,
     fp: FragmentPlan,
-    ordered: list[dict[str, Any]],
-    graphs: Mapping[str, Any],
+    ordered: list[RankedRow],
+    graphs: Mapping[str, KernelGraph],
     inner: Mapping[str, list[int]],
     k: int,
-    measured: dict[str, dict[str, Any]],
+    measured: dict[str, MeasurementRecord],
     deadline: float | None,
-    on_event: Callable[[dict[str, Any]], None],
-) -> list[dict[str, Any]]:
+    on_event: EventSink,
+) -> list[RankedRow]:
     """Time what `to_measure` names (until `deadline`, a perf_counter time), store each measurement,
     and return the ranking ordered by measured time where there is one."""
     for digest in to_measure(ordered, measured, k):
@@ -80,4 +83,4 @@ def measure_fragment(
                 "error": rec.get("error"),
             }
         )
-    return measured_first(ordered, measured)
+    return ranked_rows(measured_first(ordered, measured))

@@ -16,7 +16,7 @@ from mugraph.storage.atomic_store import AtomicLocalStore
 from mugraph.storage.ledger import LEDGER_NAME
 from mugraph.storage.records import read_record, write_record
 from mugraph.storage.run_store import RunStore, StoreDamaged
-from tests.storage.test_run_store import FRAGMENTS, complete, new_store, run_to_end
+from tests.storage.test_run_store import FRAGMENTS, complete, confirmation, layout, new_store, run_to_end
 
 
 @pytest.fixture(scope="module")
@@ -27,12 +27,12 @@ def judged_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
         run_to_end(st)
         digests = sorted(st.found(0))
         for d in digests:
-            st.put_confirmation(0, d, {"equivalent": True})
-            st.put_layout(0, d, {"schema": "mugraph.layout/1"})
+            st.put_confirmation(0, d, confirmation(d))
+            st.put_layout(0, d, layout(d))
         st.put_ranking(0, [{"digest": d, "reference": False} for d in digests] + [{"digest": "ref", "reference": True}])
         for f in (1, 2):
             for d in st.found(f):
-                st.put_confirmation(f, d, {"equivalent": False})
+                st.put_confirmation(f, d, confirmation(d, equivalent=False))
         st.put_final({"complete": True, "best_per_fragment": {"f0": digests[0]}, "mugraphs": digests})
     return path
 
@@ -187,8 +187,8 @@ def _judging_writer(path: str) -> None:
                 n += 1
                 for f in range(len(FRAGMENTS)):
                     for d in sorted(set(st.found(f)) - set(st.confirmations(f))):
-                        st.put_confirmation(f, d, {"equivalent": True})
-                        st.put_layout(f, d, {"schema": "mugraph.layout/1"})
+                        st.put_confirmation(f, d, confirmation(d))
+                        st.put_layout(f, d, layout(d))
                 if n % 40 == 0:
                     best = {}
                     for f, frag in enumerate(FRAGMENTS):
