@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -157,6 +158,53 @@ def test_a_found_record_of_the_wrong_type_is_damage(judged: Path, field: str, va
     file = judged / "found" / "0" / d / "zarr.json"
     with RunStore.open_existing(judged) as st, pytest.raises(StoreDamaged, match=f"{file}: "):
         st.found(0)
+
+
+GONE = object()  # the field deleted
+
+
+@pytest.mark.parametrize(
+    ("kind", "field", "value", "says"),
+    [
+        ("confirmations", "equivalent", "yes", "confirmation: equivalent 'yes' is not of the recorded type"),
+        ("confirmations", "equivalent", GONE, "confirmation lacks equivalent"),
+        ("confirmations", "worker", GONE, "confirmation lacks worker"),
+        ("layouts", "io_layouts", GONE, "layout lacks io_layouts"),
+        ("layouts", "schema", 1, "layout: schema 1 is not of the recorded type"),
+        ("layouts", "error", {"text": "x"}, "layout: error {'text': 'x'} is not of the recorded type"),
+    ],
+)
+def test_a_judgement_of_the_wrong_shape_is_damage(judged: Path, kind: str, field: str, value: Any, says: str) -> None:
+    d = first(judged, kind)
+    attrs = store_attrs(judged, f"{kind}/0/{d}")
+    if value is GONE:
+        del attrs["result"][field]
+    else:
+        attrs["result"][field] = value
+    write_record(AtomicLocalStore(judged), f"{kind}/0/{d}", attrs)  # sealed: only its shape is wrong
+    file = judged / kind / "0" / d / "zarr.json"
+    with RunStore.open_existing(judged) as st:
+        with pytest.raises(StoreDamaged, match=re.escape(f"{file}: {says}")):
+            st.confirmations(0) if kind == "confirmations" else st.layouts(0)
+        assert len(st.found(0)) > 1 and st.final() is not None  # the other records still read
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "says"),
+    [
+        ("graph", GONE, "a fragment lacks graph"),
+        ("name", 3, "a fragment: name 3 is not of the recorded type"),
+        ("sources", "x", "fragment 'f0': sources is not a list of strings"),
+    ],
+)
+def test_a_fragment_record_of_the_wrong_shape_is_damage(judged: Path, field: str, value: Any, says: str) -> None:
+    attrs = store_attrs(judged, "fragments")
+    if value is GONE:
+        del attrs["fragments"][0][field]
+    else:
+        attrs["fragments"][0][field] = value
+    write_record(AtomicLocalStore(judged), "fragments", attrs)
+    refused(judged, f"{judged}/fragments/zarr.json: {says}")
 
 
 def test_a_found_record_gone_between_listing_and_reading(judged: Path, monkeypatch: pytest.MonkeyPatch) -> None:
