@@ -46,7 +46,7 @@ from mugraph.pipeline.events import (
     ProgressEvent,
     StartEvent,
 )
-from mugraph.pipeline.jobs import ConfirmJob, Job, LayoutJob, Placement, SearchJob
+from mugraph.pipeline.jobs import ConfirmJob, Job, LayoutJob, Placement, SearchJob, StagedResult
 from mugraph.pipeline.measuring import NO_GPU, measure_fragment
 from mugraph.pipeline.plan import FragmentPlan, RunPlan, fragment_io_layouts
 from mugraph.pipeline.progress import RunProgress
@@ -184,8 +184,7 @@ class Driver:
         self._warming: list[Future[Any]] = []
         self._confirmer: str | None = None  # the worker all confirmations go to (no GPU)
         self._confirm_moves = 0
-        self._staged: list[tuple[int, SearchTaskResult]] = []  # (fragment, result) handled, not yet committed
-        self._staged_rows: list[int] = []
+        self._staged: list[StagedResult] = []  # handled, not yet committed
         self._slots = 1  # worker threads in the cluster (refreshed with the progress)
 
     # -- submission ------------------------------------------------------------------------------
@@ -372,14 +371,14 @@ class Driver:
         for one commit. True when the time limit passed: a driver behind its workers gets long
         batches, so the limit is checked per result, and the results not handled stay pending in the
         store (their tasks rerun on resume)."""
-        searches: list[Future[Any]] = []  # finished: fetched together below
-        fetched: list[tuple[Future[Any], tuple[SearchTaskResult, ...]]] = []  # fetched one by one (had not finished)
+        searches: list[tuple[Future[Any], SearchJob]] = []  # finished: fetched together below
+        fetched: list[tuple[Future[Any], SearchJob, tuple[SearchTaskResult, ...]]] = []  # one by one (not finished)
         for fut in batch:
             job = self._what.get(fut)
             if job is None:  # a confirmation moved off a lost worker
                 continue
             if isinstance(job, SearchJob) and fut.status == "finished":
-                searches.append(fut)
+                searches.append((fut, job))
                 continue
             if self._past_limit(time.perf_counter()):
                 return True
@@ -389,7 +388,7 @@ class Driver:
                 continue
             match job:
                 case SearchJob():
-                    fetched.append((fut, result))
+                    fetched.append((fut, job, result))
                 case ConfirmJob(fragment, digest):
                     del self._what[fut]
                     self._on_confirm(fragment, digest, result)
@@ -399,11 +398,10 @@ class Driver:
                 case _:
                     assert_never(job)
         if searches:
-            fetched += zip(searches, self.client.gather(searches), strict=True)
-        for fut, bundle in fetched:
-            search = self._what.pop(fut)
-            if not isinstance(search, SearchJob):  # only search futures are fetched
-                raise TypeError(f"{fut.key} is not a search task")
+            bundles = self.client.gather([fut for fut, _ in searches])
+            fetched += [(fut, job, b) for (fut, job), b in zip(searches, bundles, strict=True)]
+        for fut, search, bundle in fetched:
+            del self._what[fut]
             for row, result in zip(search.rows, bundle, strict=True):
                 if self._past_limit(time.perf_counter()):
                     return True
@@ -428,30 +426,29 @@ class Driver:
 
     def _on_search(self, row: int, fragment: int, result: SearchTaskResult) -> None:
         """Stage a search result for the next commit."""
-        self._staged.append((fragment, result))
-        self._staged_rows.append(row)
+        self._staged.append(StagedResult(row, fragment, result))
 
     def _commit(self) -> None:
         """Write the staged results to the store in one batch, then act on them: the results are
         durable (found μGraphs, children rows, done marks) before any child or confirmation runs."""
         if not self._staged:
             return
-        staged, rows = self._staged, self._staged_rows
-        self._staged, self._staged_rows = [], []
+        staged, self._staged = self._staged, []
         done = [
             TaskCompletion(
-                row,
-                result.counters,
-                result.worker,
-                [FoundRecord(fragment, f.digest, tuple(f.path), f.graph, row) for f in result.found],
-                result.frontier,
+                s.row,
+                s.result.counters,
+                s.result.worker,
+                [FoundRecord(s.fragment, f.digest, tuple(f.path), f.graph, s.row) for f in s.result.found],
+                s.result.frontier,
             )
-            for row, (fragment, result) in zip(rows, staged, strict=True)
+            for s in staged
         ]
         child_rows = self.store.complete_tasks(done)
         assert self._progress_state is not None
         children: dict[int, list[tuple[int, tuple[int, ...]]]] = {}
-        for row, (fragment, result), kids in zip(rows, staged, child_rows, strict=True):
+        for s, kids in zip(staged, child_rows, strict=True):
+            row, fragment, result = s.row, s.fragment, s.result
             self._inflight.discard(row)
             self._done.add(row)
             self.totals.add_search(result)

@@ -1,12 +1,15 @@
-"""What the driver remembers of each Dask future it watches: which task it is and what its result
-belongs to, by name rather than by position in a tuple."""
+"""What the driver remembers of each Dask future it watches (which task it is and what its result
+belongs to) and of each search result it holds until the next commit, by name rather than by
+position in a tuple."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TypedDict
 
-__all__ = ["ConfirmJob", "Job", "LayoutJob", "Placement", "SearchJob"]
+from mugraph.pipeline.records import SearchTaskResult
+
+__all__ = ["ConfirmJob", "Job", "LayoutJob", "Placement", "SearchJob", "StagedResult"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,3 +46,13 @@ class Placement(TypedDict, total=False):
     resources: dict[str, int]
     workers: list[str]
     allow_other_workers: bool
+
+
+@dataclass(frozen=True, slots=True)
+class StagedResult:
+    """One explored path's result, handled and waiting for the next batch commit: its task-table row
+    and fragment."""
+
+    row: int
+    fragment: int
+    result: SearchTaskResult
