@@ -19,10 +19,11 @@ from mugraph.storage.run_records import (
     JsonObject,
     LayoutRecord,
     MeasurementRecord,
+    ProgressSample,
 )
 from mugraph.storage.store_errors import damaged
 
-__all__ = ["check_confirmation", "check_fragments", "check_layout", "check_measurement"]
+__all__ = ["check_confirmation", "check_fragments", "check_layout", "check_measurement", "check_samples"]
 
 _Types = Mapping[str, type | tuple[type, ...]]
 _TEXT_LIST = "a list of strings"
@@ -72,3 +73,10 @@ def check_measurement(value: Any, file: Path) -> MeasurementRecord:
     return cast(
         MeasurementRecord, _check(value, MeasurementRecord.__required_keys__, _MEASUREMENT, file, "measurement")
     )
+
+
+def check_samples(value: list[Any], file: Path) -> list[ProgressSample]:
+    """An invocation's progress samples, each an object."""
+    if not all(isinstance(s, dict) for s in value):
+        raise damaged(file, "samples is not a list of objects")
+    return cast(list[ProgressSample], value)

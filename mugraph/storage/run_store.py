@@ -68,7 +68,13 @@ from mugraph.storage.atomic_store import AtomicLocalStore, remove_temp_files
 from mugraph.storage.cross_checks import check_records
 from mugraph.storage.found_records import FoundRecord, load_found
 from mugraph.storage.ledger import Ledger
-from mugraph.storage.record_checks import check_confirmation, check_fragments, check_layout, check_measurement
+from mugraph.storage.record_checks import (
+    check_confirmation,
+    check_fragments,
+    check_layout,
+    check_measurement,
+    check_samples,
+)
 from mugraph.storage.records import (
     canonical_json,
     metadata_file,
@@ -511,7 +517,10 @@ class RunStore:
 
     def timeline(self) -> list[list[ProgressSample]]:
         """Every invocation's progress samples, oldest invocation first (as the driver wrote them)."""
-        return [cast(list[ProgressSample], samples) for _, samples in self._read_all("timeline", "samples", list)]
+        return [
+            check_samples(samples, metadata_file(self.path, f"timeline/{name}"))
+            for name, samples in self._read_all("timeline", "samples", list)
+        ]
 
     def put_final(self, final: Mapping[str, Any]) -> None:
         self._check_writable()

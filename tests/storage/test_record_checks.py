@@ -207,6 +207,15 @@ def test_a_fragment_record_of_the_wrong_shape_is_damage(judged: Path, field: str
     refused(judged, f"{judged}/fragments/zarr.json: {says}")
 
 
+def test_a_progress_sample_that_is_not_an_object_is_damage(tmp_path: Path) -> None:
+    with new_store(tmp_path / "s") as st:
+        st.put_timeline(0, [{"wall": 1.0, "states": 3}])
+        st.put_timeline(1, [{"wall": 2.0, "states": 5}])
+        write_record(AtomicLocalStore(tmp_path / "s"), "timeline/000001", {"samples": [{"wall": 2.0}, [2.0, 5]]})
+        with pytest.raises(StoreDamaged, match=re.escape(f"{tmp_path}/s/timeline/000001/zarr.json: samples is not")):
+            st.timeline()
+
+
 def test_a_found_record_gone_between_listing_and_reading(judged: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from mugraph.storage import found_records
 
