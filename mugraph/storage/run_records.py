@@ -9,9 +9,10 @@ as plain dicts. No `from __future__ import annotations` here: TypedDict needs `N
 unquoted to tell required keys from optional ones at run time.
 """
 
+from collections.abc import Mapping
 from typing import Any, NotRequired, TypedDict
 
-JsonObject = dict[str, Any]  # a JSON object whose fields another room owns (free-form meta, a layout)
+JsonObject = dict[str, Any]  # a JSON object whose fields another room owns (free-form meta, a ranking row)
 
 
 class FragmentProgress(TypedDict):
@@ -102,7 +103,7 @@ class LayoutRecord(TaskStamp):
 
     schema: str  # costs.LAYOUT_SCHEMA
     io_layouts: dict[str, int]
-    layouts: NotRequired[JsonObject]  # costs.Layouts.to_json()
+    layouts: NotRequired[Mapping[str, Any]]  # costs.Layouts.to_json(), a type of the room that owns it
     terms: NotRequired[dict[str, int]]
     objective: NotRequired[int]
     solve_seconds: NotRequired[float]
