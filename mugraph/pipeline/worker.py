@@ -202,6 +202,11 @@ def warm_task(payload: FragmentPayload, confirming: bool) -> str:
     return _worker_name()
 
 
+def _since(t0: float) -> float:
+    """A task's wall seconds since `t0` (a perf_counter time), as its record keeps them."""
+    return round(time.perf_counter() - t0, 6)
+
+
 def confirm_task(payload: FragmentPayload, digest: str, graph: str) -> ConfirmationRecord:
     """k fresh fingerprint tests and float64 against the fragment's reference."""
     t0 = time.perf_counter()
@@ -216,7 +221,7 @@ def confirm_task(payload: FragmentPayload, digest: str, graph: str) -> Confirmat
         "backend": str(v["backend"]),
         "digest": digest,
         "worker": _worker_name(),
-        "wall_seconds": round(time.perf_counter() - t0, 6),
+        "wall_seconds": _since(t0),
     }
 
 
@@ -224,32 +229,28 @@ def layout_task(digest: str, graph: str, io_layouts: dict[str, int] | None = Non
     """Choose the layouts of a confirmed μGraph (z3.Optimize) for the user's strides; the record the
     store keeps. No layout under those strides is a record with an `error`, not a failed task."""
     t0 = time.perf_counter()
-    out: LayoutRecord
     try:
         j = choose_layouts(loads(graph), io_layouts).to_json()
-        out = {
-            "schema": j["schema"],
-            "layouts": j["layouts"],
-            "terms": j["terms"],
-            "objective": j["objective"],
-            "solve_seconds": j["solve_seconds"],
-            "io_layouts": j["io_layouts"],
-            "digest": digest,
-            "worker": "",
-            "wall_seconds": 0.0,
-        }
     except LayoutError as e:
-        out = {
+        return {
             "schema": LAYOUT_SCHEMA,
             "error": str(e),
             "io_layouts": dict(sorted((io_layouts or {}).items())),
             "digest": digest,
-            "worker": "",
-            "wall_seconds": 0.0,
+            "worker": _worker_name(),
+            "wall_seconds": _since(t0),
         }
-    out["worker"] = _worker_name()
-    out["wall_seconds"] = round(time.perf_counter() - t0, 6)
-    return out
+    return {
+        "schema": j["schema"],
+        "layouts": j["layouts"],
+        "terms": j["terms"],
+        "objective": j["objective"],
+        "solve_seconds": j["solve_seconds"],
+        "io_layouts": j["io_layouts"],
+        "digest": digest,
+        "worker": _worker_name(),
+        "wall_seconds": _since(t0),
+    }
 
 
 def measure_task(
@@ -264,29 +265,25 @@ def measure_task(
 
     t0 = time.perf_counter()
     source = emit_module(loads(graph), EmitInfo(payload.name, digest=digest, inner=tuple(inner)))
-    out: MeasurementRecord
     try:
         t = time_source(source, loads(payload.reference), repeats=repeats)
-        out = {
-            "device": t.device,
-            "median_seconds": t.median_seconds,
-            "min_seconds": t.min_seconds,
-            "host_seconds": t.host_seconds,
-            "repeats": t.repeats,
-            "warmup": t.warmup,
-            "first_run_seconds": t.first_run_seconds,
-            "max_rel_err": t.max_rel_err,
-            "ok": t.ok,
-            "l2_flushed": t.l2_flushed,
-            "digest": digest,
-            "worker": "",
-            "wall_seconds": 0.0,
-        }
     except CodegenError as e:
-        out = {"error": str(e), "digest": digest, "worker": "", "wall_seconds": 0.0}
-    out["worker"] = _worker_name()
-    out["wall_seconds"] = round(time.perf_counter() - t0, 6)
-    return out
+        return {"error": str(e), "digest": digest, "worker": _worker_name(), "wall_seconds": _since(t0)}
+    return {
+        "device": t.device,
+        "median_seconds": t.median_seconds,
+        "min_seconds": t.min_seconds,
+        "host_seconds": t.host_seconds,
+        "repeats": t.repeats,
+        "warmup": t.warmup,
+        "first_run_seconds": t.first_run_seconds,
+        "max_rel_err": t.max_rel_err,
+        "ok": t.ok,
+        "l2_flushed": t.l2_flushed,
+        "digest": digest,
+        "worker": _worker_name(),
+        "wall_seconds": _since(t0),
+    }
 
 
 def peak_rss_mib() -> float:
