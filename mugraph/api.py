@@ -40,10 +40,10 @@ from mugraph.storage.memo_url import check_memo_url
 from mugraph.storage.run_store import RunStore
 
 if TYPE_CHECKING:
+    from mugraph.pipeline.events import DoneEvent, Event
     from mugraph.torch.runtime import OptimizedModule
 
 DEFAULT_RUNS = Path("runs")
-Event = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -183,7 +183,7 @@ def run_optimize(
     program: Program | str,
     options: OptimizeOptions = OptimizeOptions(),
     on_event: Callable[[Event], None] | None = None,
-) -> Event:
+) -> DoneEvent:
     """Search every fragment of `program` (a Program, or a built-in name or file as the command takes it)
     on a Dask cluster, confirm, rank and stitch the best μGraphs into a Zarr store; the same call on the
     same store continues where a stopped one left off. `on_event` gets every event as the run goes

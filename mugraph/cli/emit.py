@@ -96,7 +96,7 @@ def select_from_store(store: Path, digest: str | None) -> Selection:
                 d: (i, rec.graph)
                 for i, _ in enumerate(frags)
                 for d, rec in st.found(i).items()
-                if st.confirmations(i).get(d, {}).get("equivalent")
+                if (c := st.confirmations(i).get(d)) is not None and c["equivalent"]
             }
             d = _match(list(found), digest, f"the confirmed μGraphs of {store}")
             i, text = found[d]

@@ -18,7 +18,7 @@ import time
 import weakref
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 import dask.config
 from distributed import Client, LocalCluster
@@ -74,6 +74,12 @@ class _Pending:
 
     cluster: LocalCluster
     workers: int
+
+
+class _WorkerResources(TypedDict, total=False):
+    """The local cluster's worker resources, declared only where there is a GPU."""
+
+    resources: dict[str, int]
 
 
 _PENDING: weakref.WeakKeyDictionary[Client, _Pending] = weakref.WeakKeyDictionary()
@@ -162,7 +168,7 @@ def dask_client(
             client.close()
         return
     n = workers or default_workers()
-    kwargs: dict[str, Any] = {}
+    kwargs: _WorkerResources = {}
     if cupy_available():
         kwargs["resources"] = {"GPU": 1}
     security = Security.temporary()

@@ -26,7 +26,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, assert_never, cast
 
 import numpy as np
 from distributed import Client, Future, as_completed
@@ -36,6 +36,17 @@ from mugraph.ir.errors import MugraphError
 from mugraph.ir.graph import KernelGraph
 from mugraph.ir.serialize import dumps, loads
 from mugraph.pipeline.cluster import confirming_worker, gpu_workers, start_workers
+from mugraph.pipeline.events import (
+    ConfirmedEvent,
+    DoneEvent,
+    Estimates,
+    Event,
+    EventSink,
+    LayoutEvent,
+    ProgressEvent,
+    StartEvent,
+)
+from mugraph.pipeline.jobs import ConfirmJob, Job, LayoutJob, Placement, SearchJob, StagedResult
 from mugraph.pipeline.measuring import NO_GPU, measure_fragment
 from mugraph.pipeline.plan import FragmentPlan, RunPlan, fragment_io_layouts
 from mugraph.pipeline.progress import RunProgress
@@ -61,10 +72,17 @@ from mugraph.stages.search.estimate import SpaceEstimator
 from mugraph.stages.search.explore import SearchCounters
 from mugraph.stages.search.task_paths import task_budget
 from mugraph.stages.verify.check import float_max_rel_err
+from mugraph.storage.run_records import (
+    ConfirmationRecord,
+    FinalRecord,
+    FragmentRecord,
+    LayoutRecord,
+    MeasurementRecord,
+)
 from mugraph.storage.run_store import FoundRecord, RunStore, TaskCompletion
 
-Event = dict[str, Any]
-EventSink = Callable[[Event], None]
+__all__ = ["COUNTER_NAMES", "Driver", "Event", "EventSink", "RunTotals", "SearchFn"]
+
 SearchFn = Callable[[Any, tuple[tuple[int, ...], ...], int], tuple[SearchTaskResult, ...]]
 COUNTER_NAMES = tuple(SearchCounters().as_dict())
 END_TO_END_TOLERANCE = 1e-6
@@ -149,14 +167,14 @@ class Driver:
         self.progress_interval = progress_interval
         self.totals = RunTotals()
         self._ac: as_completed = as_completed()
-        self._what: dict[Future[Any], tuple[str, Any, Any]] = {}  # kind, rows or fragment, fragment or digest
+        self._what: dict[Future[Any], Job] = {}
         self._inflight: set[int] = set()
         self._done: set[int] = set()
         self._found: list[dict[str, FoundRecord]] = []
-        self._confirmed: list[dict[str, dict[str, Any]]] = []
-        self._layouts: list[dict[str, dict[str, Any]]] = []
+        self._confirmed: list[dict[str, ConfirmationRecord]] = []
+        self._layouts: list[dict[str, LayoutRecord]] = []
         self._reference_seconds: dict[int, float] = {}  # per fragment: the model's time for the reference
-        self._measured: list[dict[str, dict[str, Any]]] = []
+        self._measured: list[dict[str, MeasurementRecord]] = []
         self._gpu = False
         self._t0 = 0.0
         self._progress_state: RunProgress | None = None
@@ -166,8 +184,7 @@ class Driver:
         self._warming: list[Future[Any]] = []
         self._confirmer: str | None = None  # the worker all confirmations go to (no GPU)
         self._confirm_moves = 0
-        self._staged: list[tuple[int, SearchTaskResult]] = []  # (fragment, result) handled, not yet committed
-        self._staged_rows: list[int] = []
+        self._staged: list[StagedResult] = []  # handled, not yet committed
         self._slots = 1  # worker threads in the cluster (refreshed with the progress)
 
     # -- submission ------------------------------------------------------------------------------
@@ -196,16 +213,16 @@ class Driver:
                 priority=priority,
             )
             for fut, b in zip(futs, bundles, strict=True):
-                self._what[fut] = ("search", tuple(row for row, _ in b), fragment)
+                self._what[fut] = SearchJob(tuple(row for row, _ in b), fragment)
             self._ac.update(futs)
 
     def _submit_confirm(self, fragment: int, rec: FoundRecord) -> None:
         fp = self.plan.fragments[fragment]
-        kwargs: dict[str, Any] = {}
+        placement: Placement = {}
         if self._gpu:
-            kwargs = {"resources": {"GPU": 1}}
+            placement = {"resources": {"GPU": 1}}
         elif self._confirmer is not None:  # pinned; _keep_confirmer moves them if it leaves
-            kwargs = {"workers": [self._confirmer], "allow_other_workers": False}
+            placement = {"workers": [self._confirmer], "allow_other_workers": False}
         moved = f"-{self._confirm_moves}" if self._confirm_moves else ""  # a new key once moved
         fut = self.client.submit(
             confirm_task,
@@ -215,9 +232,9 @@ class Driver:
             key=f"confirm-{fp.spec.name}-{rec.digest[:16]}{moved}",
             pure=False,
             priority=100,
-            **kwargs,
+            **placement,
         )
-        self._what[fut] = ("confirm", fragment, rec.digest)
+        self._what[fut] = ConfirmJob(fragment, rec.digest)
         self._ac.add(fut)
 
     def _submit_layout(self, fragment: int, digest: str) -> None:
@@ -231,7 +248,7 @@ class Driver:
             pure=False,
             priority=50,
         )
-        self._what[fut] = ("layout", fragment, digest)
+        self._what[fut] = LayoutJob(fragment, digest)
         self._ac.add(fut)
 
     def _warm(self, fragments: set[int]) -> None:
@@ -257,7 +274,7 @@ class Driver:
                 )
 
     # -- the run ---------------------------------------------------------------------------------
-    def run(self) -> Event:
+    def run(self) -> DoneEvent:
         start_workers(self.client, worker_environment())  # a local cluster's, now that the plugin is in
         self._t0 = time.perf_counter()
         store, plan = self.store, self.plan
@@ -279,23 +296,22 @@ class Driver:
         self._progress_state = RunProgress([fp.spec.name for fp in plan.fragments], tasks, store.timeline())
         self._estimator = SpaceEstimator(sum(int(t.counters.get("nodes", 0)) for t in tasks if t.done))
         self._estimator.start([(t.fragment, *t.path) for t in pending])
-        self.on_event(
-            {
-                "event": "start",
-                "program": plan.program.name,
-                "store": str(store.path),
-                "resumed": not store.created,
-                "fragments": [fp.spec.name for fp in plan.fragments],
-                "presets": {fp.spec.name: fp.config.preset for fp in plan.fragments},
-                "tasks_done": len(self._done),
-                "tasks_pending": len(pending),
-                "workers": len(self.client.scheduler_info()["workers"]),
-                "gpu_workers": self._gpu,
-                "dashboard": self.client.dashboard_link,
-                "gpu_profile": self.profile.name,
-                "invocation": self._progress_state.invocation,
-            }
-        )
+        start: StartEvent = {
+            "event": "start",
+            "program": plan.program.name,
+            "store": str(store.path),
+            "resumed": not store.created,
+            "fragments": [fp.spec.name for fp in plan.fragments],
+            "presets": {fp.spec.name: fp.config.preset for fp in plan.fragments},
+            "tasks_done": len(self._done),
+            "tasks_pending": len(pending),
+            "workers": len(self.client.scheduler_info()["workers"]),
+            "gpu_workers": self._gpu,
+            "dashboard": self.client.dashboard_link,
+            "gpu_profile": self.profile.name,
+            "invocation": self._progress_state.invocation,
+        }
+        self.on_event(start)
         if self._progress_state.history:
             self.on_event({"event": "history", "samples": self._progress_state.past_samples()})
         for i in range(len(plan.fragments)):
@@ -355,36 +371,41 @@ class Driver:
         for one commit. True when the time limit passed: a driver behind its workers gets long
         batches, so the limit is checked per result, and the results not handled stay pending in the
         store (their tasks rerun on resume)."""
-        searches: list[Future[Any]] = []  # finished: fetched together below
-        fetched: list[tuple[Future[Any], Any]] = []  # fetched one by one (they had not finished)
+        searches: list[tuple[Future[Any], SearchJob]] = []  # finished: fetched together below
+        fetched: list[tuple[Future[Any], SearchJob, tuple[SearchTaskResult, ...]]] = []  # one by one (not finished)
         for fut in batch:
-            if fut not in self._what:  # a confirmation moved off a lost worker
+            job = self._what.get(fut)
+            if job is None:  # a confirmation moved off a lost worker
                 continue
-            kind, a, b = self._what[fut]
-            if kind == "search" and fut.status == "finished":
-                searches.append(fut)
+            if isinstance(job, SearchJob) and fut.status == "finished":
+                searches.append((fut, job))
                 continue
             if self._past_limit(time.perf_counter()):
                 return True
             result = _result(fut)
             if result is _LOST:  # watched again until the scheduler (or _keep_confirmer) redoes it
                 self._ac.add(fut)
-            elif kind == "search":
-                fetched.append((fut, result))
-            elif kind == "confirm":
-                del self._what[fut]
-                self._on_confirm(a, b, result)
-            else:
-                del self._what[fut]
-                self._on_layout(a, b, result)
+                continue
+            match job:
+                case SearchJob():
+                    fetched.append((fut, job, result))
+                case ConfirmJob(fragment, digest):
+                    del self._what[fut]
+                    self._on_confirm(fragment, digest, result)
+                case LayoutJob(fragment, digest):
+                    del self._what[fut]
+                    self._on_layout(fragment, digest, result)
+                case _:
+                    assert_never(job)
         if searches:
-            fetched += zip(searches, self.client.gather(searches), strict=True)
-        for fut, bundle in fetched:
-            _, rows, fragment = self._what.pop(fut)
-            for row, result in zip(rows, bundle, strict=True):
+            bundles = self.client.gather([fut for fut, _ in searches])
+            fetched += [(fut, job, b) for (fut, job), b in zip(searches, bundles, strict=True)]
+        for fut, search, bundle in fetched:
+            del self._what[fut]
+            for row, result in zip(search.rows, bundle, strict=True):
                 if self._past_limit(time.perf_counter()):
                     return True
-                self._on_search(row, fragment, result)
+                self._on_search(row, search.fragment, result)
         return False
 
     def _keep_confirmer(self) -> None:
@@ -394,41 +415,40 @@ class Driver:
             return
         self._confirmer = confirming_worker(self.client)
         self._confirm_moves += 1
-        moved = [(fut, a, b) for fut, (kind, a, b) in self._what.items() if kind == "confirm"]
-        for fut, fragment, digest in moved:
+        moved = [(fut, job) for fut, job in self._what.items() if isinstance(job, ConfirmJob)]
+        for fut, job in moved:
             del self._what[fut]
             fut.cancel()
-            self._submit_confirm(fragment, self._found[fragment][digest])
+            self._submit_confirm(job.fragment, self._found[job.fragment][job.digest])
 
     def _past_limit(self, now: float) -> bool:
         return self.time_limit is not None and now - self._t0 >= self.time_limit
 
     def _on_search(self, row: int, fragment: int, result: SearchTaskResult) -> None:
         """Stage a search result for the next commit."""
-        self._staged.append((fragment, result))
-        self._staged_rows.append(row)
+        self._staged.append(StagedResult(row, fragment, result))
 
     def _commit(self) -> None:
         """Write the staged results to the store in one batch, then act on them: the results are
         durable (found μGraphs, children rows, done marks) before any child or confirmation runs."""
         if not self._staged:
             return
-        staged, rows = self._staged, self._staged_rows
-        self._staged, self._staged_rows = [], []
+        staged, self._staged = self._staged, []
         done = [
             TaskCompletion(
-                row,
-                result.counters,
-                result.worker,
-                [FoundRecord(fragment, f.digest, tuple(f.path), f.graph, row) for f in result.found],
-                result.frontier,
+                s.row,
+                s.result.counters,
+                s.result.worker,
+                [FoundRecord(s.fragment, f.digest, tuple(f.path), f.graph, s.row) for f in s.result.found],
+                s.result.frontier,
             )
-            for row, (fragment, result) in zip(rows, staged, strict=True)
+            for s in staged
         ]
         child_rows = self.store.complete_tasks(done)
         assert self._progress_state is not None
         children: dict[int, list[tuple[int, tuple[int, ...]]]] = {}
-        for row, (fragment, result), kids in zip(rows, staged, child_rows, strict=True):
+        for s, kids in zip(staged, child_rows, strict=True):
+            row, fragment, result = s.row, s.fragment, s.result
             self._inflight.discard(row)
             self._done.add(row)
             self.totals.add_search(result)
@@ -460,38 +480,36 @@ class Driver:
         for fragment, tasks in children.items():
             self._submit_searches(fragment, tasks)
 
-    def _on_confirm(self, fragment: int, digest: str, result: dict[str, Any]) -> None:
+    def _on_confirm(self, fragment: int, digest: str, result: ConfirmationRecord) -> None:
         self.store.put_confirmation(fragment, digest, result)
         self._confirmed[fragment][digest] = result
         self.totals.confirms_run += 1
-        self.on_event(
-            {
-                "event": "confirmed",
-                "fragment": self.plan.fragments[fragment].spec.name,
-                "digest": digest,
-                "equivalent": result["equivalent"],
-            }
-        )
+        event: ConfirmedEvent = {
+            "event": "confirmed",
+            "fragment": self.plan.fragments[fragment].spec.name,
+            "digest": digest,
+            "equivalent": result["equivalent"],
+        }
+        self.on_event(event)
         if result["equivalent"]:
             self._submit_layout(fragment, digest)
 
-    def _on_layout(self, fragment: int, digest: str, result: dict[str, Any]) -> None:
+    def _on_layout(self, fragment: int, digest: str, result: LayoutRecord) -> None:
         self.store.put_layout(fragment, digest, result)
         self._layouts[fragment][digest] = result
         self.totals.layouts_run += 1
-        self.on_event(
-            {
-                "event": "layout",
-                "fragment": self.plan.fragments[fragment].spec.name,
-                "digest": digest,
-                "objective": result.get("objective"),
-                "solve_seconds": result.get("solve_seconds"),
-                "error": result.get("error"),
-                **self._estimates(fragment, digest, result),
-            }
-        )
+        event: LayoutEvent = {
+            "event": "layout",
+            "fragment": self.plan.fragments[fragment].spec.name,
+            "digest": digest,
+            "objective": result.get("objective"),
+            "solve_seconds": result.get("solve_seconds"),
+            "error": result.get("error"),
+            **self._estimates(fragment, digest, result),
+        }
+        self.on_event(event)
 
-    def _estimates(self, fragment: int, digest: str, result: dict[str, Any]) -> dict[str, float]:
+    def _estimates(self, fragment: int, digest: str, result: LayoutRecord) -> Estimates:
         """The model's time for a μGraph now ranked and for its fragment's reference (what the final
         ranking will say, short of --measure), for the live page's best-so-far curve."""
         if "error" in result or digest not in self._found[fragment]:
@@ -506,7 +524,7 @@ class Driver:
         }
 
     # -- reporting -------------------------------------------------------------------------------
-    def _fragment_record(self, fp: FragmentPlan) -> dict[str, Any]:
+    def _fragment_record(self, fp: FragmentPlan) -> FragmentRecord:
         return {
             "name": fp.spec.name,
             "digest": fp.payload.digest,
@@ -531,7 +549,7 @@ class Driver:
                     out[text[len("search-") :].rsplit("-", 1)[0]] += 1
         return dict(out)
 
-    def _progress(self) -> Event:
+    def _progress(self) -> ProgressEvent:
         assert self._progress_state is not None
         names = [fp.spec.name for fp in self.plan.fragments]
         inflight = Counter(names[self._row_fragment[r]] for r in self._inflight)
@@ -545,7 +563,8 @@ class Driver:
             time.perf_counter() - self._t0, self.totals.tasks_run, running, pending, found, confirmed
         )
         size = self._estimator.estimate()  # the space's estimated size and the ETA, once known
-        event.update(size.as_json(float(event["states_per_s"])) if size else {"estimated_states": None})
+        if size:  # as_json's keys are the sample's estimated_states, estimated_fraction and eta_seconds
+            event.update(cast(ProgressEvent, size.as_json(float(event["states_per_s"]))))
         return event
 
     def _sample(self, now: float, final: bool = False) -> None:
@@ -584,7 +603,7 @@ class Driver:
                 f"given by --layout ({e}); drop or change them"
             ) from None
 
-    def _finish(self, complete: bool) -> Event:
+    def _finish(self, complete: bool) -> DoneEvent:
         plan, store = self.plan, self.store
         self._sample(time.perf_counter(), final=True)
         chosen: dict[str, KernelGraph] = {}
@@ -646,7 +665,7 @@ class Driver:
             best_per_fragment[plan.fragments[0].spec.name] if len(plan.fragments) == 1 else canonical_digest(stitched)
         )
         summary = store.task_summary()
-        final = {
+        final: FinalRecord = {
             "complete": complete,
             "best": best,
             "best_per_fragment": best_per_fragment,
@@ -659,7 +678,7 @@ class Driver:
         store.put_final(final)
         c = self.totals.counters
         busy = self.totals.busy
-        return {
+        done: DoneEvent = {
             "event": "done",
             "store": str(store.path),
             "program": plan.program.name,
@@ -685,8 +704,8 @@ class Driver:
             "tasks_run": self.totals.tasks_run,
             "confirms_run": self.totals.confirms_run,
             "layouts_run": self.totals.layouts_run,
-            "tasks_done": summary.get("done"),
-            "tasks_pending": summary.get("pending"),
+            "tasks_done": summary["done"],
+            "tasks_pending": summary["pending"],
             "states": c.nodes,
             "solver_calls": c.solver_calls,
             "memo": dict(self.totals.memo),
@@ -696,3 +715,4 @@ class Driver:
             "store_bytes": store.size_bytes(),
             "seconds": round(time.perf_counter() - self._t0, 3),
         }
+        return done

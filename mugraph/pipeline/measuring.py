@@ -10,16 +10,18 @@ with the same or a larger K times only what is missing. Task keys are `measure-<
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
 
 from distributed import Client
 
+from mugraph.ir.graph import KernelGraph
 from mugraph.ir.serialize import dumps
+from mugraph.pipeline.events import EventSink
 from mugraph.pipeline.plan import FragmentPlan
 from mugraph.pipeline.worker import measure_task
 from mugraph.stages.layout.rank import measured_first
 from mugraph.stages.layout.rows import RankedRow, ranked_rows
+from mugraph.storage.run_records import MeasurementRecord
 from mugraph.storage.run_store import RunStore
 
 NO_GPU = (
@@ -42,12 +44,12 @@ def measure_fragment(
     fragment: int,
     fp: FragmentPlan,
     ordered: list[RankedRow],
-    graphs: Mapping[str, Any],
+    graphs: Mapping[str, KernelGraph],
     inner: Mapping[str, list[int]],
     k: int,
-    measured: dict[str, dict[str, Any]],
+    measured: dict[str, MeasurementRecord],
     deadline: float | None,
-    on_event: Callable[[dict[str, Any]], None],
+    on_event: EventSink,
 ) -> list[RankedRow]:
     """Time what `to_measure` names (until `deadline`, a perf_counter time), store each measurement,
     and return the ranking ordered by measured time where there is one."""

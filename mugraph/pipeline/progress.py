@@ -13,9 +13,11 @@ from __future__ import annotations
 import time
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import cast
 
+from mugraph.pipeline.events import ProgressEvent
 from mugraph.pipeline.records import SearchTaskResult
+from mugraph.storage.run_records import FragmentProgress, ProgressSample
 from mugraph.storage.task_table import TaskRecord
 
 MAX_SAMPLES = 600
@@ -25,7 +27,7 @@ _SUMMED = ("nodes", "solver_calls", "fingerprints")
 
 class RunProgress:
     def __init__(
-        self, fragments: Sequence[str], tasks: Sequence[TaskRecord], history: Sequence[Sequence[Mapping[str, Any]]]
+        self, fragments: Sequence[str], tasks: Sequence[TaskRecord], history: Sequence[Sequence[ProgressSample]]
     ) -> None:
         self.fragments = list(fragments)
         self.counts: dict[str, Counter[str]] = {f: Counter() for f in self.fragments}
@@ -38,9 +40,10 @@ class RunProgress:
                     c[k] += int(t.counters.get(k, 0))
                 self.busy[t.worker] += float(t.counters.get("seconds", 0.0))
         last = next((inv[-1] for inv in reversed(history) if inv), None)
-        self.memo: Counter[str] = Counter({k: int((last or {}).get("memo", {}).get(k, 0)) for k in MEMO_LEVELS})
-        self.history = [[dict(x) for x in inv] for inv in history]
-        self.samples: list[dict[str, Any]] = []
+        memo = last.get("memo", {}) if last is not None else {}
+        self.memo: Counter[str] = Counter({k: int(memo.get(k, 0)) for k in MEMO_LEVELS})
+        self.history = [list(inv) for inv in history]
+        self.samples: list[ProgressSample] = []
         self.states_this_run = 0
 
     @property
@@ -65,12 +68,12 @@ class RunProgress:
         pending: Mapping[str, int],
         found: Mapping[str, int],
         confirmed: Mapping[str, int],
-    ) -> dict[str, Any]:
+    ) -> ProgressEvent:
         """A progress event; `running` and `pending` count search tasks per fragment (running: held by a
         worker; pending: the rest of the submitted frontier)."""
         total = sum(self.counts.values(), Counter())
         lookups = sum(self.memo[k] for k in MEMO_LEVELS)
-        per = {
+        per: dict[str, FragmentProgress] = {
             f: {
                 "states": c["nodes"],
                 "tasks_done": c["tasks_done"],
@@ -101,13 +104,14 @@ class RunProgress:
             "memo_remote_hit_rate": self.memo["remote_hits"] / lookups if lookups else None,
             "fragments": per,
             "worker_busy_seconds": {w: round(s, 3) for w, s in sorted(self.busy.items()) if w},
+            "estimated_states": None,  # the driver sets the space-size estimate once there is one
         }
 
-    def record(self, event: Mapping[str, Any]) -> None:
+    def record(self, event: ProgressEvent) -> None:
         """Keep a sample; past MAX_SAMPLES every other inner sample goes, so they stay even in time."""
-        self.samples.append({k: v for k, v in event.items() if k != "event"})
+        self.samples.append(cast(ProgressSample, {k: v for k, v in event.items() if k != "event"}))
         if len(self.samples) > MAX_SAMPLES:
             self.samples = [self.samples[0], *self.samples[1:-1][::2], self.samples[-1]]
 
-    def past_samples(self) -> list[dict[str, Any]]:
+    def past_samples(self) -> list[ProgressSample]:
         return [s for inv in self.history for s in inv]

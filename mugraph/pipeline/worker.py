@@ -32,6 +32,7 @@ from mugraph.stages.search.task_paths import Path
 from mugraph.stages.verify.confirm import Confirmer
 from mugraph.storage.memo import LayeredMemo, MemoStore, open_memo_store
 from mugraph.storage.memo_auth import ENV_SECRET, attach_secret, split_secret
+from mugraph.storage.run_records import ConfirmationRecord, LayoutRecord, MeasurementRecord
 
 PLUGIN_NAME = "mugraph"
 MEMO_URL_ENV = "MUGRAPH_WORKER_MEMO_URL"  # the memo URL with the run's secret, in a worker's environment
@@ -201,34 +202,60 @@ def warm_task(payload: FragmentPayload, confirming: bool) -> str:
     return _worker_name()
 
 
-def confirm_task(payload: FragmentPayload, digest: str, graph: str) -> dict[str, Any]:
+def _since(t0: float) -> float:
+    """A task's wall seconds since `t0` (a perf_counter time), as its record keeps them."""
+    return round(time.perf_counter() - t0, 6)
+
+
+def confirm_task(payload: FragmentPayload, digest: str, graph: str) -> ConfirmationRecord:
     """k fresh fingerprint tests and float64 against the fragment's reference."""
     t0 = time.perf_counter()
     state = _state()
-    out: dict[str, Any] = dict(state.confirmer(payload).confirm(loads(graph)))
-    out["digest"] = digest
-    out["worker"] = _worker_name()
-    out["wall_seconds"] = round(time.perf_counter() - t0, 6)
-    return out
+    v = state.confirmer(payload).confirm(loads(graph))
+    return {
+        "equivalent": bool(v["equivalent"]),
+        "seeds": list(v["seeds"]),
+        "float_max_rel_err": v["float_max_rel_err"],
+        "reason": str(v["reason"]),
+        "seconds": float(v["seconds"]),
+        "backend": str(v["backend"]),
+        "digest": digest,
+        "worker": _worker_name(),
+        "wall_seconds": _since(t0),
+    }
 
 
-def layout_task(digest: str, graph: str, io_layouts: dict[str, int] | None = None) -> dict[str, Any]:
+def layout_task(digest: str, graph: str, io_layouts: dict[str, int] | None = None) -> LayoutRecord:
     """Choose the layouts of a confirmed μGraph (z3.Optimize) for the user's strides; the record the
     store keeps. No layout under those strides is a record with an `error`, not a failed task."""
     t0 = time.perf_counter()
     try:
-        out: dict[str, Any] = dict(choose_layouts(loads(graph), io_layouts).to_json())
+        j = choose_layouts(loads(graph), io_layouts).to_json()
     except LayoutError as e:
-        out = {"schema": LAYOUT_SCHEMA, "error": str(e), "io_layouts": dict(sorted((io_layouts or {}).items()))}
-    out["digest"] = digest
-    out["worker"] = _worker_name()
-    out["wall_seconds"] = round(time.perf_counter() - t0, 6)
-    return out
+        return {
+            "schema": LAYOUT_SCHEMA,
+            "error": str(e),
+            "io_layouts": dict(sorted((io_layouts or {}).items())),
+            "digest": digest,
+            "worker": _worker_name(),
+            "wall_seconds": _since(t0),
+        }
+    return {
+        "schema": j["schema"],
+        "layouts": j["layouts"],
+        "terms": j["terms"],
+        "objective": j["objective"],
+        "solve_seconds": j["solve_seconds"],
+        "io_layouts": j["io_layouts"],
+        "digest": digest,
+        "worker": _worker_name(),
+        "wall_seconds": _since(t0),
+    }
 
 
 def measure_task(
     payload: FragmentPayload, digest: str, graph: str, inner: list[int], repeats: int = MEASURE_REPEATS
-) -> dict[str, Any]:
+) -> MeasurementRecord:
     """Emit a μGraph (or the fragment's reference) as Triton kernels with its chosen layouts, compile
     it for this worker's GPU and time it against the reference (codegen.timing). A module that fails
     to compile or run is a record with an `error`, not a failed task: the model still ranks it."""
@@ -239,13 +266,24 @@ def measure_task(
     t0 = time.perf_counter()
     source = emit_module(loads(graph), EmitInfo(payload.name, digest=digest, inner=tuple(inner)))
     try:
-        out: dict[str, Any] = dict(time_source(source, loads(payload.reference), repeats=repeats).as_dict())
+        t = time_source(source, loads(payload.reference), repeats=repeats)
     except CodegenError as e:
-        out = {"error": str(e)}
-    out["digest"] = digest
-    out["worker"] = _worker_name()
-    out["wall_seconds"] = round(time.perf_counter() - t0, 6)
-    return out
+        return {"error": str(e), "digest": digest, "worker": _worker_name(), "wall_seconds": _since(t0)}
+    return {
+        "device": t.device,
+        "median_seconds": t.median_seconds,
+        "min_seconds": t.min_seconds,
+        "host_seconds": t.host_seconds,
+        "repeats": t.repeats,
+        "warmup": t.warmup,
+        "first_run_seconds": t.first_run_seconds,
+        "max_rel_err": t.max_rel_err,
+        "ok": t.ok,
+        "l2_flushed": t.l2_flushed,
+        "digest": digest,
+        "worker": _worker_name(),
+        "wall_seconds": _since(t0),
+    }
 
 
 def peak_rss_mib() -> float:

@@ -10,7 +10,7 @@ rejects any chunk this encoder got wrong.
 from __future__ import annotations
 
 import struct
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import google_crc32c
 import numpy as np
@@ -21,7 +21,16 @@ from zarr.codecs import Crc32cCodec, ZstdCodec
 __all__ = ["CODEC_DICTS", "ZSTD_LEVEL", "compressors", "encode_chunk"]
 
 ZSTD_LEVEL = 1
-CODEC_DICTS: list[dict[str, Any]] = [
+
+
+class CodecJson(TypedDict):
+    """One codec as the array's `zarr.json` names it (and zarr's `Codec.to_dict` gives it)."""
+
+    name: str
+    configuration: NotRequired[dict[str, int | bool | str]]
+
+
+CODEC_DICTS: list[CodecJson] = [
     {"name": "bytes", "configuration": {"endian": "little"}},
     {"name": "zstd", "configuration": {"level": ZSTD_LEVEL, "checksum": False}},
     {"name": "crc32c"},

@@ -24,6 +24,7 @@ from zarr.buffer import default_buffer_prototype
 from zarr.core.group import GroupMetadata
 
 from mugraph.storage.atomic_store import AtomicLocalStore, write_atomic
+from mugraph.storage.run_records import JsonObject
 from mugraph.storage.store_errors import StoreError, damaged
 
 __all__ = ["CRC_KEY", "canonical_json", "normalize", "read_record", "record_names", "seal", "unseal", "write_record"]
@@ -48,14 +49,14 @@ def _crc(attrs: Mapping[str, Any]) -> int:
     return zlib.crc32(canonical_json({k: v for k, v in attrs.items() if k != CRC_KEY}).encode())
 
 
-def seal(attrs: Mapping[str, Any]) -> dict[str, Any]:
+def seal(attrs: Mapping[str, Any]) -> JsonObject:
     """`attrs` (already normalised) plus their checksum."""
     out = dict(attrs)
     out[CRC_KEY] = _crc(attrs)
     return out
 
 
-def unseal(attrs: Mapping[str, Any], file: Path) -> dict[str, Any]:
+def unseal(attrs: Mapping[str, Any], file: Path) -> JsonObject:
     """The attributes without the checksum; StoreDamaged naming `file` if it is missing or wrong."""
     if attrs.get(CRC_KEY) != _crc(attrs):
         raise damaged(file, "checksum mismatch (the record was altered or truncated)")
@@ -66,7 +67,7 @@ def metadata_file(root: Path, path: str) -> Path:
     return root / path / "zarr.json" if path else root / "zarr.json"
 
 
-async def read_record(store: Store, root: Path, path: str) -> dict[str, Any] | None:
+async def read_record(store: Store, root: Path, path: str) -> JsonObject | None:
     """The unsealed record at `path`, None if there is none; StoreDamaged if it cannot be trusted."""
     file = metadata_file(root, path)
     if not file.is_file():

@@ -47,7 +47,7 @@ import time
 import warnings
 from pathlib import Path
 from types import FrameType, TracebackType
-from typing import IO, Any, Self
+from typing import IO, Any, Self, TypedDict
 
 from mugraph.ir.errors import MugraphError
 from mugraph.storage.safe_files import LinkFound, find_link, open_nofollow, write_nofollow
@@ -70,6 +70,16 @@ _CORRUPT_DATA = re.compile(
 )
 _DISK_FULL = re.compile(r"(?i)no space left on device")
 ENV_EXECUTABLE = "MUGRAPH_REDIS_SERVER"
+
+
+class ServerState(TypedDict):
+    """The data directory's state file, written before the server starts so that a killed owner's
+    server is found again: its pid (once started), socket, executable and owner process."""
+
+    pid: int | None
+    socket: str | None
+    executable: str
+    owner: int
 
 
 class NoRedisServer(MugraphError):
@@ -410,7 +420,7 @@ class EmbeddedRedis:
         except LinkFound as exc:
             raise self._damaged(exc) from None
 
-    def _write_state(self, state: dict[str, Any]) -> None:
+    def _write_state(self, state: ServerState) -> None:
         try:
             write_nofollow(self.data_dir / STATE_NAME, json.dumps(state).encode())
         except LinkFound as exc:
@@ -530,7 +540,7 @@ class EmbeddedRedis:
         self._log = os.fdopen(self._open(LOG_NAME, os.O_WRONLY | os.O_APPEND | os.O_CREAT), "ab")
         # The state file exists before the server can: a kill -9 of this process at any instant leaves a
         # server that the next owner finds (here, or through the pidfile the server writes).
-        state = {"pid": None, "socket": self.socket_path, "executable": executable, "owner": os.getpid()}
+        state: ServerState = {"pid": None, "socket": self.socket_path, "executable": executable, "owner": os.getpid()}
         self._write_state(state)
         try:
             self._proc = subprocess.Popen(

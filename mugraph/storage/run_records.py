@@ -1,13 +1,18 @@
 """Records the driver writes to a run store as JSON and the report, `mugraph status`/`show` and the
-loaders read back: the progress samples (`RunStore.put_timeline` / `timeline`: one per progress
-event, less its `event` key) and the final result (`put_final` / `final`).
+loaders read back: the fragments (`set_fragments` / `fragments`), each μGraph's confirmation, layout
+and GPU measurement (what the worker's task returned, kept as it came), the progress samples
+(`put_timeline` / `timeline`: one per progress event, less its `event` key) and the final result
+(`put_final` / `final`).
 
 TypedDicts rather than dataclasses: they are written and read as JSON, and the driver builds them
 as plain dicts. No `from __future__ import annotations` here: TypedDict needs `NotRequired`
 unquoted to tell required keys from optional ones at run time.
 """
 
-from typing import NotRequired, TypedDict
+from collections.abc import Mapping
+from typing import Any, NotRequired, TypedDict
+
+JsonObject = dict[str, Any]  # a JSON object whose fields another room owns (free-form meta, a ranking row)
 
 
 class FragmentProgress(TypedDict):
@@ -59,3 +64,64 @@ class FinalRecord(TypedDict):
     mugraphs: list[str]  # every confirmed μGraph's digest
     gpu_profile: str
     measured: NotRequired[dict[str, int]]  # μGraphs timed on a GPU, per fragment (stores since --measure)
+
+
+class FragmentRecord(TypedDict):
+    """One fragment of the run as the store keeps it (written once, compared on resume)."""
+
+    name: str
+    digest: str  # of (reference, config): the search.Fragment digest
+    graph: str  # the fragment's reference, ir.serialize JSON
+    config: str  # its SearchConfig, JSON
+    preset: str
+    sources: list[str]
+    outputs: list[str]
+
+
+class TaskStamp(TypedDict):
+    """What every worker task adds to its result: the μGraph, the worker, the task's wall time."""
+
+    digest: str
+    worker: str
+    wall_seconds: float
+
+
+class ConfirmationRecord(TaskStamp):
+    """A found μGraph checked against its fragment's reference: fresh fingerprint tests, then float64."""
+
+    equivalent: bool
+    seeds: list[int]
+    float_max_rel_err: float | None  # None where the fingerprints already differ
+    reason: str  # why not equivalent; empty when it is
+    seconds: float
+    backend: str  # the array backend that ran the tests
+
+
+class LayoutRecord(TaskStamp):
+    """The layouts chosen for a confirmed μGraph under the user's strides (stages.layout.choose's
+    `LayoutResult.to_json`), or the `error` saying that no layout satisfies them."""
+
+    schema: str  # costs.LAYOUT_SCHEMA
+    io_layouts: dict[str, int]
+    layouts: NotRequired[Mapping[str, Any]]  # costs.Layouts.to_json(), a type of the room that owns it
+    terms: NotRequired[dict[str, int]]
+    objective: NotRequired[int]
+    solve_seconds: NotRequired[float]
+    error: NotRequired[str]
+
+
+class MeasurementRecord(TaskStamp):
+    """A μGraph (or the reference) timed on a GPU (codegen.timing's `KernelTiming`), or the `error`
+    of a module that failed to compile or run."""
+
+    device: NotRequired[str]
+    median_seconds: NotRequired[float]
+    min_seconds: NotRequired[float]
+    host_seconds: NotRequired[float]
+    repeats: NotRequired[int]
+    warmup: NotRequired[int]
+    first_run_seconds: NotRequired[float]
+    max_rel_err: NotRequired[float]
+    ok: NotRequired[bool]
+    l2_flushed: NotRequired[bool]
+    error: NotRequired[str]

@@ -59,7 +59,7 @@ from collections.abc import Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypedDict, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from zarr.core.sync import sync as zarr_sync
 
@@ -68,6 +68,13 @@ from mugraph.storage.atomic_store import AtomicLocalStore, remove_temp_files
 from mugraph.storage.cross_checks import check_records
 from mugraph.storage.found_records import FoundRecord, load_found
 from mugraph.storage.ledger import Ledger
+from mugraph.storage.record_checks import (
+    check_confirmation,
+    check_fragments,
+    check_layout,
+    check_measurement,
+    check_samples,
+)
 from mugraph.storage.records import (
     canonical_json,
     metadata_file,
@@ -76,7 +83,15 @@ from mugraph.storage.records import (
     record_names,
     write_record,
 )
-from mugraph.storage.run_records import FinalRecord, ProgressSample
+from mugraph.storage.run_records import (
+    ConfirmationRecord,
+    FinalRecord,
+    FragmentRecord,
+    JsonObject,
+    LayoutRecord,
+    MeasurementRecord,
+    ProgressSample,
+)
 from mugraph.storage.store_errors import (
     RECOVERY_HINT,
     StoreBusy,
@@ -89,6 +104,7 @@ from mugraph.storage.store_lock import StoreLock
 from mugraph.storage.store_root import (
     FORMAT,
     SCHEMA_VERSION,
+    RootAttrs,
     clean_siblings,
     create_store,
     discard_store,
@@ -96,7 +112,7 @@ from mugraph.storage.store_root import (
     looks_like_store,
     read_root,
 )
-from mugraph.storage.task_table import CHUNK_ROWS, MAX_DEPTH, TaskRecord, TaskTable, check_path
+from mugraph.storage.task_table import CHUNK_ROWS, MAX_DEPTH, TaskRecord, TaskSummary, TaskTable, check_path
 
 __all__ = [
     "CHUNK_ROWS",
@@ -131,23 +147,6 @@ class TaskCompletion:
     children: Sequence[tuple[int, ...]]
 
 
-class FragmentTasks(TypedDict):
-    done: int
-    pending: int
-
-
-class TaskSummary(TypedDict):
-    """Task counts, overall and per fragment index, counter sums over done tasks and done tasks per
-    worker (`TaskTable.summary`, read from the in-memory mirrors)."""
-
-    tasks: int
-    done: int
-    pending: int
-    fragments: dict[int, FragmentTasks]
-    counters: dict[str, float]
-    workers: dict[str, int]
-
-
 class RunStore:
     """One run's tasks, found μGraphs, confirmations, rankings and final result, on disk.
 
@@ -163,13 +162,13 @@ class RunStore:
         lock: StoreLock | None,
         durable: bool,
         created: bool,
-        root_attrs: Mapping[str, Any],
+        root_attrs: RootAttrs,
     ) -> None:
         self.path = path
         self.readonly = readonly
         self.created = created
         self.identity: dict[str, str] = dict(root_attrs["identity"])
-        self.meta: dict[str, Any] = dict(root_attrs["meta"])
+        self.meta: JsonObject = dict(root_attrs["meta"])
         self._lock = lock
         self._store = AtomicLocalStore(path, read_only=readonly, durable=durable)
         self._closed = False
@@ -177,12 +176,9 @@ class RunStore:
         self._found: dict[int, dict[str, FoundRecord]] = {}
         self._ledger = Ledger.load(path, writer=lock is not None, durable=durable)  # every committed record is there
         frags = self._run(read_record(self._store, path, "fragments"))
-        self._fragments: list[dict[str, Any]] | None = None
+        self._fragments: list[FragmentRecord] | None = None
         if frags is not None:
-            value = frags.get("fragments")
-            if not isinstance(value, list) or not all(isinstance(f, dict) for f in value):
-                raise damaged(metadata_file(path, "fragments"), "fragments is not a list of objects")
-            self._fragments = value
+            self._fragments = check_fragments(frags.get("fragments"), metadata_file(path, "fragments"))
         count = len(self._fragments) if self._fragments is not None else None
         self._table = self._run(TaskTable.load(self._store, path, count, exclusive=lock is not None))
         final = self.final()  # the final record and the rankings before the listings (see cross_checks)
@@ -326,7 +322,7 @@ class RunStore:
 
     # ---------------------------------------------------------------- fragments
 
-    def set_fragments(self, fragments: Sequence[Mapping[str, Any]]) -> None:
+    def set_fragments(self, fragments: Sequence[FragmentRecord]) -> None:
         """Record the fragments once; the same list again is a no-op, a different one StoreMismatch."""
         self._check_writable()
         value = normalize([dict(f) for f in fragments], "fragments")
@@ -342,7 +338,7 @@ class RunStore:
             self._ledger.add(["fragments"])
         self._fragments = value
 
-    def fragments(self) -> list[dict[str, Any]]:
+    def fragments(self) -> list[FragmentRecord]:
         return copy.deepcopy(self._fragments) if self._fragments is not None else []
 
     # ---------------------------------------------------------------- tasks
@@ -439,7 +435,7 @@ class RunStore:
     def task_summary(self) -> TaskSummary:
         """{tasks, done, pending, fragments: {i: {done, pending}}, counters: sums over done tasks,
         workers: done tasks per worker}; numpy over the in-memory mirrors, no disk access."""
-        return cast(TaskSummary, self._table.summary())
+        return self._table.summary()
 
     # ---------------------------------------------------------------- found, confirmations, rankings, final
 
@@ -452,25 +448,25 @@ class RunStore:
             self._found[fragment] = self._run(found)
         return self._found[fragment]
 
-    def put_confirmation(self, fragment: int, digest: str, result: Mapping[str, Any]) -> None:
+    def put_confirmation(self, fragment: int, digest: str, result: ConfirmationRecord) -> None:
         self._put_keyed("confirmations", fragment, digest, result)
 
-    def confirmations(self, fragment: int) -> dict[str, dict[str, Any]]:
-        return self._keyed("confirmations", fragment)
+    def confirmations(self, fragment: int) -> dict[str, ConfirmationRecord]:
+        return {d: check_confirmation(r, f) for d, (r, f) in self._keyed("confirmations", fragment).items()}
 
-    def put_layout(self, fragment: int, digest: str, layout: Mapping[str, Any]) -> None:
+    def put_layout(self, fragment: int, digest: str, layout: LayoutRecord) -> None:
         """The chosen layouts of a confirmed μGraph (independent of the GPU profile)."""
         self._put_keyed("layouts", fragment, digest, layout)
 
-    def layouts(self, fragment: int) -> dict[str, dict[str, Any]]:
-        return self._keyed("layouts", fragment)
+    def layouts(self, fragment: int) -> dict[str, LayoutRecord]:
+        return {d: check_layout(r, f) for d, (r, f) in self._keyed("layouts", fragment).items()}
 
-    def put_measurement(self, fragment: int, digest: str, measurement: Mapping[str, Any]) -> None:
+    def put_measurement(self, fragment: int, digest: str, measurement: MeasurementRecord) -> None:
         """A μGraph's (or the reference's) run time measured on a GPU, which ranks before the model."""
         self._put_keyed("measurements", fragment, digest, measurement)
 
-    def measurements(self, fragment: int) -> dict[str, dict[str, Any]]:
-        return self._keyed("measurements", fragment)
+    def measurements(self, fragment: int) -> dict[str, MeasurementRecord]:
+        return {d: check_measurement(r, f) for d, (r, f) in self._keyed("measurements", fragment).items()}
 
     def _put_keyed(self, kind: str, fragment: int, digest: str, result: Mapping[str, Any]) -> None:
         self._check_writable()
@@ -480,14 +476,16 @@ class RunStore:
             write_record(self._store, path, {"result": value})
             self._ledger.add([path])
 
-    def _keyed(self, kind: str, fragment: int) -> dict[str, dict[str, Any]]:
-        return dict(self._read_all(f"{kind}/{self._check_fragment(fragment)}", "result", dict))
+    def _keyed(self, kind: str, fragment: int) -> dict[str, tuple[JsonObject, Path]]:
+        """digest → (the record's `result`, its file) of every record of `kind` for `fragment`."""
+        base = f"{kind}/{self._check_fragment(fragment)}"
+        return {d: (r, metadata_file(self.path, f"{base}/{d}")) for d, r in self._read_all(base, "result", dict)}
 
     def _read_all(self, base: str, key: str, kind: type[T]) -> list[tuple[str, T]]:
         """(name, field `key`) of every record directly under `base`, by name."""
         names = record_names(self.path, base)
 
-        async def read() -> list[dict[str, Any] | None]:
+        async def read() -> list[JsonObject | None]:
             return await asyncio.gather(*(read_record(self._store, self.path, f"{base}/{n}") for n in names))
 
         records = self._run(read())
@@ -501,7 +499,8 @@ class RunStore:
             write_record(self._store, path, {"ranking": value})
             self._ledger.add([path])
 
-    def ranking(self, fragment: int) -> list[dict[str, Any]] | None:
+    def ranking(self, fragment: int) -> list[JsonObject] | None:
+        """The stored ranking's rows (stages.layout.rows.RankedRow, which this room cannot import)."""
         path = f"rankings/{self._check_fragment(fragment)}"
         attrs = self._run(read_record(self._store, self.path, path))
         return None if attrs is None else self._field(path, attrs, "ranking", list)
@@ -518,7 +517,10 @@ class RunStore:
 
     def timeline(self) -> list[list[ProgressSample]]:
         """Every invocation's progress samples, oldest invocation first (as the driver wrote them)."""
-        return [cast(list[ProgressSample], samples) for _, samples in self._read_all("timeline", "samples", list)]
+        return [
+            check_samples(samples, metadata_file(self.path, f"timeline/{name}"))
+            for name, samples in self._read_all("timeline", "samples", list)
+        ]
 
     def put_final(self, final: Mapping[str, Any]) -> None:
         self._check_writable()

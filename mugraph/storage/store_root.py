@@ -19,7 +19,7 @@ import uuid
 import zlib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import zarr.api.asynchronous as zasync
 from zarr.core.sync import sync as zarr_sync
@@ -28,6 +28,7 @@ from mugraph.storage.atomic_store import AtomicLocalStore
 from mugraph.storage.ledger import Ledger
 from mugraph.storage.records import canonical_json
 from mugraph.storage.redis_server import _pid_alive
+from mugraph.storage.run_records import JsonObject
 from mugraph.storage.safe_files import LINK_PROBLEM, find_link
 from mugraph.storage.store_errors import RECOVERY_HINT, StoreError, StoreMismatch, damaged
 from mugraph.storage.store_lock import LOCK_NAME, StoreLock
@@ -36,6 +37,7 @@ from mugraph.storage.task_table import TaskTable
 __all__ = [
     "FORMAT",
     "SCHEMA_VERSION",
+    "RootAttrs",
     "clean_siblings",
     "create_store",
     "discard_store",
@@ -47,6 +49,16 @@ __all__ = [
 SCHEMA_VERSION = 2  # 2: the ledger of committed records
 FORMAT = "mugraph-run-store"
 _SIBLING = re.compile(r"\.(?P<name>.+)\.mugraph-(?:new|old)-(?P<pid>\d+)-[0-9a-f]+")
+
+
+class RootAttrs(TypedDict):
+    """The root group's attributes, as `read_root` checked them."""
+
+    format: str
+    schema: int
+    identity: dict[str, str]  # what a resumed run must match
+    meta: JsonObject  # free-form: the command line, versions
+    crc32: int  # of format, schema, identity
 
 
 def _root_crc(attrs: Mapping[str, Any]) -> int:
@@ -81,7 +93,7 @@ def looks_like_store(path: Path) -> bool:
         return False
 
 
-def read_root(path: Path) -> dict[str, Any]:
+def read_root(path: Path) -> RootAttrs:
     """The root attributes, checked: a run store without links inside, this schema version, an intact
     identity."""
     file = path / "zarr.json"
@@ -114,11 +126,11 @@ def read_root(path: Path) -> dict[str, Any]:
         raise damaged(file, "checksum mismatch in the root attributes")
     if not isinstance(ident, dict) or not all(isinstance(v, str) for v in ident.values()):
         raise damaged(file, "identity is not a mapping of strings")
-    return attrs
+    return {"format": FORMAT, "schema": SCHEMA_VERSION, "identity": ident, "meta": meta, "crc32": attrs["crc32"]}
 
 
 def create_store(
-    path: Path, identity: dict[str, str], meta: dict[str, Any], counter_names: list[str], durable: bool
+    path: Path, identity: dict[str, str], meta: JsonObject, counter_names: list[str], durable: bool
 ) -> StoreLock | None:
     """Build a new store beside `path` and rename it into place; its lock, or None if another won."""
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -36,7 +36,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import numpy.typing as npt
@@ -49,7 +49,7 @@ from mugraph.storage.chunk_codec import CODEC_DICTS, compressors, encode_chunk
 from mugraph.storage.records import metadata_file, read_record, write_record
 from mugraph.storage.store_errors import StoreError, damaged
 
-__all__ = ["CHUNK_ROWS", "MAX_DEPTH", "TaskRecord", "TaskTable"]
+__all__ = ["CHUNK_ROWS", "MAX_DEPTH", "FragmentTasks", "TaskRecord", "TaskSummary", "TaskTable"]
 
 CHUNK_ROWS = 512
 MAX_DEPTH = 64
@@ -75,6 +75,23 @@ class TaskRecord:
     done: bool
     counters: dict[str, float]
     worker: str
+
+
+class FragmentTasks(TypedDict):
+    done: int
+    pending: int
+
+
+class TaskSummary(TypedDict):
+    """Task counts, overall and per fragment index, counter sums over done tasks and done tasks per
+    worker (`TaskTable.summary`, read from the in-memory mirrors)."""
+
+    tasks: int
+    done: int
+    pending: int
+    fragments: dict[int, FragmentTasks]
+    counters: dict[str, float]
+    workers: dict[str, int]
 
 
 @dataclass(frozen=True)
@@ -346,11 +363,11 @@ class TaskTable:
             return [self.record(r) for r in np.flatnonzero(self._info[: self.rows, STATUS] != DONE).tolist()]
         return [self.record(r) for r in range(self.rows)]
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> TaskSummary:
         """Counts of done and pending tasks, overall and per fragment; counter sums over done tasks."""
         info = self._info[: self.rows]
         done = info[:, STATUS] == DONE
-        frags: dict[int, dict[str, int]] = {}
+        frags: dict[int, FragmentTasks] = {}
         for f in np.unique(info[:, FRAGMENT]).tolist():
             in_f = info[:, FRAGMENT] == f
             frags[int(f)] = {"done": int((in_f & done).sum()), "pending": int((in_f & ~done).sum())}

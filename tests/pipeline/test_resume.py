@@ -19,6 +19,7 @@ import pytest
 from distributed import Client
 
 from mugraph.dashboards.report import read_report_data
+from mugraph.pipeline.events import Event
 from mugraph.pipeline.plan import RunPlan
 from mugraph.storage.run_store import RunStore
 from tests.helpers.cli_runs import done, mugraph, optimize_args
@@ -122,7 +123,7 @@ def test_a_killed_worker_does_not_change_the_result(tmp_path: Path, uninterrupte
     with driven_lora(tmp_path / "run.zarr") as (plan, client, store):
         pids = client.run(os.getpid)
 
-        def on_event(e: dict[str, Any]) -> None:
+        def on_event(e: Event) -> None:
             if e["event"] == "progress" and e["tasks_done"] >= 50 and not killed:
                 pid = sorted(pids.values())[0]
                 os.kill(pid, signal.SIGKILL)
@@ -147,7 +148,7 @@ def test_losing_the_confirming_worker_moves_its_confirmations(tmp_path: Path, un
         first = confirming_worker(client)
         assert first is not None
 
-        def on_event(e: dict[str, Any]) -> None:
+        def on_event(e: Event) -> None:
             if e["event"] == "found" and not killed:
                 os.kill(pids[first], signal.SIGKILL)
                 killed.append(first)

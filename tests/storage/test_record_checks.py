@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from mugraph.storage.atomic_store import AtomicLocalStore
 from mugraph.storage.ledger import LEDGER_NAME
 from mugraph.storage.records import read_record, write_record
 from mugraph.storage.run_store import RunStore, StoreDamaged
-from tests.storage.test_run_store import FRAGMENTS, complete, new_store, run_to_end
+from tests.storage.test_run_store import FRAGMENTS, complete, confirmation, layout, new_store, run_to_end
 
 
 @pytest.fixture(scope="module")
@@ -27,12 +28,12 @@ def judged_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
         run_to_end(st)
         digests = sorted(st.found(0))
         for d in digests:
-            st.put_confirmation(0, d, {"equivalent": True})
-            st.put_layout(0, d, {"schema": "mugraph.layout/1"})
+            st.put_confirmation(0, d, confirmation(d))
+            st.put_layout(0, d, layout(d))
         st.put_ranking(0, [{"digest": d, "reference": False} for d in digests] + [{"digest": "ref", "reference": True}])
         for f in (1, 2):
             for d in st.found(f):
-                st.put_confirmation(f, d, {"equivalent": False})
+                st.put_confirmation(f, d, confirmation(d, equivalent=False))
         st.put_final({"complete": True, "best_per_fragment": {"f0": digests[0]}, "mugraphs": digests})
     return path
 
@@ -159,6 +160,62 @@ def test_a_found_record_of_the_wrong_type_is_damage(judged: Path, field: str, va
         st.found(0)
 
 
+GONE = object()  # the field deleted
+
+
+@pytest.mark.parametrize(
+    ("kind", "field", "value", "says"),
+    [
+        ("confirmations", "equivalent", "yes", "confirmation: equivalent 'yes' is not of the recorded type"),
+        ("confirmations", "equivalent", GONE, "confirmation lacks equivalent"),
+        ("confirmations", "worker", GONE, "confirmation lacks worker"),
+        ("layouts", "io_layouts", GONE, "layout lacks io_layouts"),
+        ("layouts", "schema", 1, "layout: schema 1 is not of the recorded type"),
+        ("layouts", "error", {"text": "x"}, "layout: error {'text': 'x'} is not of the recorded type"),
+    ],
+)
+def test_a_judgement_of_the_wrong_shape_is_damage(judged: Path, kind: str, field: str, value: Any, says: str) -> None:
+    d = first(judged, kind)
+    attrs = store_attrs(judged, f"{kind}/0/{d}")
+    if value is GONE:
+        del attrs["result"][field]
+    else:
+        attrs["result"][field] = value
+    write_record(AtomicLocalStore(judged), f"{kind}/0/{d}", attrs)  # sealed: only its shape is wrong
+    file = judged / kind / "0" / d / "zarr.json"
+    with RunStore.open_existing(judged) as st:
+        with pytest.raises(StoreDamaged, match=re.escape(f"{file}: {says}")):
+            st.confirmations(0) if kind == "confirmations" else st.layouts(0)
+        assert len(st.found(0)) > 1 and st.final() is not None  # the other records still read
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "says"),
+    [
+        ("graph", GONE, "a fragment lacks graph"),
+        ("name", 3, "a fragment: name 3 is not of the recorded type"),
+        ("sources", "x", "fragment 'f0': sources is not a list of strings"),
+    ],
+)
+def test_a_fragment_record_of_the_wrong_shape_is_damage(judged: Path, field: str, value: Any, says: str) -> None:
+    attrs = store_attrs(judged, "fragments")
+    if value is GONE:
+        del attrs["fragments"][0][field]
+    else:
+        attrs["fragments"][0][field] = value
+    write_record(AtomicLocalStore(judged), "fragments", attrs)
+    refused(judged, f"{judged}/fragments/zarr.json: {says}")
+
+
+def test_a_progress_sample_that_is_not_an_object_is_damage(tmp_path: Path) -> None:
+    with new_store(tmp_path / "s") as st:
+        st.put_timeline(0, [{"wall": 1.0, "states": 3}])
+        st.put_timeline(1, [{"wall": 2.0, "states": 5}])
+        write_record(AtomicLocalStore(tmp_path / "s"), "timeline/000001", {"samples": [{"wall": 2.0}, [2.0, 5]]})
+        with pytest.raises(StoreDamaged, match=re.escape(f"{tmp_path}/s/timeline/000001/zarr.json: samples is not")):
+            st.timeline()
+
+
 def test_a_found_record_gone_between_listing_and_reading(judged: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from mugraph.storage import found_records
 
@@ -187,8 +244,8 @@ def _judging_writer(path: str) -> None:
                 n += 1
                 for f in range(len(FRAGMENTS)):
                     for d in sorted(set(st.found(f)) - set(st.confirmations(f))):
-                        st.put_confirmation(f, d, {"equivalent": True})
-                        st.put_layout(f, d, {"schema": "mugraph.layout/1"})
+                        st.put_confirmation(f, d, confirmation(d))
+                        st.put_layout(f, d, layout(d))
                 if n % 40 == 0:
                     best = {}
                     for f, frag in enumerate(FRAGMENTS):

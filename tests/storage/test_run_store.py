@@ -25,6 +25,7 @@ from mugraph.storage import records, task_table
 from mugraph.storage.atomic_store import write_atomic
 from mugraph.storage.chunk_codec import compressors, encode_chunk
 from mugraph.storage.ledger import LEDGER_NAME
+from mugraph.storage.run_records import ConfirmationRecord, FragmentRecord, LayoutRecord
 from mugraph.storage.run_store import (
     SCHEMA_VERSION,
     FoundRecord,
@@ -38,7 +39,51 @@ from mugraph.storage.run_store import (
 
 IDENTITY = {"program": "lora", "program_digest": "p1", "config_digest": "c1", "budget": "1000"}
 COUNTERS = ("states", "depth")
-FRAGMENTS = [{"name": f"f{i}", "digest": f"{i}" * 8} for i in range(3)]
+
+
+def fragment(name: str, digest: str) -> FragmentRecord:
+    return {
+        "name": name,
+        "digest": digest,
+        "graph": "{}",
+        "config": "{}",
+        "preset": "mlp",
+        "sources": ["x"],
+        "outputs": ["y"],
+    }
+
+
+def confirmation(digest: str, equivalent: bool = True) -> ConfirmationRecord:
+    """A confirmation record as confirm_task returns it (its values made up)."""
+    return {
+        "equivalent": equivalent,
+        "seeds": [1, 2],
+        "float_max_rel_err": 1e-12 if equivalent else None,
+        "reason": "" if equivalent else "fingerprints differ",
+        "seconds": 0.5,
+        "backend": "numpy",
+        "digest": digest,
+        "worker": "tcp://w1",
+        "wall_seconds": 0.6,
+    }
+
+
+def layout(digest: str) -> LayoutRecord:
+    """A layout record as layout_task returns it (its values made up)."""
+    return {
+        "schema": "mugraph.layout/1",
+        "layouts": {"kernel": [1, 0]},
+        "terms": {"transposes": 5},
+        "objective": 5,
+        "solve_seconds": 0.1,
+        "io_layouts": {},
+        "digest": digest,
+        "worker": "tcp://w1",
+        "wall_seconds": 0.2,
+    }
+
+
+FRAGMENTS = [fragment(f"f{i}", f"{i}" * 8) for i in range(3)]
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -154,8 +199,8 @@ def test_create_and_reopen_roundtrip(tmp_path: Path) -> None:
             children=[(0,), (1,)],
         )
         assert kids == [2, 3]
-        st.put_confirmation(0, "abc", {"equivalent": True, "seeds": [1, 2], "error": 1e-12})
-        st.put_layout(0, "abc", {"schema": "mugraph.layout/1", "objective": 5, "layouts": {"kernel": [1, 0]}})
+        st.put_confirmation(0, "abc", confirmation("abc"))
+        st.put_layout(0, "abc", layout("abc"))
         st.put_ranking(0, [{"digest": "abc", "speedup": 1.5}])
         st.put_timeline(0, [{"wall": 1.0, "states": 3}])
         st.put_timeline(0, [{"wall": 1.0, "states": 3}, {"wall": 2.0, "states": 7}])
@@ -173,8 +218,8 @@ def test_create_and_reopen_roundtrip(tmp_path: Path) -> None:
         assert (t2.fragment, t2.path, t2.parent) == (0, (0,), 0)
         assert [t.row for t in st.pending()] == [1, 2, 3]
         assert st.found(0) == {"abc": FoundRecord(0, "abc", (0, 1), '{"g": 1}', 0)} and st.found(1) == {}
-        assert st.confirmations(0) == {"abc": {"equivalent": True, "seeds": [1, 2], "error": 1e-12}}
-        assert st.layouts(0) == {"abc": {"schema": "mugraph.layout/1", "objective": 5, "layouts": {"kernel": [1, 0]}}}
+        assert st.confirmations(0) == {"abc": confirmation("abc")}
+        assert st.layouts(0) == {"abc": layout("abc")}
         assert st.layouts(1) == {} and st.confirmations(1) == {}
         assert [[dict(s) for s in inv] for inv in st.timeline()] == [
             [{"wall": 1.0, "states": 3}, {"wall": 2.0, "states": 7}],
@@ -614,8 +659,8 @@ def unfinished_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("unfinished") / "s"
     with new_store(path) as st:
         run_to_end(st, limit=120)
-        st.put_confirmation(0, "d0x1", {"equivalent": True})
-        st.put_layout(0, "d0x1", {"schema": "mugraph.layout/1"})
+        st.put_confirmation(0, "d0x1", confirmation("d0x1"))
+        st.put_layout(0, "d0x1", layout("d0x1"))
         assert st.pending() and st.found(0)
     return path
 
@@ -640,8 +685,8 @@ def test_a_missing_committed_record_is_damage(
     store = Path(shutil.copytree(filled_once if finished else unfinished_once, tmp_path / "s"))
     if remove.startswith(("confirmations", "layouts")) and finished:
         with RunStore.open_existing(store, readonly=False) as st:
-            st.put_confirmation(0, "d0x1", {"equivalent": True})
-            st.put_layout(0, "d0x1", {"schema": "mugraph.layout/1"})
+            st.put_confirmation(0, "d0x1", confirmation("d0x1"))
+            st.put_layout(0, "d0x1", layout("d0x1"))
     target = store / remove
     shutil.rmtree(target) if target.is_dir() else target.unlink()
     for writer in (False, True):

@@ -1,0 +1,155 @@
+"""The events a run emits, one record type each: what the driver passes to `on_event` as the run goes
+(the command line prints them as JSON lines, the live page draws them) and the `done` event that
+`run()` returns.
+
+TypedDicts rather than dataclasses: an event is JSON at every edge it reaches (`--json` output, the
+live page's messages, the library's return value), and the library entry adds keys of its own
+(`live_page`, `report`, ...). No `from __future__ import annotations` here: TypedDict needs
+`NotRequired` unquoted to tell required keys from optional ones at run time.
+"""
+
+from collections.abc import Callable
+from typing import Literal, NotRequired, TypedDict
+
+from mugraph.stages.layout.rows import RankedRow
+from mugraph.storage.run_records import ProgressSample
+
+__all__ = [
+    "ConfirmedEvent",
+    "DoneEvent",
+    "Estimates",
+    "Event",
+    "EventSink",
+    "FoundEvent",
+    "HistoryEvent",
+    "LayoutEvent",
+    "MeasuredEvent",
+    "ProgressEvent",
+    "StartEvent",
+]
+
+
+class StartEvent(TypedDict):
+    """The run begins (or resumes): what it runs, where, and how much is left."""
+
+    event: Literal["start"]
+    program: str
+    store: str
+    resumed: bool
+    fragments: list[str]
+    presets: dict[str, str]  # fragment → its search preset
+    tasks_done: int
+    tasks_pending: int
+    workers: int
+    gpu_workers: bool
+    dashboard: str | None
+    gpu_profile: str
+    invocation: int
+    live_page: NotRequired[str | None]  # added by the library entry once the live page is installed
+
+
+class HistoryEvent(TypedDict):
+    """A resumed run's earlier progress samples, once, after `start`."""
+
+    event: Literal["history"]
+    samples: list[ProgressSample]
+
+
+class ProgressEvent(ProgressSample):
+    """Run-wide totals now; kept (less `event`) as a progress sample of the timeline."""
+
+    event: Literal["progress"]
+
+
+class FoundEvent(TypedDict):
+    """A μGraph found for the first time (its confirmation is submitted at once)."""
+
+    event: Literal["found"]
+    fragment: str
+    digest: str
+    path: list[int]
+
+
+class ConfirmedEvent(TypedDict):
+    event: Literal["confirmed"]
+    fragment: str
+    digest: str
+    equivalent: bool
+
+
+class Estimates(TypedDict, total=False):
+    """The model's time for a μGraph just laid out and for its fragment's reference (the live page's
+    best-so-far curve); absent where the layout failed."""
+
+    estimated_seconds: float
+    reference_seconds: float
+
+
+class LayoutEvent(Estimates):
+    """A confirmed μGraph's layouts were chosen (`objective`), or none fits the strides (`error`)."""
+
+    event: Literal["layout"]
+    fragment: str
+    digest: str
+    objective: int | None
+    solve_seconds: float | None
+    error: str | None
+
+
+class MeasuredEvent(TypedDict):
+    """A μGraph (or the reference) timed on a GPU worker, beside the model's estimate."""
+
+    event: Literal["measured"]
+    fragment: str
+    digest: str
+    reference: bool
+    estimated_seconds: float
+    median_seconds: float | None
+    device: str | None
+    ok: bool | None
+    error: str | None
+
+
+class DoneEvent(TypedDict):
+    """The run's end (complete, or stopped by its time limit): the ranking, the chosen μGraphs, what
+    this invocation did. The library entry adds the files it wrote (`profile`, `report`, `kernels`)
+    and the expert comparison (`expert`)."""
+
+    event: Literal["done"]
+    store: str
+    program: str
+    complete: bool
+    mugraphs: list[str]
+    best: str
+    best_per_fragment: dict[str, str]
+    ranking: dict[str, list[RankedRow]]  # per fragment, the candidates (the reference apart)
+    reference: dict[str, RankedRow]
+    gpu_profile: str
+    measured: dict[str, int]
+    not_confident: list[str]  # fragments where a candidate is estimated faster, but within the model's error
+    io_layouts: dict[str, dict[str, int]]
+    no_layout: dict[str, list[str]]
+    end_to_end_max_rel_err: float
+    tasks_run: int
+    confirms_run: int
+    layouts_run: int
+    tasks_done: int
+    tasks_pending: int
+    states: int
+    solver_calls: int
+    memo: dict[str, int]
+    worker_busy_seconds: dict[str, float]
+    worker_peak_rss_mib: dict[str, float]
+    driver_peak_rss_mib: float
+    store_bytes: int
+    seconds: float
+    profile: NotRequired[str | None]
+    report: NotRequired[str]
+    kernels: NotRequired[str | None]
+    expert: NotRequired[str | None]
+
+
+Event = (
+    StartEvent | HistoryEvent | ProgressEvent | FoundEvent | ConfirmedEvent | LayoutEvent | MeasuredEvent | DoneEvent
+)
+EventSink = Callable[[Event], None]

@@ -1,0 +1,58 @@
+"""What the driver remembers of each Dask future it watches (which task it is and what its result
+belongs to) and of each search result it holds until the next commit, by name rather than by
+position in a tuple."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TypedDict
+
+from mugraph.pipeline.records import SearchTaskResult
+
+__all__ = ["ConfirmJob", "Job", "LayoutJob", "Placement", "SearchJob", "StagedResult"]
+
+
+@dataclass(frozen=True, slots=True)
+class SearchJob:
+    """A bundle of search tasks of one fragment (one Dask task): the task-table rows of its paths,
+    in the order its results come back."""
+
+    rows: tuple[int, ...]
+    fragment: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConfirmJob:
+    """The confirmation of one found μGraph."""
+
+    fragment: int
+    digest: str
+
+
+@dataclass(frozen=True, slots=True)
+class LayoutJob:
+    """The layout choice of one confirmed μGraph."""
+
+    fragment: int
+    digest: str
+
+
+Job = SearchJob | ConfirmJob | LayoutJob
+
+
+class Placement(TypedDict, total=False):
+    """Where a task may run (`Client.submit`'s keywords): a GPU worker, or one pinned worker."""
+
+    resources: dict[str, int]
+    workers: list[str]
+    allow_other_workers: bool
+
+
+@dataclass(frozen=True, slots=True)
+class StagedResult:
+    """One explored path's result, handled and waiting for the next batch commit: its task-table row
+    and fragment."""
+
+    row: int
+    fragment: int
+    result: SearchTaskResult
