@@ -1,4 +1,4 @@
-"""Shared fixtures and the e2e marker (helpers the tests import are in tests/helpers/)."""
+"""Shared fixtures and the e2e and unit markers (helpers the tests import are in tests/helpers/)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,9 @@ def own_redis_url(tmp_path: Path) -> Iterator[str]:
 
 
 # End-to-end tests start processes (the CLI, Dask clusters, redis-server through the CLI, a browser)
-# and take most of the suite's time. `python -m pytest -m "not e2e"` is the quick loop of unit tests
-# while working on one module; the default suite runs both.
+# and take most of the suite's time. Every other test of the default suite (not slow, not gpu) is
+# marked `unit`: `python -m pytest -m unit` is the quick loop while working on one module; the
+# default suite runs both.
 E2E_DIRS = frozenset({"pipeline", "dashboards", "torch"})
 E2E_FILES = frozenset(
     {
@@ -35,11 +36,16 @@ E2E_FILES = frozenset(
         "storage/test_links.py",
     }
 )
+# Tests, by node id prefix, that run the CLI as a process inside files of unit tests.
+E2E_TESTS = ("programs/test_loader.py::test_cli_",)
 TESTS = Path(__file__).parent
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         rel = item.path.relative_to(TESTS)
-        if rel.parts[0] in E2E_DIRS or rel.as_posix() in E2E_FILES:
+        node = rel.as_posix() + "::" + item.name
+        if rel.parts[0] in E2E_DIRS or rel.as_posix() in E2E_FILES or node.startswith(E2E_TESTS):
             item.add_marker(pytest.mark.e2e)
+        elif not any(any(item.iter_markers(name)) for name in ("slow", "gpu")):
+            item.add_marker(pytest.mark.unit)
