@@ -21,13 +21,15 @@ import json
 import math
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from mugraph.ir.errors import MugraphError
 from mugraph.ir.types import Dim3, OpKind
 from mugraph.stages.prune.oracle import DEFAULT_RLIMIT
 
 PRESETS = ("mlp", "lora", "attention")
+BLOCK_INPUTS = ("mirage", "subsets", "any")
+BlockInputs = Literal["mirage", "subsets", "any"]
 MAX_DIM = 3  # tensors have at most 4 dims
 MAX_INT = 2**31 - 1
 
@@ -114,6 +116,10 @@ class SearchConfig:
     block_ops: tuple[OpKind, ...] = _BLOCK_OPS
     concat_matmul: bool = False  # the lora preset's concat-then-matmul macro
     four_input_blocks: bool = False  # lora: a block graph may read all four inputs
+    # Which kernel tensors a new block graph reads (`candidates.block_source_options`): "mirage", its
+    # one fixed tuple; "subsets", any non-empty subset of that tuple, with a block graph that leaves a
+    # block input unread never closed.
+    block_inputs: BlockInputs = "subsets"
     grids: tuple[Dim3, ...] | None = None
     grid_divisors: tuple[int, ...] = (8, 16, 32, 64)
     attention_grids: bool = False  # (batch, d/y, 1) for y in attention_divisors, and (batch, y, z) below
@@ -169,6 +175,8 @@ class SearchConfig:
         ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, not {getattr(self, name)}")
+        if self.block_inputs not in BLOCK_INPUTS:
+            raise ConfigError(f"block_inputs {self.block_inputs!r}: one of {', '.join(BLOCK_INPUTS)}")
         if self.max_block_graphs < 0:
             raise ConfigError("max_block_graphs must not be negative")
         if any(f < 2 for f in self.franges):
