@@ -288,8 +288,8 @@ class _Walk:
             )
             return
         wanted = sorted(src for src, _, _ in bt.inputs)
-        options = C.block_source_options(len(state.tensors), cfg)
-        sources = next((o for o in options if sorted(ks[i] for i in o) == wanted), None)
+        tuples = C.block_source_options(len(state.tensors), cfg)
+        sources = next((o for o in tuples if sorted(ks[i] for i in o) == wanted), None)
         reads = [self._name(ks.index(s)) for s in sorted(set(wanted), key=ks.index)]
         if sources is None:
             mirage = C.block_sources(len(state.tensors), cfg)
