@@ -137,3 +137,18 @@ def test_three_input_mlp_default_search_finds_the_clean_expert(tmp_path: Path) -
     s = summary(run("search", str(GELU_MLP), "--memo-url", "local", "--json", cwd=tmp_path))
     assert s["complete"] is True and s["expert_found"] is True
     assert canonical_digest(load_program(GELU_MLP).experts["clean"]()) in s["digests"]
+
+
+def test_explain_names_the_block_input_rule_and_the_setting_that_admits_the_expert() -> None:
+    from mugraph.stages.search.explain import explain_expert
+
+    prog = load_program(GELU_MLP)
+
+    def explain(rule: str) -> Any:
+        cfg = preset_config(prog.preset).with_overrides({**GELU_NARROW, "block_inputs": rule})
+        return explain_expert(Searcher(Fragment(prog.reference(), cfg, prog.name)), "clean", prog.experts["clean"]())
+
+    e = explain("mirage")
+    assert not e.inside and e.rule == "block inputs" and e.setting == "block_inputs=subsets", e.line()
+    assert "reads X, W1, but a new block graph here reads X, W1, W2" in e.reason
+    assert explain("subsets").inside
