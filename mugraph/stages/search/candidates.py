@@ -108,6 +108,24 @@ def _omaps(grid: Dim3, rank: int, omaps: tuple[Dim3, ...]) -> tuple[Dim3, ...]:
     return tuple(sorted(out))
 
 
+def block_source_options(n_tensors: int, cfg: SearchConfig) -> list[tuple[int, ...]]:
+    """The input tuples a new block graph may read, sorted (a block graph ranks by its tuple).
+    "mirage": `block_sources` alone. "subsets": every non-empty subset of it, so a block graph
+    need not load a tensor it never reads. (Subsets of that size of all the graph's tensors cost
+    more and found nothing more on rms_norm, gated_mlp and lora; benchmarks/RESULTS.md.)"""
+    mirage = block_sources(n_tensors, cfg)
+    if mirage is None:
+        return []
+    if cfg.block_inputs == "mirage":
+        return [mirage]
+    return list(_subsets(mirage))
+
+
+@functools.lru_cache(maxsize=64)
+def _subsets(pool: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
+    return tuple(sorted(c for k in range(1, len(pool) + 1) for c in itertools.combinations(pool, k)))
+
+
 def block_sources(n_tensors: int, cfg: SearchConfig) -> tuple[int, ...] | None:
     """Mirage's single input tuple of a new block graph: all four tensors (lora), the first three
     when there are three, else the last two."""

@@ -7,7 +7,8 @@ for-loop ranges {4, 16, 32, 64} (Mirage: {4, 16, 64}; the paper's RMSNorm+Linear
 attention grids (batch, 8, 16) and (batch, 16, 1) beside (batch, 16, 4) (the paper's GQA kernels). Differences,
 each deliberate: clamp is not explored (its bounds are floats the search cannot choose and its
 fingerprint ignores them); candidate lists are sorted; a commutative op's operand pair is tried
-once.
+once; a block graph may read any non-empty subset of Mirage's input tuple, and is closed only once
+its block ops read every input it loads (`block_inputs`; "mirage" gives Mirage's rule exactly).
 
 A config has a digest (of its canonical JSON), so stored results name the exact space they
 were searched in.
@@ -21,13 +22,15 @@ import json
 import math
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from mugraph.ir.errors import MugraphError
 from mugraph.ir.types import Dim3, OpKind
 from mugraph.stages.prune.oracle import DEFAULT_RLIMIT
 
 PRESETS = ("mlp", "lora", "attention")
+BLOCK_INPUTS = ("mirage", "subsets")
+BlockInputs = Literal["mirage", "subsets"]
 MAX_DIM = 3  # tensors have at most 4 dims
 MAX_INT = 2**31 - 1
 
@@ -114,6 +117,10 @@ class SearchConfig:
     block_ops: tuple[OpKind, ...] = _BLOCK_OPS
     concat_matmul: bool = False  # the lora preset's concat-then-matmul macro
     four_input_blocks: bool = False  # lora: a block graph may read all four inputs
+    # Which kernel tensors a new block graph reads (`candidates.block_source_options`): "mirage", its
+    # one fixed tuple; "subsets", any non-empty subset of that tuple, with a block graph that leaves a
+    # block input unread never closed.
+    block_inputs: BlockInputs = "subsets"
     grids: tuple[Dim3, ...] | None = None
     grid_divisors: tuple[int, ...] = (8, 16, 32, 64)
     attention_grids: bool = False  # (batch, d/y, 1) for y in attention_divisors, and (batch, y, z) below
@@ -169,6 +176,8 @@ class SearchConfig:
         ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, not {getattr(self, name)}")
+        if self.block_inputs not in BLOCK_INPUTS:
+            raise ConfigError(f"block_inputs {self.block_inputs!r}: one of {', '.join(BLOCK_INPUTS)}")
         if self.max_block_graphs < 0:
             raise ConfigError("max_block_graphs must not be negative")
         if any(f < 2 for f in self.franges):
@@ -266,12 +275,16 @@ def _convert(name: str, value: Any, current: Any) -> Any:
 
 
 def preset_config(preset: str) -> SearchConfig:
-    """Mirage's presets: `mlp` (the defaults), `lora` (+ concat-then-matmul, four-input blocks),
-    `attention` (two block graphs, REDTOX, 2-D grids, for-loop ranges up to 8, three imaps)."""
+    """Mirage's presets: `mlp` (the defaults), `lora` (+ concat-then-matmul, four-input blocks, Mirage's
+    block-input rule), `attention` (two block graphs, REDTOX, 2-D grids, for-loop ranges up to 8,
+    three imaps)."""
     if preset == "mlp":
         cfg = SearchConfig()
     elif preset == "lora":
-        cfg = SearchConfig(preset="lora", concat_matmul=True, four_input_blocks=True)
+        # Mirage's tuple: with four inputs and at most five kernel ops (inputs counted), the block
+        # graph opens at the root as the last kernel op, so the one output comes from it and reads
+        # all four inputs; every smaller tuple is a dead subtree (Knuth's estimate: 2.6x the states).
+        cfg = SearchConfig(preset="lora", concat_matmul=True, four_input_blocks=True, block_inputs="mirage")
     elif preset == "attention":
         cfg = SearchConfig(
             preset="attention",

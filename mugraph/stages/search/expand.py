@@ -163,19 +163,24 @@ def _kernel_children(s: State, cfg: SearchConfig) -> list[Child]:
 
 
 def _open_children(s: State, cfg: SearchConfig) -> list[State]:
-    """K3, first step: a graph-defined op's inputs (Mirage's single tuple), grid and imaps."""
+    """K3, first step: a graph-defined op's inputs (one of `block_source_options`, in their sorted
+    order), grid and imaps."""
     if s.n_block_graphs >= cfg.max_block_graphs or len(s.ops) >= cfg.max_kernel_ops:
         return []
-    sources = C.block_sources(len(s.tensors), cfg)
-    if sources is None or (sources, TYPE_ORDER[OpKind.CUSTOMIZED]) <= s.last:
-        return []
-    in_shapes = [s.tensors[i].shape for i in sources]
+    options = C.block_source_options(len(s.tensors), cfg)
+    mirage = C.block_sources(len(s.tensors), cfg)
     out = []
-    for grid in C.grid_candidates(in_shapes, cfg):
-        for imaps in C.imap_combos(in_shapes, grid, cfg):
-            block = OpenBlock(sources, grid, imaps)
-            label = f"open(grid={list(grid)},imaps={[list(m) for m in imaps]})"
-            out.append(State(s.tensors, s.uses, s.ops, s.last, s.dmem, block, (), label, s.table))
+    for sources in options:
+        if (sources, TYPE_ORDER[OpKind.CUSTOMIZED]) <= s.last:
+            continue
+        in_shapes = [s.tensors[i].shape for i in sources]
+        # the label names the inputs where they are not Mirage's tuple (labels stay unique)
+        reads = "" if sources == mirage else f"inputs={list(sources)},"
+        for grid in C.grid_candidates(in_shapes, cfg):
+            for imaps in C.imap_combos(in_shapes, grid, cfg):
+                block = OpenBlock(sources, grid, imaps)
+                label = f"open({reads}grid={list(grid)},imaps={[list(m) for m in imaps]})"
+                out.append(State(s.tensors, s.uses, s.ops, s.last, s.dmem, block, (), label, s.table))
     return out
 
 
@@ -205,8 +210,12 @@ def _loop_children(s: State, b: OpenBlock, cfg: SearchConfig) -> list[State]:
 
 # -- block level ---------------------------------------------------------------------------------
 def _close_children(s: State, b: OpenBlock, cfg: SearchConfig) -> list[State]:
-    """B1: every dangling computed tensor becomes an output, under one omap per child."""
+    """B1: every dangling computed tensor becomes an output, under one omap per child. Outside
+    Mirage's block-input rule, a block graph with an input no block op reads is never closed (the
+    same graph without that input is in the space)."""
     n_in = len(b.inputs)
+    if cfg.block_inputs != "mirage" and 0 in b.uses[:n_in]:
+        return []
     dangling = [i for i in range(n_in, len(b.tensors)) if b.uses[i] == 0]
     if not 1 <= len(dangling) <= min(cfg.max_block_outputs, DEFAULT_LIMITS.max_block_outputs):
         return []

@@ -300,19 +300,23 @@ class _Walk:
                 f"max_block_graphs={n}",
             )
             return
-        sources = C.block_sources(len(state.tensors), cfg)
         wanted = sorted(src for src, _, _ in bt.inputs)
+        tuples = C.block_source_options(len(state.tensors), cfg)
+        sources = next((o for o in tuples if sorted(ks[i] for i in o) == wanted), None)
         reads = [self._name(ks.index(s)) for s in sorted(set(wanted), key=ks.index)]
-        if sources is None or sorted(ks[i] for i in sources) != wanted:
-            given = "none" if sources is None else ", ".join(self._name(i) for i in sources)
+        if sources is None:
+            mirage = C.block_sources(len(state.tensors), cfg)
+            given = "none" if mirage is None else ", ".join(self._name(i) for i in mirage)
             four = len(wanted) == 4 and len(state.tensors) == 4 and not cfg.four_input_blocks
+            part = mirage is not None and set(wanted) < {ks[i] for i in mirage} and cfg.block_inputs == "mirage"
+            subsets = " or a non-empty part of them" if cfg.block_inputs == "subsets" else ""
             self._dead(
                 path,
                 "block inputs",
                 f"the expert's block graph reads {', '.join(reads)}, but a new block "
-                f"graph here reads {given} (Mirage's block-input rule: all three tensors when there are "
+                f"graph here reads {given}{subsets} (Mirage's block-input rule: all three tensors when there are "
                 "three, all four with four_input_blocks, else the last two)",
-                "four_input_blocks=true" if four else None,
+                "four_input_blocks=true" if four else "block_inputs=subsets" if part else None,
             )
             return
         if (sources, TYPE_ORDER[OpKind.CUSTOMIZED]) <= state.last:

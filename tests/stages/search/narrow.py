@@ -24,10 +24,12 @@ OLD_SPACE: dict[str, list[str]] = {
 
 
 def old_space_settings(tree: Path, program: str) -> list[str]:
-    """The `--set` values that give `program` its pre-widening space on the source tree at `tree`;
-    none for a tree older than the widening (it searches that space by default)."""
-    widened = "attention_yz" in (tree / "mugraph/stages/search/config.py").read_text()
-    return OLD_SPACE[PRESET[program]] if widened else []
+    """The `--set` values that give `program` its pre-widening space on the source tree at `tree`
+    (with Mirage's block-input rule where the tree has another); none for a tree older than the
+    widening (it searches that space by default)."""
+    text = (tree / "mugraph/stages/search/config.py").read_text()
+    widened = OLD_SPACE[PRESET[program]] if "attention_yz" in text else []
+    return widened + (["block_inputs=mirage"] if "block_inputs" in text else [])
 
 
 PRESET = {"rms_norm": "mlp", "lora": "lora", "gated_mlp": "mlp", "gqa": "attention"}

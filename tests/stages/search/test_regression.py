@@ -4,8 +4,10 @@
 and the canonical digests of every μGraph found, as the search before its speed work (commit
 0449072) produced them; `data/rms_norm_mlp.json` the same for the full `mlp` space of rms_norm
 (slow), with the overrides that give the space searched then (the default space has since been
-widened, which also changed every config digest). Pruning, fingerprint reuse and expansion
-changes must leave both the tree and the μGraph set unchanged.
+widened, which also changed every config digest). Both keep Mirage's block-input rule
+(`block_inputs=mirage`), the rule they were searched under. Pruning, fingerprint reuse and expansion
+changes must leave both the tree and the μGraph set unchanged. `data/rms_norm_default.json` holds
+rms_norm's whole default space as it is now (block inputs any non-empty subset of Mirage's tuple).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from mugraph.programs import get_builtin
 from mugraph.stages.search.config import SearchConfig, preset_config
 from mugraph.stages.search.explore import Fragment, Searcher
 from mugraph.stages.search.serial import run_search
+from tests.stages.search.unread import unread_block_inputs
 
 DATA = Path(__file__).parent / "data"
 NARROW = json.loads((DATA / "narrow_results.json").read_text())
@@ -47,3 +50,18 @@ def test_full_rms_norm_search_finds_the_recorded_mugraphs() -> None:
     states, digests = _search("rms_norm", config)
     assert states == recorded["states"]
     assert digests == recorded["digests"]
+
+
+@pytest.mark.slow
+def test_full_rms_norm_default_search_finds_the_recorded_mugraphs() -> None:
+    """The default space (block inputs any non-empty subset of Mirage's tuple, never one left
+    unread): the recorded states and μGraphs, and every μGraph Mirage's rule finds in the same
+    space but for those with an unread block input (worked out here, not recorded)."""
+    recorded = json.loads((DATA / "rms_norm_default.json").read_text())
+    states, digests = _search("rms_norm", SearchConfig().with_overrides(recorded["overrides"]))
+    assert states == recorded["states"]
+    assert digests == recorded["digests"]
+    old = run_search(Searcher(Fragment(get_builtin("rms_norm").reference(), SearchConfig(block_inputs="mirage"))))
+    assert old.complete
+    clean = {d for d, f in old.found.items() if not unread_block_inputs(f.kernel_graph())}
+    assert len(clean) < len(old.found) and clean <= set(digests)
