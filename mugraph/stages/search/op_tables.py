@@ -19,7 +19,17 @@ from mugraph.ir.types import ACCUMULATORS, IN_PLACE_BLOCK_OPS, OpKind
 from mugraph.stages.prune import expr as E
 from mugraph.stages.search.config import SearchConfig
 from mugraph.stages.search.op_results import accumulator_shape, arity, fast_shape, new_tuples, op_term, term_maker
-from mugraph.stages.search.state import TYPE_ORDER, Attrs, Entry, OpenBlock, OpTable, State, TInfo, shape_nbytes
+from mugraph.stages.search.state import (
+    ENTRY_INS,
+    TYPE_ORDER,
+    Attrs,
+    Entry,
+    OpenBlock,
+    OpTable,
+    State,
+    TInfo,
+    shape_nbytes,
+)
 
 
 def _merged(
@@ -27,15 +37,15 @@ def _merged(
 ) -> tuple[list[tuple[int, ...]], list[Entry]]:
     """Kind `ki`'s keys and entries: the parent's with `new` added in operand-tuple order."""
     if base is None:
-        return [e[0] for e in new], new
+        return [e[ENTRY_INS] for e in new], new
     if not new:  # tables are never changed once made, so a child shares its parent's lists
         return base.keys[ki], base.entries[ki]
     if ordered:
         # An operand tuple and its attrs are unique within a kind, so entries compare on them.
         entries = sorted(base.entries[ki] + new)
-        return [e[0] for e in entries], entries
+        return [e[ENTRY_INS] for e in entries], entries
     # A new tuple's first index is new, so it sorts after every old one.
-    return base.keys[ki] + [e[0] for e in new], base.entries[ki] + new
+    return base.keys[ki] + [e[ENTRY_INS] for e in new], base.entries[ki] + new
 
 
 def _extend(
