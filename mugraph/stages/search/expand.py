@@ -27,6 +27,8 @@ from mugraph.stages.search.op_results import fast_shape
 from mugraph.stages.search.op_tables import block_table, kernel_table
 from mugraph.stages.search.state import (
     CONCAT_MATMUL_ORDER,
+    ENTRY_NBYTES,
+    ENTRY_NEW,
     INPUT_RANK,
     TYPE_ORDER,
     BlockInput,
@@ -109,7 +111,7 @@ class ChildList(Sequence[Child]):
         i -= n_kids
         if i < len(self._entries) and self._node is not None:
             e = self._entries[i]
-            return Child(e[6], _block_child, *self._node, e)
+            return Child(e[ENTRY_NEW], _block_child, *self._node, e)
         return self._tail[i - len(self._entries)]
 
 
@@ -157,7 +159,9 @@ def _kernel_children(s: State, cfg: SearchConfig) -> list[Child]:
     out: list[Child] = []
     room = DEFAULT_LIMITS.dmem_bytes - s.dmem
     for entries, start in kernel_table(s, cfg).ranked(cfg.kernel_ops, s.last):
-        out += [Child(e[6], _kernel_child, s, e) for e in islice(entries, start, None) if e[5] <= room]
+        out += [
+            Child(e[ENTRY_NEW], _kernel_child, s, e) for e in islice(entries, start, None) if e[ENTRY_NBYTES] <= room
+        ]
     out += [Child((), _made, k) for k in _open_children(s, cfg)]
     return out
 
@@ -280,9 +284,9 @@ def _block_op_children(s: State, b: OpenBlock, cfg: SearchConfig, closed: list[C
     room = DEFAULT_LIMITS.smem_bytes - b.smem
     listed: list[Entry] = []
     for entries, start in block_table(b, cfg).ranked(cfg.block_ops, b.last):
-        listed += [e for e in islice(entries, start, None) if e[5] <= room]
+        listed += [e for e in islice(entries, start, None) if e[ENTRY_NBYTES] <= room]
     news = [k.new for k in closed]
-    news += [e[6] for e in listed]
+    news += [e[ENTRY_NEW] for e in listed]
     macros: list[Child] = []
     if cfg.concat_matmul and not b.has_macro:
         macros = [Child(k.new, _made, k) for k in _macro_children(s, b)]

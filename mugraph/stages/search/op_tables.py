@@ -15,11 +15,21 @@ import functools
 from collections.abc import Callable, Sequence
 
 from mugraph.ir import shapes
-from mugraph.ir.types import ACCUMULATORS, IN_PLACE_BLOCK_OPS, AccumKind, OpKind, Shape
+from mugraph.ir.types import ACCUMULATORS, IN_PLACE_BLOCK_OPS, AccumKind, OpKind
 from mugraph.stages.prune import expr as E
 from mugraph.stages.search.config import SearchConfig
 from mugraph.stages.search.op_results import accumulator_shape, arity, fast_shape, new_tuples, op_term, term_maker
-from mugraph.stages.search.state import TYPE_ORDER, Attrs, Entry, OpenBlock, OpTable, State, TInfo, shape_nbytes
+from mugraph.stages.search.state import (
+    ENTRY_INS,
+    TYPE_ORDER,
+    Attrs,
+    Entry,
+    OpenBlock,
+    OpTable,
+    State,
+    TInfo,
+    shape_nbytes,
+)
 
 
 def _merged(
@@ -27,15 +37,15 @@ def _merged(
 ) -> tuple[list[tuple[int, ...]], list[Entry]]:
     """Kind `ki`'s keys and entries: the parent's with `new` added in operand-tuple order."""
     if base is None:
-        return [e[0] for e in new], new
+        return [e[ENTRY_INS] for e in new], new
     if not new:  # tables are never changed once made, so a child shares its parent's lists
         return base.keys[ki], base.entries[ki]
     if ordered:
         # An operand tuple and its attrs are unique within a kind, so entries compare on them.
         entries = sorted(base.entries[ki] + new)
-        return [e[0] for e in entries], entries
+        return [e[ENTRY_INS] for e in entries], entries
     # A new tuple's first index is new, so it sorts after every old one.
-    return base.keys[ki] + [e[0] for e in new], base.entries[ki] + new
+    return base.keys[ki] + [e[ENTRY_INS] for e in new], base.entries[ki] + new
 
 
 def _extend(
@@ -157,24 +167,36 @@ def block_table(b: OpenBlock, cfg: SearchConfig) -> OpTable:
 
 # -- kernel graphs ---------------------------------------------------------------------------------
 def _kernel_entries(tensors: Sequence[TInfo], kind: OpKind, tuples: Sequence[tuple[int, ...]]) -> list[Entry]:
+    """Kind `kind`'s entries over `tuples`. Most tuples fail the shape check, so each arity has its
+    own loop that reads the operands and checks shapes before it builds anything."""
     rank_order = TYPE_ORDER[kind]
     out: list[Entry] = []
-    for ins in tuples:
-        args = [tensors[i] for i in ins]
-        first = args[0]
-        dims: Sequence[int | None] = (
-            [d for d, n in enumerate(first.shape) if n > 1] if kind is OpKind.REDUCTION else (None,)
-        )
-        for dim in dims:
-            attrs: Attrs = () if dim is None else (("dim", dim),)
-            if dim is not None:
-                shape: Shape | None = shapes.reduction(first.shape, dim)
-            else:
-                shape = fast_shape(kind, first.shape, args[1].shape if len(args) == 2 else None)
-            if shape is None:
+    add = out.append
+    if kind is OpKind.REDUCTION:  # one op per dim of size above 1
+        for ins in tuples:
+            a = tensors[ins[0]]
+            for dim, size in enumerate(a.shape):
+                if size > 1:
+                    attrs: Attrs = (("dim", dim),)
+                    t = TInfo(shapes.reduction(a.shape, dim), op_term(kind, (a,), attrs))
+                    add((ins, (ins, rank_order), kind, attrs, t, t.nbytes, (t.expr,)))
+        return out
+    make = term_maker(kind)
+    shape_of = fast_shape
+    if arity(kind) == "unary":
+        for ins in tuples:
+            a = tensors[ins[0]]
+            if (shape := shape_of(kind, a.shape, None)) is None:
                 continue
-            t = TInfo(shape, op_term(kind, args, attrs))
-            out.append((ins, (ins, rank_order), kind, attrs, t, t.nbytes, (t.expr,)))
+            t = TInfo(shape, make(a))
+            add((ins, (ins, rank_order), kind, (), t, t.nbytes, (t.expr,)))
+        return out
+    for ins in tuples:
+        a, b = tensors[ins[0]], tensors[ins[1]]
+        if (shape := shape_of(kind, a.shape, b.shape)) is None:
+            continue
+        t = TInfo(shape, make(a, b))
+        add((ins, (ins, rank_order), kind, (), t, t.nbytes, (t.expr,)))
     return out
 
 
