@@ -51,6 +51,19 @@ def test_the_setting_is_checked_and_round_trips() -> None:
         preset_config("mlp").with_overrides({"block_inputs": "all"})
 
 
+# Digests of spaces searched before the setting existed (taken from the commit before it): a store
+# or trace made then names its space by them, so they must not move.
+DIGESTS_BEFORE = {"lora": "5ba2eef97ad63d42eb69eaa04cd9d03e"}
+
+
+def test_mirages_rule_keeps_the_digest_it_had_before_the_setting() -> None:
+    assert preset_config("lora").block_inputs == "mirage"
+    assert preset_config("lora").digest == DIGESTS_BEFORE["lora"]
+    subsets = preset_config("lora").with_overrides({"block_inputs": "subsets"})
+    assert subsets.digest != DIGESTS_BEFORE["lora"]
+    assert SearchConfig().with_overrides(preset_config("lora").to_json()).digest == DIGESTS_BEFORE["lora"]
+
+
 def test_a_block_graph_with_an_unread_input_is_not_closed() -> None:
     """rms_norm's block graph over X and W with only X's RMS accumulated: closable under Mirage's
     rule, not under subsets; once W is read too, both close it."""
