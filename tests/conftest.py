@@ -18,9 +18,9 @@ def own_redis_url(tmp_path: Path) -> Iterator[str]:
 
 
 # End-to-end tests start processes (the CLI, Dask clusters, redis-server through the CLI, a browser)
-# and take most of the suite's time. Every other test of the default suite (not slow, not gpu) is
-# marked `unit`: `python -m pytest -m unit` is the quick loop while working on one module; the
-# default suite runs both.
+# and take most of the suite's time. The default suite's other tests (not slow, not gpu), less the
+# integration tests below, are marked `unit`: `python -m pytest -m unit` is the quick loop while
+# working on one module (under a minute on 2 cores); the default suite runs them all.
 E2E_DIRS = frozenset({"pipeline", "dashboards", "torch"})
 E2E_FILES = frozenset(
     {
@@ -38,6 +38,34 @@ E2E_FILES = frozenset(
 )
 # Tests, by node id prefix, that run the CLI as a process inside files of unit tests.
 E2E_TESTS = ("programs/test_loader.py::test_cli_",)
+# Integration tests run in-process but exercise a whole stage on real programs (narrowed searches,
+# fingerprints of every expert, rankings of collected μGraphs) or several processes on one store or
+# memo; each takes 0.5-7 s on 2 cores, together most of the default suite's non-e2e time (95 of 115 s
+# measured), so they are not `unit`.
+INTEGRATION = (
+    "codegen/test_mutants.py::",
+    "programs/test_names.py::test_an_interrupt_while_a_program_file_loads",
+    "stages/layout/test_choose.py::test_every_confirmed_mugraph",
+    "stages/layout/test_rank.py::",
+    "stages/prune/test_heap.py::test_queries_reuse_the_heap",
+    "stages/prune/test_models.py::test_models_satisfy_the_axioms",
+    "stages/prune/test_oracle_memo.py::",
+    "stages/search/test_block_inputs.py::",
+    "stages/search/test_estimate.py::",
+    "stages/search/test_explore.py::",
+    "stages/search/test_op_tables.py::test_tables_and_listings_match_the_direct_enumeration",
+    "stages/search/test_regression.py::",
+    "stages/search/test_task_paths.py::test_a_run_covers_exactly_its_siblings",
+    "stages/test_fragments.py::test_stitching_the_references_gives_the_program",
+    "stages/verify/test_experts.py::",
+    "stages/verify/test_mutants.py::",
+    "stages/verify/test_reuse.py::",
+    "storage/test_memo_contract.py::test_layered_two_worker_processes",
+    "storage/test_record_checks.py::test_readers_beside",
+    "storage/test_record_checks.py::test_an_intact_store",
+    "storage/test_run_store.py::",
+    "test_import_cycles.py::",
+)
 TESTS = Path(__file__).parent
 
 
@@ -47,5 +75,5 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         node = rel.as_posix() + "::" + item.name
         if rel.parts[0] in E2E_DIRS or rel.as_posix() in E2E_FILES or node.startswith(E2E_TESTS):
             item.add_marker(pytest.mark.e2e)
-        elif not any(any(item.iter_markers(name)) for name in ("slow", "gpu")):
+        elif not any(any(item.iter_markers(name)) for name in ("slow", "gpu")) and not node.startswith(INTEGRATION):
             item.add_marker(pytest.mark.unit)
