@@ -8,32 +8,19 @@ needs `NotRequired` unquoted to tell required keys from optional ones at run tim
 """
 
 from collections.abc import Mapping, Sequence
-from typing import Any, NotRequired, TypedDict, cast
+from typing import Any, NotRequired, cast
 
 from mugraph.stages.layout.costs import LayoutsJSON
+from mugraph.stages.layout.roofline import RooflineTotals
 
 
-class RankRow(TypedDict):
-    """One μGraph's estimate: the roofline's totals under its layouts, the emitted kernels' terms
-    (`emitted_*`, the estimate ranked by), the layout cost, and the speedup over the reference."""
+class RankRow(RooflineTotals):
+    """One μGraph's estimate: the roofline's totals under its layouts (the fields it inherits; its
+    `estimated_seconds` is the emitted kernels' estimate, the roofline's is `roofline_seconds`), the
+    emitted kernels' terms (`emitted_*`, the estimate ranked by), the layout cost, and the speedup
+    over the reference."""
 
     digest: str
-    # the roofline's totals (roofline.Estimate.totals)
-    kernels: int
-    dram_bytes: int
-    l2_bytes: int
-    smem_bytes: int
-    flops: int
-    tensor_flops: int
-    simt_flops: int
-    launch_seconds: float
-    dram_bound_seconds: float
-    l2_bound_seconds: float
-    smem_bound_seconds: float
-    compute_bound_seconds: float
-    fits: bool
-    no_overlap_seconds: float
-    bound: str
     roofline_seconds: float
     roofline_model: str
     # the emitted kernels' terms (emitted.EmittedEstimate.terms)
@@ -47,7 +34,6 @@ class RankRow(TypedDict):
     emitted_resident: int
     emitted_spill_bytes: int
     emitted_registers: int
-    estimated_seconds: float
     speedup: float
     layout_cost: int
     layout_terms: dict[str, int]
