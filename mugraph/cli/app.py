@@ -16,7 +16,7 @@ import click
 
 from mugraph.arrays.backend import backend_name, get_array_module
 from mugraph.cli.checks import parse_duration
-from mugraph.cli.options import memo_options
+from mugraph.cli.options import backend_option, memo_options
 from mugraph.cli.pipeline import optimize, report, show, status
 from mugraph.cli.records import ExpertCheck, ExpertReach, SearchSummary
 from mugraph.dashboards.progress_line import ProgressLine
@@ -205,13 +205,7 @@ def _check_reference_only(
     show_default=True,
     help="Fingerprint seeds (random inputs and ω per seed).",
 )
-@click.option(
-    "--backend",
-    type=click.Choice(["auto", "numpy", "cupy"]),
-    default="auto",
-    show_default=True,
-    help="Array backend for fingerprints.",
-)
+@backend_option("Array backend for fingerprints.")
 @click.option("--p", "p", default=227, show_default=True, help="Fingerprint prime p.")
 @click.option("--q", "q", default=113, show_default=True, help="Fingerprint prime q (q must divide p-1).")
 @click.option("--show", is_flag=True, help="Print the reference and expert graphs.")
@@ -384,13 +378,7 @@ def _progress_text(r: SearchReport) -> str:
     help="Nodes per task: the unit of progress updates and of time-limit checks.",
 )
 @memo_options
-@click.option(
-    "--backend",
-    type=click.Choice(["auto", "numpy", "cupy"]),
-    default="auto",
-    show_default=True,
-    help="Array backend for fingerprints.",
-)
+@backend_option("Array backend for fingerprints.")
 @click.option("--json", "as_json", is_flag=True, help="Last stdout line: one JSON object with the results.")
 @click.option("--show", is_flag=True, help="Print every μGraph found.")
 def search(

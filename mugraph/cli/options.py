@@ -28,3 +28,15 @@ def memo_options(f: F) -> F:
         help="Shared verdict memo: redis://HOST:PORT/DB, unix:///PATH, or 'local' (no server). "
         "Default: a private redis-server keeping its data in --memo-dir.",
     )(f)
+
+
+def backend_option(help_text: str) -> Callable[[F], F]:
+    """`--backend`: the array backend of fingerprints (the choices and default every command shares;
+    the help says whose fingerprints)."""
+    return click.option(
+        "--backend",
+        type=click.Choice(["auto", "numpy", "cupy"]),
+        default="auto",
+        show_default=True,
+        help=help_text,
+    )

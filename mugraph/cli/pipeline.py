@@ -11,6 +11,7 @@ import click
 
 from mugraph.api import OptimizeOptions, run_optimize
 from mugraph.cli.checks import check_output_file
+from mugraph.cli.options import backend_option
 from mugraph.dashboards.experts import expert_labels, expert_note
 from mugraph.dashboards.progress_line import ProgressLine
 from mugraph.dashboards.report import report_path, write_report
@@ -149,13 +150,7 @@ def _size_text(e: Mapping[str, Any]) -> str:
     help=f"Search states per task (part of the run's identity: it fixes the task split). Default: "
     f"the budget of the store being resumed, else {DEFAULT_BUDGET}.",
 )
-@click.option(
-    "--backend",
-    type=click.Choice(["auto", "numpy", "cupy"]),
-    default="auto",
-    show_default=True,
-    help="Array backend of the workers' fingerprints.",
-)
+@backend_option("Array backend of the workers' fingerprints.")
 @click.option("--json", "as_json", is_flag=True, help="NDJSON events on stdout; the last has event 'done'.")
 @click.option(
     "--profile",
