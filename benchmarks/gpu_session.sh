@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU figures of benchmarks/RESULTS.md, on a CUDA machine whose python3 has CuPy and Triton.
-#   bash benchmarks/gpu_session.sh STEP...   (steps: info tests kernels fingerprints optimize long)
+#   bash benchmarks/gpu_session.sh STEP...   (steps: info tests kernels fingerprints optimize long scale)
 # Writes logs and JSON under $OUT (default /tmp/mugraph-gpu). On a machine without network, the other
 # dependencies come as wheels in .whl/ (see benchmarks/RESULTS.md, "On a GPU").
 set -uo pipefail
@@ -33,6 +33,15 @@ for step in "$@"; do
         python3 -m mugraph.cli optimize $p --workers 15 --store /tmp/$p.zarr --fresh --json --dashboard-address :0 \
           --time-limit ${LONG:-4m} > /tmp/long-$p.ndjson 2> /tmp/long-$p.err
         tail -1 /tmp/long-$p.ndjson > "$OUT/long-$p.json"; tail -1 /tmp/long-$p.err
+      done;;
+    scale)  # real workers for the "Scale" section: lora's whole space on WORKERS (default 15), lora on 2
+      # workers for SHORT (default 50 s), gqa on WORKERS for GQA (default 120 s). One JSON line per run in
+      # scale.jsonl (wall, the driver process's own CPU, task seconds); each store comes back as a tarball.
+      for run in "lora ${WORKERS:-15} ${LORA:-270}" "lora 2 ${SHORT:-50}" "gqa ${WORKERS:-15} ${GQA:-120}"; do
+        set -- $run; st=/tmp/$1-w$2.zarr
+        timeout $(( $3 + 90 )) python3 benchmarks/driver_cpu.py $st -- python3 -m mugraph optimize $1 --workers $2 \
+          --store $st --fresh --json --dashboard-address :0 --time-limit $3 2> /tmp/$1-w$2.err | tee -a "$OUT/scale.jsonl"
+        tail -2 /tmp/$1-w$2.err; tar czf "$OUT/$1-w$2.tgz" -C /tmp $1-w$2.zarr $1-w$2.zarr.ndjson
       done;;
   esac
 done
