@@ -3,12 +3,15 @@ driver, a real Dask scheduler in its own process and the real run store, with N 
 
     python benchmarks/bench_scale.py record rms_norm --out benchmarks/data/scale_rms_norm.jsonl.gz
     python benchmarks/bench_scale.py record lora --time-limit 300 --out benchmarks/data/scale_lora.jsonl.gz
+    python benchmarks/bench_scale.py from-store runs/gqa.zarr --out benchmarks/data/scale_gqa.jsonl.gz
     python benchmarks/bench_scale.py replay benchmarks/data/scale_lora.jsonl.gz --workers 2,8,32 \\
         --driver old=main --driver new=. [--scale 1.0] [--json rows.jsonl]
 
 `record` runs the program's search tasks one after another in this process (the task tree of a run;
 breadth first, so a time-limited trace is the top of the tree) with the search function a worker
 runs, and writes each task's path, budget, seconds, found μGraphs, frontier, counters and result size.
+`from-store` makes the same trace from the store of a real `mugraph optimize` run (any workers, any
+machine, finished or stopped; see store_trace.py): its done tasks, each with the seconds it took there.
 
 `replay` starts, per driver and per N: a `dask scheduler` process, `dask worker` processes with N
 threads in all (a thread is a simulated worker: the replayed task only sleeps), and a driver process
@@ -393,6 +396,9 @@ def main() -> None:
     rec.add_argument("--time-limit", type=float)
     rec.add_argument("--narrow", action="store_true", help="the test suite's narrowed limits")
     rec.add_argument("--out", type=Path, required=True)
+    fro = sub.add_parser("from-store", help="the trace of a real run's store (its done tasks)")
+    fro.add_argument("store", type=Path)
+    fro.add_argument("--out", type=Path, required=True)
     rep = sub.add_parser("replay")
     rep.add_argument("traces", type=Path, nargs="+")
     rep.add_argument("--workers", default="2,8,32")
@@ -415,6 +421,11 @@ def main() -> None:
 
             settings = NARROW[args.program]
         header, tasks = record(args.program, args.budget, args.time_limit, settings)
+    if args.cmd == "from-store":
+        from store_trace import trace_from_store
+
+        header, tasks = trace_from_store(args.store)
+    if args.cmd in ("record", "from-store"):
         write_trace(args.out, header, tasks)
         st = trace_stats(tasks)
         print(json.dumps({**header, **{k: v for k, v in st.items() if k != "digests"}, "mugraphs": len(st["digests"])}))
