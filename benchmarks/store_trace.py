@@ -17,7 +17,9 @@ exactly the store's done rows, one task each:
 - result bytes: the pickled (path, found, frontier, counters), as `record` estimates them.
 
 A fragment whose root task never finished gets an empty, zero-second root task (the replay's driver
-submits every fragment's root), counted in the header as `stub_roots`.
+submits every fragment's root), counted in the header as `stub_roots`. The header also says where
+the trace came from: the store's name, its command line, its `--workers`, the worker names that ran
+tasks, whether any task was left (`complete`, `unrun_frontier`), and the real run's wall.
 """
 
 from __future__ import annotations
@@ -114,6 +116,7 @@ def trace_from_store(store: Path) -> tuple[dict[str, Any], list[TraceTask]]:
         fragments = rs.fragments()
         rows = rs.tasks()
         found = [rs.found(i) for i in range(len(fragments))]
+        timeline = [samples[-1] for samples in rs.timeline() if samples]
     program, budget = identity["program"], int(identity["budget"])
     settings = store_settings(program, budget, fragments)
     coverage = Coverage(rows)
@@ -169,6 +172,10 @@ def trace_from_store(store: Path) -> tuple[dict[str, Any], list[TraceTask]]:
         "unrun_found": unrun_found,
         "found_owner_mismatch": mismatched,
         "stub_roots": len(stubs),
+        # the real run's wall per invocation and its estimated share of the space, as of the last
+        # progress sample each invocation wrote (samples are a few seconds apart)
+        "run_seconds": [x["seconds"] for x in timeline],
+        "estimated_fraction": timeline[-1].get("estimated_fraction") if timeline else None,
     }
     return header, tasks
 

@@ -19,7 +19,7 @@ from store_trace import trace_from_store
 from mugraph.pipeline.driver import COUNTER_NAMES
 from mugraph.pipeline.plan import make_plan
 from mugraph.programs.registry import get_builtin
-from mugraph.stages.search.task_paths import sibling_run, task_budget
+from mugraph.stages.search.task_paths import sibling_run, split_run, task_budget
 from mugraph.storage.run_store import FoundRecord, RunStore, TaskCompletion
 from tests.helpers.cli_runs import done, mugraph, optimize_args
 from tests.stages.search.narrow import NARROW
@@ -114,8 +114,8 @@ def test_a_store_whose_root_never_finished_replays_an_empty_root(tmp_path: Path)
 
 @pytest.mark.slow
 def test_the_trace_of_a_real_run_replays_its_tasks_and_mugraphs(tmp_path: Path) -> None:
-    store = tmp_path / "run.zarr"
-    last = done(mugraph(*optimize_args("rms_norm", store, "--workers", "2", budget=BUDGET), cwd=tmp_path))
+    store = tmp_path / "run.zarr"  # narrowed lora: hundreds of tasks, sibling runs, a μGraph found in one
+    last = done(mugraph(*optimize_args("lora", store, "--workers", "2", budget=BUDGET), cwd=tmp_path))
     assert last["complete"]
     header, tasks = trace_from_store(store)
     with RunStore.open_existing(store) as st:
@@ -126,7 +126,8 @@ def test_the_trace_of_a_real_run_replays_its_tasks_and_mugraphs(tmp_path: Path) 
     keys = {t.path for t in tasks}
     assert all(p in keys for t in tasks for p in t.frontier)
     assert {d for t in tasks for d, _, _ in t.found} == stored == set(last["mugraphs"]) != set()
-    assert header["found_owner_mismatch"] == 0
+    assert header["found_owner_mismatch"] == 0  # each μGraph under the row that the store says found it
+    assert any(split_run(t.path) is not None and t.found for t in tasks)
     assert sum(t.seconds for t in tasks) == pytest.approx(sum(t.counters["seconds"] for t in rows))
     trace = tmp_path / "trace.jsonl.gz"
     write_trace(trace, header, tasks)
@@ -134,3 +135,4 @@ def test_the_trace_of_a_real_run_replays_its_tasks_and_mugraphs(tmp_path: Path) 
     row = summarize(replay(trace, ROOT, workers=2, scale=0.0, tmp=tmp_path, processes=1), stats, tasks)
     assert row["complete"] and row["tasks"] == len(tasks)
     assert row["same_mugraphs"] and set(row["mugraphs_found"]) == stored
+    assert header["settings"] == NARROW["lora"] and header["program"] == "lora"
