@@ -96,6 +96,7 @@ def test_a_partial_store_becomes_the_trace_of_its_done_tasks(tmp_path: Path) -> 
     assert header["program"] == "rms_norm" and header["budget"] == BUDGET
     assert header["settings"] == NARROW["rms_norm"]  # rebuilt from the stored config
     assert not header["complete"] and header["unrun_frontier"] == 1 and header["unrun_found"] == 1
+    assert [p for t in tasks for p in t.frontier if p not in got] == [(3,)]  # the replay drops it
     assert header["workers"] == 15 and header["time_limit"] == 60.0 and header["store"] == "run.zarr"
     assert header["found_owner_mismatch"] == 0 and header["stub_roots"] == 0
     # the trace file round-trips, and its critical path follows the frontier: root, (2,…), (2, 5)
