@@ -4,7 +4,8 @@
 
 Runs the command, samples its own process's CPU time (/proc, user + system, not its children's)
 every quarter second until it exits, then reads the run store for the task seconds its workers
-spent. Prints one JSON line: wall, driver CPU, task seconds, tasks and the ratio. On Linux only.
+spent (on a resumed store, only the tasks this run did). Prints one JSON line: wall, driver CPU,
+task seconds, tasks and the ratio. On Linux only.
 """
 
 from __future__ import annotations
@@ -40,22 +41,31 @@ def _sample(proc: subprocess.Popen[bytes]) -> tuple[float, list[tuple[float, flo
     return cpu, samples
 
 
+def _done_rows(store: Path) -> dict[int, dict[str, float]]:
+    """The counters of each done task row of `store` (none if it does not exist yet)."""
+    from mugraph.storage.run_store import RunStore
+
+    if not (store / "zarr.json").exists():
+        return {}
+    with RunStore.open_existing(store) as rs:
+        return {t.row: t.counters for t in rs.tasks() if t.done}
+
+
 def main() -> None:
     if len(sys.argv) < 4 or sys.argv[2] != "--":
         raise SystemExit(__doc__)
     store, command = Path(sys.argv[1]), sys.argv[3:]
+    fresh = "--fresh" in command
+    before = {} if fresh else _done_rows(store)  # a resumed run: count only the tasks it runs
     t0 = time.perf_counter()
     events = store.parent / f"{store.name}.ndjson"
     with events.open("w") as out:
         proc = subprocess.Popen(command, stdout=out)
         cpu, samples = _sample(proc)
     wall = time.perf_counter() - t0
-    from mugraph.storage.run_store import RunStore
-
-    with RunStore.open_existing(store) as rs:
-        done = [t for t in rs.tasks() if t.done]
-    task_s = sum(t.counters.get("seconds", 0.0) for t in done)
-    states = sum(t.counters.get("nodes", 0.0) for t in done)
+    done = [c for row, c in _done_rows(store).items() if row not in before]
+    task_s = sum(c.get("seconds", 0.0) for c in done)
+    states = sum(c.get("nodes", 0.0) for c in done)
     # CPU after start-up: from the first sample past 10% of the wall (imports and cluster start-up)
     later = [s for s in samples if s[0] >= 0.1 * wall]
     steady = cpu - later[0][1] if later else cpu
