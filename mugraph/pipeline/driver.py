@@ -24,18 +24,19 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, assert_never, cast
 
 import numpy as np
-from distributed import Client, Future, as_completed
+from distributed import Client, Future
 
 from mugraph.ir.canonical import canonical_digest, replaces_find
 from mugraph.ir.errors import MugraphError
 from mugraph.ir.graph import KernelGraph
 from mugraph.ir.serialize import dumps, loads
 from mugraph.pipeline.cluster import confirming_worker, gpu_workers, start_workers
+from mugraph.pipeline.dispatch import Dispatch, SearchFn
 from mugraph.pipeline.events import (
     ConfirmedEvent,
     DoneEvent,
@@ -46,14 +47,12 @@ from mugraph.pipeline.events import (
     ProgressEvent,
     StartEvent,
 )
-from mugraph.pipeline.jobs import ConfirmJob, Job, LayoutJob, Placement, SearchJob, StagedResult
+from mugraph.pipeline.jobs import ConfirmJob, LayoutJob, SearchJob, StagedResult
 from mugraph.pipeline.measuring import NO_GPU, measure_fragment
 from mugraph.pipeline.plan import FragmentPlan, RunPlan, fragment_io_layouts
 from mugraph.pipeline.progress import RunProgress
 from mugraph.pipeline.records import SearchTaskResult
-from mugraph.pipeline.task_keys import bundle_key, bundle_size
 from mugraph.pipeline.worker import (
-    MAX_SEARCHERS,
     confirm_task,
     layout_task,
     peak_rss_mib,
@@ -70,7 +69,6 @@ from mugraph.stages.layout.rank import combined, measured_first, rank
 from mugraph.stages.layout.rows import RankedRow, ranked_rows
 from mugraph.stages.search.estimate import SpaceEstimator
 from mugraph.stages.search.explore import SearchCounters
-from mugraph.stages.search.task_paths import task_budget
 from mugraph.stages.verify.check import float_max_rel_err
 from mugraph.storage.run_records import (
     ConfirmationRecord,
@@ -83,7 +81,6 @@ from mugraph.storage.run_store import FoundRecord, RunStore, TaskCompletion
 
 __all__ = ["COUNTER_NAMES", "Driver", "Event", "EventSink", "RunTotals", "SearchFn"]
 
-SearchFn = Callable[[Any, tuple[tuple[int, ...], ...], int], tuple[SearchTaskResult, ...]]
 COUNTER_NAMES = tuple(SearchCounters().as_dict())
 END_TO_END_TOLERANCE = 1e-6
 TIMELINE_WRITE_SECONDS = 5.0
@@ -106,7 +103,7 @@ _LOST = object()
 def _result(fut: Future[Any]) -> Any:
     """A finished task's result, or `_LOST` when it went with a worker that died after finishing
     it. The scheduler then runs the task again, except a confirmation pinned to the dead worker,
-    which `_keep_confirmer` moves; waiting on such a future would wait forever."""
+    which `Dispatch.keep_confirmer` moves; waiting on such a future would wait forever."""
     if fut.status in ("lost", "pending"):
         return _LOST
     try:
@@ -166,128 +163,42 @@ class Driver:
         self.on_event = on_event or (lambda e: None)
         self.progress_interval = progress_interval
         self.totals = RunTotals()
-        self._ac: as_completed = as_completed()
-        self._what: dict[Future[Any], Job] = {}
-        self._inflight: set[int] = set()
-        self._done: set[int] = set()
+        # the task functions are this module's names when the driver is made (a benchmark replaces them)
+        self._dispatch = Dispatch(
+            plan,
+            client,
+            self.io,
+            search_fn=search_fn,
+            confirm_fn=confirm_task,
+            layout_fn=layout_task,
+            warm_fn=warm_task,
+        )
         self._found: list[dict[str, FoundRecord]] = []
         self._confirmed: list[dict[str, ConfirmationRecord]] = []
         self._layouts: list[dict[str, LayoutRecord]] = []
         self._reference_seconds: dict[int, float] = {}  # per fragment: the model's time for the reference
         self._measured: list[dict[str, MeasurementRecord]] = []
-        self._gpu = False
         self._t0 = 0.0
         self._progress_state: RunProgress | None = None
         self._estimator = SpaceEstimator()
         self._timeline_written = -TIMELINE_WRITE_SECONDS  # the first sample is written at once
-        self._row_fragment: dict[int, int] = {}
-        self._warming: list[Future[Any]] = []
-        self._confirmer: str | None = None  # the worker all confirmations go to (no GPU)
-        self._confirm_moves = 0
         self._staged: list[StagedResult] = []  # handled, not yet committed
-        self._slots = 1  # worker threads in the cluster (refreshed with the progress)
-
-    # -- submission ------------------------------------------------------------------------------
-    def _submit_searches(self, fragment: int, tasks: Iterable[tuple[int, tuple[int, ...]]]) -> None:
-        """Submit the (row, path) search tasks not running or done yet: one `map` per priority (a
-        deeper path first), so a batch of children costs the scheduler one message, not one each."""
-        fp = self.plan.fragments[fragment]
-        by_priority: dict[int, list[tuple[int, tuple[int, ...]]]] = {}
-        for row, path in tasks:
-            if row in self._inflight or row in self._done:
-                continue
-            self._inflight.add(row)
-            self._row_fragment[row] = fragment
-            by_priority.setdefault(len(path), []).append((row, path))
-        k = bundle_size(len(self._inflight) - self._slots, self._slots)
-        for priority, group in sorted(by_priority.items(), reverse=True):
-            bundles = [group[i : i + k] for i in range(0, len(group), k)]
-            paths = [tuple(p for _, p in b) for b in bundles]
-            futs = self.client.map(
-                self.search_fn,
-                [fp.payload] * len(bundles),
-                paths,
-                [task_budget(ps[0], self.plan.budget) for ps in paths],
-                key=[bundle_key(fp, ps) for ps in paths],
-                pure=False,
-                priority=priority,
-            )
-            for fut, b in zip(futs, bundles, strict=True):
-                self._what[fut] = SearchJob(tuple(row for row, _ in b), fragment)
-            self._ac.update(futs)
-
-    def _submit_confirm(self, fragment: int, rec: FoundRecord) -> None:
-        fp = self.plan.fragments[fragment]
-        placement: Placement = {}
-        if self._gpu:
-            placement = {"resources": {"GPU": 1}}
-        elif self._confirmer is not None:  # pinned; _keep_confirmer moves them if it leaves
-            placement = {"workers": [self._confirmer], "allow_other_workers": False}
-        moved = f"-{self._confirm_moves}" if self._confirm_moves else ""  # a new key once moved
-        fut = self.client.submit(
-            confirm_task,
-            fp.payload,
-            rec.digest,
-            rec.graph,
-            key=f"confirm-{fp.spec.name}-{rec.digest[:16]}{moved}",
-            pure=False,
-            priority=100,
-            **placement,
-        )
-        self._what[fut] = ConfirmJob(fragment, rec.digest)
-        self._ac.add(fut)
-
-    def _submit_layout(self, fragment: int, digest: str) -> None:
-        fp = self.plan.fragments[fragment]
-        fut = self.client.submit(
-            layout_task,
-            digest,
-            self._found[fragment][digest].graph,
-            self.io[fragment],
-            key=f"layout-{fp.spec.name}-{digest[:16]}",
-            pure=False,
-            priority=50,
-        )
-        self._what[fut] = LayoutJob(fragment, digest)
-        self._ac.add(fut)
-
-    def _warm(self, fragments: set[int]) -> None:
-        """Have every worker build its state for the fragments still to search while the first
-        tasks run. Pinned to their worker and never waited for: a worker already busy runs its
-        warm-up later, when it costs nothing (the state exists by then); a lost one takes its
-        warm-up with it."""
-        first = sorted(fragments)[:MAX_SEARCHERS]  # a worker keeps no more searchers than that
-        for w in sorted(self.client.scheduler_info()["workers"]):
-            for i in first:
-                fp = self.plan.fragments[i]
-                self._warming.append(
-                    self.client.submit(
-                        warm_task,
-                        fp.payload,
-                        w == self._confirmer,
-                        workers=[w],
-                        allow_other_workers=False,
-                        pure=False,
-                        priority=-1,
-                        key=f"warm-{fp.spec.name}-{w}",
-                    )
-                )
 
     # -- the run ---------------------------------------------------------------------------------
     def run(self) -> DoneEvent:
         start_workers(self.client, worker_environment())  # a local cluster's, now that the plugin is in
         self._t0 = time.perf_counter()
-        store, plan = self.store, self.plan
-        self._gpu = gpu_workers(self.client) > 0
-        if self.measure and not self._gpu:
+        store, plan, dispatch = self.store, self.plan, self._dispatch
+        dispatch.gpu = gpu_workers(self.client) > 0
+        if self.measure and not dispatch.gpu:
             raise MugraphError(NO_GPU)  # before anything is written
-        self._confirmer = None if self._gpu else confirming_worker(self.client)
-        self._slots = self._worker_slots()
+        dispatch.confirmer = None if dispatch.gpu else confirming_worker(self.client)
+        dispatch.slots = dispatch.worker_slots()
         # both idempotent: a kill between them must not leave a store without its root tasks
         store.set_fragments([self._fragment_record(fp) for fp in plan.fragments])
         store.add_tasks([(i, (), -1) for i in range(len(plan.fragments))])
         tasks = store.tasks()
-        self._done = {t.row for t in tasks if t.done}
+        dispatch.done = {t.row for t in tasks if t.done}
         pending = [t for t in tasks if not t.done]
         self._found = [store.found(i) for i in range(len(plan.fragments))]
         self._confirmed = [store.confirmations(i) for i in range(len(plan.fragments))]
@@ -303,10 +214,10 @@ class Driver:
             "resumed": not store.created,
             "fragments": [fp.spec.name for fp in plan.fragments],
             "presets": {fp.spec.name: fp.config.preset for fp in plan.fragments},
-            "tasks_done": len(self._done),
+            "tasks_done": len(dispatch.done),
             "tasks_pending": len(pending),
             "workers": len(self.client.scheduler_info()["workers"]),
-            "gpu_workers": self._gpu,
+            "gpu_workers": dispatch.gpu,
             "dashboard": self.client.dashboard_link,
             "gpu_profile": self.profile.name,
             "invocation": self._progress_state.invocation,
@@ -315,43 +226,41 @@ class Driver:
         if self._progress_state.history:
             self.on_event({"event": "history", "samples": self._progress_state.past_samples()})
         for i in range(len(plan.fragments)):
-            self._submit_searches(i, [(t.row, t.path) for t in pending if t.fragment == i])
-        self._warm({t.fragment for t in pending})  # after: a worker takes its search task first
+            dispatch.searches(i, [(t.row, t.path) for t in pending if t.fragment == i])
+        dispatch.warm({t.fragment for t in pending})  # after: a worker takes its search task first
         for i, found in enumerate(self._found):
             for d, rec in sorted(found.items()):
                 if d not in self._confirmed[i]:
-                    self._submit_confirm(i, rec)
+                    dispatch.confirm(i, rec)
                 elif self._confirmed[i][d]["equivalent"] and not self._layout_current(i, d):
-                    self._submit_layout(i, d)
+                    dispatch.layout(i, d, rec.graph)
         stopped = self._loop()
-        self.client.cancel(self._warming)
+        self.client.cancel(dispatch.warming)
         if stopped:
-            self.client.cancel(list(self._what))
+            self.client.cancel(list(dispatch.what))
         return self._finish(complete=not stopped)
 
     def _loop(self) -> bool:
         """Handle results until no task is left; True when stopped by the time limit."""
+        dispatch = self._dispatch
+        ac = dispatch.ac
         last = 0.0
-        while not self._ac.is_empty():
+        while not ac.is_empty():
             now = time.perf_counter()
             if self._past_limit(now):
                 return True
             if now - last >= self.progress_interval:
                 self._sample(now)
-                self._keep_confirmer()
-                self._slots = self._worker_slots()
+                dispatch.keep_confirmer(self._found)
+                dispatch.slots = dispatch.worker_slots()
                 last = now
             if not self._wait_ready(last + self.progress_interval - now):
                 continue
-            stopped = self._handle(self._ac.next_batch(block=False))
+            stopped = self._handle(ac.next_batch(block=False))
             self._commit()
             if stopped:
                 return True
         return False
-
-    def _worker_slots(self) -> int:
-        """Worker threads in the cluster (the client's cached view of the scheduler)."""
-        return sum(int(w.get("nthreads", 1)) for w in self.client.scheduler_info()["workers"].values()) or 1
 
     def _wait_ready(self, seconds: float) -> bool:
         """Whether a task has finished, waiting up to `seconds` (and never past the time limit) for
@@ -360,21 +269,23 @@ class Driver:
         period to every link of the task tree's longest chain."""
         if self.time_limit is not None:
             seconds = min(seconds, self._t0 + self.time_limit - time.perf_counter())
-        cond = self._ac.thread_condition
+        ac = self._dispatch.ac
+        cond = ac.thread_condition
         with cond:  # held while checking: a result put after the check notifies after the wait begins
-            if not self._ac.has_ready() and seconds > 0:
+            if not ac.has_ready() and seconds > 0:
                 cond.wait(seconds)
-        return bool(self._ac.has_ready())
+        return bool(ac.has_ready())
 
     def _handle(self, batch: list[Future[Any]]) -> bool:
         """Handle a batch of finished tasks: search results are fetched in one `gather` and staged
         for one commit. True when the time limit passed: a driver behind its workers gets long
         batches, so the limit is checked per result, and the results not handled stay pending in the
         store (their tasks rerun on resume)."""
+        what = self._dispatch.what
         searches: list[tuple[Future[Any], SearchJob]] = []  # finished: fetched together below
         fetched: list[tuple[Future[Any], SearchJob, tuple[SearchTaskResult, ...]]] = []  # one by one (not finished)
         for fut in batch:
-            job = self._what.get(fut)
+            job = what.get(fut)
             if job is None:  # a confirmation moved off a lost worker
                 continue
             if isinstance(job, SearchJob) and fut.status == "finished":
@@ -383,17 +294,17 @@ class Driver:
             if self._past_limit(time.perf_counter()):
                 return True
             result = _result(fut)
-            if result is _LOST:  # watched again until the scheduler (or _keep_confirmer) redoes it
-                self._ac.add(fut)
+            if result is _LOST:  # watched again until the scheduler (or keep_confirmer) redoes it
+                self._dispatch.ac.add(fut)
                 continue
             match job:
                 case SearchJob():
                     fetched.append((fut, job, result))
                 case ConfirmJob(fragment, digest):
-                    del self._what[fut]
+                    del what[fut]
                     self._on_confirm(fragment, digest, result)
                 case LayoutJob(fragment, digest):
-                    del self._what[fut]
+                    del what[fut]
                     self._on_layout(fragment, digest, result)
                 case _:
                     assert_never(job)
@@ -401,25 +312,12 @@ class Driver:
             bundles = self.client.gather([fut for fut, _ in searches])
             fetched += [(fut, job, b) for (fut, job), b in zip(searches, bundles, strict=True)]
         for fut, search, bundle in fetched:
-            del self._what[fut]
+            del what[fut]
             for row, result in zip(search.rows, bundle, strict=True):
                 if self._past_limit(time.perf_counter()):
                     return True
                 self._on_search(row, search.fragment, result)
         return False
-
-    def _keep_confirmer(self) -> None:
-        """If the confirming worker has left the cluster, move its confirmations to another one
-        (they are pinned to it, so nothing else would ever run them)."""
-        if self._confirmer is None or self._confirmer in self.client.scheduler_info()["workers"]:
-            return
-        self._confirmer = confirming_worker(self.client)
-        self._confirm_moves += 1
-        moved = [(fut, job) for fut, job in self._what.items() if isinstance(job, ConfirmJob)]
-        for fut, job in moved:
-            del self._what[fut]
-            fut.cancel()
-            self._submit_confirm(job.fragment, self._found[job.fragment][job.digest])
 
     def _past_limit(self, now: float) -> bool:
         return self.time_limit is not None and now - self._t0 >= self.time_limit
@@ -446,11 +344,12 @@ class Driver:
         ]
         child_rows = self.store.complete_tasks(done)
         assert self._progress_state is not None
+        dispatch = self._dispatch
         children: dict[int, list[tuple[int, tuple[int, ...]]]] = {}
         for s, kids in zip(staged, child_rows, strict=True):
             row, fragment, result = s.row, s.fragment, s.result
-            self._inflight.discard(row)
-            self._done.add(row)
+            dispatch.inflight.discard(row)
+            dispatch.done.add(row)
             self.totals.add_search(result)
             self._progress_state.on_search(fragment, result)
             self._estimator.finish(
@@ -473,12 +372,12 @@ class Driver:
                             "path": list(f.path),
                         }
                     )
-                    self._submit_confirm(fragment, rec)
+                    dispatch.confirm(fragment, rec)
                 elif replaces_find(rec.path, have.path):
                     known[f.digest] = rec
             children.setdefault(fragment, []).extend(zip(kids, result.frontier, strict=True))
         for fragment, tasks in children.items():
-            self._submit_searches(fragment, tasks)
+            dispatch.searches(fragment, tasks)
 
     def _on_confirm(self, fragment: int, digest: str, result: ConfirmationRecord) -> None:
         self.store.put_confirmation(fragment, digest, result)
@@ -492,7 +391,7 @@ class Driver:
         }
         self.on_event(event)
         if result["equivalent"]:
-            self._submit_layout(fragment, digest)
+            self._dispatch.layout(fragment, digest, self._found[fragment][digest].graph)
 
     def _on_layout(self, fragment: int, digest: str, result: LayoutRecord) -> None:
         self.store.put_layout(fragment, digest, result)
@@ -552,7 +451,7 @@ class Driver:
     def _progress(self) -> ProgressEvent:
         assert self._progress_state is not None
         names = [fp.spec.name for fp in self.plan.fragments]
-        inflight = Counter(names[self._row_fragment[r]] for r in self._inflight)
+        inflight = Counter(names[self._dispatch.row_fragment[r]] for r in self._dispatch.inflight)
         running = {f: min(n, inflight[f]) for f, n in self._running().items()}
         pending = {f: inflight[f] - running.get(f, 0) for f in names}
         found = {names[i]: len(f) for i, f in enumerate(self._found)}
@@ -587,7 +486,7 @@ class Driver:
         """The stored layouts, or (a run stopped before its layout task ran) solved here and stored;
         None when no layout satisfies the user's strides."""
         if not self._layout_current(fragment, digest):
-            rec = layout_task(digest, dumps(graph), self.io[fragment])
+            rec = self._dispatch.layout_fn(digest, dumps(graph), self.io[fragment])
             self.store.put_layout(fragment, digest, rec)
             self._layouts[fragment][digest] = rec
         rec = self._layouts[fragment][digest]
