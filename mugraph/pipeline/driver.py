@@ -25,32 +25,22 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any, assert_never, cast
 
 import numpy as np
 from distributed import Client, Future
 
-from mugraph.ir.canonical import canonical_digest, replaces_find
+from mugraph.ir.canonical import canonical_digest
 from mugraph.ir.errors import MugraphError
 from mugraph.ir.graph import KernelGraph
 from mugraph.ir.serialize import dumps, loads
 from mugraph.pipeline.cluster import confirming_worker, gpu_workers, start_workers
+from mugraph.pipeline.commit import Results, fragment_record
 from mugraph.pipeline.dispatch import Dispatch, SearchFn
-from mugraph.pipeline.events import (
-    ConfirmedEvent,
-    DoneEvent,
-    Estimates,
-    Event,
-    EventSink,
-    LayoutEvent,
-    ProgressEvent,
-    StartEvent,
-)
+from mugraph.pipeline.events import DoneEvent, Event, EventSink, ProgressEvent, StartEvent
 from mugraph.pipeline.jobs import ConfirmJob, LayoutJob, SearchJob, StagedResult
 from mugraph.pipeline.measuring import NO_GPU, measure_fragment
-from mugraph.pipeline.plan import FragmentPlan, RunPlan, fragment_io_layouts
-from mugraph.pipeline.progress import RunProgress
+from mugraph.pipeline.plan import RunPlan, fragment_io_layouts
 from mugraph.pipeline.records import SearchTaskResult
 from mugraph.pipeline.worker import (
     confirm_task,
@@ -62,24 +52,16 @@ from mugraph.pipeline.worker import (
 )
 from mugraph.stages.combine import stitch
 from mugraph.stages.layout.choose import LayoutResult, choose_layouts
-from mugraph.stages.layout.emitted import estimate_emitted
 from mugraph.stages.layout.facts import LayoutError
 from mugraph.stages.layout.profiles import DEFAULT_PROFILE, GpuProfile, get_profile
 from mugraph.stages.layout.rank import combined, measured_first, rank
 from mugraph.stages.layout.rows import RankedRow, ranked_rows
-from mugraph.stages.search.estimate import SpaceEstimator
 from mugraph.stages.search.explore import SearchCounters
 from mugraph.stages.verify.check import float_max_rel_err
-from mugraph.storage.run_records import (
-    ConfirmationRecord,
-    FinalRecord,
-    FragmentRecord,
-    LayoutRecord,
-    MeasurementRecord,
-)
-from mugraph.storage.run_store import FoundRecord, RunStore, TaskCompletion
+from mugraph.storage.run_records import FinalRecord
+from mugraph.storage.run_store import RunStore
 
-__all__ = ["COUNTER_NAMES", "Driver", "Event", "EventSink", "RunTotals", "SearchFn"]
+__all__ = ["COUNTER_NAMES", "Driver", "Event", "EventSink", "SearchFn"]
 
 COUNTER_NAMES = tuple(SearchCounters().as_dict())
 END_TO_END_TOLERANCE = 1e-6
@@ -112,31 +94,6 @@ def _result(fut: Future[Any]) -> Any:
         return _LOST
 
 
-@dataclass
-class RunTotals:
-    """What this invocation did (the store holds the totals across restarts)."""
-
-    tasks_run: int = 0
-    confirms_run: int = 0
-    layouts_run: int = 0
-    counters: SearchCounters = field(default_factory=SearchCounters)
-    memo: dict[str, int] = field(
-        default_factory=lambda: {"local_hits": 0, "remote_hits": 0, "misses": 0, "remote_errors": 0}
-    )
-    busy: dict[str, float] = field(default_factory=dict)  # worker → seconds inside tasks
-    peak_rss_mib: dict[str, float] = field(default_factory=dict)  # worker → its peak resident memory
-
-    def add_search(self, result: SearchTaskResult) -> None:
-        self.tasks_run += 1
-        for k, v in result.counters.items():
-            setattr(self.counters, k, getattr(self.counters, k) + type(getattr(self.counters, k))(v))
-        for k, v in result.memo.items():
-            self.memo[k] = self.memo.get(k, 0) + int(v)
-        w = result.worker
-        self.busy[w] = self.busy.get(w, 0.0) + result.seconds
-        self.peak_rss_mib[w] = max(self.peak_rss_mib.get(w, 0.0), result.peak_rss_mib)
-
-
 class Driver:
     def __init__(
         self,
@@ -162,7 +119,6 @@ class Driver:
         self.measure = measure  # time the model's best `measure` μGraphs of each fragment on a GPU worker
         self.on_event = on_event or (lambda e: None)
         self.progress_interval = progress_interval
-        self.totals = RunTotals()
         # the task functions are this module's names when the driver is made (a benchmark replaces them)
         self._dispatch = Dispatch(
             plan,
@@ -173,40 +129,28 @@ class Driver:
             layout_fn=layout_task,
             warm_fn=warm_task,
         )
-        self._found: list[dict[str, FoundRecord]] = []
-        self._confirmed: list[dict[str, ConfirmationRecord]] = []
-        self._layouts: list[dict[str, LayoutRecord]] = []
-        self._reference_seconds: dict[int, float] = {}  # per fragment: the model's time for the reference
-        self._measured: list[dict[str, MeasurementRecord]] = []
+        self._results = Results(plan, store, self._dispatch, self.io, self.profile, self.on_event)
+        self.totals = self._results.totals
         self._t0 = 0.0
-        self._progress_state: RunProgress | None = None
-        self._estimator = SpaceEstimator()
         self._timeline_written = -TIMELINE_WRITE_SECONDS  # the first sample is written at once
-        self._staged: list[StagedResult] = []  # handled, not yet committed
 
     # -- the run ---------------------------------------------------------------------------------
     def run(self) -> DoneEvent:
         start_workers(self.client, worker_environment())  # a local cluster's, now that the plugin is in
         self._t0 = time.perf_counter()
-        store, plan, dispatch = self.store, self.plan, self._dispatch
+        store, plan, dispatch, results = self.store, self.plan, self._dispatch, self._results
         dispatch.gpu = gpu_workers(self.client) > 0
         if self.measure and not dispatch.gpu:
             raise MugraphError(NO_GPU)  # before anything is written
         dispatch.confirmer = None if dispatch.gpu else confirming_worker(self.client)
         dispatch.slots = dispatch.worker_slots()
         # both idempotent: a kill between them must not leave a store without its root tasks
-        store.set_fragments([self._fragment_record(fp) for fp in plan.fragments])
+        store.set_fragments([fragment_record(fp) for fp in plan.fragments])
         store.add_tasks([(i, (), -1) for i in range(len(plan.fragments))])
         tasks = store.tasks()
         dispatch.done = {t.row for t in tasks if t.done}
         pending = [t for t in tasks if not t.done]
-        self._found = [store.found(i) for i in range(len(plan.fragments))]
-        self._confirmed = [store.confirmations(i) for i in range(len(plan.fragments))]
-        self._layouts = [store.layouts(i) for i in range(len(plan.fragments))]
-        self._measured = [store.measurements(i) for i in range(len(plan.fragments))]
-        self._progress_state = RunProgress([fp.spec.name for fp in plan.fragments], tasks, store.timeline())
-        self._estimator = SpaceEstimator(sum(int(t.counters.get("nodes", 0)) for t in tasks if t.done))
-        self._estimator.start([(t.fragment, *t.path) for t in pending])
+        results.load(tasks)
         start: StartEvent = {
             "event": "start",
             "program": plan.program.name,
@@ -220,19 +164,19 @@ class Driver:
             "gpu_workers": dispatch.gpu,
             "dashboard": self.client.dashboard_link,
             "gpu_profile": self.profile.name,
-            "invocation": self._progress_state.invocation,
+            "invocation": results.progress.invocation,
         }
         self.on_event(start)
-        if self._progress_state.history:
-            self.on_event({"event": "history", "samples": self._progress_state.past_samples()})
+        if results.progress.history:
+            self.on_event({"event": "history", "samples": results.progress.past_samples()})
         for i in range(len(plan.fragments)):
             dispatch.searches(i, [(t.row, t.path) for t in pending if t.fragment == i])
         dispatch.warm({t.fragment for t in pending})  # after: a worker takes its search task first
-        for i, found in enumerate(self._found):
+        for i, found in enumerate(results.found):
             for d, rec in sorted(found.items()):
-                if d not in self._confirmed[i]:
+                if d not in results.confirmed[i]:
                     dispatch.confirm(i, rec)
-                elif self._confirmed[i][d]["equivalent"] and not self._layout_current(i, d):
+                elif results.confirmed[i][d]["equivalent"] and not results.layout_current(i, d):
                     dispatch.layout(i, d, rec.graph)
         stopped = self._loop()
         self.client.cancel(dispatch.warming)
@@ -251,13 +195,13 @@ class Driver:
                 return True
             if now - last >= self.progress_interval:
                 self._sample(now)
-                dispatch.keep_confirmer(self._found)
+                dispatch.keep_confirmer(self._results.found)
                 dispatch.slots = dispatch.worker_slots()
                 last = now
             if not self._wait_ready(last + self.progress_interval - now):
                 continue
             stopped = self._handle(ac.next_batch(block=False))
-            self._commit()
+            self._results.commit()
             if stopped:
                 return True
         return False
@@ -281,7 +225,7 @@ class Driver:
         for one commit. True when the time limit passed: a driver behind its workers gets long
         batches, so the limit is checked per result, and the results not handled stay pending in the
         store (their tasks rerun on resume)."""
-        what = self._dispatch.what
+        what, results = self._dispatch.what, self._results
         searches: list[tuple[Future[Any], SearchJob]] = []  # finished: fetched together below
         fetched: list[tuple[Future[Any], SearchJob, tuple[SearchTaskResult, ...]]] = []  # one by one (not finished)
         for fut in batch:
@@ -302,10 +246,10 @@ class Driver:
                     fetched.append((fut, job, result))
                 case ConfirmJob(fragment, digest):
                     del what[fut]
-                    self._on_confirm(fragment, digest, result)
+                    results.on_confirm(fragment, digest, result)
                 case LayoutJob(fragment, digest):
                     del what[fut]
-                    self._on_layout(fragment, digest, result)
+                    results.on_layout(fragment, digest, result)
                 case _:
                     assert_never(job)
         if searches:
@@ -324,116 +268,9 @@ class Driver:
 
     def _on_search(self, row: int, fragment: int, result: SearchTaskResult) -> None:
         """Stage a search result for the next commit."""
-        self._staged.append(StagedResult(row, fragment, result))
-
-    def _commit(self) -> None:
-        """Write the staged results to the store in one batch, then act on them: the results are
-        durable (found μGraphs, children rows, done marks) before any child or confirmation runs."""
-        if not self._staged:
-            return
-        staged, self._staged = self._staged, []
-        done = [
-            TaskCompletion(
-                s.row,
-                s.result.counters,
-                s.result.worker,
-                [FoundRecord(s.fragment, f.digest, tuple(f.path), f.graph, s.row) for f in s.result.found],
-                s.result.frontier,
-            )
-            for s in staged
-        ]
-        child_rows = self.store.complete_tasks(done)
-        assert self._progress_state is not None
-        dispatch = self._dispatch
-        children: dict[int, list[tuple[int, tuple[int, ...]]]] = {}
-        for s, kids in zip(staged, child_rows, strict=True):
-            row, fragment, result = s.row, s.fragment, s.result
-            dispatch.inflight.discard(row)
-            dispatch.done.add(row)
-            self.totals.add_search(result)
-            self._progress_state.on_search(fragment, result)
-            self._estimator.finish(
-                (fragment, *result.path),
-                int(result.counters.get("nodes", 0)),
-                [(fragment, *c) for c in result.frontier],
-                result.frontier_estimates,
-            )
-            known = self._found[fragment]
-            for f in result.found:
-                have = known.get(f.digest)
-                rec = FoundRecord(fragment, f.digest, tuple(f.path), f.graph, row)
-                if have is None:
-                    known[f.digest] = rec
-                    self.on_event(
-                        {
-                            "event": "found",
-                            "fragment": self.plan.fragments[fragment].spec.name,
-                            "digest": f.digest,
-                            "path": list(f.path),
-                        }
-                    )
-                    dispatch.confirm(fragment, rec)
-                elif replaces_find(rec.path, have.path):
-                    known[f.digest] = rec
-            children.setdefault(fragment, []).extend(zip(kids, result.frontier, strict=True))
-        for fragment, tasks in children.items():
-            dispatch.searches(fragment, tasks)
-
-    def _on_confirm(self, fragment: int, digest: str, result: ConfirmationRecord) -> None:
-        self.store.put_confirmation(fragment, digest, result)
-        self._confirmed[fragment][digest] = result
-        self.totals.confirms_run += 1
-        event: ConfirmedEvent = {
-            "event": "confirmed",
-            "fragment": self.plan.fragments[fragment].spec.name,
-            "digest": digest,
-            "equivalent": result["equivalent"],
-        }
-        self.on_event(event)
-        if result["equivalent"]:
-            self._dispatch.layout(fragment, digest, self._found[fragment][digest].graph)
-
-    def _on_layout(self, fragment: int, digest: str, result: LayoutRecord) -> None:
-        self.store.put_layout(fragment, digest, result)
-        self._layouts[fragment][digest] = result
-        self.totals.layouts_run += 1
-        event: LayoutEvent = {
-            "event": "layout",
-            "fragment": self.plan.fragments[fragment].spec.name,
-            "digest": digest,
-            "objective": result.get("objective"),
-            "solve_seconds": result.get("solve_seconds"),
-            "error": result.get("error"),
-            **self._estimates(fragment, digest, result),
-        }
-        self.on_event(event)
-
-    def _estimates(self, fragment: int, digest: str, result: LayoutRecord) -> Estimates:
-        """The model's time for a μGraph now ranked and for its fragment's reference (what the final
-        ranking will say, short of --measure), for the live page's best-so-far curve."""
-        if "error" in result or digest not in self._found[fragment]:
-            return {}
-        ref = self._reference_seconds.get(fragment)
-        if ref is None:
-            ref = estimate_emitted(self.plan.fragments[fragment].spec.graph, self.profile).seconds
-            self._reference_seconds[fragment] = ref
-        return {
-            "estimated_seconds": estimate_emitted(loads(self._found[fragment][digest].graph), self.profile).seconds,
-            "reference_seconds": ref,
-        }
+        self._results.staged.append(StagedResult(row, fragment, result))
 
     # -- reporting -------------------------------------------------------------------------------
-    def _fragment_record(self, fp: FragmentPlan) -> FragmentRecord:
-        return {
-            "name": fp.spec.name,
-            "digest": fp.payload.digest,
-            "graph": fp.payload.reference,
-            "config": fp.payload.config,
-            "preset": fp.config.preset,
-            "sources": list(fp.spec.sources),
-            "outputs": list(fp.spec.outputs),
-        }
-
     def _running(self) -> dict[str, int]:
         """Search tasks a worker holds, per fragment (the scheduler's view)."""
         try:
@@ -449,19 +286,19 @@ class Driver:
         return dict(out)
 
     def _progress(self) -> ProgressEvent:
-        assert self._progress_state is not None
+        results = self._results
         names = [fp.spec.name for fp in self.plan.fragments]
         inflight = Counter(names[self._dispatch.row_fragment[r]] for r in self._dispatch.inflight)
         running = {f: min(n, inflight[f]) for f, n in self._running().items()}
         pending = {f: inflight[f] - running.get(f, 0) for f in names}
-        found = {names[i]: len(f) for i, f in enumerate(self._found)}
+        found = {names[i]: len(f) for i, f in enumerate(results.found)}
         confirmed = {
-            names[i]: sum(1 for r in conf.values() if r["equivalent"]) for i, conf in enumerate(self._confirmed)
+            names[i]: sum(1 for r in conf.values() if r["equivalent"]) for i, conf in enumerate(results.confirmed)
         }
-        event = self._progress_state.event(
-            time.perf_counter() - self._t0, self.totals.tasks_run, running, pending, found, confirmed
+        event = results.progress.event(
+            time.perf_counter() - self._t0, results.totals.tasks_run, running, pending, found, confirmed
         )
-        size = self._estimator.estimate()  # the space's estimated size and the ETA, once known
+        size = results.estimator.estimate()  # the space's estimated size and the ETA, once known
         if size:  # as_json's keys are the sample's estimated_states, estimated_fraction and eta_seconds
             event.update(cast(ProgressEvent, size.as_json(float(event["states_per_s"]))))
         return event
@@ -469,27 +306,23 @@ class Driver:
     def _sample(self, now: float, final: bool = False) -> None:
         """Keep a progress sample, write the timeline now and then, and emit the event. The write
         comes first, so an invocation killed as soon as its first event is seen is in the timeline."""
-        assert self._progress_state is not None
+        progress = self._results.progress
         event = self._progress()
-        self._progress_state.record(event)
+        progress.record(event)
         if final or now - self._timeline_written >= timeline_write_interval(now - self._t0):
-            self.store.put_timeline(self._progress_state.invocation, self._progress_state.samples)
+            self.store.put_timeline(progress.invocation, progress.samples)
             self._timeline_written = now
         self.on_event(event)
-
-    def _layout_current(self, fragment: int, digest: str) -> bool:
-        """A layout record exists and was solved for the strides this run asks for."""
-        rec = self._layouts[fragment].get(digest)
-        return rec is not None and rec.get("io_layouts", {}) == self.io[fragment]
 
     def _layout_of(self, fragment: int, digest: str, graph: KernelGraph) -> LayoutResult | None:
         """The stored layouts, or (a run stopped before its layout task ran) solved here and stored;
         None when no layout satisfies the user's strides."""
-        if not self._layout_current(fragment, digest):
+        results = self._results
+        if not results.layout_current(fragment, digest):
             rec = self._dispatch.layout_fn(digest, dumps(graph), self.io[fragment])
             self.store.put_layout(fragment, digest, rec)
-            self._layouts[fragment][digest] = rec
-        rec = self._layouts[fragment][digest]
+            results.layouts[fragment][digest] = rec
+        rec = results.layouts[fragment][digest]
         return None if "error" in rec else LayoutResult.from_json(rec)
 
     def _reference_layout(self, fragment: int) -> LayoutResult:
@@ -503,7 +336,7 @@ class Driver:
             ) from None
 
     def _finish(self, complete: bool) -> DoneEvent:
-        plan, store = self.plan, self.store
+        plan, store, results = self.plan, self.store, self._results
         self._sample(time.perf_counter(), final=True)
         chosen: dict[str, KernelGraph] = {}
         best_per_fragment: dict[str, str] = {}
@@ -513,9 +346,9 @@ class Driver:
         unlaid: dict[str, list[str]] = {}
         for i, fp in enumerate(plan.fragments):
             ok = {
-                d: loads(self._found[i][d].graph)
-                for d, r in sorted(self._confirmed[i].items())
-                if r["equivalent"] and d in self._found[i]
+                d: loads(results.found[i][d].graph)
+                for d, r in sorted(results.confirmed[i].items())
+                if r["equivalent"] and d in results.found[i]
             }
             mugraphs.extend(ok)
             ref_digest = canonical_digest(fp.spec.graph)
@@ -540,12 +373,12 @@ class Driver:
                     graphs,
                     inner,
                     self.measure,
-                    self._measured[i],
+                    results.measured[i],
                     deadline,
                     self.on_event,
                 )
             else:
-                ordered = ranked_rows(measured_first(ordered, self._measured[i]))
+                ordered = ranked_rows(measured_first(ordered, results.measured[i]))
             store.put_ranking(i, ordered)
             rankings[fp.spec.name] = [r for r in ordered if not r["reference"]]
             references[fp.spec.name] = next(r for r in ordered if r["reference"])
@@ -572,11 +405,12 @@ class Driver:
             "end_to_end_max_rel_err": err,
             "mugraphs": sorted(mugraphs),
             "gpu_profile": self.profile.name,
-            "measured": {fp.spec.name: len(m) for fp, m in zip(plan.fragments, self._measured, strict=True) if m},
+            "measured": {fp.spec.name: len(m) for fp, m in zip(plan.fragments, results.measured, strict=True) if m},
         }
         store.put_final(final)
-        c = self.totals.counters
-        busy = self.totals.busy
+        totals = results.totals
+        c = totals.counters
+        busy = totals.busy
         done: DoneEvent = {
             "event": "done",
             "store": str(store.path),
@@ -600,16 +434,16 @@ class Driver:
             "io_layouts": {fp.spec.name: io for fp, io in zip(plan.fragments, self.io, strict=True) if io},
             "no_layout": {name: ds for name, ds in unlaid.items() if ds},
             "end_to_end_max_rel_err": err,
-            "tasks_run": self.totals.tasks_run,
-            "confirms_run": self.totals.confirms_run,
-            "layouts_run": self.totals.layouts_run,
+            "tasks_run": totals.tasks_run,
+            "confirms_run": totals.confirms_run,
+            "layouts_run": totals.layouts_run,
             "tasks_done": summary["done"],
             "tasks_pending": summary["pending"],
             "states": c.nodes,
             "solver_calls": c.solver_calls,
-            "memo": dict(self.totals.memo),
+            "memo": dict(totals.memo),
             "worker_busy_seconds": {w: round(s, 3) for w, s in sorted(busy.items())},
-            "worker_peak_rss_mib": {w: round(m, 1) for w, m in sorted(self.totals.peak_rss_mib.items())},
+            "worker_peak_rss_mib": {w: round(m, 1) for w, m in sorted(totals.peak_rss_mib.items())},
             "driver_peak_rss_mib": round(peak_rss_mib(), 1),
             "store_bytes": store.size_bytes(),
             "seconds": round(time.perf_counter() - self._t0, 3),
