@@ -23,9 +23,8 @@ stage.
 from __future__ import annotations
 
 import time
-from collections import Counter
 from collections.abc import Mapping
-from typing import Any, assert_never, cast
+from typing import Any, assert_never
 
 import numpy as np
 from distributed import Client, Future
@@ -37,11 +36,12 @@ from mugraph.ir.serialize import dumps, loads
 from mugraph.pipeline.cluster import confirming_worker, gpu_workers, start_workers
 from mugraph.pipeline.commit import Results, fragment_record
 from mugraph.pipeline.dispatch import Dispatch, SearchFn
-from mugraph.pipeline.events import DoneEvent, Event, EventSink, ProgressEvent, StartEvent
+from mugraph.pipeline.events import DoneEvent, Event, EventSink, StartEvent
 from mugraph.pipeline.jobs import ConfirmJob, LayoutJob, SearchJob, StagedResult
 from mugraph.pipeline.measuring import NO_GPU, measure_fragment
 from mugraph.pipeline.plan import RunPlan, fragment_io_layouts
 from mugraph.pipeline.records import SearchTaskResult
+from mugraph.pipeline.sampling import Sampler
 from mugraph.pipeline.worker import (
     confirm_task,
     layout_task,
@@ -65,19 +65,6 @@ __all__ = ["COUNTER_NAMES", "Driver", "Event", "EventSink", "SearchFn"]
 
 COUNTER_NAMES = tuple(SearchCounters().as_dict())
 END_TO_END_TOLERANCE = 1e-6
-TIMELINE_WRITE_SECONDS = 5.0
-TIMELINE_WRITE_FRACTION = 0.01
-
-
-def timeline_write_interval(elapsed: float) -> float:
-    """Seconds between writes of the invocation's progress samples: every 5 s early on, then 1% of
-    the time run so far. The samples are thinned to a fixed number (pipeline.progress), so a write
-    costs the same after an hour as after a minute (81 ms for 600 samples of gqa's): every 5 s that
-    was 1.6% of a core for the whole of a long run, for samples about elapsed/600 apart. A kill
-    loses at most the last 1% of the curve; the task table, not the timeline, is what resumes."""
-    return max(TIMELINE_WRITE_SECONDS, TIMELINE_WRITE_FRACTION * elapsed)
-
-
 RESULT_SECONDS = 5.0  # a finished task's result is a few KiB; longer means it was lost on the way
 _LOST = object()
 
@@ -130,14 +117,14 @@ class Driver:
             warm_fn=warm_task,
         )
         self._results = Results(plan, store, self._dispatch, self.io, self.profile, self.on_event)
+        self._sampler = Sampler(plan, store, client, self._dispatch, self._results, self.on_event)
         self.totals = self._results.totals
         self._t0 = 0.0
-        self._timeline_written = -TIMELINE_WRITE_SECONDS  # the first sample is written at once
 
     # -- the run ---------------------------------------------------------------------------------
     def run(self) -> DoneEvent:
         start_workers(self.client, worker_environment())  # a local cluster's, now that the plugin is in
-        self._t0 = time.perf_counter()
+        self._t0 = self._sampler.t0 = time.perf_counter()
         store, plan, dispatch, results = self.store, self.plan, self._dispatch, self._results
         dispatch.gpu = gpu_workers(self.client) > 0
         if self.measure and not dispatch.gpu:
@@ -194,7 +181,7 @@ class Driver:
             if self._past_limit(now):
                 return True
             if now - last >= self.progress_interval:
-                self._sample(now)
+                self._sampler.sample(now)
                 dispatch.keep_confirmer(self._results.found)
                 dispatch.slots = dispatch.worker_slots()
                 last = now
@@ -270,50 +257,6 @@ class Driver:
         """Stage a search result for the next commit."""
         self._results.staged.append(StagedResult(row, fragment, result))
 
-    # -- reporting -------------------------------------------------------------------------------
-    def _running(self) -> dict[str, int]:
-        """Search tasks a worker holds, per fragment (the scheduler's view)."""
-        try:
-            processing = self.client.processing()
-        except Exception:  # a scheduler going away ends the run elsewhere; progress is best effort
-            return {}
-        out: Counter[str] = Counter()
-        for keys in processing.values():
-            for key in keys:
-                text = str(key)
-                if text.startswith("search-"):
-                    out[text[len("search-") :].rsplit("-", 1)[0]] += 1
-        return dict(out)
-
-    def _progress(self) -> ProgressEvent:
-        results = self._results
-        names = [fp.spec.name for fp in self.plan.fragments]
-        inflight = Counter(names[self._dispatch.row_fragment[r]] for r in self._dispatch.inflight)
-        running = {f: min(n, inflight[f]) for f, n in self._running().items()}
-        pending = {f: inflight[f] - running.get(f, 0) for f in names}
-        found = {names[i]: len(f) for i, f in enumerate(results.found)}
-        confirmed = {
-            names[i]: sum(1 for r in conf.values() if r["equivalent"]) for i, conf in enumerate(results.confirmed)
-        }
-        event = results.progress.event(
-            time.perf_counter() - self._t0, results.totals.tasks_run, running, pending, found, confirmed
-        )
-        size = results.estimator.estimate()  # the space's estimated size and the ETA, once known
-        if size:  # as_json's keys are the sample's estimated_states, estimated_fraction and eta_seconds
-            event.update(cast(ProgressEvent, size.as_json(float(event["states_per_s"]))))
-        return event
-
-    def _sample(self, now: float, final: bool = False) -> None:
-        """Keep a progress sample, write the timeline now and then, and emit the event. The write
-        comes first, so an invocation killed as soon as its first event is seen is in the timeline."""
-        progress = self._results.progress
-        event = self._progress()
-        progress.record(event)
-        if final or now - self._timeline_written >= timeline_write_interval(now - self._t0):
-            self.store.put_timeline(progress.invocation, progress.samples)
-            self._timeline_written = now
-        self.on_event(event)
-
     def _layout_of(self, fragment: int, digest: str, graph: KernelGraph) -> LayoutResult | None:
         """The stored layouts, or (a run stopped before its layout task ran) solved here and stored;
         None when no layout satisfies the user's strides."""
@@ -337,7 +280,7 @@ class Driver:
 
     def _finish(self, complete: bool) -> DoneEvent:
         plan, store, results = self.plan, self.store, self._results
-        self._sample(time.perf_counter(), final=True)
+        self._sampler.sample(time.perf_counter(), final=True)
         chosen: dict[str, KernelGraph] = {}
         best_per_fragment: dict[str, str] = {}
         mugraphs: list[str] = []
