@@ -5,19 +5,17 @@ Search tasks explore one subtree each under a node budget; every result is writt
 submitted (`as_completed(...).add`), so long subtrees split themselves and idle workers take the
 pieces. The driver's cost per task is what bounds how many workers one driver feeds, so it works in
 batches: the results that finished since it last looked are fetched in one `gather`, committed to the
-store in one `complete_tasks` (a few file writes however many tasks), and their children submitted
-in one `map` per priority; a batch is one result long when the driver keeps up, and grows when it
-falls behind. Each new μGraph is confirmed by its own task as soon as it is found, and each confirmed one
-gets a layout task (z3.Optimize over its tensors' layouts). When every task is done, each fragment's
-confirmed μGraphs are ranked by the roofline estimate of a GPU profile under their layouts
-(stages.layout) — and, with `measure`, the model's best of each are timed as Triton kernels on a GPU
-worker and ranked by measured time (pipeline.measuring) — the best of each fragment is stitched into
-one program, and that program is checked end to end in float64.
+store in one `complete_tasks` (pipeline.commit), and their children submitted in one `map` per
+priority (pipeline.dispatch); a batch is one result long when the driver keeps up, and grows when it
+falls behind. Each new μGraph is confirmed by its own task as soon as it is found, and each confirmed
+one gets a layout task (z3.Optimize over its tensors' layouts). When every task is done, or the time
+limit has passed, the run is ranked, stitched and checked (pipeline.finish).
 
-The driver is the store's only writer. Killing it loses at most the tasks that were running; the
-next run resubmits every row not marked done. Task keys are `search-<fragment>-<id>`,
-`confirm-<fragment>-<digest>` and `layout-<fragment>-<digest>`, so the Dask dashboard groups them by
-stage.
+This module holds the run's course: its start from what the store holds, the loop that waits for
+results and stops at the time limit, and the handling of each finished task. The driver is the
+store's only writer. Killing it loses at most the tasks that were running; the next run resubmits
+every row not marked done. Task keys are `search-<fragment>-<id>`, `confirm-<fragment>-<digest>` and
+`layout-<fragment>-<digest>`, so the Dask dashboard groups them by stage.
 """
 
 from __future__ import annotations
@@ -26,45 +24,27 @@ import time
 from collections.abc import Mapping
 from typing import Any, assert_never
 
-import numpy as np
 from distributed import Client, Future
 
-from mugraph.ir.canonical import canonical_digest
 from mugraph.ir.errors import MugraphError
-from mugraph.ir.graph import KernelGraph
-from mugraph.ir.serialize import dumps, loads
 from mugraph.pipeline.cluster import confirming_worker, gpu_workers, start_workers
 from mugraph.pipeline.commit import Results, fragment_record
 from mugraph.pipeline.dispatch import Dispatch, SearchFn
-from mugraph.pipeline.events import DoneEvent, Event, EventSink, StartEvent
+from mugraph.pipeline.events import DoneEvent, EventSink, StartEvent
+from mugraph.pipeline.finish import finish
 from mugraph.pipeline.jobs import ConfirmJob, LayoutJob, SearchJob, StagedResult
-from mugraph.pipeline.measuring import NO_GPU, measure_fragment
+from mugraph.pipeline.measuring import NO_GPU
 from mugraph.pipeline.plan import RunPlan, fragment_io_layouts
 from mugraph.pipeline.records import SearchTaskResult
 from mugraph.pipeline.sampling import Sampler
-from mugraph.pipeline.worker import (
-    confirm_task,
-    layout_task,
-    peak_rss_mib,
-    search_task,
-    warm_task,
-    worker_environment,
-)
-from mugraph.stages.combine import stitch
-from mugraph.stages.layout.choose import LayoutResult, choose_layouts
-from mugraph.stages.layout.facts import LayoutError
+from mugraph.pipeline.worker import confirm_task, layout_task, search_task, warm_task, worker_environment
 from mugraph.stages.layout.profiles import DEFAULT_PROFILE, GpuProfile, get_profile
-from mugraph.stages.layout.rank import combined, measured_first, rank
-from mugraph.stages.layout.rows import RankedRow, ranked_rows
 from mugraph.stages.search.explore import SearchCounters
-from mugraph.stages.verify.check import float_max_rel_err
-from mugraph.storage.run_records import FinalRecord
 from mugraph.storage.run_store import RunStore
 
-__all__ = ["COUNTER_NAMES", "Driver", "Event", "EventSink", "SearchFn"]
+__all__ = ["COUNTER_NAMES", "Driver"]
 
 COUNTER_NAMES = tuple(SearchCounters().as_dict())
-END_TO_END_TOLERANCE = 1e-6
 RESULT_SECONDS = 5.0  # a finished task's result is a few KiB; longer means it was lost on the way
 _LOST = object()
 
@@ -82,6 +62,9 @@ def _result(fut: Future[Any]) -> Any:
 
 
 class Driver:
+    """One invocation of a run: start from what the store holds, feed the cluster until no task is
+    left or the time limit passes, then finish; `run()` returns the `done` event."""
+
     def __init__(
         self,
         plan: RunPlan,
@@ -169,7 +152,9 @@ class Driver:
         self.client.cancel(dispatch.warming)
         if stopped:
             self.client.cancel(list(dispatch.what))
-        return self._finish(complete=not stopped)
+        self._sampler.sample(time.perf_counter(), final=True)
+        deadline = None if self.time_limit is None else self._t0 + self.time_limit
+        return finish(results, dispatch, complete=not stopped, measure=self.measure, deadline=deadline, t0=self._t0)
 
     def _loop(self) -> bool:
         """Handle results until no task is left; True when stopped by the time limit."""
@@ -256,139 +241,3 @@ class Driver:
     def _on_search(self, row: int, fragment: int, result: SearchTaskResult) -> None:
         """Stage a search result for the next commit."""
         self._results.staged.append(StagedResult(row, fragment, result))
-
-    def _layout_of(self, fragment: int, digest: str, graph: KernelGraph) -> LayoutResult | None:
-        """The stored layouts, or (a run stopped before its layout task ran) solved here and stored;
-        None when no layout satisfies the user's strides."""
-        results = self._results
-        if not results.layout_current(fragment, digest):
-            rec = self._dispatch.layout_fn(digest, dumps(graph), self.io[fragment])
-            self.store.put_layout(fragment, digest, rec)
-            results.layouts[fragment][digest] = rec
-        rec = results.layouts[fragment][digest]
-        return None if "error" in rec else LayoutResult.from_json(rec)
-
-    def _reference_layout(self, fragment: int) -> LayoutResult:
-        fp = self.plan.fragments[fragment]
-        try:
-            return choose_layouts(fp.spec.graph, self.io[fragment])
-        except LayoutError as e:
-            raise MugraphError(
-                f"{fp.spec.name}: the reference program itself has no layout with the strides "
-                f"given by --layout ({e}); drop or change them"
-            ) from None
-
-    def _finish(self, complete: bool) -> DoneEvent:
-        plan, store, results = self.plan, self.store, self._results
-        self._sampler.sample(time.perf_counter(), final=True)
-        chosen: dict[str, KernelGraph] = {}
-        best_per_fragment: dict[str, str] = {}
-        mugraphs: list[str] = []
-        rankings: dict[str, list[RankedRow]] = {}
-        references: dict[str, RankedRow] = {}
-        unlaid: dict[str, list[str]] = {}
-        for i, fp in enumerate(plan.fragments):
-            ok = {
-                d: loads(results.found[i][d].graph)
-                for d, r in sorted(results.confirmed[i].items())
-                if r["equivalent"] and d in results.found[i]
-            }
-            mugraphs.extend(ok)
-            ref_digest = canonical_digest(fp.spec.graph)
-            laid = {d: (g, self._layout_of(i, d, g)) for d, g in ok.items()}
-            candidates = {d: (g, lay) for d, (g, lay) in laid.items() if lay is not None}
-            unlaid[fp.spec.name] = sorted(d for d, (_, lay) in laid.items() if lay is None)
-            ref_layout = self._reference_layout(i)
-            rows, ref_row = rank(candidates, (fp.spec.graph, ref_layout), self.profile)
-            ref_row["digest"] = ref_digest
-            ordered = ranked_rows(combined(rows, ref_row))
-            if complete and self.measure:
-                graphs = {**ok, ref_digest: fp.spec.graph}
-                inner = {d: list(lay.layouts.kernel) for d, (_, lay) in candidates.items()}
-                inner[ref_digest] = list(ref_layout.layouts.kernel)
-                deadline = None if self.time_limit is None else self._t0 + self.time_limit
-                ordered = measure_fragment(
-                    self.client,
-                    store,
-                    i,
-                    fp,
-                    ordered,
-                    graphs,
-                    inner,
-                    self.measure,
-                    results.measured[i],
-                    deadline,
-                    self.on_event,
-                )
-            else:
-                ordered = ranked_rows(measured_first(ordered, results.measured[i]))
-            store.put_ranking(i, ordered)
-            rankings[fp.spec.name] = [r for r in ordered if not r["reference"]]
-            references[fp.spec.name] = next(r for r in ordered if r["reference"])
-            best_per_fragment[fp.spec.name] = ordered[0]["digest"]
-            if not ordered[0]["reference"]:
-                chosen[fp.spec.name] = ok[ordered[0]["digest"]]
-        stitched = stitch(plan.split, chosen)
-        n_out = len(plan.reference.output_tensors)
-        err = float_max_rel_err(plan.reference, stitched, list(range(n_out)), np)
-        if not err <= END_TO_END_TOLERANCE:
-            raise MugraphError(
-                f"the stitched program differs from {plan.program.name} in float64 "
-                f"(relative error {err:.3g}); this is a bug, please report it"
-            )
-        best = (
-            best_per_fragment[plan.fragments[0].spec.name] if len(plan.fragments) == 1 else canonical_digest(stitched)
-        )
-        summary = store.task_summary()
-        final: FinalRecord = {
-            "complete": complete,
-            "best": best,
-            "best_per_fragment": best_per_fragment,
-            "program_graph": dumps(stitched),
-            "end_to_end_max_rel_err": err,
-            "mugraphs": sorted(mugraphs),
-            "gpu_profile": self.profile.name,
-            "measured": {fp.spec.name: len(m) for fp, m in zip(plan.fragments, results.measured, strict=True) if m},
-        }
-        store.put_final(final)
-        totals = results.totals
-        c = totals.counters
-        busy = totals.busy
-        done: DoneEvent = {
-            "event": "done",
-            "store": str(store.path),
-            "program": plan.program.name,
-            "complete": complete,
-            "mugraphs": sorted(mugraphs),
-            "best": best,
-            "best_per_fragment": best_per_fragment,
-            "ranking": rankings,
-            "reference": references,
-            "gpu_profile": self.profile.name,
-            "measured": final["measured"],
-            # fragments where a candidate is estimated faster, but not by more than the model's error
-            "not_confident": sorted(
-                n
-                for n, r in rankings.items()
-                if r
-                and best_per_fragment[n] == references[n]["digest"]
-                and r[0]["estimated_seconds"] < references[n]["estimated_seconds"]
-            ),
-            "io_layouts": {fp.spec.name: io for fp, io in zip(plan.fragments, self.io, strict=True) if io},
-            "no_layout": {name: ds for name, ds in unlaid.items() if ds},
-            "end_to_end_max_rel_err": err,
-            "tasks_run": totals.tasks_run,
-            "confirms_run": totals.confirms_run,
-            "layouts_run": totals.layouts_run,
-            "tasks_done": summary["done"],
-            "tasks_pending": summary["pending"],
-            "states": c.nodes,
-            "solver_calls": c.solver_calls,
-            "memo": dict(totals.memo),
-            "worker_busy_seconds": {w: round(s, 3) for w, s in sorted(busy.items())},
-            "worker_peak_rss_mib": {w: round(m, 1) for w, m in sorted(totals.peak_rss_mib.items())},
-            "driver_peak_rss_mib": round(peak_rss_mib(), 1),
-            "store_bytes": store.size_bytes(),
-            "seconds": round(time.perf_counter() - self._t0, 3),
-        }
-        return done
