@@ -5,100 +5,46 @@ Search tasks explore one subtree each under a node budget; every result is writt
 submitted (`as_completed(...).add`), so long subtrees split themselves and idle workers take the
 pieces. The driver's cost per task is what bounds how many workers one driver feeds, so it works in
 batches: the results that finished since it last looked are fetched in one `gather`, committed to the
-store in one `complete_tasks` (a few file writes however many tasks), and their children submitted
-in one `map` per priority; a batch is one result long when the driver keeps up, and grows when it
-falls behind. Each new μGraph is confirmed by its own task as soon as it is found, and each confirmed one
-gets a layout task (z3.Optimize over its tensors' layouts). When every task is done, each fragment's
-confirmed μGraphs are ranked by the roofline estimate of a GPU profile under their layouts
-(stages.layout) — and, with `measure`, the model's best of each are timed as Triton kernels on a GPU
-worker and ranked by measured time (pipeline.measuring) — the best of each fragment is stitched into
-one program, and that program is checked end to end in float64.
+store in one `complete_tasks` (pipeline.commit), and their children submitted in one `map` per
+priority (pipeline.dispatch); a batch is one result long when the driver keeps up, and grows when it
+falls behind. Each new μGraph is confirmed by its own task as soon as it is found, and each confirmed
+one gets a layout task (z3.Optimize over its tensors' layouts). When every task is done, or the time
+limit has passed, the run is ranked, stitched and checked (pipeline.finish).
 
-The driver is the store's only writer. Killing it loses at most the tasks that were running; the
-next run resubmits every row not marked done. Task keys are `search-<fragment>-<id>`,
-`confirm-<fragment>-<digest>` and `layout-<fragment>-<digest>`, so the Dask dashboard groups them by
-stage.
+This module holds the run's course: its start from what the store holds, the loop that waits for
+results and stops at the time limit, and the handling of each finished task. The driver is the
+store's only writer. Killing it loses at most the tasks that were running; the next run resubmits
+every row not marked done. Task keys are `search-<fragment>-<id>`, `confirm-<fragment>-<digest>` and
+`layout-<fragment>-<digest>`, so the Dask dashboard groups them by stage.
 """
 
 from __future__ import annotations
 
 import time
-from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, assert_never, cast
+from collections.abc import Mapping
+from typing import Any, assert_never
 
-import numpy as np
-from distributed import Client, Future, as_completed
+from distributed import Client, Future
 
-from mugraph.ir.canonical import canonical_digest, replaces_find
 from mugraph.ir.errors import MugraphError
-from mugraph.ir.graph import KernelGraph
-from mugraph.ir.serialize import dumps, loads
 from mugraph.pipeline.cluster import confirming_worker, gpu_workers, start_workers
-from mugraph.pipeline.events import (
-    ConfirmedEvent,
-    DoneEvent,
-    Estimates,
-    Event,
-    EventSink,
-    LayoutEvent,
-    ProgressEvent,
-    StartEvent,
-)
-from mugraph.pipeline.jobs import ConfirmJob, Job, LayoutJob, Placement, SearchJob, StagedResult
-from mugraph.pipeline.measuring import NO_GPU, measure_fragment
-from mugraph.pipeline.plan import FragmentPlan, RunPlan, fragment_io_layouts
-from mugraph.pipeline.progress import RunProgress
+from mugraph.pipeline.commit import Results, fragment_record
+from mugraph.pipeline.dispatch import Dispatch, SearchFn
+from mugraph.pipeline.events import DoneEvent, EventSink, StartEvent
+from mugraph.pipeline.finish import finish
+from mugraph.pipeline.jobs import ConfirmJob, LayoutJob, SearchJob, StagedResult
+from mugraph.pipeline.measuring import NO_GPU
+from mugraph.pipeline.plan import RunPlan, fragment_io_layouts
 from mugraph.pipeline.records import SearchTaskResult
-from mugraph.pipeline.task_keys import bundle_key, bundle_size
-from mugraph.pipeline.worker import (
-    MAX_SEARCHERS,
-    confirm_task,
-    layout_task,
-    peak_rss_mib,
-    search_task,
-    warm_task,
-    worker_environment,
-)
-from mugraph.stages.combine import stitch
-from mugraph.stages.layout.choose import LayoutResult, choose_layouts
-from mugraph.stages.layout.emitted import estimate_emitted
-from mugraph.stages.layout.facts import LayoutError
+from mugraph.pipeline.sampling import Sampler
+from mugraph.pipeline.worker import confirm_task, layout_task, search_task, warm_task, worker_environment
 from mugraph.stages.layout.profiles import DEFAULT_PROFILE, GpuProfile, get_profile
-from mugraph.stages.layout.rank import combined, measured_first, rank
-from mugraph.stages.layout.rows import RankedRow, ranked_rows
-from mugraph.stages.search.estimate import SpaceEstimator
 from mugraph.stages.search.explore import SearchCounters
-from mugraph.stages.search.task_paths import task_budget
-from mugraph.stages.verify.check import float_max_rel_err
-from mugraph.storage.run_records import (
-    ConfirmationRecord,
-    FinalRecord,
-    FragmentRecord,
-    LayoutRecord,
-    MeasurementRecord,
-)
-from mugraph.storage.run_store import FoundRecord, RunStore, TaskCompletion
+from mugraph.storage.run_store import RunStore
 
-__all__ = ["COUNTER_NAMES", "Driver", "Event", "EventSink", "RunTotals", "SearchFn"]
+__all__ = ["COUNTER_NAMES", "Driver"]
 
-SearchFn = Callable[[Any, tuple[tuple[int, ...], ...], int], tuple[SearchTaskResult, ...]]
 COUNTER_NAMES = tuple(SearchCounters().as_dict())
-END_TO_END_TOLERANCE = 1e-6
-TIMELINE_WRITE_SECONDS = 5.0
-TIMELINE_WRITE_FRACTION = 0.01
-
-
-def timeline_write_interval(elapsed: float) -> float:
-    """Seconds between writes of the invocation's progress samples: every 5 s early on, then 1% of
-    the time run so far. The samples are thinned to a fixed number (pipeline.progress), so a write
-    costs the same after an hour as after a minute (81 ms for 600 samples of gqa's): every 5 s that
-    was 1.6% of a core for the whole of a long run, for samples about elapsed/600 apart. A kill
-    loses at most the last 1% of the curve; the task table, not the timeline, is what resumes."""
-    return max(TIMELINE_WRITE_SECONDS, TIMELINE_WRITE_FRACTION * elapsed)
-
-
 RESULT_SECONDS = 5.0  # a finished task's result is a few KiB; longer means it was lost on the way
 _LOST = object()
 
@@ -106,7 +52,7 @@ _LOST = object()
 def _result(fut: Future[Any]) -> Any:
     """A finished task's result, or `_LOST` when it went with a worker that died after finishing
     it. The scheduler then runs the task again, except a confirmation pinned to the dead worker,
-    which `_keep_confirmer` moves; waiting on such a future would wait forever."""
+    which `Dispatch.keep_confirmer` moves; waiting on such a future would wait forever."""
     if fut.status in ("lost", "pending"):
         return _LOST
     try:
@@ -115,32 +61,10 @@ def _result(fut: Future[Any]) -> Any:
         return _LOST
 
 
-@dataclass
-class RunTotals:
-    """What this invocation did (the store holds the totals across restarts)."""
-
-    tasks_run: int = 0
-    confirms_run: int = 0
-    layouts_run: int = 0
-    counters: SearchCounters = field(default_factory=SearchCounters)
-    memo: dict[str, int] = field(
-        default_factory=lambda: {"local_hits": 0, "remote_hits": 0, "misses": 0, "remote_errors": 0}
-    )
-    busy: dict[str, float] = field(default_factory=dict)  # worker → seconds inside tasks
-    peak_rss_mib: dict[str, float] = field(default_factory=dict)  # worker → its peak resident memory
-
-    def add_search(self, result: SearchTaskResult) -> None:
-        self.tasks_run += 1
-        for k, v in result.counters.items():
-            setattr(self.counters, k, getattr(self.counters, k) + type(getattr(self.counters, k))(v))
-        for k, v in result.memo.items():
-            self.memo[k] = self.memo.get(k, 0) + int(v)
-        w = result.worker
-        self.busy[w] = self.busy.get(w, 0.0) + result.seconds
-        self.peak_rss_mib[w] = max(self.peak_rss_mib.get(w, 0.0), result.peak_rss_mib)
-
-
 class Driver:
+    """One invocation of a run: start from what the store holds, feed the cluster until no task is
+    left or the time limit passes, then finish; `run()` returns the `done` event."""
+
     def __init__(
         self,
         plan: RunPlan,
@@ -165,137 +89,38 @@ class Driver:
         self.measure = measure  # time the model's best `measure` μGraphs of each fragment on a GPU worker
         self.on_event = on_event or (lambda e: None)
         self.progress_interval = progress_interval
-        self.totals = RunTotals()
-        self._ac: as_completed = as_completed()
-        self._what: dict[Future[Any], Job] = {}
-        self._inflight: set[int] = set()
-        self._done: set[int] = set()
-        self._found: list[dict[str, FoundRecord]] = []
-        self._confirmed: list[dict[str, ConfirmationRecord]] = []
-        self._layouts: list[dict[str, LayoutRecord]] = []
-        self._reference_seconds: dict[int, float] = {}  # per fragment: the model's time for the reference
-        self._measured: list[dict[str, MeasurementRecord]] = []
-        self._gpu = False
+        # the task functions are this module's names when the driver is made (a benchmark replaces them)
+        self._dispatch = Dispatch(
+            plan,
+            client,
+            self.io,
+            search_fn=search_fn,
+            confirm_fn=confirm_task,
+            layout_fn=layout_task,
+            warm_fn=warm_task,
+        )
+        self._results = Results(plan, store, self._dispatch, self.io, self.profile, self.on_event)
+        self._sampler = Sampler(plan, store, client, self._dispatch, self._results, self.on_event)
+        self.totals = self._results.totals
         self._t0 = 0.0
-        self._progress_state: RunProgress | None = None
-        self._estimator = SpaceEstimator()
-        self._timeline_written = -TIMELINE_WRITE_SECONDS  # the first sample is written at once
-        self._row_fragment: dict[int, int] = {}
-        self._warming: list[Future[Any]] = []
-        self._confirmer: str | None = None  # the worker all confirmations go to (no GPU)
-        self._confirm_moves = 0
-        self._staged: list[StagedResult] = []  # handled, not yet committed
-        self._slots = 1  # worker threads in the cluster (refreshed with the progress)
-
-    # -- submission ------------------------------------------------------------------------------
-    def _submit_searches(self, fragment: int, tasks: Iterable[tuple[int, tuple[int, ...]]]) -> None:
-        """Submit the (row, path) search tasks not running or done yet: one `map` per priority (a
-        deeper path first), so a batch of children costs the scheduler one message, not one each."""
-        fp = self.plan.fragments[fragment]
-        by_priority: dict[int, list[tuple[int, tuple[int, ...]]]] = {}
-        for row, path in tasks:
-            if row in self._inflight or row in self._done:
-                continue
-            self._inflight.add(row)
-            self._row_fragment[row] = fragment
-            by_priority.setdefault(len(path), []).append((row, path))
-        k = bundle_size(len(self._inflight) - self._slots, self._slots)
-        for priority, group in sorted(by_priority.items(), reverse=True):
-            bundles = [group[i : i + k] for i in range(0, len(group), k)]
-            paths = [tuple(p for _, p in b) for b in bundles]
-            futs = self.client.map(
-                self.search_fn,
-                [fp.payload] * len(bundles),
-                paths,
-                [task_budget(ps[0], self.plan.budget) for ps in paths],
-                key=[bundle_key(fp, ps) for ps in paths],
-                pure=False,
-                priority=priority,
-            )
-            for fut, b in zip(futs, bundles, strict=True):
-                self._what[fut] = SearchJob(tuple(row for row, _ in b), fragment)
-            self._ac.update(futs)
-
-    def _submit_confirm(self, fragment: int, rec: FoundRecord) -> None:
-        fp = self.plan.fragments[fragment]
-        placement: Placement = {}
-        if self._gpu:
-            placement = {"resources": {"GPU": 1}}
-        elif self._confirmer is not None:  # pinned; _keep_confirmer moves them if it leaves
-            placement = {"workers": [self._confirmer], "allow_other_workers": False}
-        moved = f"-{self._confirm_moves}" if self._confirm_moves else ""  # a new key once moved
-        fut = self.client.submit(
-            confirm_task,
-            fp.payload,
-            rec.digest,
-            rec.graph,
-            key=f"confirm-{fp.spec.name}-{rec.digest[:16]}{moved}",
-            pure=False,
-            priority=100,
-            **placement,
-        )
-        self._what[fut] = ConfirmJob(fragment, rec.digest)
-        self._ac.add(fut)
-
-    def _submit_layout(self, fragment: int, digest: str) -> None:
-        fp = self.plan.fragments[fragment]
-        fut = self.client.submit(
-            layout_task,
-            digest,
-            self._found[fragment][digest].graph,
-            self.io[fragment],
-            key=f"layout-{fp.spec.name}-{digest[:16]}",
-            pure=False,
-            priority=50,
-        )
-        self._what[fut] = LayoutJob(fragment, digest)
-        self._ac.add(fut)
-
-    def _warm(self, fragments: set[int]) -> None:
-        """Have every worker build its state for the fragments still to search while the first
-        tasks run. Pinned to their worker and never waited for: a worker already busy runs its
-        warm-up later, when it costs nothing (the state exists by then); a lost one takes its
-        warm-up with it."""
-        first = sorted(fragments)[:MAX_SEARCHERS]  # a worker keeps no more searchers than that
-        for w in sorted(self.client.scheduler_info()["workers"]):
-            for i in first:
-                fp = self.plan.fragments[i]
-                self._warming.append(
-                    self.client.submit(
-                        warm_task,
-                        fp.payload,
-                        w == self._confirmer,
-                        workers=[w],
-                        allow_other_workers=False,
-                        pure=False,
-                        priority=-1,
-                        key=f"warm-{fp.spec.name}-{w}",
-                    )
-                )
 
     # -- the run ---------------------------------------------------------------------------------
     def run(self) -> DoneEvent:
         start_workers(self.client, worker_environment())  # a local cluster's, now that the plugin is in
-        self._t0 = time.perf_counter()
-        store, plan = self.store, self.plan
-        self._gpu = gpu_workers(self.client) > 0
-        if self.measure and not self._gpu:
+        self._t0 = self._sampler.t0 = time.perf_counter()
+        store, plan, dispatch, results = self.store, self.plan, self._dispatch, self._results
+        dispatch.gpu = gpu_workers(self.client) > 0
+        if self.measure and not dispatch.gpu:
             raise MugraphError(NO_GPU)  # before anything is written
-        self._confirmer = None if self._gpu else confirming_worker(self.client)
-        self._slots = self._worker_slots()
+        dispatch.confirmer = None if dispatch.gpu else confirming_worker(self.client)
+        dispatch.slots = dispatch.worker_slots()
         # both idempotent: a kill between them must not leave a store without its root tasks
-        store.set_fragments([self._fragment_record(fp) for fp in plan.fragments])
+        store.set_fragments([fragment_record(fp) for fp in plan.fragments])
         store.add_tasks([(i, (), -1) for i in range(len(plan.fragments))])
         tasks = store.tasks()
-        self._done = {t.row for t in tasks if t.done}
+        dispatch.done = {t.row for t in tasks if t.done}
         pending = [t for t in tasks if not t.done]
-        self._found = [store.found(i) for i in range(len(plan.fragments))]
-        self._confirmed = [store.confirmations(i) for i in range(len(plan.fragments))]
-        self._layouts = [store.layouts(i) for i in range(len(plan.fragments))]
-        self._measured = [store.measurements(i) for i in range(len(plan.fragments))]
-        self._progress_state = RunProgress([fp.spec.name for fp in plan.fragments], tasks, store.timeline())
-        self._estimator = SpaceEstimator(sum(int(t.counters.get("nodes", 0)) for t in tasks if t.done))
-        self._estimator.start([(t.fragment, *t.path) for t in pending])
+        results.load(tasks)
         start: StartEvent = {
             "event": "start",
             "program": plan.program.name,
@@ -303,55 +128,55 @@ class Driver:
             "resumed": not store.created,
             "fragments": [fp.spec.name for fp in plan.fragments],
             "presets": {fp.spec.name: fp.config.preset for fp in plan.fragments},
-            "tasks_done": len(self._done),
+            "tasks_done": len(dispatch.done),
             "tasks_pending": len(pending),
             "workers": len(self.client.scheduler_info()["workers"]),
-            "gpu_workers": self._gpu,
+            "gpu_workers": dispatch.gpu,
             "dashboard": self.client.dashboard_link,
             "gpu_profile": self.profile.name,
-            "invocation": self._progress_state.invocation,
+            "invocation": results.progress.invocation,
         }
         self.on_event(start)
-        if self._progress_state.history:
-            self.on_event({"event": "history", "samples": self._progress_state.past_samples()})
+        if results.progress.history:
+            self.on_event({"event": "history", "samples": results.progress.past_samples()})
         for i in range(len(plan.fragments)):
-            self._submit_searches(i, [(t.row, t.path) for t in pending if t.fragment == i])
-        self._warm({t.fragment for t in pending})  # after: a worker takes its search task first
-        for i, found in enumerate(self._found):
+            dispatch.searches(i, [(t.row, t.path) for t in pending if t.fragment == i])
+        dispatch.warm({t.fragment for t in pending})  # after: a worker takes its search task first
+        for i, found in enumerate(results.found):
             for d, rec in sorted(found.items()):
-                if d not in self._confirmed[i]:
-                    self._submit_confirm(i, rec)
-                elif self._confirmed[i][d]["equivalent"] and not self._layout_current(i, d):
-                    self._submit_layout(i, d)
+                if d not in results.confirmed[i]:
+                    dispatch.confirm(i, rec)
+                elif results.confirmed[i][d]["equivalent"] and not results.layout_current(i, d):
+                    dispatch.layout(i, d, rec.graph)
         stopped = self._loop()
-        self.client.cancel(self._warming)
+        self.client.cancel(dispatch.warming)
         if stopped:
-            self.client.cancel(list(self._what))
-        return self._finish(complete=not stopped)
+            self.client.cancel(list(dispatch.what))
+        self._sampler.sample(time.perf_counter(), final=True)
+        deadline = None if self.time_limit is None else self._t0 + self.time_limit
+        return finish(results, dispatch, complete=not stopped, measure=self.measure, deadline=deadline, t0=self._t0)
 
     def _loop(self) -> bool:
         """Handle results until no task is left; True when stopped by the time limit."""
+        dispatch = self._dispatch
+        ac = dispatch.ac
         last = 0.0
-        while not self._ac.is_empty():
+        while not ac.is_empty():
             now = time.perf_counter()
             if self._past_limit(now):
                 return True
             if now - last >= self.progress_interval:
-                self._sample(now)
-                self._keep_confirmer()
-                self._slots = self._worker_slots()
+                self._sampler.sample(now)
+                dispatch.keep_confirmer(self._results.found)
+                dispatch.slots = dispatch.worker_slots()
                 last = now
             if not self._wait_ready(last + self.progress_interval - now):
                 continue
-            stopped = self._handle(self._ac.next_batch(block=False))
-            self._commit()
+            stopped = self._handle(ac.next_batch(block=False))
+            self._results.commit()
             if stopped:
                 return True
         return False
-
-    def _worker_slots(self) -> int:
-        """Worker threads in the cluster (the client's cached view of the scheduler)."""
-        return sum(int(w.get("nthreads", 1)) for w in self.client.scheduler_info()["workers"].values()) or 1
 
     def _wait_ready(self, seconds: float) -> bool:
         """Whether a task has finished, waiting up to `seconds` (and never past the time limit) for
@@ -360,21 +185,23 @@ class Driver:
         period to every link of the task tree's longest chain."""
         if self.time_limit is not None:
             seconds = min(seconds, self._t0 + self.time_limit - time.perf_counter())
-        cond = self._ac.thread_condition
+        ac = self._dispatch.ac
+        cond = ac.thread_condition
         with cond:  # held while checking: a result put after the check notifies after the wait begins
-            if not self._ac.has_ready() and seconds > 0:
+            if not ac.has_ready() and seconds > 0:
                 cond.wait(seconds)
-        return bool(self._ac.has_ready())
+        return bool(ac.has_ready())
 
     def _handle(self, batch: list[Future[Any]]) -> bool:
         """Handle a batch of finished tasks: search results are fetched in one `gather` and staged
         for one commit. True when the time limit passed: a driver behind its workers gets long
         batches, so the limit is checked per result, and the results not handled stay pending in the
         store (their tasks rerun on resume)."""
+        what, results = self._dispatch.what, self._results
         searches: list[tuple[Future[Any], SearchJob]] = []  # finished: fetched together below
         fetched: list[tuple[Future[Any], SearchJob, tuple[SearchTaskResult, ...]]] = []  # one by one (not finished)
         for fut in batch:
-            job = self._what.get(fut)
+            job = what.get(fut)
             if job is None:  # a confirmation moved off a lost worker
                 continue
             if isinstance(job, SearchJob) and fut.status == "finished":
@@ -383,336 +210,34 @@ class Driver:
             if self._past_limit(time.perf_counter()):
                 return True
             result = _result(fut)
-            if result is _LOST:  # watched again until the scheduler (or _keep_confirmer) redoes it
-                self._ac.add(fut)
+            if result is _LOST:  # watched again until the scheduler (or keep_confirmer) redoes it
+                self._dispatch.ac.add(fut)
                 continue
             match job:
                 case SearchJob():
                     fetched.append((fut, job, result))
                 case ConfirmJob(fragment, digest):
-                    del self._what[fut]
-                    self._on_confirm(fragment, digest, result)
+                    del what[fut]
+                    results.on_confirm(fragment, digest, result)
                 case LayoutJob(fragment, digest):
-                    del self._what[fut]
-                    self._on_layout(fragment, digest, result)
+                    del what[fut]
+                    results.on_layout(fragment, digest, result)
                 case _:
                     assert_never(job)
         if searches:
             bundles = self.client.gather([fut for fut, _ in searches])
             fetched += [(fut, job, b) for (fut, job), b in zip(searches, bundles, strict=True)]
         for fut, search, bundle in fetched:
-            del self._what[fut]
+            del what[fut]
             for row, result in zip(search.rows, bundle, strict=True):
                 if self._past_limit(time.perf_counter()):
                     return True
                 self._on_search(row, search.fragment, result)
         return False
 
-    def _keep_confirmer(self) -> None:
-        """If the confirming worker has left the cluster, move its confirmations to another one
-        (they are pinned to it, so nothing else would ever run them)."""
-        if self._confirmer is None or self._confirmer in self.client.scheduler_info()["workers"]:
-            return
-        self._confirmer = confirming_worker(self.client)
-        self._confirm_moves += 1
-        moved = [(fut, job) for fut, job in self._what.items() if isinstance(job, ConfirmJob)]
-        for fut, job in moved:
-            del self._what[fut]
-            fut.cancel()
-            self._submit_confirm(job.fragment, self._found[job.fragment][job.digest])
-
     def _past_limit(self, now: float) -> bool:
         return self.time_limit is not None and now - self._t0 >= self.time_limit
 
     def _on_search(self, row: int, fragment: int, result: SearchTaskResult) -> None:
         """Stage a search result for the next commit."""
-        self._staged.append(StagedResult(row, fragment, result))
-
-    def _commit(self) -> None:
-        """Write the staged results to the store in one batch, then act on them: the results are
-        durable (found μGraphs, children rows, done marks) before any child or confirmation runs."""
-        if not self._staged:
-            return
-        staged, self._staged = self._staged, []
-        done = [
-            TaskCompletion(
-                s.row,
-                s.result.counters,
-                s.result.worker,
-                [FoundRecord(s.fragment, f.digest, tuple(f.path), f.graph, s.row) for f in s.result.found],
-                s.result.frontier,
-            )
-            for s in staged
-        ]
-        child_rows = self.store.complete_tasks(done)
-        assert self._progress_state is not None
-        children: dict[int, list[tuple[int, tuple[int, ...]]]] = {}
-        for s, kids in zip(staged, child_rows, strict=True):
-            row, fragment, result = s.row, s.fragment, s.result
-            self._inflight.discard(row)
-            self._done.add(row)
-            self.totals.add_search(result)
-            self._progress_state.on_search(fragment, result)
-            self._estimator.finish(
-                (fragment, *result.path),
-                int(result.counters.get("nodes", 0)),
-                [(fragment, *c) for c in result.frontier],
-                result.frontier_estimates,
-            )
-            known = self._found[fragment]
-            for f in result.found:
-                have = known.get(f.digest)
-                rec = FoundRecord(fragment, f.digest, tuple(f.path), f.graph, row)
-                if have is None:
-                    known[f.digest] = rec
-                    self.on_event(
-                        {
-                            "event": "found",
-                            "fragment": self.plan.fragments[fragment].spec.name,
-                            "digest": f.digest,
-                            "path": list(f.path),
-                        }
-                    )
-                    self._submit_confirm(fragment, rec)
-                elif replaces_find(rec.path, have.path):
-                    known[f.digest] = rec
-            children.setdefault(fragment, []).extend(zip(kids, result.frontier, strict=True))
-        for fragment, tasks in children.items():
-            self._submit_searches(fragment, tasks)
-
-    def _on_confirm(self, fragment: int, digest: str, result: ConfirmationRecord) -> None:
-        self.store.put_confirmation(fragment, digest, result)
-        self._confirmed[fragment][digest] = result
-        self.totals.confirms_run += 1
-        event: ConfirmedEvent = {
-            "event": "confirmed",
-            "fragment": self.plan.fragments[fragment].spec.name,
-            "digest": digest,
-            "equivalent": result["equivalent"],
-        }
-        self.on_event(event)
-        if result["equivalent"]:
-            self._submit_layout(fragment, digest)
-
-    def _on_layout(self, fragment: int, digest: str, result: LayoutRecord) -> None:
-        self.store.put_layout(fragment, digest, result)
-        self._layouts[fragment][digest] = result
-        self.totals.layouts_run += 1
-        event: LayoutEvent = {
-            "event": "layout",
-            "fragment": self.plan.fragments[fragment].spec.name,
-            "digest": digest,
-            "objective": result.get("objective"),
-            "solve_seconds": result.get("solve_seconds"),
-            "error": result.get("error"),
-            **self._estimates(fragment, digest, result),
-        }
-        self.on_event(event)
-
-    def _estimates(self, fragment: int, digest: str, result: LayoutRecord) -> Estimates:
-        """The model's time for a μGraph now ranked and for its fragment's reference (what the final
-        ranking will say, short of --measure), for the live page's best-so-far curve."""
-        if "error" in result or digest not in self._found[fragment]:
-            return {}
-        ref = self._reference_seconds.get(fragment)
-        if ref is None:
-            ref = estimate_emitted(self.plan.fragments[fragment].spec.graph, self.profile).seconds
-            self._reference_seconds[fragment] = ref
-        return {
-            "estimated_seconds": estimate_emitted(loads(self._found[fragment][digest].graph), self.profile).seconds,
-            "reference_seconds": ref,
-        }
-
-    # -- reporting -------------------------------------------------------------------------------
-    def _fragment_record(self, fp: FragmentPlan) -> FragmentRecord:
-        return {
-            "name": fp.spec.name,
-            "digest": fp.payload.digest,
-            "graph": fp.payload.reference,
-            "config": fp.payload.config,
-            "preset": fp.config.preset,
-            "sources": list(fp.spec.sources),
-            "outputs": list(fp.spec.outputs),
-        }
-
-    def _running(self) -> dict[str, int]:
-        """Search tasks a worker holds, per fragment (the scheduler's view)."""
-        try:
-            processing = self.client.processing()
-        except Exception:  # a scheduler going away ends the run elsewhere; progress is best effort
-            return {}
-        out: Counter[str] = Counter()
-        for keys in processing.values():
-            for key in keys:
-                text = str(key)
-                if text.startswith("search-"):
-                    out[text[len("search-") :].rsplit("-", 1)[0]] += 1
-        return dict(out)
-
-    def _progress(self) -> ProgressEvent:
-        assert self._progress_state is not None
-        names = [fp.spec.name for fp in self.plan.fragments]
-        inflight = Counter(names[self._row_fragment[r]] for r in self._inflight)
-        running = {f: min(n, inflight[f]) for f, n in self._running().items()}
-        pending = {f: inflight[f] - running.get(f, 0) for f in names}
-        found = {names[i]: len(f) for i, f in enumerate(self._found)}
-        confirmed = {
-            names[i]: sum(1 for r in conf.values() if r["equivalent"]) for i, conf in enumerate(self._confirmed)
-        }
-        event = self._progress_state.event(
-            time.perf_counter() - self._t0, self.totals.tasks_run, running, pending, found, confirmed
-        )
-        size = self._estimator.estimate()  # the space's estimated size and the ETA, once known
-        if size:  # as_json's keys are the sample's estimated_states, estimated_fraction and eta_seconds
-            event.update(cast(ProgressEvent, size.as_json(float(event["states_per_s"]))))
-        return event
-
-    def _sample(self, now: float, final: bool = False) -> None:
-        """Keep a progress sample, write the timeline now and then, and emit the event. The write
-        comes first, so an invocation killed as soon as its first event is seen is in the timeline."""
-        assert self._progress_state is not None
-        event = self._progress()
-        self._progress_state.record(event)
-        if final or now - self._timeline_written >= timeline_write_interval(now - self._t0):
-            self.store.put_timeline(self._progress_state.invocation, self._progress_state.samples)
-            self._timeline_written = now
-        self.on_event(event)
-
-    def _layout_current(self, fragment: int, digest: str) -> bool:
-        """A layout record exists and was solved for the strides this run asks for."""
-        rec = self._layouts[fragment].get(digest)
-        return rec is not None and rec.get("io_layouts", {}) == self.io[fragment]
-
-    def _layout_of(self, fragment: int, digest: str, graph: KernelGraph) -> LayoutResult | None:
-        """The stored layouts, or (a run stopped before its layout task ran) solved here and stored;
-        None when no layout satisfies the user's strides."""
-        if not self._layout_current(fragment, digest):
-            rec = layout_task(digest, dumps(graph), self.io[fragment])
-            self.store.put_layout(fragment, digest, rec)
-            self._layouts[fragment][digest] = rec
-        rec = self._layouts[fragment][digest]
-        return None if "error" in rec else LayoutResult.from_json(rec)
-
-    def _reference_layout(self, fragment: int) -> LayoutResult:
-        fp = self.plan.fragments[fragment]
-        try:
-            return choose_layouts(fp.spec.graph, self.io[fragment])
-        except LayoutError as e:
-            raise MugraphError(
-                f"{fp.spec.name}: the reference program itself has no layout with the strides "
-                f"given by --layout ({e}); drop or change them"
-            ) from None
-
-    def _finish(self, complete: bool) -> DoneEvent:
-        plan, store = self.plan, self.store
-        self._sample(time.perf_counter(), final=True)
-        chosen: dict[str, KernelGraph] = {}
-        best_per_fragment: dict[str, str] = {}
-        mugraphs: list[str] = []
-        rankings: dict[str, list[RankedRow]] = {}
-        references: dict[str, RankedRow] = {}
-        unlaid: dict[str, list[str]] = {}
-        for i, fp in enumerate(plan.fragments):
-            ok = {
-                d: loads(self._found[i][d].graph)
-                for d, r in sorted(self._confirmed[i].items())
-                if r["equivalent"] and d in self._found[i]
-            }
-            mugraphs.extend(ok)
-            ref_digest = canonical_digest(fp.spec.graph)
-            laid = {d: (g, self._layout_of(i, d, g)) for d, g in ok.items()}
-            candidates = {d: (g, lay) for d, (g, lay) in laid.items() if lay is not None}
-            unlaid[fp.spec.name] = sorted(d for d, (_, lay) in laid.items() if lay is None)
-            ref_layout = self._reference_layout(i)
-            rows, ref_row = rank(candidates, (fp.spec.graph, ref_layout), self.profile)
-            ref_row["digest"] = ref_digest
-            ordered = ranked_rows(combined(rows, ref_row))
-            if complete and self.measure:
-                graphs = {**ok, ref_digest: fp.spec.graph}
-                inner = {d: list(lay.layouts.kernel) for d, (_, lay) in candidates.items()}
-                inner[ref_digest] = list(ref_layout.layouts.kernel)
-                deadline = None if self.time_limit is None else self._t0 + self.time_limit
-                ordered = measure_fragment(
-                    self.client,
-                    store,
-                    i,
-                    fp,
-                    ordered,
-                    graphs,
-                    inner,
-                    self.measure,
-                    self._measured[i],
-                    deadline,
-                    self.on_event,
-                )
-            else:
-                ordered = ranked_rows(measured_first(ordered, self._measured[i]))
-            store.put_ranking(i, ordered)
-            rankings[fp.spec.name] = [r for r in ordered if not r["reference"]]
-            references[fp.spec.name] = next(r for r in ordered if r["reference"])
-            best_per_fragment[fp.spec.name] = ordered[0]["digest"]
-            if not ordered[0]["reference"]:
-                chosen[fp.spec.name] = ok[ordered[0]["digest"]]
-        stitched = stitch(plan.split, chosen)
-        n_out = len(plan.reference.output_tensors)
-        err = float_max_rel_err(plan.reference, stitched, list(range(n_out)), np)
-        if not err <= END_TO_END_TOLERANCE:
-            raise MugraphError(
-                f"the stitched program differs from {plan.program.name} in float64 "
-                f"(relative error {err:.3g}); this is a bug, please report it"
-            )
-        best = (
-            best_per_fragment[plan.fragments[0].spec.name] if len(plan.fragments) == 1 else canonical_digest(stitched)
-        )
-        summary = store.task_summary()
-        final: FinalRecord = {
-            "complete": complete,
-            "best": best,
-            "best_per_fragment": best_per_fragment,
-            "program_graph": dumps(stitched),
-            "end_to_end_max_rel_err": err,
-            "mugraphs": sorted(mugraphs),
-            "gpu_profile": self.profile.name,
-            "measured": {fp.spec.name: len(m) for fp, m in zip(plan.fragments, self._measured, strict=True) if m},
-        }
-        store.put_final(final)
-        c = self.totals.counters
-        busy = self.totals.busy
-        done: DoneEvent = {
-            "event": "done",
-            "store": str(store.path),
-            "program": plan.program.name,
-            "complete": complete,
-            "mugraphs": sorted(mugraphs),
-            "best": best,
-            "best_per_fragment": best_per_fragment,
-            "ranking": rankings,
-            "reference": references,
-            "gpu_profile": self.profile.name,
-            "measured": final["measured"],
-            # fragments where a candidate is estimated faster, but not by more than the model's error
-            "not_confident": sorted(
-                n
-                for n, r in rankings.items()
-                if r
-                and best_per_fragment[n] == references[n]["digest"]
-                and r[0]["estimated_seconds"] < references[n]["estimated_seconds"]
-            ),
-            "io_layouts": {fp.spec.name: io for fp, io in zip(plan.fragments, self.io, strict=True) if io},
-            "no_layout": {name: ds for name, ds in unlaid.items() if ds},
-            "end_to_end_max_rel_err": err,
-            "tasks_run": self.totals.tasks_run,
-            "confirms_run": self.totals.confirms_run,
-            "layouts_run": self.totals.layouts_run,
-            "tasks_done": summary["done"],
-            "tasks_pending": summary["pending"],
-            "states": c.nodes,
-            "solver_calls": c.solver_calls,
-            "memo": dict(self.totals.memo),
-            "worker_busy_seconds": {w: round(s, 3) for w, s in sorted(busy.items())},
-            "worker_peak_rss_mib": {w: round(m, 1) for w, m in sorted(self.totals.peak_rss_mib.items())},
-            "driver_peak_rss_mib": round(peak_rss_mib(), 1),
-            "store_bytes": store.size_bytes(),
-            "seconds": round(time.perf_counter() - self._t0, 3),
-        }
-        return done
+        self._results.staged.append(StagedResult(row, fragment, result))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from mugraph.pipeline.driver import TIMELINE_WRITE_SECONDS, timeline_write_interval
+from mugraph.pipeline.sampling import TIMELINE_WRITE_SECONDS, timeline_write_interval
 
 
 def writes_over(seconds: int) -> list[float]:

@@ -1,0 +1,210 @@
+"""What the run knows of its results, and their commit to the store.
+
+The driver is the store's only writer, and it writes before it acts: search results are staged as
+they are handled and written in one batch (found μGraphs, children rows, done marks; a few file writes
+however many tasks) before any child or confirmation is submitted, so a kill loses at most the tasks
+that were running. Each new μGraph gets its confirmation task and each equivalent one its layout task;
+the counters the results carry feed the run's totals, its progress and the space-size estimate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from mugraph.ir.canonical import replaces_find
+from mugraph.ir.serialize import loads
+from mugraph.pipeline.dispatch import Dispatch
+from mugraph.pipeline.events import ConfirmedEvent, Estimates, EventSink, LayoutEvent
+from mugraph.pipeline.jobs import StagedResult
+from mugraph.pipeline.plan import FragmentPlan, RunPlan
+from mugraph.pipeline.progress import RunProgress
+from mugraph.pipeline.records import SearchTaskResult
+from mugraph.stages.layout.emitted import estimate_emitted
+from mugraph.stages.layout.profiles import GpuProfile
+from mugraph.stages.search.estimate import SpaceEstimator
+from mugraph.stages.search.explore import SearchCounters
+from mugraph.storage.run_records import ConfirmationRecord, FragmentRecord, LayoutRecord, MeasurementRecord
+from mugraph.storage.run_store import FoundRecord, RunStore, TaskCompletion
+from mugraph.storage.task_table import TaskRecord
+
+__all__ = ["Results", "RunTotals", "fragment_record"]
+
+
+@dataclass
+class RunTotals:
+    """What this invocation did (the store holds the totals across restarts)."""
+
+    tasks_run: int = 0
+    confirms_run: int = 0
+    layouts_run: int = 0
+    counters: SearchCounters = field(default_factory=SearchCounters)
+    memo: dict[str, int] = field(
+        default_factory=lambda: {"local_hits": 0, "remote_hits": 0, "misses": 0, "remote_errors": 0}
+    )
+    busy: dict[str, float] = field(default_factory=dict)  # worker → seconds inside tasks
+    peak_rss_mib: dict[str, float] = field(default_factory=dict)  # worker → its peak resident memory
+
+    def add_search(self, result: SearchTaskResult) -> None:
+        self.tasks_run += 1
+        for k, v in result.counters.items():
+            setattr(self.counters, k, getattr(self.counters, k) + type(getattr(self.counters, k))(v))
+        for k, v in result.memo.items():
+            self.memo[k] = self.memo.get(k, 0) + int(v)
+        w = result.worker
+        self.busy[w] = self.busy.get(w, 0.0) + result.seconds
+        self.peak_rss_mib[w] = max(self.peak_rss_mib.get(w, 0.0), result.peak_rss_mib)
+
+
+def fragment_record(fp: FragmentPlan) -> FragmentRecord:
+    """A fragment as the store keeps it, written once at the start of every invocation."""
+    return {
+        "name": fp.spec.name,
+        "digest": fp.payload.digest,
+        "graph": fp.payload.reference,
+        "config": fp.payload.config,
+        "preset": fp.config.preset,
+        "sources": list(fp.spec.sources),
+        "outputs": list(fp.spec.outputs),
+    }
+
+
+class Results:
+    """Per fragment, the μGraphs found, confirmed, laid out and measured, as in the store; and the
+    search results handled but not yet committed."""
+
+    def __init__(
+        self,
+        plan: RunPlan,
+        store: RunStore,
+        dispatch: Dispatch,
+        io: Sequence[dict[str, int]],
+        profile: GpuProfile,
+        on_event: EventSink,
+    ) -> None:
+        self.plan = plan
+        self.store = store
+        self.dispatch = dispatch
+        self.io = io
+        self.profile = profile
+        self.on_event = on_event
+        self.totals = RunTotals()
+        self.found: list[dict[str, FoundRecord]] = []
+        self.confirmed: list[dict[str, ConfirmationRecord]] = []
+        self.layouts: list[dict[str, LayoutRecord]] = []
+        self.measured: list[dict[str, MeasurementRecord]] = []
+        self.staged: list[StagedResult] = []  # handled, not yet committed
+        self.reference_seconds: dict[int, float] = {}  # per fragment: the model's time for the reference
+        self.progress = RunProgress([fp.spec.name for fp in plan.fragments], [], [])
+        self.estimator = SpaceEstimator()
+
+    def load(self, tasks: Sequence[TaskRecord]) -> None:
+        """Read what earlier invocations left in the store (`tasks` is its task table)."""
+        store, n = self.store, len(self.plan.fragments)
+        self.found = [store.found(i) for i in range(n)]
+        self.confirmed = [store.confirmations(i) for i in range(n)]
+        self.layouts = [store.layouts(i) for i in range(n)]
+        self.measured = [store.measurements(i) for i in range(n)]
+        self.progress = RunProgress([fp.spec.name for fp in self.plan.fragments], tasks, store.timeline())
+        self.estimator = SpaceEstimator(sum(int(t.counters.get("nodes", 0)) for t in tasks if t.done))
+        self.estimator.start([(t.fragment, *t.path) for t in tasks if not t.done])
+
+    def layout_current(self, fragment: int, digest: str) -> bool:
+        """A layout record exists and was solved for the strides this run asks for."""
+        rec = self.layouts[fragment].get(digest)
+        return rec is not None and rec.get("io_layouts", {}) == self.io[fragment]
+
+    def commit(self) -> None:
+        """Write the staged results to the store in one batch, then act on them: the results are
+        durable (found μGraphs, children rows, done marks) before any child or confirmation runs."""
+        if not self.staged:
+            return
+        staged, self.staged = self.staged, []
+        done = [
+            TaskCompletion(
+                s.row,
+                s.result.counters,
+                s.result.worker,
+                [FoundRecord(s.fragment, f.digest, tuple(f.path), f.graph, s.row) for f in s.result.found],
+                s.result.frontier,
+            )
+            for s in staged
+        ]
+        child_rows = self.store.complete_tasks(done)
+        dispatch = self.dispatch
+        children: dict[int, list[tuple[int, tuple[int, ...]]]] = {}
+        for s, kids in zip(staged, child_rows, strict=True):
+            row, fragment, result = s.row, s.fragment, s.result
+            dispatch.inflight.discard(row)
+            dispatch.done.add(row)
+            self.totals.add_search(result)
+            self.progress.on_search(fragment, result)
+            self.estimator.finish(
+                (fragment, *result.path),
+                int(result.counters.get("nodes", 0)),
+                [(fragment, *c) for c in result.frontier],
+                result.frontier_estimates,
+            )
+            known = self.found[fragment]
+            for f in result.found:
+                have = known.get(f.digest)
+                rec = FoundRecord(fragment, f.digest, tuple(f.path), f.graph, row)
+                if have is None:
+                    known[f.digest] = rec
+                    self.on_event(
+                        {
+                            "event": "found",
+                            "fragment": self.plan.fragments[fragment].spec.name,
+                            "digest": f.digest,
+                            "path": list(f.path),
+                        }
+                    )
+                    dispatch.confirm(fragment, rec)
+                elif replaces_find(rec.path, have.path):
+                    known[f.digest] = rec
+            children.setdefault(fragment, []).extend(zip(kids, result.frontier, strict=True))
+        for fragment, tasks in children.items():
+            dispatch.searches(fragment, tasks)
+
+    def on_confirm(self, fragment: int, digest: str, result: ConfirmationRecord) -> None:
+        self.store.put_confirmation(fragment, digest, result)
+        self.confirmed[fragment][digest] = result
+        self.totals.confirms_run += 1
+        event: ConfirmedEvent = {
+            "event": "confirmed",
+            "fragment": self.plan.fragments[fragment].spec.name,
+            "digest": digest,
+            "equivalent": result["equivalent"],
+        }
+        self.on_event(event)
+        if result["equivalent"]:
+            self.dispatch.layout(fragment, digest, self.found[fragment][digest].graph)
+
+    def on_layout(self, fragment: int, digest: str, result: LayoutRecord) -> None:
+        self.store.put_layout(fragment, digest, result)
+        self.layouts[fragment][digest] = result
+        self.totals.layouts_run += 1
+        event: LayoutEvent = {
+            "event": "layout",
+            "fragment": self.plan.fragments[fragment].spec.name,
+            "digest": digest,
+            "objective": result.get("objective"),
+            "solve_seconds": result.get("solve_seconds"),
+            "error": result.get("error"),
+            **self.estimates(fragment, digest, result),
+        }
+        self.on_event(event)
+
+    def estimates(self, fragment: int, digest: str, result: LayoutRecord) -> Estimates:
+        """The model's time for a μGraph now ranked and for its fragment's reference (what the final
+        ranking will say, short of --measure), for the live page's best-so-far curve."""
+        if "error" in result or digest not in self.found[fragment]:
+            return {}
+        ref = self.reference_seconds.get(fragment)
+        if ref is None:
+            ref = estimate_emitted(self.plan.fragments[fragment].spec.graph, self.profile).seconds
+            self.reference_seconds[fragment] = ref
+        return {
+            "estimated_seconds": estimate_emitted(loads(self.found[fragment][digest].graph), self.profile).seconds,
+            "reference_seconds": ref,
+        }

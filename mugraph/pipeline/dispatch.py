@@ -1,0 +1,164 @@
+"""What the driver sends to the cluster, and where: search paths bundled per priority, one confirmation
+per found μGraph, one layout task per confirmed one, and the workers' warm-up tasks.
+
+Every future is watched in one `as_completed` and remembered with the job it is, so the driver's loop
+knows what each result belongs to. The frontier's bookkeeping (rows running, rows done) lives here
+too, since it is what keeps a path from being submitted twice. The task functions are given, not
+imported, so a benchmark can replay recorded results through the same submission code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from distributed import Client, Future, as_completed
+
+from mugraph.pipeline.cluster import confirming_worker
+from mugraph.pipeline.jobs import ConfirmJob, Job, LayoutJob, Placement, SearchJob
+from mugraph.pipeline.plan import RunPlan
+from mugraph.pipeline.records import SearchTaskResult
+from mugraph.pipeline.task_keys import bundle_key, bundle_size
+from mugraph.pipeline.worker import MAX_SEARCHERS
+from mugraph.stages.search.task_paths import task_budget
+from mugraph.storage.run_records import LayoutRecord
+from mugraph.storage.run_store import FoundRecord
+
+__all__ = ["Dispatch", "SearchFn"]
+
+SearchFn = Callable[[Any, tuple[tuple[int, ...], ...], int], tuple[SearchTaskResult, ...]]
+
+
+class Dispatch:
+    """The driver's side of the cluster: submission, placement and the futures it watches."""
+
+    def __init__(
+        self,
+        plan: RunPlan,
+        client: Client,
+        io: Sequence[dict[str, int]],
+        *,
+        search_fn: SearchFn,
+        confirm_fn: Callable[..., Any],
+        layout_fn: Callable[[str, str, dict[str, int]], LayoutRecord],
+        warm_fn: Callable[..., Any],
+    ) -> None:
+        self.plan = plan
+        self.client = client
+        self.io = io  # the user's strides, per fragment
+        self.search_fn = search_fn
+        self.confirm_fn = confirm_fn
+        self.layout_fn = layout_fn
+        self.warm_fn = warm_fn
+        self.ac: as_completed = as_completed()
+        self.what: dict[Future[Any], Job] = {}
+        self.inflight: set[int] = set()
+        self.done: set[int] = set()
+        self.row_fragment: dict[int, int] = {}
+        self.warming: list[Future[Any]] = []
+        self.gpu = False
+        self.confirmer: str | None = None  # the worker all confirmations go to (no GPU)
+        self.confirm_moves = 0
+        self.slots = 1  # worker threads in the cluster (refreshed with the progress)
+
+    def searches(self, fragment: int, tasks: Iterable[tuple[int, tuple[int, ...]]]) -> None:
+        """Submit the (row, path) search tasks not running or done yet: one `map` per priority (a
+        deeper path first), so a batch of children costs the scheduler one message, not one each."""
+        fp = self.plan.fragments[fragment]
+        by_priority: dict[int, list[tuple[int, tuple[int, ...]]]] = {}
+        for row, path in tasks:
+            if row in self.inflight or row in self.done:
+                continue
+            self.inflight.add(row)
+            self.row_fragment[row] = fragment
+            by_priority.setdefault(len(path), []).append((row, path))
+        k = bundle_size(len(self.inflight) - self.slots, self.slots)
+        for priority, group in sorted(by_priority.items(), reverse=True):
+            bundles = [group[i : i + k] for i in range(0, len(group), k)]
+            paths = [tuple(p for _, p in b) for b in bundles]
+            futs = self.client.map(
+                self.search_fn,
+                [fp.payload] * len(bundles),
+                paths,
+                [task_budget(ps[0], self.plan.budget) for ps in paths],
+                key=[bundle_key(fp, ps) for ps in paths],
+                pure=False,
+                priority=priority,
+            )
+            for fut, b in zip(futs, bundles, strict=True):
+                self.what[fut] = SearchJob(tuple(row for row, _ in b), fragment)
+            self.ac.update(futs)
+
+    def confirm(self, fragment: int, rec: FoundRecord) -> None:
+        fp = self.plan.fragments[fragment]
+        placement: Placement = {}
+        if self.gpu:
+            placement = {"resources": {"GPU": 1}}
+        elif self.confirmer is not None:  # pinned; keep_confirmer moves them if it leaves
+            placement = {"workers": [self.confirmer], "allow_other_workers": False}
+        moved = f"-{self.confirm_moves}" if self.confirm_moves else ""  # a new key once moved
+        fut = self.client.submit(
+            self.confirm_fn,
+            fp.payload,
+            rec.digest,
+            rec.graph,
+            key=f"confirm-{fp.spec.name}-{rec.digest[:16]}{moved}",
+            pure=False,
+            priority=100,
+            **placement,
+        )
+        self.what[fut] = ConfirmJob(fragment, rec.digest)
+        self.ac.add(fut)
+
+    def layout(self, fragment: int, digest: str, graph: str) -> None:
+        fp = self.plan.fragments[fragment]
+        fut = self.client.submit(
+            self.layout_fn,
+            digest,
+            graph,
+            self.io[fragment],
+            key=f"layout-{fp.spec.name}-{digest[:16]}",
+            pure=False,
+            priority=50,
+        )
+        self.what[fut] = LayoutJob(fragment, digest)
+        self.ac.add(fut)
+
+    def warm(self, fragments: set[int]) -> None:
+        """Have every worker build its state for the fragments still to search while the first
+        tasks run. Pinned to their worker and never waited for: a worker already busy runs its
+        warm-up later, when it costs nothing (the state exists by then); a lost one takes its
+        warm-up with it."""
+        first = sorted(fragments)[:MAX_SEARCHERS]  # a worker keeps no more searchers than that
+        for w in sorted(self.client.scheduler_info()["workers"]):
+            for i in first:
+                fp = self.plan.fragments[i]
+                self.warming.append(
+                    self.client.submit(
+                        self.warm_fn,
+                        fp.payload,
+                        w == self.confirmer,
+                        workers=[w],
+                        allow_other_workers=False,
+                        pure=False,
+                        priority=-1,
+                        key=f"warm-{fp.spec.name}-{w}",
+                    )
+                )
+
+    def keep_confirmer(self, found: Sequence[Mapping[str, FoundRecord]]) -> None:
+        """If the confirming worker has left the cluster, move its confirmations to another one
+        (they are pinned to it, so nothing else would ever run them)."""
+        if self.confirmer is None or self.confirmer in self.client.scheduler_info()["workers"]:
+            return
+        self.confirmer = confirming_worker(self.client)
+        self.confirm_moves += 1
+        moved = [(fut, job) for fut, job in self.what.items() if isinstance(job, ConfirmJob)]
+        for fut, job in moved:
+            del self.what[fut]
+            fut.cancel()
+            self.confirm(job.fragment, found[job.fragment][job.digest])
+
+    def worker_slots(self) -> int:
+        """Worker threads in the cluster (the client's cached view of the scheduler)."""
+        return sum(int(w.get("nthreads", 1)) for w in self.client.scheduler_info()["workers"].values()) or 1
