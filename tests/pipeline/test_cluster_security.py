@@ -78,6 +78,37 @@ def test_the_runs_own_credentials_connect(running: Client) -> None:
         assert other.run(lambda: 1) == dict.fromkeys(running.scheduler_info()["workers"], 1)
 
 
+def test_the_scheduler_process_holds_the_credentials_in_memory_only(running: Client) -> None:
+    """The scheduler runs in a process of its own, which got the run's key through a pipe: it is on
+    its command line, in its environment, in its Dask configuration and in the files it has open,
+    nowhere."""
+    security = running.security
+    assert isinstance(security, Security)
+    pid = running.run_on_scheduler(os.getpid)
+    assert pid != os.getpid()
+    key = str(security.get_tls_config_for_role("scheduler")["key"])
+    key_lines = [line for line in key.splitlines() if "-----" not in line]
+    assert len(key_lines) > 3
+    secret = key_lines[len(key_lines) // 2].encode()
+    proc = Path(f"/proc/{pid}")
+    for part in ("cmdline", "environ"):
+        held = (proc / part).read_bytes()
+        assert secret not in held and b"PRIVATE KEY" not in held
+    files = [Path(os.readlink(fd)) for fd in (proc / "fd").iterdir() if os.readlink(fd).startswith("/")]
+    for f in files:
+        if f.is_file() and f.stat().st_size < 10_000_000:
+            assert secret not in f.read_bytes(), f
+
+    def tls_config(dask_scheduler: Any) -> dict[str, Any]:
+        import dask.config
+
+        return dict(dask.config.get("distributed.comm.tls"))
+
+    config = running.run_on_scheduler(tls_config)
+    assert config["ca-file"] is None and config["scheduler"]["key"] is None, config
+    assert running.run_on_scheduler(lambda dask_scheduler: dask_scheduler.address) == _address(running)
+
+
 def test_the_memo_secret_is_in_no_plugin_the_scheduler_holds(running: Client) -> None:
     def scheduler_side(dask_scheduler: Any) -> bytes:
         return pickle.dumps(dict(dask_scheduler.worker_plugins))
