@@ -48,7 +48,8 @@ PROFILER_SETTINGS: dict[str, object] = {"distributed.worker.profile.interval": "
 # the prune stage itself, in every process that runs queries (stages/prune/heap.py).
 SPAWN_ENVIRON_OVERRIDES: dict[str, object] = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}
 # Periodic callbacks every Dask server runs whether or not there is work, in the driver's process for
-# the scheduler and each nanny: the event-loop health tick (every 20 ms, only to warn of a blocked
+# each nanny and in the scheduler's process (the scheduler was in the driver's until it got its own,
+# which gets these settings through its pipe): the event-loop health tick (every 20 ms, only to warn of a blocked
 # loop), the system monitor (500 ms, the dashboard's System page) and the nanny's and worker's memory
 # monitor (100 ms). An idle 2-worker cluster cost the driver's process 32-34 ms of CPU per second with
 # Dask's intervals, 8-9 ms with these (benchmarks/RESULTS.md "Idle cost of the local cluster"); over
