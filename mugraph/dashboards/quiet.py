@@ -2,9 +2,9 @@
 
 A browser tab closed (or reloaded) while a dashboard page's websocket is still opening makes Bokeh's
 websocket handler fail, and tornado logs that as a 25-line "Uncaught exception" traceback. With a
-LocalCluster the scheduler, hence the dashboard, lives in the `optimize` process, so the traceback
-lands in the middle of the progress line. Nothing is wrong with the run; the record is demoted to
-one DEBUG line on this module's logger.
+LocalCluster the scheduler, hence the dashboard, runs in a child of the `optimize` process that
+writes to the same terminal, so the traceback lands in the middle of the progress line. Nothing is
+wrong with the run; the record is demoted to one DEBUG line on this module's logger.
 """
 
 from __future__ import annotations

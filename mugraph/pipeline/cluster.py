@@ -1,9 +1,10 @@
 """The Dask cluster a run uses: a LocalCluster of worker processes (one thread each, one per core by
 default), or an existing cluster reached through its scheduler's address.
 
-The local cluster speaks TLS with a key and certificate made for the run and held only in this
-process (`Security.temporary()`): binding to 127.0.0.1 is no access control on a shared host, and a
-client that can connect can run code on every worker. Its workers start only when the run starts
+The local cluster speaks TLS with a key and certificate made for the run and held only in memory
+(`Security.temporary()`; its scheduler, in a process of its own as on a real cluster, gets them
+through a pipe): binding to 127.0.0.1 is no access control on a shared host, and a client that can
+connect can run code on every worker. Its workers start only when the run starts
 them (`start_workers`), in batches, with the memo URL in their environment: the secret never goes
 through the scheduler, and an interrupt stops the start-up between two batches."""
 
@@ -21,12 +22,13 @@ from dataclasses import dataclass
 from typing import TypedDict
 
 import dask.config
-from distributed import Client, LocalCluster
+from distributed import Client, LocalCluster, Scheduler
 from distributed.security import Security
 
 from mugraph.arrays.backend import cupy_available
 from mugraph.ir.errors import MugraphError
 from mugraph.pipeline import interrupts
+from mugraph.pipeline.scheduler_process import SchedulerProcess
 
 DEFAULT_DASHBOARD = "127.0.0.1:8787"
 LOCAL_HOST = "127.0.0.1"
@@ -46,7 +48,8 @@ PROFILER_SETTINGS: dict[str, object] = {"distributed.worker.profile.interval": "
 # the prune stage itself, in every process that runs queries (stages/prune/heap.py).
 SPAWN_ENVIRON_OVERRIDES: dict[str, object] = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}
 # Periodic callbacks every Dask server runs whether or not there is work, in the driver's process for
-# the scheduler and each nanny: the event-loop health tick (every 20 ms, only to warn of a blocked
+# each nanny and in the scheduler's process (the scheduler was in the driver's until it got its own,
+# which gets these settings through its pipe): the event-loop health tick (every 20 ms, only to warn of a blocked
 # loop), the system monitor (500 ms, the dashboard's System page) and the nanny's and worker's memory
 # monitor (100 ms). An idle 2-worker cluster cost the driver's process 32-34 ms of CPU per second with
 # Dask's intervals, 8-9 ms with these (benchmarks/RESULTS.md "Idle cost of the local cluster"); over
@@ -66,6 +69,21 @@ def default_workers() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not on Linux
         return max(1, os.cpu_count() or 1)
+
+
+class _LocalCluster(LocalCluster):
+    """A LocalCluster (its nannies and their workers in this process's care, as before) whose scheduler
+    runs in a process of its own: LocalCluster's scheduler spec, given to `SchedulerProcess`."""
+
+    def __init__(self, *, silence_logs: int, **kwargs: object) -> None:
+        self._log_level = silence_logs
+        super().__init__(silence_logs=silence_logs, **kwargs)
+
+    async def _start(self) -> None:
+        if self.scheduler is None and self.scheduler_spec is not None and self.scheduler_spec["cls"] is Scheduler:
+            options = {**self.scheduler_spec.get("options", {}), "log_level": self._log_level}
+            self.scheduler_spec = {"cls": SchedulerProcess, "options": options}
+        await super()._start()
 
 
 @dataclass
@@ -173,7 +191,7 @@ def dask_client(
         kwargs["resources"] = {"GPU": 1}
     security = Security.temporary()
     with dask.config.set(WORKER_SETTINGS):
-        cluster = LocalCluster(
+        cluster = _LocalCluster(
             n_workers=0,
             threads_per_worker=1,
             processes=True,

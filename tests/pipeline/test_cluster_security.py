@@ -78,6 +78,44 @@ def test_the_runs_own_credentials_connect(running: Client) -> None:
         assert other.run(lambda: 1) == dict.fromkeys(running.scheduler_info()["workers"], 1)
 
 
+def test_the_scheduler_process_holds_the_credentials_in_memory_only(running: Client) -> None:
+    """The scheduler runs in a process of its own, which got the run's key through a pipe: it is on
+    its command line, in its environment, in its Dask configuration and in the files it has open,
+    nowhere."""
+    security = running.security
+    assert isinstance(security, Security)
+    pid = running.run_on_scheduler(os.getpid)
+    assert pid != os.getpid()
+    key = str(security.get_tls_config_for_role("scheduler")["key"])
+    key_lines = [line for line in key.splitlines() if "-----" not in line]
+    assert len(key_lines) > 3
+    secret = key_lines[len(key_lines) // 2].encode()
+    proc = Path(f"/proc/{pid}")
+    for part in ("cmdline", "environ"):
+        held = (proc / part).read_bytes()
+        assert secret not in held and b"PRIVATE KEY" not in held
+    for fd in (proc / "fd").iterdir():
+        try:
+            f = Path(os.readlink(fd))
+            data = f.read_bytes() if f.is_absolute() and f.is_file() and f.stat().st_size < 10_000_000 else b""
+        except OSError:  # closed meanwhile
+            continue
+        assert secret not in data, f
+
+    def config(dask_scheduler: Any) -> str:
+        import dask.config
+
+        return repr(dask.config.config)
+
+    assert secret.decode() not in running.run_on_scheduler(config)
+
+    def held_key(dask_scheduler: Any) -> str:
+        return str(dask_scheduler.security.get_tls_config_for_role("scheduler")["key"])
+
+    assert secret.decode() in running.run_on_scheduler(held_key)  # the control: it has the key, in memory
+    assert running.run_on_scheduler(lambda dask_scheduler: dask_scheduler.address) == _address(running)
+
+
 def test_the_memo_secret_is_in_no_plugin_the_scheduler_holds(running: Client) -> None:
     def scheduler_side(dask_scheduler: Any) -> bytes:
         return pickle.dumps(dict(dask_scheduler.worker_plugins))

@@ -1,0 +1,122 @@
+"""The local cluster's scheduler runs in a process of its own: a child of the driver that answers the
+run's client, ignores the interrupts a terminal sends the whole process group, and never outlives the
+driver (ended normally, or killed with SIGKILL)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from distributed import Client
+
+from mugraph.pipeline.cluster import dask_client, start_workers
+from mugraph.pipeline.scheduler_process import SchedulerProcess
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` is a process that has not exited (a zombie has)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def ignored(pid: int) -> set[int]:
+    """The signals process `pid` ignores (SigIgn)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigIgn:"):
+            mask = int(line.split()[1], 16)
+            return {s for s in range(1, 65) if mask & (1 << (s - 1))}
+    return set()
+
+
+def wait_gone(pids: list[int], timeout: float) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return [p for p in pids if alive(p)]
+
+
+@pytest.fixture(scope="module")
+def running() -> Iterator[Client]:
+    with dask_client(workers=1, dashboard_address=":0") as client:
+        start_workers(client)
+        yield client
+
+
+def scheduler_pid(client: Client) -> int:
+    assert client.cluster is not None
+    scheduler = client.cluster.scheduler
+    assert isinstance(scheduler, SchedulerProcess) and scheduler.pid is not None
+    return scheduler.pid
+
+
+def test_the_scheduler_is_a_child_process_of_the_driver(running: Client) -> None:
+    pid = scheduler_pid(running)
+    assert pid != os.getpid() and parent(pid) == os.getpid()
+    assert running.run_on_scheduler(os.getpid) == pid
+    worker_parents = running.run(os.getppid)
+    assert list(worker_parents.values()) == [os.getpid()]  # the nannies stay in the driver's process
+
+
+def test_the_scheduler_ignores_the_terminals_interrupts(running: Client) -> None:
+    pid = scheduler_pid(running)
+    assert {signal.SIGINT, signal.SIGTERM} <= ignored(pid)
+    os.kill(pid, signal.SIGINT)
+    os.kill(pid, signal.SIGTERM)
+    time.sleep(0.5)
+    assert alive(pid) and running.run_on_scheduler(os.getpid) == pid
+    assert running.submit(sum, [1, 2], pure=False).result(timeout=60) == 3
+
+
+def test_the_scheduler_exits_with_the_cluster() -> None:
+    with dask_client(workers=1, dashboard_address=":0") as client:
+        pid = scheduler_pid(client)
+        assert alive(pid)
+    assert wait_gone([pid], 10) == []  # the cluster waited for it: nothing left to wait for here
+
+
+DRIVER = """
+import os, time
+from mugraph.pipeline.cluster import dask_client, start_workers
+with dask_client(workers=1, dashboard_address=":0") as client:
+    start_workers(client)
+    workers = client.run(os.getpid).values()
+    print(client.cluster.scheduler.pid, *workers, flush=True)
+    time.sleep(600)
+"""
+
+
+def test_a_driver_killed_with_sigkill_leaves_no_scheduler_or_worker_behind(tmp_path: Path) -> None:
+    """The kernel closes the driver's end of the scheduler's pipe: the scheduler sees end of file and
+    exits, and its workers with it."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", DRIVER],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,  # the killed driver's resource tracker warns of its semaphores
+        text=True,
+        start_new_session=True,
+    )
+    assert proc.stdout is not None
+    try:
+        pids = [int(p) for p in proc.stdout.readline().split()]
+        assert len(pids) == 2 and all(alive(p) for p in pids), pids
+        proc.kill()
+        proc.wait()
+        left = wait_gone(pids, 30)  # below a second on an idle machine
+        assert left == [], left
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
