@@ -105,7 +105,7 @@ def rebuild(
                 rec = json.loads(line)
                 graphs.setdefault(rec["digest"], loads(rec["graph"]))
     if stores:
-        from mugraph.storage.run_store import RunStore  # only when a store is given
+        from mugraph.storage.run.store import RunStore  # only when a store is given
 
         for store in stores.values():
             with RunStore.open_existing(store, readonly=True) as st:

@@ -34,7 +34,7 @@ from mugraph.programs import builtin_programs
 from mugraph.stages.layout.choose import choose_layouts
 from mugraph.stages.layout.profiles import GpuProfile, get_profile
 from mugraph.stages.layout.roofline import estimate
-from mugraph.storage.run_store import RunStore
+from mugraph.storage.run.store import RunStore
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
 BEGIN, END = "<!-- gpu_kernels -->", "<!-- gpu_kernels:end -->"

@@ -1,6 +1,6 @@
 """What the local cluster costs the driver's process while it waits: CPU seconds per second of an
-idle cluster (scheduler and nannies live in the driver's process), with Dask's own intervals for the
-periodic callbacks against the ones `pipeline.cluster.IDLE_SETTINGS` sets, each setting ablated.
+idle cluster (the nannies live in the driver's process, the scheduler in its own), with Dask's own
+intervals for the periodic callbacks against the ones `pipeline.cluster.IDLE_SETTINGS` sets, each setting ablated.
 Runs alternate in one invocation (the machines are shared and noisy); medians and ranges.
 
     python benchmarks/bench_idle.py [--workers 2] [--seconds 15] [--repeats 3]

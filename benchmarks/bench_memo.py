@@ -20,9 +20,9 @@ from collections.abc import Callable
 
 import redis
 
-from mugraph.storage.memo import LayeredMemo
-from mugraph.storage.redis_memo import RedisMemo
-from mugraph.storage.redis_server import EmbeddedRedis
+from mugraph.storage.memo.layered import LayeredMemo
+from mugraph.storage.memo.redis_backend import RedisMemo
+from mugraph.storage.memo.redis_server import EmbeddedRedis
 
 VALID = frozenset({b"Y", b"N", b"U"})
 

@@ -21,8 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from mugraph.programs import builtin_programs
 from mugraph.stages.prune.expr import Expr, labelled_exprs, output_exprs
 from mugraph.stages.prune.oracle import VERDICT_BYTES, SubexprOracle, Verdict
-from mugraph.storage.memo import LayeredMemo, open_memo_store
-from mugraph.storage.redis_server import EmbeddedRedis
+from mugraph.storage.memo.layered import LayeredMemo, open_memo_store
+from mugraph.storage.memo.redis_server import EmbeddedRedis
 from tests.stages.prune.verdict_tables import GATED_MLP, LORA
 
 

@@ -138,7 +138,10 @@ import scale_trace
 from mugraph.pipeline import driver as drv
 from mugraph.pipeline.plan import make_plan
 from mugraph.programs.registry import get_builtin
-from mugraph.storage import run_store
+try:
+    from mugraph.storage.run import store as run_store
+except ImportError:  # a tree before storage/ was split
+    from mugraph.storage import run_store
 
 args = json.loads(sys.argv[1])
 header, _ = scale_trace.read_trace(Path(args["trace"]))

@@ -25,8 +25,8 @@ from mugraph.pipeline.driver import COUNTER_NAMES, Driver
 from mugraph.pipeline.plan import make_plan
 from mugraph.pipeline.worker import MugraphPlugin, worker_environment
 from mugraph.programs import get_builtin
-from mugraph.storage.memo_session import private_memo
-from mugraph.storage.run_store import RunStore
+from mugraph.storage.memo.session import private_memo
+from mugraph.storage.run.store import RunStore
 
 
 def _cpu_seconds() -> float:

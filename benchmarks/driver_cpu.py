@@ -43,7 +43,7 @@ def _sample(proc: subprocess.Popen[bytes]) -> tuple[float, list[tuple[float, flo
 
 def _done_rows(store: Path) -> dict[int, dict[str, float]]:
     """The counters of each done task row of `store` (none if it does not exist yet)."""
-    from mugraph.storage.run_store import RunStore
+    from mugraph.storage.run.store import RunStore
 
     if not (store / "zarr.json").exists():
         return {}

@@ -38,7 +38,7 @@ from mugraph.pipeline.plan import make_plan
 from mugraph.programs.registry import get_builtin
 from mugraph.stages.search.config import for_reference, preset_config
 from mugraph.stages.search.task_paths import SIBLINGS, task_budget
-from mugraph.storage.run_store import FoundRecord, RunStore, TaskRecord
+from mugraph.storage.run.store import FoundRecord, RunStore, TaskRecord
 
 __all__ = ["Coverage", "store_settings", "trace_from_store"]
 

@@ -35,9 +35,9 @@ from mugraph.programs import Program, resolve_program
 from mugraph.stages.layout.profiles import DEFAULT_PROFILE, get_profile
 from mugraph.stages.search.config import parse_override
 from mugraph.stages.search.serial import DEFAULT_BUDGET
-from mugraph.storage.memo_session import check_memo_reachable, private_memo, signed_url
-from mugraph.storage.memo_url import check_memo_url
-from mugraph.storage.run_store import RunStore
+from mugraph.storage.memo.session import check_memo_reachable, private_memo, signed_url
+from mugraph.storage.memo.url import check_memo_url
+from mugraph.storage.run.store import RunStore
 
 if TYPE_CHECKING:
     from mugraph.pipeline.events import DoneEvent, Event

@@ -19,7 +19,7 @@ from mugraph.ir.serialize import dumps
 from mugraph.programs import builtin_programs, get_builtin
 from mugraph.stages.search.config import preset_config
 from mugraph.stages.search.explore import Fragment, Searcher
-from mugraph.storage.run_store import RunStore
+from mugraph.storage.run.store import RunStore
 
 GQA_NARROW = {"grids": [[2, 16, 4], [2, 16, 1]], "kernel_ops": []}
 GQA_K1 = [

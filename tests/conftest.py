@@ -11,7 +11,7 @@ import pytest
 @pytest.fixture
 def own_redis_url(tmp_path: Path) -> Iterator[str]:
     """A private redis-server for one test (a real process)."""
-    from mugraph.storage.redis_server import EmbeddedRedis
+    from mugraph.storage.memo.redis_server import EmbeddedRedis
 
     with EmbeddedRedis(tmp_path / "own-redis") as server:
         yield server.url

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from mugraph.storage.memo_session import NO_SERVER_WARNING
-from mugraph.storage.redis_server import STATE_NAME
+from mugraph.storage.memo.redis_server import STATE_NAME
+from mugraph.storage.memo.session import NO_SERVER_WARNING
 from tests.helpers.cli_runs import done, optimize_args
 from tests.pipeline.test_optimize import BUDGET, serial_tasks
 from tests.stages.search.narrow import NARROW

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 import redis
 
-from mugraph.storage.memo import LayeredMemo
-from mugraph.storage.memo_auth import TAG_BYTES
-from mugraph.storage.redis_memo import RedisMemo
-from mugraph.storage.redis_server import EmbeddedRedis, find_redis_server
+from mugraph.storage.memo.auth import TAG_BYTES
+from mugraph.storage.memo.layered import LayeredMemo
+from mugraph.storage.memo.redis_backend import RedisMemo
+from mugraph.storage.memo.redis_server import EmbeddedRedis, find_redis_server
 from tests.helpers.cli_runs import done, optimize_args
 from tests.stages.search.narrow import NARROW
 

@@ -41,8 +41,8 @@ from mugraph.stages.search.explore import Fragment, Searcher
 from mugraph.stages.search.serial import DEFAULT_BUDGET, SearchReport, run_search
 from mugraph.stages.verify.check import DEFAULT_SEEDS, check_equivalence
 from mugraph.stages.verify.field import FieldSpec
-from mugraph.storage.memo_session import verdict_memo
-from mugraph.storage.memo_url import check_memo_url
+from mugraph.storage.memo.session import verdict_memo
+from mugraph.storage.memo.url import check_memo_url
 
 EXIT_USAGE = 2
 

@@ -148,7 +148,7 @@ def check_dashboard_host(address: str, option: str = "--dashboard-address") -> N
 def check_memo_secret(memo_dir: Path) -> None:
     """The run's memo secret, where one exists already ($MUGRAPH_MEMO_KEY or MEMO_DIR/memo.key), must be
     readable text before the store is made; a missing one is made later, with the memo server."""
-    from mugraph.storage.memo_auth import ENV_SECRET, KEY_FILE, load_secret
+    from mugraph.storage.memo.auth import ENV_SECRET, KEY_FILE, load_secret
 
     if os.environ.get(ENV_SECRET) or (memo_dir / KEY_FILE).is_file():
         load_secret(memo_dir)

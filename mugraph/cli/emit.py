@@ -26,7 +26,7 @@ from mugraph.stages.layout.choose import LayoutResult, choose_layouts
 from mugraph.stages.layout.costs import Layouts
 from mugraph.stages.layout.describe import describe_layouts, seconds_text
 from mugraph.stages.layout.facts import LayoutError
-from mugraph.storage.run_store import RunStore
+from mugraph.storage.run.store import RunStore
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,8 @@ from mugraph.stages.prune.oracle import VERDICT_BYTES
 from mugraph.stages.search.config import PRESETS, SearchConfig, parse_override, preset_config
 from mugraph.stages.search.explain import explain_expert
 from mugraph.stages.search.explore import Fragment, Searcher
-from mugraph.storage.memo_session import verdict_memo
-from mugraph.storage.memo_url import check_memo_url
+from mugraph.storage.memo.session import verdict_memo
+from mugraph.storage.memo.url import check_memo_url
 
 
 @click.command()

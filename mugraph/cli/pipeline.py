@@ -29,7 +29,7 @@ from mugraph.stages.layout.residency import MAX_REGISTERS
 from mugraph.stages.layout.rows import RankedRow, RankRow, ranked_rows
 from mugraph.stages.search.config import PRESETS
 from mugraph.stages.search.serial import DEFAULT_BUDGET
-from mugraph.storage.run_store import RunStore
+from mugraph.storage.run.store import RunStore
 
 SHOW_ROWS = 10  # ranking rows `show` prints without --all (the reference's row is always added)
 

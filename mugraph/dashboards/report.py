@@ -34,8 +34,8 @@ from mugraph.ir.serialize import loads
 from mugraph.stages.layout.costs import Layouts, LayoutsJSON
 from mugraph.stages.layout.describe import describe_layouts, seconds_text
 from mugraph.stages.layout.rows import RankedRow, ranked_rows
-from mugraph.storage.run_records import FinalRecord, ProgressSample
-from mugraph.storage.run_store import RunStore
+from mugraph.storage.run.run_records import FinalRecord, ProgressSample
+from mugraph.storage.run.store import RunStore
 
 SECTIONS = ("answer", "configuration", "fragments", "timeline", "workers", "ranking", "mugraphs", "counters")
 RANKING_ROWS = 25

@@ -24,9 +24,9 @@ from mugraph.stages.layout.emitted import estimate_emitted
 from mugraph.stages.layout.profiles import GpuProfile
 from mugraph.stages.search.estimate import SpaceEstimator
 from mugraph.stages.search.explore import SearchCounters
-from mugraph.storage.run_records import ConfirmationRecord, FragmentRecord, LayoutRecord, MeasurementRecord
-from mugraph.storage.run_store import FoundRecord, RunStore, TaskCompletion
-from mugraph.storage.task_table import TaskRecord
+from mugraph.storage.run.run_records import ConfirmationRecord, FragmentRecord, LayoutRecord, MeasurementRecord
+from mugraph.storage.run.store import FoundRecord, RunStore, TaskCompletion
+from mugraph.storage.run.task_table import TaskRecord
 
 __all__ = ["Results", "RunTotals", "fragment_record"]
 

@@ -21,8 +21,8 @@ from mugraph.pipeline.records import SearchTaskResult
 from mugraph.pipeline.task_keys import bundle_key, bundle_size
 from mugraph.pipeline.worker import MAX_SEARCHERS
 from mugraph.stages.search.task_paths import task_budget
-from mugraph.storage.run_records import LayoutRecord
-from mugraph.storage.run_store import FoundRecord
+from mugraph.storage.run.run_records import LayoutRecord
+from mugraph.storage.run.store import FoundRecord
 
 __all__ = ["Dispatch", "SearchFn"]
 

@@ -40,7 +40,7 @@ from mugraph.pipeline.sampling import Sampler
 from mugraph.pipeline.worker import confirm_task, layout_task, search_task, warm_task, worker_environment
 from mugraph.stages.layout.profiles import DEFAULT_PROFILE, GpuProfile, get_profile
 from mugraph.stages.search.explore import SearchCounters
-from mugraph.storage.run_store import RunStore
+from mugraph.storage.run.store import RunStore
 
 __all__ = ["COUNTER_NAMES", "Driver"]
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Literal, NotRequired, TypedDict
 
 from mugraph.stages.layout.rows import RankedRow
-from mugraph.storage.run_records import ProgressSample
+from mugraph.storage.run.run_records import ProgressSample
 
 __all__ = [
     "ConfirmedEvent",

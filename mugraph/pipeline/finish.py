@@ -28,7 +28,7 @@ from mugraph.stages.layout.facts import LayoutError
 from mugraph.stages.layout.rank import combined, measured_first, rank
 from mugraph.stages.layout.rows import RankedRow, ranked_rows
 from mugraph.stages.verify.check import float_max_rel_err
-from mugraph.storage.run_records import FinalRecord
+from mugraph.storage.run.run_records import FinalRecord
 
 __all__ = ["END_TO_END_TOLERANCE", "finish"]
 

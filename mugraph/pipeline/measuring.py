@@ -21,8 +21,8 @@ from mugraph.pipeline.plan import FragmentPlan
 from mugraph.pipeline.worker import measure_task
 from mugraph.stages.layout.rank import measured_first
 from mugraph.stages.layout.rows import RankedRow, ranked_rows
-from mugraph.storage.run_records import MeasurementRecord
-from mugraph.storage.run_store import RunStore
+from mugraph.storage.run.run_records import MeasurementRecord
+from mugraph.storage.run.store import RunStore
 
 NO_GPU = (
     "--measure times μGraphs on a GPU worker, and this cluster has none (a worker with the Dask resource "

@@ -17,8 +17,8 @@ from typing import cast
 
 from mugraph.pipeline.events import ProgressEvent
 from mugraph.pipeline.records import SearchTaskResult
-from mugraph.storage.run_records import FragmentProgress, ProgressSample
-from mugraph.storage.task_table import TaskRecord
+from mugraph.storage.run.run_records import FragmentProgress, ProgressSample
+from mugraph.storage.run.task_table import TaskRecord
 
 MAX_SAMPLES = 600
 MEMO_LEVELS = ("local_hits", "remote_hits", "misses")

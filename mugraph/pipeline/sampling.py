@@ -18,7 +18,7 @@ from mugraph.pipeline.commit import Results
 from mugraph.pipeline.dispatch import Dispatch
 from mugraph.pipeline.events import EventSink, ProgressEvent
 from mugraph.pipeline.plan import RunPlan
-from mugraph.storage.run_store import RunStore
+from mugraph.storage.run.store import RunStore
 
 __all__ = ["TIMELINE_WRITE_FRACTION", "TIMELINE_WRITE_SECONDS", "Sampler", "timeline_write_interval"]
 

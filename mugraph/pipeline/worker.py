@@ -30,9 +30,9 @@ from mugraph.stages.search.estimate import frontier_estimates
 from mugraph.stages.search.explore import Fragment, Searcher
 from mugraph.stages.search.task_paths import Path
 from mugraph.stages.verify.confirm import Confirmer
-from mugraph.storage.memo import LayeredMemo, MemoStore, open_memo_store
-from mugraph.storage.memo_auth import ENV_SECRET, attach_secret, split_secret
-from mugraph.storage.run_records import ConfirmationRecord, LayoutRecord, MeasurementRecord
+from mugraph.storage.memo.auth import ENV_SECRET, attach_secret, split_secret
+from mugraph.storage.memo.layered import LayeredMemo, MemoStore, open_memo_store
+from mugraph.storage.run.run_records import ConfirmationRecord, LayoutRecord, MeasurementRecord
 
 PLUGIN_NAME = "mugraph"
 MEMO_URL_ENV = "MUGRAPH_WORKER_MEMO_URL"  # the memo URL with the run's secret, in a worker's environment

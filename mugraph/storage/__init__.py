@@ -1,10 +1,12 @@
-"""The Zarr run store (`RunStore`) and the verdict memo backends (issues 3, 5).
+"""The only package that knows Zarr and Redis, in two families that share only `safe_files` and `processes`:
 
-The only package that knows Zarr and Redis. The memo: `LayeredMemo` (a per-process LRU) in front of a
-shared `MemoStore` — `RedisMemo` (`mugraph.storage.redis_memo`, imported on demand by `open_memo_store`)
-or `LocalMemo`; `EmbeddedRedis` starts a private redis-server for a run."""
+- `storage.run`: the run store, one search's record of truth (a Zarr v3 directory the driver alone
+  writes: task table, found μGraphs, confirmations, layouts, ledger), and its errors;
+- `storage.memo`: the verdict memo, a per-process LRU (`LayeredMemo`) in front of a shared backend
+  (`RedisMemo`, imported on demand by `open_memo_store`, or `LocalMemo`), the private redis-server a
+  run starts (`EmbeddedRedis`), and the memo URL, session and value signing."""
 
-from mugraph.storage.memo import (
+from mugraph.storage.memo.layered import (
     LayeredMemo,
     LocalMemo,
     MemoCounters,
@@ -12,9 +14,9 @@ from mugraph.storage.memo import (
     MemoUnavailable,
     open_memo_store,
 )
-from mugraph.storage.redis_server import EmbeddedRedis, find_redis_server
-from mugraph.storage.run_store import FoundRecord, RunStore, TaskRecord
-from mugraph.storage.store_errors import StoreBusy, StoreDamaged, StoreError, StoreMismatch
+from mugraph.storage.memo.redis_server import EmbeddedRedis, find_redis_server
+from mugraph.storage.run.errors import StoreBusy, StoreDamaged, StoreError, StoreMismatch
+from mugraph.storage.run.store import FoundRecord, RunStore, TaskRecord
 
 __all__ = [
     "EmbeddedRedis",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from mugraph.ir.serialize import loads
-from mugraph.storage.run_store import RunStore
+from mugraph.storage.run.store import RunStore
 from mugraph.torch.capture import Captured, exported_path, load_exported
 from mugraph.torch.errors import TorchError
 from mugraph.torch.runtime import OptimizedModule

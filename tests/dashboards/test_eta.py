@@ -7,7 +7,7 @@ from pathlib import Path
 
 from mugraph.dashboards.report import read_report_data, report_path
 from mugraph.dashboards.summary import eta_text
-from mugraph.storage.run_store import RunStore
+from mugraph.storage.run.store import RunStore
 from tests.helpers.cli_runs import done, events, mugraph, optimize_args
 
 

@@ -22,8 +22,8 @@ from mugraph.dashboards.report import (
 )
 from mugraph.dashboards.summary import Headline, SizeRecord
 from mugraph.stages.layout.rows import RankedRow
-from mugraph.storage.run_records import FinalRecord, FragmentProgress
-from mugraph.storage.run_store import RunStore
+from mugraph.storage.run.run_records import FinalRecord, FragmentProgress
+from mugraph.storage.run.store import RunStore
 from tests.helpers.browser import BROWSERS, which_executable
 from tests.helpers.cli_runs import done, mugraph, optimize_args
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import os
 import time
 
-from mugraph.storage.memo import LayeredMemo
-from mugraph.storage.redis_memo import RedisMemo
-from mugraph.storage.redis_server import _pid_alive
+from mugraph.storage.memo.layered import LayeredMemo
+from mugraph.storage.memo.redis_backend import RedisMemo
+from mugraph.storage.processes import pid_alive
 
 VALID = frozenset({b"Y", b"N", b"U"})
 
@@ -25,7 +25,7 @@ def keys(n: int, prefix: str = "smt:test") -> list[str]:
 def wait_dead(pid: int, timeout: float = 5.0) -> bool:
     """True once `pid` is gone (or a zombie) within `timeout` seconds."""
     deadline = time.monotonic() + timeout
-    while _pid_alive(pid):
+    while pid_alive(pid):
         if time.monotonic() > deadline:
             return False
         time.sleep(0.01)

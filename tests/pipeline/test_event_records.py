@@ -12,14 +12,14 @@ import pytest
 
 from mugraph.pipeline import events
 from mugraph.stages.layout.rows import RankedRow
-from mugraph.storage.run_records import (
+from mugraph.storage.run.run_records import (
     ConfirmationRecord,
     FinalRecord,
     FragmentRecord,
     LayoutRecord,
     ProgressSample,
 )
-from mugraph.storage.run_store import RunStore
+from mugraph.storage.run.store import RunStore
 from tests.helpers.cli_runs import events as run_events
 from tests.helpers.cli_runs import mugraph, optimize_args
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mugraph.arrays.backend import cupy_available
-from mugraph.storage.run_store import RunStore
+from mugraph.storage.run.store import RunStore
 from tests.helpers.cli_runs import done, mugraph, optimize_args
 
 HAS_GPU = cupy_available() and importlib.util.find_spec("triton") is not None

@@ -17,7 +17,7 @@ from mugraph.stages.search.config import preset_config
 from mugraph.stages.search.explore import Fragment, Searcher
 from mugraph.stages.search.task_paths import Path as SearchPath
 from mugraph.stages.search.task_paths import task_budget
-from mugraph.storage.run_store import RunStore
+from mugraph.storage.run.store import RunStore
 from tests.helpers.cli_runs import done, events, mugraph, optimize_args
 from tests.stages.search.narrow import NARROW
 

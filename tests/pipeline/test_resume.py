@@ -21,7 +21,7 @@ from distributed import Client
 from mugraph.dashboards.report import read_report_data
 from mugraph.pipeline.events import Event
 from mugraph.pipeline.plan import RunPlan
-from mugraph.storage.run_store import RunStore
+from mugraph.storage.run.store import RunStore
 from tests.helpers.cli_runs import done, mugraph, optimize_args
 
 Whole = tuple[dict[str, Any], set[tuple[int, ...]]]

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from mugraph.storage import records, task_table
-from mugraph.storage.atomic_store import write_atomic
-from mugraph.storage.run_store import FoundRecord, RunStore, TaskCompletion
+from mugraph.storage.run import records, task_table
+from mugraph.storage.run.atomic_store import write_atomic
+from mugraph.storage.run.store import FoundRecord, RunStore, TaskCompletion
 
 IDENTITY = {"program": "lora", "program_digest": "p1", "config_digest": "c1", "budget": "1000"}
 BATCH = 40  # finished tasks in one commit

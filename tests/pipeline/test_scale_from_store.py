@@ -20,7 +20,7 @@ from mugraph.pipeline.driver import COUNTER_NAMES
 from mugraph.pipeline.plan import make_plan
 from mugraph.programs.registry import get_builtin
 from mugraph.stages.search.task_paths import sibling_run, split_run, task_budget
-from mugraph.storage.run_store import FoundRecord, RunStore, TaskCompletion
+from mugraph.storage.run.store import FoundRecord, RunStore, TaskCompletion
 from tests.helpers.cli_runs import done, mugraph, optimize_args
 from tests.stages.search.narrow import NARROW
 

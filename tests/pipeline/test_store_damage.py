@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from mugraph.cli import main
-from mugraph.storage.ledger import LEDGER_NAME
+from mugraph.storage.run.ledger import LEDGER_NAME
 from tests.helpers.cli_runs import done, mugraph, optimize_args
 
 BUDGET = 40

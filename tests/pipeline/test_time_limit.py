@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from mugraph.storage.run_store import RunStore
+from mugraph.storage.run.store import RunStore
 
 BUDGET = 5  # tasks of a few states each: workers finish them far faster than this driver handles them
 HANDLING_SECONDS = 0.2

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from mugraph.storage.redis_server import EmbeddedRedis
+from mugraph.storage.memo.redis_server import EmbeddedRedis
 
 
 @pytest.fixture(scope="session")

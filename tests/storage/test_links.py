@@ -15,13 +15,13 @@ import redis
 
 from mugraph.cli import main
 from mugraph.ir.errors import MugraphError
-from mugraph.storage.atomic_store import write_atomic
-from mugraph.storage.ledger import LEDGER_NAME
-from mugraph.storage.memo_auth import ENV_SECRET, load_secret
-from mugraph.storage.redis_server import LOCK_NAME as REDIS_LOCK
-from mugraph.storage.redis_server import LOG_NAME, PID_NAME, STATE_NAME, EmbeddedRedis
-from mugraph.storage.run_store import RunStore, StoreDamaged
-from mugraph.storage.store_lock import LOCK_NAME
+from mugraph.storage.memo.auth import ENV_SECRET, load_secret
+from mugraph.storage.memo.redis_server import LOCK_NAME as REDIS_LOCK
+from mugraph.storage.memo.redis_server import LOG_NAME, PID_NAME, STATE_NAME, EmbeddedRedis
+from mugraph.storage.run.atomic_store import write_atomic
+from mugraph.storage.run.ledger import LEDGER_NAME
+from mugraph.storage.run.lock import LOCK_NAME
+from mugraph.storage.run.store import RunStore, StoreDamaged
 from tests.helpers.cli_runs import optimize_args
 from tests.storage.test_run_store import new_store, run_to_end
 

@@ -18,7 +18,7 @@ import pytest
 import redis
 
 from mugraph.ir.errors import MugraphError
-from mugraph.storage.memo import (
+from mugraph.storage.memo.layered import (
     MAX_VALUE_BYTES,
     LayeredMemo,
     LocalMemo,
@@ -26,8 +26,8 @@ from mugraph.storage.memo import (
     MemoUnavailable,
     open_memo_store,
 )
-from mugraph.storage.redis_memo import RedisMemo
-from mugraph.storage.redis_server import EmbeddedRedis
+from mugraph.storage.memo.redis_backend import RedisMemo
+from mugraph.storage.memo.redis_server import EmbeddedRedis
 from tests.helpers.memo import VALID, keys, verdict, wait_dead, worker_lookup, worker_store
 
 Factory = Callable[[], MemoStore]

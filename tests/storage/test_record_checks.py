@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from mugraph.storage.atomic_store import AtomicLocalStore
-from mugraph.storage.ledger import LEDGER_NAME
-from mugraph.storage.records import read_record, write_record
-from mugraph.storage.run_store import RunStore, StoreDamaged
+from mugraph.storage.run.atomic_store import AtomicLocalStore
+from mugraph.storage.run.ledger import LEDGER_NAME
+from mugraph.storage.run.records import read_record, write_record
+from mugraph.storage.run.store import RunStore, StoreDamaged
 from tests.storage.test_run_store import FRAGMENTS, complete, confirmation, layout, new_store, run_to_end
 
 
@@ -217,7 +217,7 @@ def test_a_progress_sample_that_is_not_an_object_is_damage(tmp_path: Path) -> No
 
 
 def test_a_found_record_gone_between_listing_and_reading(judged: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from mugraph.storage import found_records
+    from mugraph.storage.run import found_records
 
     async def gone(*args: Any) -> None:
         return None

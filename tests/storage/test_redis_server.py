@@ -17,8 +17,9 @@ import pytest
 import redis
 
 from mugraph.ir.errors import MugraphError
-from mugraph.storage import redis_server
-from mugraph.storage.redis_server import EmbeddedRedis, _pid_alive, find_redis_server
+from mugraph.storage.memo import redis_server
+from mugraph.storage.memo.redis_server import EmbeddedRedis, find_redis_server
+from mugraph.storage.processes import pid_alive
 from tests.helpers.memo import wait_dead
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,8 +73,8 @@ def test_binds_no_tcp_port_and_socket_is_private(own_redis: EmbeddedRedis) -> No
 def test_stops_on_exit(tmp_path: Path) -> None:
     with EmbeddedRedis(tmp_path / "r") as server:
         pid, sock = server.pid, server.socket_path
-        assert _pid_alive(pid)
-    assert not _pid_alive(pid)
+        assert pid_alive(pid)
+    assert not pid_alive(pid)
     assert sock is not None and not os.path.exists(sock)
     assert not server.running
     with pytest.raises(MugraphError, match="not running"):
@@ -90,7 +91,7 @@ def test_stops_on_keyboard_interrupt(tmp_path: Path) -> None:
     with pytest.raises(KeyboardInterrupt), server:
         pid = server.pid
         raise KeyboardInterrupt
-    assert not _pid_alive(pid)
+    assert not pid_alive(pid)
 
 
 # A shell running the suite as a background job starts it with SIGINT ignored, and an ignored signal
@@ -99,7 +100,7 @@ _PARENT = textwrap.dedent(
     """
     import signal, sys, time
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    from mugraph.storage.redis_server import EmbeddedRedis
+    from mugraph.storage.memo.redis_server import EmbeddedRedis
     server = EmbeddedRedis(sys.argv[1])
     server.start()
     try:
@@ -113,7 +114,7 @@ _PARENT = textwrap.dedent(
 _PARENT_ATEXIT_ONLY = textwrap.dedent(
     """
     import sys, time
-    from mugraph.storage.redis_server import EmbeddedRedis
+    from mugraph.storage.memo.redis_server import EmbeddedRedis
     server = EmbeddedRedis(sys.argv[1]).start()   # no with, no finally: atexit and the handler stop it
     print(server.pid, flush=True)
     time.sleep(60)
@@ -142,7 +143,7 @@ def _start_parent(script: str, data_dir: Path) -> tuple[subprocess.Popen[str], i
 def test_stops_when_the_parent_is_signalled(tmp_path: Path, script: str, sig: signal.Signals) -> None:
     parent, pid = _start_parent(script, tmp_path / "r")
     try:
-        assert _pid_alive(pid)
+        assert pid_alive(pid)
         parent.send_signal(sig)
         parent.wait(10)
         assert wait_dead(pid)
@@ -150,7 +151,7 @@ def test_stops_when_the_parent_is_signalled(tmp_path: Path, script: str, sig: si
     finally:
         if parent.poll() is None:
             parent.kill()
-        if _pid_alive(pid):
+        if pid_alive(pid):
             os.kill(pid, signal.SIGKILL)
 
 
@@ -168,15 +169,15 @@ def test_orphan_of_a_killed_owner_is_shut_down(tmp_path: Path) -> None:
         client.close()
         parent.kill()  # kill -9: no finally, no atexit; the server (own session) lives on
         parent.wait(10)
-        assert _pid_alive(orphan)
+        assert pid_alive(orphan)
         with pytest.warns(RuntimeWarning, match=f"pid {orphan}"), EmbeddedRedis(data) as server:
-            assert not _pid_alive(orphan)
+            assert not pid_alive(orphan)
             assert server.pid != orphan
             assert _client(server).get("kept") == b"Y"  # the orphan flushed its AOF on SHUTDOWN
     finally:
         if parent.poll() is None:
             parent.kill()
-        if _pid_alive(orphan):
+        if pid_alive(orphan):
             os.kill(orphan, signal.SIGKILL)
 
 
@@ -299,9 +300,9 @@ def test_orphan_started_just_before_its_state_is_found_by_its_pidfile(tmp_path: 
         (data / redis_server.STATE_NAME).write_text(json.dumps({**state, "pid": None}))
         assert (data / redis_server.PID_NAME).read_text().strip() == str(orphan)
         with pytest.warns(RuntimeWarning, match=f"pid {orphan}"), EmbeddedRedis(data) as server:
-            assert not _pid_alive(orphan) and _client(server).get("kept") == b"Y"
+            assert not pid_alive(orphan) and _client(server).get("kept") == b"Y"
     finally:
-        if _pid_alive(orphan):
+        if pid_alive(orphan):
             os.kill(orphan, signal.SIGKILL)
 
 

@@ -21,12 +21,12 @@ import pytest
 import zarr
 
 from mugraph.ir.errors import MugraphError
-from mugraph.storage import records, task_table
-from mugraph.storage.atomic_store import write_atomic
-from mugraph.storage.chunk_codec import compressors, encode_chunk
-from mugraph.storage.ledger import LEDGER_NAME
-from mugraph.storage.run_records import ConfirmationRecord, FragmentRecord, LayoutRecord
-from mugraph.storage.run_store import (
+from mugraph.storage.run import records, task_table
+from mugraph.storage.run.atomic_store import write_atomic
+from mugraph.storage.run.chunk_codec import compressors, encode_chunk
+from mugraph.storage.run.ledger import LEDGER_NAME
+from mugraph.storage.run.run_records import ConfirmationRecord, FragmentRecord, LayoutRecord
+from mugraph.storage.run.store import (
     SCHEMA_VERSION,
     FoundRecord,
     RunStore,
@@ -318,7 +318,7 @@ def test_busy_in_the_same_process(tmp_path: Path) -> None:
 def test_busy_in_another_process(tmp_path: Path) -> None:
     path = tmp_path / "s"
     code = (
-        "import sys; from pathlib import Path; from mugraph.storage.run_store import RunStore;"
+        "import sys; from pathlib import Path; from mugraph.storage.run.store import RunStore;"
         f"st = RunStore.open(Path(sys.argv[1]), {IDENTITY!r}, counter_names={COUNTERS!r});"
         "print('locked', flush=True); sys.stdin.read()"
     )

@@ -15,9 +15,9 @@ import pytest
 from mugraph.stages.prune.expr import Expr, output_exprs
 from mugraph.stages.prune.models import Refuter
 from mugraph.stages.prune.oracle import VERDICT_BYTES, SubexprOracle, Verdict
-from mugraph.storage.memo import LayeredMemo, open_memo_store
-from mugraph.storage.redis_memo import RedisMemo
-from mugraph.storage.redis_server import EmbeddedRedis
+from mugraph.storage.memo.layered import LayeredMemo, open_memo_store
+from mugraph.storage.memo.redis_backend import RedisMemo
+from mugraph.storage.memo.redis_server import EmbeddedRedis
 from tests.helpers.builtin import reference
 from tests.stages.prune.verdict_tables import GATED_MLP, LORA
 

@@ -7,7 +7,7 @@ any other worker's verdict. The memo is only a cache: losing it costs solver tim
 * `MemoStore` is what a shared backend provides: one batch lookup (`get_many`), one batch first-writer-
   wins store (`put_if_absent`) and an unconditional `replace`, used only to repair values that failed
   validation. Backends: `LocalMemo` here (a dict, for tests and runs without Redis) and
-  `mugraph.storage.redis_memo.RedisMemo`.
+  `mugraph.storage.memo.redis_backend.RedisMemo`.
 * `LayeredMemo` is what the prune stage uses: an LRU first, then one backend batch for the misses.
   Backend values outside `valid_values` are never trusted: they are misses, counted and warned about,
   and the next `store` of such a key repairs the backend copy with `replace`. If the backend fails
@@ -26,7 +26,7 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 
-from mugraph.storage.memo_base import MAX_VALUE_BYTES, MemoStore, MemoUnavailable, check_items
+from mugraph.storage.memo.base import MAX_VALUE_BYTES, MemoStore, MemoUnavailable, check_items
 
 __all__ = [
     "DEFAULT_LRU_ENTRIES",
@@ -84,7 +84,7 @@ def open_memo_store(url: str, *, socket_timeout: float = 5.0, connect_timeout: f
     if url == "local":
         return LocalMemo()
     if url.startswith(("redis://", "rediss://", "unix://")):
-        from mugraph.storage.redis_memo import RedisMemo
+        from mugraph.storage.memo.redis_backend import RedisMemo
 
         return RedisMemo(url, socket_timeout=socket_timeout, connect_timeout=connect_timeout)
     from mugraph.ir.errors import MugraphError

@@ -7,10 +7,10 @@ import asyncio
 from dataclasses import dataclass
 from pathlib import Path
 
-from mugraph.storage.atomic_store import AtomicLocalStore
-from mugraph.storage.records import metadata_file, read_record, record_names
-from mugraph.storage.store_errors import damaged
-from mugraph.storage.task_table import check_path
+from mugraph.storage.run.atomic_store import AtomicLocalStore
+from mugraph.storage.run.errors import damaged
+from mugraph.storage.run.records import metadata_file, read_record, record_names
+from mugraph.storage.run.task_table import check_path
 
 __all__ = ["FoundRecord", "load_found"]
 

@@ -1,6 +1,6 @@
 """The Redis backend of the verdict memo: one MGET per lookup batch, one pipeline of SET NX per store.
 
-Values are short verdict bytes (see `mugraph.storage.memo_base.check_items`), never pickles; with a
+Values are short verdict bytes (see `mugraph.storage.memo.base.check_items`), never pickles; with a
 secret (`secret=`, or a `mugraph_key` parameter in the URL, see `memo_auth`) each value carries an HMAC
 and a value without a valid one reads as untrusted (never as a verdict). Every Redis
 error (connection refused, timeout, a server that refuses writes) becomes `MemoUnavailable`: the memo is
@@ -17,9 +17,9 @@ import redis
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
-from mugraph.storage.memo_auth import UNTRUSTED, MemoSigner, attach_secret, split_secret
-from mugraph.storage.memo_base import MemoStore, MemoUnavailable, check_items
-from mugraph.storage.memo_url import describe_url
+from mugraph.storage.memo.auth import UNTRUSTED, MemoSigner, attach_secret, split_secret
+from mugraph.storage.memo.base import MemoStore, MemoUnavailable, check_items
+from mugraph.storage.memo.url import describe_url
 
 __all__ = ["RedisMemo"]
 

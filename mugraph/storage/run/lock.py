@@ -13,8 +13,8 @@ import fcntl
 import os
 from pathlib import Path
 
+from mugraph.storage.run.errors import StoreBusy, damaged
 from mugraph.storage.safe_files import LinkFound, open_nofollow
-from mugraph.storage.store_errors import StoreBusy, damaged
 
 __all__ = ["LOCK_NAME", "StoreLock"]
 

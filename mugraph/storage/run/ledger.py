@@ -21,9 +21,9 @@ import zlib
 from collections.abc import Iterable
 from pathlib import Path
 
-from mugraph.storage.records import metadata_file
+from mugraph.storage.run.errors import damaged
+from mugraph.storage.run.records import metadata_file
 from mugraph.storage.safe_files import LinkFound, open_nofollow, read_nofollow
-from mugraph.storage.store_errors import damaged
 
 __all__ = ["LEDGER_NAME", "Ledger"]
 

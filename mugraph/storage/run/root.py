@@ -24,15 +24,15 @@ from typing import Any, TypedDict
 import zarr.api.asynchronous as zasync
 from zarr.core.sync import sync as zarr_sync
 
-from mugraph.storage.atomic_store import AtomicLocalStore
-from mugraph.storage.ledger import Ledger
-from mugraph.storage.records import canonical_json
-from mugraph.storage.redis_server import _pid_alive
-from mugraph.storage.run_records import JsonObject
+from mugraph.storage.processes import pid_alive
+from mugraph.storage.run.atomic_store import AtomicLocalStore
+from mugraph.storage.run.errors import RECOVERY_HINT, StoreError, StoreMismatch, damaged
+from mugraph.storage.run.ledger import Ledger
+from mugraph.storage.run.lock import LOCK_NAME, StoreLock
+from mugraph.storage.run.records import canonical_json
+from mugraph.storage.run.run_records import JsonObject
+from mugraph.storage.run.task_table import TaskTable
 from mugraph.storage.safe_files import LINK_PROBLEM, find_link
-from mugraph.storage.store_errors import RECOVERY_HINT, StoreError, StoreMismatch, damaged
-from mugraph.storage.store_lock import LOCK_NAME, StoreLock
-from mugraph.storage.task_table import TaskTable
 
 __all__ = [
     "FORMAT",
@@ -75,7 +75,7 @@ def clean_siblings(path: Path) -> None:
         return
     for entry in path.parent.iterdir():
         m = _SIBLING.fullmatch(entry.name)
-        if m and m["name"] == path.name and not _pid_alive(int(m["pid"])):
+        if m and m["name"] == path.name and not pid_alive(int(m["pid"])):
             shutil.rmtree(entry, ignore_errors=True)
 
 

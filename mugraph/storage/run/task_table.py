@@ -44,10 +44,10 @@ import zarr.api.asynchronous as zasync
 from zarr.core.array import AsyncArray
 from zarr.core.sync import sync as zarr_sync
 
-from mugraph.storage.atomic_store import AtomicLocalStore, write_atomic
-from mugraph.storage.chunk_codec import CODEC_DICTS, compressors, encode_chunk
-from mugraph.storage.records import metadata_file, read_record, write_record
-from mugraph.storage.store_errors import StoreError, damaged
+from mugraph.storage.run.atomic_store import AtomicLocalStore, write_atomic
+from mugraph.storage.run.chunk_codec import CODEC_DICTS, compressors, encode_chunk
+from mugraph.storage.run.errors import StoreError, damaged
+from mugraph.storage.run.records import metadata_file, read_record, write_record
 
 __all__ = ["CHUNK_ROWS", "MAX_DEPTH", "FragmentTasks", "TaskRecord", "TaskSummary", "TaskTable"]
 

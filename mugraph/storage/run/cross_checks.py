@@ -23,8 +23,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from mugraph.storage.records import metadata_file, record_names
-from mugraph.storage.store_errors import damaged
+from mugraph.storage.run.errors import damaged
+from mugraph.storage.run.records import metadata_file, record_names
 
 __all__ = ["check_records"]
 

@@ -23,9 +23,9 @@ from zarr.abc.store import Store
 from zarr.buffer import default_buffer_prototype
 from zarr.core.group import GroupMetadata
 
-from mugraph.storage.atomic_store import AtomicLocalStore, write_atomic
-from mugraph.storage.run_records import JsonObject
-from mugraph.storage.store_errors import StoreError, damaged
+from mugraph.storage.run.atomic_store import AtomicLocalStore, write_atomic
+from mugraph.storage.run.errors import StoreError, damaged
+from mugraph.storage.run.run_records import JsonObject
 
 __all__ = ["CRC_KEY", "canonical_json", "normalize", "read_record", "record_names", "seal", "unseal", "write_record"]
 
