@@ -16,6 +16,7 @@ from bench_scale import ROOT, replay, summarize, trace_stats
 from scale_trace import TraceTask, read_trace, write_trace
 from store_trace import trace_from_store
 
+from mugraph.pipeline.commit import fragment_record
 from mugraph.pipeline.driver import COUNTER_NAMES
 from mugraph.pipeline.plan import make_plan
 from mugraph.programs.registry import get_builtin
@@ -31,20 +32,7 @@ COMMAND = ["optimize", "rms_norm", "--workers", "15", "--time-limit", "60"]
 
 def new_store(path: Path) -> RunStore:
     st = RunStore.open(path, PLAN.identity, meta={"command": COMMAND}, counter_names=COUNTER_NAMES)
-    fp = PLAN.fragments[0]
-    st.set_fragments(
-        [
-            {
-                "name": fp.spec.name,
-                "digest": fp.payload.digest,
-                "graph": fp.payload.reference,
-                "config": fp.payload.config,
-                "preset": fp.config.preset,
-                "sources": list(fp.spec.sources),
-                "outputs": list(fp.spec.outputs),
-            }
-        ]
-    )
+    st.set_fragments([fragment_record(PLAN.fragments[0])])
     st.add_tasks([(0, (), -1)])
     return st
 
