@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 from tests.stages.search.narrow import NARROW
+
+
+def as_from_a_terminal() -> None:
+    """A child's `preexec_fn`: it takes Ctrl-C as a terminal's foreground job does, even where this
+    suite runs as a background job of a non-interactive shell (which starts it with SIGINT ignored,
+    and Python then never raises KeyboardInterrupt)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def settings(name: str) -> list[str]:

@@ -12,11 +12,7 @@ from pathlib import Path
 
 import pytest
 
-
-def as_from_a_terminal() -> None:
-    """The child takes Ctrl-C as a terminal's foreground job does, even where this suite runs as a
-    background job of a non-interactive shell (which starts it with SIGINT ignored)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+from tests.helpers.cli_runs import as_from_a_terminal
 
 
 def with_interrupt_handlers(lines: list[str]) -> subprocess.CompletedProcess[str]:

@@ -15,13 +15,10 @@ from pathlib import Path
 import pytest
 
 from mugraph.pipeline.cluster import WORKER_BATCH
+from tests.helpers.cli_runs import as_from_a_terminal
 
 LINE = "mugraph: interrupted; run the same command to resume"
 SIGTERM_CAUGHT = 1 << (signal.SIGTERM - 1)
-
-
-def as_from_a_terminal() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)  # the suite may run with SIGINT ignored
 
 
 def start(args: list[str], cwd: Path) -> subprocess.Popen[str]:

@@ -18,6 +18,7 @@ from mugraph.ir.names import check_label, check_tensor_name, printable, shown
 from mugraph.programs import builtin_programs, load_program
 from mugraph.programs.loader import ProgramLoadError
 from mugraph.programs.program import Program
+from tests.helpers.cli_runs import as_from_a_terminal
 
 REALISTIC_TENSORS = ["X", "W1", "x.weight", "layer0/q", "attn-out", "h[0]", "_tmp", "0bias", "q+k", "f0:o1", "a" * 128]
 REALISTIC_LABELS = ["lora", "gated_mlp", "my-prog v2", "attn.fp16", "x+y"]
@@ -156,6 +157,7 @@ def test_an_interrupt_while_a_program_file_loads_is_an_interrupt(tmp_path: Path,
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        preexec_fn=as_from_a_terminal,
     )
     try:
         deadline = time.monotonic() + 120
