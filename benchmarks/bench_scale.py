@@ -32,7 +32,6 @@ import collections
 import heapq
 import json
 import os
-import pickle
 import subprocess
 import sys
 import tempfile
@@ -44,7 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from scale_trace import TraceTask, read_trace, write_trace  # noqa: E402
+from scale_trace import TraceTask, read_trace, result_bytes, write_trace  # noqa: E402
 
 # ---------------------------------------------------------------------------------------------- record
 
@@ -79,7 +78,7 @@ def record(
         found = tuple((f.digest, tuple(f.path), f.graph) for f in res.found.values())
         frontier = tuple(tuple(p) for p in res.frontier)
         counters = {k: float(v) for k, v in res.counters.as_dict().items()}
-        size = len(pickle.dumps((res.path, found, frontier, counters)))
+        size = result_bytes(res.path, found, frontier, counters)
         tasks.append(TraceTask(payload.digest, tuple(path), b, seconds, found, frontier, counters, size))
         queue.extend((i, p) for p in frontier)
     header = {

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import pickle
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -63,6 +64,13 @@ class TraceTask:
             {k: float(v) for k, v in d["counters"].items()},
             int(d["result_bytes"]),
         )
+
+
+def result_bytes(
+    path: PathT, found: tuple[tuple[str, PathT, str], ...], frontier: tuple[PathT, ...], counters: dict[str, float]
+) -> int:
+    """The size of a task's result as it crosses the wire: its pickled (path, found, frontier, counters)."""
+    return len(pickle.dumps((path, found, frontier, counters)))
 
 
 def write_trace(file: Path, header: dict[str, Any], tasks: Iterable[TraceTask]) -> None:

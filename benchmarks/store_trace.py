@@ -27,12 +27,11 @@ from __future__ import annotations
 import bisect
 import json
 import math
-import pickle
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from scale_trace import PathT, TraceTask
+from scale_trace import PathT, TraceTask, result_bytes
 
 from mugraph.pipeline.plan import make_plan
 from mugraph.programs.registry import get_builtin
@@ -143,7 +142,7 @@ def trace_from_store(store: Path) -> tuple[dict[str, Any], list[TraceTask]]:
         f = tuple((r.digest, r.path, r.graph) for r in sorted(mine.get(t.row, []), key=lambda r: r.path))
         frontier = tuple(c.path for c in sorted(children.get(t.row, []), key=lambda c: c.row))
         counters = {k: float(v) for k, v in t.counters.items() if not math.isnan(v)}
-        size = len(pickle.dumps((t.path, f, frontier, counters)))
+        size = result_bytes(t.path, f, frontier, counters)
         b = task_budget(t.path, budget)
         tasks.append(
             TraceTask(digest_of[t.fragment], t.path, b, counters.get("seconds", 0.0), f, frontier, counters, size)

@@ -17,14 +17,7 @@ from distributed import Client
 
 from mugraph.pipeline.cluster import dask_client, start_workers
 from mugraph.pipeline.scheduler_process import SchedulerProcess
-
-
-def alive(pid: int) -> bool:
-    """Whether `pid` is a process that has not exited (a zombie has)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+from mugraph.storage.processes import pid_alive
 
 
 def parent(pid: int) -> int:
@@ -42,9 +35,9 @@ def ignored(pid: int) -> set[int]:
 
 def wait_gone(pids: list[int], timeout: float) -> list[int]:
     deadline = time.monotonic() + timeout
-    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+    while any(pid_alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
-    return [p for p in pids if alive(p)]
+    return [p for p in pids if pid_alive(p)]
 
 
 @pytest.fixture(scope="module")
@@ -75,14 +68,14 @@ def test_the_scheduler_ignores_the_terminals_interrupts(running: Client) -> None
     os.kill(pid, signal.SIGINT)
     os.kill(pid, signal.SIGTERM)
     time.sleep(0.5)
-    assert alive(pid) and running.run_on_scheduler(os.getpid) == pid
+    assert pid_alive(pid) and running.run_on_scheduler(os.getpid) == pid
     assert running.submit(sum, [1, 2], pure=False).result(timeout=60) == 3
 
 
 def test_the_scheduler_exits_with_the_cluster() -> None:
     with dask_client(workers=1, dashboard_address=":0") as client:
         pid = scheduler_pid(client)
-        assert alive(pid)
+        assert pid_alive(pid)
     assert wait_gone([pid], 10) == []  # the cluster waited for it: nothing left to wait for here
 
 
@@ -111,7 +104,7 @@ def test_a_driver_killed_with_sigkill_leaves_no_scheduler_or_worker_behind(tmp_p
     assert proc.stdout is not None
     try:
         pids = [int(p) for p in proc.stdout.readline().split()]
-        assert len(pids) == 2 and all(alive(p) for p in pids), pids
+        assert len(pids) == 2 and all(pid_alive(p) for p in pids), pids
         proc.kill()
         proc.wait()
         left = wait_gone(pids, 30)  # below a second on an idle machine
