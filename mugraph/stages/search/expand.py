@@ -12,18 +12,16 @@ rebuilds.
 
 from __future__ import annotations
 
-import functools
-import itertools
 from collections.abc import Callable, Sequence
 from itertools import islice
 from typing import Any, overload
 
 from mugraph.ir.limits import DEFAULT_LIMITS
-from mugraph.ir.types import OpKind, Shape
+from mugraph.ir.types import OpKind
 from mugraph.stages.prune import expr as E
 from mugraph.stages.search import candidates as C
 from mugraph.stages.search.config import SearchConfig
-from mugraph.stages.search.op_results import fast_shape
+from mugraph.stages.search.macros import MACRO_NBYTES, MACRO_NEW, MacroEntry, macro_child, macro_table
 from mugraph.stages.search.op_tables import block_table, kernel_table
 from mugraph.stages.search.state import (
     CONCAT_MATMUL_ORDER,
@@ -71,7 +69,7 @@ class ChildList(Sequence[Child]):
     are listed up front; a `Child` object is made only for an index asked for, since most
     children are pruned. Block ops (most of a search's children) stay table entries until then."""
 
-    __slots__ = ("_entries", "_kids", "_node", "_tail", "news")
+    __slots__ = ("_entries", "_kids", "_macros", "_node", "news")
 
     def __init__(
         self,
@@ -79,14 +77,14 @@ class ChildList(Sequence[Child]):
         kids: list[Child],
         entries: list[Entry] | None = None,
         node: tuple[State, OpenBlock] | None = None,
-        tail: list[Child] | None = None,
+        macros: list[MacroEntry] | None = None,
     ) -> None:
-        # Order: `kids`, then the block-op `entries` (children of `node`), then `tail`.
+        # Order: `kids`, then the block-op `entries`, then the `macros` (both children of `node`).
         self.news = news
         self._kids = kids
         self._entries = entries or []
         self._node = node
-        self._tail = tail or []
+        self._macros = macros or []
 
     def __len__(self) -> int:
         return len(self.news)
@@ -109,10 +107,12 @@ class ChildList(Sequence[Child]):
         if i < n_kids:
             return self._kids[i]
         i -= n_kids
-        if i < len(self._entries) and self._node is not None:
+        assert self._node is not None, "only a block node lists entries"
+        if i < len(self._entries):
             e = self._entries[i]
             return Child(e[ENTRY_NEW], _block_child, *self._node, e)
-        return self._tail[i - len(self._entries)]
+        m = self._macros[i - len(self._entries)]
+        return Child(m[MACRO_NEW], macro_child, *self._node, m)
 
 
 def child_list(state: State, cfg: SearchConfig) -> ChildList:
@@ -272,6 +272,7 @@ def _block_child(s: State, b: OpenBlock, e: Entry) -> State:
         b.smem + extra,
         b.has_macro,
         b.table,
+        b.macros,
     )
     return State(s.tensors, s.uses, s.ops, s.last, s.dmem, nb, new, f"{kind}({','.join(map(str, ins))})", s.table)
 
@@ -287,107 +288,10 @@ def _block_op_children(s: State, b: OpenBlock, cfg: SearchConfig, closed: list[C
         listed += [e for e in islice(entries, start, None) if e[ENTRY_NBYTES] <= room]
     news = [k.new for k in closed]
     news += [e[ENTRY_NEW] for e in listed]
-    macros: list[Child] = []
+    macros: list[MacroEntry] = []
     if cfg.concat_matmul and not b.has_macro:
-        macros = [Child(k.new, _made, k) for k in _macro_children(s, b)]
-        news += [k.new for k in macros]
+        mt = macro_table(b)
+        start = first_above(mt.keys, CONCAT_MATMUL_ORDER, b.last)
+        macros = [e for e in islice(mt.entries, start, None) if e[MACRO_NBYTES] <= room]
+        news += [e[MACRO_NEW] for e in macros]
     return ChildList(news, closed, listed, (s, b), macros)
-
-
-def _macro_children(s: State, b: OpenBlock) -> list[State]:
-    """The lora preset's concat-then-matmul: matmul(concat(a, b, last dim), concat(c, d, dim -2)).
-    Only the matmul's term goes to the oracle, as in Mirage (the macro is one op there)."""
-    layout = tuple((t.shape, t.after_accum) for t in b.tensors)
-    keys, plan = _macro_plan(layout)
-    out: list[State] = []
-    for ins, left, right, prod_shape in islice(plan, first_above(keys, CONCAT_MATMUL_ORDER, b.last), None):
-        out += _macro_child(s, b, ins, left, right, prod_shape)
-    return out
-
-
-MacroOperands = tuple[tuple[int, int, int, int], Shape, Shape, Shape]
-
-
-@functools.lru_cache(maxsize=1 << 14)
-def _macro_plan(layout: tuple[tuple[Shape, bool], ...]) -> tuple[list[tuple[int, ...]], list[MacroOperands]]:
-    """Every (a, b, c, d) of distinct block tensors whose concat-then-matmul is well shaped, with
-    the two concatenations' and the product's shapes, sorted by operands; and the operand tuples
-    alone, for bisecting. Worked out once per layout (block tensors' shapes and after-accum flags):
-    a search meets few layouts, and the quadruple loop over concat pairs was a fifth of a lora
-    worker's time. The right pairs are grouped by what the matmul needs of them (rank, batch dims,
-    contraction length, flag), so a left pair meets only the rights it can multiply."""
-    rights: dict[tuple[object, ...], list[tuple[int, int, Shape]]] = {}
-    for c, d, right in _concat_pairs(layout, 2):
-        if len(right) >= 2:
-            rights.setdefault((len(right), right[:-2], right[-2], layout[c][1]), []).append((c, d, right))
-    plan: list[MacroOperands] = []
-    for a, bb, left in _concat_pairs(layout, 1):
-        for c, d, right in rights.get((len(left), left[:-2], left[-1], layout[a][1]), ()):
-            if len({a, bb, c, d}) < 4:
-                continue
-            prod_shape = fast_shape(OpKind.MATMUL, left, right)
-            if prod_shape is not None:
-                plan.append(((a, bb, c, d), left, right, prod_shape))
-    return [p[0] for p in plan], plan
-
-
-def _concat_pairs(layout: tuple[tuple[Shape, bool], ...], dim_from_end: int) -> list[tuple[int, int, Shape]]:
-    """Ordered pairs (i, j), sorted, of block tensors (by shape and after-accum flag) that
-    concatenate along the dim `dim_from_end` from the end, with the concatenation's shape.
-    Tensors are grouped by everything but that dim, so only matching pairs are formed."""
-    groups: dict[tuple[object, ...], list[int]] = {}
-    for i, (x, flag) in enumerate(layout):
-        d = len(x) - dim_from_end
-        if d >= 0:
-            groups.setdefault((len(x), flag, x[:d], x[d + 1 :]), []).append(i)
-    found = []
-    for members in groups.values():
-        for i, j in itertools.permutations(members, 2):
-            x, y = layout[i][0], layout[j][0]
-            d = len(x) - dim_from_end
-            found.append((i, j, x[:d] + (x[d] + y[d],) + x[d + 1 :]))
-    found.sort()
-    return found
-
-
-def _macro_child(
-    s: State, b: OpenBlock, ins: tuple[int, ...], left: Shape, right: Shape, prod_shape: Shape
-) -> list[State]:
-    n = len(b.tensors)
-    rank = (ins, CONCAT_MATMUL_ORDER)
-    args = [b.tensors[i] for i in ins]
-    flag = args[0].after_accum
-    lt = TInfo(left, E.concat(args[0].expr, args[1].expr, 1, args[0].shape[-1]), flag)
-    rt = TInfo(right, E.concat(args[2].expr, args[3].expr, 2, args[2].shape[-2]), flag)
-    mt = TInfo(prod_shape, E.matmul(lt.expr, rt.expr, left[-1]), flag)
-    smem = b.smem + lt.nbytes + rt.nbytes + mt.nbytes
-    if smem > DEFAULT_LIMITS.smem_bytes:
-        return []
-    uses = bump(b.uses, ins, 3)[:n] + (1, 1, 0)
-    nb = OpenBlock(
-        b.sources,
-        b.grid,
-        b.imaps,
-        b.forloop,
-        b.inputs,
-        b.ops + (OpSpec(OpKind.CONCAT, ins),),
-        b.tensors + (lt, rt, mt),
-        uses,
-        rank,
-        smem,
-        True,
-        b.table,
-    )
-    return [
-        State(
-            s.tensors,
-            s.uses,
-            s.ops,
-            s.last,
-            s.dmem,
-            nb,
-            (mt.expr,),
-            f"concat_matmul({','.join(map(str, ins))})",
-            s.table,
-        )
-    ]

@@ -1,0 +1,158 @@
+"""The lora preset's concat-then-matmul macro as a table of entries, extended like the op tables.
+
+The macro reads four distinct block tensors (a, b, c, d) and makes matmul(concat(a, b, last dim),
+concat(c, d, dim -2)); it is one op for the canonical order and the oracle judges only the
+product's term, as in Mirage. Whether a quadruple is valid, the three tensors it makes and their
+terms depend only on its four operands, and a child block graph holds its parent's tensors plus new
+ones. So, as for the op tables (`op_tables`), a node's macro table is its parent's with entries
+added only for the quadruples that read a new tensor, and a node lists its macro children by
+bisecting on its last op's rank and checking shared memory against each entry's recorded size.
+Its child's state is made only when the child is kept: on lora's whole space most macro children
+are pruned, and making each one's state up front was over half of a worker's time.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from typing import Final
+
+from mugraph.ir.types import OpKind, Shape
+from mugraph.stages.prune import expr as E
+from mugraph.stages.search.op_results import fast_shape
+from mugraph.stages.search.state import CONCAT_MATMUL_ORDER, OpenBlock, OpSpec, State, TInfo, bump, shape_nbytes
+
+__all__ = ["MacroEntry", "MacroTable", "macro_child", "macro_label", "macro_table"]
+
+# One macro a block graph's tensors admit: (operands (a, b, c, d), shared memory it adds, the left
+# concatenation, the right one, the product, the product's term alone). A plain tuple read at the
+# named positions, as op-table entries are (state.Entry).
+MacroEntry = tuple[tuple[int, int, int, int], int, TInfo, TInfo, TInfo, tuple[E.Expr, ...]]
+MACRO_INS: Final = 0
+MACRO_NBYTES: Final = 1
+MACRO_NEW: Final = 5
+
+
+class MacroTable:
+    """The valid macro entries over the first `n` block tensors, sorted by operands, and their
+    operand tuples alone (for bisecting on a rank)."""
+
+    __slots__ = ("entries", "keys", "n")
+
+    def __init__(self, n: int, keys: list[tuple[int, ...]], entries: list[MacroEntry]) -> None:
+        self.n = n
+        self.keys = keys
+        self.entries = entries
+
+
+def macro_table(b: OpenBlock) -> MacroTable:
+    """The macros over `b`'s tensors, extending the table it inherited from its parent graph."""
+    t = b.macros
+    if t is None or t.n < len(b.tensors):
+        t = b.macros = _extend(t, b.tensors)
+    return t
+
+
+def _extend(base: MacroTable | None, tensors: tuple[TInfo, ...]) -> MacroTable:
+    start = 0 if base is None else base.n
+    layout = tuple((t.shape, t.after_accum) for t in tensors)
+    new: list[MacroEntry] = []
+    for ins, left, right, prod_shape in _plan_from(layout, start):
+        a, bb, c, d = (tensors[i] for i in ins)
+        flag = a.after_accum
+        lt = TInfo(left, E.concat(a.expr, bb.expr, 1, a.shape[-1]), flag)
+        rt = TInfo(right, E.concat(c.expr, d.expr, 2, c.shape[-2]), flag)
+        mt = TInfo(prod_shape, E.matmul(lt.expr, rt.expr, left[-1]), flag)
+        nbytes = shape_nbytes(left) + shape_nbytes(right) + shape_nbytes(prod_shape)
+        new.append((ins, nbytes, lt, rt, mt, (mt.expr,)))
+    if base is None:
+        entries = new
+    elif not new:  # never changed once made, so a child shares its parent's lists
+        return MacroTable(len(tensors), base.keys, base.entries)
+    else:
+        # Operand tuples are unique, so the merge compares on them alone.
+        entries = sorted(base.entries + new, key=_ins)
+    return MacroTable(len(tensors), [e[MACRO_INS] for e in entries], entries)
+
+
+def _ins(e: MacroEntry) -> tuple[int, ...]:
+    return e[MACRO_INS]
+
+
+def macro_label(ins: tuple[int, ...]) -> str:
+    return f"concat_matmul({','.join(map(str, ins))})"
+
+
+def macro_child(s: State, b: OpenBlock, e: MacroEntry) -> State:
+    """The state after the macro of entry `e`: its three tensors appended (the two concatenations
+    consumed by the product, which dangles)."""
+    ins, nbytes, lt, rt, mt, new = e
+    n = len(b.tensors)
+    nb = OpenBlock(
+        b.sources,
+        b.grid,
+        b.imaps,
+        b.forloop,
+        b.inputs,
+        b.ops + (OpSpec(OpKind.CONCAT, ins),),
+        b.tensors + (lt, rt, mt),
+        bump(b.uses, ins, 3)[:n] + (1, 1, 0),
+        (ins, CONCAT_MATMUL_ORDER),
+        b.smem + nbytes,
+        True,
+        b.table,
+    )
+    return State(s.tensors, s.uses, s.ops, s.last, s.dmem, nb, new, macro_label(ins), s.table)
+
+
+MacroOperands = tuple[tuple[int, int, int, int], Shape, Shape, Shape]
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _plan_from(layout: tuple[tuple[Shape, bool], ...], start: int) -> tuple[MacroOperands, ...]:
+    """The plan's quadruples that read a tensor at index >= `start` (start 0: all of them)."""
+    plan = _plan(layout)
+    if start == 0:
+        return plan
+    return tuple(p for p in plan if max(p[0]) >= start)
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _plan(layout: tuple[tuple[Shape, bool], ...]) -> tuple[MacroOperands, ...]:
+    """Every (a, b, c, d) of distinct block tensors whose concat-then-matmul is well shaped, with
+    the two concatenations' and the product's shapes, sorted by operands. Worked out once per
+    layout (block tensors' shapes and after-accum flags): a search meets few layouts. The right
+    pairs are grouped by what the matmul needs of them (rank, batch dims, contraction length,
+    flag), so a left pair meets only the rights it can multiply."""
+    rights: dict[tuple[object, ...], list[tuple[int, int, Shape]]] = {}
+    for c, d, right in _concat_pairs(layout, 2):
+        if len(right) >= 2:
+            rights.setdefault((len(right), right[:-2], right[-2], layout[c][1]), []).append((c, d, right))
+    plan: list[MacroOperands] = []
+    for a, bb, left in _concat_pairs(layout, 1):
+        for c, d, right in rights.get((len(left), left[:-2], left[-1], layout[a][1]), ()):
+            if len({a, bb, c, d}) < 4:
+                continue
+            prod_shape = fast_shape(OpKind.MATMUL, left, right)
+            if prod_shape is not None:
+                plan.append(((a, bb, c, d), left, right, prod_shape))
+    return tuple(plan)
+
+
+def _concat_pairs(layout: tuple[tuple[Shape, bool], ...], dim_from_end: int) -> list[tuple[int, int, Shape]]:
+    """Ordered pairs (i, j), sorted, of block tensors (by shape and after-accum flag) that
+    concatenate along the dim `dim_from_end` from the end, with the concatenation's shape.
+    Tensors are grouped by everything but that dim, so only matching pairs are formed."""
+    groups: dict[tuple[object, ...], list[int]] = {}
+    for i, (x, flag) in enumerate(layout):
+        d = len(x) - dim_from_end
+        if d >= 0:
+            groups.setdefault((len(x), flag, x[:d], x[d + 1 :]), []).append(i)
+    found = []
+    for members in groups.values():
+        for i, j in itertools.permutations(members, 2):
+            x, y = layout[i][0], layout[j][0]
+            d = len(x) - dim_from_end
+            found.append((i, j, x[:d] + (x[d] + y[d],) + x[d + 1 :]))
+    found.sort()
+    return found
