@@ -11,6 +11,14 @@ first tree measured in the same run.
     python benchmarks/bench_speed.py --tree base=/work/base --tree new=. --states 20000
     python benchmarks/bench_speed.py --tree base=/work/base --tree new=. --programs rms_norm --full
 
+`--trace FILE --sample K` instead replays, on each tree, K tasks of a recorded scale trace
+(`bench_scale.py`), drawn with probability proportional to their recorded seconds: the mix of work
+a whole-space run does, in minutes, where the first states from the root are not typical of the
+space (lora's costliest tasks are deep in it). `--repeat R` alternates the trees R times.
+
+    python benchmarks/bench_speed.py --tree base=/work/base --tree new=. \
+        --trace benchmarks/data/scale_lora_w15.jsonl.gz --sample 40 --repeat 2
+
 `--old-space NAME` passes the overrides that give the search space before it was widened
 (for-loop ranges {4, 16, 64}, no (batch, 8, 16) attention grid) to the trees that know them, so
 that every tree searches the same tree; `--widened` adds a row per program for the current
@@ -55,6 +63,73 @@ print(json.dumps({"counters": report.counters.as_dict(), "complete": report.comp
 """
 
 
+# Runs inside the child: the sampled tasks, each explored under its recorded budget.
+SAMPLE_RUNNER = """
+import json, sys, time
+from mugraph.programs import get_builtin
+from mugraph.stages.search.config import parse_override, preset_config
+from mugraph.stages.search.explore import Fragment, Searcher
+name, tasks = sys.argv[1], json.loads(sys.argv[2])
+prog = get_builtin(name)
+config = preset_config(prog.preset).with_overrides(dict(parse_override(s) for s in sys.argv[3:]))
+searcher = Searcher(Fragment(prog.reference(), config, name))
+nodes = children = found = 0
+t0 = time.perf_counter()
+for path, budget in tasks:
+    r = searcher.explore(tuple(path), budget)
+    nodes += r.counters.nodes
+    children += r.counters.children
+    found += len(r.found)
+print(json.dumps({"seconds": time.perf_counter() - t0, "nodes": nodes, "children": children, "found": found}))
+"""
+
+
+def sample_tasks(trace: Path, k: int, seed: int = 1) -> tuple[str, list[str], list[tuple[list[int], int]]]:
+    """The program, its settings and K of the trace's tasks, drawn by recorded seconds."""
+    import random
+
+    from benchmarks.scale_trace import read_trace
+
+    header, all_tasks = read_trace(trace)
+    if len(header["fragments"]) != 1:
+        raise SystemExit(f"{trace}: a trace of one fragment is needed (it has {len(header['fragments'])})")
+    tasks = [task for task in all_tasks if task.seconds > 0]
+    drawn = random.Random(seed).choices(tasks, weights=[task.seconds for task in tasks], k=k)
+    settings = [f"{key}={json.dumps(value)}" for key, value in header["settings"].items()]
+    return str(header["program"]), settings, [(list(task.path), task.budget) for task in drawn]
+
+
+def run_sample(tree: Path, name: str, settings: list[str], tasks: list[tuple[list[int], int]]) -> dict[str, Any]:
+    args = [sys.executable, "-c", SAMPLE_RUNNER, name, json.dumps(tasks), *settings]
+    proc = subprocess.run(
+        args, cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)}, capture_output=True, text=True, check=False
+    )
+    if proc.returncode != 0:
+        raise SystemExit(f"{tree}: the sampled tasks of {name} failed:\n{proc.stderr[-2000:]}")
+    out: dict[str, Any] = json.loads(proc.stdout.splitlines()[-1])
+    return out
+
+
+def sample_table(trees: list[tuple[str, Path]], trace: Path, k: int, repeat: int) -> list[str]:
+    name, settings, tasks = sample_tasks(trace, k)
+    lines = [
+        f"{name}: {k} tasks of {trace.name} drawn by recorded seconds; trees alternated {repeat}x",
+        "| program | tree | run | states | children listed | μGraphs | seconds | × first tree |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for rep in range(repeat):
+        first: float | None = None
+        for label, tree in trees:
+            r = run_sample(tree, name, settings, tasks)
+            first = first or r["seconds"]
+            lines.append(
+                f"| {name} | {label} | {rep + 1} | {r['nodes']:,} | {r['children']:,} | {r['found']} | "
+                f"{r['seconds']:.1f} | {first / r['seconds']:.2f} |"
+            )
+            print(lines[-1], flush=True)
+    return lines
+
+
 def run(tree: Path, name: str, settings: list[str], states: int) -> dict[str, Any]:
     args = [sys.executable, "-c", RUNNER, name, str(states), *settings]
     env = {**os.environ, "PYTHONPATH": str(tree)}
@@ -96,8 +171,18 @@ def main() -> None:
     ap.add_argument("--old-space", action="store_true", help="search the space before widening on every tree")
     ap.add_argument("--widened", action="store_true", help="also the current default space on the last tree")
     ap.add_argument("--out", type=Path, help="append the table to this file")
+    ap.add_argument("--trace", type=Path, help="replay tasks of this scale trace instead of searching from the root")
+    ap.add_argument("--sample", type=int, default=40, help="with --trace: how many tasks to draw")
+    ap.add_argument("--repeat", type=int, default=1, help="with --trace: alternate the trees this many times")
     args = ap.parse_args()
     trees = [(label, Path(path).resolve()) for label, _, path in (t.partition("=") for t in args.tree)]
+    if args.trace is not None:
+        table = "\n".join(sample_table(trees, args.trace, args.sample, args.repeat))
+        print(table)
+        if args.out:
+            with args.out.open("a") as f:
+                f.write(f"\n<!-- bench_speed {time.strftime('%Y-%m-%d %H:%M')} {' '.join(sys.argv[1:])} -->\n{table}\n")
+        return
     limit = 0 if args.full else args.states
     lines = [HEADER]
     for name in args.programs:

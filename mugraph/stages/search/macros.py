@@ -60,11 +60,10 @@ def _extend(base: MacroTable | None, tensors: tuple[TInfo, ...]) -> MacroTable:
     for ins, left, right, prod_shape in _plan_from(layout, start):
         a, bb, c, d = (tensors[i] for i in ins)
         flag = a.after_accum
-        lt = TInfo(left, E.concat(a.expr, bb.expr, 1, a.shape[-1]), flag)
-        rt = TInfo(right, E.concat(c.expr, d.expr, 2, c.shape[-2]), flag)
-        mt = TInfo(prod_shape, E.matmul(lt.expr, rt.expr, left[-1]), flag)
+        lterm, rterm, mterm = _terms(a.expr, bb.expr, c.expr, d.expr, a.shape[-1], c.shape[-2], left[-1])
         nbytes = shape_nbytes(left) + shape_nbytes(right) + shape_nbytes(prod_shape)
-        new.append((ins, nbytes, lt, rt, mt, (mt.expr,)))
+        mt = TInfo(prod_shape, mterm, flag)
+        new.append((ins, nbytes, TInfo(left, lterm, flag), TInfo(right, rterm, flag), mt, (mterm,)))
     if base is None:
         entries = new
     elif not new:  # never changed once made, so a child shares its parent's lists
@@ -73,6 +72,31 @@ def _extend(base: MacroTable | None, tensors: tuple[TInfo, ...]) -> MacroTable:
         # Operand tuples are unique, so the merge compares on them alone.
         entries = sorted(base.entries + new, key=_ins)
     return MacroTable(len(tensors), [e[MACRO_INS] for e in entries], entries)
+
+
+# A macro's three terms by its operands' terms (by identity: terms are hash-consed) and sizes. The
+# same four terms meet again and again: a block graph's inputs have the kernel tensors' terms
+# whatever the grid, maps and for-loop range, and so do most ops over them. A value holds its
+# operands, so their ids stay theirs while it lives; the table is emptied when it grows too large.
+_TERMS: dict[tuple[int, ...], tuple[E.Expr, ...]] = {}
+_TERMS_MAX = 1 << 17
+
+
+def _terms(
+    a: E.Expr, b: E.Expr, c: E.Expr, d: E.Expr, size_a: int, size_c: int, k: int
+) -> tuple[E.Expr, E.Expr, E.Expr]:
+    """The left concatenation's, the right one's and the product's terms."""
+    key = (id(a), id(b), id(c), id(d), size_a, size_c, k)
+    hit = _TERMS.get(key)
+    if hit is not None:
+        return hit[4], hit[5], hit[6]
+    left = E.concat(a, b, 1, size_a)
+    right = E.concat(c, d, 2, size_c)
+    product = E.matmul(left, right, k)
+    if len(_TERMS) >= _TERMS_MAX:
+        _TERMS.clear()
+    _TERMS[key] = (a, b, c, d, left, right, product)
+    return left, right, product
 
 
 def _ins(e: MacroEntry) -> tuple[int, ...]:
