@@ -24,13 +24,14 @@ from mugraph.stages.search.state import CONCAT_MATMUL_ORDER, OpenBlock, OpSpec, 
 
 __all__ = ["MacroEntry", "MacroTable", "macro_child", "macro_label", "macro_table"]
 
-# One macro a block graph's tensors admit: (operands (a, b, c, d), shared memory it adds, the left
-# concatenation, the right one, the product, the product's term alone). A plain tuple read at the
-# named positions, as op-table entries are (state.Entry).
-MacroEntry = tuple[tuple[int, int, int, int], int, TInfo, TInfo, TInfo, tuple[E.Expr, ...]]
+# One macro a block graph's tensors admit: (operands (a, b, c, d), shared memory it adds, the
+# product's term alone (what the oracle judges), the shapes of the left concatenation, the right
+# one and the product, and the two concatenations' terms). A plain tuple read at the named
+# positions, as op-table entries are (state.Entry); its tensors are made with its child's state.
+MacroEntry = tuple[tuple[int, int, int, int], int, tuple[E.Expr], "MacroOperands", E.Expr, E.Expr]
 MACRO_INS: Final = 0
 MACRO_NBYTES: Final = 1
-MACRO_NEW: Final = 5
+MACRO_NEW: Final = 2
 
 
 class MacroTable:
@@ -57,13 +58,13 @@ def _extend(base: MacroTable | None, tensors: tuple[TInfo, ...]) -> MacroTable:
     start = 0 if base is None else base.n
     layout = tuple((t.shape, t.after_accum) for t in tensors)
     new: list[MacroEntry] = []
-    for ins, left, right, prod_shape in _plan_from(layout, start):
-        a, bb, c, d = (tensors[i] for i in ins)
-        flag = a.after_accum
-        lterm, rterm, mterm = _terms(a.expr, bb.expr, c.expr, d.expr, a.shape[-1], c.shape[-2], left[-1])
-        nbytes = shape_nbytes(left) + shape_nbytes(right) + shape_nbytes(prod_shape)
-        mt = TInfo(prod_shape, mterm, flag)
-        new.append((ins, nbytes, TInfo(left, lterm, flag), TInfo(right, rterm, flag), mt, (mterm,)))
+    add = new.append
+    exprs = [t.expr for t in tensors]
+    for item in _plan_from(layout, start):
+        ins, left, _, _, nbytes, size_a, size_c = item
+        a, b, c, d = ins
+        lterm, rterm, mterm = _terms(exprs[a], exprs[b], exprs[c], exprs[d], size_a, size_c, left[-1])
+        add((ins, nbytes, (mterm,), item, lterm, rterm))
     if base is None:
         entries = new
     elif not new:  # never changed once made, so a child shares its parent's lists
@@ -110,7 +111,9 @@ def macro_label(ins: tuple[int, ...]) -> str:
 def macro_child(s: State, b: OpenBlock, e: MacroEntry) -> State:
     """The state after the macro of entry `e`: its three tensors appended (the two concatenations
     consumed by the product, which dangles)."""
-    ins, nbytes, lt, rt, mt, new = e
+    ins, nbytes, new, (_, left, right, prod_shape, _, _, _), lterm, rterm = e
+    flag = b.tensors[ins[0]].after_accum
+    lt, rt, mt = TInfo(left, lterm, flag), TInfo(right, rterm, flag), TInfo(prod_shape, new[0], flag)
     n = len(b.tensors)
     nb = OpenBlock(
         b.sources,
@@ -129,7 +132,9 @@ def macro_child(s: State, b: OpenBlock, e: MacroEntry) -> State:
     return State(s.tensors, s.uses, s.ops, s.last, s.dmem, nb, new, macro_label(ins), s.table)
 
 
-MacroOperands = tuple[tuple[int, int, int, int], Shape, Shape, Shape]
+# A quadruple of a layout's plan: (operands, the left concatenation's, the right one's and the
+# product's shapes, the shared memory of the three, a's size along the last dim, c's along dim -2).
+MacroOperands = tuple[tuple[int, int, int, int], Shape, Shape, Shape, int, int, int]
 
 
 @functools.lru_cache(maxsize=1 << 14)
@@ -144,7 +149,7 @@ def _plan_from(layout: tuple[tuple[Shape, bool], ...], start: int) -> tuple[Macr
 @functools.lru_cache(maxsize=1 << 14)
 def _plan(layout: tuple[tuple[Shape, bool], ...]) -> tuple[MacroOperands, ...]:
     """Every (a, b, c, d) of distinct block tensors whose concat-then-matmul is well shaped, with
-    the two concatenations' and the product's shapes, sorted by operands. Worked out once per
+    what its entry needs of the shapes (`MacroOperands`), sorted by operands. Worked out once per
     layout (block tensors' shapes and after-accum flags): a search meets few layouts. The right
     pairs are grouped by what the matmul needs of them (rank, batch dims, contraction length,
     flag), so a left pair meets only the rights it can multiply."""
@@ -159,7 +164,9 @@ def _plan(layout: tuple[tuple[Shape, bool], ...]) -> tuple[MacroOperands, ...]:
                 continue
             prod_shape = fast_shape(OpKind.MATMUL, left, right)
             if prod_shape is not None:
-                plan.append(((a, bb, c, d), left, right, prod_shape))
+                nbytes = shape_nbytes(left) + shape_nbytes(right) + shape_nbytes(prod_shape)
+                size_a, size_c = layout[a][0][-1], layout[c][0][-2]
+                plan.append(((a, bb, c, d), left, right, prod_shape, nbytes, size_a, size_c))
     return tuple(plan)
 
 
