@@ -21,10 +21,9 @@ from mugraph.ir.types import OpKind
 from mugraph.stages.prune import expr as E
 from mugraph.stages.search import candidates as C
 from mugraph.stages.search.config import SearchConfig
-from mugraph.stages.search.macros import MACRO_NBYTES, MACRO_NEW, MacroEntry, macro_child, macro_table
+from mugraph.stages.search.macros import MACRO_NEW, MacroEntry, macro_child, macro_entries
 from mugraph.stages.search.op_tables import block_table, kernel_table
 from mugraph.stages.search.state import (
-    CONCAT_MATMUL_ORDER,
     ENTRY_NBYTES,
     ENTRY_NEW,
     INPUT_RANK,
@@ -38,7 +37,6 @@ from mugraph.stages.search.state import (
     State,
     TInfo,
     bump,
-    first_above,
 )
 
 __all__ = ["Child", "ChildList", "child_list", "children"]
@@ -272,7 +270,6 @@ def _block_child(s: State, b: OpenBlock, e: Entry) -> State:
         b.smem + extra,
         b.has_macro,
         b.table,
-        b.macros,
     )
     return State(s.tensors, s.uses, s.ops, s.last, s.dmem, nb, new, f"{kind}({','.join(map(str, ins))})", s.table)
 
@@ -290,8 +287,6 @@ def _block_op_children(s: State, b: OpenBlock, cfg: SearchConfig, closed: list[C
     news += [e[ENTRY_NEW] for e in listed]
     macros: list[MacroEntry] = []
     if cfg.concat_matmul and not b.has_macro:
-        mt = macro_table(b)
-        start = first_above(mt.keys, CONCAT_MATMUL_ORDER, b.last)
-        macros = [e for e in islice(mt.entries, start, None) if e[MACRO_NBYTES] <= room]
+        macros = macro_entries(b, room)
         news += [e[MACRO_NEW] for e in macros]
     return ChildList(news, closed, listed, (s, b), macros)

@@ -15,14 +15,24 @@ from __future__ import annotations
 
 import functools
 import itertools
+from itertools import islice
 from typing import Final
 
 from mugraph.ir.types import OpKind, Shape
 from mugraph.stages.prune import expr as E
 from mugraph.stages.search.op_results import fast_shape
-from mugraph.stages.search.state import CONCAT_MATMUL_ORDER, OpenBlock, OpSpec, State, TInfo, bump, shape_nbytes
+from mugraph.stages.search.state import (
+    CONCAT_MATMUL_ORDER,
+    OpenBlock,
+    OpSpec,
+    State,
+    TInfo,
+    bump,
+    first_above,
+    shape_nbytes,
+)
 
-__all__ = ["MacroEntry", "MacroTable", "macro_child", "macro_label", "macro_table"]
+__all__ = ["MacroEntry", "macro_child", "macro_entries", "macro_label"]
 
 # One macro a block graph's tensors admit: (operands (a, b, c, d), shared memory it adds, the
 # product's term alone (what the oracle judges), the shapes of the left concatenation, the right
@@ -34,45 +44,22 @@ MACRO_NBYTES: Final = 1
 MACRO_NEW: Final = 2
 
 
-class MacroTable:
-    """The valid macro entries over the first `n` block tensors, sorted by operands, and their
-    operand tuples alone (for bisecting on a rank)."""
-
-    __slots__ = ("entries", "keys", "n")
-
-    def __init__(self, n: int, keys: list[tuple[int, ...]], entries: list[MacroEntry]) -> None:
-        self.n = n
-        self.keys = keys
-        self.entries = entries
-
-
-def macro_table(b: OpenBlock) -> MacroTable:
-    """The macros over `b`'s tensors, extending the table it inherited from its parent graph."""
-    t = b.macros
-    if t is None or t.n < len(b.tensors):
-        t = b.macros = _extend(t, b.tensors)
-    return t
-
-
-def _extend(base: MacroTable | None, tensors: tuple[TInfo, ...]) -> MacroTable:
-    start = 0 if base is None else base.n
-    layout = tuple((t.shape, t.after_accum) for t in tensors)
-    new: list[MacroEntry] = []
-    add = new.append
+def macro_entries(b: OpenBlock, room: int) -> list[MacroEntry]:
+    """The macros `b` may add: quadruples ranked above its last op whose three tensors fit in
+    `room` bytes of shared memory, in operand order."""
+    tensors = b.tensors
+    keys, plan = _plan(tuple((t.shape, t.after_accum) for t in tensors))
+    out: list[MacroEntry] = []
+    add = out.append
     exprs = [t.expr for t in tensors]
-    for item in _plan_from(layout, start):
+    for item in islice(plan, first_above(keys, CONCAT_MATMUL_ORDER, b.last), None):
         ins, left, _, _, nbytes, size_a, size_c = item
-        a, b, c, d = ins
-        lterm, rterm, mterm = _terms(exprs[a], exprs[b], exprs[c], exprs[d], size_a, size_c, left[-1])
+        if nbytes > room:
+            continue
+        a, bb, c, d = ins
+        lterm, rterm, mterm = _terms(exprs[a], exprs[bb], exprs[c], exprs[d], size_a, size_c, left[-1])
         add((ins, nbytes, (mterm,), item, lterm, rterm))
-    if base is None:
-        entries = new
-    elif not new:  # never changed once made, so a child shares its parent's lists
-        return MacroTable(len(tensors), base.keys, base.entries)
-    else:
-        # Operand tuples are unique, so the merge compares on them alone.
-        entries = sorted(base.entries + new, key=_ins)
-    return MacroTable(len(tensors), [e[MACRO_INS] for e in entries], entries)
+    return out
 
 
 # A macro's three terms by its operands' terms (by identity: terms are hash-consed) and sizes. The
@@ -98,10 +85,6 @@ def _terms(
         _TERMS.clear()
     _TERMS[key] = (a, b, c, d, left, right, product)
     return left, right, product
-
-
-def _ins(e: MacroEntry) -> tuple[int, ...]:
-    return e[MACRO_INS]
 
 
 def macro_label(ins: tuple[int, ...]) -> str:
@@ -138,16 +121,7 @@ MacroOperands = tuple[tuple[int, int, int, int], Shape, Shape, Shape, int, int, 
 
 
 @functools.lru_cache(maxsize=1 << 14)
-def _plan_from(layout: tuple[tuple[Shape, bool], ...], start: int) -> tuple[MacroOperands, ...]:
-    """The plan's quadruples that read a tensor at index >= `start` (start 0: all of them)."""
-    plan = _plan(layout)
-    if start == 0:
-        return plan
-    return tuple(p for p in plan if max(p[0]) >= start)
-
-
-@functools.lru_cache(maxsize=1 << 14)
-def _plan(layout: tuple[tuple[Shape, bool], ...]) -> tuple[MacroOperands, ...]:
+def _plan(layout: tuple[tuple[Shape, bool], ...]) -> tuple[list[tuple[int, ...]], tuple[MacroOperands, ...]]:
     """Every (a, b, c, d) of distinct block tensors whose concat-then-matmul is well shaped, with
     what its entry needs of the shapes (`MacroOperands`), sorted by operands. Worked out once per
     layout (block tensors' shapes and after-accum flags): a search meets few layouts. The right
@@ -167,7 +141,7 @@ def _plan(layout: tuple[tuple[Shape, bool], ...]) -> tuple[MacroOperands, ...]:
                 nbytes = shape_nbytes(left) + shape_nbytes(right) + shape_nbytes(prod_shape)
                 size_a, size_c = layout[a][0][-1], layout[c][0][-2]
                 plan.append(((a, bb, c, d), left, right, prod_shape, nbytes, size_a, size_c))
-    return tuple(plan)
+    return [p[0] for p in plan], tuple(plan)
 
 
 def _concat_pairs(layout: tuple[tuple[Shape, bool], ...], dim_from_end: int) -> list[tuple[int, int, Shape]]:

@@ -21,13 +21,10 @@ import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from math import prod
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from mugraph.ir.types import Dim3, DType, OpKind, Shape
 from mugraph.stages.prune.expr import Expr
-
-if TYPE_CHECKING:
-    from mugraph.stages.search.macros import MacroTable
 
 TYPE_ORDER: dict[OpKind, int] = {k: i for i, k in enumerate(OpKind)}
 CONCAT_MATMUL_ORDER = len(TYPE_ORDER)  # the lora macro ranks after every single op
@@ -147,8 +144,6 @@ class OpenBlock:
     # The block ops its tensors admit (`op_tables.block_table`): made when first listed, or the
     # parent's, to be extended. A cache, so not part of the graph's identity.
     table: OpTable | None = field(default=None, compare=False, hash=False, repr=False)
-    # The concat-then-matmul macros its tensors admit (`macros.macro_table`), a cache likewise.
-    macros: MacroTable | None = field(default=None, compare=False, hash=False, repr=False)
 
     @property
     def configured(self) -> bool:
