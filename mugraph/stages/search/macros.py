@@ -1,14 +1,13 @@
-"""The lora preset's concat-then-matmul macro as a table of entries, extended like the op tables.
+"""The lora preset's concat-then-matmul macro: its children listed as entries, made when kept.
 
 The macro reads four distinct block tensors (a, b, c, d) and makes matmul(concat(a, b, last dim),
 concat(c, d, dim -2)); it is one op for the canonical order and the oracle judges only the
-product's term, as in Mirage. Whether a quadruple is valid, the three tensors it makes and their
-terms depend only on its four operands, and a child block graph holds its parent's tensors plus new
-ones. So, as for the op tables (`op_tables`), a node's macro table is its parent's with entries
-added only for the quadruples that read a new tensor, and a node lists its macro children by
-bisecting on its last op's rank and checking shared memory against each entry's recorded size.
-Its child's state is made only when the child is kept: on lora's whole space most macro children
-are pruned, and making each one's state up front was over half of a worker's time.
+product's term, as in Mirage. Which quadruples are well shaped, and the shapes they make, depend
+only on the block tensors' shapes and after-accum flags (the layout), so they are worked out once
+per layout; a node lists those ranked above its last op that fit in shared memory, each with its
+terms (memoised: the same four terms meet again under every grid, map and for-loop range). A
+child's state is made only when the oracle keeps it: on lora's whole space most macro children are
+pruned, and making each one's state up front was over half of a worker's time.
 """
 
 from __future__ import annotations
