@@ -150,7 +150,13 @@ def term_maker(kind: OpKind) -> Callable[..., E.Expr]:
         case OpKind.EXP | OpKind.SQRT | OpKind.SILU | OpKind.GELU | OpKind.GELU_ERF | OpKind.RELU | OpKind.CLAMP:
             head = E.UNARY_HEADS[kind]
             return lambda a: E.unary(head, a.expr)
-        case OpKind.SQUARE | OpKind.MUL_SCALAR | OpKind.REDUCTION | OpKind.RMS_NORM | OpKind.CONCAT:
+        case OpKind.SQUARE:
+            return lambda a: E.mul(a.expr, a.expr)
+        case OpKind.MUL_SCALAR:
+            return lambda a: a.expr
+        case OpKind.RMS_NORM:
+            return lambda a: E.div(a.expr, E.rms(a.shape[-1], a.expr))
+        case OpKind.REDUCTION | OpKind.CONCAT:
             return lambda *args: _via_expr(kind, args)
         case (
             OpKind.INPUT
