@@ -14,7 +14,8 @@ first tree measured in the same run.
 `--trace FILE --sample K` instead replays, on each tree, K tasks of a recorded scale trace
 (`bench_scale.py`), drawn with probability proportional to their recorded seconds: the mix of work
 a whole-space run does, in minutes, where the first states from the root are not typical of the
-space (lora's costliest tasks are deep in it). `--repeat R` alternates the trees R times.
+space (lora's costliest tasks are deep in it). `--repeat R` alternates the trees R times; `--warm` times
+a second pass over the tasks, its verdicts all in the memo as they mostly are in a long run.
 
     python benchmarks/bench_speed.py --tree base=/work/base --tree new=. \
         --trace benchmarks/data/scale_lora_w15.jsonl.gz --sample 40 --repeat 2
@@ -69,10 +70,12 @@ import json, sys, time
 from mugraph.programs import get_builtin
 from mugraph.stages.search.config import parse_override, preset_config
 from mugraph.stages.search.explore import Fragment, Searcher
-name, tasks = sys.argv[1], json.loads(sys.argv[2])
+name, tasks, warm = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3] == "warm"
 prog = get_builtin(name)
-config = preset_config(prog.preset).with_overrides(dict(parse_override(s) for s in sys.argv[3:]))
+config = preset_config(prog.preset).with_overrides(dict(parse_override(s) for s in sys.argv[4:]))
 searcher = Searcher(Fragment(prog.reference(), config, name))
+for path, budget in tasks if warm else ():
+    searcher.explore(tuple(path), budget)
 nodes = children = found = 0
 t0 = time.perf_counter()
 for path, budget in tasks:
@@ -99,8 +102,10 @@ def sample_tasks(trace: Path, k: int, seed: int = 1) -> tuple[str, list[str], li
     return str(header["program"]), settings, [(list(task.path), task.budget) for task in drawn]
 
 
-def run_sample(tree: Path, name: str, settings: list[str], tasks: list[tuple[list[int], int]]) -> dict[str, Any]:
-    args = [sys.executable, "-c", SAMPLE_RUNNER, name, json.dumps(tasks), *settings]
+def run_sample(
+    tree: Path, name: str, settings: list[str], tasks: list[tuple[list[int], int]], warm: bool
+) -> dict[str, Any]:
+    args = [sys.executable, "-c", SAMPLE_RUNNER, name, json.dumps(tasks), "warm" if warm else "cold", *settings]
     proc = subprocess.run(
         args, cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)}, capture_output=True, text=True, check=False
     )
@@ -110,17 +115,18 @@ def run_sample(tree: Path, name: str, settings: list[str], tasks: list[tuple[lis
     return out
 
 
-def sample_table(trees: list[tuple[str, Path]], trace: Path, k: int, repeat: int) -> list[str]:
+def sample_table(trees: list[tuple[str, Path]], trace: Path, k: int, repeat: int, warm: bool) -> list[str]:
     name, settings, tasks = sample_tasks(trace, k)
+    memo = "timed on a second pass (memo warm, as in a long run)" if warm else "cold memo"
     lines = [
-        f"{name}: {k} tasks of {trace.name} drawn by recorded seconds; trees alternated {repeat}x",
+        f"{name}: {k} tasks of {trace.name} drawn by recorded seconds, {memo}; trees alternated {repeat}x",
         "| program | tree | run | states | children listed | μGraphs | seconds | × first tree |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for rep in range(repeat):
         first: float | None = None
         for label, tree in trees:
-            r = run_sample(tree, name, settings, tasks)
+            r = run_sample(tree, name, settings, tasks, warm)
             first = first or r["seconds"]
             lines.append(
                 f"| {name} | {label} | {rep + 1} | {r['nodes']:,} | {r['children']:,} | {r['found']} | "
@@ -174,10 +180,11 @@ def main() -> None:
     ap.add_argument("--trace", type=Path, help="replay tasks of this scale trace instead of searching from the root")
     ap.add_argument("--sample", type=int, default=40, help="with --trace: how many tasks to draw")
     ap.add_argument("--repeat", type=int, default=1, help="with --trace: alternate the trees this many times")
+    ap.add_argument("--warm", action="store_true", help="with --trace: time a second pass over the tasks")
     args = ap.parse_args()
     trees = [(label, Path(path).resolve()) for label, _, path in (t.partition("=") for t in args.tree)]
     if args.trace is not None:
-        table = "\n".join(sample_table(trees, args.trace, args.sample, args.repeat))
+        table = "\n".join(sample_table(trees, args.trace, args.sample, args.repeat, args.warm))
         print(table)
         if args.out:
             with args.out.open("a") as f:

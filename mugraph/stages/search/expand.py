@@ -13,7 +13,6 @@ rebuilds.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from itertools import islice
 from typing import Any, overload
 
 from mugraph.ir.limits import DEFAULT_LIMITS
@@ -24,7 +23,6 @@ from mugraph.stages.search.config import SearchConfig
 from mugraph.stages.search.macros import MACRO_NEW, MacroEntry, macro_child, macro_entries
 from mugraph.stages.search.op_tables import block_table, kernel_table
 from mugraph.stages.search.state import (
-    ENTRY_NBYTES,
     ENTRY_NEW,
     INPUT_RANK,
     TYPE_ORDER,
@@ -156,10 +154,7 @@ def _kernel_children(s: State, cfg: SearchConfig) -> list[Child]:
         return []
     out: list[Child] = []
     room = DEFAULT_LIMITS.dmem_bytes - s.dmem
-    for entries, start in kernel_table(s, cfg).ranked(cfg.kernel_ops, s.last):
-        out += [
-            Child(e[ENTRY_NEW], _kernel_child, s, e) for e in islice(entries, start, None) if e[ENTRY_NBYTES] <= room
-        ]
+    out += [Child(e[ENTRY_NEW], _kernel_child, s, e) for e in kernel_table(s, cfg).listed(cfg.kernel_ops, s.last, room)]
     out += [Child((), _made, k) for k in _open_children(s, cfg)]
     return out
 
@@ -280,9 +275,7 @@ def _block_op_children(s: State, b: OpenBlock, cfg: SearchConfig, closed: list[C
     if b.op_count >= cfg.max_block_ops:
         return _plain(closed)
     room = DEFAULT_LIMITS.smem_bytes - b.smem
-    listed: list[Entry] = []
-    for entries, start in block_table(b, cfg).ranked(cfg.block_ops, b.last):
-        listed += [e for e in islice(entries, start, None) if e[ENTRY_NBYTES] <= room]
+    listed = block_table(b, cfg).listed(cfg.block_ops, b.last, room)
     news = [k.new for k in closed]
     news += [e[ENTRY_NEW] for e in listed]
     macros: list[MacroEntry] = []

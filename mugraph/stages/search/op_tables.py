@@ -21,6 +21,7 @@ from mugraph.stages.search.config import SearchConfig
 from mugraph.stages.search.op_results import accumulator_shape, arity, fast_shape, new_tuples, op_term, term_maker
 from mugraph.stages.search.state import (
     ENTRY_INS,
+    ENTRY_NBYTES,
     TYPE_ORDER,
     Attrs,
     Entry,
@@ -34,18 +35,21 @@ from mugraph.stages.search.state import (
 
 def _merged(
     base: OpTable | None, ki: int, ordered: bool, new: list[Entry]
-) -> tuple[list[tuple[int, ...]], list[Entry]]:
-    """Kind `ki`'s keys and entries: the parent's with `new` added in operand-tuple order."""
+) -> tuple[list[tuple[int, ...]], list[Entry], int]:
+    """Kind `ki`'s keys, entries and most memory added: the parent's with `new` added in
+    operand-tuple order."""
+    big = max([e[ENTRY_NBYTES] for e in new], default=0)
     if base is None:
-        return [e[ENTRY_INS] for e in new], new
+        return [e[ENTRY_INS] for e in new], new, big
     if not new:  # tables are never changed once made, so a child shares its parent's lists
-        return base.keys[ki], base.entries[ki]
+        return base.keys[ki], base.entries[ki], base.big[ki]
+    big = max(big, base.big[ki])
     if ordered:
         # An operand tuple and its attrs are unique within a kind, so entries compare on them.
         entries = sorted(base.entries[ki] + new)
-        return [e[ENTRY_INS] for e in entries], entries
+        return [e[ENTRY_INS] for e in entries], entries, big
     # A new tuple's first index is new, so it sorts after every old one.
-    return base.keys[ki] + [e[ENTRY_INS] for e in new], base.entries[ki] + new
+    return base.keys[ki] + [e[ENTRY_INS] for e in new], base.entries[ki] + new, big
 
 
 def _extend(
@@ -54,12 +58,16 @@ def _extend(
     start = 0 if base is None else base.n
     all_keys: list[list[tuple[int, ...]]] = []
     all_entries: list[list[Entry]] = []
+    all_big: list[int] = []
     for ki, kind in enumerate(kinds):
         kind_arity = arity(kind)
-        keys, entries = _merged(base, ki, kind_arity == "ordered", entries_of(kind, new_tuples(kind_arity, start, n)))
+        keys, entries, big = _merged(
+            base, ki, kind_arity == "ordered", entries_of(kind, new_tuples(kind_arity, start, n))
+        )
         all_entries.append(entries)
         all_keys.append(keys)
-    return OpTable(n, tuple(all_keys), tuple(all_entries))
+        all_big.append(big)
+    return OpTable(n, tuple(all_keys), tuple(all_entries), tuple(all_big))
 
 
 # -- block graphs ----------------------------------------------------------------------------------
@@ -93,6 +101,7 @@ def _block_extend(
     start = 0 if base is None else base.n
     all_keys: list[list[tuple[int, ...]]] = []
     all_entries: list[list[Entry]] = []
+    all_big: list[int] = []
     tuples = {a: new_tuples(a, start, n) for a in ("unary", "commutative", "ordered")}
     shape_of = fast_shape
     for ki, (kind, kind_arity, order, accum, in_place, make) in enumerate(_block_kinds(kinds)):
@@ -151,10 +160,11 @@ def _block_extend(
                         (term,),
                     )
                 )
-        keys, entries = _merged(base, ki, kind_arity == "ordered", new)
+        keys, entries, big = _merged(base, ki, kind_arity == "ordered", new)
         all_keys.append(keys)
         all_entries.append(entries)
-    return OpTable(n, tuple(all_keys), tuple(all_entries))
+        all_big.append(big)
+    return OpTable(n, tuple(all_keys), tuple(all_entries), tuple(all_big))
 
 
 def block_table(b: OpenBlock, cfg: SearchConfig) -> OpTable:

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import bisect
 import functools
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from math import prod
 from typing import Final
 
@@ -66,19 +67,39 @@ ENTRY_NEW: Final = 6  # its new terms (the oracle must keep them all)
 
 class OpTable:
     """Per kind of an op list (same order): the valid entries over the first `n` tensors, sorted
-    by operand tuple, and their operand tuples alone (for bisecting on a rank)."""
+    by operand tuple, their operand tuples alone (for bisecting on a rank), and the most memory
+    any of them adds (so a node with room for all lists them without checking each)."""
 
-    __slots__ = ("entries", "keys", "n")
+    __slots__ = ("big", "entries", "keys", "n")
 
-    def __init__(self, n: int, keys: tuple[list[tuple[int, ...]], ...], entries: tuple[list[Entry], ...]) -> None:
+    def __init__(
+        self, n: int, keys: tuple[list[tuple[int, ...]], ...], entries: tuple[list[Entry], ...], big: tuple[int, ...]
+    ) -> None:
         self.n = n
         self.keys = keys
         self.entries = entries
+        self.big = big
 
-    def ranked(self, kinds: Sequence[OpKind], last: Rank) -> Iterable[tuple[list[Entry], int]]:
-        """Per kind: its entries and the index of the first one ranked above `last`."""
-        for kind, keys, entries in zip(kinds, self.keys, self.entries, strict=True):
-            yield entries, first_above(keys, TYPE_ORDER[kind], last)
+    def listed(self, kinds: Sequence[OpKind], last: Rank, room: int) -> list[Entry]:
+        """The entries ranked above `last` that add at most `room` bytes, kind by kind."""
+        out: list[Entry] = []
+        last_ins, last_order = last
+        for order, keys, entries, big in zip(_orders(tuple(kinds)), self.keys, self.entries, self.big, strict=True):
+            start = bisect.bisect_left(keys, last_ins)
+            if start < len(keys) and keys[start] == last_ins and order <= last_order:
+                start = bisect.bisect_right(keys, last_ins, start)
+            if start == len(keys):
+                continue
+            if big <= room:
+                out += entries[start:] if start else entries
+            else:
+                out += [e for e in islice(entries, start, None) if e[ENTRY_NBYTES] <= room]
+        return out
+
+
+@functools.cache
+def _orders(kinds: tuple[OpKind, ...]) -> tuple[int, ...]:
+    return tuple(TYPE_ORDER[k] for k in kinds)
 
 
 def first_above(keys: Sequence[tuple[int, ...]], order: int, last: Rank) -> int:

@@ -144,7 +144,7 @@ def test_tables_and_listings_match_the_direct_enumeration(name: str) -> None:
             table, fresh = block_table(b, cfg), block_table(clone, cfg)
             checked["block"] += 1
         if table is not None and fresh is not None:
-            assert table.n == fresh.n and table.keys == fresh.keys and table.entries == fresh.entries
+            assert (table.n, table.keys, table.entries, table.big) == (fresh.n, fresh.keys, fresh.entries, fresh.big)
         built = [k.build() for k in kids]
         # A ChildList lists its children's new terms up front and makes a Child per index asked.
         assert [k.new for k in kids] == kids.news and len(built) == len(kids)
