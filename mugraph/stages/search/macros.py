@@ -38,9 +38,7 @@ __all__ = ["MacroEntry", "macro_child", "macro_entries", "macro_label"]
 # one and the product, and the two concatenations' terms). A plain tuple read at the named
 # positions, as op-table entries are (state.Entry); its tensors are made with its child's state.
 MacroEntry = tuple[tuple[int, int, int, int], int, tuple[E.Expr], "MacroOperands", E.Expr, E.Expr]
-MACRO_INS: Final = 0
-MACRO_NBYTES: Final = 1
-MACRO_NEW: Final = 2
+MACRO_NEW: Final = 2  # the position `ChildList` reads
 
 
 def macro_entries(b: OpenBlock, room: int) -> list[MacroEntry]:
@@ -123,9 +121,10 @@ MacroOperands = tuple[tuple[int, int, int, int], Shape, Shape, Shape, int, int, 
 def _plan(layout: tuple[tuple[Shape, bool], ...]) -> tuple[list[tuple[int, ...]], tuple[MacroOperands, ...]]:
     """Every (a, b, c, d) of distinct block tensors whose concat-then-matmul is well shaped, with
     what its entry needs of the shapes (`MacroOperands`), sorted by operands. Worked out once per
-    layout (block tensors' shapes and after-accum flags): a search meets few layouts. The right
-    pairs are grouped by what the matmul needs of them (rank, batch dims, contraction length,
-    flag), so a left pair meets only the rights it can multiply."""
+    layout (block tensors' shapes and after-accum flags); in lora's costliest tasks about half the
+    block nodes bring a layout not met before, so the cache halves this work. The right pairs are
+    grouped by what the matmul needs of them (rank, batch dims, contraction length, flag), so a
+    left pair meets only the rights it can multiply."""
     rights: dict[tuple[object, ...], list[tuple[int, int, Shape]]] = {}
     for c, d, right in _concat_pairs(layout, 2):
         if len(right) >= 2:
