@@ -7,7 +7,8 @@ and the canonical digests of every μGraph found, as the search before its speed
 widened, which also changed every config digest). Both keep Mirage's block-input rule
 (`block_inputs=mirage`), the rule they were searched under. Pruning, fingerprint reuse and expansion
 changes must leave both the tree and the μGraph set unchanged. `data/rms_norm_default.json` holds
-rms_norm's whole default space as it is now (block inputs any non-empty subset of Mirage's tuple).
+rms_norm's whole default space as it is now (block inputs any non-empty subset of Mirage's tuple),
+and `data/lora_default.json` lora's whole default space (slow: about half an hour on one core).
 """
 
 from __future__ import annotations
@@ -65,3 +66,14 @@ def test_full_rms_norm_default_search_finds_the_recorded_mugraphs() -> None:
     assert old.complete
     clean = {d for d, f in old.found.items() if not unread_block_inputs(f.kernel_graph())}
     assert len(clean) < len(old.found) and clean <= set(digests)
+
+
+@pytest.mark.slow
+def test_full_lora_default_search_finds_the_recorded_mugraphs() -> None:
+    """lora's whole default space, where the concat-then-matmul macro makes most of the children:
+    the recorded 37 M states and 12 μGraphs."""
+    recorded = json.loads((DATA / "lora_default.json").read_text())
+    config = preset_config(get_builtin("lora").preset).with_overrides(recorded["overrides"])
+    states, digests = _search("lora", config)
+    assert states == recorded["states"]
+    assert digests == recorded["digests"]
