@@ -91,7 +91,8 @@ def sample_tasks(trace: Path, k: int, seed: int = 1) -> tuple[str, list[str], li
     """The program, its settings and K of the trace's tasks, drawn by recorded seconds."""
     import random
 
-    from benchmarks.scale_trace import read_trace
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from scale_trace import read_trace  # as the other benchmarks import it (one module name)
 
     header, all_tasks = read_trace(trace)
     if len(header["fragments"]) != 1:
