@@ -252,20 +252,7 @@ def _close_children(s: State, b: OpenBlock, cfg: SearchConfig) -> list[State]:
 
 def _block_child(s: State, b: OpenBlock, e: Entry) -> State:
     ins, rank, kind, _, t, extra, new = e
-    nb = OpenBlock(
-        b.sources,
-        b.grid,
-        b.imaps,
-        b.forloop,
-        b.inputs,
-        b.ops + (OpSpec(kind, ins),),
-        b.tensors + (t,),
-        bump(b.uses, ins, 1),
-        rank,
-        b.smem + extra,
-        b.has_macro,
-        b.table,
-    )
+    nb = b.grown(OpSpec(kind, ins), (t,), bump(b.uses, ins, 1), rank, b.smem + extra, b.has_macro)
     return State(s.tensors, s.uses, s.ops, s.last, s.dmem, nb, new, f"{kind}({','.join(map(str, ins))})", s.table)
 
 

@@ -94,21 +94,8 @@ def macro_child(s: State, b: OpenBlock, e: MacroEntry) -> State:
     ins, nbytes, new, (_, left, right, prod_shape, _, _, _), lterm, rterm = e
     flag = b.tensors[ins[0]].after_accum
     lt, rt, mt = TInfo(left, lterm, flag), TInfo(right, rterm, flag), TInfo(prod_shape, new[0], flag)
-    n = len(b.tensors)
-    nb = OpenBlock(
-        b.sources,
-        b.grid,
-        b.imaps,
-        b.forloop,
-        b.inputs,
-        b.ops + (OpSpec(OpKind.CONCAT, ins),),
-        b.tensors + (lt, rt, mt),
-        bump(b.uses, ins, 3)[:n] + (1, 1, 0),
-        (ins, CONCAT_MATMUL_ORDER),
-        b.smem + nbytes,
-        True,
-        b.table,
-    )
+    uses = bump(b.uses, ins, 3)[: len(b.tensors)] + (1, 1, 0)
+    nb = b.grown(OpSpec(OpKind.CONCAT, ins), (lt, rt, mt), uses, (ins, CONCAT_MATMUL_ORDER), b.smem + nbytes, True)
     return State(s.tensors, s.uses, s.ops, s.last, s.dmem, nb, new, macro_label(ins), s.table)
 
 

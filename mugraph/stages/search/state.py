@@ -170,6 +170,26 @@ class OpenBlock:
     def configured(self) -> bool:
         return bool(self.inputs)
 
+    def grown(
+        self, op: OpSpec, new: tuple[TInfo, ...], uses: tuple[int, ...], last: Rank, smem: int, has_macro: bool
+    ) -> OpenBlock:
+        """This block graph with one more op, which appends the tensors `new` (its table is
+        passed on, to be extended)."""
+        return OpenBlock(
+            self.sources,
+            self.grid,
+            self.imaps,
+            self.forloop,
+            self.inputs,
+            self.ops + (op,),
+            self.tensors + new,
+            uses,
+            last,
+            smem,
+            has_macro,
+            self.table,
+        )
+
     @property
     def op_count(self) -> int:
         """Ops counted against max_block_ops: inputs and computed ops (a macro counts as one)."""
