@@ -38,11 +38,11 @@ def _merged(
 ) -> tuple[list[tuple[int, ...]], list[Entry], int]:
     """Kind `ki`'s keys, entries and most memory added: the parent's with `new` added in
     operand-tuple order."""
+    if base is not None and not new:  # tables are never changed once made: a child shares its parent's
+        return base.keys[ki], base.entries[ki], base.big[ki]
     big = max([e[ENTRY_NBYTES] for e in new], default=0)
     if base is None:
         return [e[ENTRY_INS] for e in new], new, big
-    if not new:  # tables are never changed once made, so a child shares its parent's lists
-        return base.keys[ki], base.entries[ki], base.big[ki]
     big = max(big, base.big[ki])
     if ordered:
         # An operand tuple and its attrs are unique within a kind, so entries compare on them.

@@ -80,14 +80,11 @@ class OpTable:
         self.entries = entries
         self.big = big
 
-    def listed(self, kinds: Sequence[OpKind], last: Rank, room: int) -> list[Entry]:
+    def listed(self, kinds: tuple[OpKind, ...], last: Rank, room: int) -> list[Entry]:
         """The entries ranked above `last` that add at most `room` bytes, kind by kind."""
         out: list[Entry] = []
-        last_ins, last_order = last
-        for order, keys, entries, big in zip(_orders(tuple(kinds)), self.keys, self.entries, self.big, strict=True):
-            start = bisect.bisect_left(keys, last_ins)
-            if start < len(keys) and keys[start] == last_ins and order <= last_order:
-                start = bisect.bisect_right(keys, last_ins, start)
+        for order, keys, entries, big in zip(_orders(kinds), self.keys, self.entries, self.big, strict=True):
+            start = first_above(keys, order, last)
             if start == len(keys):
                 continue
             if big <= room:
