@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import subprocess
 import sys
 import time
@@ -38,6 +39,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scale_trace import read_trace  # as the other benchmarks import it (one module name)
+
 from tests.stages.search.narrow import old_space_settings
 
 PROGRAMS = ["rms_norm", "lora", "gated_mlp", "gqa"]
@@ -89,11 +93,6 @@ print(json.dumps({"seconds": time.perf_counter() - t0, "nodes": nodes, "children
 
 def sample_tasks(trace: Path, k: int, seed: int = 1) -> tuple[str, list[str], list[tuple[list[int], int]]]:
     """The program, its settings and K of the trace's tasks, drawn by recorded seconds."""
-    import random
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from scale_trace import read_trace  # as the other benchmarks import it (one module name)
-
     header, all_tasks = read_trace(trace)
     if len(header["fragments"]) != 1:
         raise SystemExit(f"{trace}: a trace of one fragment is needed (it has {len(header['fragments'])})")
@@ -185,11 +184,7 @@ def main() -> None:
     args = ap.parse_args()
     trees = [(label, Path(path).resolve()) for label, _, path in (t.partition("=") for t in args.tree)]
     if args.trace is not None:
-        table = "\n".join(sample_table(trees, args.trace, args.sample, args.repeat, args.warm))
-        print(table)
-        if args.out:
-            with args.out.open("a") as f:
-                f.write(f"\n<!-- bench_speed {time.strftime('%Y-%m-%d %H:%M')} {' '.join(sys.argv[1:])} -->\n{table}\n")
+        emit("\n".join(sample_table(trees, args.trace, args.sample, args.repeat, args.warm)), args.out)
         return
     limit = 0 if args.full else args.states
     lines = [HEADER]
@@ -206,10 +201,14 @@ def main() -> None:
             r = run(tree, name, [], limit)
             lines.append(row(f"{label}, widened space", name, r, base))
             print(lines[-1], flush=True)
-    table = "\n".join(lines)
+    emit("\n".join(lines), args.out)
+
+
+def emit(table: str, out: Path | None) -> None:
+    """Print the table, and append it to `out` with the command that made it."""
     print(table)
-    if args.out:
-        with args.out.open("a") as f:
+    if out:
+        with out.open("a") as f:
             f.write(f"\n<!-- bench_speed {time.strftime('%Y-%m-%d %H:%M')} {' '.join(sys.argv[1:])} -->\n{table}\n")
 
 
