@@ -42,10 +42,17 @@ from mugraph.stages.layout.profiles import DEFAULT_PROFILE, GpuProfile, get_prof
 from mugraph.stages.search.explore import SearchCounters
 from mugraph.storage.run.store import RunStore
 
-__all__ = ["COUNTER_NAMES", "Driver"]
+__all__ = ["COUNTER_NAMES", "Driver", "linger_seconds"]
 
 COUNTER_NAMES = tuple(SearchCounters().as_dict())
 RESULT_SECONDS = 5.0  # a finished task's result is a few KiB; longer means it was lost on the way
+# Waiting for a longer batch (`linger_seconds`): at most this long, only while the queued tasks hold
+# LINGER_COVER times as much work, and never past LINGER_BATCH results ready (a batch that long
+# already shares its commit and its round trips well).
+LINGER_SECONDS = 0.5
+LINGER_COVER = 4.0
+LINGER_BATCH = 64
+TASK_SECONDS_WEIGHT = 0.05  # of each new search task's seconds in the running mean
 _LOST = object()
 
 
@@ -59,6 +66,19 @@ def _result(fut: Future[Any]) -> Any:
         return fut.result(timeout=RESULT_SECONDS)
     except TimeoutError:
         return _LOST
+
+
+def linger_seconds(queued: int, task_seconds: float, slots: int) -> float:
+    """How long the driver may wait for more results before handling those ready. A batch's commit (a
+    few small files), its `gather` and its submissions cost about the same for one result as for ten,
+    and with few workers results come one at a time; waiting lets batches grow as the queue allows.
+    The wait is at most LINGER_SECONDS, and only while the `queued` tasks (submitted, not running)
+    hold LINGER_COVER times its length in expected work (their count times the mean task's
+    `task_seconds`, over the `slots` worker threads), so no worker idles for it. Near the tree's start
+    and end, where the workers wait for children, the queue is short and the driver does not wait."""
+    if queued <= 0 or task_seconds <= 0:
+        return 0.0
+    return min(LINGER_SECONDS, queued * task_seconds / max(1, slots) / LINGER_COVER)
 
 
 class Driver:
@@ -103,6 +123,7 @@ class Driver:
         self._sampler = Sampler(plan, store, client, self._dispatch, self._results, self.on_event)
         self.totals = self._results.totals
         self._t0 = 0.0
+        self._task_seconds = 0.0  # a running mean of one search task's seconds (a bundle's, summed)
 
     # -- the run ---------------------------------------------------------------------------------
     def run(self) -> DoneEvent:
@@ -172,6 +193,7 @@ class Driver:
                 last = now
             if not self._wait_ready(last + self.progress_interval - now):
                 continue
+            self._linger()
             stopped = self._handle(ac.next_batch(block=False))
             self._results.commit()
             if stopped:
@@ -191,6 +213,25 @@ class Driver:
             if not ac.has_ready() and seconds > 0:
                 cond.wait(seconds)
         return bool(ac.has_ready())
+
+    def _linger(self) -> None:
+        """Wait a little for more results before handling a batch (`linger_seconds`), woken by each
+        task that finishes, until LINGER_BATCH results are ready or the wait is over."""
+        ac, slots = self._dispatch.ac, self._dispatch.slots
+        ready = ac.queue.qsize()
+        seconds = linger_seconds(ac.count() - ready - slots, self._task_seconds, slots)
+        if self.time_limit is not None:
+            seconds = min(seconds, self._t0 + self.time_limit - time.perf_counter())
+        deadline = time.perf_counter() + seconds
+        cond = ac.thread_condition
+        while ready < LINGER_BATCH:
+            left = deadline - time.perf_counter()
+            if left <= 0:
+                return
+            with cond:  # notified on every task that finishes
+                if ac.queue.qsize() == ready:
+                    cond.wait(left)
+            ready = ac.queue.qsize()
 
     def _handle(self, batch: list[Future[Any]]) -> bool:
         """Handle a batch of finished tasks: search results are fetched in one `gather` and staged
@@ -229,6 +270,9 @@ class Driver:
             fetched += [(fut, job, b) for (fut, job), b in zip(searches, bundles, strict=True)]
         for fut, search, bundle in fetched:
             del what[fut]
+            seconds = sum(r.seconds for r in bundle)
+            weight = TASK_SECONDS_WEIGHT if self._task_seconds else 1.0
+            self._task_seconds += weight * (seconds - self._task_seconds)
             for row, result in zip(search.rows, bundle, strict=True):
                 if self._past_limit(time.perf_counter()):
                     return True

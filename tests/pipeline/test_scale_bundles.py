@@ -1,9 +1,13 @@
 """Bundles: a search task carrying several frontier paths returns, per path, what that path's own task
 would (so bundling changes how many Dask tasks run, never which nodes are visited); bundles form only
-when paths wait many times over for every worker thread."""
+when paths wait many times over for every worker thread; the driver waits for a longer batch only while
+the queue covers the wait."""
 
 from __future__ import annotations
 
+import pytest
+
+from mugraph.pipeline.driver import LINGER_COVER, LINGER_SECONDS, linger_seconds
 from mugraph.pipeline.plan import make_plan
 from mugraph.pipeline.task_keys import BUNDLE_SLACK, MAX_BUNDLE, bundle_key, bundle_size, task_key
 from mugraph.pipeline.worker import search_task
@@ -41,3 +45,13 @@ def test_keys_of_a_path_and_of_bundles() -> None:
     assert bundle_key(fp, [(1, 2)]) == task_key(fp, (1, 2))
     keys = {bundle_key(fp, [(1,), (2,)]), bundle_key(fp, [(1,), (3,)]), bundle_key(fp, [(1,)])}
     assert len(keys) == 3 and all(k.startswith(f"search-{fp.spec.name}-") for k in keys)
+
+
+def test_the_driver_waits_for_a_longer_batch_only_while_the_queue_covers_the_wait() -> None:
+    assert linger_seconds(0, 0.1, 2) == 0.0  # nothing queued behind the running tasks: handle at once
+    assert linger_seconds(-3, 0.1, 2) == 0.0  # fewer tasks than worker threads
+    assert linger_seconds(50, 0.0, 2) == 0.0  # no task finished yet, so no mean to go by
+    # 4 queued tasks of 0.1 s over 2 threads are 0.2 s of work: a wait it covers LINGER_COVER times
+    assert linger_seconds(4, 0.1, 2) == pytest.approx(0.2 / LINGER_COVER)
+    assert linger_seconds(10_000, 0.1, 2) == LINGER_SECONDS  # capped however deep the queue
+    assert linger_seconds(40, 0.1, 256) < linger_seconds(40, 0.1, 2)  # the same queue lasts many workers less
