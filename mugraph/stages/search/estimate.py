@@ -114,6 +114,10 @@ class SpaceEstimator:
     set, by its frontier tasks with their estimates. A task is keyed by its path (or any tuple that
     ends with it, such as (fragment, *path): only the key's length, its depth, is read).
 
+    The driver asks for the estimate every second while thousands of tasks are pending, so the sum
+    is kept as tasks come and go: the probed estimates' total, and the unprobed tasks' count per
+    depth (each counts as its depth's fallback). An estimate costs O(depths), not O(pending).
+
     (Correcting pending probes by the ratio of true to estimated size over probed subtrees that had
     finished was tried: on rms_norm's, lora's and gated_mlp's spaces it helped at some points of a
     run and hurt at others, so the estimates stay Knuth's own.)"""
@@ -124,12 +128,40 @@ class SpaceEstimator:
     _sizes: dict[int, list[float]] = field(default_factory=dict)
     _probed: dict[int, list[float]] = field(default_factory=dict)
     _finished: list[float] = field(default_factory=lambda: [0.0, 0.0])
+    # the pending tasks' own estimates, [sum, count]; and how many pending tasks at each depth have none
+    _pending_probed: list[float] = field(default_factory=lambda: [0.0, 0.0])
+    _unprobed: dict[int, int] = field(default_factory=dict)
+
+    def _put(self, task: tuple[int, ...], e: float | None) -> None:
+        self._drop(task)
+        self.pending[task] = e
+        if e is not None and math.isfinite(e):
+            _add(self._pending_probed, e)
+        else:
+            self._unprobed[len(task)] = self._unprobed.get(len(task), 0) + 1
+
+    def _drop(self, task: tuple[int, ...]) -> None:
+        if task not in self.pending:
+            return
+        e = self.pending.pop(task)
+        if e is not None and math.isfinite(e):
+            total = self._pending_probed
+            total[0] -= e
+            total[1] -= 1
+            if not total[1]:
+                total[0] = 0.0  # no rounding left behind once none is pending
+        else:
+            left = self._unprobed[len(task)] - 1
+            if left:
+                self._unprobed[len(task)] = left
+            else:
+                del self._unprobed[len(task)]
 
     def start(self, tasks: Iterable[tuple[int, ...]], estimates: Iterable[float | None] | None = None) -> None:
         """Tasks pending at the start (the root, or what an earlier invocation left)."""
         tasks = list(tasks)
         for t, e in zip(tasks, estimates if estimates is not None else [None] * len(tasks), strict=True):
-            self.pending[t] = e
+            self._put(t, e)
 
     def add_done(self, states: int) -> None:
         """States of tasks finished in an earlier invocation."""
@@ -142,36 +174,36 @@ class SpaceEstimator:
         frontier: Sequence[tuple[int, ...]],
         estimates: Sequence[float | None] | None = None,
     ) -> None:
-        self.pending.pop(task, None)
+        self._drop(task)
         self.done += states
         _add(self._finished, states)
         if not frontier:
             _add(self._sizes.setdefault(len(task), [0.0, 0.0]), states)
         for i, t in enumerate(frontier):
             e = estimates[i] if estimates is not None else None
-            self.pending[t] = e
+            self._put(t, e)
             if e is not None:
                 _add(self._probed.setdefault(len(t), [0.0, 0.0]), e)
 
-    def _fallback(self, task: tuple[int, ...]) -> float | None:
+    def _fallback(self, depth: int) -> float | None:
         """A pending task's size without a probe: the mean probe estimate at its depth, else the mean
         whole subtree finished at its depth (or the nearest depth with one), else the mean finished
         task; None before any task has finished."""
-        probed = self._probed.get(len(task))
+        probed = self._probed.get(depth)
         if probed:
             return probed[0] / probed[1]
         if self._sizes:
-            depth = min(self._sizes, key=lambda d: (abs(d - len(task)), d))
-            return self._sizes[depth][0] / self._sizes[depth][1]
+            nearest = min(self._sizes, key=lambda d: (abs(d - depth), d))
+            return self._sizes[nearest][0] / self._sizes[nearest][1]
         return self._finished[0] / self._finished[1] if self._finished[1] else None
 
     def estimate(self) -> SpaceEstimate | None:
         """The estimate now; None while some pending task has neither a probe nor a finished task to
         stand for it (before the first task of a run finishes)."""
-        rest = 0.0
-        for t, e in self.pending.items():
-            size = e if e is not None and math.isfinite(e) else self._fallback(t)
+        rest = self._pending_probed[0]
+        for depth, count in self._unprobed.items():
+            size = self._fallback(depth)
             if size is None:
                 return None
-            rest += size
+            rest += count * size
         return SpaceEstimate(self.done, rest, len(self.pending))

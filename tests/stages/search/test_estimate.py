@@ -4,6 +4,7 @@ run proceeds, reaching it exactly at the end."""
 
 from __future__ import annotations
 
+import math
 import random
 from functools import cache
 
@@ -82,3 +83,40 @@ def test_an_unprobed_task_counts_as_the_finished_subtrees_at_its_depth() -> None
     assert e is not None and e.total == 100 + 100 + 50 and e.pending_tasks == 1
     assert e.fraction == pytest.approx(200 / 250)
     assert e.eta_seconds(10.0) == pytest.approx(5.0)
+
+
+def _direct(est: SpaceEstimator) -> float | None:
+    """The pending part summed task by task, as the estimator defines it."""
+    rest = 0.0
+    for t, e in est.pending.items():
+        size = e if e is not None and math.isfinite(e) else est._fallback(len(t))
+        if size is None:
+            return None
+        rest += size
+    return rest
+
+
+def test_the_running_sums_match_a_sum_over_every_pending_task() -> None:
+    rng = random.Random(7)
+    est = SpaceEstimator()
+    est.start([(0,), (1,), (2, 0)], [None, 12.0, math.inf])
+    assert est.estimate() is None and _direct(est) is None
+    pending = list(est.pending)
+    step = 0
+    while pending:  # the tree grows for 2,000 steps, then drains
+        step += 1
+        task = pending.pop(rng.randrange(len(pending)))
+        kids = [(*task, i) for i in range(rng.choice([0, 0, 1, 3, 6]))] if step < 2_000 and len(task) < 12 else []
+        estimates = [rng.choice([None, math.inf, float(rng.randrange(1, 10_000))]) for _ in kids]
+        est.finish(task, rng.randrange(1, 500), kids, estimates if step % 3 else None)
+        pending += kids
+        if not pending:
+            break
+        e = est.estimate()
+        want = _direct(est)
+        assert (e is None) == (want is None)
+        if e is not None and want is not None:
+            assert e.total - e.done == pytest.approx(want, rel=1e-9)
+            assert e.pending_tasks == len(pending)
+    e = est.estimate()
+    assert e is not None and e.total == est.done and e.pending_tasks == 0  # exact once none is pending
