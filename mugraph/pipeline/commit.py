@@ -135,8 +135,7 @@ class Results:
         children: dict[int, list[tuple[int, tuple[int, ...]]]] = {}
         for s, kids in zip(staged, child_rows, strict=True):
             row, fragment, result = s.row, s.fragment, s.result
-            dispatch.inflight.discard(row)
-            dispatch.done.add(row)
+            dispatch.finished(row)
             self.totals.add_search(result)
             self.progress.on_search(fragment, result)
             self.estimator.finish(

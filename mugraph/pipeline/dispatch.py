@@ -9,6 +9,7 @@ imported, so a benchmark can replay recorded results through the same submission
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -53,6 +54,7 @@ class Dispatch:
         self.ac: as_completed = as_completed()
         self.what: dict[Future[Any], Job] = {}
         self.inflight: set[int] = set()
+        self.inflight_per_fragment: Counter[int] = Counter()  # the progress line's, kept as rows come and go
         self.done: set[int] = set()
         self.row_fragment: dict[int, int] = {}
         self.warming: list[Future[Any]] = []
@@ -70,6 +72,7 @@ class Dispatch:
             if row in self.inflight or row in self.done:
                 continue
             self.inflight.add(row)
+            self.inflight_per_fragment[fragment] += 1
             self.row_fragment[row] = fragment
             by_priority.setdefault(len(path), []).append((row, path))
         k = bundle_size(len(self.inflight) - self.slots, self.slots)
@@ -88,6 +91,13 @@ class Dispatch:
             for fut, b in zip(futs, bundles, strict=True):
                 self.what[fut] = SearchJob(tuple(row for row, _ in b), fragment)
             self.ac.update(futs)
+
+    def finished(self, row: int) -> None:
+        """A search row's result is in the store: it is done and no longer in flight."""
+        if row in self.inflight:
+            self.inflight.discard(row)
+            self.inflight_per_fragment[self.row_fragment[row]] -= 1
+        self.done.add(row)
 
     def confirm(self, fragment: int, rec: FoundRecord) -> None:
         fp = self.plan.fragments[fragment]

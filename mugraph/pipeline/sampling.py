@@ -67,7 +67,7 @@ class Sampler:
     def progress(self) -> ProgressEvent:
         results, dispatch = self.results, self.dispatch
         names = [fp.spec.name for fp in self.plan.fragments]
-        inflight = Counter(names[dispatch.row_fragment[r]] for r in dispatch.inflight)
+        inflight = Counter({names[i]: n for i, n in dispatch.inflight_per_fragment.items()})
         running = {f: min(n, inflight[f]) for f, n in self.running().items()}
         pending = {f: inflight[f] - running.get(f, 0) for f in names}
         found = {names[i]: len(f) for i, f in enumerate(results.found)}

@@ -84,3 +84,10 @@ def test_every_stored_record_has_the_keys_of_its_record(two_runs: Runs) -> None:
         assert len(st.timeline()) == 2 and all(not misfit(ProgressSample, s) for s in samples)
         final = st.final()
         assert final is not None and not misfit(FinalRecord, final)
+
+
+def test_a_finished_run_s_last_progress_has_nothing_running_or_pending(two_runs: Runs) -> None:
+    _, first, _ = two_runs
+    last = [e for e in first if e["event"] == "progress"][-1]
+    assert last["tasks_done"] > 1
+    assert last["tasks_running"] == last["tasks_pending"] == 0, last
