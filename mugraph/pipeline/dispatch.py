@@ -61,7 +61,7 @@ class Dispatch:
         self.gpu = False
         self.confirmer: str | None = None  # the worker all confirmations go to (no GPU)
         self.confirm_moves = 0
-        self.slots = 1  # worker threads in the cluster (refreshed with the progress)
+        self.slots = 1  # worker threads in the cluster (`refresh`)
 
     def searches(self, fragment: int, tasks: Iterable[tuple[int, tuple[int, ...]]]) -> None:
         """Submit the (row, path) search tasks not running or done yet: one `map` per priority (a
@@ -104,7 +104,7 @@ class Dispatch:
         placement: Placement = {}
         if self.gpu:
             placement = {"resources": {"GPU": 1}}
-        elif self.confirmer is not None:  # pinned; keep_confirmer moves them if it leaves
+        elif self.confirmer is not None:  # pinned; `refresh` moves them if it leaves
             placement = {"workers": [self.confirmer], "allow_other_workers": False}
         moved = f"-{self.confirm_moves}" if self.confirm_moves else ""  # a new key once moved
         fut = self.client.submit(
@@ -156,10 +156,13 @@ class Dispatch:
                     )
                 )
 
-    def keep_confirmer(self, found: Sequence[Mapping[str, FoundRecord]]) -> None:
-        """If the confirming worker has left the cluster, move its confirmations to another one
-        (they are pinned to it, so nothing else would ever run them)."""
-        if self.confirmer is None or self.confirmer in self.client.scheduler_info()["workers"]:
+    def refresh(self, found: Sequence[Mapping[str, FoundRecord]]) -> None:
+        """Ask the scheduler once for its workers: count their threads (`slots`), and if the confirming
+        worker has left, move its confirmations to another one (they are pinned to it, so nothing else
+        would ever run them). `Client.scheduler_info()` is a round trip to the scheduler, not a cache."""
+        workers = self.client.scheduler_info()["workers"]
+        self.slots = sum(int(w.get("nthreads", 1)) for w in workers.values()) or 1
+        if self.confirmer is None or self.confirmer in workers:
             return
         self.confirmer = confirming_worker(self.client)
         self.confirm_moves += 1
@@ -168,7 +171,3 @@ class Dispatch:
             del self.what[fut]
             fut.cancel()
             self.confirm(job.fragment, found[job.fragment][job.digest])
-
-    def worker_slots(self) -> int:
-        """Worker threads in the cluster (the client's cached view of the scheduler)."""
-        return sum(int(w.get("nthreads", 1)) for w in self.client.scheduler_info()["workers"].values()) or 1

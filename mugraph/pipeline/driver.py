@@ -36,7 +36,7 @@ from mugraph.pipeline.jobs import ConfirmJob, LayoutJob, SearchJob, StagedResult
 from mugraph.pipeline.measuring import NO_GPU
 from mugraph.pipeline.plan import RunPlan, fragment_io_layouts
 from mugraph.pipeline.records import SearchTaskResult
-from mugraph.pipeline.sampling import Sampler
+from mugraph.pipeline.sampling import SCHEDULER_VIEW_SECONDS, Sampler
 from mugraph.pipeline.worker import confirm_task, layout_task, search_task, warm_task, worker_environment
 from mugraph.stages.layout.profiles import DEFAULT_PROFILE, GpuProfile, get_profile
 from mugraph.stages.search.explore import SearchCounters
@@ -59,7 +59,7 @@ _LOST = object()
 def _result(fut: Future[Any]) -> Any:
     """A finished task's result, or `_LOST` when it went with a worker that died after finishing
     it. The scheduler then runs the task again, except a confirmation pinned to the dead worker,
-    which `Dispatch.keep_confirmer` moves; waiting on such a future would wait forever."""
+    which `Dispatch.refresh` moves; waiting on such a future would wait forever."""
     if fut.status in ("lost", "pending"):
         return _LOST
     try:
@@ -134,7 +134,7 @@ class Driver:
         if self.measure and not dispatch.gpu:
             raise MugraphError(NO_GPU)  # before anything is written
         dispatch.confirmer = None if dispatch.gpu else confirming_worker(self.client)
-        dispatch.slots = dispatch.worker_slots()
+        dispatch.refresh(results.found)
         # both idempotent: a kill between them must not leave a store without its root tasks
         store.set_fragments([fragment_record(fp) for fp in plan.fragments])
         store.add_tasks([(i, (), -1) for i in range(len(plan.fragments))])
@@ -181,15 +181,16 @@ class Driver:
         """Handle results until no task is left; True when stopped by the time limit."""
         dispatch = self._dispatch
         ac = dispatch.ac
-        last = 0.0
+        last = viewed = time.perf_counter()
         while not ac.is_empty():
             now = time.perf_counter()
             if self._past_limit(now):
                 return True
+            if now - viewed >= SCHEDULER_VIEW_SECONDS:
+                dispatch.refresh(self._results.found)
+                viewed = now
             if now - last >= self.progress_interval:
                 self._sampler.sample(now)
-                dispatch.keep_confirmer(self._results.found)
-                dispatch.slots = dispatch.worker_slots()
                 last = now
             if not self._wait_ready(last + self.progress_interval - now):
                 continue
@@ -251,7 +252,7 @@ class Driver:
             if self._past_limit(time.perf_counter()):
                 return True
             result = _result(fut)
-            if result is _LOST:  # watched again until the scheduler (or keep_confirmer) redoes it
+            if result is _LOST:  # watched again until the scheduler (or `Dispatch.refresh`) redoes it
                 self._dispatch.ac.add(fut)
                 continue
             match job:

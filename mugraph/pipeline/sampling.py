@@ -20,10 +20,20 @@ from mugraph.pipeline.events import EventSink, ProgressEvent
 from mugraph.pipeline.plan import RunPlan
 from mugraph.storage.run.store import RunStore
 
-__all__ = ["TIMELINE_WRITE_FRACTION", "TIMELINE_WRITE_SECONDS", "Sampler", "timeline_write_interval"]
+__all__ = [
+    "SCHEDULER_VIEW_SECONDS",
+    "TIMELINE_WRITE_FRACTION",
+    "TIMELINE_WRITE_SECONDS",
+    "Sampler",
+    "timeline_write_interval",
+]
 
 TIMELINE_WRITE_SECONDS = 5.0
 TIMELINE_WRITE_FRACTION = 0.01
+# How often the driver asks the scheduler for its workers and for the tasks they hold: each is a
+# round trip through the driver's event loop and the scheduler's, over TLS on a local cluster; every
+# second they cost lora's whole 2-worker run about a tenth of the driver's CPU (benchmarks/RESULTS.md).
+SCHEDULER_VIEW_SECONDS = 5.0
 
 
 def timeline_write_interval(elapsed: float) -> float:
@@ -49,9 +59,19 @@ class Sampler:
         self.on_event = on_event
         self.t0 = 0.0
         self._timeline_written = -TIMELINE_WRITE_SECONDS  # the first sample is written at once
+        self._running: dict[str, int] = {}
+        self._running_at = -SCHEDULER_VIEW_SECONDS
 
     def running(self) -> dict[str, int]:
-        """Search tasks a worker holds, per fragment (the scheduler's view)."""
+        """Search tasks a worker holds, per fragment: the scheduler's view, asked for at most every
+        SCHEDULER_VIEW_SECONDS (the progress caps it by the tasks in flight, so it never exceeds them)."""
+        now = time.perf_counter()
+        if now - self._running_at >= SCHEDULER_VIEW_SECONDS:
+            self._running = self._processing()
+            self._running_at = now
+        return self._running
+
+    def _processing(self) -> dict[str, int]:
         try:
             processing = self.client.processing()
         except Exception:  # a scheduler going away ends the run elsewhere; progress is best effort
