@@ -30,9 +30,10 @@ __all__ = [
 
 TIMELINE_WRITE_SECONDS = 5.0
 TIMELINE_WRITE_FRACTION = 0.01
-# How often the driver asks the scheduler for its workers and for the tasks they hold: each is a
-# round trip through the driver's event loop and the scheduler's, over TLS on a local cluster; every
-# second they cost lora's whole 2-worker run about a tenth of the driver's CPU (benchmarks/RESULTS.md).
+# How often the driver asks the scheduler for its workers and for the tasks they hold: each is a round
+# trip through both event loops (over TLS on a local cluster) whose answer grows with the workers. On
+# lora's whole 2-worker run asking every 5 s instead of every second made no difference one run could
+# see (13.92 and 13.96 driver CPU s, benchmarks/RESULTS.md); it is for clusters of many workers.
 SCHEDULER_VIEW_SECONDS = 5.0
 
 
