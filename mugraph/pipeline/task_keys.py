@@ -24,8 +24,9 @@ def bundle_key(plan: FragmentPlan, paths: Sequence[Sequence[int]]) -> str:
 
 # Paths one search task carries at most. Each task costs the driver a result message, its share of a
 # `gather` and of a `map`, and a release; with 2 workers on lora, 32 instead of 8 took the driver's
-# process from 4.4-4.5 to 3.6-3.9 CPU s in 150 s (benchmarks/RESULTS.md, "The driver's CPU"). A bundle
-# that long forms only when 128 paths wait for every worker thread, so many workers keep small tasks.
+# process from 4.4-4.5 to 3.6-3.9 CPU s in 150 s (benchmarks/RESULTS.md, "The driver's CPU on a real
+# run"). A bundle that long forms only when 128 paths wait for every worker thread, so many workers
+# keep small tasks.
 MAX_BUNDLE = 32
 BUNDLE_SLACK = 4  # bundle only past this many waiting paths per worker thread
 
