@@ -6,10 +6,11 @@ submitted (`as_completed(...).add`), so long subtrees split themselves and idle 
 pieces. The driver's cost per task is what bounds how many workers one driver feeds, so it works in
 batches: the results that finished since it last looked are fetched in one `gather`, committed to the
 store in one `complete_tasks` (pipeline.commit), and their children submitted in one `map` per
-priority (pipeline.dispatch); a batch is one result long when the driver keeps up, and grows when it
-falls behind. Each new μGraph is confirmed by its own task as soon as it is found, and each confirmed
-one gets a layout task (z3.Optimize over its tensors' layouts). When every task is done, or the time
-limit has passed, the run is ranked, stitched and checked (pipeline.finish).
+priority (pipeline.dispatch). A batch grows when the driver falls behind, and while the workers
+have enough queued the driver also waits a little for it to grow (`linger_seconds`). Each new μGraph
+is confirmed by its own task as soon as it is found, and each confirmed one gets a layout task
+(z3.Optimize over its tensors' layouts). When every task is done, or the time limit has passed, the
+run is ranked, stitched and checked (pipeline.finish).
 
 This module holds the run's course: its start from what the store holds, the loop that waits for
 results and stops at the time limit, and the handling of each finished task. The driver is the
