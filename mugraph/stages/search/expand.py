@@ -5,7 +5,8 @@ steps (grid and imaps, then fmaps and for-loop range), so no node has tens of th
 children. Block level: closing the block graph (B1, one child per omap), then block ops and
 accumulators (B2). A child is listed only if it passes the canonical order, shape and memory
 checks; the abstract-expression oracle is asked later, for all children of a node at once, so a
-child's index (its choice in a path) never depends on the oracle or its memo. Pre-defined ops and
+child's index (its choice in a path) never depends on the oracle or its memo, nor on whether its
+block graph can still close (`ChildList.viable`, asked with the oracle). Pre-defined ops and
 block ops come from the graph's op table (`op_tables`), which a child graph extends rather than
 rebuilds.
 """
@@ -23,6 +24,7 @@ from mugraph.stages.search.config import SearchConfig
 from mugraph.stages.search.macros import MACRO_NEW, MacroEntry, macro_child, macro_entries
 from mugraph.stages.search.op_tables import block_table, kernel_table
 from mugraph.stages.search.state import (
+    ENTRY_INS,
     ENTRY_NEW,
     INPUT_RANK,
     TYPE_ORDER,
@@ -36,6 +38,7 @@ from mugraph.stages.search.state import (
     TInfo,
     bump,
 )
+from mugraph.stages.search.viable import KernelStep, block_viable, kernel_viable
 
 __all__ = ["Child", "ChildList", "child_list", "children"]
 
@@ -65,7 +68,7 @@ class ChildList(Sequence[Child]):
     are listed up front; a `Child` object is made only for an index asked for, since most
     children are pruned. Block ops (most of a search's children) stay table entries until then."""
 
-    __slots__ = ("_entries", "_kids", "_macros", "_node", "news")
+    __slots__ = ("_entries", "_kids", "_macros", "_node", "_reads", "news")
 
     def __init__(
         self,
@@ -74,16 +77,29 @@ class ChildList(Sequence[Child]):
         entries: list[Entry] | None = None,
         node: tuple[State, OpenBlock] | None = None,
         macros: list[MacroEntry] | None = None,
+        reads: tuple[State, list[KernelStep]] | None = None,
     ) -> None:
         # Order: `kids`, then the block-op `entries`, then the `macros` (both children of `node`).
+        # `reads`: of a kernel node, the node and what each of its `kids` reads.
         self.news = news
         self._kids = kids
         self._entries = entries or []
         self._node = node
         self._macros = macros or []
+        self._reads = reads
 
     def __len__(self) -> int:
         return len(self.news)
+
+    def viable(self, cfg: SearchConfig, outputs: int) -> list[bool] | None:
+        """Per child, whether a candidate with `outputs` unconsumed tensors can still come of it
+        within the ops left, as far as counting tensors tells (None: every child can). A child
+        that cannot is listed, so indices stay what they are, but never explored."""
+        if self._node is not None:
+            return block_viable(self._node[1], cfg, len(self._kids), self._entries, self._macros)
+        if self._reads is not None:
+            return kernel_viable(*self._reads, cfg, outputs)
+        return None
 
     @overload
     def __getitem__(self, i: int) -> Child: ...
@@ -114,7 +130,7 @@ class ChildList(Sequence[Child]):
 def child_list(state: State, cfg: SearchConfig) -> ChildList:
     """The children of `state`, in their fixed order (a child's index is its choice in a path)."""
     if state.block is None:
-        return _plain(_kernel_children(state, cfg))
+        return _kernel_children(state, cfg)
     if not state.block.configured:
         return _plain([Child((), _made, k) for k in _loop_children(state, state.block, cfg)])
     closed = [Child((), _made, k) for k in _close_children(state, state.block, cfg)]
@@ -147,16 +163,19 @@ def _kernel_child(s: State, e: Entry) -> State:
     )
 
 
-def _kernel_children(s: State, cfg: SearchConfig) -> list[Child]:
+def _kernel_children(s: State, cfg: SearchConfig) -> ChildList:
     """K2: one pre-defined op over every operand tuple ranked above the last op, whose output fits
     in device memory; then K3's first step."""
     if len(s.ops) >= cfg.max_kernel_ops:
-        return []
-    out: list[Child] = []
+        return _plain([])
     room = DEFAULT_LIMITS.dmem_bytes - s.dmem
-    out += [Child(e[ENTRY_NEW], _kernel_child, s, e) for e in kernel_table(s, cfg).listed(cfg.kernel_ops, s.last, room)]
-    out += [Child((), _made, k) for k in _open_children(s, cfg)]
-    return out
+    entries = kernel_table(s, cfg).listed(cfg.kernel_ops, s.last, room)
+    opened = _open_children(s, cfg)
+    kids = [Child(e[ENTRY_NEW], _kernel_child, s, e) for e in entries]
+    kids += [Child((), _made, k) for k in opened]
+    steps: list[KernelStep] = [(e[ENTRY_INS], False) for e in entries]
+    steps += [(k.block.sources, True) for k in opened if k.block is not None]
+    return ChildList([k.new for k in kids], kids, reads=(s, steps))
 
 
 def _open_children(s: State, cfg: SearchConfig) -> list[State]:

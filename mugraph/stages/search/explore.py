@@ -10,8 +10,9 @@ task visits the same nodes and finds the same μGraphs as one unbudgeted call.
 
 At a node: a kernel-level node whose unconsumed tensors are as many as the reference's outputs is
 a candidate, fingerprinted once; a match is recorded and not extended (Mirage's rule). Otherwise
-its children are listed, the oracle judges all their new terms in one batch, and the kept
-children are pushed.
+its children are listed, a child whose block graph can no longer close within the block ops left
+is dropped (`ChildList.viable`: nothing below it is a candidate), the oracle judges the rest's new
+terms in one batch, and the kept children are pushed.
 """
 
 from __future__ import annotations
@@ -207,11 +208,16 @@ class Searcher:
 
     # -- exploration -------------------------------------------------------------------------
     def _kept(self, kids: ChildList) -> list[int]:
-        """Indices of the children whose new terms the oracle keeps (one batch for all of them)."""
+        """Indices of the children that can still close their block graph and whose new terms the
+        oracle keeps (one batch for all of them)."""
         news = kids.news
+        viable = kids.viable(self.fragment.config, len(self.fragment.output_names))
+        if viable is not None:  # a child whose block graph can never close is not judged
+            news = [n if v else () for n, v in zip(news, viable, strict=True)]
         terms = dict.fromkeys(chain.from_iterable(news))
         keep: set[Expr] | frozenset[Expr] = self.oracle.kept(terms) if terms else frozenset()
-        return list(compress(range(len(kids)), map(keep.issuperset, news)))  # all its terms kept
+        kept = compress(range(len(kids)), map(keep.issuperset, news))  # all its terms kept
+        return list(kept) if viable is None else [i for i in kept if viable[i]]
 
     def _task_stack(self, task: Path) -> list[tuple[Path, State | Child]]:
         """The exploration stack a task starts from: its node, or the kept siblings of its run

@@ -1,12 +1,14 @@
 """The search finds exactly what it found before it was made faster.
 
-`data/narrow_results.json` holds, for each narrowed search of the default suite, the state count
-and the canonical digests of every μGraph found, as the search before its speed work (commit
-0449072) produced them; `data/rms_norm_mlp.json` the same for the full `mlp` space of rms_norm
-(slow), with the overrides that give the space searched then (the default space has since been
-widened, which also changed every config digest). Both keep Mirage's block-input rule
-(`block_inputs=mirage`), the rule they were searched under. Pruning, fingerprint reuse and expansion
-changes must leave both the tree and the μGraph set unchanged. `data/rms_norm_default.json` holds
+`data/narrow_results.json` holds, for each narrowed search of the default suite, the canonical
+digests of every μGraph found, as the search before its speed work (commit 0449072) produced them;
+`data/rms_norm_mlp.json` the same for the full `mlp` space of rms_norm (slow), with the overrides
+that give the space searched then (the default space has since been widened, which also changed
+every config digest). Both keep Mirage's block-input rule (`block_inputs=mirage`), the rule they
+were searched under. Each file also holds the state count: `states` as the search explores the tree
+now (a block graph that can no longer close is not explored), `states_every_block_graph` as it was
+explored before that check. Speed changes must leave the μGraph set unchanged, and a change of the
+state count is a change of what the search explores, to be made on purpose. `data/rms_norm_default.json` holds
 rms_norm's whole default space as it is now (block inputs any non-empty subset of Mirage's tuple),
 and `data/lora_default.json` lora's whole default space (slow: about half an hour on one core).
 """

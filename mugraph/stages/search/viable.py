@@ -1,0 +1,135 @@
+"""Which children can still lead to a candidate, by counting tensors: cheap checks that are exact.
+
+Most of a search's nodes lie in subtrees with no candidate at all. Some of those are known to be
+barren from counts alone: a block graph that owes more loose ends than its remaining block ops can
+tie up never closes, and a kernel graph with more unconsumed tensors than its remaining kernel ops
+can consume never has as many as the reference has outputs. Such a child is still listed (its index
+in a path stays what it is) but the search never explores it, so a rule here must only ever reject
+a child with nothing below it; `tests/stages/search/test_viable.py` walks whole narrowed trees
+to check that.
+"""
+
+from __future__ import annotations
+
+from mugraph.ir.limits import DEFAULT_LIMITS
+from mugraph.stages.search.config import SearchConfig
+from mugraph.stages.search.macros import MacroEntry
+from mugraph.stages.search.state import ENTRY_TENSOR, Entry, OpenBlock, State
+
+__all__ = ["KernelStep", "block_viable", "close_slack", "kernel_viable"]
+
+# What a kernel node's child reads: its operands or its block graph's inputs, and whether it opens a
+# block graph (which becomes one kernel op when it closes).
+KernelStep = tuple[tuple[int, ...], bool]
+
+
+# -- which block graphs can still close -----------------------------------------------------------
+# A block graph closes only when none of its computed tensors dangles before its accumulators,
+# (outside Mirage's block-input rule) every input is read, and at most `max_block_outputs` tensors
+# dangle. So it owes two debts: its pre-accumulator dangling tensors plus unread inputs, which must
+# reach zero, and all its loose ends (those plus the after-accumulator dangling tensors), which must
+# fall to the output limit. One block op lowers each debt by at most one (it consumes at most two
+# loose ends and makes one tensor; an accumulator turns a pre-accumulator loose end into an
+# after-accumulator one), and the lora macro by at most three (four operands, one product). So a
+# block graph with `left` ops to go can close only if both debts are at most `left`, plus two while
+# the macro is still to come.
+
+
+def _loose_ends(b: OpenBlock, cfg: SearchConfig) -> tuple[int, int]:
+    """(pre-accumulator dangling tensors plus unread inputs, all loose ends)."""
+    n_in = len(b.inputs)
+    uses, tensors = b.uses, b.tensors
+    pre = after = 0
+    for i in range(n_in, len(tensors)):
+        if uses[i] == 0:
+            if tensors[i].after_accum:
+                after += 1
+            else:
+                pre += 1
+    if cfg.block_inputs != "mirage":
+        pre += uses[:n_in].count(0)
+    return pre, pre + after
+
+
+def _room(left: int, has_macro: bool, cfg: SearchConfig) -> int:
+    """The most either debt can fall in `left` more block ops."""
+    return left + (2 if cfg.concat_matmul and not has_macro and left >= 1 else 0)
+
+
+def _outputs(cfg: SearchConfig) -> int:
+    return min(cfg.max_block_outputs, DEFAULT_LIMITS.max_block_outputs)
+
+
+def close_slack(b: OpenBlock, cfg: SearchConfig) -> int:
+    """How much more debt the block graph could take on and still close (negative: it never can)."""
+    pre, loose = _loose_ends(b, cfg)
+    return _room(cfg.max_block_ops - b.op_count, b.has_macro, cfg) - max(pre, loose - _outputs(cfg))
+
+
+def block_viable(
+    b: OpenBlock, cfg: SearchConfig, n_closed: int, entries: list[Entry], macros: list[MacroEntry]
+) -> list[bool] | None:
+    """`ChildList.viable` for a block node's children: closed ones, block ops, then macros. A child
+    raises each debt by at most one, so while the larger debt plus one fits in what any child has
+    left to pay with, every child can close, and only otherwise is each child checked."""
+    pre, loose = _loose_ends(b, cfg)
+    over = loose - _outputs(cfg)
+    left = cfg.max_block_ops - b.op_count - 1  # after the child's op
+    op_room = _room(left, b.has_macro, cfg)
+    macro_room = _room(left, True, cfg)
+    if max(pre, over) + 1 <= (min(op_room, macro_room) if macros else op_room):
+        return None
+    n_in = len(b.inputs)
+    uses, tensors = b.uses, b.tensors
+    reads_inputs = cfg.block_inputs != "mirage"
+
+    def fits(ins: tuple[int, ...], after: bool, room: int) -> bool:
+        """Whether the child that reads `ins` and leaves a product with this flag dangling can close."""
+        paid = paid_loose = 0
+        for i in set(ins):
+            if uses[i] == 0:
+                if i < n_in:
+                    paid += reads_inputs
+                    paid_loose += reads_inputs
+                else:
+                    paid += not tensors[i].after_accum
+                    paid_loose += 1
+        return pre - paid + (not after) <= room and over - paid_loose + 1 <= room
+
+    out = [True] * n_closed
+    out += [fits(e[0], e[ENTRY_TENSOR].after_accum, op_room) for e in entries]
+    out += [fits(m[0], tensors[m[0][0]].after_accum, macro_room) for m in macros]
+    return out
+
+
+# -- which kernel graphs can still reach the outputs ------------------------------------------------
+# A candidate is a kernel graph with as many unconsumed tensors as the reference has outputs. A
+# pre-defined op consumes at most two unconsumed tensors and makes one, so it lowers their count by
+# at most one; a graph-defined op consumes at most its inputs (`sources` of them: four under
+# `four_input_blocks`, else at most three) and makes at least one output. So a graph with `left`
+# kernel ops to go, `graphs` of them graph-defined at most, can lower the count by at most
+# left + min(graphs, left) * (sources - 2).
+
+
+def _kernel_room(left: int, graphs: int, cfg: SearchConfig) -> int:
+    sources = 4 if cfg.four_input_blocks else 3
+    return left + min(graphs, left) * (sources - 2)
+
+
+def kernel_viable(s: State, steps: list[KernelStep], cfg: SearchConfig, outputs: int) -> list[bool] | None:
+    """`ChildList.viable` for a kernel node's children (the pre-defined ops, then the block graphs
+    opened): each child's count of unconsumed tensors once its op is made (at least one output for
+    a block graph), against what the kernel ops after it can lower it by. A child raises the count
+    by at most one, so only a node near the bound checks each child."""
+    uses = s.uses
+    loose = uses.count(0)
+    left = cfg.max_kernel_ops - len(s.ops) - 1  # after the child's op
+    graphs = cfg.max_block_graphs - s.n_block_graphs
+    op_room = _kernel_room(left, graphs, cfg)
+    open_room = _kernel_room(left, graphs - 1, cfg)
+    if loose + 1 - outputs <= min(op_room, open_room):
+        return None
+    return [
+        loose - sum(1 for i in set(reads) if uses[i] == 0) + 1 - outputs <= (open_room if opens else op_room)
+        for reads, opens in steps
+    ]
