@@ -235,7 +235,7 @@ def run_optimize(
         else check_store_path(
             str(
                 DEFAULT_RUNS / f"{file_name(prog.name)}-{plan.identity['program_digest'][:8]}-"
-                f"{plan.identity['config_digest'][:8]}.zarr"
+                f"{plan.identity['config_digest'][:8]}-t{plan.identity['search_tree']}.zarr"
             ),
             "the default store",
         )

@@ -16,6 +16,7 @@ from mugraph.ir.types import OpKind
 from mugraph.programs.program import Program
 from mugraph.stages.fragments import FragmentSpec, Split, split_program
 from mugraph.stages.search.config import SearchConfig, for_reference, preset_config
+from mugraph.stages.search.explore import SEARCH_TREE
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +55,7 @@ class RunPlan:
             "config_digest": hashlib.sha256(configs.encode()).hexdigest()[:32],
             "budget": str(self.budget),
             "ir_schema": str(SCHEMA),
+            "search_tree": SEARCH_TREE,
         }
 
 

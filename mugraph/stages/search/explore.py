@@ -42,6 +42,11 @@ from mugraph.stages.search.state import State, root_state
 from mugraph.stages.search.task_paths import Path, frontier_tasks, show, split_run
 from mugraph.stages.verify.check import ReferenceFingerprints
 
+# Which nodes the search explores. A run store's frontier names nodes of one tree, so a store made
+# under another version is not resumed. 2: children that counting shows cannot reach a candidate
+# (`viable.py`) are dropped with the oracle's verdicts.
+SEARCH_TREE = "2"
+
 
 class SearchPathError(MugraphError):
     """A path that names no node of this search tree."""
