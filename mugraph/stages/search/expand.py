@@ -96,7 +96,7 @@ class ChildList(Sequence[Child]):
         within the ops left, as far as counting tensors tells (None: every child can). A child
         that cannot is listed, so indices stay what they are, but never explored."""
         if self._node is not None:
-            return block_viable(self._node[1], cfg, len(self._kids), self._entries, self._macros)
+            return block_viable(*self._node, cfg, outputs, len(self._kids), self._entries, self._macros)
         if self._reads is not None:
             return kernel_viable(*self._reads, cfg, outputs)
         return None

@@ -2,8 +2,9 @@
 
 Most of a search's nodes lie in subtrees with no candidate at all. Some of those are known to be
 barren from counts alone: a block graph that owes more loose ends than its remaining block ops can
-tie up never closes, and a kernel graph with more unconsumed tensors than its remaining kernel ops
-can consume never has as many as the reference has outputs. Such a child is still listed (its index
+tie up never closes, and a kernel graph (one a pre-defined op makes, one a block graph opens, or one
+a block graph's closing makes) with more unconsumed tensors than its remaining kernel ops can
+consume never has as many as the reference has outputs. Such a child is still listed (its index
 in a path stays what it is) but the search never explores it, so a rule here must only ever reject
 a child with nothing below it; `tests/stages/search/test_viable.py` walks whole narrowed trees
 to check that.
@@ -67,17 +68,26 @@ def close_slack(b: OpenBlock, cfg: SearchConfig) -> int:
 
 
 def block_viable(
-    b: OpenBlock, cfg: SearchConfig, n_closed: int, entries: list[Entry], macros: list[MacroEntry]
+    s: State,
+    b: OpenBlock,
+    cfg: SearchConfig,
+    outputs: int,
+    n_closed: int,
+    entries: list[Entry],
+    macros: list[MacroEntry],
 ) -> list[bool] | None:
-    """`ChildList.viable` for a block node's children: closed ones, block ops, then macros. A child
-    raises each debt by at most one, so while the larger debt plus one fits in what any child has
-    left to pay with, every child can close, and only otherwise is each child checked."""
+    """`ChildList.viable` for a block node's children: closed ones, block ops, then macros. The
+    closed ones (which differ only in their omap) are kernel graphs, counted as `kernel_viable`
+    counts. A block-op child raises each debt by at most one, so while the larger debt plus one
+    fits in what any child has left to pay with, every such child can close, and only otherwise is
+    each one checked."""
+    closed_ok = n_closed == 0 or _closed_viable(s, b, cfg, outputs)
     pre, loose = _loose_ends(b, cfg)
     over = loose - _outputs(cfg)
     left = cfg.max_block_ops - b.op_count - 1  # after the child's op
     op_room = _room(left, b.has_macro, cfg)
     macro_room = _room(left, True, cfg)
-    if max(pre, over) + 1 <= (min(op_room, macro_room) if macros else op_room):
+    if closed_ok and max(pre, over) + 1 <= (min(op_room, macro_room) if macros else op_room):
         return None
     n_in = len(b.inputs)
     uses, tensors = b.uses, b.tensors
@@ -96,7 +106,7 @@ def block_viable(
                     paid_loose += 1
         return pre - paid + (not after) <= room and over - paid_loose + 1 <= room
 
-    out = [True] * n_closed
+    out = [closed_ok] * n_closed
     out += [fits(e[0], e[ENTRY_TENSOR].after_accum, op_room) for e in entries]
     out += [fits(m[0], tensors[m[0][0]].after_accum, macro_room) for m in macros]
     return out
@@ -133,3 +143,13 @@ def kernel_viable(s: State, steps: list[KernelStep], cfg: SearchConfig, outputs:
         loose - sum(1 for i in set(reads) if uses[i] == 0) + 1 - outputs <= (open_room if opens else op_room)
         for reads, opens in steps
     ]
+
+
+def _closed_viable(s: State, b: OpenBlock, cfg: SearchConfig, outputs: int) -> bool:
+    """Whether the kernel graph made by closing `b` now (every dangling tensor an output) can still
+    reach `outputs` unconsumed tensors."""
+    uses = s.uses
+    made = sum(1 for i in range(len(b.inputs), len(b.tensors)) if b.uses[i] == 0)
+    loose = uses.count(0) - sum(1 for i in set(b.sources) if uses[i] == 0) + made
+    left = cfg.max_kernel_ops - len(s.ops) - 1
+    return loose - outputs <= _kernel_room(left, cfg.max_block_graphs - s.n_block_graphs - 1, cfg)
