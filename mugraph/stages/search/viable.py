@@ -27,13 +27,14 @@ KernelStep = tuple[tuple[int, ...], bool]
 # -- which block graphs can still close -----------------------------------------------------------
 # A block graph closes only when none of its computed tensors dangles before its accumulators,
 # (outside Mirage's block-input rule) every input is read, and at most `max_block_outputs` tensors
-# dangle. So it owes two debts: its pre-accumulator dangling tensors plus unread inputs, which must
-# reach zero, and all its loose ends (those plus the after-accumulator dangling tensors), which must
-# fall to the output limit. One block op lowers each debt by at most one (it consumes at most two
-# loose ends and makes one tensor; an accumulator turns a pre-accumulator loose end into an
-# after-accumulator one), and the lora macro by at most three (four operands, one product). So a
-# block graph with `left` ops to go can close only if both debts are at most `left`, plus two while
-# the macro is still to come.
+# dangle, or fewer where the kernel graph could not use more (closing as the last kernel op, it may
+# leave no more unconsumed tensors than the reference has outputs). So it owes two debts: its
+# pre-accumulator dangling tensors plus unread inputs, which must reach zero, and all its loose
+# ends (those plus the after-accumulator dangling tensors), which must fall to that output limit.
+# One block op lowers each debt by at most one (it consumes at most two loose ends and makes one
+# tensor; an accumulator turns a pre-accumulator loose end into an after-accumulator one), and the
+# lora macro by at most three (four operands, one product). So a block graph with `left` ops to go
+# can close only if both debts are at most `left`, plus two while the macro is still to come.
 
 
 def _loose_ends(b: OpenBlock, cfg: SearchConfig) -> tuple[int, int]:
@@ -57,14 +58,21 @@ def _room(left: int, has_macro: bool, cfg: SearchConfig) -> int:
     return left + (2 if cfg.concat_matmul and not has_macro and left >= 1 else 0)
 
 
-def _outputs(cfg: SearchConfig) -> int:
-    return min(cfg.max_block_outputs, DEFAULT_LIMITS.max_block_outputs)
+def _outputs(s: State, b: OpenBlock, cfg: SearchConfig, outputs: int) -> int:
+    """The most outputs `b` may close with: the limit, and no more than leaves the kernel graph
+    (`s` with `b` closed) able to reach the reference's `outputs` unconsumed tensors."""
+    uses = s.uses
+    kept = uses.count(0) - sum(1 for i in set(b.sources) if uses[i] == 0)  # unconsumed after closing
+    left = cfg.max_kernel_ops - len(s.ops) - 1
+    room = _kernel_room(left, cfg.max_block_graphs - s.n_block_graphs - 1, cfg)
+    return min(cfg.max_block_outputs, DEFAULT_LIMITS.max_block_outputs, outputs + room - kept)
 
 
-def close_slack(b: OpenBlock, cfg: SearchConfig) -> int:
-    """How much more debt the block graph could take on and still close (negative: it never can)."""
+def close_slack(s: State, b: OpenBlock, cfg: SearchConfig, outputs: int) -> int:
+    """How much more debt the block graph `b` of `s` could take on and still close into a kernel
+    graph that can reach `outputs` unconsumed tensors (negative: it never can)."""
     pre, loose = _loose_ends(b, cfg)
-    return _room(cfg.max_block_ops - b.op_count, b.has_macro, cfg) - max(pre, loose - _outputs(cfg))
+    return _room(cfg.max_block_ops - b.op_count, b.has_macro, cfg) - max(pre, loose - _outputs(s, b, cfg, outputs))
 
 
 def block_viable(
@@ -83,7 +91,7 @@ def block_viable(
     each one checked."""
     closed_ok = n_closed == 0 or _closed_viable(s, b, cfg, outputs)
     pre, loose = _loose_ends(b, cfg)
-    over = loose - _outputs(cfg)
+    over = loose - _outputs(s, b, cfg, outputs)
     left = cfg.max_block_ops - b.op_count - 1  # after the child's op
     op_room = _room(left, b.has_macro, cfg)
     macro_room = _room(left, True, cfg)
