@@ -16,6 +16,9 @@ first tree measured in the same run.
 a whole-space run does, in minutes, where the first states from the root are not typical of the
 space (lora's costliest tasks are deep in it). `--repeat R` alternates the trees R times; `--warm` times
 a second pass over the tasks, its verdicts all in the memo as they mostly are in a long run.
+`--whole` draws only tasks that finished their subtree and explores each subtree without a budget:
+the fair comparison between trees that explore different nodes (a budget would stop them at
+different places).
 
     python benchmarks/bench_speed.py --tree base=/work/base --tree new=. \
         --trace benchmarks/data/scale_lora_w15.jsonl.gz --sample 40 --repeat 2
@@ -42,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scale_trace import read_trace  # as the other benchmarks import it (one module name)
 
+from mugraph.stages.search.task_paths import SIBLINGS
 from tests.stages.search.narrow import old_space_settings
 
 PROGRAMS = ["rms_norm", "lora", "gated_mlp", "gqa"]
@@ -91,19 +95,25 @@ print(json.dumps({"seconds": time.perf_counter() - t0, "nodes": nodes, "children
 """
 
 
-def sample_tasks(trace: Path, k: int, seed: int = 1) -> tuple[str, list[str], list[tuple[list[int], int]]]:
-    """The program, its settings and K of the trace's tasks, drawn by recorded seconds."""
+def sample_tasks(
+    trace: Path, k: int, whole: bool = False, seed: int = 1
+) -> tuple[str, list[str], list[tuple[list[int], int | None]]]:
+    """The program, its settings and K of the trace's tasks, drawn by recorded seconds. `whole`:
+    only tasks that finished their subtree (no frontier) and name one node, explored without a
+    budget, so trees that explore different nodes still do the same work: that subtree."""
     header, all_tasks = read_trace(trace)
     if len(header["fragments"]) != 1:
         raise SystemExit(f"{trace}: a trace of one fragment is needed (it has {len(header['fragments'])})")
     tasks = [task for task in all_tasks if task.seconds > 0]
+    if whole:
+        tasks = [t for t in tasks if not t.frontier and not (t.path and t.path[-1] >= SIBLINGS)]
     drawn = random.Random(seed).choices(tasks, weights=[task.seconds for task in tasks], k=k)
     settings = [f"{key}={json.dumps(value)}" for key, value in header["settings"].items()]
-    return str(header["program"]), settings, [(list(task.path), task.budget) for task in drawn]
+    return str(header["program"]), settings, [(list(task.path), None if whole else task.budget) for task in drawn]
 
 
 def run_sample(
-    tree: Path, name: str, settings: list[str], tasks: list[tuple[list[int], int]], warm: bool
+    tree: Path, name: str, settings: list[str], tasks: list[tuple[list[int], int | None]], warm: bool
 ) -> dict[str, Any]:
     args = [sys.executable, "-c", SAMPLE_RUNNER, name, json.dumps(tasks), "warm" if warm else "cold", *settings]
     proc = subprocess.run(
@@ -115,11 +125,12 @@ def run_sample(
     return out
 
 
-def sample_table(trees: list[tuple[str, Path]], trace: Path, k: int, repeat: int, warm: bool) -> list[str]:
-    name, settings, tasks = sample_tasks(trace, k)
+def sample_table(trees: list[tuple[str, Path]], trace: Path, k: int, repeat: int, warm: bool, whole: bool) -> list[str]:
+    name, settings, tasks = sample_tasks(trace, k, whole)
     memo = "timed on a second pass (memo warm, as in a long run)" if warm else "cold memo"
     lines = [
-        f"{name}: {k} tasks of {trace.name} drawn by recorded seconds, {memo}; trees alternated {repeat}x",
+        f"{name}: {k} {'whole subtrees of tasks' if whole else 'tasks'} of {trace.name} drawn by recorded seconds, "
+        f"{memo}; trees alternated {repeat}x",
         "| program | tree | run | states | children listed | μGraphs | seconds | × first tree |",
         "|---|---|---|---|---|---|---|---|",
     ]
@@ -181,10 +192,13 @@ def main() -> None:
     ap.add_argument("--sample", type=int, default=40, help="with --trace: how many tasks to draw")
     ap.add_argument("--repeat", type=int, default=1, help="with --trace: alternate the trees this many times")
     ap.add_argument("--warm", action="store_true", help="with --trace: time a second pass over the tasks")
+    ap.add_argument(
+        "--whole", action="store_true", help="with --trace: draw tasks that finished their subtree; explore it all"
+    )
     args = ap.parse_args()
     trees = [(label, Path(path).resolve()) for label, _, path in (t.partition("=") for t in args.tree)]
     if args.trace is not None:
-        emit("\n".join(sample_table(trees, args.trace, args.sample, args.repeat, args.warm)), args.out)
+        emit("\n".join(sample_table(trees, args.trace, args.sample, args.repeat, args.warm, args.whole)), args.out)
         return
     limit = 0 if args.full else args.states
     lines = [HEADER]

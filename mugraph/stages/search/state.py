@@ -162,6 +162,10 @@ class OpenBlock:
     # The block ops its tensors admit (`op_tables.block_table`): made when first listed, or the
     # parent's, to be extended. A cache, so not part of the graph's identity.
     table: OpTable | None = field(default=None, compare=False, hash=False, repr=False)
+    # What closing it leaves the kernel graph (`viable.py`): the unconsumed kernel tensors besides
+    # its outputs, and how many the kernel ops after it can consume. The same for every node of one
+    # block graph, so worked out once and passed on, as `table`.
+    outlook: tuple[int, int] | None = field(default=None, compare=False, hash=False, repr=False)
 
     @property
     def configured(self) -> bool:
@@ -185,6 +189,7 @@ class OpenBlock:
             smem,
             has_macro,
             self.table,
+            self.outlook,
         )
 
     @property

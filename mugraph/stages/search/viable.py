@@ -37,8 +37,9 @@ KernelStep = tuple[tuple[int, ...], bool]
 # can close only if both debts are at most `left`, plus two while the macro is still to come.
 
 
-def _loose_ends(b: OpenBlock, cfg: SearchConfig) -> tuple[int, int]:
-    """(pre-accumulator dangling tensors plus unread inputs, all loose ends)."""
+def _loose_ends(b: OpenBlock, cfg: SearchConfig) -> tuple[int, int, int]:
+    """(pre-accumulator dangling tensors plus unread inputs, all loose ends, dangling computed
+    tensors: the outputs it would close with now)."""
     n_in = len(b.inputs)
     uses, tensors = b.uses, b.tensors
     pre = after = 0
@@ -48,9 +49,10 @@ def _loose_ends(b: OpenBlock, cfg: SearchConfig) -> tuple[int, int]:
                 after += 1
             else:
                 pre += 1
+    made = pre + after
     if cfg.block_inputs != "mirage":
         pre += uses[:n_in].count(0)
-    return pre, pre + after
+    return pre, pre + after, made
 
 
 def _room(left: int, has_macro: bool, cfg: SearchConfig) -> int:
@@ -58,20 +60,27 @@ def _room(left: int, has_macro: bool, cfg: SearchConfig) -> int:
     return left + (2 if cfg.concat_matmul and not has_macro and left >= 1 else 0)
 
 
+def _outlook(s: State, b: OpenBlock, cfg: SearchConfig) -> tuple[int, int]:
+    """`OpenBlock.outlook`, worked out on the block graph's first node and then passed on."""
+    if b.outlook is None:
+        uses = s.uses
+        kept = uses.count(0) - sum(1 for i in set(b.sources) if uses[i] == 0)
+        left = cfg.max_kernel_ops - len(s.ops) - 1
+        b.outlook = (kept, _kernel_room(left, cfg.max_block_graphs - s.n_block_graphs - 1, cfg))
+    return b.outlook
+
+
 def _outputs(s: State, b: OpenBlock, cfg: SearchConfig, outputs: int) -> int:
     """The most outputs `b` may close with: the limit, and no more than leaves the kernel graph
     (`s` with `b` closed) able to reach the reference's `outputs` unconsumed tensors."""
-    uses = s.uses
-    kept = uses.count(0) - sum(1 for i in set(b.sources) if uses[i] == 0)  # unconsumed after closing
-    left = cfg.max_kernel_ops - len(s.ops) - 1
-    room = _kernel_room(left, cfg.max_block_graphs - s.n_block_graphs - 1, cfg)
+    kept, room = _outlook(s, b, cfg)
     return min(cfg.max_block_outputs, DEFAULT_LIMITS.max_block_outputs, outputs + room - kept)
 
 
 def close_slack(s: State, b: OpenBlock, cfg: SearchConfig, outputs: int) -> int:
     """How much more debt the block graph `b` of `s` could take on and still close into a kernel
     graph that can reach `outputs` unconsumed tensors (negative: it never can)."""
-    pre, loose = _loose_ends(b, cfg)
+    pre, loose, _ = _loose_ends(b, cfg)
     return _room(cfg.max_block_ops - b.op_count, b.has_macro, cfg) - max(pre, loose - _outputs(s, b, cfg, outputs))
 
 
@@ -89,34 +98,47 @@ def block_viable(
     counts. A block-op child raises each debt by at most one, so while the larger debt plus one
     fits in what any child has left to pay with, every such child can close, and only otherwise is
     each one checked."""
-    closed_ok = n_closed == 0 or _closed_viable(s, b, cfg, outputs)
-    pre, loose = _loose_ends(b, cfg)
-    over = loose - _outputs(s, b, cfg, outputs)
+    pre, loose, made = _loose_ends(b, cfg)
+    limit = _outputs(s, b, cfg, outputs)
+    over = loose - limit
+    closed_ok = n_closed == 0 or made <= limit  # closing now leaves `made` outputs
     left = cfg.max_block_ops - b.op_count - 1  # after the child's op
     op_room = _room(left, b.has_macro, cfg)
     macro_room = _room(left, True, cfg)
     if closed_ok and max(pre, over) + 1 <= (min(op_room, macro_room) if macros else op_room):
         return None
-    n_in = len(b.inputs)
+    # What each tensor pays off when a child reads it: toward the pre-accumulator debt, toward the
+    # loose ends. A child must pay `need_pre` (by its product's flag) and `need_loose` at least.
     uses, tensors = b.uses, b.tensors
-    reads_inputs = cfg.block_inputs != "mirage"
-
-    def fits(ins: tuple[int, ...], after: bool, room: int) -> bool:
-        """Whether the child that reads `ins` and leaves a product with this flag dangling can close."""
-        paid = paid_loose = 0
-        for i in set(ins):
-            if uses[i] == 0:
-                if i < n_in:
-                    paid += reads_inputs
-                    paid_loose += reads_inputs
-                else:
-                    paid += not tensors[i].after_accum
-                    paid_loose += 1
-        return pre - paid + (not after) <= room and over - paid_loose + 1 <= room
-
+    n_in = len(b.inputs)
+    reads_inputs = int(cfg.block_inputs != "mirage")
+    pays_pre = [0] * len(tensors)
+    pays_loose = [0] * len(tensors)
+    for i, t in enumerate(tensors):
+        if uses[i] == 0:
+            if i < n_in:
+                pays_pre[i] = pays_loose[i] = reads_inputs
+            else:
+                pays_pre[i] = int(not t.after_accum)
+                pays_loose[i] = 1
     out = [closed_ok] * n_closed
-    out += [fits(e[0], e[ENTRY_TENSOR].after_accum, op_room) for e in entries]
-    out += [fits(m[0], tensors[m[0][0]].after_accum, macro_room) for m in macros]
+    # Block ops read one or two tensors (maybe the same one twice).
+    need_loose = over + 1 - op_room
+    need_pre_after = pre - op_room
+    need_pre_before = need_pre_after + 1
+    out += [
+        pays_loose[a] + (pays_loose[c] if c != a else 0) >= need_loose
+        and pays_pre[a] + (pays_pre[c] if c != a else 0)
+        >= (need_pre_after if e[ENTRY_TENSOR].after_accum else need_pre_before)
+        for e in entries
+        for a, c in ((e[0][0], e[0][-1]),)
+    ]
+    # A macro reads four distinct tensors; its product has its first operand's flag.
+    out += [
+        sum(pays_loose[i] for i in m[0]) >= over + 1 - macro_room
+        and sum(pays_pre[i] for i in m[0]) >= pre - macro_room + (not tensors[m[0][0]].after_accum)
+        for m in macros
+    ]
     return out
 
 
@@ -151,13 +173,3 @@ def kernel_viable(s: State, steps: list[KernelStep], cfg: SearchConfig, outputs:
         loose - sum(1 for i in set(reads) if uses[i] == 0) + 1 - outputs <= (open_room if opens else op_room)
         for reads, opens in steps
     ]
-
-
-def _closed_viable(s: State, b: OpenBlock, cfg: SearchConfig, outputs: int) -> bool:
-    """Whether the kernel graph made by closing `b` now (every dangling tensor an output) can still
-    reach `outputs` unconsumed tensors."""
-    uses = s.uses
-    made = sum(1 for i in range(len(b.inputs), len(b.tensors)) if b.uses[i] == 0)
-    loose = uses.count(0) - sum(1 for i in set(b.sources) if uses[i] == 0) + made
-    left = cfg.max_kernel_ops - len(s.ops) - 1
-    return loose - outputs <= _kernel_room(left, cfg.max_block_graphs - s.n_block_graphs - 1, cfg)
