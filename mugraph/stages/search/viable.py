@@ -134,11 +134,19 @@ def block_viable(
         for a, c in ((e[0][0], e[0][-1]),)
     ]
     # A macro reads four distinct tensors; its product has its first operand's flag.
-    out += [
-        sum(pays_loose[i] for i in m[0]) >= over + 1 - macro_room
-        and sum(pays_pre[i] for i in m[0]) >= pre - macro_room + (not tensors[m[0][0]].after_accum)
-        for m in macros
-    ]
+    need_loose = over + 1 - macro_room
+    need_pre_after = pre - macro_room
+    if need_loose <= 0 and need_pre_after + 1 <= 0:
+        out += [True] * len(macros)
+    elif need_loose > 4 or need_pre_after > 4:
+        out += [False] * len(macros)
+    else:
+        out += [
+            pays_loose[a] + pays_loose[c] + pays_loose[d] + pays_loose[f] >= need_loose
+            and pays_pre[a] + pays_pre[c] + pays_pre[d] + pays_pre[f] >= need_pre_after + (not tensors[a].after_accum)
+            for m in macros
+            for a, c, d, f in (m[0],)
+        ]
     return out
 
 
