@@ -5,8 +5,8 @@ steps (grid and imaps, then fmaps and for-loop range), so no node has tens of th
 children. Block level: closing the block graph (B1, one child per omap), then block ops and
 accumulators (B2). A child is listed only if it passes the canonical order, shape and memory
 checks; the abstract-expression oracle is asked later, for all children of a node at once, so a
-child's index (its choice in a path) never depends on the oracle or its memo, nor on whether its
-block graph can still close (`ChildList.viable`, asked with the oracle). Pre-defined ops and
+child's index (its choice in a path) never depends on the oracle or its memo, nor on the counts
+that show a child can never reach a candidate (`ChildList.viable`, asked with the oracle). Pre-defined ops and
 block ops come from the graph's op table (`op_tables`), which a child graph extends rather than
 rebuilds.
 """

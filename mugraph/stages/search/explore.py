@@ -10,9 +10,9 @@ task visits the same nodes and finds the same μGraphs as one unbudgeted call.
 
 At a node: a kernel-level node whose unconsumed tensors are as many as the reference's outputs is
 a candidate, fingerprinted once; a match is recorded and not extended (Mirage's rule). Otherwise
-its children are listed, a child whose block graph can no longer close within the block ops left
-is dropped (`ChildList.viable`: nothing below it is a candidate), the oracle judges the rest's new
-terms in one batch, and the kept children are pushed.
+its children are listed, a child that counting shows can never reach a candidate is dropped
+(`ChildList.viable`), the oracle judges the rest's new terms in one batch, and the kept children
+are pushed.
 """
 
 from __future__ import annotations
