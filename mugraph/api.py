@@ -79,6 +79,15 @@ class OptimizeOptions:
         return dict(parse_override(s) for s in self.settings)
 
 
+def default_store(program: str, identity: Mapping[str, str]) -> Path:
+    """The store `optimize` uses without --store: named for the program, its digest, the configs'
+    digest and the search tree's version, so a change of any of them starts a store of its own."""
+    return DEFAULT_RUNS / (
+        f"{file_name(program)}-{identity['program_digest'][:8]}-{identity['config_digest'][:8]}"
+        f"-t{identity['search_tree']}.zarr"
+    )
+
+
 def _versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -232,13 +241,7 @@ def run_optimize(
     path = (
         check_store_path(str(o.store))
         if o.store is not None
-        else check_store_path(
-            str(
-                DEFAULT_RUNS / f"{file_name(prog.name)}-{plan.identity['program_digest'][:8]}-"
-                f"{plan.identity['config_digest'][:8]}-t{plan.identity['search_tree']}.zarr"
-            ),
-            "the default store",
-        )
+        else check_store_path(str(default_store(prog.name, plan.identity)), "the default store")
     )
     if o.budget is None and not o.fresh:
         resumed = _stored_budget(path)  # a store made with an older default resumes with its own budget

@@ -205,12 +205,12 @@ def bad_memo_key(memo: Path) -> None:
 
 def default_store(name: str) -> str:
     """The store `optimize NAME` makes when no --store is given."""
+    from mugraph.api import default_store as store_of
     from mugraph.pipeline.plan import make_plan
     from mugraph.programs import resolve_program
     from mugraph.stages.search.serial import DEFAULT_BUDGET
 
-    ident = make_plan(resolve_program(name), None, {}, DEFAULT_BUDGET).identity
-    return f"runs/{name}-{ident['program_digest'][:8]}-{ident['config_digest'][:8]}.zarr"
+    return str(store_of(name, make_plan(resolve_program(name), None, {}, DEFAULT_BUDGET).identity))
 
 
 def listing(directory: Path) -> set[str]:
