@@ -126,6 +126,12 @@ def _subsets(pool: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
     return tuple(sorted(c for k in range(1, len(pool) + 1) for c in itertools.combinations(pool, k)))
 
 
+def max_block_sources(cfg: SearchConfig) -> int:
+    """The most inputs any new block graph reads under `block_sources` (the search's counting
+    bounds rest on it, so it stays beside the rule)."""
+    return 4 if cfg.four_input_blocks else 3
+
+
 def block_sources(n_tensors: int, cfg: SearchConfig) -> tuple[int, ...] | None:
     """Mirage's single input tuple of a new block graph: all four tensors (lora), the first three
     when there are three, else the last two."""

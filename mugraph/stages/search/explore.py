@@ -213,11 +213,11 @@ class Searcher:
 
     # -- exploration -------------------------------------------------------------------------
     def _kept(self, kids: ChildList) -> list[int]:
-        """Indices of the children that can still close their block graph and whose new terms the
-        oracle keeps (one batch for all of them)."""
+        """Indices of the children that counting does not rule out (`ChildList.viable`) and whose
+        new terms the oracle keeps (one batch for all of them)."""
         news = kids.news
         viable = kids.viable(self.fragment.config, len(self.fragment.output_names))
-        if viable is not None:  # a child whose block graph can never close is not judged
+        if viable is not None:  # a child ruled out is not judged
             news = [n if v else () for n, v in zip(news, viable, strict=True)]
         terms = dict.fromkeys(chain.from_iterable(news))
         keep: set[Expr] | frozenset[Expr] = self.oracle.kept(terms) if terms else frozenset()

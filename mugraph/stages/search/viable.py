@@ -13,6 +13,7 @@ to check that.
 from __future__ import annotations
 
 from mugraph.ir.limits import DEFAULT_LIMITS
+from mugraph.stages.search.candidates import max_block_sources
 from mugraph.stages.search.config import SearchConfig
 from mugraph.stages.search.macros import MacroEntry
 from mugraph.stages.search.state import ENTRY_TENSOR, Entry, OpenBlock, State
@@ -160,8 +161,7 @@ def block_viable(
 
 
 def _kernel_room(left: int, graphs: int, cfg: SearchConfig) -> int:
-    sources = 4 if cfg.four_input_blocks else 3
-    return left + min(graphs, left) * (sources - 2)
+    return left + min(graphs, left) * (max_block_sources(cfg) - 2)
 
 
 def kernel_viable(s: State, steps: list[KernelStep], cfg: SearchConfig, outputs: int) -> list[bool] | None:
