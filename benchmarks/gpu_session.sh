@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The GPU figures of benchmarks/RESULTS.md, on a CUDA machine whose python3 has CuPy and Triton.
-#   bash benchmarks/gpu_session.sh STEP...   (steps: info tests kernels fingerprints optimize long scale)
+#   bash benchmarks/gpu_session.sh STEP...
+#   (steps: info tests kernels fingerprints optimize long scale replay workers)
 # Writes logs and JSON under $OUT (default /tmp/mugraph-gpu). On a machine without network, the other
 # dependencies come as wheels in .whl/ (see benchmarks/RESULTS.md, "On a GPU").
 set -uo pipefail
@@ -34,10 +35,22 @@ for step in "$@"; do
           --time-limit ${LONG:-4m} > /tmp/long-$p.ndjson 2> /tmp/long-$p.err
         tail -1 /tmp/long-$p.ndjson > "$OUT/long-$p.json"; tail -1 /tmp/long-$p.err
       done;;
+    replay)  # bench_scale replays on this machine's cores: each trace of TRACES at each N of REPLAY_N
+      for tr in ${TRACES:-scale_lora_t2 scale_gqa_w15}; do for n in ${REPLAY_N:-256 128}; do
+        timeout ${REPLAY_T:-240} python3 benchmarks/bench_scale.py replay benchmarks/data/$tr.jsonl.gz --workers $n \
+          --processes ${PROCS:-12} --json "$OUT/replay.jsonl" 2>>"$OUT/replay.err" | tail -1
+      done; done;;
+    workers)  # 1, 2 and 8 real worker processes: rms_norm's whole space (default budget), the narrowed searches
+      python3 benchmarks/bench_pipeline.py --programs rms_norm --full --budget 10000 --workers ${WORKER_N:-1,2,8} \
+        --no-resume 2>"$OUT/workers-full.err" | tee "$OUT/workers-full.md" | tail -8
+      python3 benchmarks/bench_pipeline.py --programs lora,rms_norm --workers ${WORKER_N:-1,2,8} --no-resume \
+        2>"$OUT/workers-narrow.err" | tee "$OUT/workers-narrow.md" | tail -10;;
     scale)  # real workers for the "Scale" section: lora's whole space on WORKERS (default 15), lora on 2
       # workers for SHORT (default 50 s), gqa on WORKERS for GQA (default 120 s). One JSON line per run in
       # scale.jsonl (wall, the driver process's own CPU, task seconds); each store comes back as a tarball.
-      for run in "lora ${WORKERS:-15} ${LORA:-270}" "lora 2 ${SHORT:-50}" "gqa ${WORKERS:-15} ${GQA:-120}"; do
+      # RUNS: "PROGRAM WORKERS SECONDS" runs, separated by ';'
+      IFS=';' read -ra runs <<< "${RUNS:-lora ${WORKERS:-15} ${LORA:-270};lora 2 ${SHORT:-50};gqa ${WORKERS:-15} ${GQA:-120}}"
+      for run in "${runs[@]}"; do
         set -- $run; st=/tmp/$1-w$2.zarr
         timeout $(( $3 + 90 )) python3 benchmarks/driver_cpu.py $st -- python3 -m mugraph optimize $1 --workers $2 \
           --store $st --fresh --json --dashboard-address :0 --time-limit $3 2> /tmp/$1-w$2.err | tee -a "$OUT/scale.jsonl"
