@@ -242,12 +242,14 @@ def main() -> None:
     specs = args.tree or [f"this={ROOT}"]
     trees = [(label, Path(path).resolve()) for label, _, path in (t.partition("=") for t in specs)]
     rows, resumes = [], []
+    # kept after the tree: where the dependencies live on a machine that installs them with --target
+    inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     with tempfile.TemporaryDirectory() as t:
         tmp = Path(t)
         for name in args.programs.split(","):
             for label, tree in trees:
                 (tmp / label).mkdir(exist_ok=True)
-                os.environ["PYTHONPATH"] = str(tree)
+                os.environ["PYTHONPATH"] = os.pathsep.join([str(tree), *inherited])  # the tree first
                 OLD_SPACE_SETTINGS.clear()
                 if args.old_space:
                     OLD_SPACE_SETTINGS[name] = old_space_settings(tree, name)

@@ -235,7 +235,9 @@ def replay(
     """One replay of `trace` by the driver of `tree` with `workers` simulated workers."""
     env = {
         **os.environ,
-        "PYTHONPATH": f"{tree}:{ROOT}:{ROOT / 'benchmarks'}",
+        "PYTHONPATH": os.pathsep.join(
+            [str(tree), str(ROOT), str(ROOT / "benchmarks"), *filter(None, [os.environ.get("PYTHONPATH")])]
+        ),
         "PYTHONUNBUFFERED": "1",
         "DASK_DISTRIBUTED__WORKER__PROFILE__INTERVAL": "50ms",
         "DASK_DISTRIBUTED__ADMIN__TICK__LIMIT": "60s",

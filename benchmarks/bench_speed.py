@@ -117,7 +117,12 @@ def run_sample(
 ) -> dict[str, Any]:
     args = [sys.executable, "-c", SAMPLE_RUNNER, name, json.dumps(tasks), "warm" if warm else "cold", *settings]
     proc = subprocess.run(
-        args, cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)}, capture_output=True, text=True, check=False
+        args,
+        cwd=tree,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), *filter(None, [os.environ.get("PYTHONPATH")])])},
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if proc.returncode != 0:
         raise SystemExit(f"{tree}: the sampled tasks of {name} failed:\n{proc.stderr[-2000:]}")
@@ -149,7 +154,7 @@ def sample_table(trees: list[tuple[str, Path]], trace: Path, k: int, repeat: int
 
 def run(tree: Path, name: str, settings: list[str], states: int) -> dict[str, Any]:
     args = [sys.executable, "-c", RUNNER, name, str(states), *settings]
-    env = {**os.environ, "PYTHONPATH": str(tree)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), *filter(None, [os.environ.get("PYTHONPATH")])])}
     t0 = time.perf_counter()
     proc = subprocess.run(args, cwd=tree, env=env, capture_output=True, text=True, check=False)
     if proc.returncode != 0:

@@ -43,8 +43,8 @@ for step in "$@"; do
     workers)  # 1, 2 and 8 real worker processes: rms_norm's whole space (default budget), the narrowed searches
       python3 benchmarks/bench_pipeline.py --programs rms_norm --full --budget 10000 --workers ${WORKER_N:-1,2,8} \
         --no-resume 2>"$OUT/workers-full.err" | tee "$OUT/workers-full.md" | tail -8
-      python3 benchmarks/bench_pipeline.py --programs lora,rms_norm --workers ${WORKER_N:-1,2,8} --no-resume \
-        2>"$OUT/workers-narrow.err" | tee "$OUT/workers-narrow.md" | tail -10;;
+      [ "${NARROW:-1}" = 1 ] && python3 benchmarks/bench_pipeline.py --programs lora,rms_norm --workers ${WORKER_N:-1,2,8} \
+        --no-resume 2>"$OUT/workers-narrow.err" | tee "$OUT/workers-narrow.md" | tail -10;;
     scale)  # real workers for the "Scale" section: lora's whole space on WORKERS (default 15), lora on 2
       # workers for SHORT (default 50 s), gqa on WORKERS for GQA (default 120 s). One JSON line per run in
       # scale.jsonl (wall, the driver process's own CPU, task seconds); each store comes back as a tarball.
