@@ -23,6 +23,7 @@ builds nothing. Everything else is the real pipeline. Per run: wall, ideal (the 
 slots with a driver and scheduler that cost nothing, `ideal_wall`), efficiency, driver CPU,
 scheduler CPU, tasks/s, store commits and the seconds inside them, peak driver memory, and whether
 the μGraph set is the recorded one. A driver given as a git revision is exported from this repository.
+`--driver floor` replays the trace through Dask alone (`FLOOR_SCRIPT`): the floor under any driver.
 """
 
 from __future__ import annotations
@@ -197,6 +198,62 @@ client.close()
 """
 
 
+# The same trace through Dask alone: a client that submits a task's children the moment the scheduler
+# reports it finished, from the trace it holds (no result fetched, no store, no bundles, one path a
+# task). Its wall is what the scheduler and the simulated workers cost by themselves, so a driver's
+# row beside it shows how much of the gap to the ideal is the driver's.
+FLOOR_SCRIPT = r"""
+import json, resource, sys, time
+from pathlib import Path
+import psutil
+from distributed import Client, as_completed
+import scale_trace
+
+args = json.loads(sys.argv[1])
+_, tasks = scale_trace.read_trace(Path(args["trace"]))
+known = {(t.fragment, t.path) for t in tasks}
+children = {(t.fragment, t.path): [p for p in t.frontier if (t.fragment, p) in known] for t in tasks}
+client = Client(args["scheduler"])
+client.wait_for_workers(args["processes"])
+scheduler = psutil.Process(args["scheduler_pid"])
+c0, s0, t0 = time.process_time(), scheduler.cpu_times(), time.perf_counter()
+ac = as_completed()
+what = {}
+
+def submit(fragment, paths):
+    by_depth = {}
+    for p in paths:
+        by_depth.setdefault(len(p), []).append(p)
+    for depth, group in sorted(by_depth.items(), reverse=True):
+        futs = client.map(scale_trace.floor_task, [args["trace"]] * len(group), [args["scale"]] * len(group),
+                          [fragment] * len(group), group, pure=False, priority=depth)
+        for f, p in zip(futs, group):
+            what[f] = (fragment, p)
+        ac.update(futs)
+
+for fragment in sorted({t.fragment for t in tasks if not t.path}):
+    submit(fragment, [()])
+n = 0
+for batch in ac.batches():
+    for f in batch:
+        fragment, path = what.pop(f)
+        n += 1
+        kids = children[(fragment, path)]
+        if kids:
+            submit(fragment, kids)
+        f.release()
+wall = time.perf_counter() - t0
+c1, s1 = time.process_time(), scheduler.cpu_times()
+row = {"wall": wall, "driver_file": scale_trace.__file__, "driver_cpu": c1 - c0,
+       "scheduler_cpu": (s1.user + s1.system) - (s0.user + s0.system), "tasks": n, "store_seconds": 0.0,
+       "commits": 0, "complete": n == len(tasks),
+       "driver_peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+       "mugraphs_found": None}
+print(json.dumps(row))
+client.close()
+"""
+
+
 def _source(spec: str, tmp: Path) -> tuple[str, Path]:
     """LABEL=TREE, the tree a directory or a git revision of this repository (exported)."""
     label, _, where = spec.partition("=")
@@ -231,8 +288,10 @@ def replay(
     processes: int,
     profile: Path | None = None,
     max_bundle: int | None = None,
+    floor: bool = False,
 ) -> dict[str, Any]:
-    """One replay of `trace` by the driver of `tree` with `workers` simulated workers."""
+    """One replay of `trace` by the driver of `tree` with `workers` simulated workers (`floor`: by
+    FLOOR_SCRIPT's client instead of a driver)."""
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(
@@ -309,7 +368,7 @@ def replay(
             "max_bundle": max_bundle,
         }
         out = subprocess.run(
-            [sys.executable, "-c", DRIVER_SCRIPT, json.dumps(args)],
+            [sys.executable, "-c", FLOOR_SCRIPT if floor else DRIVER_SCRIPT, json.dumps(args)],
             env=env,
             cwd=tmp,
             capture_output=True,
@@ -319,7 +378,7 @@ def replay(
         if out.returncode != 0:
             raise RuntimeError(f"driver failed:\n{out.stderr[-4000:]}")
         row: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
-        if not row["driver_file"].startswith(str(tree)):
+        if not floor and not row["driver_file"].startswith(str(tree)):
             raise RuntimeError(f"the driver ran from {row['driver_file']}, not from {tree}")
     finally:
         for p in reversed(started):
@@ -369,8 +428,12 @@ def summarize(row: dict[str, Any], stats: dict[str, Any], tasks: list[TraceTask]
         "ideal": ideal,
         "efficiency": ideal / row["wall"],
         "tasks_per_s": row["tasks"] / row["wall"],
-        "same_mugraphs": row["mugraphs_found"] == stats["digests"],
+        "same_mugraphs": None if row["mugraphs_found"] is None else row["mugraphs_found"] == stats["digests"],
     }
+
+
+def _same(same: bool | None) -> str:
+    return "n/a" if same is None else "yes" if same else "NO"
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -386,7 +449,7 @@ def table(rows: list[dict[str, Any]]) -> str:
             f"{r['ideal']:.1f} | {100 * r['efficiency']:.0f}% | {r['driver_cpu']:.1f} "
             f"({r['driver_cpu'] * per:.2f}) | {r['scheduler_cpu']:.1f} ({r['scheduler_cpu'] * per:.2f}) | "
             f"{r['tasks_per_s']:.0f} | {r.get('commits', r['tasks'])} ({r['store_seconds']:.1f}) | "
-            f"{r['driver_peak_mib']:.0f} | {'yes' if r['same_mugraphs'] else 'NO'} |"
+            f"{r['driver_peak_mib']:.0f} | {_same(r['same_mugraphs'])} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -411,7 +474,7 @@ def main() -> None:
         "--driver",
         action="append",
         help="LABEL=TREE (a directory or a git revision), optionally @bundle=K (this tree's driver "
-        "with at most K paths a search task)",
+        "with at most K paths a search task); or `floor`, Dask alone (FLOOR_SCRIPT)",
     )
     rep.add_argument("--processes", type=int, default=8, help="worker processes the N simulated workers share")
     rep.add_argument("--json", type=Path, help="append each row here as it is measured")
@@ -444,13 +507,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as t:
         tmp = Path(t)
         specs = args.driver or [f"this={ROOT}"]
-        drivers = [(*_source(s, tmp), _bundle(s)) for s in specs]
+        drivers = [("floor", ROOT, None) if s == "floor" else (*_source(s, tmp), _bundle(s)) for s in specs]
         for trace in args.traces:
             tasks = read_trace(trace)[1]
             stats = trace_stats(tasks)
             for n, scale in zip(ns, scales, strict=True):
                 for label, tree, bundle in drivers:
-                    row = summarize(replay(trace, tree, n, scale, tmp, args.processes, max_bundle=bundle), stats, tasks)
+                    floor = label == "floor" and tree == ROOT
+                    row = replay(trace, tree, n, scale, tmp, args.processes, max_bundle=bundle, floor=floor)
+                    row = summarize(row, stats, tasks)
                     row.update(trace=trace.name.split(".")[0], driver=label)
                     rows.append(row)
                     brief = {k: v for k, v in row.items() if k != "mugraphs_found"}

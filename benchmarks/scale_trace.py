@@ -143,6 +143,11 @@ def replay_record(trace: str, scale: float, payload: Any, paths: tuple[PathT, ..
     return tuple(out)
 
 
+def floor_task(trace: str, scale: float, fragment: str, path: PathT) -> None:
+    """bench_scale's floor: sleep the recorded seconds and return nothing (the client knows the children)."""
+    _replay(trace, scale, fragment, tuple(path))
+
+
 def replay_confirm(payload: Any, digest: str, graph: str) -> dict[str, Any]:
     """The confirm task of a replay: answers at once, "not equivalent", so no layout task follows and
     the replay measures the search path alone (confirmations are one task per μGraph found, not per

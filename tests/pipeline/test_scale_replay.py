@@ -26,3 +26,14 @@ def test_the_replay_runs_every_recorded_task_and_finds_the_recorded_mugraphs(tmp
     # Tasks that sleep nothing finish in bursts (a task's children are submitted together): the
     # driver commits such a burst in one store write, so it writes fewer times than it runs tasks.
     assert 0 < row["commits"] < row["tasks"], row
+
+
+def test_the_floor_client_runs_every_recorded_task_without_a_driver(tmp_path: Path) -> None:
+    """The floor (Dask alone, children submitted from the trace) runs each recorded task once: a
+    client that lost or repeated tasks would make the driver look better or worse than it is."""
+    _, tasks = read_trace(TRACE)
+    row = summarize(
+        replay(TRACE, ROOT, workers=4, scale=0.0, tmp=tmp_path, processes=2, floor=True), trace_stats(tasks), tasks
+    )
+    assert row["complete"] and row["tasks"] == len(tasks)
+    assert row["commits"] == 0 and row["same_mugraphs"] is None  # no store: nothing to compare
