@@ -10,7 +10,8 @@ now (a block graph that can no longer close is not explored), `states_every_bloc
 explored before that check. Speed changes must leave the μGraph set unchanged, and a change of the
 state count is a change of what the search explores, to be made on purpose. `data/rms_norm_default.json` holds
 rms_norm's whole default space as it is now (block inputs any non-empty subset of Mirage's tuple),
-and `data/lora_default.json` lora's whole default space (slow: about half an hour on one core).
+`data/lora_default.json` lora's whole default space (slow: about half an hour on one core), and
+`data/gqa_default.json` gqa's (slow: about 1.6 hours).
 """
 
 from __future__ import annotations
@@ -78,5 +79,16 @@ def test_full_lora_default_search_finds_the_recorded_mugraphs() -> None:
     recorded = json.loads((DATA / "lora_default.json").read_text())
     config = preset_config(get_builtin("lora").preset).with_overrides(recorded["overrides"])
     states, digests = _search("lora", config)
+    assert states == recorded["states"]
+    assert digests == recorded["digests"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(4 * 3600)  # about 1.6 hours on a quiet core
+def test_full_gqa_default_search_finds_the_recorded_mugraphs() -> None:
+    """gqa's whole default space: the 50.7 M states and 195 μGraphs a 2-worker `optimize` found."""
+    recorded = json.loads((DATA / "gqa_default.json").read_text())
+    config = preset_config(get_builtin("gqa").preset).with_overrides(recorded["overrides"])
+    states, digests = _search("gqa", config)
     assert states == recorded["states"]
     assert digests == recorded["digests"]
