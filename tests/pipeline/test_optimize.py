@@ -176,7 +176,7 @@ def test_user_strides_are_kept_and_change_the_layouts(two_workers: Run, tmp_path
     assert bad.returncode == 2 and "not an input or output of rms_norm (they are: X, W, O)" in bad.stderr
 
 
-@pytest.mark.parametrize("workers", [1, 4])
+@pytest.mark.parametrize("workers", [1, 4, 8])
 def test_same_result_with_other_worker_counts(workers: int, tmp_path: Path, two_workers: Run) -> None:
     cwd0, base, _ = two_workers
     last = done(
