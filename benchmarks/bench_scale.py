@@ -507,13 +507,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as t:
         tmp = Path(t)
         specs = args.driver or [f"this={ROOT}"]
-        drivers = [("floor", ROOT, None) if s == "floor" else (*_source(s, tmp), _bundle(s)) for s in specs]
+        drivers = [
+            ("floor", ROOT, None, True) if s == "floor" else (*_source(s, tmp), _bundle(s), False) for s in specs
+        ]
         for trace in args.traces:
             tasks = read_trace(trace)[1]
             stats = trace_stats(tasks)
             for n, scale in zip(ns, scales, strict=True):
-                for label, tree, bundle in drivers:
-                    floor = label == "floor" and tree == ROOT
+                for label, tree, bundle, floor in drivers:
                     row = replay(trace, tree, n, scale, tmp, args.processes, max_bundle=bundle, floor=floor)
                     row = summarize(row, stats, tasks)
                     row.update(trace=trace.name.split(".")[0], driver=label)

@@ -35,10 +35,12 @@ for step in "$@"; do
           --time-limit ${LONG:-4m} > /tmp/long-$p.ndjson 2> /tmp/long-$p.err
         tail -1 /tmp/long-$p.ndjson > "$OUT/long-$p.json"; tail -1 /tmp/long-$p.err
       done;;
-    replay)  # bench_scale replays on this machine's cores: each trace of TRACES at each N of REPLAY_N
-      for tr in ${TRACES:-scale_lora_t2 scale_gqa_w15}; do for n in ${REPLAY_N:-256 128}; do
+    replay)  # bench_scale replays on this machine's cores: each trace of TRACES at each N of REPLAY_N, by
+      # each driver of DRIVERS (default: Dask alone, then this tree's driver)
+      for tr in ${TRACES:-scale_lora_t2 scale_gqa_t2}; do for n in ${REPLAY_N:-256 128}; do
         timeout ${REPLAY_T:-240} python3 benchmarks/bench_scale.py replay benchmarks/data/$tr.jsonl.gz --workers $n \
-          --processes ${PROCS:-12} --json "$OUT/replay.jsonl" 2>>"$OUT/replay.err" | tail -1
+          --processes ${PROCS:-12} ${DRIVERS:---driver floor --driver this=.} --json "$OUT/replay.jsonl" \
+          2>>"$OUT/replay.err" | tail -2
       done; done;;
     workers)  # 1, 2 and 8 real worker processes: rms_norm's whole space (default budget), the narrowed searches
       python3 benchmarks/bench_pipeline.py --programs rms_norm --full --budget 10000 --workers ${WORKER_N:-1,2,8} \
