@@ -11,9 +11,9 @@ run killed (-9) twice then resumed, measured in one invocation so the ratios sha
 Per worker count: wall time, speedup over 1 worker, the driver's run time (`done`'s seconds: the
 cluster already up, so start-up is left out) and its speedup, solver calls (ratio to 1 worker),
 max/mean worker busy time, peak resident memory of the driver and of each worker, store size. The
-resume figure runs on an external `dask scheduler` + `dask worker` cluster, so the workers outlive the killed driver and
-their CPU time covers the tasks that were running when it died: extra work = CPU time of the killed +
-resumed runs over that of an uninterrupted run on a fresh cluster, minus 1.
+resume figure runs on an external `dask scheduler` + `dask worker` cluster, so the workers outlive the
+killed driver and their CPU time covers the tasks that were running when it died: extra work = CPU
+time of the killed + resumed runs over that of an uninterrupted run on a fresh cluster, minus 1.
 Default limits are the narrowed ones of the test suite; `--full` uses the programs' full presets.
 """
 
@@ -92,7 +92,7 @@ def run_workers(name: str, workers: int, full: bool, budget: int, tmp: Path) -> 
         "program": name,
         "workers": workers,
         "wall": wall,
-        "search": d["seconds"],
+        "run": d["seconds"],
         "states": d["states"],
         "tasks": d["tasks_run"],
         "solver_calls": d["solver_calls"],
@@ -205,7 +205,7 @@ def table(rows: list[dict[str, Any]], resumes: list[dict[str, Any]], full: bool,
         b = base.setdefault(f"{r['tree']}|{r['program']}", r)
         lines.append(
             f"| {r['program']} | {r['tree']}, {r['workers']} | {r['wall']:.1f} | {b['wall'] / r['wall']:.2f} | "
-            f"{r['search']:.1f} ({b['search'] / r['search']:.2f}) | {r['states']:,} | {r['tasks']:,} | "
+            f"{r['run']:.1f} ({b['run'] / r['run']:.2f}) | {r['states']:,} | {r['tasks']:,} | "
             f"{r['solver_calls']:,} ({r['solver_calls'] / max(b['solver_calls'], 1):.2f}) | "
             f"{r['imbalance']:.2f} | {r['driver_rss']:.0f} | {r['worker_rss']:.0f} | {r['store_mib']:.2f} | "
             f"{'yes' if r['digests'] == b['digests'] else 'NO'} |"
