@@ -32,6 +32,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from tree_path import tree_path  # noqa: E402
 
 from tests.stages.search.narrow import NARROW, old_space_settings  # noqa: E402
 
@@ -242,14 +245,12 @@ def main() -> None:
     specs = args.tree or [f"this={ROOT}"]
     trees = [(label, Path(path).resolve()) for label, _, path in (t.partition("=") for t in specs)]
     rows, resumes = [], []
-    # kept after the tree: where the dependencies live on a machine that installs them with --target
-    inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     with tempfile.TemporaryDirectory() as t:
         tmp = Path(t)
         for name in args.programs.split(","):
             for label, tree in trees:
                 (tmp / label).mkdir(exist_ok=True)
-                os.environ["PYTHONPATH"] = os.pathsep.join([str(tree), *inherited])  # the tree first
+                os.environ["PYTHONPATH"] = tree_path(tree)
                 OLD_SPACE_SETTINGS.clear()
                 if args.old_space:
                     OLD_SPACE_SETTINGS[name] = old_space_settings(tree, name)

@@ -45,6 +45,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from scale_trace import TraceTask, read_trace, result_bytes, write_trace  # noqa: E402
+from tree_path import tree_path  # noqa: E402
 
 # ---------------------------------------------------------------------------------------------- record
 
@@ -294,9 +295,7 @@ def replay(
     FLOOR_SCRIPT's client instead of a driver)."""
     env = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join(
-            [str(tree), str(ROOT), str(ROOT / "benchmarks"), *filter(None, [os.environ.get("PYTHONPATH")])]
-        ),
+        "PYTHONPATH": tree_path(tree, ROOT, ROOT / "benchmarks"),
         "PYTHONUNBUFFERED": "1",
         "DASK_DISTRIBUTED__WORKER__PROFILE__INTERVAL": "50ms",
         "DASK_DISTRIBUTED__ADMIN__TICK__LIMIT": "60s",

@@ -44,6 +44,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scale_trace import read_trace  # as the other benchmarks import it (one module name)
+from tree_path import tree_path
 
 from mugraph.stages.search.task_paths import SIBLINGS
 from tests.stages.search.narrow import old_space_settings
@@ -119,7 +120,7 @@ def run_sample(
     proc = subprocess.run(
         args,
         cwd=tree,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), *filter(None, [os.environ.get("PYTHONPATH")])])},
+        env={**os.environ, "PYTHONPATH": tree_path(tree)},
         capture_output=True,
         text=True,
         check=False,
@@ -154,7 +155,7 @@ def sample_table(trees: list[tuple[str, Path]], trace: Path, k: int, repeat: int
 
 def run(tree: Path, name: str, settings: list[str], states: int) -> dict[str, Any]:
     args = [sys.executable, "-c", RUNNER, name, str(states), *settings]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    env = {**os.environ, "PYTHONPATH": tree_path(tree)}
     t0 = time.perf_counter()
     proc = subprocess.run(args, cwd=tree, env=env, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
