@@ -6,9 +6,9 @@ children. Block level: closing the block graph (B1, one child per omap), then bl
 accumulators (B2). A child is listed only if it passes the canonical order, shape and memory
 checks; the abstract-expression oracle is asked later, for all children of a node at once, so a
 child's index (its choice in a path) never depends on the oracle or its memo, nor on the counts
-that show a child can never reach a candidate (`ChildList.viable`, asked with the oracle). Pre-defined ops and
-block ops come from the graph's op table (`op_tables`), which a child graph extends rather than
-rebuilds.
+that show a child can never reach a candidate (`ChildList.viable`, asked with the oracle).
+Pre-defined ops and block ops come from the graph's op table (`op_tables`), which a child graph
+extends rather than rebuilds.
 """
 
 from __future__ import annotations
