@@ -19,8 +19,10 @@ running `Driver.run()` of the given source tree on a fresh run store, with the s
 by one that sleeps the recorded seconds times `--scale` and returns the recorded result (frontier
 paths not in the trace dropped), and the confirm task by one that answers "not equivalent" at once
 (so no layout task runs and the replay measures the search path), and the warm-up task by one that
-builds nothing. Everything else is the real pipeline. Per run: wall, ideal (the trace's wall on N
-slots with a driver and scheduler that cost nothing, `ideal_wall`), efficiency, driver CPU,
+builds nothing. Everything else is the real pipeline. Per run: wall, ideal (the lower bound no
+replay can beat: the trace's task seconds over N, or its critical path if longer), efficiency (ideal
+over wall), the list schedule (the trace's wall on N slots in the driver's order, shallower paths
+first, with a driver and scheduler that cost nothing: `list_wall`), driver CPU,
 scheduler CPU, tasks/s, store commits and the seconds inside them, peak driver memory, and whether
 the μGraph set is the recorded one. A driver given as a git revision is exported from this repository.
 `--driver floor` replays the trace through Dask alone (`FLOOR_SCRIPT`): the floor under any driver.
@@ -392,13 +394,13 @@ def replay(
     return row
 
 
-def ideal_wall(tasks: list[TraceTask], workers: int, scale: float) -> float:
+def list_wall(tasks: list[TraceTask], workers: int, scale: float) -> float:
     """The wall of the trace on `workers` slots with a driver and scheduler that cost nothing: a
-    task starts when its parent has finished and a slot is free, deeper paths first (the driver's
-    priority). A lower bound no replay can beat, and tighter than max(task seconds / N, critical
-    path) where one task (the root) runs alone for long."""
+    task starts when its parent has finished and a slot is free, shallower paths first (the driver's
+    priority). Not a lower bound: an order that knew each subtree's longest chain could do better;
+    the gap between it and the ideal is what the order costs, the gap to the wall what overheads do."""
     by_key = {(t.fragment, t.path): t for t in tasks}
-    ready: list[tuple[int, int, tuple[str, tuple[int, ...]]]] = []  # (-depth, order, key)
+    ready: list[tuple[int, int, tuple[str, tuple[int, ...]]]] = []  # (depth, order, key)
     order = 0
     for t in tasks:
         if not t.path:
@@ -414,17 +416,24 @@ def ideal_wall(tasks: list[TraceTask], workers: int, scale: float) -> float:
         t = by_key[key]
         for p in t.frontier:
             if (t.fragment, p) in by_key:
-                heapq.heappush(ready, (-len(p), order, (t.fragment, p)))
+                heapq.heappush(ready, (len(p), order, (t.fragment, p)))
                 order += 1
     return now
 
 
+def ideal_wall(stats: dict[str, Any], workers: int, scale: float) -> float:
+    """The lower bound on any replay's wall: the task seconds spread over every slot, or the critical
+    path (the longest chain of parent and child tasks) where that is longer."""
+    return max(float(stats["task_seconds"]) * scale / workers, float(stats["critical_path"]) * scale)
+
+
 def summarize(row: dict[str, Any], stats: dict[str, Any], tasks: list[TraceTask]) -> dict[str, Any]:
     n, s = row["workers"], row["scale"]
-    ideal = ideal_wall(tasks, n, s)
+    ideal = ideal_wall(stats, n, s)
     return {
         **row,
         "ideal": ideal,
+        "list_wall": list_wall(tasks, n, s),
         "efficiency": ideal / row["wall"],
         "tasks_per_s": row["tasks"] / row["wall"],
         "same_mugraphs": None if row["mugraphs_found"] is None else row["mugraphs_found"] == stats["digests"],
@@ -437,15 +446,15 @@ def _same(same: bool | None) -> str:
 
 def table(rows: list[dict[str, Any]]) -> str:
     lines = [
-        "| trace | driver | N | scale | wall s | ideal s | efficiency | driver CPU s (ms/task) "
+        "| trace | driver | N | scale | wall s | ideal s | efficiency | list s | driver CPU s (ms/task) "
         "| scheduler CPU s (ms/task) | tasks/s | store writes (s) | driver peak MiB | same μGraphs |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         per = 1000 / max(1, r["tasks"])
         lines.append(
             f"| {r['trace']} | {r['driver']} | {r['workers']} | {r['scale']:g} | {r['wall']:.1f} | "
-            f"{r['ideal']:.1f} | {100 * r['efficiency']:.0f}% | {r['driver_cpu']:.1f} "
+            f"{r['ideal']:.1f} | {100 * r['efficiency']:.0f}% | {r['list_wall']:.1f} | {r['driver_cpu']:.1f} "
             f"({r['driver_cpu'] * per:.2f}) | {r['scheduler_cpu']:.1f} ({r['scheduler_cpu'] * per:.2f}) | "
             f"{r['tasks_per_s']:.0f} | {r.get('commits', r['tasks'])} ({r['store_seconds']:.1f}) | "
             f"{r['driver_peak_mib']:.0f} | {_same(r['same_mugraphs'])} |"
