@@ -121,13 +121,19 @@ def replay_dict(trace: str, scale: float, payload: Any, path: PathT, budget: int
     }
 
 
-def replay_record(trace: str, scale: float, payload: Any, paths: tuple[PathT, ...], budget: int) -> Any:
-    """The batching driver's search task: one typed result per path, in order."""
+def replay_record(
+    trace: str, scale: float, payload: Any, paths: tuple[PathT, ...], budget: int, seconds: float | None = None
+) -> Any:
+    """The batching driver's search task: one typed result per path, in order, stopping (as the real
+    one does) once the paths replayed have taken `seconds`."""
     from mugraph.pipeline.records import SearchTaskResult
     from mugraph.stages.search.explore import Found
 
-    out = []
+    out: list[Any] = []
+    t0 = time.perf_counter()
     for path in paths:
+        if out and seconds is not None and time.perf_counter() - t0 >= seconds:
+            break
         t, frontier = _replay(trace, scale, payload.digest, tuple(path))
         out.append(
             SearchTaskResult(

@@ -275,9 +275,12 @@ class Driver:
             seconds = sum(r.seconds for r in bundle)
             weight = TASK_SECONDS_WEIGHT if self._task_seconds else 1.0
             self._task_seconds += weight * (seconds - self._task_seconds)
-            for row, result in zip(search.rows, bundle, strict=True):
+            if len(bundle) < len(search.rows):  # it stopped early and handed the rest back
+                self._dispatch.handed_back(search, len(bundle))
+            for row, result in zip(search.rows, bundle, strict=False):
                 if self._past_limit(time.perf_counter()):
                     return True
+                self._dispatch.observe(result.path, result.seconds)
                 self._on_search(row, search.fragment, result)
         return False
 

@@ -14,11 +14,13 @@ __all__ = ["ConfirmJob", "Job", "LayoutJob", "Placement", "SearchJob", "StagedRe
 
 @dataclass(frozen=True, slots=True)
 class SearchJob:
-    """A bundle of search tasks of one fragment (one Dask task): the task-table rows of its paths,
-    in the order its results come back."""
+    """A bundle of search tasks of one fragment (one Dask task): the task-table rows of its paths and
+    the paths, in the order its results come back (a bundle that stops early returns a prefix, and
+    the driver submits the rest again)."""
 
     rows: tuple[int, ...]
     fragment: int
+    paths: tuple[tuple[int, ...], ...]
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from mugraph.pipeline.plan import FragmentPlan
 
@@ -29,6 +29,11 @@ def bundle_key(plan: FragmentPlan, paths: Sequence[Sequence[int]]) -> str:
 # keep small tasks.
 MAX_BUNDLE = 32
 BUNDLE_SLACK = 4  # bundle only past this many waiting paths per worker thread
+# A bundle holds about this many seconds of expected work (the mean task seconds at each path's
+# depth), and a worker hands back the paths of a bundle it has not started once it has spent twice
+# that: a bundle serialises its paths, so a long one would delay its siblings' subtrees, and with
+# them the run's longest chain of tasks.
+BUNDLE_SECONDS = 0.5
 
 
 def bundle_size(waiting: int, slots: int) -> int:
@@ -37,3 +42,24 @@ def bundle_size(waiting: int, slots: int) -> int:
     tasks cost the scheduler and the driver fewer messages; the nodes visited are the same, since
     each path is explored under its own budget whichever task carries it."""
     return max(1, min(MAX_BUNDLE, waiting // (BUNDLE_SLACK * max(1, slots))))
+
+
+def bundles(paths: Sequence[Sequence[int]], size: int, expected: Callable[[int], float | None]) -> list[range]:
+    """Split `paths` (in order) into bundles of at most `size` paths and at most BUNDLE_SECONDS of
+    expected work each (a path expected to take longer goes alone), given the mean seconds of a task
+    at each depth (None where none has finished yet: such a path goes alone)."""
+    out: list[range] = []
+    start, work = 0, 0.0
+    for i, path in enumerate(paths):
+        seconds = expected(len(path))
+        seconds = BUNDLE_SECONDS if seconds is None else seconds
+        if i > start and work + seconds > BUNDLE_SECONDS:
+            out.append(range(start, i))
+            start, work = i, 0.0
+        work += seconds
+        if i + 1 - start >= size:
+            out.append(range(start, i + 1))
+            start, work = i + 1, 0.0
+    if start < len(paths):
+        out.append(range(start, len(paths)))
+    return out

@@ -165,14 +165,21 @@ def _worker_name() -> str:
         return f"pid{os.getpid()}"
 
 
-def search_task(payload: FragmentPayload, paths: Sequence[Path], budget: int) -> tuple[SearchTaskResult, ...]:
+def search_task(
+    payload: FragmentPayload, paths: Sequence[Path], budget: int, seconds: float | None = None
+) -> tuple[SearchTaskResult, ...]:
     """Explore each path's subtree under the node budget, in order: one result per path (its found
-    μGraphs, its frontier, its counters), as if each had been its own task."""
+    μGraphs, its frontier, its counters), as if each had been its own task. Once the paths explored
+    have taken `seconds`, the rest are left unexplored: the results are a prefix of `paths`, and the
+    driver submits the others again (the nodes each path visits do not depend on its task)."""
     state = _state()
     searcher = state.searcher(payload)
     worker = _worker_name()
-    out = []
+    out: list[SearchTaskResult] = []
+    t0 = time.perf_counter()
     for path in paths:
+        if out and seconds is not None and time.perf_counter() - t0 >= seconds:
+            break
         m0 = state.memo.counters.as_dict()
         result = searcher.explore(path, budget)
         m1 = state.memo.counters.as_dict()

@@ -1,15 +1,25 @@
 """Bundles: a search task carrying several frontier paths returns, per path, what that path's own task
-would (so bundling changes how many Dask tasks run, never which nodes are visited); bundles form only
-when paths wait many times over for every worker thread; the driver waits for a longer batch only while
-the queue covers the wait."""
+would (so bundling changes how many Dask tasks run, never which nodes are visited), and a prefix of
+them once it has spent its seconds; bundles form only when paths wait many times over for every worker
+thread, and hold about BUNDLE_SECONDS of expected work; shallower paths run first; the driver waits for
+a longer batch only while the queue covers the wait."""
 
 from __future__ import annotations
 
 import pytest
 
+from mugraph.pipeline.dispatch import WARM_PRIORITY, search_priority
 from mugraph.pipeline.driver import LINGER_COVER, LINGER_SECONDS, linger_seconds
 from mugraph.pipeline.plan import make_plan
-from mugraph.pipeline.task_keys import BUNDLE_SLACK, MAX_BUNDLE, bundle_key, bundle_size, task_key
+from mugraph.pipeline.task_keys import (
+    BUNDLE_SECONDS,
+    BUNDLE_SLACK,
+    MAX_BUNDLE,
+    bundle_key,
+    bundle_size,
+    bundles,
+    task_key,
+)
 from mugraph.pipeline.worker import search_task
 from mugraph.programs import get_builtin
 from tests.stages.search.narrow import NARROW
@@ -30,6 +40,33 @@ def test_a_bundle_returns_each_path_s_own_result() -> None:
         assert b.frontier == a.frontier
         assert {f.digest: f.path for f in b.found} == {f.digest: f.path for f in a.found}
         assert b.counters["nodes"] == a.counters["nodes"] > 0
+
+
+def test_a_bundle_past_its_seconds_returns_a_prefix() -> None:
+    plan = make_plan(get_builtin("rms_norm"), None, NARROW["rms_norm"], BUDGET)
+    payload = plan.fragments[0].payload
+    (root,) = search_task(payload, ((),), BUDGET)
+    paths = root.frontier[:4]
+    assert len(search_task(payload, paths, BUDGET, 3600.0)) == len(paths)  # time left: every path
+    (first,) = search_task(payload, paths, BUDGET, 0.0)  # none left after the first: it alone
+    assert first.path == paths[0]
+    assert first.frontier == search_task(payload, paths[:1], BUDGET)[0].frontier
+
+
+def test_bundles_hold_at_most_their_seconds_of_expected_work() -> None:
+    paths = [(1, 2, i) for i in range(10)] + [(1, i) for i in range(3)]
+    tiny = {3: BUNDLE_SECONDS / 100, 2: 2 * BUNDLE_SECONDS}
+    split = bundles(paths, MAX_BUNDLE, tiny.get)
+    assert [list(r) for r in split] == [list(range(10)), [10], [11], [12]]  # a long path goes alone
+    assert [len(r) for r in bundles(paths[:10], 4, tiny.get)] == [4, 4, 2]  # never past the size
+    assert [len(r) for r in bundles(paths, MAX_BUNDLE, lambda depth: None)] == [1] * 13  # no mean yet: one each
+    third = {3: BUNDLE_SECONDS / 3.5}
+    assert [len(r) for r in bundles(paths[:10], MAX_BUNDLE, third.get)] == [3, 3, 3, 1]
+
+
+def test_shallower_paths_run_first_and_warm_ups_last() -> None:
+    assert search_priority(()) > search_priority((4,)) > search_priority((4, 1, 7))
+    assert search_priority((0,) * 1000) > WARM_PRIORITY
 
 
 def test_bundles_form_only_when_paths_wait_many_times_over() -> None:
