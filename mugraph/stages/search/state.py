@@ -94,6 +94,45 @@ class OpTable:
         return out
 
 
+# One lora macro a block graph's tensors admit (`macros.py`): (operands (a, b, c, d), shared memory
+# it adds, the product's term alone (what the oracle judges), the `MacroOperands`, and the left and
+# right concatenations' terms). A plain tuple read at named positions, as `Entry` is.
+MacroEntry = tuple[tuple[int, int, int, int], int, tuple[Expr], "MacroOperands", Expr, Expr]
+# What a macro needs of its operands' shapes: (operands, the left concatenation's, the right one's
+# and the product's shapes, the shared memory of the three, a's size along the last dim, c's along
+# dim -2).
+MacroOperands = tuple[tuple[int, int, int, int], Shape, Shape, Shape, int, int, int]
+
+
+class MacroTable:
+    """The lora macro's quadruples over a block graph's first `n` tensors (`macros.macro_table`),
+    each with its terms, sorted by operands: `keys` (for bisecting on a rank), `entries` and the
+    most shared memory any adds. With what extending it to more tensors needs: the concatenable
+    tensors grouped by shape and flag (`groups`, along the last dim and along dim -2), and the
+    pairs made so far grouped by what the matmul needs of them (`lefts`, `rights`). Never
+    changed once made: a child graph's table is its parent's extended."""
+
+    __slots__ = ("big", "entries", "groups", "keys", "lefts", "n", "rights")
+
+    def __init__(
+        self,
+        n: int,
+        groups: tuple[dict[tuple[object, ...], tuple[int, ...]], dict[tuple[object, ...], tuple[int, ...]]],
+        lefts: dict[tuple[object, ...], tuple[tuple[int, int, Shape], ...]],
+        rights: dict[tuple[object, ...], tuple[tuple[int, int, Shape], ...]],
+        keys: list[tuple[int, ...]],
+        entries: list[MacroEntry],
+        big: int,
+    ) -> None:
+        self.n = n
+        self.groups = groups
+        self.lefts = lefts
+        self.rights = rights
+        self.keys = keys
+        self.entries = entries
+        self.big = big
+
+
 @functools.cache
 def _orders(kinds: tuple[OpKind, ...]) -> tuple[int, ...]:
     return tuple(TYPE_ORDER[k] for k in kinds)
@@ -166,6 +205,8 @@ class OpenBlock:
     # its outputs, and how many the kernel ops after it can consume. The same for every node of one
     # block graph, so worked out once and passed on, as `table`.
     outlook: tuple[int, int] | None = field(default=None, compare=False, hash=False, repr=False)
+    # The lora macros its tensors admit (`macros.macro_table`), as `table`.
+    macros: MacroTable | None = field(default=None, compare=False, hash=False, repr=False)
 
     @property
     def configured(self) -> bool:
@@ -190,6 +231,7 @@ class OpenBlock:
             has_macro,
             self.table,
             self.outlook,
+            self.macros,
         )
 
     @property
