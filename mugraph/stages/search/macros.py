@@ -26,6 +26,7 @@ from mugraph.stages.search.state import (
     MacroTable,
     OpenBlock,
     OpSpec,
+    Rank,
     State,
     TInfo,
     bump,
@@ -41,7 +42,7 @@ MACRO_NEW: Final = 2  # the position of a `MacroEntry` that `ChildList` reads
 def macro_entries(b: OpenBlock, room: int) -> list[MacroEntry]:
     """The macros `b` may add: quadruples ranked above its last op whose three tensors fit in
     `room` bytes of shared memory, in operand order."""
-    t = macro_table(b)
+    t = macro_table(b, room)
     keys, entries = t.keys, t.entries
     start = first_above(keys, CONCAT_MATMUL_ORDER, b.last)
     if start == len(keys):
@@ -51,11 +52,14 @@ def macro_entries(b: OpenBlock, room: int) -> list[MacroEntry]:
     return [e for e in islice(entries, start, None) if e[1] <= room]
 
 
-def macro_table(b: OpenBlock) -> MacroTable:
-    """The macros over `b`'s tensors, extending the table it inherited from its parent graph."""
+def macro_table(b: OpenBlock, room: int) -> MacroTable:
+    """The macros over `b`'s tensors, extending the table it inherited from its parent graph.
+    Only `b` and the graphs grown from it read the table, and their last ops rank ever higher and
+    their shared memory only grows, so a quadruple it adds that ranks below `b`'s last op, or
+    needs more than `room` bytes, is left out: no node reading the table could list it."""
     t = b.macros
     if t is None or t.n < len(b.tensors):
-        t = b.macros = _extend(t, b.tensors)
+        t = b.macros = _extend(t, b.tensors, b.last, room)
     return t
 
 
@@ -63,7 +67,7 @@ _Groups = dict[tuple[object, ...], tuple[int, ...]]
 _Pairs = dict[tuple[object, ...], tuple[tuple[int, int, Shape], ...]]
 
 
-def _extend(base: MacroTable | None, tensors: Sequence[TInfo]) -> MacroTable:
+def _extend(base: MacroTable | None, tensors: Sequence[TInfo], last: Rank, room: int) -> MacroTable:
     """The table over `tensors`, extending `base` (over a prefix of them) with the quadruples that
     read a tensor it does not have. Tensors concatenate along a dim when all else (rank, other
     dims, after-accum flag) agrees, so each new tensor pairs only with the members of its group;
@@ -100,18 +104,19 @@ def _extend(base: MacroTable | None, tensors: Sequence[TInfo]) -> MacroTable:
                 new_rights.append((i, m, x[:-2] + (x[-2] + y[-2], x[-1])))
             groups_r[key] = members + (i,)
     found: list[MacroEntry] = []
+    above = _above(last)
     for c, d, right in new_rights:
         key = (len(right), right[:-2], right[-2], tensors[c].after_accum)
         rights[key] = rights.get(key, ()) + ((c, d, right),)
         for a, bb, left in old_lefts.get(key, ()):
-            if c != a and c != bb and d != a and d != bb:
-                found.append(_entry(tensors, a, bb, c, d, left, right))
+            if c != a and c != bb and d != a and d != bb and (ins := (a, bb, c, d)) >= above:
+                _add(found, tensors, ins, left, right, room)
     for a, bb, left in new_lefts:
         key = (len(left), left[:-2], left[-1], tensors[a].after_accum)
         lefts[key] = lefts.get(key, ()) + ((a, bb, left),)
         for c, d, right in rights.get(key, ()):
-            if c != a and c != bb and d != a and d != bb:
-                found.append(_entry(tensors, a, bb, c, d, left, right))
+            if c != a and c != bb and d != a and d != bb and (ins := (a, bb, c, d)) >= above:
+                _add(found, tensors, ins, left, right, room)
     big = max([e[1] for e in found], default=0)
     if base is None:
         found.sort()
@@ -127,17 +132,34 @@ def _extend(base: MacroTable | None, tensors: Sequence[TInfo]) -> MacroTable:
     return MacroTable(n, (groups_l, groups_r), lefts, rights, keys, entries, big)
 
 
-def _entry(tensors: Sequence[TInfo], a: int, b: int, c: int, d: int, left: Shape, right: Shape) -> MacroEntry:
-    """The entry of the macro over (a, b, c, d), whose concatenations have shapes `left` and
-    `right` (the product is well shaped: the pairs met on what the matmul needs of them)."""
+def _above(last: Rank) -> tuple[int, ...]:
+    """The least operand tuple whose macro ranks above `last` (the macro ranks after every single
+    op over the same tuple, and after no other macro over it)."""
+    last_ins, last_order = last
+    return last_ins if last_order < CONCAT_MATMUL_ORDER else last_ins + (-1,)
+
+
+def _add(
+    found: list[MacroEntry],
+    tensors: Sequence[TInfo],
+    ins: tuple[int, int, int, int],
+    left: Shape,
+    right: Shape,
+    room: int,
+) -> None:
+    """Adds the entry of the macro over `ins`, whose concatenations have shapes `left` and `right`
+    (the product is well shaped: the pairs met on what the matmul needs of them), if it fits in
+    `room` bytes."""
     prod_shape = left[:-1] + (right[-1],)
     nbytes = shape_nbytes(left) + shape_nbytes(right) + shape_nbytes(prod_shape)
+    if nbytes > room:
+        return
+    a, b, c, d = ins
     size_a, size_c = tensors[a].shape[-1], tensors[c].shape[-2]
-    ins = (a, b, c, d)
     lterm, rterm, mterm = _terms(
         tensors[a].expr, tensors[b].expr, tensors[c].expr, tensors[d].expr, size_a, size_c, left[-1]
     )
-    return (ins, nbytes, (mterm,), (ins, left, right, prod_shape, nbytes, size_a, size_c), lterm, rterm)
+    found.append((ins, nbytes, (mterm,), (ins, left, right, prod_shape, nbytes, size_a, size_c), lterm, rterm))
 
 
 # A macro's three terms by its operands' terms (by identity: terms are hash-consed) and sizes. The
