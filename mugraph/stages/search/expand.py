@@ -14,6 +14,7 @@ extends rather than rebuilds.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from operator import itemgetter
 from typing import Any, overload
 
 from mugraph.ir.limits import DEFAULT_LIMITS
@@ -275,6 +276,10 @@ def _block_child(s: State, b: OpenBlock, e: Entry) -> State:
     return State(s.tensors, s.uses, s.ops, s.last, s.dmem, nb, new, f"{kind}({','.join(map(str, ins))})", s.table)
 
 
+_entry_new = itemgetter(ENTRY_NEW)
+_macro_new = itemgetter(MACRO_NEW)
+
+
 def _block_op_children(s: State, b: OpenBlock, cfg: SearchConfig, closed: list[Child]) -> ChildList:
     """B1's `closed` children, then B2: one block op or accumulator over every operand tuple ranked
     above the last op, whose output fits in shared memory, then the lora macro."""
@@ -283,9 +288,9 @@ def _block_op_children(s: State, b: OpenBlock, cfg: SearchConfig, closed: list[C
     room = DEFAULT_LIMITS.smem_bytes - b.smem
     listed = block_table(b, cfg).listed(cfg.block_ops, b.last, room)
     news = [k.new for k in closed]
-    news += [e[ENTRY_NEW] for e in listed]
+    news += map(_entry_new, listed)
     macros: list[MacroEntry] = []
     if cfg.concat_matmul and not b.has_macro:
         macros = macro_entries(b, room)
-        news += [e[MACRO_NEW] for e in macros]
+        news += map(_macro_new, macros)
     return ChildList(news, closed, listed, (s, b), macros)

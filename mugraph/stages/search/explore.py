@@ -217,12 +217,14 @@ class Searcher:
         new terms the oracle keeps (one batch for all of them)."""
         news = kids.news
         viable = kids.viable(self.fragment.config, len(self.fragment.output_names))
-        if viable is not None:  # a child ruled out is not judged
-            news = [n if v else () for n, v in zip(news, viable, strict=True)]
+        if viable is None:
+            judged: Sequence[int] = range(len(news))
+        else:  # a child ruled out is not judged (its index and terms dropped, in C loops)
+            judged = list(compress(range(len(news)), viable))
+            news = list(map(news.__getitem__, judged))
         terms = dict.fromkeys(chain.from_iterable(news))
         keep: set[Expr] | frozenset[Expr] = self.oracle.kept(terms) if terms else frozenset()
-        kept = compress(range(len(kids)), map(keep.issuperset, news))  # all its terms kept
-        return list(kept) if viable is None else [i for i in kept if viable[i]]
+        return list(compress(judged, map(keep.issuperset, news)))  # all its terms kept
 
     def _task_stack(self, task: Path) -> list[tuple[Path, State | Child]]:
         """The exploration stack a task starts from: its node, or the kept siblings of its run
