@@ -11,6 +11,7 @@ per node, against the entries' recorded sizes and the sorted operand tuples.
 
 from __future__ import annotations
 
+import bisect
 import functools
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -208,16 +209,43 @@ def _block_extend(
             continue
         old_big = base.big[ki]
         all_big.append(big if big > old_big else old_big)
-        if kind_arity == "ordered":
-            # An operand tuple is unique within a kind, so entries compare on it: the two sorted
-            # runs merge.
-            all_keys.append(sorted(base.keys[ki] + new_keys))
-            all_entries.append(sorted(base.entries[ki] + new))
+        if kind_arity == "ordered" and new_keys[0][0] < start:
+            keys, entries = _merge_ordered(base.keys[ki], base.entries[ki], new_keys, new, start)
+            all_keys.append(keys)
+            all_entries.append(entries)
         else:
-            # A new tuple's first index is new, so it sorts after every old one.
+            # A new tuple whose first index is new sorts after every old one.
             all_keys.append(base.keys[ki] + new_keys)
             all_entries.append(base.entries[ki] + new)
     return OpTable(n, tuple(all_keys), tuple(all_entries), tuple(all_big))
+
+
+def _merge_ordered(
+    keys: list[tuple[int, ...]], entries: list[Entry], new_keys: list[tuple[int, ...]], new: list[Entry], start: int
+) -> tuple[list[tuple[int, ...]], list[Entry]]:
+    """An ordered kind's keys and entries with the new ones merged in, in operand order. A new
+    pair (i, j) with an old first index i reads a new tensor j, so it goes after every old pair
+    (i, ·) and before (i + 1, ·); the new pairs whose first index is new go last."""
+    out_keys: list[tuple[int, ...]] = []
+    out_entries: list[Entry] = []
+    prev = 0
+    rest = len(new_keys)
+    for pos, key in enumerate(new_keys):
+        if key[0] >= start:
+            rest = pos
+            break
+        at = bisect.bisect_left(keys, (key[0] + 1,), prev)
+        if at > prev:
+            out_keys += keys[prev:at]
+            out_entries += entries[prev:at]
+            prev = at
+        out_keys.append(key)
+        out_entries.append(new[pos])
+    out_keys += keys[prev:]
+    out_entries += entries[prev:]
+    out_keys += new_keys[rest:]
+    out_entries += new[rest:]
+    return out_keys, out_entries
 
 
 def block_table(b: OpenBlock, cfg: SearchConfig) -> OpTable:
