@@ -83,9 +83,14 @@ class OpTable:
     def listed(self, kinds: tuple[OpKind, ...], last: Rank, room: int) -> list[Entry]:
         """The entries ranked above `last` that add at most `room` bytes, kind by kind."""
         out: list[Entry] = []
+        last_ins, last_order = last
+        left, right = bisect.bisect_left, bisect.bisect_right
         for order, keys, entries, big in zip(_orders(kinds), self.keys, self.entries, self.big, strict=True):
-            start = first_above(keys, order, last)
-            if start == len(keys):
+            start = left(keys, last_ins)  # `first_above`, inlined: a node asks once per kind
+            n = len(keys)
+            if start < n and order <= last_order and keys[start] == last_ins:
+                start = right(keys, last_ins, start)
+            if start == n:
                 continue
             if big <= room:
                 out += entries[start:] if start else entries
