@@ -80,8 +80,8 @@ def _extend(base: MacroTable | None, tensors: Sequence[TInfo], last: Rank, room:
     else:
         start = base.n
         groups_l, groups_r = dict(base.groups[0]), dict(base.groups[1])
-        old_lefts = base.lefts
-        lefts, rights = dict(base.lefts), dict(base.rights)
+        old_lefts = lefts = base.lefts
+        rights = base.rights
     new_lefts: list[tuple[int, int, Shape]] = []
     new_rights: list[tuple[int, int, Shape]] = []
     for i in range(start, n):
@@ -105,29 +105,31 @@ def _extend(base: MacroTable | None, tensors: Sequence[TInfo], last: Rank, room:
             groups_r[key] = members + (i,)
     found: list[MacroEntry] = []
     above = _above(last)
+    if new_rights and base is not None:  # the parent's are shared, never changed
+        rights = dict(rights)
     for c, d, right in new_rights:
         key = (len(right), right[:-2], right[-2], tensors[c].after_accum)
         rights[key] = rights.get(key, ()) + ((c, d, right),)
         for a, bb, left in old_lefts.get(key, ()):
             if c != a and c != bb and d != a and d != bb and (ins := (a, bb, c, d)) >= above:
                 _add(found, tensors, ins, left, right, room)
+    if new_lefts and base is not None:
+        lefts = dict(lefts)
     for a, bb, left in new_lefts:
         key = (len(left), left[:-2], left[-1], tensors[a].after_accum)
         lefts[key] = lefts.get(key, ()) + ((a, bb, left),)
         for c, d, right in rights.get(key, ()):
             if c != a and c != bb and d != a and d != bb and (ins := (a, bb, c, d)) >= above:
                 _add(found, tensors, ins, left, right, room)
+    if base is not None and not found:
+        return MacroTable(n, (groups_l, groups_r), lefts, rights, base.keys, base.entries, base.big)
     big = max([e[1] for e in found], default=0)
+    found.sort()
     if base is None:
-        found.sort()
         entries = found
-    elif found:
-        # Operand tuples are unique, so entries compare on them: the two sorted runs merge.
-        found.sort()
+    else:  # operand tuples are unique, so entries compare on them: the two sorted runs merge
         entries = sorted(base.entries + found)
         big = max(big, base.big)
-    else:
-        entries, big = base.entries, base.big
     keys: list[tuple[int, ...]] = [e[0] for e in entries]
     return MacroTable(n, (groups_l, groups_r), lefts, rights, keys, entries, big)
 
