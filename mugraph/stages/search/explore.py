@@ -215,13 +215,13 @@ class Searcher:
     def _kept(self, kids: ChildList) -> list[int]:
         """Indices of the children that counting does not rule out (`ChildList.viable`) and whose
         new terms the oracle keeps (one batch for all of them)."""
-        news = kids.news
         viable = kids.viable(self.fragment.config, len(self.fragment.output_names))
         if viable is None:
-            judged: Sequence[int] = range(len(news))
+            judged: Sequence[int] = range(len(kids))
+            news = kids.news
         else:  # a child ruled out is not judged (its index and terms dropped, in C loops)
-            judged = list(compress(range(len(news)), viable))
-            news = list(map(news.__getitem__, judged))
+            judged = list(compress(range(len(kids)), viable))
+            news = kids.news_at(judged)
         terms = dict.fromkeys(chain.from_iterable(news))
         keep: set[Expr] | frozenset[Expr] = self.oracle.kept(terms) if terms else frozenset()
         return list(compress(judged, map(keep.issuperset, news)))  # all its terms kept

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from itertools import islice
-from typing import Final
 
 from mugraph.ir.types import OpKind, Shape
 from mugraph.stages.prune import expr as E
@@ -34,9 +33,7 @@ from mugraph.stages.search.state import (
     shape_nbytes,
 )
 
-__all__ = ["MacroEntry", "MacroOperands", "macro_child", "macro_entries", "macro_label", "macro_table"]
-
-MACRO_NEW: Final = 2  # the position of a `MacroEntry` that `ChildList` reads
+__all__ = ["MacroEntry", "MacroOperands", "macro_child", "macro_entries", "macro_label", "macro_new", "macro_table"]
 
 
 def macro_entries(b: OpenBlock, room: int) -> list[MacroEntry]:
@@ -156,12 +153,20 @@ def _add(
     nbytes = shape_nbytes(left) + shape_nbytes(right) + shape_nbytes(prod_shape)
     if nbytes > room:
         return
-    a, b, c, d = ins
-    size_a, size_c = tensors[a].shape[-1], tensors[c].shape[-2]
-    lterm, rterm, mterm = _terms(
-        tensors[a].expr, tensors[b].expr, tensors[c].expr, tensors[d].expr, size_a, size_c, left[-1]
-    )
-    found.append((ins, nbytes, (mterm,), (ins, left, right, prod_shape, nbytes, size_a, size_c), lterm, rterm))
+    size_a, size_c = tensors[ins[0]].shape[-1], tensors[ins[2]].shape[-2]
+    found.append((ins, nbytes, (ins, left, right, prod_shape, nbytes, size_a, size_c)))
+
+
+def macro_terms(tensors: Sequence[TInfo], e: MacroEntry) -> tuple[E.Expr, E.Expr, E.Expr]:
+    """The left concatenation's, the right one's and the product's terms of the macro `e` over
+    these block tensors."""
+    (a, b, c, d), _, (_, left, _, _, _, size_a, size_c) = e
+    return _terms(tensors[a].expr, tensors[b].expr, tensors[c].expr, tensors[d].expr, size_a, size_c, left[-1])
+
+
+def macro_new(tensors: Sequence[TInfo], e: MacroEntry) -> tuple[E.Expr]:
+    """The new terms of the macro `e`'s child: the product's alone (what the oracle judges)."""
+    return (macro_terms(tensors, e)[2],)
 
 
 # A macro's three terms by its operands' terms (by identity: terms are hash-consed) and sizes. The
@@ -196,9 +201,11 @@ def macro_label(ins: tuple[int, ...]) -> str:
 def macro_child(s: State, b: OpenBlock, e: MacroEntry) -> State:
     """The state after the macro of entry `e`: its three tensors appended (the two concatenations
     consumed by the product, which dangles)."""
-    ins, nbytes, new, (_, left, right, prod_shape, _, _, _), lterm, rterm = e
+    ins, nbytes, (_, left, right, prod_shape, _, _, _) = e
+    lterm, rterm, mterm = macro_terms(b.tensors, e)
+    new = (mterm,)
     flag = b.tensors[ins[0]].after_accum
-    lt, rt, mt = TInfo(left, lterm, flag), TInfo(right, rterm, flag), TInfo(prod_shape, new[0], flag)
+    lt, rt, mt = TInfo(left, lterm, flag), TInfo(right, rterm, flag), TInfo(prod_shape, mterm, flag)
     uses = bump(b.uses, ins, 3)[: len(b.tensors)] + (1, 1, 0)
     nb = b.grown(OpSpec(OpKind.CONCAT, ins), (lt, rt, mt), uses, (ins, CONCAT_MATMUL_ORDER), b.smem + nbytes, True)
     return State(s.tensors, s.uses, s.ops, s.last, s.dmem, nb, new, macro_label(ins), s.table)

@@ -100,9 +100,9 @@ class OpTable:
 
 
 # One lora macro a block graph's tensors admit (`macros.py`): (operands (a, b, c, d), shared memory
-# it adds, the product's term alone (what the oracle judges), the `MacroOperands`, and the left and
-# right concatenations' terms). A plain tuple read at named positions, as `Entry` is.
-MacroEntry = tuple[tuple[int, int, int, int], int, tuple[Expr], "MacroOperands", Expr, Expr]
+# it adds, the `MacroOperands`). A plain tuple read at named positions, as `Entry` is. Its terms are
+# made only for a child that is judged or built (`macros.macro_terms`): most are ruled out first.
+MacroEntry = tuple[tuple[int, int, int, int], int, "MacroOperands"]
 # What a macro needs of its operands' shapes: (operands, the left concatenation's, the right one's
 # and the product's shapes, the shared memory of the three, a's size along the last dim, c's along
 # dim -2).
