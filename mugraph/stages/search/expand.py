@@ -13,7 +13,9 @@ extends rather than rebuilds.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Sequence
+from operator import itemgetter
 from typing import Any, overload
 
 from mugraph.ir.limits import DEFAULT_LIMITS
@@ -21,7 +23,7 @@ from mugraph.ir.types import OpKind
 from mugraph.stages.prune import expr as E
 from mugraph.stages.search import candidates as C
 from mugraph.stages.search.config import SearchConfig
-from mugraph.stages.search.macros import MACRO_NEW, MacroEntry, macro_child, macro_entries
+from mugraph.stages.search.macros import MacroEntry, macro_child, macro_entries, macro_new
 from mugraph.stages.search.op_tables import block_table, kernel_table
 from mugraph.stages.search.state import (
     ENTRY_INS,
@@ -68,7 +70,7 @@ class ChildList(Sequence[Child]):
     are listed up front; a `Child` object is made only for an index asked for, since most
     children are pruned. Block ops (most of a search's children) stay table entries until then."""
 
-    __slots__ = ("_entries", "_kids", "_macros", "_node", "_reads", "news")
+    __slots__ = ("_entries", "_head", "_kids", "_macros", "_news", "_node", "_reads")
 
     def __init__(
         self,
@@ -80,16 +82,40 @@ class ChildList(Sequence[Child]):
         reads: tuple[State, list[KernelStep]] | None = None,
     ) -> None:
         # Order: `kids`, then the block-op `entries`, then the `macros` (both children of `node`).
+        # `news`: the terms of `kids` and `entries`; the macros' are made when asked for (most
+        # macro children are ruled out by counting, and are never judged).
         # `reads`: of a kernel node, the node and what each of its `kids` reads.
-        self.news = news
+        self._head = news
         self._kids = kids
         self._entries = entries or []
         self._node = node
         self._macros = macros or []
+        self._news = None if self._macros else news
         self._reads = reads
 
     def __len__(self) -> int:
-        return len(self.news)
+        return len(self._head) + len(self._macros)
+
+    @property
+    def news(self) -> list[tuple[E.Expr, ...]]:
+        """Every child's new terms, in order (what the oracle judges)."""
+        if self._news is None:
+            assert self._node is not None, "only a block node lists macros"
+            tensors = self._node[1].tensors
+            self._news = self._head + [macro_new(tensors, m) for m in self._macros]
+        return self._news
+
+    def news_at(self, indices: list[int]) -> list[tuple[E.Expr, ...]]:
+        """The new terms of the children at these indices (ascending), making only those macros'."""
+        head = self._head
+        if self._news is not None or not indices or indices[-1] < len(head):
+            return list(map((self._news or head).__getitem__, indices))
+        at = bisect.bisect_left(indices, len(head))
+        out = list(map(head.__getitem__, indices[:at]))
+        assert self._node is not None, "only a block node lists macros"
+        tensors, macros, n = self._node[1].tensors, self._macros, len(head)
+        out += [macro_new(tensors, macros[i - n]) for i in indices[at:]]
+        return out
 
     def viable(self, cfg: SearchConfig, outputs: int) -> list[bool] | None:
         """Per child, whether a candidate with `outputs` unconsumed tensors can still come of it
@@ -110,7 +136,7 @@ class ChildList(Sequence[Child]):
     def __getitem__(self, i: int | slice) -> Child | list[Child]:
         if isinstance(i, slice):
             return [self[j] for j in range(len(self))[i]]
-        n = len(self.news)
+        n = len(self)
         if not -n <= i < n:
             raise IndexError(i)
         if i < 0:
@@ -124,7 +150,7 @@ class ChildList(Sequence[Child]):
             e = self._entries[i]
             return Child(e[ENTRY_NEW], _block_child, *self._node, e)
         m = self._macros[i - len(self._entries)]
-        return Child(m[MACRO_NEW], macro_child, *self._node, m)
+        return Child(macro_new(self._node[1].tensors, m), macro_child, *self._node, m)
 
 
 def child_list(state: State, cfg: SearchConfig) -> ChildList:
@@ -275,6 +301,9 @@ def _block_child(s: State, b: OpenBlock, e: Entry) -> State:
     return State(s.tensors, s.uses, s.ops, s.last, s.dmem, nb, new, f"{kind}({','.join(map(str, ins))})", s.table)
 
 
+_entry_new = itemgetter(ENTRY_NEW)
+
+
 def _block_op_children(s: State, b: OpenBlock, cfg: SearchConfig, closed: list[Child]) -> ChildList:
     """B1's `closed` children, then B2: one block op or accumulator over every operand tuple ranked
     above the last op, whose output fits in shared memory, then the lora macro."""
@@ -283,9 +312,6 @@ def _block_op_children(s: State, b: OpenBlock, cfg: SearchConfig, closed: list[C
     room = DEFAULT_LIMITS.smem_bytes - b.smem
     listed = block_table(b, cfg).listed(cfg.block_ops, b.last, room)
     news = [k.new for k in closed]
-    news += [e[ENTRY_NEW] for e in listed]
-    macros: list[MacroEntry] = []
-    if cfg.concat_matmul and not b.has_macro:
-        macros = macro_entries(b, room)
-        news += [e[MACRO_NEW] for e in macros]
+    news += map(_entry_new, listed)
+    macros = macro_entries(b, room) if cfg.concat_matmul and not b.has_macro else []
     return ChildList(news, closed, listed, (s, b), macros)

@@ -215,14 +215,16 @@ class Searcher:
     def _kept(self, kids: ChildList) -> list[int]:
         """Indices of the children that counting does not rule out (`ChildList.viable`) and whose
         new terms the oracle keeps (one batch for all of them)."""
-        news = kids.news
         viable = kids.viable(self.fragment.config, len(self.fragment.output_names))
-        if viable is not None:  # a child ruled out is not judged
-            news = [n if v else () for n, v in zip(news, viable, strict=True)]
+        if viable is None:
+            judged: Sequence[int] = range(len(kids))
+            news = kids.news
+        else:  # a child ruled out is not judged (its index and terms dropped, in C loops)
+            judged = list(compress(range(len(kids)), viable))
+            news = kids.news_at(judged)
         terms = dict.fromkeys(chain.from_iterable(news))
         keep: set[Expr] | frozenset[Expr] = self.oracle.kept(terms) if terms else frozenset()
-        kept = compress(range(len(kids)), map(keep.issuperset, news))  # all its terms kept
-        return list(kept) if viable is None else [i for i in kept if viable[i]]
+        return list(compress(judged, map(keep.issuperset, news)))  # all its terms kept
 
     def _task_stack(self, task: Path) -> list[tuple[Path, State | Child]]:
         """The exploration stack a task starts from: its node, or the kept siblings of its run

@@ -11,8 +11,10 @@ per node, against the entries' recorded sizes and the sorted operand tuples.
 
 from __future__ import annotations
 
+import bisect
 import functools
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from mugraph.ir import shapes
 from mugraph.ir.types import ACCUMULATORS, IN_PLACE_BLOCK_OPS, AccumKind, OpKind
@@ -92,6 +94,50 @@ def _block_kinds(kinds: tuple[OpKind, ...]) -> tuple[_BlockKind, ...]:
     )
 
 
+# What one block op makes over operands of given terms, shapes and after-accum flags: the tensor,
+# the shared memory it adds and its new terms, or None where the operands are invalid. Keyed by
+# the kind's rank order, the operands' (term, shape, flag) and, for accumulators, the for-loop
+# range and rdx. The same operands meet again at node after node (a block graph's inputs carry the
+# kernel tensors' terms under every grid, map and for-loop range, and so do most ops over them),
+# so each result is worked out once and its tensor shared; terms are hash-consed, so a key holding
+# them compares by identity. Emptied when it grows too large.
+_Made = tuple[TInfo, int, tuple[E.Expr, ...]] | None
+_MADE: dict[tuple[object, ...], _Made] = {}
+_MADE_MAX = 1 << 17
+_MISSING: Any = object()  # typed Any: a `get` default that mypy lets the hits unpack past
+
+
+def _made(
+    kind: OpKind,
+    accum: AccumKind | None,
+    in_place: bool,
+    make: Callable[..., E.Expr] | None,
+    a: TInfo,
+    b: TInfo | None,
+    forloop: int,
+    rdx: int,
+) -> _Made:
+    """One `_MADE` result, worked out."""
+    if accum is not None:
+        if a.after_accum or (shape := accumulator_shape(accum, a.shape, rdx)) is None:
+            return None
+        term = E.accumulator_expr(accum, a.expr, a.shape, forloop, rdx)
+        return TInfo(shape, term, True), 0 if in_place else shape_nbytes(shape), (term,)
+    assert make is not None
+    if b is None:
+        term = make(a)
+        return TInfo(a.shape, term, a.after_accum), 0 if in_place else shape_nbytes(a.shape), (term,)
+    if a.after_accum != b.after_accum or (shape := fast_shape(kind, a.shape, b.shape)) is None:
+        return None
+    term = make(a, b)
+    return TInfo(shape, term, a.after_accum), 0 if in_place else shape_nbytes(shape), (term,)
+
+
+@functools.cache
+def _new_tuples_by_arity(start: int, n: int) -> dict[str, tuple[tuple[int, ...], ...]]:
+    return {a: new_tuples(a, start, n) for a in ("unary", "commutative", "ordered")}
+
+
 def _block_extend(
     base: OpTable | None, kinds: tuple[OpKind, ...], tensors: Sequence[TInfo], forloop: int, rdx: int
 ) -> OpTable:
@@ -102,69 +148,104 @@ def _block_extend(
     all_keys: list[list[tuple[int, ...]]] = []
     all_entries: list[list[Entry]] = []
     all_big: list[int] = []
-    tuples = {a: new_tuples(a, start, n) for a in ("unary", "commutative", "ordered")}
-    shape_of = fast_shape
+    tuples = _new_tuples_by_arity(start, n)
+    made = _MADE
+    if len(made) >= _MADE_MAX:
+        made.clear()
+    get = made.get
+    missing = _MISSING
     for ki, (kind, kind_arity, order, accum, in_place, make) in enumerate(_block_kinds(kinds)):
         new: list[Entry] = []
         add = new.append
-        if accum is not None:
+        new_keys: list[tuple[int, ...]] = []
+        add_key = new_keys.append
+        big = 0
+        if kind_arity == "unary":
             for ins in tuples[kind_arity]:
                 a = tensors[ins[0]]
-                if a.after_accum or (shape := accumulator_shape(accum, a.shape, rdx)) is None:
+                if accum is not None:
+                    if a.after_accum:
+                        continue
+                    key: tuple[object, ...] = (order, a.expr, a.shape, forloop, rdx)
+                else:
+                    key = (order, a.expr, a.shape, a.after_accum)
+                r = get(key, missing)
+                if r is missing:
+                    r = made[key] = _made(kind, accum, in_place, make, a, None, forloop, rdx)
+                if r is None:
                     continue
-                term = E.accumulator_expr(accum, a.expr, a.shape, forloop, rdx)
-                add(
-                    (
-                        ins,
-                        (ins, order),
-                        kind,
-                        (),
-                        TInfo(shape, term, True),
-                        0 if in_place else shape_nbytes(shape),
-                        (term,),
-                    )
-                )
-        elif kind_arity == "unary":
-            assert make is not None
-            for ins in tuples[kind_arity]:
-                a = tensors[ins[0]]
-                term = make(a)
-                add(
-                    (
-                        ins,
-                        (ins, order),
-                        kind,
-                        (),
-                        TInfo(a.shape, term, a.after_accum),
-                        0 if in_place else shape_nbytes(a.shape),
-                        (term,),
-                    )
-                )
+                t, nbytes, terms = r
+                add((ins, (ins, order), kind, (), t, nbytes, terms))
+                add_key(ins)
+                if nbytes > big:
+                    big = nbytes
         else:
-            assert make is not None
             for ins in tuples[kind_arity]:
-                i, j = ins
-                a = tensors[i]
-                b = tensors[j]
-                if a.after_accum != b.after_accum or (shape := shape_of(kind, a.shape, b.shape)) is None:
+                a = tensors[ins[0]]
+                b = tensors[ins[1]]
+                flag = a.after_accum
+                if flag != b.after_accum:
                     continue
-                term = make(a, b)
-                add(
-                    (
-                        ins,
-                        (ins, order),
-                        kind,
-                        (),
-                        TInfo(shape, term, a.after_accum),
-                        0 if in_place else shape_nbytes(shape),
-                        (term,),
-                    )
-                )
-        keys, entries, big = _merged(base, ki, kind_arity == "ordered", new)
-        all_keys.append(keys)
-        all_entries.append(entries)
-        all_big.append(big)
+                key = (order, a.expr, a.shape, b.expr, b.shape, flag)
+                r = get(key, missing)
+                if r is missing:
+                    r = made[key] = _made(kind, accum, in_place, make, a, b, forloop, rdx)
+                if r is None:
+                    continue
+                t, nbytes, terms = r
+                add((ins, (ins, order), kind, (), t, nbytes, terms))
+                add_key(ins)
+                if nbytes > big:
+                    big = nbytes
+        if base is None:
+            all_keys.append(new_keys)
+            all_entries.append(new)
+            all_big.append(big)
+            continue
+        if not new:  # tables are never changed once made: a child shares its parent's
+            all_keys.append(base.keys[ki])
+            all_entries.append(base.entries[ki])
+            all_big.append(base.big[ki])
+            continue
+        old_big = base.big[ki]
+        all_big.append(big if big > old_big else old_big)
+        if kind_arity == "ordered" and new_keys[0][0] < start:
+            keys, entries = _merge_ordered(base.keys[ki], base.entries[ki], new_keys, new, start)
+            all_keys.append(keys)
+            all_entries.append(entries)
+        else:
+            # A new tuple whose first index is new sorts after every old one.
+            all_keys.append(base.keys[ki] + new_keys)
+            all_entries.append(base.entries[ki] + new)
     return OpTable(n, tuple(all_keys), tuple(all_entries), tuple(all_big))
+
+
+def _merge_ordered(
+    keys: list[tuple[int, ...]], entries: list[Entry], new_keys: list[tuple[int, ...]], new: list[Entry], start: int
+) -> tuple[list[tuple[int, ...]], list[Entry]]:
+    """An ordered kind's keys and entries with the new ones merged in, in operand order. A new
+    pair (i, j) with an old first index i reads a new tensor j, so it goes after every old pair
+    (i, ·) and before (i + 1, ·); the new pairs whose first index is new go last."""
+    out_keys: list[tuple[int, ...]] = []
+    out_entries: list[Entry] = []
+    prev = 0
+    rest = len(new_keys)
+    for pos, key in enumerate(new_keys):
+        if key[0] >= start:
+            rest = pos
+            break
+        at = bisect.bisect_left(keys, (key[0] + 1,), prev)
+        if at > prev:
+            out_keys += keys[prev:at]
+            out_entries += entries[prev:at]
+            prev = at
+        out_keys.append(key)
+        out_entries.append(new[pos])
+    out_keys += keys[prev:]
+    out_entries += entries[prev:]
+    out_keys += new_keys[rest:]
+    out_entries += new[rest:]
+    return out_keys, out_entries
 
 
 def block_table(b: OpenBlock, cfg: SearchConfig) -> OpTable:

@@ -83,15 +83,59 @@ class OpTable:
     def listed(self, kinds: tuple[OpKind, ...], last: Rank, room: int) -> list[Entry]:
         """The entries ranked above `last` that add at most `room` bytes, kind by kind."""
         out: list[Entry] = []
+        last_ins, last_order = last
+        left, right = bisect.bisect_left, bisect.bisect_right
         for order, keys, entries, big in zip(_orders(kinds), self.keys, self.entries, self.big, strict=True):
-            start = first_above(keys, order, last)
-            if start == len(keys):
+            start = left(keys, last_ins)  # `first_above`, inlined: a node asks once per kind
+            n = len(keys)
+            if start < n and order <= last_order and keys[start] == last_ins:
+                start = right(keys, last_ins, start)
+            if start == n:
                 continue
             if big <= room:
                 out += entries[start:] if start else entries
             else:
                 out += [e for e in islice(entries, start, None) if e[ENTRY_NBYTES] <= room]
         return out
+
+
+# One lora macro a block graph's tensors admit (`macros.py`): (operands (a, b, c, d), shared memory
+# it adds, the `MacroOperands`). A plain tuple read at named positions, as `Entry` is. Its terms are
+# made only for a child that is judged or built (`macros.macro_terms`): most are ruled out first.
+MacroEntry = tuple[tuple[int, int, int, int], int, "MacroOperands"]
+# What a macro needs of its operands' shapes: (operands, the left concatenation's, the right one's
+# and the product's shapes, the shared memory of the three, a's size along the last dim, c's along
+# dim -2).
+MacroOperands = tuple[tuple[int, int, int, int], Shape, Shape, Shape, int, int, int]
+
+
+class MacroTable:
+    """The lora macro's quadruples over a block graph's first `n` tensors (`macros.macro_table`),
+    each with its terms, sorted by operands: `keys` (for bisecting on a rank), `entries` and the
+    most shared memory any adds. With what extending it to more tensors needs: the concatenable
+    tensors grouped by shape and flag (`groups`, along the last dim and along dim -2), and the
+    pairs made so far grouped by what the matmul needs of them (`lefts`, `rights`). Never
+    changed once made: a child graph's table is its parent's extended."""
+
+    __slots__ = ("big", "entries", "groups", "keys", "lefts", "n", "rights")
+
+    def __init__(
+        self,
+        n: int,
+        groups: tuple[dict[tuple[object, ...], tuple[int, ...]], dict[tuple[object, ...], tuple[int, ...]]],
+        lefts: dict[tuple[object, ...], tuple[tuple[int, int, Shape], ...]],
+        rights: dict[tuple[object, ...], tuple[tuple[int, int, Shape], ...]],
+        keys: list[tuple[int, ...]],
+        entries: list[MacroEntry],
+        big: int,
+    ) -> None:
+        self.n = n
+        self.groups = groups
+        self.lefts = lefts
+        self.rights = rights
+        self.keys = keys
+        self.entries = entries
+        self.big = big
 
 
 @functools.cache
@@ -166,6 +210,8 @@ class OpenBlock:
     # its outputs, and how many the kernel ops after it can consume. The same for every node of one
     # block graph, so worked out once and passed on, as `table`.
     outlook: tuple[int, int] | None = field(default=None, compare=False, hash=False, repr=False)
+    # The lora macros its tensors admit (`macros.macro_table`), as `table`.
+    macros: MacroTable | None = field(default=None, compare=False, hash=False, repr=False)
 
     @property
     def configured(self) -> bool:
@@ -190,6 +236,7 @@ class OpenBlock:
             has_macro,
             self.table,
             self.outlook,
+            self.macros,
         )
 
     @property

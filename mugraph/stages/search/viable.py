@@ -127,13 +127,18 @@ def block_viable(
     need_loose = over + 1 - op_room
     need_pre_after = pre - op_room
     need_pre_before = need_pre_after + 1
-    out += [
-        pays_loose[a] + (pays_loose[c] if c != a else 0) >= need_loose
-        and pays_pre[a] + (pays_pre[c] if c != a else 0)
-        >= (need_pre_after if e[ENTRY_TENSOR].after_accum else need_pre_before)
-        for e in entries
-        for a, c in ((e[0][0], e[0][-1]),)
-    ]
+    if need_loose > 2 or need_pre_after > 2:  # more than two tensors can pay: none can (most nodes here)
+        out += [False] * len(entries)
+    elif need_loose <= 0 and need_pre_before <= 0:
+        out += [True] * len(entries)
+    else:
+        out += [
+            pays_loose[a] + (pays_loose[c] if c != a else 0) >= need_loose
+            and pays_pre[a] + (pays_pre[c] if c != a else 0)
+            >= (need_pre_after if e[ENTRY_TENSOR].after_accum else need_pre_before)
+            for e in entries
+            for a, c in ((e[0][0], e[0][-1]),)
+        ]
     # A macro reads four distinct tensors; its product has its first operand's flag.
     need_loose = over + 1 - macro_room
     need_pre_after = pre - macro_room
