@@ -47,12 +47,13 @@ def bundle_size(waiting: int, slots: int) -> int:
 def bundles(paths: Sequence[Sequence[int]], size: int, expected: Callable[[int], float | None]) -> list[range]:
     """Split `paths` (in order) into bundles of at most `size` paths and at most BUNDLE_SECONDS of
     expected work each (a path expected to take longer goes alone), given the mean seconds of a task
-    at each depth (None where none has finished yet: such a path goes alone)."""
+    at each depth. Where no task of a depth has finished yet (None), `size` alone decides: with
+    shallower paths first, a whole level is submitted before any of it finishes, and a worker
+    hands a bundle's unstarted paths back once it has spent 2 × BUNDLE_SECONDS on it anyway."""
     out: list[range] = []
     start, work = 0, 0.0
     for i, path in enumerate(paths):
-        seconds = expected(len(path))
-        seconds = BUNDLE_SECONDS if seconds is None else seconds
+        seconds = expected(len(path)) or 0.0
         if i > start and work + seconds > BUNDLE_SECONDS:
             out.append(range(start, i))
             start, work = i, 0.0

@@ -59,7 +59,7 @@ def test_bundles_hold_at_most_their_seconds_of_expected_work() -> None:
     split = bundles(paths, MAX_BUNDLE, tiny.get)
     assert [list(r) for r in split] == [list(range(10)), [10], [11], [12]]  # a long path goes alone
     assert [len(r) for r in bundles(paths[:10], 4, tiny.get)] == [4, 4, 2]  # never past the size
-    assert [len(r) for r in bundles(paths, MAX_BUNDLE, lambda depth: None)] == [1] * 13  # no mean yet: one each
+    assert [len(r) for r in bundles(paths, 5, lambda depth: None)] == [5, 5, 3]  # no mean yet: the size rule
     third = {3: BUNDLE_SECONDS / 3.5}
     assert [len(r) for r in bundles(paths[:10], MAX_BUNDLE, third.get)] == [3, 3, 3, 1]
 
