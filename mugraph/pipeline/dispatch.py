@@ -123,16 +123,19 @@ class Dispatch:
         """Submit again the paths of a bundle that stopped after its first `explored` ones."""
         rest = list(zip(job.rows[explored:], job.paths[explored:], strict=True))
         for row, _ in rest:
-            self.inflight.discard(row)
-            self.inflight_per_fragment[job.fragment] -= 1
+            self._landed(row)
         self.searches(job.fragment, rest)
 
     def finished(self, row: int) -> None:
         """A search row's result is in the store: it is done and no longer in flight."""
+        self._landed(row)
+        self.done.add(row)
+
+    def _landed(self, row: int) -> None:
+        """`row` is no longer in flight (its result came back, or its path was handed back)."""
         if row in self.inflight:
             self.inflight.discard(row)
             self.inflight_per_fragment[self.row_fragment[row]] -= 1
-        self.done.add(row)
 
     def confirm(self, fragment: int, rec: FoundRecord) -> None:
         fp = self.plan.fragments[fragment]
