@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from mugraph.pipeline.sampling import TIMELINE_WRITE_SECONDS, timeline_write_interval
+from mugraph.pipeline.sampling import TIMELINE_WRITE_FRACTION, TIMELINE_WRITE_SECONDS, timeline_write_interval
 
 
 def writes_over(seconds: int) -> list[float]:
@@ -17,10 +17,11 @@ def writes_over(seconds: int) -> list[float]:
     return out
 
 
-def test_two_hours_take_a_fraction_of_the_writes_and_lose_at_most_one_percent() -> None:
+def test_two_hours_take_a_fraction_of_the_writes_and_lose_at_most_two_percent() -> None:
     writes = writes_over(7200)
     assert writes[0] == 0.0  # an invocation killed at once is in the timeline
-    assert writes[:4] == [0.0, 5.0, 10.0, 15.0]  # the first minutes as before
-    assert len(writes) < 400  # every 5 s would be 1,441 writes of the same size
+    assert writes[:4] == [0.0, 15.0, 30.0, 45.0]  # a fixed period in the first minutes
+    assert len(writes) < 200  # every 5 s would be 1,441 writes of the same size
     gaps = [(b - a, b) for a, b in itertools.pairwise(writes)]
-    assert all(gap <= max(TIMELINE_WRITE_SECONDS, 0.01 * end) + 1 for gap, end in gaps)
+    assert all(gap <= max(TIMELINE_WRITE_SECONDS, TIMELINE_WRITE_FRACTION * end) + 1 for gap, end in gaps)
+    assert max(gap for gap, _ in gaps) <= 0.02 * 7200 + 1

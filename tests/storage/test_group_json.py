@@ -15,7 +15,7 @@ from zarr.buffer import default_buffer_prototype
 from zarr.core.group import GroupMetadata
 
 from mugraph.storage.run.atomic_store import AtomicLocalStore
-from mugraph.storage.run.records import _group_json, read_record, seal, write_record
+from mugraph.storage.run.records import _group_json, read_record, seal, sealed_group_json, write_record
 
 ATTRS: list[dict[str, Any]] = [
     {},
@@ -31,6 +31,13 @@ ATTRS: list[dict[str, Any]] = [
 def test_the_record_json_is_zarrs_document(attrs: dict[str, Any]) -> None:
     zarrs = GroupMetadata(attributes=dict(attrs), zarr_format=3).to_buffer_dict(default_buffer_prototype())
     assert json.loads(_group_json(attrs)) == json.loads(zarrs["zarr.json"].to_bytes())
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("attrs", ATTRS)
+def test_the_one_pass_document_is_the_sealed_one(attrs: dict[str, Any]) -> None:
+    """What `write_record` writes: the same document as sealing and then serialising, in one pass."""
+    assert json.loads(sealed_group_json(attrs)) == json.loads(_group_json(seal(attrs)))
 
 
 @pytest.mark.unit
