@@ -26,7 +26,7 @@ from mugraph.pipeline.cluster import confirming_worker
 from mugraph.pipeline.jobs import ConfirmJob, Job, LayoutJob, Placement, SearchJob
 from mugraph.pipeline.plan import RunPlan
 from mugraph.pipeline.records import SearchTaskResult
-from mugraph.pipeline.task_keys import BUNDLE_SECONDS, bundle_key, bundle_size, bundles
+from mugraph.pipeline.task_keys import bundle_key, bundle_seconds, bundle_size, bundles
 from mugraph.pipeline.worker import MAX_SEARCHERS
 from mugraph.stages.search.task_paths import task_budget
 from mugraph.storage.run.run_records import LayoutRecord
@@ -79,11 +79,15 @@ class Dispatch:
         self.slots = 1  # worker threads in the cluster (`refresh`)
         self.depth_seconds: dict[int, float] = {}  # a running mean of a search task's seconds, per depth
         self.depth_tasks: Counter[int] = Counter()
+        self.paths_seen = 0  # search paths finished, and their seconds: the mean that sizes bundles
+        self.paths_seconds = 0.0
 
     def observe(self, path: Sequence[int], seconds: float) -> None:
         """A search path finished in `seconds`: fold it into its depth's mean (the mean of the first
         DEPTH_WINDOW, then a moving one), which sizes the bundles of later paths at that depth."""
         d = len(path)
+        self.paths_seen += 1
+        self.paths_seconds += seconds
         self.depth_tasks[d] += 1
         mean = self.depth_seconds.get(d, seconds)
         self.depth_seconds[d] = mean + (seconds - mean) / min(self.depth_tasks[d], DEPTH_WINDOW)
@@ -100,9 +104,11 @@ class Dispatch:
             self.inflight_per_fragment[fragment] += 1
             self.row_fragment[row] = fragment
             by_priority.setdefault(search_priority(path), []).append((row, path))
-        k = bundle_size(len(self.inflight) - self.slots, self.slots)
+        waiting = len(self.inflight) - self.slots
+        k = bundle_size(waiting, self.slots)
+        span = bundle_seconds(max(0, waiting) * self.paths_seconds / max(1, self.paths_seen), self.slots)
         for priority, group in sorted(by_priority.items(), reverse=True):
-            split = bundles([p for _, p in group], k, self.depth_seconds.get)
+            split = bundles([p for _, p in group], k, self.depth_seconds.get, span)
             rows = [tuple(group[i][0] for i in r) for r in split]
             paths = [tuple(group[i][1] for i in r) for r in split]
             futs = self.client.map(
@@ -110,7 +116,7 @@ class Dispatch:
                 [fp.payload] * len(split),
                 paths,
                 [task_budget(ps[0], self.plan.budget) for ps in paths],
-                [2 * BUNDLE_SECONDS] * len(split),
+                [2 * span] * len(split),
                 key=[bundle_key(fp, ps) for ps in paths],
                 pure=False,
                 priority=priority,

@@ -34,6 +34,12 @@ BUNDLE_SLACK = 4  # bundle only past this many waiting paths per worker thread
 # that: a bundle serialises its paths, so a long one would delay its siblings' subtrees, and with
 # them the run's longest chain of tasks.
 BUNDLE_SECONDS = 0.5
+# Past that floor a bundle grows with the work waiting, up to MAX_BUNDLE_SECONDS: while every worker
+# thread has many times a bundle queued, a longer one delays no chain that matters, and each Dask task
+# costs the driver's process about 2 ms of CPU (its submission, the scheduler's report, the gather and
+# the release). With 2 workers on lora's whole space that was half of the driver's CPU.
+MAX_BUNDLE_SECONDS = 4.0
+BUNDLE_SHARE = 8  # a bundle holds at most this fraction (1/8) of the work queued per worker thread
 
 
 def bundle_size(waiting: int, slots: int) -> int:
@@ -44,20 +50,32 @@ def bundle_size(waiting: int, slots: int) -> int:
     return max(1, min(MAX_BUNDLE, waiting // (BUNDLE_SLACK * max(1, slots))))
 
 
-def bundles(paths: Sequence[Sequence[int]], size: int, expected: Callable[[int], float | None]) -> list[range]:
-    """Split `paths` (in order) into bundles of at most `size` paths and at most BUNDLE_SECONDS of
+def bundle_seconds(queued: float, slots: int) -> float:
+    """The expected work one bundle holds, given the expected seconds of the search work queued and
+    not running: BUNDLE_SECONDS, or 1/BUNDLE_SHARE of each worker thread's queue if that is longer,
+    up to MAX_BUNDLE_SECONDS."""
+    return min(MAX_BUNDLE_SECONDS, max(BUNDLE_SECONDS, queued / (BUNDLE_SHARE * max(1, slots))))
+
+
+def bundles(
+    paths: Sequence[Sequence[int]],
+    size: int,
+    expected: Callable[[int], float | None],
+    seconds: float = BUNDLE_SECONDS,
+) -> list[range]:
+    """Split `paths` (in order) into bundles of at most `size` paths and at most `seconds` of
     expected work each (a path expected to take longer goes alone), given the mean seconds of a task
     at each depth. Where no task of a depth has finished yet (None), `size` alone decides: with
     shallower paths first, a whole level is submitted before any of it finishes, and a worker
-    hands a bundle's unstarted paths back once it has spent 2 × BUNDLE_SECONDS on it anyway."""
+    hands a bundle's unstarted paths back once it has spent twice `seconds` on it anyway."""
     out: list[range] = []
     start, work = 0, 0.0
     for i, path in enumerate(paths):
-        seconds = expected(len(path)) or 0.0
-        if i > start and work + seconds > BUNDLE_SECONDS:
+        cost = expected(len(path)) or 0.0
+        if i > start and work + cost > seconds:
             out.append(range(start, i))
             start, work = i, 0.0
-        work += seconds
+        work += cost
         if i + 1 - start >= size:
             out.append(range(start, i + 1))
             start, work = i + 1, 0.0

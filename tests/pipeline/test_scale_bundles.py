@@ -13,9 +13,12 @@ from mugraph.pipeline.driver import LINGER_COVER, LINGER_SECONDS, linger_seconds
 from mugraph.pipeline.plan import make_plan
 from mugraph.pipeline.task_keys import (
     BUNDLE_SECONDS,
+    BUNDLE_SHARE,
     BUNDLE_SLACK,
     MAX_BUNDLE,
+    MAX_BUNDLE_SECONDS,
     bundle_key,
+    bundle_seconds,
     bundle_size,
     bundles,
     task_key,
@@ -62,6 +65,18 @@ def test_bundles_hold_at_most_their_seconds_of_expected_work() -> None:
     assert [len(r) for r in bundles(paths, 5, lambda depth: None)] == [5, 5, 3]  # no mean yet: the size rule
     third = {3: BUNDLE_SECONDS / 3.5}
     assert [len(r) for r in bundles(paths[:10], MAX_BUNDLE, third.get)] == [3, 3, 3, 1]
+
+
+def test_a_bundle_grows_with_the_work_queued_per_worker_thread() -> None:
+    assert bundle_seconds(0.0, 2) == BUNDLE_SECONDS  # little queued: the floor
+    assert bundle_seconds(BUNDLE_SHARE * 2 * 1.5, 2) == 1.5  # 1/BUNDLE_SHARE of each thread's queue
+    assert bundle_seconds(800.0, 2) == MAX_BUNDLE_SECONDS  # lora's queue on 2 workers: the cap
+    assert bundle_seconds(800.0, 256) == BUNDLE_SECONDS  # the same queue over 256 workers: the floor
+    paths = [(1, 2, i) for i in range(10)]
+    eighth = {3: BUNDLE_SECONDS / 8}
+    assert [len(r) for r in bundles(paths, MAX_BUNDLE, eighth.get, 4 * BUNDLE_SECONDS)] == [10]
+    assert [len(r) for r in bundles(paths, MAX_BUNDLE, eighth.get)] == [8, 2]  # the floor by default
+    assert [len(r) for r in bundles(paths, MAX_BUNDLE, eighth.get, BUNDLE_SECONDS / 2)] == [4, 4, 2]
 
 
 def test_shallower_paths_run_first_and_warm_ups_last() -> None:
