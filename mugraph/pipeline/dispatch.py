@@ -26,7 +26,7 @@ from mugraph.pipeline.cluster import confirming_worker
 from mugraph.pipeline.jobs import ConfirmJob, Job, LayoutJob, Placement, SearchJob
 from mugraph.pipeline.plan import RunPlan
 from mugraph.pipeline.records import SearchTaskResult
-from mugraph.pipeline.task_keys import bundle_key, bundle_seconds, bundle_size, bundles
+from mugraph.pipeline.task_keys import bundle_key, bundle_seconds, bundle_size, bundles, queued_seconds
 from mugraph.pipeline.worker import MAX_SEARCHERS
 from mugraph.stages.search.task_paths import task_budget
 from mugraph.storage.run.run_records import LayoutRecord
@@ -79,15 +79,13 @@ class Dispatch:
         self.slots = 1  # worker threads in the cluster (`refresh`)
         self.depth_seconds: dict[int, float] = {}  # a running mean of a search task's seconds, per depth
         self.depth_tasks: Counter[int] = Counter()
-        self.paths_seen = 0  # search paths finished, and their seconds: the mean that sizes bundles
-        self.paths_seconds = 0.0
+        self.queued_depths: Counter[int] = Counter()  # search rows in flight, per path length
+        self.row_depth: dict[int, int] = {}
 
     def observe(self, path: Sequence[int], seconds: float) -> None:
         """A search path finished in `seconds`: fold it into its depth's mean (the mean of the first
         DEPTH_WINDOW, then a moving one), which sizes the bundles of later paths at that depth."""
         d = len(path)
-        self.paths_seen += 1
-        self.paths_seconds += seconds
         self.depth_tasks[d] += 1
         mean = self.depth_seconds.get(d, seconds)
         self.depth_seconds[d] = mean + (seconds - mean) / min(self.depth_tasks[d], DEPTH_WINDOW)
@@ -103,10 +101,12 @@ class Dispatch:
             self.inflight.add(row)
             self.inflight_per_fragment[fragment] += 1
             self.row_fragment[row] = fragment
+            self.row_depth[row] = len(path)
+            self.queued_depths[len(path)] += 1
             by_priority.setdefault(search_priority(path), []).append((row, path))
         waiting = len(self.inflight) - self.slots
         k = bundle_size(waiting, self.slots)
-        span = bundle_seconds(max(0, waiting) * self.paths_seconds / max(1, self.paths_seen), self.slots)
+        span = bundle_seconds(queued_seconds(self.queued_depths, self.depth_seconds, self.slots), self.slots)
         for priority, group in sorted(by_priority.items(), reverse=True):
             split = bundles([p for _, p in group], k, self.depth_seconds.get, span)
             rows = [tuple(group[i][0] for i in r) for r in split]
@@ -142,6 +142,7 @@ class Dispatch:
         if row in self.inflight:
             self.inflight.discard(row)
             self.inflight_per_fragment[self.row_fragment[row]] -= 1
+            self.queued_depths[self.row_depth[row]] -= 1
 
     def confirm(self, fragment: int, rec: FoundRecord) -> None:
         fp = self.plan.fragments[fragment]

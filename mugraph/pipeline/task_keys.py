@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from mugraph.pipeline.plan import FragmentPlan
 
@@ -34,12 +34,14 @@ BUNDLE_SLACK = 4  # bundle only past this many waiting paths per worker thread
 # that: a bundle serialises its paths, so a long one would delay its siblings' subtrees, and with
 # them the run's longest chain of tasks.
 BUNDLE_SECONDS = 0.5
-# Past that floor a bundle grows with the work waiting, up to MAX_BUNDLE_SECONDS: while every worker
-# thread has many times a bundle queued, a longer one delays no chain that matters, and each Dask task
-# costs the driver's process about 2 ms of CPU (its submission, the scheduler's report, the gather and
-# the release). With 2 workers on lora's whole space that was half of the driver's CPU.
+# Past that floor a bundle grows with the work queued, up to MAX_BUNDLE_SECONDS: while every worker
+# thread has many bundles queued, a longer one delays no chain that matters, and each Dask task costs
+# the driver's process about 2 ms of CPU (its submission, the scheduler's report, the gather and the
+# release). Simulated on the whole tree-2 traces (Dask's cost aside), a bundle of 1/32 of each thread's
+# queue gave lora 1,035 tasks instead of 2,825 on 2 workers and the same walls at 64 and 256 workers
+# (90% and 84% of the bound); 1/8 cost lora 5 points at 64 workers.
 MAX_BUNDLE_SECONDS = 4.0
-BUNDLE_SHARE = 8  # a bundle holds at most this fraction (1/8) of the work queued per worker thread
+BUNDLE_SHARE = 32  # a bundle holds at most 1/32 of the work queued per worker thread
 
 
 def bundle_size(waiting: int, slots: int) -> int:
@@ -48,6 +50,18 @@ def bundle_size(waiting: int, slots: int) -> int:
     tasks cost the scheduler and the driver fewer messages; the nodes visited are the same, since
     each path is explored under its own budget whichever task carries it."""
     return max(1, min(MAX_BUNDLE, waiting // (BUNDLE_SLACK * max(1, slots))))
+
+
+def queued_seconds(depths: Mapping[int, int], means: Mapping[int, float], slots: int) -> float:
+    """The expected seconds of the search rows in flight and not running, given how many rows are in
+    flight at each depth and the mean seconds of a task there: scaled by the share of rows no worker
+    thread holds. A depth with no mean yet counts nothing (the first tasks, shallow and long, would
+    overstate the deep, short rest)."""
+    rows = sum(depths.values())
+    if rows <= slots:
+        return 0.0
+    work = sum(n * means.get(d, 0.0) for d, n in depths.items())
+    return work * (rows - slots) / rows
 
 
 def bundle_seconds(queued: float, slots: int) -> float:

@@ -21,6 +21,7 @@ from mugraph.pipeline.task_keys import (
     bundle_seconds,
     bundle_size,
     bundles,
+    queued_seconds,
     task_key,
 )
 from mugraph.pipeline.worker import search_task
@@ -72,6 +73,9 @@ def test_a_bundle_grows_with_the_work_queued_per_worker_thread() -> None:
     assert bundle_seconds(BUNDLE_SHARE * 2 * 1.5, 2) == 1.5  # 1/BUNDLE_SHARE of each thread's queue
     assert bundle_seconds(800.0, 2) == MAX_BUNDLE_SECONDS  # lora's queue on 2 workers: the cap
     assert bundle_seconds(800.0, 256) == BUNDLE_SECONDS  # the same queue over 256 workers: the floor
+    assert queued_seconds({2: 10, 5: 30}, {2: 1.0, 5: 0.1}, 4) == pytest.approx((10 + 3) * 36 / 40)
+    assert queued_seconds({2: 10, 5: 30}, {2: 1.0}, 4) == pytest.approx(10 * 36 / 40)  # 5: no mean yet
+    assert queued_seconds({2: 3}, {2: 1.0}, 4) == 0.0  # every row held by a worker thread
     paths = [(1, 2, i) for i in range(10)]
     eighth = {3: BUNDLE_SECONDS / 8}
     assert [len(r) for r in bundles(paths, MAX_BUNDLE, eighth.get, 4 * BUNDLE_SECONDS)] == [10]
