@@ -12,13 +12,15 @@ to check that.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from mugraph.ir.limits import DEFAULT_LIMITS
 from mugraph.stages.search.candidates import max_block_sources
 from mugraph.stages.search.config import SearchConfig
 from mugraph.stages.search.macros import MacroEntry
 from mugraph.stages.search.state import ENTRY_TENSOR, Entry, OpenBlock, State
 
-__all__ = ["KernelStep", "block_viable", "close_slack", "kernel_viable"]
+__all__ = ["KernelStep", "block_barren", "block_viable", "close_slack", "kernel_viable"]
 
 # What a kernel node's child reads: its operands or its block graph's inputs, and whether it opens a
 # block graph (which becomes one kernel op when it closes).
@@ -85,6 +87,61 @@ def close_slack(s: State, b: OpenBlock, cfg: SearchConfig, outputs: int) -> int:
     return _room(cfg.max_block_ops - b.op_count, b.has_macro, cfg) - max(pre, loose - _outputs(s, b, cfg, outputs))
 
 
+def block_barren(
+    s: State, b: OpenBlock, cfg: SearchConfig, outputs: int, n_closed: int, macros: Callable[[], list[MacroEntry]]
+) -> bool:
+    """Whether `block_viable` rules out every child of the block node, telling the block ops apart
+    by the node's counts alone (the macros, few, one by one: `macros` lists them): then only how
+    many children it has is ever asked. Most nodes one op short of a full block graph are such."""
+    pre, loose, made = _loose_ends(b, cfg)
+    limit = _outputs(s, b, cfg, outputs)
+    if n_closed and made <= limit:
+        return False
+    over = loose - limit
+    left = cfg.max_block_ops - b.op_count - 1
+    op_room = _room(left, b.has_macro, cfg)
+    if over + 1 - op_room <= 2 and pre - op_room <= 2:
+        return False
+    if not cfg.concat_matmul or b.has_macro:
+        return True
+    macro_room = _room(left, True, cfg)
+    need_loose = over + 1 - macro_room
+    need_pre_after = pre - macro_room
+    if need_loose > 4 or need_pre_after > 4:
+        return True
+    listed = macros()
+    if not listed:
+        return True
+    if need_loose <= 0 and need_pre_after + 1 <= 0:
+        return False
+    pays_pre, pays_loose = _pays(b, cfg)
+    tensors = b.tensors
+    return not any(
+        pays_loose[a] + pays_loose[c] + pays_loose[d] + pays_loose[f] >= need_loose
+        and pays_pre[a] + pays_pre[c] + pays_pre[d] + pays_pre[f] >= need_pre_after + (not tensors[a].after_accum)
+        for m in listed
+        for a, c, d, f in (m[0],)
+    )
+
+
+def _pays(b: OpenBlock, cfg: SearchConfig) -> tuple[list[int], list[int]]:
+    """What each tensor pays off when a child reads it: toward the pre-accumulator debt, toward the
+    loose ends."""
+    uses, tensors = b.uses, b.tensors
+    n_in = len(b.inputs)
+    reads_inputs = int(cfg.block_inputs != "mirage")
+    pays_pre = [0] * len(tensors)
+    pays_loose = [0] * len(tensors)
+    for i, t in enumerate(tensors):
+        if uses[i] == 0:
+            if i < n_in:
+                pays_pre[i] = pays_loose[i] = reads_inputs
+            else:
+                pays_pre[i] = int(not t.after_accum)
+                pays_loose[i] = 1
+    return pays_pre, pays_loose
+
+
 def block_viable(
     s: State,
     b: OpenBlock,
@@ -108,20 +165,9 @@ def block_viable(
     macro_room = _room(left, True, cfg)
     if closed_ok and max(pre, over) + 1 <= (min(op_room, macro_room) if macros else op_room):
         return None
-    # What each tensor pays off when a child reads it: toward the pre-accumulator debt, toward the
-    # loose ends. A child must pay `need_pre` (by its product's flag) and `need_loose` at least.
-    uses, tensors = b.uses, b.tensors
-    n_in = len(b.inputs)
-    reads_inputs = int(cfg.block_inputs != "mirage")
-    pays_pre = [0] * len(tensors)
-    pays_loose = [0] * len(tensors)
-    for i, t in enumerate(tensors):
-        if uses[i] == 0:
-            if i < n_in:
-                pays_pre[i] = pays_loose[i] = reads_inputs
-            else:
-                pays_pre[i] = int(not t.after_accum)
-                pays_loose[i] = 1
+    # A child must pay `need_pre` (by its product's flag) and `need_loose` at least.
+    pays_pre, pays_loose = _pays(b, cfg)
+    tensors = b.tensors
     out = [closed_ok] * n_closed
     # Block ops read one or two tensors (maybe the same one twice).
     need_loose = over + 1 - op_room
