@@ -33,7 +33,16 @@ from mugraph.stages.search.state import (
     shape_nbytes,
 )
 
-__all__ = ["MacroEntry", "MacroOperands", "macro_child", "macro_entries", "macro_label", "macro_new", "macro_table"]
+__all__ = [
+    "MacroEntry",
+    "MacroOperands",
+    "macro_child",
+    "macro_entries",
+    "macro_label",
+    "macro_listed",
+    "macro_new",
+    "macro_table",
+]
 
 
 def macro_entries(b: OpenBlock, room: int) -> list[MacroEntry]:
@@ -47,6 +56,53 @@ def macro_entries(b: OpenBlock, room: int) -> list[MacroEntry]:
     if t.big <= room:
         return entries[start:] if start else entries
     return [e for e in islice(entries, start, None) if e[1] <= room]
+
+
+def macro_listed(b: OpenBlock, room: int) -> list[MacroEntry]:
+    """`macro_entries(b, room)`, in some order, without extending the table where it lacks only
+    `b`'s newest tensor (a block op's child): its parent's entries that `b` lists, then the new
+    quadruples. For a node whose children are only counted (`expand.Barren`): its table would
+    never be read again."""
+    t = b.macros
+    tensors = b.tensors
+    n = len(tensors)
+    if t is None or t.n != n - 1 or not b.ops:
+        return macro_entries(b, room)
+    keys, entries = t.keys, t.entries
+    start = first_above(keys, CONCAT_MATMUL_ORDER, b.last)
+    if t.big <= room:
+        out = entries[start:] if start else list(entries)
+    else:
+        out = [e for e in islice(entries, start, None) if e[1] <= room]
+    j = n - 1
+    x = tensors[j].shape
+    flag, rank = tensors[j].after_accum, len(x)
+    new_lefts: list[tuple[int, int, Shape]] = []
+    new_rights: dict[tuple[object, ...], list[tuple[int, int, Shape]]] = {}
+    if rank >= 1:  # along the last dim
+        for m in t.groups[0].get((rank, flag, x[:-1]), ()):
+            y = tensors[m].shape
+            new_lefts.append((m, j, y[:-1] + (y[-1] + x[-1],)))
+            new_lefts.append((j, m, x[:-1] + (x[-1] + y[-1],)))
+    if rank >= 2:  # along dim -2
+        for m in t.groups[1].get((rank, flag, x[:-2], x[-1]), ()):
+            y = tensors[m].shape
+            for c, d, right in ((m, j, y[:-2] + (y[-2] + x[-2], y[-1])), (j, m, x[:-2] + (x[-2] + y[-2], x[-1]))):
+                key: tuple[object, ...] = (len(right), right[:-2], right[-2], tensors[c].after_accum)
+                new_rights.setdefault(key, []).append((c, d, right))
+    above = _above(b.last)
+    lefts, rights = t.lefts, t.rights
+    for key, pairs in new_rights.items():
+        for c, d, right in pairs:
+            for a, bb, left in lefts.get(key, ()):
+                if c != a and c != bb and d != a and d != bb and (ins := (a, bb, c, d)) >= above:
+                    _add(out, tensors, ins, left, right, room)
+    for a, bb, left in new_lefts:
+        key = (len(left), left[:-2], left[-1], tensors[a].after_accum)
+        for c, d, right in (*rights.get(key, ()), *new_rights.get(key, ())):
+            if c != a and c != bb and d != a and d != bb and (ins := (a, bb, c, d)) >= above:
+                _add(out, tensors, ins, left, right, room)
+    return out
 
 
 def macro_table(b: OpenBlock, room: int) -> MacroTable:
