@@ -166,7 +166,8 @@ class Barren(ChildList):
     __slots__ = ("_count", "_full")
 
     def __init__(self, count: int, node: tuple[State, SearchConfig]) -> None:
-        super().__init__([], [])
+        self._head, self._kids, self._entries, self._node, self._macros = [], [], [], None, []
+        self._news, self._reads = None, None
         self._count = count
         self._full: tuple[State, SearchConfig] | ChildList = node
 
@@ -220,7 +221,7 @@ def child_list(state: State, cfg: SearchConfig, outputs: int | None = None) -> C
                 listed.append(macro_listed(b, room) if cfg.concat_matmul and not b.has_macro else [])
             return listed[0]
 
-        if block_barren(state, b, cfg, outputs, len(closed), macros):
+        if block_barren(state, b, cfg, outputs, len(closed), room, macros):
             return Barren(len(closed) + block_count(b, cfg, room) + len(macros()), (state, cfg))
     return _block_op_children(state, b, cfg, closed)
 
@@ -322,11 +323,14 @@ def _close_children(s: State, b: OpenBlock, cfg: SearchConfig) -> list[State]:
     Mirage's block-input rule, a block graph with an input no block op reads is never closed (the
     same graph without that input is in the space)."""
     n_in = len(b.inputs)
-    if cfg.block_inputs != "mirage" and 0 in b.uses[:n_in]:
+    uses = b.uses
+    unread = uses[:n_in].count(0)
+    if unread and cfg.block_inputs != "mirage":
         return []
-    dangling = [i for i in range(n_in, len(b.tensors)) if b.uses[i] == 0]
-    if not 1 <= len(dangling) <= min(cfg.max_block_outputs, DEFAULT_LIMITS.max_block_outputs):
+    # Counted first (most nodes have too many dangling tensors, or none): listed only if they may close.
+    if not 1 <= uses.count(0) - unread <= min(cfg.max_block_outputs, DEFAULT_LIMITS.max_block_outputs):
         return []
+    dangling = [i for i in range(n_in, len(b.tensors)) if uses[i] == 0]
     if not all(b.tensors[i].after_accum for i in dangling):
         return []
     rank = min(len(b.tensors[i].shape) for i in dangling)
