@@ -324,6 +324,8 @@ def _close_children(s: State, b: OpenBlock, cfg: SearchConfig) -> list[State]:
     same graph without that input is in the space)."""
     n_in = len(b.inputs)
     uses = b.uses
+    if len(uses) > n_in and uses[-1] == 0 and not b.tensors[-1].after_accum:
+        return []  # the newest tensor, most often dangling before the accumulators
     unread = uses[:n_in].count(0)
     if unread and cfg.block_inputs != "mirage":
         return []
