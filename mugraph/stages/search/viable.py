@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from itertools import chain
 
 from mugraph.ir.limits import DEFAULT_LIMITS
 from mugraph.ir.types import IN_PLACE_BLOCK_OPS, OpKind
 from mugraph.stages.search.candidates import max_block_sources
 from mugraph.stages.search.config import SearchConfig
-from mugraph.stages.search.macros import MacroEntry
+from mugraph.stages.search.macros import MacroEntry, MacroUse
 from mugraph.stages.search.op_results import arity, fast_shape
 from mugraph.stages.search.state import ENTRY_TENSOR, TYPE_ORDER, Entry, OpenBlock, State, shape_nbytes
 
@@ -97,7 +98,7 @@ def block_barren(
     outputs: int,
     n_closed: int,
     room: int,
-    macros: Callable[[], list[MacroEntry]],
+    macros: Callable[[], tuple[list[MacroEntry], list[MacroUse]]],
 ) -> bool:
     """Whether `block_viable` rules out every child of the block node (with `room` bytes of shared
     memory left), telling the block ops apart by the node's counts alone, or, where a block op
@@ -127,18 +128,21 @@ def block_barren(
     need_pre_after = pre - macro_room
     if need_loose > 4 or need_pre_after > 4:
         return True
-    listed = macros()
-    if not listed:
+    old, new = macros()
+    if not old and not new:
         return True
     if need_loose <= 0 and need_pre_after + 1 <= 0:
         return False
     pays_pre, pays_loose = pays or _pays(b, cfg)
     tensors = b.tensors
+    # A macro pays a loose end per operand that is one: those over older tensors than the newest
+    # (a loose end, just made) have one fewer to read, often too few.
+    if sum(pays_loose) - pays_loose[-1] < need_loose:
+        old = []
     return not any(
         pays_loose[a] + pays_loose[c] + pays_loose[d] + pays_loose[f] >= need_loose
         and pays_pre[a] + pays_pre[c] + pays_pre[d] + pays_pre[f] >= need_pre_after + (not tensors[a].after_accum)
-        for m in listed
-        for a, c, d, f in (m[0],)
+        for a, c, d, f in chain((m[0] for m in old), (m[0] for m in new))
     )
 
 
