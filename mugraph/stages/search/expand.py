@@ -23,8 +23,8 @@ from mugraph.ir.types import OpKind
 from mugraph.stages.prune import expr as E
 from mugraph.stages.search import candidates as C
 from mugraph.stages.search.config import SearchConfig
-from mugraph.stages.search.macros import MacroEntry, macro_child, macro_entries, macro_new
-from mugraph.stages.search.op_tables import block_table, kernel_table
+from mugraph.stages.search.macros import MacroEntry, MacroUse, macro_child, macro_entries, macro_listed, macro_new
+from mugraph.stages.search.op_tables import block_count, block_table, kernel_table
 from mugraph.stages.search.state import (
     ENTRY_INS,
     ENTRY_NEW,
@@ -40,9 +40,9 @@ from mugraph.stages.search.state import (
     TInfo,
     bump,
 )
-from mugraph.stages.search.viable import KernelStep, block_viable, kernel_viable
+from mugraph.stages.search.viable import KernelStep, block_barren, block_viable, kernel_viable
 
-__all__ = ["Child", "ChildList", "child_list", "children"]
+__all__ = ["Barren", "Child", "ChildList", "child_list", "children"]
 
 
 class Child:
@@ -117,6 +117,11 @@ class ChildList(Sequence[Child]):
         out += [macro_new(tensors, macros[i - n]) for i in indices[at:]]
         return out
 
+    @property
+    def barren(self) -> bool:
+        """Whether counting rules out every child (`Barren`)."""
+        return False
+
     def viable(self, cfg: SearchConfig, outputs: int) -> list[bool] | None:
         """Per child, whether a candidate with `outputs` unconsumed tensors can still come of it
         within the ops left, as far as counting tensors tells (None: every child can). A child
@@ -153,14 +158,77 @@ class ChildList(Sequence[Child]):
         return Child(macro_new(self._node[1].tensors, m), macro_child, *self._node, m)
 
 
-def child_list(state: State, cfg: SearchConfig) -> ChildList:
-    """The children of `state`, in their fixed order (a child's index is its choice in a path)."""
+class Barren(ChildList):
+    """The children of a block node that counting shows has none that can reach a candidate
+    (`viable.block_barren`): only their number is worked out, not the op table they would be
+    listed from. Asked for more (a child, its terms), it lists them as any other node does."""
+
+    __slots__ = ("_count", "_full")
+
+    def __init__(self, count: int, node: tuple[State, SearchConfig]) -> None:
+        self._head, self._kids, self._entries, self._node, self._macros = [], [], [], None, []
+        self._news, self._reads = None, None
+        self._count = count
+        self._full: tuple[State, SearchConfig] | ChildList = node
+
+    @property
+    def barren(self) -> bool:
+        return True
+
+    def _listed(self) -> ChildList:
+        """The children, listed as `child_list` lists any block node's."""
+        full = self._full
+        if not isinstance(full, ChildList):
+            state, cfg = full
+            assert state.block is not None
+            full = self._full = _block_op_children(state, state.block, cfg, _closed(state, state.block, cfg))
+            assert len(full) == self._count, "a barren node's count is its children's"
+        return full
+
+    def __len__(self) -> int:
+        return self._count
+
+    @property
+    def news(self) -> list[tuple[E.Expr, ...]]:
+        return self._listed().news
+
+    def news_at(self, indices: list[int]) -> list[tuple[E.Expr, ...]]:
+        return self._listed().news_at(indices)
+
+    def viable(self, cfg: SearchConfig, outputs: int) -> list[bool] | None:
+        return [False] * self._count
+
+    def __getitem__(self, i: int | slice) -> Child | list[Child]:  # type: ignore[override]
+        return self._listed()[i]
+
+
+def child_list(state: State, cfg: SearchConfig, outputs: int | None = None) -> ChildList:
+    """The children of `state`, in their fixed order (a child's index is its choice in a path).
+    Given the reference's number of `outputs`, a block node whose children counting rules out
+    all at once is only counted (`Barren`)."""
     if state.block is None:
         return _kernel_children(state, cfg)
     if not state.block.configured:
         return _plain([Child((), _made, k) for k in _loop_children(state, state.block, cfg)])
-    closed = [Child((), _made, k) for k in _close_children(state, state.block, cfg)]
-    return _block_op_children(state, state.block, cfg, closed)
+    b = state.block
+    closed = _closed(state, b, cfg)
+    if outputs is not None and b.op_count < cfg.max_block_ops:
+        room = DEFAULT_LIMITS.smem_bytes - b.smem
+        listed: list[tuple[list[MacroEntry], list[MacroUse]]] = []  # the macros, once asked for
+
+        def macros() -> tuple[list[MacroEntry], list[MacroUse]]:
+            if not listed:
+                listed.append(macro_listed(b, room) if cfg.concat_matmul and not b.has_macro else ([], []))
+            return listed[0]
+
+        if block_barren(state, b, cfg, outputs, len(closed), room, macros):
+            old, new = macros()
+            return Barren(len(closed) + block_count(b, cfg, room) + len(old) + len(new), (state, cfg))
+    return _block_op_children(state, b, cfg, closed)
+
+
+def _closed(state: State, b: OpenBlock, cfg: SearchConfig) -> list[Child]:
+    return [Child((), _made, k) for k in _close_children(state, b, cfg)]
 
 
 def _plain(kids: list[Child]) -> ChildList:
@@ -256,11 +324,16 @@ def _close_children(s: State, b: OpenBlock, cfg: SearchConfig) -> list[State]:
     Mirage's block-input rule, a block graph with an input no block op reads is never closed (the
     same graph without that input is in the space)."""
     n_in = len(b.inputs)
-    if cfg.block_inputs != "mirage" and 0 in b.uses[:n_in]:
+    uses = b.uses
+    if len(uses) > n_in and uses[-1] == 0 and not b.tensors[-1].after_accum:
+        return []  # the newest tensor, most often dangling before the accumulators
+    unread = uses[:n_in].count(0)
+    if unread and cfg.block_inputs != "mirage":
         return []
-    dangling = [i for i in range(n_in, len(b.tensors)) if b.uses[i] == 0]
-    if not 1 <= len(dangling) <= min(cfg.max_block_outputs, DEFAULT_LIMITS.max_block_outputs):
+    # Counted first (most nodes have too many dangling tensors, or none): listed only if they may close.
+    if not 1 <= uses.count(0) - unread <= min(cfg.max_block_outputs, DEFAULT_LIMITS.max_block_outputs):
         return []
+    dangling = [i for i in range(n_in, len(b.tensors)) if uses[i] == 0]
     if not all(b.tensors[i].after_accum for i in dangling):
         return []
     rank = min(len(b.tensors[i].shape) for i in dangling)

@@ -215,6 +215,8 @@ class Searcher:
     def _kept(self, kids: ChildList) -> list[int]:
         """Indices of the children that counting does not rule out (`ChildList.viable`) and whose
         new terms the oracle keeps (one batch for all of them)."""
+        if kids.barren:
+            return []
         viable = kids.viable(self.fragment.config, len(self.fragment.output_names))
         if viable is None:
             judged: Sequence[int] = range(len(kids))
@@ -256,6 +258,7 @@ class Searcher:
         counters = SearchCounters()
         found: dict[str, Found] = {}
         stack = self._task_stack(start)
+        outputs = len(self.fragment.output_names)
         while stack and (budget is None or counters.nodes < budget):
             p, top = stack.pop()
             s = top.build() if isinstance(top, Child) else top
@@ -268,7 +271,7 @@ class Searcher:
                     continue
             else:
                 counters.block_nodes += 1
-            kids = child_list(s, self.fragment.config)
+            kids = child_list(s, self.fragment.config, outputs)
             counters.children += len(kids)
             kept = self._kept(kids)
             counters.pruned += len(kids) - len(kept)

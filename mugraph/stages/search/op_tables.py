@@ -297,3 +297,83 @@ def kernel_table(s: State, cfg: SearchConfig) -> OpTable:
     if t is None or t.n < len(s.tensors):
         t = s.table = _extend(t, cfg.kernel_ops, len(s.tensors), functools.partial(_kernel_entries, s.tensors))
     return t
+
+
+# -- counting a node's block ops without its table ---------------------------------------------------
+# Whether a block op is valid, and the shared memory it adds, depend only on its operands' shapes
+# and after-accum flags (and rdx), never on their terms. A node whose children are all ruled out by
+# counting (`viable.block_barren`, most nodes of a deep block graph) needs only how many it lists,
+# and its table would never be read again; so it counts the parent's entries ranked above its last
+# op and, of the tuples reading its new tensor, the valid ones, looked up by shapes (`_COUNT_ROWS`:
+# per older tensor, the sorted memory of the valid ops over the pair).
+_COUNT_ROWS: dict[tuple[OpKind, ...], dict[tuple[object, ...], tuple[tuple[int, ...], tuple[int, ...]]]] = {}
+_COUNT_MAX = 1 << 16
+
+
+def _count_row(
+    kinds: tuple[_BlockKind, ...], a: TInfo, b: TInfo | None, rdx: int
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The sorted memory of the valid ops over the new tensor `a` and the older `b` (of the same
+    flag): those over (a, b) (a commutative kind's one pair, ordered kinds' (a, b)) and those over
+    (b, a) (ordered kinds'); with `b` None, the unary ops over `a`."""
+    first: list[int] = []
+    second: list[int] = []
+    for kind, kind_arity, _, accum, in_place, _ in kinds:
+        if b is None:
+            if kind_arity != "unary":
+                continue
+            if accum is not None:
+                if a.after_accum or (shape := accumulator_shape(accum, a.shape, rdx)) is None:
+                    continue
+            else:
+                shape = a.shape
+            first.append(0 if in_place else shape_nbytes(shape))
+            continue
+        if kind_arity == "unary":
+            continue
+        if (shape := fast_shape(kind, a.shape, b.shape)) is not None:
+            first.append(0 if in_place else shape_nbytes(shape))
+        if kind_arity == "ordered" and (shape := fast_shape(kind, b.shape, a.shape)) is not None:
+            second.append(0 if in_place else shape_nbytes(shape))
+    return tuple(sorted(first)), tuple(sorted(second))
+
+
+def block_count(b: OpenBlock, cfg: SearchConfig, room: int) -> int:
+    """How many block ops `block_table(b, cfg).listed(cfg.block_ops, b.last, room)` lists, without
+    extending the table where it lacks only `b`'s newest tensor (a block op's child): its parent's
+    entries ranked above the last op plus the valid new tuples that fit."""
+    kinds = cfg.block_ops
+    t = b.table
+    tensors = b.tensors
+    n = len(tensors)
+    if t is None or t.n != n - 1 or not b.ops:
+        return block_table(b, cfg).count(kinds, b.last, room)
+    total = t.count(kinds, b.last, room)
+    rows = _COUNT_ROWS.get(kinds)
+    if rows is None or len(rows) >= _COUNT_MAX:
+        rows = _COUNT_ROWS[kinds] = {}
+    block_kinds = _block_kinds(kinds)
+    j = n - 1
+    a = tensors[j]
+    flag = a.after_accum
+    rdx = cfg.rdx
+    key: tuple[object, ...] = (a.shape, flag, rdx)
+    row = rows.get(key)
+    if row is None:
+        row = rows[key] = _count_row(block_kinds, a, None, rdx)
+    fits = bisect.bisect_right
+    total += fits(row[0], room)
+    last_ins = b.last[0]
+    low = last_ins[0] if last_ins else 0  # (i, j) ranks above the last op from its first index on
+    for i in range(n):
+        other = tensors[i]
+        if other.after_accum != flag:
+            continue
+        key = (a.shape, other.shape)
+        row = rows.get(key)
+        if row is None:
+            row = rows[key] = _count_row(block_kinds, a, other, rdx)
+        total += fits(row[0], room)
+        if low <= i < j:
+            total += fits(row[1], room)
+    return total

@@ -12,13 +12,19 @@ to check that.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from itertools import chain
+
 from mugraph.ir.limits import DEFAULT_LIMITS
+from mugraph.ir.types import IN_PLACE_BLOCK_OPS, OpKind
 from mugraph.stages.search.candidates import max_block_sources
 from mugraph.stages.search.config import SearchConfig
-from mugraph.stages.search.macros import MacroEntry
-from mugraph.stages.search.state import ENTRY_TENSOR, Entry, OpenBlock, State
+from mugraph.stages.search.macros import MacroEntry, MacroUse
+from mugraph.stages.search.op_results import arity, fast_shape
+from mugraph.stages.search.state import ENTRY_TENSOR, TYPE_ORDER, Entry, OpenBlock, State, shape_nbytes
 
-__all__ = ["KernelStep", "block_viable", "close_slack", "kernel_viable"]
+__all__ = ["KernelStep", "block_barren", "block_viable", "close_slack", "kernel_viable"]
 
 # What a kernel node's child reads: its operands or its block graph's inputs, and whether it opens a
 # block graph (which becomes one kernel op when it closes).
@@ -85,6 +91,116 @@ def close_slack(s: State, b: OpenBlock, cfg: SearchConfig, outputs: int) -> int:
     return _room(cfg.max_block_ops - b.op_count, b.has_macro, cfg) - max(pre, loose - _outputs(s, b, cfg, outputs))
 
 
+def block_barren(
+    s: State,
+    b: OpenBlock,
+    cfg: SearchConfig,
+    outputs: int,
+    n_closed: int,
+    room: int,
+    macros: Callable[[], tuple[list[MacroEntry], list[MacroUse]]],
+) -> bool:
+    """Whether `block_viable` rules out every child of the block node (with `room` bytes of shared
+    memory left), telling the block ops apart by the node's counts alone, or, where a block op
+    must read two loose ends, by the few that read two (the macros, few, one by one: `macros` lists
+    them): then only how many children it has is ever asked. Most nodes one op short of a full
+    block graph are such."""
+    pre, loose, made = _loose_ends(b, cfg)
+    limit = _outputs(s, b, cfg, outputs)
+    if n_closed and made <= limit:
+        return False
+    over = loose - limit
+    left = cfg.max_block_ops - b.op_count - 1
+    op_room = _room(left, b.has_macro, cfg)
+    need_loose = over + 1 - op_room
+    need_pre_after = pre - op_room
+    pays: tuple[list[int], list[int]] | None = None
+    if need_loose <= 2 and need_pre_after <= 2:
+        if need_loose < 2:
+            return False
+        pays = _pays(b, cfg)
+        if _pays_two(b, cfg, room, need_pre_after, *pays):
+            return False
+    if not cfg.concat_matmul or b.has_macro:
+        return True
+    macro_room = _room(left, True, cfg)
+    need_loose = over + 1 - macro_room
+    need_pre_after = pre - macro_room
+    if need_loose > 4 or need_pre_after > 4:
+        return True
+    old, new = macros()
+    if not old and not new:
+        return True
+    if need_loose <= 0 and need_pre_after + 1 <= 0:
+        return False
+    pays_pre, pays_loose = pays or _pays(b, cfg)
+    tensors = b.tensors
+    # A macro pays a loose end per operand that is one: those over older tensors than the newest
+    # (a loose end, just made) have one fewer to read, often too few.
+    if sum(pays_loose) - pays_loose[-1] < need_loose:
+        old = []
+    return not any(
+        pays_loose[a] + pays_loose[c] + pays_loose[d] + pays_loose[f] >= need_loose
+        and pays_pre[a] + pays_pre[c] + pays_pre[d] + pays_pre[f] >= need_pre_after + (not tensors[a].after_accum)
+        for a, c, d, f in chain((m[0] for m in old), (m[0] for m in new))
+    )
+
+
+@functools.cache
+def _binary_kinds(kinds: tuple[OpKind, ...]) -> tuple[tuple[OpKind, bool, int, bool], ...]:
+    """The binary kinds of a block-op list: (kind, whether commutative, rank order, in place)."""
+    return tuple(
+        (k, arity(k) == "commutative", TYPE_ORDER[k], k in IN_PLACE_BLOCK_OPS) for k in kinds if arity(k) != "unary"
+    )
+
+
+def _pays_two(
+    b: OpenBlock, cfg: SearchConfig, room: int, need_pre_after: int, pays_pre: list[int], pays_loose: list[int]
+) -> bool:
+    """Whether a block op the node lists (over operands of one flag, of valid shapes, ranked above
+    its last op, fitting `room`) reads two distinct loose ends and pays the pre-accumulator debt:
+    the only block ops `block_viable` keeps where each must pay two loose ends."""
+    tensors = b.tensors
+    last_ins, last_order = b.last
+    paying = [i for i, p in enumerate(pays_loose) if p]
+    for x in paying:
+        tx = tensors[x]
+        for y in paying:
+            ty = tensors[y]
+            if x == y or tx.after_accum != ty.after_accum:
+                continue
+            if pays_pre[x] + pays_pre[y] < need_pre_after + (not tx.after_accum):
+                continue
+            ins = (x, y)
+            for kind, commutative, order, in_place in _binary_kinds(cfg.block_ops):
+                if commutative and x < y:
+                    continue
+                if ins < last_ins or (ins == last_ins and order <= last_order):
+                    continue
+                shape = fast_shape(kind, tx.shape, ty.shape)
+                if shape is not None and (in_place or shape_nbytes(shape) <= room):
+                    return True
+    return False
+
+
+def _pays(b: OpenBlock, cfg: SearchConfig) -> tuple[list[int], list[int]]:
+    """What each tensor pays off when a child reads it: toward the pre-accumulator debt, toward the
+    loose ends."""
+    uses, tensors = b.uses, b.tensors
+    n_in = len(b.inputs)
+    reads_inputs = int(cfg.block_inputs != "mirage")
+    pays_pre = [0] * len(tensors)
+    pays_loose = [0] * len(tensors)
+    for i, t in enumerate(tensors):
+        if uses[i] == 0:
+            if i < n_in:
+                pays_pre[i] = pays_loose[i] = reads_inputs
+            else:
+                pays_pre[i] = int(not t.after_accum)
+                pays_loose[i] = 1
+    return pays_pre, pays_loose
+
+
 def block_viable(
     s: State,
     b: OpenBlock,
@@ -108,20 +224,9 @@ def block_viable(
     macro_room = _room(left, True, cfg)
     if closed_ok and max(pre, over) + 1 <= (min(op_room, macro_room) if macros else op_room):
         return None
-    # What each tensor pays off when a child reads it: toward the pre-accumulator debt, toward the
-    # loose ends. A child must pay `need_pre` (by its product's flag) and `need_loose` at least.
-    uses, tensors = b.uses, b.tensors
-    n_in = len(b.inputs)
-    reads_inputs = int(cfg.block_inputs != "mirage")
-    pays_pre = [0] * len(tensors)
-    pays_loose = [0] * len(tensors)
-    for i, t in enumerate(tensors):
-        if uses[i] == 0:
-            if i < n_in:
-                pays_pre[i] = pays_loose[i] = reads_inputs
-            else:
-                pays_pre[i] = int(not t.after_accum)
-                pays_loose[i] = 1
+    # A child must pay `need_pre` (by its product's flag) and `need_loose` at least.
+    pays_pre, pays_loose = _pays(b, cfg)
+    tensors = b.tensors
     out = [closed_ok] * n_closed
     # Block ops read one or two tensors (maybe the same one twice).
     need_loose = over + 1 - op_room

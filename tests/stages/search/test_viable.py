@@ -15,10 +15,12 @@ from typing import Any
 
 import pytest
 
+from mugraph.ir.limits import DEFAULT_LIMITS
 from mugraph.programs import get_builtin
 from mugraph.stages.search import expand
 from mugraph.stages.search.config import SearchConfig, preset_config
 from mugraph.stages.search.explore import Fragment, Searcher
+from mugraph.stages.search.macros import macro_entries, macro_listed
 from mugraph.stages.search.state import State
 from mugraph.stages.search.viable import close_slack
 from tests.stages.search.test_regression import NARROW
@@ -85,3 +87,40 @@ def test_counting_rejects_only_children_with_no_candidate_at_or_below(
         assert len(seen.rejects.get("kernel", [])) > 100
     if name == "lora":
         assert len(seen.rejects.get("close", [])) > 100
+
+
+def test_a_barren_node_counts_its_children_and_lists_them_when_asked() -> None:
+    """A block node that counting shows has no child worth exploring is only counted
+    (`expand.Barren`): as many children as the full listing, none of them viable there, and the
+    same children (terms and states) when one is asked for. Its macros, listed without extending
+    its table, are those the extended table lists."""
+    searcher = _searcher("lora")
+    cfg = searcher.fragment.config
+    outputs = len(searcher.fragment.output_names)
+    seen = {"barren": 0, "listed": 0, "nodes": 0}
+
+    def visit(make: Callable[[], State]) -> None:
+        kids = expand.child_list(make(), cfg, outputs)
+        full = expand.child_list(make(), cfg)
+        seen["nodes"] += 1
+        assert len(kids) == len(full)
+        a, b = make().block, make().block
+        if a is not None and a.configured and b is not None:
+            room = DEFAULT_LIMITS.smem_bytes - a.smem
+            old, new = macro_listed(a, room)
+            assert sorted([(e[0], e[1]) for e in old] + new) == [(e[0], e[1]) for e in macro_entries(b, room)]
+            assert all(len(a.tensors) - 1 not in e[0] for e in old) and all(len(a.tensors) - 1 in e[0] for e in new)
+        if kids.barren:
+            seen["barren"] += 1
+            viable = full.viable(cfg, outputs)
+            assert viable is not None and not any(viable)
+            if seen["listed"] < 40 and len(full):
+                seen["listed"] += 1
+                assert kids.news == full.news
+                assert [k.build().label for k in kids] == [k.build().label for k in full]
+            return
+        for i in searcher._kept(full):
+            visit(full[i].build)
+
+    visit(lambda: searcher.fragment.root)
+    assert seen["barren"] > 100 and seen["listed"] == 40, seen
