@@ -53,8 +53,13 @@ def normalize(value: Any, what: str) -> Any:
         raise ValueError(f"{what} is not JSON-serialisable: {exc}") from None
 
 
+def _checked_text(attrs: Mapping[str, Any]) -> str:
+    """The canonical text of `attrs` without their checksum: what the checksum is taken over."""
+    return canonical_json({k: v for k, v in attrs.items() if k != CRC_KEY})
+
+
 def _crc(attrs: Mapping[str, Any]) -> int:
-    return zlib.crc32(canonical_json({k: v for k, v in attrs.items() if k != CRC_KEY}).encode())
+    return zlib.crc32(_checked_text(attrs).encode())
 
 
 def seal(attrs: Mapping[str, Any]) -> JsonObject:
@@ -120,9 +125,8 @@ def sealed_group_json(attrs: Mapping[str, Any]) -> bytes:
     is also the text the file holds, with the checksum spliced in as the last key. The driver writes
     the run's timeline (up to 600 progress samples) this way, and each pass over it costs it about
     5 ms."""
-    body = {k: v for k, v in attrs.items() if k != CRC_KEY}
-    text = canonical_json(body)
-    sealed = f'{text[:-1]}{"," if body else ""}"{CRC_KEY}":{zlib.crc32(text.encode())}}}'
+    text = _checked_text(attrs)
+    sealed = f'{text[:-1]}{"," if text != "{}" else ""}"{CRC_KEY}":{zlib.crc32(text.encode())}}}'
     return f'{{"attributes":{sealed},"zarr_format":3,"node_type":"group"}}'.encode()
 
 
