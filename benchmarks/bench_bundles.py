@@ -3,15 +3,18 @@ the order and bundles cost its wall, for any number of workers, in seconds of on
 
     python benchmarks/bench_bundles.py benchmarks/data/scale_lora_t2.jsonl.gz --workers 2,64,256
 
-A discrete-event simulation of the trace's task tree (bench_scale.py's traces) that calls the
-driver's own rules (`task_keys.bundle_size`, `queued_seconds`, `bundle_seconds`, `bundles`, the
-depth means of `dispatch.DEPTH_WINDOW` and `dispatch.search_priority`): N worker threads take the
-highest-priority bundle queued, run its paths for their recorded seconds and hand back the rest once
-a bundle has run twice its seconds; each result reaches the driver after `--latency` / 2, which
-spends `--per-path` and `--per-task` seconds on it, serially, and its children are queued `--latency`
-/ 2 later. `--rule floor` keeps every bundle at BUNDLE_SECONDS (the rule before bundles grew with the
-queue), for the side by side. It measures the rule, not Dask: a replay (bench_scale.py) measures the
-real driver and scheduler.
+A discrete-event simulation of the trace's task tree (bench_scale.py's traces) that cuts each batch
+into tasks with the driver's own `bundling.plan_bundles` and its `DepthTimes`: N worker threads take
+the highest-priority bundle queued, run its paths for their recorded seconds and hand back the rest
+once a bundle has run twice its seconds. Each result reaches the driver `--latency` / 2 after it
+finishes; the driver spends `--per-path` and `--per-task` seconds on it, one result at a time, and
+its children are queued `--latency` / 2 later. Every task passes the scheduler twice (to a worker and
+back), which handles one message at a time in `--scheduler` seconds: the default, 0.8 ms, puts
+gqa's whole tree at 256 workers with one path a task at 41% of the bound, where Dask alone
+(`bench_scale.py --driver floor`) measured 42% on a 16-core machine. `--rule depth` bundles every path
+with its own depth only (the rule before small paths travelled together), for the side by side. It
+measures the rule against a model of Dask: a replay (bench_scale.py) measures the real driver and
+scheduler.
 """
 
 from __future__ import annotations
@@ -30,51 +33,54 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from scale_trace import TraceTask, read_trace  # noqa: E402
 
-from mugraph.pipeline.dispatch import DEPTH_WINDOW, search_priority  # noqa: E402
-from mugraph.pipeline.task_keys import (  # noqa: E402
-    BUNDLE_SECONDS,
-    bundle_seconds,
-    bundle_size,
-    bundles,
-    queued_seconds,
-)
+from mugraph.pipeline.bundling import SMALL_SHARE, DepthTimes, plan_bundles  # noqa: E402
 
 Key = tuple[str, tuple[int, ...]]
 Ready = tuple[int, tuple[Key, ...], float]  # a bundle queued: its priority, its paths, its hand-back seconds
+# the rules compared: `plan_bundles`' small_share (None: every path bundled with its own depth only)
+RULES: dict[str, int | None] = {"depth": None, "mixed": SMALL_SHARE}
 Ran = tuple[tuple[Key, ...], tuple[Key, ...]]  # a bundle run: the paths it ran, the ones it handed back
 
 
 def simulate(
-    tasks: list[TraceTask], workers: int, rule: str, latency: float, per_path: float, per_task: float
+    tasks: list[TraceTask],
+    workers: int,
+    rule: str,
+    latency: float,
+    per_path: float,
+    per_task: float,
+    scheduler: float = 0.0,
 ) -> tuple[float, int]:
     """(the simulated wall, the Dask tasks run) of the trace on `workers` threads."""
+    if rule not in RULES:
+        raise ValueError(f"unknown rule {rule!r}: one of {', '.join(RULES)}")
     table = {(t.fragment, tuple(t.path)): t for t in tasks}
     kids = {k: [(k[0], tuple(p)) for p in t.frontier if (k[0], tuple(p)) in table] for k, t in table.items()}
     events: list[tuple[float, int, str, Ready | Ran]] = []
     ready: list[tuple[int, int, tuple[Key, ...], float]] = []
     seq = 0
-    means: dict[int, float] = {}
-    seen: Counter[int] = Counter()
+    times = DepthTimes()
     queued: Counter[int] = Counter()
-    free, driver_free, end, ran_tasks = workers, 0.0, 0.0, 0
+    free, driver_free, scheduler_free, end, ran_tasks = workers, 0.0, 0.0, 0.0, 0
 
     def push(at: float, kind: str, item: Ready | Ran) -> None:
         nonlocal seq
         heapq.heappush(events, (at, seq, kind, item))
         seq += 1
 
+    def through_scheduler(at: float) -> float:
+        """When a message reaching the scheduler at `at` has been handled (one at a time)."""
+        nonlocal scheduler_free
+        scheduler_free = max(at, scheduler_free) + scheduler
+        return scheduler_free
+
     def submit(keys: list[Key], at: float) -> None:
         for k in keys:
             queued[len(k[1])] += 1
-        waiting = sum(queued.values()) - workers
-        size = bundle_size(waiting, workers)
-        span = BUNDLE_SECONDS if rule == "floor" else bundle_seconds(queued_seconds(queued, means, workers), workers)
-        groups: dict[int, list[Key]] = {}
-        for k in keys:
-            groups.setdefault(search_priority(k[1]), []).append(k)
-        for priority, group in sorted(groups.items(), reverse=True):
-            for r in bundles([k[1] for k in group], size, means.get, span):
-                push(at + latency / 2, "ready", (priority, tuple(group[i] for i in r), 2 * span))
+        plan = plan_bundles([k[1] for k in keys], queued, times, workers, RULES[rule])
+        for priority, members in plan.tasks:
+            bundle = tuple(keys[i] for i in members)
+            push(through_scheduler(at + latency / 2), "ready", (priority, bundle, 2 * plan.seconds))
 
     submit([k for k in table if not k[1]], 0.0)
     while events:
@@ -85,15 +91,12 @@ def simulate(
             seq += 1
         elif kind == "done":
             free += 1
-            push(now + latency / 2, "arrive", item)
+            push(through_scheduler(now + latency / 2), "arrive", item)
         else:
             ran, rest = cast(Ran, item)
             driver_free = max(now, driver_free) + per_path * len(ran) + per_task
             for k in ran:
-                d = len(k[1])
-                seen[d] += 1
-                mean = means.get(d, table[k].seconds)
-                means[d] = mean + (table[k].seconds - mean) / min(seen[d], DEPTH_WINDOW)
+                times.observe(len(k[1]), table[k].seconds)
             for k in (*ran, *rest):
                 queued[len(k[1])] -= 1
             submit([c for k in ran for c in kids[k]] + list(rest), driver_free)
@@ -129,10 +132,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("traces", nargs="+", type=Path)
     ap.add_argument("--workers", default="2,64,256")
-    ap.add_argument("--rule", default="floor,queued", help="floor, queued or both (comma-separated)")
+    ap.add_argument("--rule", default="depth,mixed", help="depth, mixed or both (comma-separated)")
     ap.add_argument("--latency", type=float, default=0.02, help="seconds of one round trip to a worker")
     ap.add_argument("--per-path", type=float, default=0.0002, help="driver seconds per path handled")
     ap.add_argument("--per-task", type=float, default=0.0003, help="driver seconds per Dask task handled")
+    ap.add_argument(
+        "--scheduler",
+        type=float,
+        default=0.0008,
+        help="scheduler seconds per message (a task costs two: to a worker and back), one at a time",
+    )
     args = ap.parse_args()
     print("| trace | N | rule | wall s | bound s | efficiency | Dask tasks |")
     print("|---|---|---|---|---|---|---|")
@@ -141,7 +150,7 @@ def main() -> None:
         for n in (int(x) for x in args.workers.split(",")):
             ideal = bound(tasks, n)
             for rule in args.rule.split(","):
-                wall, count = simulate(tasks, n, rule, args.latency, args.per_path, args.per_task)
+                wall, count = simulate(tasks, n, rule, args.latency, args.per_path, args.per_task, args.scheduler)
                 print(f"| {trace.name} | {n} | {rule} | {wall:.1f} | {ideal:.1f} | {ideal / wall:.0%} | {count:,} |")
 
 

@@ -22,27 +22,22 @@ from typing import Any
 
 from distributed import Client, Future, as_completed
 
+from mugraph.pipeline.bundling import DepthTimes, plan_bundles
 from mugraph.pipeline.cluster import confirming_worker
 from mugraph.pipeline.jobs import ConfirmJob, Job, LayoutJob, Placement, SearchJob
 from mugraph.pipeline.plan import RunPlan
 from mugraph.pipeline.records import SearchTaskResult
-from mugraph.pipeline.task_keys import bundle_key, bundle_seconds, bundle_size, bundles, queued_seconds
+from mugraph.pipeline.task_keys import bundle_key
 from mugraph.pipeline.worker import MAX_SEARCHERS
 from mugraph.stages.search.task_paths import task_budget
 from mugraph.storage.run.run_records import LayoutRecord
 from mugraph.storage.run.store import FoundRecord
 
-__all__ = ["WARM_PRIORITY", "Dispatch", "SearchFn", "search_priority"]
+__all__ = ["WARM_PRIORITY", "Dispatch", "SearchFn"]
 
 # (payload, paths, node budget, seconds after which a bundle hands back its unstarted paths)
 SearchFn = Callable[[Any, tuple[tuple[int, ...], ...], int, float], tuple[SearchTaskResult, ...]]
 WARM_PRIORITY = -(1 << 20)  # below every search task: a busy worker warms up once its queue is empty
-DEPTH_WINDOW = 20  # tasks in each depth's moving mean of task seconds
-
-
-def search_priority(path: Sequence[int]) -> int:
-    """A search task's Dask priority (higher runs first): shallower paths first."""
-    return -len(path)
 
 
 class Dispatch:
@@ -77,24 +72,20 @@ class Dispatch:
         self.confirmer: str | None = None  # the worker all confirmations go to (no GPU)
         self.confirm_moves = 0
         self.slots = 1  # worker threads in the cluster (`refresh`)
-        self.depth_seconds: dict[int, float] = {}  # a running mean of a search task's seconds, per depth
-        self.depth_tasks: Counter[int] = Counter()
+        self.times = DepthTimes()  # recent search tasks' seconds, per depth: they size the bundles
         self.queued_depths: Counter[int] = Counter()  # search rows in flight, per path length
         self.row_depth: dict[int, int] = {}
 
     def observe(self, path: Sequence[int], seconds: float) -> None:
-        """A search path finished in `seconds`: fold it into its depth's mean (the mean of the first
-        DEPTH_WINDOW, then a moving one), which sizes the bundles of later paths at that depth."""
-        d = len(path)
-        self.depth_tasks[d] += 1
-        mean = self.depth_seconds.get(d, seconds)
-        self.depth_seconds[d] = mean + (seconds - mean) / min(self.depth_tasks[d], DEPTH_WINDOW)
+        """A search path finished in `seconds`: it sizes the bundles of later paths at its depth."""
+        self.times.observe(len(path), seconds)
 
     def searches(self, fragment: int, tasks: Iterable[tuple[int, tuple[int, ...]]]) -> None:
-        """Submit the (row, path) search tasks not running or done yet: one `map` per priority (a
-        shallower path first), so a batch of children costs the scheduler one message, not one each."""
+        """Submit the (row, path) search tasks not running or done yet, bundled by `plan_bundles`: one
+        `map` per priority, so a batch of children costs the scheduler a message per priority, not one
+        per task."""
         fp = self.plan.fragments[fragment]
-        by_priority: dict[int, list[tuple[int, tuple[int, ...]]]] = {}
+        batch: list[tuple[int, tuple[int, ...]]] = []
         for row, path in tasks:
             if row in self.inflight or row in self.done:
                 continue
@@ -103,20 +94,22 @@ class Dispatch:
             self.row_fragment[row] = fragment
             self.row_depth[row] = len(path)
             self.queued_depths[len(path)] += 1
-            by_priority.setdefault(search_priority(path), []).append((row, path))
-        waiting = len(self.inflight) - self.slots
-        k = bundle_size(waiting, self.slots)
-        span = bundle_seconds(queued_seconds(self.queued_depths, self.depth_seconds, self.slots), self.slots)
-        for priority, group in sorted(by_priority.items(), reverse=True):
-            split = bundles([p for _, p in group], k, self.depth_seconds.get, span)
-            rows = [tuple(group[i][0] for i in r) for r in split]
-            paths = [tuple(group[i][1] for i in r) for r in split]
+            batch.append((row, path))
+        if not batch:
+            return
+        plan = plan_bundles([p for _, p in batch], self.queued_depths, self.times, self.slots)
+        by_priority: dict[int, list[tuple[int, ...]]] = {}
+        for priority, members in plan.tasks:
+            by_priority.setdefault(priority, []).append(members)
+        for priority, split in sorted(by_priority.items(), reverse=True):
+            rows = [tuple(batch[i][0] for i in m) for m in split]
+            paths = [tuple(batch[i][1] for i in m) for m in split]
             futs = self.client.map(
                 self.search_fn,
                 [fp.payload] * len(split),
                 paths,
                 [task_budget(ps[0], self.plan.budget) for ps in paths],
-                [2 * span] * len(split),
+                [2 * plan.seconds] * len(split),
                 key=[bundle_key(fp, ps) for ps in paths],
                 pure=False,
                 priority=priority,

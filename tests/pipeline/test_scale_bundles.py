@@ -8,22 +8,25 @@ from __future__ import annotations
 
 import pytest
 
-from mugraph.pipeline.dispatch import WARM_PRIORITY, search_priority
-from mugraph.pipeline.driver import LINGER_COVER, LINGER_SECONDS, linger_seconds
-from mugraph.pipeline.plan import make_plan
-from mugraph.pipeline.task_keys import (
+from mugraph.pipeline.bundling import (
     BUNDLE_SECONDS,
     BUNDLE_SHARE,
     BUNDLE_SLACK,
     MAX_BUNDLE,
     MAX_BUNDLE_SECONDS,
-    bundle_key,
+    SMALL_SHARE,
+    DepthTimes,
     bundle_seconds,
     bundle_size,
     bundles,
+    plan_bundles,
     queued_seconds,
-    task_key,
+    search_priority,
 )
+from mugraph.pipeline.dispatch import WARM_PRIORITY
+from mugraph.pipeline.driver import LINGER_COVER, LINGER_SECONDS, linger_seconds
+from mugraph.pipeline.plan import make_plan
+from mugraph.pipeline.task_keys import bundle_key, task_key
 from mugraph.pipeline.worker import search_task
 from mugraph.programs import get_builtin
 from tests.stages.search.narrow import NARROW
@@ -81,6 +84,39 @@ def test_a_bundle_grows_with_the_work_queued_per_worker_thread() -> None:
     assert [len(r) for r in bundles(paths, MAX_BUNDLE, eighth.get, 4 * BUNDLE_SECONDS)] == [10]
     assert [len(r) for r in bundles(paths, MAX_BUNDLE, eighth.get)] == [8, 2]  # the floor by default
     assert [len(r) for r in bundles(paths, MAX_BUNDLE, eighth.get, BUNDLE_SECONDS / 2)] == [4, 4, 2]
+
+
+def test_depth_times_keep_a_moving_mean_and_a_recent_median() -> None:
+    times = DepthTimes()
+    assert times.median(3) is None and times.means.get(3) is None
+    for s in (0.01, 0.01, 0.02, 9.0):  # one long subtree among small ones
+        times.observe(3, s)
+    assert times.means[3] == pytest.approx(9.04 / 4)
+    assert times.median(3) == 0.02
+    for _ in range(40):
+        times.observe(3, 1.0)
+    assert times.median(3) == 1.0  # only the last DEPTH_WINDOW count
+
+
+def test_small_paths_of_every_depth_travel_together() -> None:
+    times = DepthTimes()
+    for depth, seconds in ((2, 1.0), (5, 0.01), (6, 0.01), (7, 0.02)):
+        for _ in range(5):
+            times.observe(depth, seconds)
+    times.observe(5, 1.0)  # a long one: depth 5's mean rises, its median stays small
+    # a budgeted task's frontier: siblings at depth 2, then one run each at depths 5, 6 and 7
+    paths = [(0, 1), (0, 2), (0, 1, 2, 3, 4), (0, 1, 2, 3, 4, 5), (0, 1, 2, 3, 4, 5, 6)]
+    slots = 256  # many workers: few paths wait, so the count rule alone would send each path alone
+    queued = {2: 2, 5: 1, 6: 1, 7: 1}
+    plan = plan_bundles(paths, queued, times, slots)
+    assert plan.seconds == BUNDLE_SECONDS
+    assert (times.median(5) or 1.0) <= plan.seconds / SMALL_SHARE < times.means[5]
+    assert sorted(plan.tasks) == sorted([(-2, (0,)), (-2, (1,)), (-5, (2, 3, 4))])
+    by_depth = plan_bundles(paths, queued, times, slots, small_share=None)
+    assert sorted(by_depth.tasks) == sorted([(-2, (0,)), (-2, (1,)), (-5, (2,)), (-6, (3,)), (-7, (4,))])
+    # every path exactly once, whatever the rule
+    for p in (plan, by_depth):
+        assert sorted(i for _, m in p.tasks for i in m) == list(range(len(paths)))
 
 
 def test_shallower_paths_run_first_and_warm_ups_last() -> None:
