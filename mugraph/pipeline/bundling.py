@@ -4,12 +4,15 @@ simulator (benchmarks/bench_bundles.py) run the same rule.
 
 A bundle is one Dask task carrying several paths, each explored under its own budget, so bundling
 changes how many tasks the scheduler and the driver handle, never which nodes are visited. Paths are
-grouped by depth (a shallower path runs first, see `search_priority`), except the small ones: a path
-whose depth's recent tasks took a small share of a bundle's seconds (by their median: a depth's mean is
-held up by a few long subtrees) travels with the small paths of every other depth in the batch. A
-budgeted task's frontier holds a few paths at each of many depths, so grouped by depth alone the deep,
-tiny ones went one or two a task; on gqa's whole tree that left 27,560 tasks for 31,799 paths, and at
-256 workers Dask's cost per task, not the driver, bounded the run (benchmarks/RESULTS.md, "Scale").
+grouped by depth (a shallower path runs first, see `search_priority`), except the *small* ones, which
+travel together whatever their depth, at the priority of the shallowest among them:
+- a path whose depth's recent tasks took a small share of a bundle's seconds (by their median: a
+  depth's mean is held up by a few long subtrees);
+- a path of a depth with no finished task yet, while many paths wait for every worker thread (then
+  the order between depths costs the wall little: every thread has work queued either way).
+A budgeted task's frontier holds a few paths at each of many depths, so grouped by depth alone the
+deep ones went one or two a task: on 2 workers lora's whole tree made 1,361 Dask tasks for 9,552
+paths and gqa's 12,865 for 31,799 (simulated; each task costs the driver's process a few ms of CPU).
 """
 
 from __future__ import annotations
@@ -45,9 +48,10 @@ def search_priority(path: Sequence[int]) -> int:
 # Paths one search task carries at most. Each task costs the driver a result message, its share of a
 # `gather` and of a `map`, and a release; with 2 workers on lora, 32 instead of 8 took the driver's
 # process from 4.4-4.5 to 3.6-3.9 CPU s in 150 s (benchmarks/RESULTS.md, "The driver's CPU on a real
-# run"). A bundle that long forms only when 128 paths wait for every worker thread, so many workers
-# keep small tasks.
-MAX_BUNDLE = 32
+# run"). Simulated, 64 (with MAX_BUNDLE_SECONDS 8) took lora's whole tree on 2 workers from 747 to
+# 467 tasks once small paths travelled together. A depth-grouped bundle that long forms only when 256
+# paths wait for every worker thread, so many workers keep small tasks.
+MAX_BUNDLE = 64
 BUNDLE_SLACK = 4  # bundle only past this many waiting paths per worker thread
 # A bundle holds about this many seconds of expected work (the mean task seconds at each path's
 # depth), and a worker hands back the paths of a bundle it has not started once it has spent twice
@@ -59,8 +63,9 @@ BUNDLE_SECONDS = 0.5
 # the driver's process about 2 ms of CPU (its submission, the scheduler's report, the gather and the
 # release). Simulated on the whole tree-2 traces (Dask's cost aside), a bundle of 1/32 of each thread's
 # queue gave lora 1,035 tasks instead of 2,825 on 2 workers and the same walls at 64 and 256 workers
-# (90% and 84% of the bound); 1/8 cost lora 5 points at 64 workers.
-MAX_BUNDLE_SECONDS = 4.0
+# (90% and 84% of the bound); 1/8 cost lora 5 points at 64 workers. The cap of 8 s (from 4) matters
+# only while a thread's queue holds over 256 s of work, as on 2 workers.
+MAX_BUNDLE_SECONDS = 8.0
 BUNDLE_SHARE = 32  # a bundle holds at most 1/32 of the work queued per worker thread
 
 
@@ -163,22 +168,22 @@ def plan_bundles(
 ) -> BundlePlan:
     """Cut a batch of `paths` into search tasks, given the search rows in flight per depth (`queued`,
     the batch included) and the worker threads (`slots`). Paths keep the batch's order within a task.
-    The small paths (see the module's docstring) form bundles of their own, sized by seconds alone and
-    run at the priority of their shallowest path; the rest are bundled per depth, also by count
-    (`bundle_size`) while few paths wait. `small_share=None` bundles every path by depth (the rule
+    The small paths (see the module's docstring) form bundles of their own, up to MAX_BUNDLE paths and
+    the bundle's seconds, run at the priority of their shallowest path; the rest are bundled per
+    depth, also by count (`bundle_size`) while few paths wait. `small_share=None` bundles every path by depth (the rule
     before small paths travelled together, for side-by-side runs)."""
     waiting = sum(queued.values()) - slots
     span = bundle_seconds(queued_seconds(queued, times.means, slots), slots)
+    size = bundle_size(waiting, slots)
     small: list[int] = []
     by_priority: dict[int, list[int]] = {}
     for i, path in enumerate(paths):
         typical = times.median(len(path))
-        if small_share is not None and typical is not None and typical <= span / small_share:
+        if small_share is not None and (size > 1 if typical is None else typical <= span / small_share):
             small.append(i)
         else:
             by_priority.setdefault(search_priority(path), []).append(i)
     tasks: list[tuple[int, tuple[int, ...]]] = []
-    size = bundle_size(waiting, slots)
     for priority, group in sorted(by_priority.items(), reverse=True):
         for r in bundles([paths[i] for i in group], size, times.means.get, span):
             tasks.append((priority, tuple(group[j] for j in r)))

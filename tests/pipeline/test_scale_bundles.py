@@ -114,6 +114,12 @@ def test_small_paths_of_every_depth_travel_together() -> None:
     assert sorted(plan.tasks) == sorted([(-2, (0,)), (-2, (1,)), (-5, (2, 3, 4))])
     by_depth = plan_bundles(paths, queued, times, slots, small_share=None)
     assert sorted(by_depth.tasks) == sorted([(-2, (0,)), (-2, (1,)), (-5, (2,)), (-6, (3,)), (-7, (4,))])
+    # many paths wait for each worker thread: paths of depths with no finished task travel together too
+    fresh = DepthTimes()
+    deep = [(0, 1, 2), (0, 1, 2, 3), (0, 1, 2, 3, 4)]
+    assert plan_bundles(deep, {3: 100, 4: 100, 5: 100}, fresh, 2).tasks == ((-3, (0, 1, 2)),)
+    few = plan_bundles(deep, {3: 1, 4: 1, 5: 1}, fresh, 2)  # few wait: each depth on its own
+    assert sorted(few.tasks) == [(-5, (2,)), (-4, (1,)), (-3, (0,))]
     # every path exactly once, whatever the rule
     for p in (plan, by_depth):
         assert sorted(i for _, m in p.tasks for i in m) == list(range(len(paths)))
