@@ -36,12 +36,17 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from scale_trace import TraceTask, read_trace  # noqa: E402
 
-from mugraph.pipeline.bundling import SMALL_SHARE, DepthTimes, plan_bundles  # noqa: E402
+from mugraph.pipeline.bundling import DEFAULT_RULE, BundleRule, DepthTimes, plan_bundles  # noqa: E402
 
 Key = tuple[str, tuple[int, ...]]
 Ready = tuple[int, tuple[Key, ...], float]  # a bundle queued: its priority, its paths, its hand-back seconds
-# the rules compared: `plan_bundles`' small_share (None: every path bundled with its own depth only)
-RULES: dict[str, int | None] = {"depth": None, "mixed": SMALL_SHARE}
+# the rules compared: `base` is the rule before small paths travelled together (by depth only, at most
+# 32 paths and 4 s a bundle); `depth` the same with today's caps; `mixed` today's
+RULES: dict[str, BundleRule] = {
+    "base": BundleRule(None, 32, 4.0),
+    "depth": BundleRule(None),
+    "mixed": DEFAULT_RULE,
+}
 Ran = tuple[tuple[Key, ...], tuple[Key, ...]]  # a bundle run: the paths it ran, the ones it handed back
 
 
@@ -135,7 +140,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("traces", nargs="+", type=Path)
     ap.add_argument("--workers", default="2,64,256")
-    ap.add_argument("--rule", default="depth,mixed", help="depth, mixed or both (comma-separated)")
+    ap.add_argument("--rule", default="base,mixed", help="base, depth, mixed (comma-separated)")
     ap.add_argument("--latency", type=float, default=0.02, help="seconds of one round trip to a worker")
     ap.add_argument("--per-path", type=float, default=0.0002, help="driver seconds per path handled")
     ap.add_argument("--per-task", type=float, default=0.0003, help="driver seconds per Dask task handled")

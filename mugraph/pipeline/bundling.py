@@ -23,9 +23,11 @@ from dataclasses import dataclass
 
 __all__ = [
     "BUNDLE_SECONDS",
+    "DEFAULT_RULE",
     "DEPTH_WINDOW",
     "MAX_BUNDLE",
     "BundlePlan",
+    "BundleRule",
     "DepthTimes",
     "bundle_seconds",
     "bundle_size",
@@ -69,12 +71,12 @@ MAX_BUNDLE_SECONDS = 8.0
 BUNDLE_SHARE = 32  # a bundle holds at most 1/32 of the work queued per worker thread
 
 
-def bundle_size(waiting: int, slots: int) -> int:
+def bundle_size(waiting: int, slots: int, cap: int = MAX_BUNDLE) -> int:
     """How many paths a search task carries: one while paths are scarce (each idle worker should get
     its own), up to MAX_BUNDLE when paths wait many times over for every worker thread. Fewer, longer
     tasks cost the scheduler and the driver fewer messages; the nodes visited are the same, since
     each path is explored under its own budget whichever task carries it."""
-    return max(1, min(MAX_BUNDLE, waiting // (BUNDLE_SLACK * max(1, slots))))
+    return max(1, min(cap, waiting // (BUNDLE_SLACK * max(1, slots))))
 
 
 def queued_seconds(depths: Mapping[int, int], means: Mapping[int, float], slots: int) -> float:
@@ -89,11 +91,11 @@ def queued_seconds(depths: Mapping[int, int], means: Mapping[int, float], slots:
     return work * (rows - slots) / rows
 
 
-def bundle_seconds(queued: float, slots: int) -> float:
+def bundle_seconds(queued: float, slots: int, cap: float = MAX_BUNDLE_SECONDS) -> float:
     """The expected work one bundle holds, given the expected seconds of the search work queued and
     not running: BUNDLE_SECONDS, or 1/BUNDLE_SHARE of each worker thread's queue if that is longer,
     up to MAX_BUNDLE_SECONDS."""
-    return min(MAX_BUNDLE_SECONDS, max(BUNDLE_SECONDS, queued / (BUNDLE_SHARE * max(1, slots))))
+    return min(cap, max(BUNDLE_SECONDS, queued / (BUNDLE_SHARE * max(1, slots))))
 
 
 def bundles(
@@ -151,6 +153,20 @@ class DepthTimes:
 
 
 @dataclass(frozen=True)
+class BundleRule:
+    """The rule's settings: `small_share` (None: every path bundled with its own depth only, as before
+    small paths travelled together) and the caps on a bundle's paths and seconds. Other values than
+    the defaults exist for side-by-side simulations."""
+
+    small_share: int | None = SMALL_SHARE
+    max_paths: int = MAX_BUNDLE
+    max_seconds: float = MAX_BUNDLE_SECONDS
+
+
+DEFAULT_RULE = BundleRule()
+
+
+@dataclass(frozen=True)
 class BundlePlan:
     """A batch's search tasks: the seconds a bundle holds (a worker hands back the unstarted paths of
     a bundle once it has spent twice that), and each task's priority and positions in the batch."""
@@ -164,17 +180,17 @@ def plan_bundles(
     queued: Mapping[int, int],
     times: DepthTimes,
     slots: int,
-    small_share: int | None = SMALL_SHARE,
+    rule: BundleRule = DEFAULT_RULE,
 ) -> BundlePlan:
     """Cut a batch of `paths` into search tasks, given the search rows in flight per depth (`queued`,
     the batch included) and the worker threads (`slots`). Paths keep the batch's order within a task.
-    The small paths (see the module's docstring) form bundles of their own, up to MAX_BUNDLE paths and
+    The small paths (see the module's docstring) form bundles of their own, up to the rule's paths and
     the bundle's seconds, run at the priority of their shallowest path; the rest are bundled per
-    depth, also by count (`bundle_size`) while few paths wait. `small_share=None` bundles every path by depth (the rule
-    before small paths travelled together, for side-by-side runs)."""
+    depth, also by count (`bundle_size`) while few paths wait."""
     waiting = sum(queued.values()) - slots
-    span = bundle_seconds(queued_seconds(queued, times.means, slots), slots)
-    size = bundle_size(waiting, slots)
+    span = bundle_seconds(queued_seconds(queued, times.means, slots), slots, rule.max_seconds)
+    size = bundle_size(waiting, slots, rule.max_paths)
+    small_share = rule.small_share
     small: list[int] = []
     by_priority: dict[int, list[int]] = {}
     for i, path in enumerate(paths):
@@ -188,7 +204,7 @@ def plan_bundles(
         for r in bundles([paths[i] for i in group], size, times.means.get, span):
             tasks.append((priority, tuple(group[j] for j in r)))
     small.sort(key=lambda i: len(paths[i]))  # stable: the batch's order within a depth
-    for r in bundles([paths[i] for i in small], MAX_BUNDLE, times.means.get, span):
+    for r in bundles([paths[i] for i in small], rule.max_paths, times.means.get, span):
         first = small[r.start]
         tasks.append((search_priority(paths[first]), tuple(small[j] for j in r)))
     return BundlePlan(span, tuple(tasks))

@@ -19,7 +19,7 @@ TRACE = ROOT / "benchmarks" / "data" / "scale_rms_norm.jsonl.gz"
 def test_the_simulation_runs_each_path_and_never_beats_the_bound() -> None:
     _, tasks = read_trace(TRACE)
     for workers in (1, 2, 64):
-        for rule in ("depth", "mixed"):
+        for rule in ("base", "depth", "mixed"):
             wall, dask_tasks = simulate(tasks, workers, rule, latency=0.0, per_path=0.0, per_task=0.0)
             assert wall >= bound(tasks, workers) - 1e-9
             assert dask_tasks > 0

@@ -15,6 +15,7 @@ from mugraph.pipeline.bundling import (
     MAX_BUNDLE,
     MAX_BUNDLE_SECONDS,
     SMALL_SHARE,
+    BundleRule,
     DepthTimes,
     bundle_seconds,
     bundle_size,
@@ -112,7 +113,7 @@ def test_small_paths_of_every_depth_travel_together() -> None:
     assert plan.seconds == BUNDLE_SECONDS
     assert (times.median(5) or 1.0) <= plan.seconds / SMALL_SHARE < times.means[5]
     assert sorted(plan.tasks) == sorted([(-2, (0,)), (-2, (1,)), (-5, (2, 3, 4))])
-    by_depth = plan_bundles(paths, queued, times, slots, small_share=None)
+    by_depth = plan_bundles(paths, queued, times, slots, BundleRule(small_share=None))
     assert sorted(by_depth.tasks) == sorted([(-2, (0,)), (-2, (1,)), (-5, (2,)), (-6, (3,)), (-7, (4,))])
     # many paths wait for each worker thread: paths of depths with no finished task travel together too
     fresh = DepthTimes()
