@@ -73,6 +73,7 @@ class Dispatch:
         self.confirm_moves = 0
         self.slots = 1  # worker threads in the cluster (`refresh`)
         self.times = DepthTimes()  # recent search tasks' seconds, per depth: they size the bundles
+        self.span = 0.0  # the seconds of the last batch's bundles
         self.queued_depths: Counter[int] = Counter()  # search rows in flight, per path length
         self.row_depth: dict[int, int] = {}
 
@@ -98,6 +99,7 @@ class Dispatch:
         if not batch:
             return
         plan = plan_bundles([p for _, p in batch], self.queued_depths, self.times, self.slots)
+        self.span = plan.seconds
         by_priority: dict[int, list[tuple[int, ...]]] = {}
         for priority, members in plan.tasks:
             by_priority.setdefault(priority, []).append(members)

@@ -47,10 +47,13 @@ __all__ = ["COUNTER_NAMES", "Driver", "linger_seconds"]
 
 COUNTER_NAMES = tuple(SearchCounters().as_dict())
 RESULT_SECONDS = 5.0  # a finished task's result is a few KiB; longer means it was lost on the way
-# Waiting for a longer batch (`linger_seconds`): at most this long, only while the queued tasks hold
-# LINGER_COVER times as much work, and never past LINGER_BATCH results ready (a batch that long
-# already shares its commit and its round trips well).
+# Waiting for a longer batch (`linger_seconds`): at most LINGER_SECONDS, or a quarter of a bundle's
+# seconds when bundles are longer (few workers, a deep queue: a result then waits less than the
+# bundles already delay their paths), only while the queued tasks hold LINGER_COVER times as much
+# work, and never past LINGER_BATCH results ready (a batch that long already shares its commit and its
+# round trips well).
 LINGER_SECONDS = 0.5
+LINGER_SHARE = 4
 LINGER_COVER = 4.0
 LINGER_BATCH = 64
 TASK_SECONDS_WEIGHT = 0.05  # of each new search task's seconds in the running mean
@@ -69,17 +72,19 @@ def _result(fut: Future[Any]) -> Any:
         return _LOST
 
 
-def linger_seconds(queued: int, task_seconds: float, slots: int) -> float:
+def linger_seconds(queued: int, task_seconds: float, slots: int, bundle_seconds: float = 0.0) -> float:
     """How long the driver may wait for more results before handling those ready. A batch's commit (a
     few small files), its `gather` and its submissions cost about the same for one result as for ten,
     and with few workers results come one at a time; waiting lets batches grow as the queue allows.
-    The wait is at most LINGER_SECONDS, and only while the `queued` tasks (submitted, not running)
-    hold LINGER_COVER times its length in expected work (their count times the mean task's
-    `task_seconds`, over the `slots` worker threads), so no worker idles for it. Near the tree's start
-    and end, where the workers wait for children, the queue is short and the driver does not wait."""
+    The wait is at most LINGER_SECONDS, or 1/LINGER_SHARE of the current `bundle_seconds` if longer,
+    and only while the `queued` tasks (submitted, not running) hold LINGER_COVER times its length in
+    expected work (their count times the mean task's `task_seconds`, over the `slots` worker
+    threads), so no worker idles for it. Near the tree's start and end, where the workers wait for
+    children, the queue is short and the driver does not wait."""
     if queued <= 0 or task_seconds <= 0:
         return 0.0
-    return min(LINGER_SECONDS, queued * task_seconds / max(1, slots) / LINGER_COVER)
+    cap = max(LINGER_SECONDS, bundle_seconds / LINGER_SHARE)
+    return min(cap, queued * task_seconds / max(1, slots) / LINGER_COVER)
 
 
 class Driver:
@@ -221,7 +226,7 @@ class Driver:
         task that finishes, until LINGER_BATCH results are ready or the wait is over."""
         ac, slots = self._dispatch.ac, self._dispatch.slots
         ready = ac.queue.qsize()
-        seconds = linger_seconds(ac.count() - ready - slots, self._task_seconds, slots)
+        seconds = linger_seconds(ac.count() - ready - slots, self._task_seconds, slots, self._dispatch.span)
         if self.time_limit is not None:
             seconds = min(seconds, self._t0 + self.time_limit - time.perf_counter())
         deadline = time.perf_counter() + seconds

@@ -25,7 +25,7 @@ from mugraph.pipeline.bundling import (
     search_priority,
 )
 from mugraph.pipeline.dispatch import WARM_PRIORITY
-from mugraph.pipeline.driver import LINGER_COVER, LINGER_SECONDS, linger_seconds
+from mugraph.pipeline.driver import LINGER_COVER, LINGER_SECONDS, LINGER_SHARE, linger_seconds
 from mugraph.pipeline.plan import make_plan
 from mugraph.pipeline.task_keys import bundle_key, task_key
 from mugraph.pipeline.worker import search_task
@@ -154,3 +154,7 @@ def test_the_driver_waits_for_a_longer_batch_only_while_the_queue_covers_the_wai
     assert linger_seconds(4, 0.1, 2) == pytest.approx(0.2 / LINGER_COVER)
     assert linger_seconds(10_000, 0.1, 2) == LINGER_SECONDS  # capped however deep the queue
     assert linger_seconds(40, 0.1, 256) < linger_seconds(40, 0.1, 2)  # the same queue lasts many workers less
+    # bundles of 8 s (2 workers, a deep queue): a wait of up to 2 s, still only as the queue covers it
+    assert linger_seconds(10_000, 0.1, 2, 8.0) == 8.0 / LINGER_SHARE
+    assert linger_seconds(10_000, 0.1, 2, 1.0) == LINGER_SECONDS
+    assert linger_seconds(40, 0.1, 2, 8.0) == pytest.approx(40 * 0.1 / 2 / LINGER_COVER)
