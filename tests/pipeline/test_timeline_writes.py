@@ -17,11 +17,12 @@ def writes_over(seconds: int) -> list[float]:
     return out
 
 
-def test_two_hours_take_a_fraction_of_the_writes_and_lose_at_most_two_percent() -> None:
+def test_two_hours_take_a_fraction_of_the_writes_and_lose_at_most_four_percent() -> None:
     writes = writes_over(7200)
     assert writes[0] == 0.0  # an invocation killed at once is in the timeline
-    assert writes[:4] == [0.0, 15.0, 30.0, 45.0]  # a fixed period in the first minutes
-    assert len(writes) < 200  # every 5 s would be 1,441 writes of the same size
+    assert writes[:4] == [0.0, 30.0, 60.0, 90.0]  # a fixed period in the first minutes
+    assert len(writes) < 100  # every 5 s would be 1,441 writes of the same size
     gaps = [(b - a, b) for a, b in itertools.pairwise(writes)]
     assert all(gap <= max(TIMELINE_WRITE_SECONDS, TIMELINE_WRITE_FRACTION * end) + 1 for gap, end in gaps)
-    assert max(gap for gap, _ in gaps) <= 0.02 * 7200 + 1
+    assert max(gap for gap, _ in gaps) <= 0.04 * 7200 + 1
+    assert len(writes_over(600)) == 21  # a 10-minute run: every 30 s
