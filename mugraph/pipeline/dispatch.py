@@ -66,7 +66,7 @@ class Dispatch:
         self.inflight: set[int] = set()
         self.inflight_per_fragment: Counter[int] = Counter()  # the progress line's, kept as rows come and go
         self.done: set[int] = set()
-        self.row_fragment: dict[int, int] = {}
+        self.row_place: dict[int, tuple[int, int]] = {}  # a row in flight: its fragment and path length
         self.warming: list[Future[Any]] = []
         self.gpu = False
         self.confirmer: str | None = None  # the worker all confirmations go to (no GPU)
@@ -75,7 +75,6 @@ class Dispatch:
         self.times = DepthTimes()  # recent search tasks' seconds, per depth: they size the bundles
         self.span = 0.0  # the seconds of the last batch's bundles
         self.queued_depths: Counter[int] = Counter()  # search rows in flight, per path length
-        self.row_depth: dict[int, int] = {}
 
     def observe(self, path: Sequence[int], seconds: float) -> None:
         """A search path finished in `seconds`: it sizes the bundles of later paths at its depth."""
@@ -92,8 +91,7 @@ class Dispatch:
                 continue
             self.inflight.add(row)
             self.inflight_per_fragment[fragment] += 1
-            self.row_fragment[row] = fragment
-            self.row_depth[row] = len(path)
+            self.row_place[row] = (fragment, len(path))
             self.queued_depths[len(path)] += 1
             batch.append((row, path))
         if not batch:
@@ -136,8 +134,9 @@ class Dispatch:
         """`row` is no longer in flight (its result came back, or its path was handed back)."""
         if row in self.inflight:
             self.inflight.discard(row)
-            self.inflight_per_fragment[self.row_fragment[row]] -= 1
-            self.queued_depths[self.row_depth[row]] -= 1
+            fragment, depth = self.row_place.pop(row)
+            self.inflight_per_fragment[fragment] -= 1
+            self.queued_depths[depth] -= 1
 
     def confirm(self, fragment: int, rec: FoundRecord) -> None:
         fp = self.plan.fragments[fragment]
