@@ -72,7 +72,7 @@ def macro_listed(b: OpenBlock, room: int) -> tuple[list[MacroEntry], list[MacroU
     tensors = b.tensors
     n = len(tensors)
     j = n - 1
-    if t is None or t.n != n - 1 or not b.ops:
+    if t is None or t.n != n - 1 or not b.ops or b.last[1] >= CONCAT_MATMUL_ORDER:
         listed = macro_entries(b, room)
         return [e for e in listed if j not in e[0]], [(e[0], e[1]) for e in listed if j in e[0]]
     keys, entries = t.keys, t.entries
@@ -100,24 +100,38 @@ def macro_listed(b: OpenBlock, room: int) -> tuple[list[MacroEntry], list[MacroU
             for c, d, right in ((m, j, y[:-2] + (y[-2] + x[-2], y[-1])), (j, m, x[:-2] + (x[-2] + y[-2], x[-1]))):
                 key: tuple[object, ...] = (len(right), right[:-2], right[-2], tensors[c].after_accum)
                 new_rights.setdefault(key, []).append((c, d, right))
-    above = _above(b.last)
+    # The last op made the newest tensor j from older ones, so it ranks below every quadruple
+    # reading j whose first pair ranks at or above its operands (`_above`): a left pair of older
+    # tensors that does, or a new left pair whose first index is at least its first operand's. The
+    # parent's pairs read only older tensors, and two new pairs both read j, so a quadruple's four
+    # tensors are distinct when its older pair avoids the other tensor of its new pair.
+    last_ins = b.last[0]
+    first = last_ins[0]
     lefts, rights = t.lefts, t.rights
     for key, pairs in new_rights.items():
+        old_lefts = lefts.get(key)
+        if not old_lefts:
+            continue
+        ranked = [(a, bb, left) for a, bb, left in old_lefts if (a, bb) >= last_ins]
         for c, d, right in pairs:
-            for a, bb, left in lefts.get(key, ()):
-                if c != a and c != bb and d != a and d != bb and (ins := (a, bb, c, d)) >= above:
+            m = d if c == j else c
+            for a, bb, left in ranked:
+                if a != m and bb != m:
                     if (size := nbytes.get((left, right))) is None:
                         size = nbytes[left, right] = _nbytes(left, right)
                     if size <= room:
-                        out.append((ins, size))
+                        out.append(((a, bb, c, d), size))
     for a, bb, left in new_lefts:
+        if a < first:
+            continue
+        m = bb if a == j else a
         key = (len(left), left[:-2], left[-1], tensors[a].after_accum)
-        for c, d, right in (*rights.get(key, ()), *new_rights.get(key, ())):
-            if c != a and c != bb and d != a and d != bb and (ins := (a, bb, c, d)) >= above:
+        for c, d, right in rights.get(key, ()):
+            if c != m and d != m:
                 if (size := nbytes.get((left, right))) is None:
                     size = nbytes[left, right] = _nbytes(left, right)
                 if size <= room:
-                    out.append((ins, size))
+                    out.append(((a, bb, c, d), size))
     return old, out
 
 
