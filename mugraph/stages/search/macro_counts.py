@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from itertools import islice
+from math import prod
 
 from mugraph.ir.types import Shape
 from mugraph.stages.search.macros import macro_entries
@@ -167,12 +168,11 @@ def macro_count(
             ):
                 return None
     count = len(old)
-    nbytes = _NBYTES
-    if len(nbytes) >= _NBYTES_MAX:
-        nbytes.clear()
     new_lefts, new_rights = _new_pairs(t, tensors)
     # As in `macro_listed`; a quadruple reading j has j's flag (concatenated and multiplied
-    # tensors share theirs), so what it must pay is known before its operands are.
+    # tensors share theirs), so what it must pay is known before its operands are. Its shared
+    # memory (`_nbytes`) is worked out from each pair's: the product has the left concatenation's
+    # rows and the right one's columns.
     need_pre += not tensors[j].after_accum
     last_ins = b.last[0]
     first = last_ins[0]
@@ -181,30 +181,30 @@ def macro_count(
         old_lefts = lefts.get(key)
         if not old_lefts:
             continue
-        ranked = [(a, bb, left, pl[a] + pl[bb], pp[a] + pp[bb]) for a, bb, left in old_lefts if (a, bb) >= last_ins]
+        ranked = [
+            (a, bb, shape_nbytes(left), 2 * prod(left[:-1]), pl[a] + pl[bb], pp[a] + pp[bb])
+            for a, bb, left in old_lefts
+            if (a, bb) >= last_ins
+        ]
         for c, d, right in pairs:
             m = d if c == j else c
             want_loose, want_pre = need_loose - pl[c] - pl[d], need_pre - pp[c] - pp[d]
-            for a, bb, left, left_loose, left_pre in ranked:
-                if a != m and bb != m:
-                    if (size := nbytes.get((left, right))) is None:
-                        size = nbytes[left, right] = _nbytes(left, right)
-                    if size <= room:
-                        if left_loose >= want_loose and left_pre >= want_pre:
-                            return None
-                        count += 1
+            right_room, cols = room - shape_nbytes(right), right[-1]
+            for a, bb, left_bytes, row_bytes, left_loose, left_pre in ranked:
+                if a != m and bb != m and left_bytes + row_bytes * cols <= right_room:
+                    if left_loose >= want_loose and left_pre >= want_pre:
+                        return None
+                    count += 1
     for a, bb, left in new_lefts:
         if a < first:
             continue
         m = bb if a == j else a
         want_loose, want_pre = need_loose - pl[a] - pl[bb], need_pre - pp[a] - pp[bb]
+        left_room, row_bytes = room - shape_nbytes(left), 2 * prod(left[:-1])
         key = (len(left), left[:-2], left[-1], tensors[a].after_accum)
         for c, d, right in rights.get(key, ()):
-            if c != m and d != m:
-                if (size := nbytes.get((left, right))) is None:
-                    size = nbytes[left, right] = _nbytes(left, right)
-                if size <= room:
-                    if pl[c] + pl[d] >= want_loose and pp[c] + pp[d] >= want_pre:
-                        return None
-                    count += 1
+            if c != m and d != m and shape_nbytes(right) + row_bytes * right[-1] <= left_room:
+                if pl[c] + pl[d] >= want_loose and pp[c] + pp[d] >= want_pre:
+                    return None
+                count += 1
     return count
