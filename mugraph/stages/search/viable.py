@@ -48,14 +48,10 @@ def _loose_ends(b: OpenBlock, cfg: SearchConfig) -> tuple[int, int, int]:
     tensors: the outputs it would close with now)."""
     n_in = len(b.inputs)
     uses, tensors = b.uses, b.tensors
-    pre = after = 0
-    for i in range(n_in, len(tensors)):
-        if uses[i] == 0:
-            if tensors[i].after_accum:
-                after += 1
-            else:
-                pre += 1
-    made = pre + after
+    dangling = [t.after_accum for u, t in zip(uses[n_in:], tensors[n_in:], strict=True) if u == 0]
+    made = len(dangling)
+    after = sum(dangling)
+    pre = made - after
     if cfg.block_inputs != "mirage":
         pre += uses[:n_in].count(0)
     return pre, pre + after, made
@@ -163,15 +159,9 @@ def _pays(b: OpenBlock, cfg: SearchConfig) -> tuple[list[int], list[int]]:
     uses, tensors = b.uses, b.tensors
     n_in = len(b.inputs)
     reads_inputs = int(cfg.block_inputs != "mirage")
-    pays_pre = [0] * len(tensors)
-    pays_loose = [0] * len(tensors)
-    for i, t in enumerate(tensors):
-        if uses[i] == 0:
-            if i < n_in:
-                pays_pre[i] = pays_loose[i] = reads_inputs
-            else:
-                pays_pre[i] = int(not t.after_accum)
-                pays_loose[i] = 1
+    inputs = [0 if u else reads_inputs for u in uses[:n_in]]
+    pays_pre = inputs + [0 if u or t.after_accum else 1 for u, t in zip(uses[n_in:], tensors[n_in:], strict=True)]
+    pays_loose = inputs + [0 if u else 1 for u in uses[n_in:]]
     return pays_pre, pays_loose
 
 
