@@ -168,46 +168,43 @@ def macro_count(
             ):
                 return None
     count = len(old)
+    new_lefts, new_rights = _new_pairs(t, tensors)
     # As in `macro_listed`; a quadruple reading j has j's flag (concatenated and multiplied
     # tensors share theirs), so what it must pay is known before its operands are. Its shared
     # memory (`_nbytes`) is worked out from each pair's: the product has the left concatenation's
-    # rows and the right one's columns. The tensors j concatenates with share all but the
-    # concatenated dim with it, so j and m concatenate into the same shape in either order, and
-    # the two pairs meet the same pairs, with the same memory and pay: each is counted for both.
-    x = tensors[j].shape
-    flag, rank = tensors[j].after_accum, len(x)
-    need_pre += not flag
+    # rows and the right one's columns.
+    need_pre += not tensors[j].after_accum
     last_ins = b.last[0]
     first = last_ins[0]
     lefts, rights = t.lefts, t.rights
-    if rank >= 2:  # the new right pairs (m, j) and (j, m), met with the older left pairs
-        ranked_by_key: dict[tuple[object, ...], list[tuple[int, int, int, int, int, int]]] = {}
-        for m in t.groups[1].get((rank, flag, x[:-2], x[-1]), ()):
-            right = x[:-2] + (x[-2] + tensors[m].shape[-2], x[-1])
-            key: tuple[object, ...] = (rank, right[:-2], right[-2], flag)
-            ranked = ranked_by_key.get(key)
-            if ranked is None:
-                ranked = ranked_by_key[key] = [
-                    (a, bb, shape_nbytes(left), 2 * prod(left[:-1]), pl[a] + pl[bb], pp[a] + pp[bb])
-                    for a, bb, left in lefts.get(key, ())
-                    if (a, bb) >= last_ins
-                ]
-            want_loose, want_pre = need_loose - pl[m] - pl[j], need_pre - pp[m] - pp[j]
+    for key, pairs in new_rights.items():
+        old_lefts = lefts.get(key)
+        if not old_lefts:
+            continue
+        ranked = [
+            (a, bb, shape_nbytes(left), 2 * prod(left[:-1]), pl[a] + pl[bb], pp[a] + pp[bb])
+            for a, bb, left in old_lefts
+            if (a, bb) >= last_ins
+        ]
+        for c, d, right in pairs:
+            m = d if c == j else c
+            want_loose, want_pre = need_loose - pl[c] - pl[d], need_pre - pp[c] - pp[d]
             right_room, cols = room - shape_nbytes(right), right[-1]
             for a, bb, left_bytes, row_bytes, left_loose, left_pre in ranked:
                 if a != m and bb != m and left_bytes + row_bytes * cols <= right_room:
                     if left_loose >= want_loose and left_pre >= want_pre:
                         return None
-                    count += 2
-    if rank >= 1:  # the new left pairs (j, m) and, ranked above the last op where m is, (m, j)
-        for m in t.groups[0].get((rank, flag, x[:-1]), ()):
-            left = x[:-1] + (x[-1] + tensors[m].shape[-1],)
-            times = 2 if m >= first else 1
-            want_loose, want_pre = need_loose - pl[m] - pl[j], need_pre - pp[m] - pp[j]
-            left_room, row_bytes = room - shape_nbytes(left), 2 * prod(left[:-1])
-            for c, d, right in rights.get((rank, left[:-2], left[-1], flag), ()):
-                if c != m and d != m and shape_nbytes(right) + row_bytes * right[-1] <= left_room:
-                    if pl[c] + pl[d] >= want_loose and pp[c] + pp[d] >= want_pre:
-                        return None
-                    count += times
+                    count += 1
+    for a, bb, left in new_lefts:
+        if a < first:
+            continue
+        m = bb if a == j else a
+        want_loose, want_pre = need_loose - pl[a] - pl[bb], need_pre - pp[a] - pp[bb]
+        left_room, row_bytes = room - shape_nbytes(left), 2 * prod(left[:-1])
+        key = (len(left), left[:-2], left[-1], tensors[a].after_accum)
+        for c, d, right in rights.get(key, ()):
+            if c != m and d != m and shape_nbytes(right) + row_bytes * right[-1] <= left_room:
+                if pl[c] + pl[d] >= want_loose and pp[c] + pp[d] >= want_pre:
+                    return None
+                count += 1
     return count
