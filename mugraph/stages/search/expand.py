@@ -23,7 +23,7 @@ from mugraph.ir.types import OpKind
 from mugraph.stages.prune import expr as E
 from mugraph.stages.search import candidates as C
 from mugraph.stages.search.config import SearchConfig
-from mugraph.stages.search.macros import MacroEntry, MacroUse, macro_child, macro_entries, macro_listed, macro_new
+from mugraph.stages.search.macros import MacroEntry, macro_child, macro_entries, macro_new
 from mugraph.stages.search.op_tables import block_count, block_table, kernel_table
 from mugraph.stages.search.state import (
     ENTRY_INS,
@@ -214,16 +214,9 @@ def child_list(state: State, cfg: SearchConfig, outputs: int | None = None) -> C
     closed = _closed(state, b, cfg)
     if outputs is not None and b.op_count < cfg.max_block_ops:
         room = DEFAULT_LIMITS.smem_bytes - b.smem
-        listed: list[tuple[list[MacroEntry], list[MacroUse]]] = []  # the macros, once asked for
-
-        def macros() -> tuple[list[MacroEntry], list[MacroUse]]:
-            if not listed:
-                listed.append(macro_listed(b, room) if cfg.concat_matmul and not b.has_macro else ([], []))
-            return listed[0]
-
-        if block_barren(state, b, cfg, outputs, len(closed), room, macros):
-            old, new = macros()
-            return Barren(len(closed) + block_count(b, cfg, room) + len(old) + len(new), (state, cfg))
+        macros = block_barren(state, b, cfg, outputs, len(closed), room)
+        if macros is not None:
+            return Barren(len(closed) + block_count(b, cfg, room) + macros, (state, cfg))
     return _block_op_children(state, b, cfg, closed)
 
 

@@ -36,11 +36,9 @@ from mugraph.stages.search.state import (
 __all__ = [
     "MacroEntry",
     "MacroOperands",
-    "MacroUse",
     "macro_child",
     "macro_entries",
     "macro_label",
-    "macro_listed",
     "macro_new",
     "macro_table",
 ]
@@ -57,68 +55,6 @@ def macro_entries(b: OpenBlock, room: int) -> list[MacroEntry]:
     if t.big <= room:
         return entries[start:] if start else entries
     return [e for e in islice(entries, start, None) if e[1] <= room]
-
-
-# A macro read by its operands and the shared memory it adds: all counting asks of a macro.
-MacroUse = tuple[tuple[int, int, int, int], int]
-
-
-def macro_listed(b: OpenBlock, room: int) -> tuple[list[MacroEntry], list[MacroUse]]:
-    """`macro_entries(b, room)`, in some order, in two parts: those over tensors older than `b`'s
-    newest, and those reading it. Without extending the table where it lacks only the newest
-    tensor (a block op's child): the first part is then its parent's entries that `b` lists. For a
-    node whose children are only counted (`expand.Barren`): its table would never be read again."""
-    t = b.macros
-    tensors = b.tensors
-    n = len(tensors)
-    j = n - 1
-    if t is None or t.n != n - 1 or not b.ops:
-        listed = macro_entries(b, room)
-        return [e for e in listed if j not in e[0]], [(e[0], e[1]) for e in listed if j in e[0]]
-    keys, entries = t.keys, t.entries
-    start = first_above(keys, CONCAT_MATMUL_ORDER, b.last)
-    if t.big <= room:
-        old = entries[start:] if start else entries
-    else:
-        old = [e for e in islice(entries, start, None) if e[1] <= room]
-    out: list[MacroUse] = []
-    nbytes = _NBYTES
-    if len(nbytes) >= _NBYTES_MAX:
-        nbytes.clear()
-    x = tensors[j].shape
-    flag, rank = tensors[j].after_accum, len(x)
-    new_lefts: list[tuple[int, int, Shape]] = []
-    new_rights: dict[tuple[object, ...], list[tuple[int, int, Shape]]] = {}
-    if rank >= 1:  # along the last dim
-        for m in t.groups[0].get((rank, flag, x[:-1]), ()):
-            y = tensors[m].shape
-            new_lefts.append((m, j, y[:-1] + (y[-1] + x[-1],)))
-            new_lefts.append((j, m, x[:-1] + (x[-1] + y[-1],)))
-    if rank >= 2:  # along dim -2
-        for m in t.groups[1].get((rank, flag, x[:-2], x[-1]), ()):
-            y = tensors[m].shape
-            for c, d, right in ((m, j, y[:-2] + (y[-2] + x[-2], y[-1])), (j, m, x[:-2] + (x[-2] + y[-2], x[-1]))):
-                key: tuple[object, ...] = (len(right), right[:-2], right[-2], tensors[c].after_accum)
-                new_rights.setdefault(key, []).append((c, d, right))
-    above = _above(b.last)
-    lefts, rights = t.lefts, t.rights
-    for key, pairs in new_rights.items():
-        for c, d, right in pairs:
-            for a, bb, left in lefts.get(key, ()):
-                if c != a and c != bb and d != a and d != bb and (ins := (a, bb, c, d)) >= above:
-                    if (size := nbytes.get((left, right))) is None:
-                        size = nbytes[left, right] = _nbytes(left, right)
-                    if size <= room:
-                        out.append((ins, size))
-    for a, bb, left in new_lefts:
-        key = (len(left), left[:-2], left[-1], tensors[a].after_accum)
-        for c, d, right in (*rights.get(key, ()), *new_rights.get(key, ())):
-            if c != a and c != bb and d != a and d != bb and (ins := (a, bb, c, d)) >= above:
-                if (size := nbytes.get((left, right))) is None:
-                    size = nbytes[left, right] = _nbytes(left, right)
-                if size <= room:
-                    out.append((ins, size))
-    return old, out
 
 
 def macro_table(b: OpenBlock, room: int) -> MacroTable:
@@ -208,17 +144,6 @@ def _above(last: Rank) -> tuple[int, ...]:
     op over the same tuple, and after no other macro over it)."""
     last_ins, last_order = last
     return last_ins if last_order < CONCAT_MATMUL_ORDER else last_ins + (-1,)
-
-
-# The shared memory of a macro by its concatenations' shapes (`_nbytes`); emptied when too large.
-_NBYTES: dict[tuple[Shape, Shape], int] = {}
-_NBYTES_MAX = 1 << 14
-
-
-def _nbytes(left: Shape, right: Shape) -> int:
-    """The shared memory of a macro whose concatenations have shapes `left` and `right`: theirs
-    and the product's."""
-    return shape_nbytes(left) + shape_nbytes(right) + shape_nbytes(left[:-1] + (right[-1],))
 
 
 def _add(

@@ -13,14 +13,13 @@ to check that.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
-from itertools import chain
 
 from mugraph.ir.limits import DEFAULT_LIMITS
 from mugraph.ir.types import IN_PLACE_BLOCK_OPS, OpKind
 from mugraph.stages.search.candidates import max_block_sources
 from mugraph.stages.search.config import SearchConfig
-from mugraph.stages.search.macros import MacroEntry, MacroUse
+from mugraph.stages.search.macro_counts import macro_count
+from mugraph.stages.search.macros import MacroEntry
 from mugraph.stages.search.op_results import arity, fast_shape
 from mugraph.stages.search.state import ENTRY_TENSOR, TYPE_ORDER, Entry, OpenBlock, State, shape_nbytes
 
@@ -49,14 +48,10 @@ def _loose_ends(b: OpenBlock, cfg: SearchConfig) -> tuple[int, int, int]:
     tensors: the outputs it would close with now)."""
     n_in = len(b.inputs)
     uses, tensors = b.uses, b.tensors
-    pre = after = 0
-    for i in range(n_in, len(tensors)):
-        if uses[i] == 0:
-            if tensors[i].after_accum:
-                after += 1
-            else:
-                pre += 1
-    made = pre + after
+    dangling = [t.after_accum for u, t in zip(uses[n_in:], tensors[n_in:], strict=True) if u == 0]
+    made = len(dangling)
+    after = sum(dangling)
+    pre = made - after
     if cfg.block_inputs != "mirage":
         pre += uses[:n_in].count(0)
     return pre, pre + after, made
@@ -91,24 +86,16 @@ def close_slack(s: State, b: OpenBlock, cfg: SearchConfig, outputs: int) -> int:
     return _room(cfg.max_block_ops - b.op_count, b.has_macro, cfg) - max(pre, loose - _outputs(s, b, cfg, outputs))
 
 
-def block_barren(
-    s: State,
-    b: OpenBlock,
-    cfg: SearchConfig,
-    outputs: int,
-    n_closed: int,
-    room: int,
-    macros: Callable[[], tuple[list[MacroEntry], list[MacroUse]]],
-) -> bool:
-    """Whether `block_viable` rules out every child of the block node (with `room` bytes of shared
-    memory left), telling the block ops apart by the node's counts alone, or, where a block op
-    must read two loose ends, by the few that read two (the macros, few, one by one: `macros` lists
-    them): then only how many children it has is ever asked. Most nodes one op short of a full
-    block graph are such."""
+def block_barren(s: State, b: OpenBlock, cfg: SearchConfig, outputs: int, n_closed: int, room: int) -> int | None:
+    """None unless `block_viable` rules out every child of the block node (with `room` bytes of
+    shared memory left), telling the block ops apart by the node's counts alone, or, where a block
+    op must read two loose ends, by the few that read two (the macros, few, one by one); then how
+    many macros the node lists, counted in the pass that checks them, since only how many
+    children it has is ever asked. Most nodes one op short of a full block graph are such."""
     pre, loose, made = _loose_ends(b, cfg)
     limit = _outputs(s, b, cfg, outputs)
     if n_closed and made <= limit:
-        return False
+        return None
     over = loose - limit
     left = cfg.max_block_ops - b.op_count - 1
     op_room = _room(left, b.has_macro, cfg)
@@ -117,33 +104,16 @@ def block_barren(
     pays: tuple[list[int], list[int]] | None = None
     if need_loose <= 2 and need_pre_after <= 2:
         if need_loose < 2:
-            return False
+            return None
         pays = _pays(b, cfg)
         if _pays_two(b, cfg, room, need_pre_after, *pays):
-            return False
+            return None
     if not cfg.concat_matmul or b.has_macro:
-        return True
+        return 0
     macro_room = _room(left, True, cfg)
-    need_loose = over + 1 - macro_room
-    need_pre_after = pre - macro_room
-    if need_loose > 4 or need_pre_after > 4:
-        return True
-    old, new = macros()
-    if not old and not new:
-        return True
-    if need_loose <= 0 and need_pre_after + 1 <= 0:
-        return False
+    # A macro pays a loose end per operand that is one (at most four).
     pays_pre, pays_loose = pays or _pays(b, cfg)
-    tensors = b.tensors
-    # A macro pays a loose end per operand that is one: those over older tensors than the newest
-    # (a loose end, just made) have one fewer to read, often too few.
-    if sum(pays_loose) - pays_loose[-1] < need_loose:
-        old = []
-    return not any(
-        pays_loose[a] + pays_loose[c] + pays_loose[d] + pays_loose[f] >= need_loose
-        and pays_pre[a] + pays_pre[c] + pays_pre[d] + pays_pre[f] >= need_pre_after + (not tensors[a].after_accum)
-        for a, c, d, f in chain((m[0] for m in old), (m[0] for m in new))
-    )
+    return macro_count(b, room, pays_pre, pays_loose, pre - macro_room, over + 1 - macro_room)
 
 
 @functools.cache
@@ -189,15 +159,9 @@ def _pays(b: OpenBlock, cfg: SearchConfig) -> tuple[list[int], list[int]]:
     uses, tensors = b.uses, b.tensors
     n_in = len(b.inputs)
     reads_inputs = int(cfg.block_inputs != "mirage")
-    pays_pre = [0] * len(tensors)
-    pays_loose = [0] * len(tensors)
-    for i, t in enumerate(tensors):
-        if uses[i] == 0:
-            if i < n_in:
-                pays_pre[i] = pays_loose[i] = reads_inputs
-            else:
-                pays_pre[i] = int(not t.after_accum)
-                pays_loose[i] = 1
+    inputs = [0 if u else reads_inputs for u in uses[:n_in]]
+    pays_pre = inputs + [0 if u or t.after_accum else 1 for u, t in zip(uses[n_in:], tensors[n_in:], strict=True)]
+    pays_loose = inputs + [0 if u else 1 for u in uses[n_in:]]
     return pays_pre, pays_loose
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import product
 from typing import Any
 
 import pytest
@@ -20,9 +21,10 @@ from mugraph.programs import get_builtin
 from mugraph.stages.search import expand
 from mugraph.stages.search.config import SearchConfig, preset_config
 from mugraph.stages.search.explore import Fragment, Searcher
-from mugraph.stages.search.macros import macro_entries, macro_listed
-from mugraph.stages.search.state import State
-from mugraph.stages.search.viable import close_slack
+from mugraph.stages.search.macro_counts import macro_count, macro_listed
+from mugraph.stages.search.macros import MacroEntry, macro_entries
+from mugraph.stages.search.state import State, TInfo
+from mugraph.stages.search.viable import _pays, close_slack
 from tests.stages.search.test_regression import NARROW
 
 
@@ -97,7 +99,7 @@ def test_a_barren_node_counts_its_children_and_lists_them_when_asked() -> None:
     searcher = _searcher("lora")
     cfg = searcher.fragment.config
     outputs = len(searcher.fragment.output_names)
-    seen = {"barren": 0, "listed": 0, "nodes": 0}
+    seen = {"barren": 0, "listed": 0, "nodes": 0, "paid": 0, "counted": 0}
 
     def visit(make: Callable[[], State]) -> None:
         kids = expand.child_list(make(), cfg, outputs)
@@ -110,6 +112,12 @@ def test_a_barren_node_counts_its_children_and_lists_them_when_asked() -> None:
             old, new = macro_listed(a, room)
             assert sorted([(e[0], e[1]) for e in old] + new) == [(e[0], e[1]) for e in macro_entries(b, room)]
             assert all(len(a.tensors) - 1 not in e[0] for e in old) and all(len(a.tensors) - 1 in e[0] for e in new)
+            listed = macro_entries(b, room)
+            pays_pre, pays_loose = _pays(a, cfg)
+            for need_pre, need_loose in product(range(-1, 6), range(6)):
+                want = _paid(a.tensors, listed, pays_pre, pays_loose, need_pre, need_loose)
+                assert macro_count(a, room, pays_pre, pays_loose, need_pre, need_loose) == want
+                seen["paid" if want is None else "counted"] += 1
         if kids.barren:
             seen["barren"] += 1
             viable = full.viable(cfg, outputs)
@@ -124,3 +132,21 @@ def test_a_barren_node_counts_its_children_and_lists_them_when_asked() -> None:
 
     visit(lambda: searcher.fragment.root)
     assert seen["barren"] > 100 and seen["listed"] == 40, seen
+    assert seen["paid"] > 100 and seen["counted"] > 100, seen
+
+
+def _paid(
+    tensors: tuple[TInfo, ...],
+    listed: list[MacroEntry],
+    pays_pre: list[int],
+    pays_loose: list[int],
+    need_pre: int,
+    need_loose: int,
+) -> int | None:
+    """`macro_count` one macro at a time: None if one of `listed` pays, else how many there are."""
+    for (a, b, c, d), _, _ in listed:
+        if sum(pays_loose[i] for i in (a, b, c, d)) >= need_loose and sum(
+            pays_pre[i] for i in (a, b, c, d)
+        ) >= need_pre + (not tensors[a].after_accum):
+            return None
+    return len(listed)
