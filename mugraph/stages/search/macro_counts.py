@@ -10,18 +10,16 @@ found from the pairs j concatenates into with the parent's tensors, met with the
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import islice
 from math import prod
 
 from mugraph.ir.types import Shape
-from mugraph.stages.search.macros import macro_entries
+from mugraph.stages.search.macros import macro_entries, table_entries
 from mugraph.stages.search.state import (
     CONCAT_MATMUL_ORDER,
     MacroEntry,
     MacroTable,
     OpenBlock,
     TInfo,
-    first_above,
     shape_nbytes,
 )
 
@@ -54,12 +52,7 @@ def macro_listed(b: OpenBlock, room: int) -> tuple[list[MacroEntry], list[MacroU
     if t is None:
         listed = macro_entries(b, room)
         return [e for e in listed if j not in e[0]], [(e[0], e[1]) for e in listed if j in e[0]]
-    keys, entries = t.keys, t.entries
-    start = first_above(keys, CONCAT_MATMUL_ORDER, b.last)
-    if t.big <= room:
-        old = entries[start:] if start else entries
-    else:
-        old = [e for e in islice(entries, start, None) if e[1] <= room]
+    old = table_entries(t, b, room)
     out: list[MacroUse] = []
     nbytes = _NBYTES
     if len(nbytes) >= _NBYTES_MAX:
@@ -109,6 +102,26 @@ def _fast(b: OpenBlock) -> MacroTable | None:
     return t
 
 
+def _one_pays(
+    entries: Sequence[MacroEntry],
+    tensors: Sequence[TInfo],
+    pays_pre: list[int],
+    pays_loose: list[int],
+    need_pre: int,
+    need_loose: int,
+) -> bool:
+    """Whether a macro of `entries` reads tensors that pay `need_loose` loose ends and `need_pre` of
+    the pre-accumulator debt (one more where its product comes before the accumulators)."""
+    pl, pp = pays_loose, pays_pre
+    for e in entries:
+        a, bb, c, d = e[0]
+        if pl[a] + pl[bb] + pl[c] + pl[d] >= need_loose and pp[a] + pp[bb] + pp[c] + pp[d] >= need_pre + (
+            not tensors[a].after_accum
+        ):
+            return True
+    return False
+
+
 def _new_pairs(
     t: MacroTable, tensors: Sequence[TInfo]
 ) -> tuple[list[tuple[int, int, Shape]], dict[tuple[object, ...], list[tuple[int, int, Shape]]]]:
@@ -145,28 +158,12 @@ def macro_count(
     pl, pp = pays_loose, pays_pre
     if t is None:
         listed = macro_entries(b, room)
-        for e in listed:
-            a, bb, c, d = e[0]
-            if pl[a] + pl[bb] + pl[c] + pl[d] >= need_loose and pp[a] + pp[bb] + pp[c] + pp[d] >= need_pre + (
-                not tensors[a].after_accum
-            ):
-                return None
-        return len(listed)
+        return None if _one_pays(listed, tensors, pp, pl, need_pre, need_loose) else len(listed)
     j = len(tensors) - 1
-    keys, entries = t.keys, t.entries
-    start = first_above(keys, CONCAT_MATMUL_ORDER, b.last)
-    if t.big <= room:
-        old: Sequence[MacroEntry] = entries[start:] if start else entries
-    else:
-        old = [e for e in islice(entries, start, None) if e[1] <= room]
+    old = table_entries(t, b, room)
     # Those over older tensors than the newest (a loose end) have one fewer to read, often too few.
-    if sum(pl) - pl[j] >= need_loose:
-        for e in old:
-            a, bb, c, d = e[0]
-            if pl[a] + pl[bb] + pl[c] + pl[d] >= need_loose and pp[a] + pp[bb] + pp[c] + pp[d] >= need_pre + (
-                not tensors[a].after_accum
-            ):
-                return None
+    if sum(pl) - pl[j] >= need_loose and _one_pays(old, tensors, pp, pl, need_pre, need_loose):
+        return None
     count = len(old)
     new_lefts, new_rights = _new_pairs(t, tensors)
     # As in `macro_listed`; a quadruple reading j has j's flag (concatenated and multiplied

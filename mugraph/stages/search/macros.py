@@ -41,13 +41,19 @@ __all__ = [
     "macro_label",
     "macro_new",
     "macro_table",
+    "table_entries",
 ]
 
 
 def macro_entries(b: OpenBlock, room: int) -> list[MacroEntry]:
     """The macros `b` may add: quadruples ranked above its last op whose three tensors fit in
     `room` bytes of shared memory, in operand order."""
-    t = macro_table(b, room)
+    return table_entries(macro_table(b, room), b, room)
+
+
+def table_entries(t: MacroTable, b: OpenBlock, room: int) -> list[MacroEntry]:
+    """The entries of the macro table `t` that `b` lists: ranked above its last op and fitting in
+    `room` bytes (`t` may lack `b`'s newest tensor; then these are only those over the others)."""
     keys, entries = t.keys, t.entries
     start = first_above(keys, CONCAT_MATMUL_ORDER, b.last)
     if start == len(keys):
