@@ -191,13 +191,17 @@ def run_block(
     inputs: Sequence[Array],
     cache: ValueCache | None = None,
     input_keys: Sequence[int] = (),
+    probe: bool = False,
 ) -> tuple[list[Array], list[int]]:
-    """The block graph's outputs (assembled device tensors) and, with a cache, their keys."""
+    """The block graph's outputs (assembled device tensors) and, with a cache, their keys. With
+    `probe`, only block (0, 0, 0) runs and its output tiles are returned, unassembled (and no
+    keys): the corner of each output, cheap to compare before the whole grid is paid for. A
+    probe reads cached values but stores none, since what it computes is partial."""
     tensors: list[Tensor] = bg.tensors
     keys = _block_keys(bg, input_keys, cache) if cache is not None else {}
     outs = [op for op in bg.ops if op.kind is OpKind.OUTPUT]
     out_keys: list[int] = []
-    if cache is not None:
+    if cache is not None and not probe:
         out_keys = [cache.key("assemble", keys[op.inputs[0]], op.dims_attr("omap")) for op in outs]
         hits = [cache.get(k) for k in out_keys]
         if all(h is not None for h in hits):
@@ -207,7 +211,8 @@ def run_block(
     for op in bg.ops:
         if op.kind is OpKind.INPUT:
             imap, fmap = op.dims_attr("imap"), op.int_attr("fmap")
-            views[op.outputs[0]] = (partition(alg, inputs[n_in], bg, imap, fmap), fmap >= 0)
+            view = partition(alg, inputs[n_in], bg, imap, fmap)
+            views[op.outputs[0]] = (view[:1, :1, :1] if probe else view, fmap >= 0)
             n_in += 1
     env: dict[int, Array] = {}  # after the loop: accumulated and post-loop values
     missing: set[int] = set()
@@ -217,7 +222,7 @@ def run_block(
             if hit is None:
                 missing.add(op.outputs[0])
             else:
-                env[op.outputs[0]] = hit
+                env[op.outputs[0]] = hit[:1, :1, :1] if probe else hit
     # The loop body: every op up to and including the accumulators (their outputs are the
     # only after-accumulation tensors whose inputs are not), as far as a missing one needs it.
     body = _needed([op for op in bg.ops if op.kind in ACCUMULATORS or _in_loop(op, tensors)], missing)
@@ -231,7 +236,8 @@ def run_block(
             case OpKind.INPUT:
                 continue
             case OpKind.OUTPUT:
-                outputs.append(assemble(alg, env[op.inputs[0]], bg, op.dims_attr("omap")))
+                x = env[op.inputs[0]]
+                outputs.append(x[0, 0, 0] if probe else assemble(alg, x, bg, op.dims_attr("omap")))
                 continue
             case kind if kind in ACCUMULATORS:
                 out = op.outputs[0]
@@ -243,9 +249,9 @@ def run_block(
                 if not tensors[out].after_accum:
                     continue
                 env[out] = apply_common(alg, op, [env[i] for i in op.inputs], len(tensors[out].shape))
-        if cache is not None:
+        if cache is not None and not probe:
             cache.put(keys[out], env[out])
-    if cache is not None:
+    if cache is not None and not probe:
         for k, v in zip(out_keys, outputs, strict=True):
             cache.put(k, v)
     return outputs, out_keys
@@ -357,13 +363,38 @@ def _accum_final(alg: Algebra, kind: AccumKind, total: Array, x_shape: Sequence[
 def evaluate(alg: Algebra, graph: KernelGraph, inputs: Sequence[Array], cache: ValueCache | None = None) -> list[Array]:
     """The graph's outputs, in the order they were marked, for `inputs` in input order. With a
     cache (bound to these inputs), values an earlier graph computed are reused (reuse.py)."""
+    return _evaluate(alg, graph, inputs, cache, -1)
+
+
+def probe_outputs(
+    alg: Algebra, graph: KernelGraph, inputs: Sequence[Array], cache: ValueCache | None = None
+) -> list[Array] | None:
+    """Where the graph's last computing op is a graph-defined op that makes every output: the
+    tile block (0, 0, 0) of its grid writes to each output (the output's corner, from index 0 in
+    every dim), in output order, everything before that op evaluated as `evaluate` does; None
+    for any other graph. A candidate whose corners differ from the reference's differs from it,
+    and a search's candidates mostly end so: their new block graph is the part no earlier
+    candidate computed, and its grid is what costs."""
+    last = max((i for i, op in enumerate(graph.ops) if op.kind not in (OpKind.INPUT, OpKind.OUTPUT)), default=-1)
+    if last < 0 or graph.ops[last].kind is not OpKind.CUSTOMIZED:
+        return None
+    made = set(graph.ops[last].outputs)
+    if not all(op.inputs[0] in made for op in graph.ops_of(OpKind.OUTPUT)):
+        return None
+    return _evaluate(alg, graph, inputs, cache, last)
+
+
+def _evaluate(
+    alg: Algebra, graph: KernelGraph, inputs: Sequence[Array], cache: ValueCache | None, probe_at: int
+) -> list[Array]:
+    """`evaluate`, with the graph-defined op at index `probe_at` (if any) run as a probe."""
     env: dict[int, Array] = {}
     keys: dict[int, int] = {}
     n_in = 0
     outputs: list[Array] = []
     if cache is not None:
         cache.start()
-    for op in graph.ops:
+    for at, op in enumerate(graph.ops):
         match op.kind:
             case OpKind.INPUT:
                 t = graph.tensors[op.outputs[0]]
@@ -379,9 +410,10 @@ def evaluate(alg: Algebra, graph: KernelGraph, inputs: Sequence[Array], cache: V
             case OpKind.CUSTOMIZED:
                 assert op.block is not None
                 args = [env[i] for i in op.inputs]
-                outs, out_keys = run_block(alg, op.block, args, cache, [keys.get(i, -1) for i in op.inputs])
+                in_keys = [keys.get(i, -1) for i in op.inputs]
+                outs, out_keys = run_block(alg, op.block, args, cache, in_keys, probe=at == probe_at)
                 env.update(zip(op.outputs, outs, strict=True))
-                if cache is not None:
+                if cache is not None and at != probe_at:
                     keys.update(zip(op.outputs, out_keys, strict=True))
             case _:
                 out = op.outputs[0]
