@@ -14,17 +14,17 @@ extends rather than rebuilds.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from operator import itemgetter
 from typing import Any, overload
 
 from mugraph.ir.limits import DEFAULT_LIMITS
-from mugraph.ir.types import OpKind
+from mugraph.ir.types import Dim3, OpKind
 from mugraph.stages.prune import expr as E
 from mugraph.stages.search import candidates as C
 from mugraph.stages.search.config import SearchConfig
 from mugraph.stages.search.macros import MacroEntry, macro_child, macro_entries, macro_new
-from mugraph.stages.search.op_tables import block_count, block_table, kernel_table
+from mugraph.stages.search.op_tables import block_table, kernel_table
 from mugraph.stages.search.state import (
     ENTRY_INS,
     ENTRY_NEW,
@@ -160,15 +160,15 @@ class ChildList(Sequence[Child]):
 
 class Barren(ChildList):
     """The children of a block node that counting shows has none that can reach a candidate
-    (`viable.block_barren`): only their number is worked out, not the op table they would be
-    listed from. Asked for more (a child, its terms), it lists them as any other node does."""
+    (`viable.block_barren`): not listed, nor counted, since the search never looks below such a
+    node. Asked for them (their number, a child, their terms: a path replayed through it, say),
+    it lists them as any other node does."""
 
-    __slots__ = ("_count", "_full")
+    __slots__ = ("_full",)
 
-    def __init__(self, count: int, node: tuple[State, SearchConfig]) -> None:
+    def __init__(self, node: tuple[State, SearchConfig]) -> None:
         self._head, self._kids, self._entries, self._node, self._macros = [], [], [], None, []
         self._news, self._reads = None, None
-        self._count = count
         self._full: tuple[State, SearchConfig] | ChildList = node
 
     @property
@@ -182,11 +182,10 @@ class Barren(ChildList):
             state, cfg = full
             assert state.block is not None
             full = self._full = _block_op_children(state, state.block, cfg, _closed(state, state.block, cfg))
-            assert len(full) == self._count, "a barren node's count is its children's"
         return full
 
     def __len__(self) -> int:
-        return self._count
+        return len(self._listed())
 
     @property
     def news(self) -> list[tuple[E.Expr, ...]]:
@@ -196,7 +195,7 @@ class Barren(ChildList):
         return self._listed().news_at(indices)
 
     def viable(self, cfg: SearchConfig, outputs: int) -> list[bool] | None:
-        return [False] * self._count
+        return [False] * len(self)
 
     def __getitem__(self, i: int | slice) -> Child | list[Child]:  # type: ignore[override]
         return self._listed()[i]
@@ -205,19 +204,17 @@ class Barren(ChildList):
 def child_list(state: State, cfg: SearchConfig, outputs: int | None = None) -> ChildList:
     """The children of `state`, in their fixed order (a child's index is its choice in a path).
     Given the reference's number of `outputs`, a block node whose children counting rules out
-    all at once is only counted (`Barren`)."""
+    all at once lists none (`Barren`)."""
     if state.block is None:
         return _kernel_children(state, cfg)
     if not state.block.configured:
         return _plain([Child((), _made, k) for k in _loop_children(state, state.block, cfg)])
     b = state.block
-    closed = _closed(state, b, cfg)
     if outputs is not None and b.op_count < cfg.max_block_ops:
         room = DEFAULT_LIMITS.smem_bytes - b.smem
-        macros = block_barren(state, b, cfg, outputs, len(closed), room)
-        if macros is not None:
-            return Barren(len(closed) + block_count(b, cfg, room) + macros, (state, cfg))
-    return _block_op_children(state, b, cfg, closed)
+        if block_barren(state, b, cfg, outputs, any(_close_omaps(state, b, cfg)), room):
+            return Barren((state, cfg))
+    return _block_op_children(state, b, cfg, _closed(state, b, cfg))
 
 
 def _closed(state: State, b: OpenBlock, cfg: SearchConfig) -> list[Child]:
@@ -312,26 +309,25 @@ def _loop_children(s: State, b: OpenBlock, cfg: SearchConfig) -> list[State]:
 
 
 # -- block level ---------------------------------------------------------------------------------
-def _close_children(s: State, b: OpenBlock, cfg: SearchConfig) -> list[State]:
-    """B1: every dangling computed tensor becomes an output, under one omap per child. Outside
-    Mirage's block-input rule, a block graph with an input no block op reads is never closed (the
-    same graph without that input is in the space)."""
+def _close_omaps(s: State, b: OpenBlock, cfg: SearchConfig) -> Iterator[tuple[Dim3, list[int], tuple[TInfo, ...]]]:
+    """B1's choices, in order: each omap under which every dangling computed tensor becomes an
+    output within device memory, with those tensors and the outputs they become. Outside Mirage's
+    block-input rule, a block graph with an input no block op reads is never closed (the same
+    graph without that input is in the space)."""
     n_in = len(b.inputs)
     uses = b.uses
     if len(uses) > n_in and uses[-1] == 0 and not b.tensors[-1].after_accum:
-        return []  # the newest tensor, most often dangling before the accumulators
+        return  # the newest tensor, most often dangling before the accumulators
     unread = uses[:n_in].count(0)
     if unread and cfg.block_inputs != "mirage":
-        return []
+        return
     # Counted first (most nodes have too many dangling tensors, or none): listed only if they may close.
     if not 1 <= uses.count(0) - unread <= min(cfg.max_block_outputs, DEFAULT_LIMITS.max_block_outputs):
-        return []
+        return
     dangling = [i for i in range(n_in, len(b.tensors)) if uses[i] == 0]
     if not all(b.tensors[i].after_accum for i in dangling):
-        return []
+        return
     rank = min(len(b.tensors[i].shape) for i in dangling)
-    out = []
-    kernel_rank = (b.sources, TYPE_ORDER[OpKind.CUSTOMIZED])
     for omap in C.omap_candidates(b.grid, rank, cfg):
         new = []
         for i in dangling:
@@ -340,18 +336,24 @@ def _close_children(s: State, b: OpenBlock, cfg: SearchConfig) -> list[State]:
                 if d >= 0:
                     shape[d] *= g
             new.append(TInfo(tuple(shape), b.tensors[i].expr))
-        extra = sum(t.nbytes for t in new)
-        if s.dmem + extra > DEFAULT_LIMITS.dmem_bytes:
-            continue
+        if s.dmem + sum(t.nbytes for t in new) <= DEFAULT_LIMITS.dmem_bytes:
+            yield omap, dangling, tuple(new)
+
+
+def _close_children(s: State, b: OpenBlock, cfg: SearchConfig) -> list[State]:
+    """B1: the block graph closed, one child per omap (`_close_omaps`)."""
+    out = []
+    kernel_rank = (b.sources, TYPE_ORDER[OpKind.CUSTOMIZED])
+    for omap, dangling, new in _close_omaps(s, b, cfg):
         spec = BlockSpec(b.grid, b.forloop, b.inputs, b.ops, tuple(dangling), omap)
         op = KernelOp(OpKind.CUSTOMIZED, b.sources, (), spec)
         out.append(
             State(
-                s.tensors + tuple(new),
+                s.tensors + new,
                 bump(s.uses, b.sources, len(new)),
                 s.ops + (op,),
                 kernel_rank,
-                s.dmem + extra,
+                s.dmem + sum(t.nbytes for t in new),
                 None,
                 (),
                 f"close(omap={list(omap)})",

@@ -272,6 +272,8 @@ class Searcher:
             else:
                 counters.block_nodes += 1
             kids = child_list(s, self.fragment.config, outputs)
+            if kids.barren:
+                continue  # nothing below it: its children are never listed
             counters.children += len(kids)
             kept = self._kept(kids)
             counters.pruned += len(kids) - len(kept)

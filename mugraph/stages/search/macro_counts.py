@@ -1,5 +1,5 @@
-"""A block node's lora macros counted without its macro table, for a node whose children are
-only counted (`expand.Barren`): that table would never be read again.
+"""A block node's lora macros counted without its macro table, for the check that rules out all
+of a node's children at once (`viable.block_barren`): such a node's table would never be read.
 
 A block-op child's block graph holds its parent's tensors and one new one, j, which its last op
 made; its macros are the parent table's that it lists and the quadruples reading j. Those are
@@ -44,8 +44,8 @@ MacroUse = tuple[tuple[int, int, int, int], int]
 def macro_listed(b: OpenBlock, room: int) -> tuple[list[MacroEntry], list[MacroUse]]:
     """`macro_entries(b, room)`, in some order, in two parts: those over tensors older than `b`'s
     newest, and those reading it. Without extending the table where it lacks only the newest
-    tensor (a block op's child): the first part is then its parent's entries that `b` lists. For a
-    node whose children are only counted (`expand.Barren`): its table would never be read again."""
+    tensor (a block op's child): the first part is then its parent's entries that `b` lists. What
+    `macro_count` goes through, listed: the tests compare the two."""
     t = _fast(b)
     tensors = b.tensors
     j = len(tensors) - 1

@@ -98,22 +98,6 @@ class OpTable:
                 out += [e for e in islice(entries, start, None) if e[ENTRY_NBYTES] <= room]
         return out
 
-    def count(self, kinds: tuple[OpKind, ...], last: Rank, room: int) -> int:
-        """How many entries `listed` lists, without listing them."""
-        total = 0
-        last_ins, last_order = last
-        left, right = bisect.bisect_left, bisect.bisect_right
-        for order, keys, entries, big in zip(_orders(kinds), self.keys, self.entries, self.big, strict=True):
-            start = left(keys, last_ins)
-            n = len(keys)
-            if start < n and order <= last_order and keys[start] == last_ins:
-                start = right(keys, last_ins, start)
-            if big <= room:
-                total += n - start
-            else:
-                total += sum(1 for e in islice(entries, start, None) if e[ENTRY_NBYTES] <= room)
-        return total
-
 
 # One lora macro a block graph's tensors admit (`macros.py`): (operands (a, b, c, d), shared memory
 # it adds, the `MacroOperands`). A plain tuple read at named positions, as `Entry` is. Its terms are

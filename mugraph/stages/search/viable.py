@@ -86,16 +86,16 @@ def close_slack(s: State, b: OpenBlock, cfg: SearchConfig, outputs: int) -> int:
     return _room(cfg.max_block_ops - b.op_count, b.has_macro, cfg) - max(pre, loose - _outputs(s, b, cfg, outputs))
 
 
-def block_barren(s: State, b: OpenBlock, cfg: SearchConfig, outputs: int, n_closed: int, room: int) -> int | None:
-    """None unless `block_viable` rules out every child of the block node (with `room` bytes of
-    shared memory left), telling the block ops apart by the node's counts alone, or, where a block
-    op must read two loose ends, by the few that read two (the macros, few, one by one); then how
-    many macros the node lists, counted in the pass that checks them, since only how many
-    children it has is ever asked. Most nodes one op short of a full block graph are such."""
+def block_barren(s: State, b: OpenBlock, cfg: SearchConfig, outputs: int, closes: bool, room: int) -> bool:
+    """Whether `block_viable` rules out every child of the block node (with `room` bytes of
+    shared memory left; `closes`: whether it lists a child that closes it), telling the block ops
+    apart by the node's counts alone, or, where a block op must read two loose ends, by the few
+    that read two (the macros, few, one by one). Such a node's children are never listed. Most
+    nodes one op short of a full block graph are such."""
     pre, loose, made = _loose_ends(b, cfg)
     limit = _outputs(s, b, cfg, outputs)
-    if n_closed and made <= limit:
-        return None
+    if closes and made <= limit:
+        return False
     over = loose - limit
     left = cfg.max_block_ops - b.op_count - 1
     op_room = _room(left, b.has_macro, cfg)
@@ -104,16 +104,16 @@ def block_barren(s: State, b: OpenBlock, cfg: SearchConfig, outputs: int, n_clos
     pays: tuple[list[int], list[int]] | None = None
     if need_loose <= 2 and need_pre_after <= 2:
         if need_loose < 2:
-            return None
+            return False
         pays = _pays(b, cfg)
         if _pays_two(b, cfg, room, need_pre_after, *pays):
-            return None
+            return False
     if not cfg.concat_matmul or b.has_macro:
-        return 0
+        return True
     macro_room = _room(left, True, cfg)
     # A macro pays a loose end per operand that is one (at most four).
     pays_pre, pays_loose = pays or _pays(b, cfg)
-    return macro_count(b, room, pays_pre, pays_loose, pre - macro_room, over + 1 - macro_room)
+    return macro_count(b, room, pays_pre, pays_loose, pre - macro_room, over + 1 - macro_room) is not None
 
 
 @functools.cache

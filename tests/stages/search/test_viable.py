@@ -91,10 +91,10 @@ def test_counting_rejects_only_children_with_no_candidate_at_or_below(
         assert len(seen.rejects.get("close", [])) > 100
 
 
-def test_a_barren_node_counts_its_children_and_lists_them_when_asked() -> None:
-    """A block node that counting shows has no child worth exploring is only counted
-    (`expand.Barren`): as many children as the full listing, none of them viable there, and the
-    same children (terms and states) when one is asked for. Its macros, listed without extending
+def test_a_barren_node_lists_its_children_only_when_asked() -> None:
+    """A block node that counting shows has no child worth exploring lists none
+    (`expand.Barren`), and when asked, as many children as the full listing, none of them
+    viable there, and the same children (terms and states). Its macros, listed without extending
     its table, are those the extended table lists."""
     searcher = _searcher("lora")
     cfg = searcher.fragment.config
