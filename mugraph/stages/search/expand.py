@@ -212,8 +212,10 @@ def child_list(state: State, cfg: SearchConfig, outputs: int | None = None) -> C
     b = state.block
     if outputs is not None and b.op_count < cfg.max_block_ops:
         room = DEFAULT_LIMITS.smem_bytes - b.smem
-        if block_barren(state, b, cfg, outputs, any(_close_omaps(state, b, cfg)), room):
+        closes = any(_close_omaps(state, b, cfg))
+        if block_barren(state, b, cfg, outputs, closes, room):
             return Barren((state, cfg))
+        return _block_op_children(state, b, cfg, _closed(state, b, cfg) if closes else [])
     return _block_op_children(state, b, cfg, _closed(state, b, cfg))
 
 

@@ -147,12 +147,20 @@ def _new_pairs(
 
 
 def macro_count(
-    b: OpenBlock, room: int, pays_pre: list[int], pays_loose: list[int], need_pre: int, need_loose: int
+    b: OpenBlock,
+    room: int,
+    pays_pre: list[int],
+    pays_loose: list[int],
+    need_pre: int,
+    need_loose: int,
+    counted: bool = True,
 ) -> int | None:
     """How many macros `macro_entries(b, room)` lists (as `macro_listed`, without extending the
     table where it lacks only the newest tensor), or None as soon as one reads tensors that pay
     `need_loose` loose ends and `need_pre` of the pre-accumulator debt (one more where its product
-    comes before the accumulators): what `viable.block_barren` asks, in one pass that lists none."""
+    comes before the accumulators), in one pass that lists none. `viable.block_barren` asks only
+    whether it is None (`counted` false): then the number is not the count, and the parent's
+    entries are not gone through where none of them can pay."""
     t = _fast(b)
     tensors = b.tensors
     pl, pp = pays_loose, pays_pre
@@ -160,11 +168,14 @@ def macro_count(
         listed = macro_entries(b, room)
         return None if _one_pays(listed, tensors, pp, pl, need_pre, need_loose) else len(listed)
     j = len(tensors) - 1
-    old = table_entries(t, b, room)
+    count = 0
     # Those over older tensors than the newest (a loose end) have one fewer to read, often too few.
-    if sum(pl) - pl[j] >= need_loose and _one_pays(old, tensors, pp, pl, need_pre, need_loose):
-        return None
-    count = len(old)
+    older_may_pay = sum(pl) - pl[j] >= need_loose
+    if older_may_pay or counted:
+        old = table_entries(t, b, room)
+        if older_may_pay and _one_pays(old, tensors, pp, pl, need_pre, need_loose):
+            return None
+        count = len(old)
     new_lefts, new_rights = _new_pairs(t, tensors)
     # As in `macro_listed`; a quadruple reading j has j's flag (concatenated and multiplied
     # tensors share theirs), so what it must pay is known before its operands are. Its shared

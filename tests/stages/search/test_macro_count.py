@@ -30,9 +30,16 @@ def test_macro_count_matches_the_listed_macros(monkeypatch: pytest.MonkeyPatch) 
     seen = {"paid": 0, "counted": 0}
 
     def checked(
-        b: OpenBlock, room: int, pays_pre: list[int], pays_loose: list[int], need_pre: int, need_loose: int
+        b: OpenBlock,
+        room: int,
+        pays_pre: list[int],
+        pays_loose: list[int],
+        need_pre: int,
+        need_loose: int,
+        counted: bool = True,
     ) -> int | None:
         got = macro_count(b, room, pays_pre, pays_loose, need_pre, need_loose)
+        asked = macro_count(b, room, pays_pre, pays_loose, need_pre, need_loose, counted)
         listed = macros.macro_entries(dataclasses.replace(b), room)  # a copy's table is extended
         want: int | None = len(listed)
         for (a, c, d, f), _, _ in listed:
@@ -42,8 +49,9 @@ def test_macro_count_matches_the_listed_macros(monkeypatch: pytest.MonkeyPatch) 
                 want = None
                 break
         assert got == want, (b.ops, b.last, room, need_pre, need_loose)
+        assert (asked is None) == (want is None), (b.ops, b.last, room, need_pre, need_loose, counted)
         seen["paid" if want is None else "counted"] += 1
-        return got
+        return asked
 
     monkeypatch.setattr("mugraph.stages.search.viable.macro_count", checked)
     for path in PATHS:

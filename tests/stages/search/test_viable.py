@@ -117,6 +117,8 @@ def test_a_barren_node_lists_its_children_only_when_asked() -> None:
             for need_pre, need_loose in product(range(-1, 6), range(6)):
                 want = _paid(a.tensors, listed, pays_pre, pays_loose, need_pre, need_loose)
                 assert macro_count(a, room, pays_pre, pays_loose, need_pre, need_loose) == want
+                pays = macro_count(a, room, pays_pre, pays_loose, need_pre, need_loose, counted=False) is None
+                assert pays == (want is None)
                 seen["paid" if want is None else "counted"] += 1
         if kids.barren:
             seen["barren"] += 1
