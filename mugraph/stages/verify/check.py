@@ -40,7 +40,12 @@ def match_outputs(
             for c, r in zip(candidate, reference, strict=True)
         )
 
-    eq = [[same(i, j) for j in range(n)] for i in range(n)]
+    return first_permutation([[same(i, j) for j in range(n)] for i in range(n)])
+
+
+def first_permutation(eq: Sequence[Sequence[bool]]) -> tuple[int, ...] | None:
+    """The first permutation `perm` (lexicographic) with eq[i][perm[i]] for every i, or None."""
+    n = len(eq)
     for perm in itertools.permutations(range(n)):
         if all(eq[i][perm[i]] for i in range(n)):
             return perm
@@ -124,8 +129,7 @@ class ReferenceFingerprints:
             corner = r[tuple(slice(0, n) for n in tiles[j].shape)]
             return bool(self.xp.array_equal(tiles[j], corner))
 
-        eq = [[same(i, j) for j in range(len(tiles))] for i in range(len(tiles))]
-        return not any(all(eq[i][p[i]] for i in range(len(tiles))) for p in itertools.permutations(range(len(tiles))))
+        return first_permutation([[same(i, j) for j in range(len(tiles))] for i in range(len(tiles))]) is None
 
 
 class FloatReference:
