@@ -210,13 +210,12 @@ def child_list(state: State, cfg: SearchConfig, outputs: int | None = None) -> C
     if not state.block.configured:
         return _plain([Child((), _made, k) for k in _loop_children(state, state.block, cfg)])
     b = state.block
+    closes = True  # unless found otherwise, its close children are listed
     if outputs is not None and b.op_count < cfg.max_block_ops:
-        room = DEFAULT_LIMITS.smem_bytes - b.smem
         closes = any(_close_omaps(state, b, cfg))
-        if block_barren(state, b, cfg, outputs, closes, room):
+        if block_barren(state, b, cfg, outputs, closes, DEFAULT_LIMITS.smem_bytes - b.smem):
             return Barren((state, cfg))
-        return _block_op_children(state, b, cfg, _closed(state, b, cfg) if closes else [])
-    return _block_op_children(state, b, cfg, _closed(state, b, cfg))
+    return _block_op_children(state, b, cfg, _closed(state, b, cfg) if closes else [])
 
 
 def _closed(state: State, b: OpenBlock, cfg: SearchConfig) -> list[Child]:
