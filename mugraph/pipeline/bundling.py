@@ -9,7 +9,9 @@ travel together whatever their depth, at the priority of the shallowest among th
 - a path whose depth's recent tasks took a small share of a bundle's seconds (by their median: a
   depth's mean is held up by a few long subtrees);
 - a path of a depth with no finished task yet, while many paths wait for every worker thread (then
-  the order between depths costs the wall little: every thread has work queued either way).
+  the order between depths costs the wall little: every thread has work queued either way). Such a
+  path is priced at 1/`bundle_size` of a bundle, so a level no task has finished goes that many
+  paths to a bundle and reaches every thread.
 A budgeted task's frontier holds a few paths at each of many depths, so grouped by depth alone the
 deep ones went one or two a task: on 2 workers lora's whole tree made 1,361 Dask tasks for 9,552
 paths and gqa's 12,865 for 31,799 (simulated; each task costs the driver's process a few ms of CPU).
@@ -204,7 +206,15 @@ def plan_bundles(
         for r in bundles([paths[i] for i in group], size, times.means.get, span):
             tasks.append((priority, tuple(group[j] for j in r)))
     small.sort(key=lambda i: len(paths[i]))  # stable: the batch's order within a depth
-    for r in bundles([paths[i] for i in small], rule.max_paths, times.means.get, span):
+
+    # A depth with no finished task yet is priced at 1/size of a bundle, so its paths go `size` to a
+    # bundle: priced at nothing, a whole level went in one bundle, and one worker thread ran it
+    # while the others waited for its hand-back.
+    def price(depth: int) -> float:
+        mean = times.means.get(depth)
+        return span / size if mean is None else mean
+
+    for r in bundles([paths[i] for i in small], rule.max_paths, price, span):
         first = small[r.start]
         tasks.append((search_priority(paths[first]), tuple(small[j] for j in r)))
     return BundlePlan(span, tuple(tasks))

@@ -121,9 +121,16 @@ def test_small_paths_of_every_depth_travel_together() -> None:
     assert plan_bundles(deep, {3: 100, 4: 100, 5: 100}, fresh, 2).tasks == ((-3, (0, 1, 2)),)
     few = plan_bundles(deep, {3: 1, 4: 1, 5: 1}, fresh, 2)  # few wait: each depth on its own
     assert sorted(few.tasks) == [(-5, (2,)), (-4, (1,)), (-3, (0,))]
+    # the root's children on 2 workers: no depth-1 task has finished, yet they are not all one bundle
+    # (one worker thread would run them while the other waited for the hand-back)
+    level = [(i,) for i in range(52)]
+    first = plan_bundles(level, {1: 52}, fresh, 2)
+    size = bundle_size(52 - 2, 2)
+    assert size > 1
+    assert [len(m) for _, m in first.tasks] == [size] * (52 // size) + [52 % size] * (52 % size > 0)
     # every path exactly once, whatever the rule
-    for p in (plan, by_depth):
-        assert sorted(i for _, m in p.tasks for i in m) == list(range(len(paths)))
+    for p, batch in ((plan, paths), (by_depth, paths), (first, level)):
+        assert sorted(i for _, m in p.tasks for i in m) == list(range(len(batch)))
 
 
 def test_shallower_paths_run_first_and_warm_ups_last() -> None:
