@@ -10,8 +10,9 @@ now (a block graph that can no longer close is not explored), `states_every_bloc
 explored before that check. Speed changes must leave the μGraph set unchanged, and a change of the
 state count is a change of what the search explores, to be made on purpose. `data/rms_norm_default.json` holds
 rms_norm's whole default space as it is now (block inputs any non-empty subset of Mirage's tuple),
-`data/lora_default.json` lora's whole default space (slow: about half an hour on one core), and
-`data/gqa_default.json` gqa's (slow: about 1.6 hours).
+`data/gated_mlp_default.json` gated_mlp's (slow: about half a minute), `data/lora_default.json`
+lora's whole default space (slow: about half an hour on one core), and `data/gqa_default.json`
+gqa's (slow: about 1.6 hours).
 """
 
 from __future__ import annotations
@@ -69,6 +70,16 @@ def test_full_rms_norm_default_search_finds_the_recorded_mugraphs() -> None:
     assert old.complete
     clean = {d for d, f in old.found.items() if not unread_block_inputs(f.kernel_graph())}
     assert len(clean) < len(old.found) and clean <= set(digests)
+
+
+@pytest.mark.slow
+def test_full_gated_mlp_default_search_finds_the_recorded_mugraphs() -> None:
+    """gated_mlp's whole default space: the recorded states and 28 μGraphs."""
+    recorded = json.loads((DATA / "gated_mlp_default.json").read_text())
+    config = preset_config(get_builtin("gated_mlp").preset).with_overrides(recorded["overrides"])
+    states, digests = _search("gated_mlp", config)
+    assert states == recorded["states"]
+    assert digests == recorded["digests"]
 
 
 @pytest.mark.slow
