@@ -208,8 +208,8 @@ def plan_bundles(
     small.sort(key=lambda i: len(paths[i]))  # stable: the batch's order within a depth
 
     # A depth with no finished task yet is priced at 1/size of a bundle, so its paths go `size` to a
-    # bundle: priced at nothing, a whole level went in one bundle, and one worker thread ran it
-    # while the others waited for its hand-back.
+    # bundle: priced at nothing, a whole level would go in one bundle, which one worker thread runs
+    # while the others wait for its hand-back.
     def price(depth: int) -> float:
         mean = times.means.get(depth)
         return span / size if mean is None else mean
