@@ -72,34 +72,23 @@ def test_full_rms_norm_default_search_finds_the_recorded_mugraphs() -> None:
     assert len(clean) < len(old.found) and clean <= set(digests)
 
 
-@pytest.mark.slow
-def test_full_gated_mlp_default_search_finds_the_recorded_mugraphs() -> None:
-    """gated_mlp's whole default space: the recorded states and 28 μGraphs."""
-    recorded = json.loads((DATA / "gated_mlp_default.json").read_text())
-    config = preset_config(get_builtin("gated_mlp").preset).with_overrides(recorded["overrides"])
-    states, digests = _search("gated_mlp", config)
-    assert states == recorded["states"]
-    assert digests == recorded["digests"]
+# The whole default spaces kept as data, each with the time it needs (the suite's default is 10 min).
+WHOLE = [
+    pytest.param("gated_mlp", id="gated_mlp"),  # 85,169 states and 28 μGraphs: about half a minute
+    # 10.2 M states (37.1 M before the counting checks) and 12 μGraphs: about half an hour on a quiet core
+    pytest.param("lora", marks=pytest.mark.timeout(3 * 3600), id="lora"),
+    # 50.7 M states and the 195 μGraphs a 2-worker `optimize` found: about 1.6 hours
+    pytest.param("gqa", marks=pytest.mark.timeout(4 * 3600), id="gqa"),
+]
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(3 * 3600)  # about half an hour on a quiet core; the suite's default is 10 min
-def test_full_lora_default_search_finds_the_recorded_mugraphs() -> None:
-    """lora's whole default space, where the concat-then-matmul macro makes most of the children:
-    the recorded 10.2 M states (37.1 M before the counting checks) and 12 μGraphs."""
-    recorded = json.loads((DATA / "lora_default.json").read_text())
-    config = preset_config(get_builtin("lora").preset).with_overrides(recorded["overrides"])
-    states, digests = _search("lora", config)
-    assert states == recorded["states"]
-    assert digests == recorded["digests"]
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(4 * 3600)  # about 1.6 hours on a quiet core
-def test_full_gqa_default_search_finds_the_recorded_mugraphs() -> None:
-    """gqa's whole default space: the 50.7 M states and 195 μGraphs a 2-worker `optimize` found."""
-    recorded = json.loads((DATA / "gqa_default.json").read_text())
-    config = preset_config(get_builtin("gqa").preset).with_overrides(recorded["overrides"])
-    states, digests = _search("gqa", config)
+@pytest.mark.parametrize("name", WHOLE)
+def test_whole_default_search_finds_the_recorded_mugraphs(name: str) -> None:
+    """A whole default space (lora's is the one where the concat-then-matmul macro makes most of
+    the children): the recorded states and μGraphs."""
+    recorded = json.loads((DATA / f"{name}_default.json").read_text())
+    config = preset_config(get_builtin(name).preset).with_overrides(recorded["overrides"])
+    states, digests = _search(name, config)
     assert states == recorded["states"]
     assert digests == recorded["digests"]
