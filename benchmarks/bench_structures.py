@@ -7,7 +7,9 @@ the distinct states three ways:
 - with every fmap and for-loop range erased;
 - with the grid and imaps (and omaps) erased as well.
 The ratios are the room a search that lists each structure once would have. Caching the present
-per-instantiation work cannot reach it.
+per-instantiation work cannot reach it. Per structure (all three erased), it also counts the distinct
+new-term tuples its states bring (what the oracle would judge once per structure) and the distinct
+tensor-shape signatures (what its shape and memory checks would still meet row by row).
 
     python benchmarks/bench_structures.py benchmarks/data/scale_lora_t2.jsonl.gz --sample 40
 """
@@ -69,6 +71,8 @@ def main() -> None:
     searcher = Searcher(Fragment(prog.reference(), config, name))
     outputs = len(searcher.fragment.output_names)
     seen: tuple[set[Hashable], set[Hashable], set[Hashable]] = (set(), set(), set())
+    terms: set[Hashable] = set()
+    shapes: set[Hashable] = set()
     nodes = 0
     for path, budget in tasks:
         stack = searcher._task_stack(tuple(path))
@@ -79,7 +83,11 @@ def main() -> None:
             done += 1
             seen[0].add(structure(state))
             seen[1].add(structure(state, loop=False))
-            seen[2].add(structure(state, loop=False, grid=False))
+            key = structure(state, loop=False, grid=False)
+            seen[2].add(key)
+            terms.add((key, state.new))
+            tensors = state.tensors if state.block is None else state.block.tensors
+            shapes.add((key, tuple(t.shape for t in tensors)))
             if state.block is None and isinstance(searcher._verify(state, p, SearchCounters()), Found):
                 continue
             kids = child_list(state, config, outputs)
@@ -96,6 +104,10 @@ def main() -> None:
                 "without_loop": distinct[1],
                 "without_loop_and_grid": distinct[2],
                 "states_per_structure": round(nodes / distinct[2], 1),
+                "term_tuples": len(terms),
+                "states_per_term_tuple": round(nodes / len(terms), 2),
+                "shape_signatures": len(shapes),
+                "states_per_shape_signature": round(nodes / len(shapes), 2),
             }
         )
     )
