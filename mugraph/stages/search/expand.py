@@ -181,7 +181,8 @@ class Barren(ChildList):
         if not isinstance(full, ChildList):
             state, cfg = full
             assert state.block is not None
-            full = self._full = _block_op_children(state, state.block, cfg, _closed(state, state.block, cfg))
+            b = state.block
+            full = self._full = _block_op_children(state, b, cfg, _closed(state, b, list(_close_omaps(state, b, cfg))))
         return full
 
     def __len__(self) -> int:
@@ -210,16 +211,19 @@ def child_list(state: State, cfg: SearchConfig, outputs: int | None = None) -> C
     if not state.block.configured:
         return _plain([Child((), _made, k) for k in _loop_children(state, state.block, cfg)])
     b = state.block
-    closes = True  # unless found otherwise, its close children are listed
-    if outputs is not None and b.op_count < cfg.max_block_ops:
-        closes = any(_close_omaps(state, b, cfg))
-        if block_barren(state, b, cfg, outputs, closes, DEFAULT_LIMITS.smem_bytes - b.smem):
-            return Barren((state, cfg))
-    return _block_op_children(state, b, cfg, _closed(state, b, cfg) if closes else [])
+    closings = list(_close_omaps(state, b, cfg))  # most nodes return before the first omap
+    room = DEFAULT_LIMITS.smem_bytes - b.smem
+    if (
+        outputs is not None
+        and b.op_count < cfg.max_block_ops
+        and block_barren(state, b, cfg, outputs, bool(closings), room)
+    ):
+        return Barren((state, cfg))
+    return _block_op_children(state, b, cfg, _closed(state, b, closings))
 
 
-def _closed(state: State, b: OpenBlock, cfg: SearchConfig) -> list[Child]:
-    return [Child((), _made, k) for k in _close_children(state, b, cfg)]
+def _closed(state: State, b: OpenBlock, closings: list[Closing]) -> list[Child]:
+    return [Child((), _made, k) for k in _close_children(state, b, closings)]
 
 
 def _plain(kids: list[Child]) -> ChildList:
@@ -310,7 +314,12 @@ def _loop_children(s: State, b: OpenBlock, cfg: SearchConfig) -> list[State]:
 
 
 # -- block level ---------------------------------------------------------------------------------
-def _close_omaps(s: State, b: OpenBlock, cfg: SearchConfig) -> Iterator[tuple[Dim3, list[int], tuple[TInfo, ...]]]:
+# One way to close a block graph (B1): the omap, the dangling tensors, the outputs they become
+# and the device memory those add.
+Closing = tuple[Dim3, list[int], tuple[TInfo, ...], int]
+
+
+def _close_omaps(s: State, b: OpenBlock, cfg: SearchConfig) -> Iterator[Closing]:
     """B1's choices, in order: each omap under which every dangling computed tensor becomes an
     output within device memory, with those tensors and the outputs they become. Outside Mirage's
     block-input rule, a block graph with an input no block op reads is never closed (the same
@@ -337,15 +346,16 @@ def _close_omaps(s: State, b: OpenBlock, cfg: SearchConfig) -> Iterator[tuple[Di
                 if d >= 0:
                     shape[d] *= g
             new.append(TInfo(tuple(shape), b.tensors[i].expr))
-        if s.dmem + sum(t.nbytes for t in new) <= DEFAULT_LIMITS.dmem_bytes:
-            yield omap, dangling, tuple(new)
+        extra = sum(t.nbytes for t in new)
+        if s.dmem + extra <= DEFAULT_LIMITS.dmem_bytes:
+            yield omap, dangling, tuple(new), extra
 
 
-def _close_children(s: State, b: OpenBlock, cfg: SearchConfig) -> list[State]:
-    """B1: the block graph closed, one child per omap (`_close_omaps`)."""
+def _close_children(s: State, b: OpenBlock, closings: list[Closing]) -> list[State]:
+    """B1: the block graph closed, one child per way to close it (`_close_omaps`)."""
     out = []
     kernel_rank = (b.sources, TYPE_ORDER[OpKind.CUSTOMIZED])
-    for omap, dangling, new in _close_omaps(s, b, cfg):
+    for omap, dangling, new, extra in closings:
         spec = BlockSpec(b.grid, b.forloop, b.inputs, b.ops, tuple(dangling), omap)
         op = KernelOp(OpKind.CUSTOMIZED, b.sources, (), spec)
         out.append(
@@ -354,7 +364,7 @@ def _close_children(s: State, b: OpenBlock, cfg: SearchConfig) -> list[State]:
                 bump(s.uses, b.sources, len(new)),
                 s.ops + (op,),
                 kernel_rank,
-                s.dmem + sum(t.nbytes for t in new),
+                s.dmem + extra,
                 None,
                 (),
                 f"close(omap={list(omap)})",

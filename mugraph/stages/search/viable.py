@@ -113,7 +113,8 @@ def block_barren(s: State, b: OpenBlock, cfg: SearchConfig, outputs: int, closes
     macro_room = _room(left, True, cfg)
     # A macro pays a loose end per operand that is one (at most four).
     pays_pre, pays_loose = pays or _pays(b, cfg)
-    return macro_count(b, room, pays_pre, pays_loose, pre - macro_room, over + 1 - macro_room, False) is not None
+    need_pre, need_loose = pre - macro_room, over + 1 - macro_room
+    return macro_count(b, room, pays_pre, pays_loose, need_pre, need_loose, counted=False) is not None
 
 
 @functools.cache
