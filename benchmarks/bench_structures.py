@@ -1,7 +1,9 @@
 """How many of the search's states are one structure again under another grid, for-loop or map.
 
-Walks K tasks of a recorded scale trace (drawn by recorded seconds, as `bench_speed.py --trace`
-draws them), each under its recorded budget, exactly as `Searcher.explore` walks them. It counts
+Walks K tasks of a recorded scale trace of search tree 2 (drawn by recorded seconds, as
+`bench_speed.py --trace` draws them), each under its recorded budget, through the instantiated
+tree (`expand.child_list`, one state per grid, map and for-loop range) as that tree's search
+walked them. It counts
 the distinct states three ways:
 - as they are;
 - with every fmap and for-loop range erased;
@@ -28,9 +30,11 @@ from bench_speed import sample_tasks
 
 from mugraph.programs import get_builtin
 from mugraph.stages.search.config import parse_override, preset_config
-from mugraph.stages.search.expand import Child, child_list
+from mugraph.stages.search.expand import Child, child_list, instance_at, kept_indices
 from mugraph.stages.search.explore import Found, Fragment, SearchCounters, Searcher
 from mugraph.stages.search.state import BlockSpec, State
+from mugraph.stages.search.task_paths import Path as TaskPath
+from mugraph.stages.search.task_paths import split_run
 
 
 def _block(spec: BlockSpec, loop: bool, grid: bool) -> Hashable:
@@ -60,6 +64,18 @@ def structure(state: State, loop: bool = True, grid: bool = True) -> Hashable:
     )
 
 
+def _stack(searcher: Searcher, task: TaskPath, outputs: int) -> list[tuple[TaskPath, State | Child]]:
+    """The stack a task of the instantiated tree starts from: its node, or its run of siblings."""
+    cfg, root = searcher.fragment.config, searcher.fragment.root
+    run = split_run(task)
+    if run is None:
+        return [(task, instance_at(root, cfg, task))]
+    parent, first = run
+    kids = child_list(instance_at(root, cfg, parent), cfg, outputs)
+    kept = [i for i in kept_indices(kids, cfg, outputs, searcher.oracle.kept) if i >= first]
+    return [(parent + (i,), kids[i]) for i in reversed(kept)]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("trace", type=Path, help="a scale trace (bench_scale.py) of one fragment")
@@ -75,7 +91,7 @@ def main() -> None:
     shapes: set[Hashable] = set()
     nodes = 0
     for path, budget in tasks:
-        stack = searcher._task_stack(tuple(path))
+        stack = _stack(searcher, tuple(path), outputs)
         done = 0
         while stack and (budget is None or done < budget):  # as Searcher.explore walks
             p, top = stack.pop()
@@ -91,7 +107,8 @@ def main() -> None:
             if state.block is None and isinstance(searcher._verify(state, p, SearchCounters()), Found):
                 continue
             kids = child_list(state, config, outputs)
-            stack.extend((p + (i,), kids[i]) for i in reversed(searcher._kept(kids)))
+            kept = kept_indices(kids, config, outputs, searcher.oracle.kept)
+            stack.extend((p + (i,), kids[i]) for i in reversed(kept))
         nodes += done
     distinct = [len(s) for s in seen]
     print(

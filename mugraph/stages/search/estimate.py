@@ -34,15 +34,17 @@ def _rng(path: Sequence[int], salt: int) -> random.Random:
 
 
 def probe(searcher: Searcher, node: Path, rng: random.Random, max_depth: int = 64) -> float:
-    """One Knuth probe of the subtree at `node` (a node's path): its estimated number of nodes."""
-    size, weight, path = 1.0, 1.0, node
+    """One Knuth probe of the subtree at `node` (a node's path): its estimated number of states.
+    A node weighs the states it stands for (a block structure node, its rows), and Knuth's sum
+    weighs each depth's node by the product of the branching factors above it."""
+    size, weight, path = float(searcher.weight(node)), 1.0, node
     for _ in range(max_depth):
         _, kept = searcher.kept_children(path)
         if not kept:
             break
         weight *= len(kept)
-        size += weight
         path = (*path, rng.choice(kept))
+        size += weight * searcher.weight(path)
     return size
 
 

@@ -42,7 +42,17 @@ from mugraph.stages.search.state import (
 )
 from mugraph.stages.search.viable import KernelStep, block_barren, block_viable, kernel_viable
 
-__all__ = ["Barren", "Child", "ChildList", "child_list", "children"]
+__all__ = [
+    "Barren",
+    "Child",
+    "ChildList",
+    "child_list",
+    "children",
+    "describe_instances",
+    "find_instance",
+    "instance_at",
+    "kept_indices",
+]
 
 
 class Child:
@@ -234,6 +244,52 @@ def children(state: State, cfg: SearchConfig) -> list[State]:
     return [c.build() for c in child_list(state, cfg)]
 
 
+Judge = Callable[[dict[E.Expr, None]], set[E.Expr] | frozenset[E.Expr]]
+
+
+def kept_indices(kids: ChildList, cfg: SearchConfig, outputs: int, judge: Judge) -> list[int]:
+    """Indices of the children that counting does not rule out (`ChildList.viable`) and whose new
+    terms `judge` (the oracle's `kept`) keeps: the children the instantiated tree explores."""
+    if kids.barren:
+        return []
+    viable = kids.viable(cfg, outputs)
+    judged: Sequence[int] = range(len(kids)) if viable is None else [i for i, v in enumerate(viable) if v]
+    news = kids.news_at(list(judged))
+    terms = dict.fromkeys(t for new in news for t in new)
+    keep = judge(terms) if terms else frozenset()
+    return [i for i, new in zip(judged, news, strict=True) if keep.issuperset(new)]
+
+
+def instance_at(root: State, cfg: SearchConfig, path: Sequence[int]) -> State:
+    """The state a path of choices names in the instantiated tree (`child_list`'s, one state per
+    grid, map and for-loop range), from `root`."""
+    state = root
+    for idx in path:
+        state = child_list(state, cfg)[idx].build()
+    return state
+
+
+def describe_instances(root: State, cfg: SearchConfig, path: Sequence[int]) -> list[str]:
+    """The choices along a path of the instantiated tree, readable (`open(grid=...)`, `matmul(0,1)`)."""
+    out, state = [], root
+    for idx in path:
+        state = child_list(state, cfg)[idx].build()
+        out.append(state.label)
+    return out
+
+
+def find_instance(root: State, cfg: SearchConfig, labels: Sequence[str]) -> State:
+    """The state reached from `root` by the choices labelled `labels` in the instantiated tree."""
+    state = root
+    for label in labels:
+        kids = [k.build() for k in child_list(state, cfg)]
+        match = [k for k in kids if k.label == label]
+        if not match:
+            raise ValueError(f"no choice is labelled {label!r} after {state.label!r}")
+        state = match[0]
+    return state
+
+
 # -- kernel level --------------------------------------------------------------------------------
 def _kernel_child(s: State, e: Entry) -> State:
     ins, rank, kind, attrs, t, nbytes, new = e
@@ -321,22 +377,37 @@ Closing = tuple[Dim3, list[int], tuple[TInfo, ...], int]
 
 def _close_omaps(s: State, b: OpenBlock, cfg: SearchConfig) -> Iterator[Closing]:
     """B1's choices, in order: each omap under which every dangling computed tensor becomes an
-    output within device memory, with those tensors and the outputs they become. Outside Mirage's
+    output within device memory, with those tensors and the outputs they become."""
+    dangling = close_dangling(b, cfg)
+    if dangling is not None:
+        yield from row_closings(s, b, dangling, cfg)
+
+
+def close_dangling(b: OpenBlock, cfg: SearchConfig) -> list[int] | None:
+    """The dangling tensors a block graph would close with, or None where it cannot close: a
+    computed tensor dangles before the accumulators, or none or too many dangle. Outside Mirage's
     block-input rule, a block graph with an input no block op reads is never closed (the same
-    graph without that input is in the space)."""
+    graph without that input is in the space). Counting alone: the same for every grid, map and
+    for-loop range of the graph."""
     n_in = len(b.inputs)
     uses = b.uses
     if len(uses) > n_in and uses[-1] == 0 and not b.tensors[-1].after_accum:
-        return  # the newest tensor, most often dangling before the accumulators
+        return None  # the newest tensor, most often dangling before the accumulators
     unread = uses[:n_in].count(0)
     if unread and cfg.block_inputs != "mirage":
-        return
+        return None
     # Counted first (most nodes have too many dangling tensors, or none): listed only if they may close.
     if not 1 <= uses.count(0) - unread <= min(cfg.max_block_outputs, DEFAULT_LIMITS.max_block_outputs):
-        return
+        return None
     dangling = [i for i in range(n_in, len(b.tensors)) if uses[i] == 0]
     if not all(b.tensors[i].after_accum for i in dangling):
-        return
+        return None
+    return dangling
+
+
+def row_closings(s: State, b: OpenBlock, dangling: list[int], cfg: SearchConfig) -> Iterator[Closing]:
+    """The ways to close `b` with its `dangling` tensors as outputs: one per omap under which they
+    fit in device memory."""
     rank = min(len(b.tensors[i].shape) for i in dangling)
     for omap in C.omap_candidates(b.grid, rank, cfg):
         new = []

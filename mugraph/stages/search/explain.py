@@ -22,7 +22,7 @@ from mugraph.ir.types import COMMUTATIVE_OPS, Dim3, OpKind
 from mugraph.stages.prune.oracle import Verdict
 from mugraph.stages.search import candidates as C
 from mugraph.stages.search.config import SearchConfig
-from mugraph.stages.search.expand import child_list
+from mugraph.stages.search.expand import child_list, describe_instances
 from mugraph.stages.search.expert_target import (
     BlockTarget,
     KernelStep,
@@ -35,6 +35,7 @@ from mugraph.stages.search.expert_target import (
 )
 from mugraph.stages.search.explore import Searcher
 from mugraph.stages.search.state import TYPE_ORDER, State
+from mugraph.stages.search.structures import structure_labels
 from mugraph.stages.search.task_paths import Path
 
 WALK_LIMIT = 20_000  # states visited before the walk gives up (many orders of one expert)
@@ -157,7 +158,7 @@ class _Walk:
             path, state = stack.pop()
             visited += 1
             if self.complete(state):
-                if self.digest in self.s.explore(path, budget=1).found:
+                if self._matches(path, state) == self.digest:
                     return path
                 self._dead(
                     path,
@@ -190,7 +191,7 @@ class _Walk:
             return False
         if sorted(state.tensors[i].shape for i in dangling) != frag.output_shapes:
             return False
-        if not self.s.explore(path, budget=1).found:
+        if self._matches(path, state) is None:
             return False
         self._dead(
             path,
@@ -200,6 +201,11 @@ class _Walk:
             None,
         )
         return True
+
+    def _matches(self, path: Path, state: State) -> str | None:
+        """The digest of the μGraph `state` is, where it is a candidate that matches the reference."""
+        found = self.s.verify(state, path)
+        return found.digest if found is not None else None
 
     def _dead(self, path: Path, rule: str, reason: str, setting: str | None) -> None:
         if self.best is None or len(path) > self.best.depth:
@@ -507,8 +513,10 @@ def explain_expert(searcher: Searcher, label: str, expert: KernelGraph) -> Expla
     walk = _Walk(searcher, target_of(expert), canonical_digest(expert))
     path = walk.run()
     if path is not None:
-        return Explanation(label, True, path=path, labels=searcher.describe(path))
+        labels = structure_labels(describe_instances(searcher.fragment.root, walk.cfg, path))
+        return Explanation(label, True, path=searcher.find_path(labels), labels=labels)
     dead = walk.best
     if dead is None:
         return Explanation(label, False, "walk limit", f"more than {WALK_LIMIT:,} orders of the expert tried")
-    return Explanation(label, False, dead.rule, dead.reason, dead.setting, dead.path, searcher.describe(dead.path))
+    labels = describe_instances(searcher.fragment.root, walk.cfg, dead.path)
+    return Explanation(label, False, dead.rule, dead.reason, dead.setting, dead.path, labels)

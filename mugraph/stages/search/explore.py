@@ -17,12 +17,12 @@ are pushed.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from itertools import chain, compress
 
 import numpy as np
 
@@ -33,19 +33,20 @@ from mugraph.ir.graph import KernelGraph
 from mugraph.ir.serialize import digest as graph_digest
 from mugraph.ir.serialize import dumps, loads
 from mugraph.ir.types import OpKind
-from mugraph.stages.prune.expr import Expr, output_exprs, var
+from mugraph.stages.prune.expr import output_exprs, var
 from mugraph.stages.prune.oracle import OracleConfig, SubexprOracle, VerdictMemo
 from mugraph.stages.search.build import build_graph
 from mugraph.stages.search.config import SearchConfig
-from mugraph.stages.search.expand import Child, ChildList, child_list
 from mugraph.stages.search.state import State, root_state
+from mugraph.stages.search.structures import BlockNode, Expansion, Lazy, Node, block_expansion, kernel_expansion
 from mugraph.stages.search.task_paths import Path, frontier_tasks, show, split_run
 from mugraph.stages.verify.check import ReferenceFingerprints
 
 # Which nodes the search explores. A run store's frontier names nodes of one tree, so a store made
 # under another version is not resumed. 2: children that counting shows cannot reach a candidate
-# (`viable.py`) are dropped with the oracle's verdicts.
-SEARCH_TREE = "2"
+# (`viable.py`) are dropped with the oracle's verdicts. 3: a block graph's structure is one node for
+# all its grids, maps and for-loop ranges (`structures.py`).
+SEARCH_TREE = "3"
 
 
 class SearchPathError(MugraphError):
@@ -56,7 +57,8 @@ class SearchPathError(MugraphError):
 class SearchCounters:
     """What one exploration did; counters of several explorations add up."""
 
-    nodes: int = 0
+    nodes: int = 0  # instantiated states: a block structure node counts once per row
+    structures: int = 0  # nodes of the search tree
     kernel_nodes: int = 0
     block_nodes: int = 0
     children: int = 0  # listed children (they passed the order, shape and memory checks)
@@ -135,13 +137,20 @@ class Searcher:
             fragment.finals, len(fragment.input_names), OracleConfig(cfg.rlimit, True, cfg.unknown_keeps), memo
         )
         self.fingerprints = ReferenceFingerprints(fragment.reference, cfg.seeds, xp=xp)
-        self._kids: OrderedDict[Path, ChildList] = OrderedDict()
+        self._kids: OrderedDict[Path, Expansion] = OrderedDict()
 
     # -- paths -------------------------------------------------------------------------------
-    def _children_cached(self, path: Path, state: State) -> ChildList:
+    def expansion(self, node: Node) -> Expansion:
+        """`node`'s children: listed, ruled out by counting, judged by the oracle."""
+        cfg, outputs = self.fragment.config, len(self.fragment.output_names)
+        if isinstance(node, BlockNode):
+            return block_expansion(node, cfg, outputs, self.oracle.kept)
+        return kernel_expansion(node, cfg, outputs, self.oracle.kept)
+
+    def _children_cached(self, path: Path, node: Node) -> Expansion:
         kids = self._kids.get(path)
         if kids is None:
-            kids = child_list(state, self.fragment.config)
+            kids = self.expansion(node)
             self._kids[path] = kids
             if len(self._kids) > 64:
                 self._kids.popitem(last=False)
@@ -149,41 +158,45 @@ class Searcher:
             self._kids.move_to_end(path)
         return kids
 
-    def replay(self, path: Sequence[int]) -> State:
-        """The node named by `path`, rebuilt step by step (no oracle needed: the path's choices
-        were kept when it was made)."""
-        state = self.fragment.root
+    def replay(self, path: Sequence[int]) -> Node:
+        """The node named by `path`, rebuilt step by step: each node on it is expanded and judged
+        again (its rows are those its ancestors' verdicts kept; the verdicts are the same ones)."""
+        node: Node = self.fragment.root
         for depth, idx in enumerate(path):
-            kids = self._children_cached(tuple(path[:depth]), state)
-            if not (isinstance(idx, int) and 0 <= idx < len(kids)):
+            kids = self._children_cached(tuple(path[:depth]), node)
+            child = kids.child(idx) if isinstance(idx, int) else None
+            if child is None:
                 raise SearchPathError(
-                    f"path {list(path)}: step {depth} chooses child {idx}, but that node has {len(kids)} children"
+                    f"path {list(path)}: step {depth} chooses child {idx}, but that node keeps no such child"
                 )
-            state = kids[idx].build()
-        return state
+            node = child
+        return node
 
     def find_path(self, labels: Sequence[str]) -> Path:
-        """The path whose choices have these labels (as `describe` prints them)."""
-        state, path = self.fragment.root, Path()
+        """The path whose choices have these labels (as `describe` prints them), through kept children."""
+        node: Node = self.fragment.root
+        path = Path()
         for label in labels:
-            kids = self._children_cached(path, state)
-            built = [k.build() for k in kids]
-            found = [i for i, k in enumerate(built) if k.label == label]
-            if not found:
-                raise SearchPathError(f"after {list(path)} no choice is labelled {label!r}")
-            path, state = path + (found[0],), built[found[0]]
+            kids = self._children_cached(path, node)
+            for i, lazy in zip(kids.kept, kids.lazy, strict=True):
+                child = lazy.build()
+                if child.label == label:
+                    path, node = path + (i,), child
+                    break
+            else:
+                raise SearchPathError(f"after {list(path)} no kept choice is labelled {label!r}")
         return path
 
     def describe(self, path: Sequence[int]) -> list[str]:
-        """The choices along a path, readable (`matmul(0,1)`, `close(omap=[1,-1,-1])`, ...)."""
-        state = self.fragment.root
-        out = []
-        for depth, idx in enumerate(path):
-            state = self._children_cached(tuple(path[:depth]), state)[idx].build()
-            out.append(state.label)
-        return out
+        """The choices along a path, readable (`matmul(0,1)`, `close(grid=[...],...)`, ...)."""
+        return [self.replay(path[: depth + 1]).label for depth in range(len(path))]
 
     # -- verification ------------------------------------------------------------------------
+    def verify(self, state: State, path: Path) -> Found | None:
+        """The μGraph a kernel-level `state` is, where it is a candidate that matches the reference."""
+        verdict = self._verify(state, path, SearchCounters())
+        return verdict if isinstance(verdict, Found) else None
+
     def _verify(self, state: State, path: Path, counters: SearchCounters) -> Found | bool | None:
         """None: not a candidate. False: a candidate that failed. A Found: a verified μGraph."""
         frag = self.fragment
@@ -212,39 +225,28 @@ class Searcher:
         return Found(canonical_digest(graph), path, dumps(graph))
 
     # -- exploration -------------------------------------------------------------------------
-    def _kept(self, kids: ChildList) -> list[int]:
-        """Indices of the children that counting does not rule out (`ChildList.viable`) and whose
-        new terms the oracle keeps (one batch for all of them)."""
-        if kids.barren:
-            return []
-        viable = kids.viable(self.fragment.config, len(self.fragment.output_names))
-        if viable is None:
-            judged: Sequence[int] = range(len(kids))
-            news = kids.news
-        else:  # a child ruled out is not judged (its index and terms dropped, in C loops)
-            judged = list(compress(range(len(kids)), viable))
-            news = kids.news_at(judged)
-        terms = dict.fromkeys(chain.from_iterable(news))
-        keep: set[Expr] | frozenset[Expr] = self.oracle.kept(terms) if terms else frozenset()
-        return list(compress(judged, map(keep.issuperset, news)))  # all its terms kept
-
-    def _task_stack(self, task: Path) -> list[tuple[Path, State | Child]]:
+    def _task_stack(self, task: Path) -> list[tuple[Path, Node | Lazy]]:
         """The exploration stack a task starts from: its node, or the kept siblings of its run
-        (their parent's children listed and judged again; that node's expansion counted them)."""
+        (their parent expanded and judged again; that node's expansion counted them)."""
         run = split_run(task)
         if run is None:
             return [(task, self.replay(task))]
         parent, first = run
         kids, kept = self.kept_children(parent)
-        kept = [i for i in kept if i >= first]
-        if not kept or kept[0] != first:
+        at = [j for j, i in enumerate(kept) if i >= first]
+        if not at or kept[at[0]] != first:
             raise SearchPathError(f"task {show(task)}: child {first} of {list(parent)} is not a kept child")
-        return [(parent + (i,), kids[i]) for i in reversed(kept)]
+        return [(parent + (kept[j],), kids.lazy[j]) for j in reversed(at)]
 
-    def kept_children(self, path: Path) -> tuple[ChildList, list[int]]:
-        """A node's children and the indices of those the oracle keeps."""
+    def kept_children(self, path: Path) -> tuple[Expansion, list[int]]:
+        """A node's children and the indices of those the search explores."""
         kids = self._children_cached(path, self.replay(path))
-        return kids, self._kept(kids)
+        return kids, kids.kept
+
+    def weight(self, path: Path) -> int:
+        """The instantiated states the node at `path` stands for (its rows, for a block node)."""
+        node = self.replay(path)
+        return len(node.rows) if isinstance(node, BlockNode) else 1
 
     def explore(self, path: Sequence[int] = (), budget: int | None = None) -> ExploreResult:
         """Depth-first over the subtree (or sibling run) named by `path`, expanding at most
@@ -256,28 +258,14 @@ class Searcher:
         before = (o0.queries, o0.prefiltered, o0.memo_hits, o0.solver_calls, o0.solver_seconds)
         start = tuple(path)
         counters = SearchCounters()
-        found: dict[str, Found] = {}
-        stack = self._task_stack(start)
-        outputs = len(self.fragment.output_names)
-        while stack and (budget is None or counters.nodes < budget):
-            p, top = stack.pop()
-            s = top.build() if isinstance(top, Child) else top
-            counters.nodes += 1
-            if s.block is None:
-                counters.kernel_nodes += 1
-                verdict = self._verify(s, p, counters)
-                if isinstance(verdict, Found):
-                    found.setdefault(verdict.digest, verdict)
-                    continue
-            else:
-                counters.block_nodes += 1
-            kids = child_list(s, self.fragment.config, outputs)
-            if kids.barren:
-                continue  # nothing below it: its children are never listed
-            counters.children += len(kids)
-            kept = self._kept(kids)
-            counters.pruned += len(kids) - len(kept)
-            stack.extend((p + (i,), kids[i]) for i in reversed(kept))
+        collecting = gc.isenabled()
+        gc.disable()  # see `explore`'s docstring
+        try:
+            stack = self._task_stack(start)
+            found = self._walk(stack, budget, counters)
+        finally:
+            if collecting:
+                gc.enable()
         o1 = self.oracle.counters
         counters.oracle_queries = o1.queries - before[0]
         counters.prefiltered = o1.prefiltered - before[1]
@@ -286,6 +274,32 @@ class Searcher:
         counters.solver_seconds = o1.solver_seconds - before[4]
         counters.seconds = time.perf_counter() - t0
         return ExploreResult(start, found, frontier_tasks([p for p, _ in reversed(stack)]), counters)
+
+    def _walk(
+        self, stack: list[tuple[Path, Node | Lazy]], budget: int | None, counters: SearchCounters
+    ) -> dict[str, Found]:
+        """Depth first from `stack` (popped from its end) until it is empty or `budget` states are
+        expanded; what is left on it is the frontier."""
+        found: dict[str, Found] = {}
+        while stack and (budget is None or counters.nodes < budget):
+            p, top = stack.pop()
+            node = top.build() if isinstance(top, Lazy) else top
+            counters.structures += 1
+            if isinstance(node, BlockNode):
+                counters.nodes += len(node.rows)
+                counters.block_nodes += len(node.rows)
+            else:
+                counters.nodes += 1
+                counters.kernel_nodes += 1
+                verdict = self._verify(node, p, counters)
+                if isinstance(verdict, Found):
+                    found.setdefault(verdict.digest, verdict)
+                    continue
+            kids = self.expansion(node)
+            counters.children += kids.listed
+            counters.pruned += kids.listed - kids.kept_rows
+            stack.extend(zip([p + (i,) for i in reversed(kids.kept)], reversed(kids.lazy), strict=True))
+        return found
 
 
 def explore(

@@ -38,9 +38,11 @@ __all__ = [
     "MacroOperands",
     "macro_child",
     "macro_entries",
+    "macro_grown",
     "macro_label",
     "macro_new",
     "macro_table",
+    "macro_uses",
     "table_entries",
 ]
 
@@ -215,11 +217,20 @@ def macro_label(ins: tuple[int, ...]) -> str:
 def macro_child(s: State, b: OpenBlock, e: MacroEntry) -> State:
     """The state after the macro of entry `e`: its three tensors appended (the two concatenations
     consumed by the product, which dangles)."""
+    nb = macro_grown(b, e, macro_uses(b.uses, e[0]))
+    return State(s.tensors, s.uses, s.ops, s.last, s.dmem, nb, (nb.tensors[-1].expr,), macro_label(e[0]), s.table)
+
+
+def macro_uses(uses: tuple[int, ...], ins: tuple[int, int, int, int]) -> tuple[int, ...]:
+    """A block graph's consumer counts after the macro reading `ins`: the two concatenations are
+    read by the product, which dangles."""
+    return bump(uses, ins, 3)[: len(uses)] + (1, 1, 0)
+
+
+def macro_grown(b: OpenBlock, e: MacroEntry, uses: tuple[int, ...]) -> OpenBlock:
+    """The block graph `b` with the macro of entry `e` added (`uses`: `macro_uses` of it)."""
     ins, nbytes, (_, left, right, prod_shape, _, _, _) = e
     lterm, rterm, mterm = macro_terms(b.tensors, e)
-    new = (mterm,)
     flag = b.tensors[ins[0]].after_accum
     lt, rt, mt = TInfo(left, lterm, flag), TInfo(right, rterm, flag), TInfo(prod_shape, mterm, flag)
-    uses = bump(b.uses, ins, 3)[: len(b.tensors)] + (1, 1, 0)
-    nb = b.grown(OpSpec(OpKind.CONCAT, ins), (lt, rt, mt), uses, (ins, CONCAT_MATMUL_ORDER), b.smem + nbytes, True)
-    return State(s.tensors, s.uses, s.ops, s.last, s.dmem, nb, new, macro_label(ins), s.table)
+    return b.grown(OpSpec(OpKind.CONCAT, ins), (lt, rt, mt), uses, (ins, CONCAT_MATMUL_ORDER), b.smem + nbytes, True)

@@ -23,7 +23,7 @@ from mugraph.stages.search.macros import MacroEntry
 from mugraph.stages.search.op_results import arity, fast_shape
 from mugraph.stages.search.state import ENTRY_TENSOR, TYPE_ORDER, Entry, OpenBlock, State, shape_nbytes
 
-__all__ = ["KernelStep", "block_barren", "block_viable", "close_slack", "kernel_viable"]
+__all__ = ["BlockDebts", "KernelStep", "block_barren", "block_viable", "close_slack", "kernel_viable"]
 
 # What a kernel node's child reads: its operands or its block graph's inputs, and whether it opens a
 # block graph (which becomes one kernel op when it closes).
@@ -256,3 +256,98 @@ def kernel_viable(s: State, steps: list[KernelStep], cfg: SearchConfig, outputs:
         loose - sum(1 for i in set(reads) if uses[i] == 0) + 1 - outputs <= (open_room if opens else op_room)
         for reads, opens in steps
     ]
+
+
+# -- the same counts, worked out once for every instantiation of a block graph's structure ----------
+class BlockDebts:
+    """What `block_barren` and `block_viable` count, for a block structure node: the debts and what
+    each tensor pays depend on its ops, uses and after-accum flags, never on the sizes its grid,
+    maps and for-loop range give, so they are worked out once for all its instantiations. Only
+    the checks that need sizes (`barren_row`) are asked per instantiation."""
+
+    __slots__ = (
+        "closed_ok",
+        "macro_free",
+        "macro_loose",
+        "macro_pre",
+        "need_loose",
+        "need_pre_after",
+        "op_loose",
+        "op_pre_after",
+        "pays_loose",
+        "pays_pre",
+    )
+
+    def __init__(self, s: State, b: OpenBlock, cfg: SearchConfig, outputs: int) -> None:
+        pre, loose, made = _loose_ends(b, cfg)
+        limit = _outputs(s, b, cfg, outputs)
+        over = loose - limit
+        self.closed_ok = made <= limit  # a closing child (or a closing row) leaves `made` outputs
+        left = cfg.max_block_ops - b.op_count - 1  # after the child's op
+        op_room = _room(left, b.has_macro, cfg)
+        macro_room = _room(left, True, cfg)
+        self.pays_pre, self.pays_loose = _pays(b, cfg)
+        # What a block-op child must pay (`block_viable`), and a macro child.
+        self.op_loose, self.op_pre_after = over + 1 - op_room, pre - op_room
+        self.macro_loose, self.macro_pre = over + 1 - macro_room, pre - macro_room
+        # `block_barren`'s needs: a node with none of these short of what two tensors pay lists a
+        # child that can close whatever its sizes.
+        self.need_loose, self.need_pre_after = self.op_loose, self.op_pre_after
+        self.macro_free = not cfg.concat_matmul or b.has_macro  # no macro child to come
+
+    @property
+    def some_entry_ok(self) -> bool:
+        """Whether any block-op child may be viable: none can where more than two tensors must pay."""
+        return self.op_loose <= 2 and self.op_pre_after <= 2
+
+    @property
+    def every_entry_ok(self) -> bool:
+        """Whether every block-op child is viable, whatever it reads."""
+        return self.op_loose <= 0 and self.op_pre_after + 1 <= 0
+
+    @property
+    def some_macro_ok(self) -> bool:
+        """Whether any macro child may be viable: none can where more than four tensors must pay."""
+        return (self.macro_loose <= 0 and self.macro_pre + 1 <= 0) or (self.macro_loose <= 4 and self.macro_pre <= 4)
+
+    def entry_ok(self, ins: tuple[int, ...], after_accum: bool) -> bool:
+        """`block_viable`'s verdict on a block-op child reading `ins` whose product has this flag."""
+        need_loose, need_pre = self.op_loose, self.op_pre_after + (not after_accum)
+        if need_loose > 2 or self.op_pre_after > 2:
+            return False
+        if need_loose <= 0 and self.op_pre_after + 1 <= 0:
+            return True
+        pl, pp = self.pays_loose, self.pays_pre
+        a, c = ins[0], ins[-1]
+        return pl[a] + (pl[c] if c != a else 0) >= need_loose and pp[a] + (pp[c] if c != a else 0) >= need_pre
+
+    def macro_ok(self, ins: tuple[int, int, int, int], after_accum: bool) -> bool:
+        """`block_viable`'s verdict on a macro child reading `ins` (its product has `a`'s flag)."""
+        need_loose, need_pre = self.macro_loose, self.macro_pre
+        if need_loose <= 0 and need_pre + 1 <= 0:
+            return True
+        if need_loose > 4 or need_pre > 4:
+            return False
+        pl, pp = self.pays_loose, self.pays_pre
+        a, c, d, f = ins
+        return pl[a] + pl[c] + pl[d] + pl[f] >= need_loose and pp[a] + pp[c] + pp[d] + pp[f] >= need_pre + (
+            not after_accum
+        )
+
+    def barren_row(self, b: OpenBlock, cfg: SearchConfig, closes: bool, room: int) -> bool:
+        """`block_barren` for one instantiation `b` of the structure (`closes`: whether it lists a
+        closing child; `room`: its shared memory left)."""
+        if closes and self.closed_ok:
+            return False
+        need_loose, need_pre_after = self.need_loose, self.need_pre_after
+        if need_loose <= 2 and need_pre_after <= 2:
+            if need_loose < 2:
+                return False
+            if _pays_two(b, cfg, room, need_pre_after, self.pays_pre, self.pays_loose):
+                return False
+        if self.macro_free:
+            return True
+        return (
+            macro_count(b, room, self.pays_pre, self.pays_loose, self.macro_pre, self.macro_loose, counted=False)
+            is not None
+        )

@@ -15,9 +15,10 @@ from mugraph.programs import get_builtin
 from mugraph.programs.loader import load_program
 from mugraph.stages.search import candidates as C
 from mugraph.stages.search.config import ConfigError, SearchConfig, preset_config
-from mugraph.stages.search.expand import child_list
+from mugraph.stages.search.expand import child_list, find_instance
 from mugraph.stages.search.explore import Found, Fragment, Searcher
 from mugraph.stages.search.serial import run_search
+from mugraph.stages.search.structures import structure_labels
 from tests.stages.search.narrow import NARROW
 from tests.stages.search.unread import unread_block_inputs
 from tests.test_cli_prune import run, summary
@@ -70,11 +71,13 @@ def test_a_block_graph_with_an_unread_input_is_not_closed() -> None:
     labels = ["open(grid=[64, 1, 1],imaps=[[-1, -1, -1], [1, -1, -1]])", "loop(fmaps=[1, 0],F=64)", "accum_rms(0)"]
     for overrides, closes in ((MIRAGE, True), ({}, False)):
         s = searcher("rms_norm", **overrides)
-        state = s.replay(s.find_path(labels))
+        state = find_instance(s.fragment.root, s.fragment.config, labels)
         assert state.block is not None and state.block.uses[:2] == (1, 0)
         kids = [k.build().label for k in child_list(state, s.fragment.config)]
         assert any(k.startswith("close(") for k in kids) == closes
-        read_w = s.replay(s.find_path([*labels, "matmul(0,1)", "accum_no_red(3)", "div(4,2)"]))
+        read_w = find_instance(
+            s.fragment.root, s.fragment.config, [*labels, "matmul(0,1)", "accum_no_red(3)", "div(4,2)"]
+        )
         assert any(k.build().label.startswith("close(") for k in child_list(read_w, s.fragment.config))
 
 
@@ -105,7 +108,7 @@ CASES = [*sorted(NARROW), pytest.param("gqa-k1", marks=pytest.mark.slow)]
 @cache
 def narrowed(case: str, rule: str | None) -> dict[str, Found]:
     s = searcher(case.split("-")[0], **({} if rule is None else {"block_inputs": rule}))
-    start = [s.find_path(STARTS[case])] if case in STARTS else None
+    start = [s.find_path(structure_labels(STARTS[case]))] if case in STARTS else None
     report = run_search(s, start=start)
     assert report.complete
     return report.found

@@ -10,8 +10,11 @@ import pytest
 from mugraph.ir.canonical import canonical_digest
 from mugraph.programs import get_builtin
 from mugraph.stages.search.config import preset_config
+from mugraph.stages.search.expand import find_instance
 from mugraph.stages.search.explore import ExploreResult, Fragment, Searcher, SearchPathError
 from mugraph.stages.search.serial import run_search
+from mugraph.stages.search.state import State
+from mugraph.stages.search.structures import structure_labels
 from mugraph.stages.verify.check import check_equivalence
 from tests.helpers.builtin import reference
 from tests.stages.search.narrow import NARROW
@@ -62,7 +65,7 @@ def test_paths_replay_to_the_same_mugraph(name: str) -> None:
     s = searcher(name)
     for d, f in full(name).found.items():
         state = s.replay(f.path)
-        assert state.block is None
+        assert isinstance(state, State) and state.block is None
         again = s.explore(f.path, budget=1)  # a verified node is a leaf: found again, no frontier
         assert list(again.found) == [d] and again.frontier == []
 
@@ -84,7 +87,7 @@ def test_budgeted_tasks_cover_the_tree_exactly(budget: int) -> None:
     assert report.counters.children == whole.counters.children
     assert report.counters.fingerprints == whole.counters.fingerprints
     assert {d: f.path for d, f in report.found.items()} == {d: f.path for d, f in whole.found.items()}
-    assert report.tasks >= whole.counters.nodes // budget
+    assert report.tasks >= whole.counters.kernel_nodes // budget  # a kernel node is one state
 
 
 def test_tasks_split_the_lora_tree_exactly() -> None:
@@ -126,11 +129,13 @@ def test_gqa_second_kernel_is_found_below_the_experts_first() -> None:
     """The whole K2 search (grids, maps, ops, omaps) below the expert's K1: the expert is found,
     and so is Mirage's other saved K2 form (for-loop range 4, fmap 2 on both inputs)."""
     s = Searcher(fragment("gqa"))
-    start = s.find_path(GQA_K1 + GQA_K1_BODY)
+    start = s.find_path(structure_labels(GQA_K1 + GQA_K1_BODY))
     r = s.explore(start)
     assert not r.frontier and expert_digest("gqa") in r.found and len(r.found) >= 2
-    loops = {s.describe(f.path)[len(start) + 1] for f in r.found.values()}
-    assert {"loop(fmaps=[-1, -1],F=1)", "loop(fmaps=[2, 2],F=4)"} <= loops
+    closes = [
+        label for f in r.found.values() for label in s.describe(f.path)[len(start) :] if label.startswith("close(")
+    ]
+    assert any("fmaps=[-1, -1],F=1," in c for c in closes) and any("fmaps=[2, 2],F=4," in c for c in closes)
     for f in r.found.values():
         assert check_equivalence(reference("gqa"), f.kernel_graph(), seeds=(3,)).equivalent
 
@@ -141,15 +146,15 @@ def test_gqa_expert_found_below_its_first_kernels_configuration() -> None:
     until the expert turns up; every μGraph met on the way is equivalent."""
     s = Searcher(fragment("gqa"))
     want = expert_digest("gqa")
-    report = run_search(s, budget=2000, start=[s.find_path(GQA_K1)], stop=lambda r: want in r.found)
+    report = run_search(s, budget=2000, start=[s.find_path(structure_labels(GQA_K1))], stop=lambda r: want in r.found)
     assert want in report.found and not report.complete
     for f in report.found.values():
         assert check_equivalence(reference("gqa"), f.kernel_graph(), seeds=(3,)).equivalent
 
 
 def test_find_path_names_missing_choices() -> None:
-    with pytest.raises(SearchPathError, match="no choice is labelled"):
-        searcher("rms_norm").find_path(["open(grid=[3, 1, 1],imaps=[])"])
+    with pytest.raises(SearchPathError, match="no kept choice is labelled"):
+        searcher("rms_norm").find_path(["open(grid=[3, 1, 1])"])
 
 
 def paper_digest(name: str) -> str:
@@ -174,7 +179,7 @@ def test_widened_default_space_holds_the_papers_gqa_kernel() -> None:
     assert (2, 8, 16) in grid_candidates(shapes, preset_config("attention"))
     s = Searcher(Fragment(reference("gqa"), preset_config("attention"), "gqa"))  # not narrowed
     k1 = ["open(grid=[2, 8, 16],imaps=[[0, -1, 1], [0, 2, -1], [0, 1, -1]])", "loop(fmaps=[-1, 2, 1],F=4)"]
-    r = s.explore(s.find_path(k1 + GQA_K1_BODY))
+    r = s.explore(s.find_path(structure_labels(k1 + GQA_K1_BODY)))
     assert not r.frontier and paper_digest("gqa") in r.found
 
 
@@ -193,7 +198,8 @@ def test_lora_concat_expert_is_pruned_as_unknown() -> None:
     from mugraph.stages.prune.oracle import Verdict
 
     s = Searcher(fragment("lora", **LORA_CONCAT))
-    state = s.replay(s.find_path([*LORA_CONCAT_PATH, "matmul(0,2)", "concat_matmul(0,4,1,3)"]))
+    labels = [*LORA_CONCAT_PATH, "matmul(0,2)", "concat_matmul(0,4,1,3)"]
+    state = find_instance(s.fragment.root, s.fragment.config, labels)  # pruned: in no task's tree
     (term,) = state.new
     assert term.sexpr == "(+ (sum 128 (* v0 v1)) (sum 16 (* (sum 128 (* v0 v2)) v3)))"
     assert s.oracle.verdicts([term]) == [Verdict.UNKNOWN] and s.oracle.keep_many([term]) == [False]
@@ -202,7 +208,9 @@ def test_lora_concat_expert_is_pruned_as_unknown() -> None:
 def test_lora_concat_expert_found_when_unknowns_are_kept() -> None:
     s = Searcher(fragment("lora", **LORA_CONCAT, unknown_keeps=True))
     want = canonical_digest(get_builtin("lora").experts["concat"]())
-    report = run_search(s, budget=2000, start=[s.find_path(LORA_CONCAT_PATH)], stop=lambda r: want in r.found)
+    report = run_search(
+        s, budget=2000, start=[s.find_path(structure_labels(LORA_CONCAT_PATH))], stop=lambda r: want in r.found
+    )
     assert want in report.found
     for f in report.found.values():
         assert check_equivalence(reference("lora"), f.kernel_graph(), seeds=(3,)).equivalent

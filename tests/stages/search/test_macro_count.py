@@ -15,13 +15,41 @@ import pytest
 from mugraph.programs import get_builtin
 from mugraph.stages.search import macros
 from mugraph.stages.search.config import preset_config
+from mugraph.stages.search.expand import child_list, find_instance, kept_indices
 from mugraph.stages.search.explore import Fragment, Searcher
 from mugraph.stages.search.macro_counts import macro_count
-from mugraph.stages.search.state import OpenBlock
+from mugraph.stages.search.state import OpenBlock, State
 
-# Subtrees of lora's default space (search tree "2") where the fast path meets quadruples of
-# every kind: ranked below the last op or not, paying or not.
-PATHS = [(203, 12), (57, 63), (106, 27), (68,)]
+# Nodes of lora's default space (in the instantiated tree, `expand.child_list`'s) below which the
+# fast path meets quadruples of every kind: ranked below the last op or not, paying or not.
+STARTS = [
+    [
+        "open(grid=[256, 1, 1],imaps=[[1, -1, -1], [1, -1, -1], [0, -1, -1], [1, -1, -1]])",
+        "loop(fmaps=[-1, 0, -1, -1],F=16)",
+    ],
+    [
+        "open(grid=[16, 1, 1],imaps=[[-1, -1, -1], [1, -1, -1], [1, -1, -1], [1, -1, -1]])",
+        "loop(fmaps=[0, 1, 0, 1],F=16)",
+    ],
+    [
+        "open(grid=[16, 1, 1],imaps=[[1, -1, -1], [1, -1, -1], [0, -1, -1], [-1, -1, -1]])",
+        "loop(fmaps=[-1, 1, 1, 1],F=16)",
+    ],
+    ["open(grid=[16, 1, 1],imaps=[[0, -1, -1], [0, -1, -1], [-1, -1, -1], [0, -1, -1]])"],
+]
+
+
+def _walk(searcher: Searcher, start: State, budget: int) -> None:
+    """Depth first over the instantiated tree below `start`, as the search explores it, for at
+    most `budget` nodes."""
+    cfg, outputs = searcher.fragment.config, len(searcher.fragment.output_names)
+    stack = [start]
+    for _ in range(budget):
+        if not stack:
+            return
+        state = stack.pop()
+        kids = child_list(state, cfg, outputs)
+        stack += [kids[i].build() for i in reversed(kept_indices(kids, cfg, outputs, searcher.oracle.kept))]
 
 
 def test_macro_count_matches_the_listed_macros(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -54,6 +82,6 @@ def test_macro_count_matches_the_listed_macros(monkeypatch: pytest.MonkeyPatch) 
         return asked
 
     monkeypatch.setattr("mugraph.stages.search.viable.macro_count", checked)
-    for path in PATHS:
-        searcher.explore(path, 3000)
+    for labels in STARTS:
+        _walk(searcher, find_instance(searcher.fragment.root, searcher.fragment.config, labels), 3000)
     assert seen["paid"] > 10 and seen["counted"] > 1000, seen

@@ -24,8 +24,14 @@ from mugraph.stages.search.explore import Fragment, Searcher
 from mugraph.stages.search.macro_counts import macro_count, macro_listed
 from mugraph.stages.search.macros import MacroEntry, macro_entries
 from mugraph.stages.search.state import State, TInfo
-from mugraph.stages.search.viable import _pays, close_slack
+from mugraph.stages.search.viable import BlockDebts, _pays, close_slack
 from tests.stages.search.test_regression import NARROW
+
+
+def _kept(searcher: Searcher, kids: expand.ChildList) -> list[int]:
+    """The children the instantiated tree explores (counting, then the oracle)."""
+    cfg, outputs = searcher.fragment.config, len(searcher.fragment.output_names)
+    return expand.kept_indices(kids, cfg, outputs, searcher.oracle.kept)
 
 
 def _searcher(name: str, kernel_ops: bool = False) -> Searcher:
@@ -59,7 +65,7 @@ def _walk(searcher: Searcher, fast: Viable) -> Walk:
         candidate = state.block is None and len(state.unconsumed()) == outputs
         kids = expand.child_list(state, cfg)
         viable = fast(kids, cfg, outputs)
-        for i in searcher._kept(kids):
+        for i in _kept(searcher, kids):
             child = kids[i].build()
             if state.block is not None and child.block is not None and viable is not None:
                 assert viable[i] == (close_slack(state, child.block, cfg, outputs) >= 0), child.label
@@ -99,7 +105,7 @@ def test_a_barren_node_lists_its_children_only_when_asked() -> None:
     searcher = _searcher("lora")
     cfg = searcher.fragment.config
     outputs = len(searcher.fragment.output_names)
-    seen = {"barren": 0, "listed": 0, "nodes": 0, "paid": 0, "counted": 0}
+    seen = {"barren": 0, "listed": 0, "nodes": 0, "paid": 0, "counted": 0, "debts": 0}
 
     def visit(make: Callable[[], State]) -> None:
         kids = expand.child_list(make(), cfg, outputs)
@@ -120,6 +126,9 @@ def test_a_barren_node_lists_its_children_only_when_asked() -> None:
                 pays = macro_count(a, room, pays_pre, pays_loose, need_pre, need_loose, counted=False) is None
                 assert pays == (want is None)
                 seen["paid" if want is None else "counted"] += 1
+        if a is not None and a.configured:
+            _debts_agree(make(), cfg, outputs, kids, full)
+            seen["debts"] += 1
         if kids.barren:
             seen["barren"] += 1
             viable = full.viable(cfg, outputs)
@@ -129,12 +138,37 @@ def test_a_barren_node_lists_its_children_only_when_asked() -> None:
                 assert kids.news == full.news
                 assert [k.build().label for k in kids] == [k.build().label for k in full]
             return
-        for i in searcher._kept(full):
+        for i in _kept(searcher, full):
             visit(full[i].build)
 
     visit(lambda: searcher.fragment.root)
     assert seen["barren"] > 100 and seen["listed"] == 40, seen
     assert seen["paid"] > 100 and seen["counted"] > 100, seen
+    assert seen["debts"] > 1000, seen
+
+
+def _debts_agree(state: State, cfg: SearchConfig, outputs: int, kids: expand.ChildList, full: expand.ChildList) -> None:
+    """`BlockDebts`, worked out once for a structure, gives the verdicts `block_barren` and
+    `block_viable` give the instantiation itself: on barrenness, and on every listed child."""
+    b = state.block
+    assert b is not None
+    debts = BlockDebts(state, b, cfg, outputs)
+    room = DEFAULT_LIMITS.smem_bytes - b.smem
+    closes = any(k.build().block is None for k in full)
+    if b.op_count < cfg.max_block_ops:
+        assert debts.barren_row(b, cfg, closes, room) == kids.barren
+    viable = full.viable(cfg, outputs)
+    mine = []
+    for k in full:
+        child = k.build()
+        if child.block is None:
+            mine.append(debts.closed_ok)
+            continue
+        nb = child.block
+        ins = nb.ops[-1].inputs
+        flag = nb.tensors[-1].after_accum
+        mine.append(debts.macro_ok(ins, flag) if len(ins) == 4 else debts.entry_ok(ins, flag))
+    assert mine == (viable if viable is not None else [True] * len(full))
 
 
 def _paid(

@@ -1,0 +1,367 @@
+"""The search tree the workers walk: a block graph's structure is one node, whatever its sizes.
+
+A block graph's ops, their operands, consumer counts and after-accum flags (its *structure*) are
+chosen the same way under every grid, imap, fmap and for-loop range; only the sizes those give its
+tensors differ. So where `expand.child_list` makes one node per instantiation (and lists, builds
+and judges each structure's children once per instantiation), this tree opens one node per block
+input tuple holding every instantiation still valid for it (its *rows*), and a block op or macro is
+one child for all the rows that list it:
+
+- what depends on counting alone (which children can still close, `viable.BlockDebts`; whether the
+  graph may close, `expand.close_dangling`) is worked out once per node;
+- each row lists its own block ops and macros (validity, shapes and shared memory differ per row)
+  and drops out where it is barren;
+- the oracle judges every row's new terms in one batch, so a term several rows share is asked once,
+  and a child keeps the rows whose terms it keeps;
+- closing makes one kernel-level child per (row, omap): a plain `State`, and nothing above the block
+  level changes.
+
+The instantiated states are exactly those `child_list` explores (its open and for-loop steps
+aside), so the μGraphs found are the same. A child's index is a function of the node alone: the
+closings first, in row order, then block ops and macros at indices that encode their kind and
+operands (so a node never lists the children that counting rules out). A node's rows depend on
+the verdicts on its ancestors' terms, which are functions of the terms alone (`z3_encoding`), so
+replaying a path judges each node on it again and rebuilds the same rows.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections.abc import Callable, Iterable, Sequence
+from itertools import chain, compress
+from operator import itemgetter
+from typing import Any
+
+from mugraph.ir.limits import DEFAULT_LIMITS
+from mugraph.ir.types import Dim3, OpKind
+from mugraph.stages.prune.expr import Expr
+from mugraph.stages.search import candidates as C
+from mugraph.stages.search.config import SearchConfig
+from mugraph.stages.search.expand import Judge, _kernel_child, _loop_children, close_dangling, row_closings
+from mugraph.stages.search.macros import MacroEntry, macro_entries, macro_grown, macro_label, macro_new, macro_uses
+from mugraph.stages.search.op_tables import block_table, kernel_table
+from mugraph.stages.search.state import (
+    ENTRY_NBYTES,
+    ENTRY_NEW,
+    ENTRY_TENSOR,
+    TYPE_ORDER,
+    BlockSpec,
+    Entry,
+    KernelOp,
+    OpenBlock,
+    OpSpec,
+    Rank,
+    State,
+    bump,
+)
+from mugraph.stages.search.viable import BlockDebts, KernelStep, kernel_viable
+
+__all__ = ["BlockNode", "Expansion", "Node", "block_expansion", "kernel_expansion", "structure_labels"]
+
+# Operand indices a child's index encodes: a block graph holds fewer tensors than this.
+SPAN = 128
+MACRO_BASE = 1 << 20  # after every block op's code: (kinds) * SPAN**2 stays below it
+
+
+class BlockNode:
+    """A block graph under construction as a structure: `state` the kernel graph it belongs to,
+    `rows` its instantiations (each an `OpenBlock` with its own grid, maps, for-loop range,
+    tensors and tables; all with the same ops, uses and flags)."""
+
+    __slots__ = ("label", "rows", "sources", "state")
+
+    def __init__(self, state: State, sources: tuple[int, ...], rows: tuple[OpenBlock, ...], label: str) -> None:
+        self.state = state
+        self.sources = sources
+        self.rows = rows
+        self.label = label
+
+
+Node = State | BlockNode
+
+
+class Lazy:
+    """A kept child, made when the search reaches it (most are never reached within a budget)."""
+
+    __slots__ = ("_args", "_make")
+
+    def __init__(self, make: Callable[..., Node], *args: Any) -> None:
+        self._make = make
+        self._args = args
+
+    def build(self) -> Node:
+        return self._make(*self._args)
+
+
+class Expansion:
+    """A node's children as the search walks them: how many instantiated children its rows listed
+    (`listed`), how many of those it keeps (`kept_rows`), and the indices of the kept children,
+    ascending, each with the way to make it."""
+
+    __slots__ = ("_made", "kept", "kept_rows", "lazy", "listed")
+
+    def __init__(self, listed: int, kept_rows: int, kept: list[int], lazy: list[Lazy]) -> None:
+        self.listed = listed
+        self.kept_rows = kept_rows
+        self.kept = kept
+        self.lazy = lazy
+        self._made: dict[int, Node] = {}
+
+    def child(self, index: int) -> Node | None:
+        """The kept child at `index` (made once: a replayed path meets the same node, with the
+        tables its rows have built), or None where none is kept there."""
+        node = self._made.get(index)
+        if node is None:
+            at = bisect.bisect_left(self.kept, index)
+            if at == len(self.kept) or self.kept[at] != index:
+                return None
+            node = self._made[index] = self.lazy[at].build()
+        return node
+
+
+EMPTY = Expansion(0, 0, [], [])
+
+
+# -- kernel level --------------------------------------------------------------------------------
+def kernel_expansion(s: State, cfg: SearchConfig, outputs: int, judge: Judge) -> Expansion:
+    """K2's pre-defined ops (as `child_list` lists them), then one block graph opened per input
+    tuple; those that counting rules out (`kernel_viable`) or whose terms the oracle prunes are
+    dropped."""
+    if len(s.ops) >= cfg.max_kernel_ops:
+        return EMPTY
+    room = DEFAULT_LIMITS.dmem_bytes - s.dmem
+    entries = kernel_table(s, cfg).listed(cfg.kernel_ops, s.last, room)
+    options = _open_options(s, cfg)
+    steps: list[KernelStep] = [(e[0], False) for e in entries]
+    steps += [(sources, True) for sources, _ in options]
+    viable = kernel_viable(s, steps, cfg, outputs)
+    n = len(entries)
+    judged = [i for i in range(n) if viable is None or viable[i]]
+    terms = dict.fromkeys(chain.from_iterable(entries[i][ENTRY_NEW] for i in judged))
+    keep = judge(terms) if terms else frozenset()
+    kept = [i for i in judged if keep.issuperset(entries[i][ENTRY_NEW])]
+    lazy = [Lazy(_kernel_child, s, entries[i]) for i in kept]
+    for j, (sources, grid) in enumerate(options):
+        if viable is None or viable[n + j]:
+            kept.append(n + j)
+            lazy.append(Lazy(open_node, s, sources, grid, cfg))
+    return Expansion(n + len(options), len(kept), kept, lazy)
+
+
+def _open_options(s: State, cfg: SearchConfig) -> list[tuple[tuple[int, ...], Dim3]]:
+    """K3: the input tuples a new block graph may read here (ranked above the last op), each with
+    every grid it may run on."""
+    if s.n_block_graphs >= cfg.max_block_graphs or len(s.ops) >= cfg.max_kernel_ops:
+        return []
+    order = TYPE_ORDER[OpKind.CUSTOMIZED]
+    out = []
+    for sources in C.block_source_options(len(s.tensors), cfg):
+        if (sources, order) > s.last:
+            out += [(sources, grid) for grid in C.grid_candidates([s.tensors[i].shape for i in sources], cfg)]
+    return out
+
+
+def open_node(s: State, sources: tuple[int, ...], grid: Dim3, cfg: SearchConfig) -> BlockNode:
+    """The block graph reading `sources` on `grid`, with no op yet: one row per imaps, fmaps and
+    for-loop range whose inputs fit in shared memory, in that order."""
+    in_shapes = [s.tensors[i].shape for i in sources]
+    rows: list[OpenBlock] = []
+    for imaps in C.imap_combos(in_shapes, grid, cfg):
+        rows += [k.block for k in _loop_children(s, OpenBlock(sources, grid, imaps), cfg) if k.block is not None]
+    mirage = C.block_sources(len(s.tensors), cfg)
+    reads = "" if sources == mirage else f"inputs={list(sources)},"
+    return BlockNode(s, sources, tuple(rows), f"open({reads}grid={list(grid)})")
+
+
+# -- block level ---------------------------------------------------------------------------------
+def block_expansion(node: BlockNode, cfg: SearchConfig, outputs: int, judge: Judge) -> Expansion:
+    """B1 (each row closed, under each omap), then B2 (block ops and the macro), for every row at
+    once. A row that counting shows is barren lists nothing."""
+    rows = node.rows
+    if not rows:
+        return EMPTY
+    s, b0 = node.state, rows[0]
+    if len(b0.tensors) >= SPAN - 1:
+        raise ValueError(f"a block graph of {len(b0.tensors)} tensors is more than a child index can encode")
+    debts = BlockDebts(s, b0, cfg, outputs)
+    dangling = close_dangling(b0, cfg)
+    open_more = b0.op_count < cfg.max_block_ops
+    smem = DEFAULT_LIMITS.smem_bytes
+    listed = 0
+    closed: list[tuple[OpenBlock, tuple[Any, ...]]] = []
+    alive: list[tuple[OpenBlock, int]] = []
+    for b in rows:
+        room = smem - b.smem
+        closings = list(row_closings(s, b, dangling, cfg)) if dangling is not None else []
+        if open_more and debts.barren_row(b, cfg, bool(closings), room):
+            continue
+        listed += len(closings)
+        closed += [(b, c) for c in closings]
+        alive.append((b, room))
+    kept: list[int] = []
+    lazy: list[Lazy] = []
+    if debts.closed_ok:
+        kept = list(range(len(closed)))
+        lazy = [Lazy(_closed_child, s, b, c) for b, c in closed]
+    kept_rows = len(kept)
+    if not open_more or not alive:
+        return Expansion(listed, kept_rows, kept, lazy)
+    # Each row's block ops and macros that counting keeps, in flat lists (row, entry); then judged
+    # in one batch (every block op and macro makes one new term) and grouped by the child they make.
+    flat_rows: list[OpenBlock] = []
+    flat_ops: list[Entry] = []
+    macro_rows: list[OpenBlock] = []
+    flat_macros: list[MacroEntry] = []
+    macro_news: list[Expr] = []
+    ok: dict[object, bool] = {}
+    some_ops, some_macros = debts.some_entry_ok, debts.some_macro_ok
+    all_ops = debts.every_entry_ok
+    with_macros = cfg.concat_matmul and not b0.has_macro
+    flags = [t.after_accum for t in b0.tensors]
+    for b, room in alive:
+        entries = block_table(b, cfg).listed(cfg.block_ops, b.last, room)
+        listed += len(entries)
+        if all_ops:
+            flat_ops += entries
+            flat_rows += [b] * len(entries)
+        elif some_ops:  # else every block-op child is ruled out by counting: only counted
+            good = [e for e in entries if _ok(ok, debts, e)]
+            flat_ops += good
+            flat_rows += [b] * len(good)
+        if not with_macros:
+            continue
+        found = macro_entries(b, room)
+        listed += len(found)
+        if some_macros:
+            for m in found:
+                ins = m[0]
+                good_m = ok.get(ins)
+                if good_m is None:
+                    good_m = ok[ins] = debts.macro_ok(ins, flags[ins[0]])
+                if good_m:
+                    macro_rows.append(b)
+                    flat_macros.append(m)
+                    macro_news.append(macro_new(b.tensors, m)[0])
+    op_news = list(map(_first, map(_new_of, flat_ops)))
+    terms = dict.fromkeys(op_news)
+    terms.update(dict.fromkeys(macro_news))
+    keep = judge(terms) if terms else frozenset()
+    op_groups: dict[Rank, list[tuple[OpenBlock, Entry]]] = {}
+    for b, e in compress(zip(flat_rows, flat_ops, strict=True), map(keep.__contains__, op_news)):
+        group = op_groups.get(e[1])
+        if group is None:
+            op_groups[e[1]] = [(b, e)]
+        else:
+            group.append((b, e))
+    macro_groups: dict[tuple[int, int, int, int], list[tuple[OpenBlock, MacroEntry]]] = {}
+    for b, m in compress(zip(macro_rows, flat_macros, strict=True), map(keep.__contains__, macro_news)):
+        macro_groups.setdefault(m[0], []).append((b, m))
+    codes = _kind_codes(cfg.block_ops)
+    base = len(closed)
+    children: list[tuple[int, Lazy, int]] = []
+    for ops in op_groups.values():
+        operands, kind = ops[0][1][0], ops[0][1][2]
+        code = codes[kind] + operands[0] * SPAN + (operands[1] + 1 if len(operands) > 1 else 0)
+        children.append((code, Lazy(_op_child, node, ops), len(ops)))
+    for (a, c, d, f), quads in macro_groups.items():
+        code = MACRO_BASE + ((a * SPAN + c) * SPAN + d) * SPAN + f
+        children.append((code, Lazy(_macro_child, node, quads), len(quads)))
+    children.sort(key=_first)
+    for code, made, n_rows in children:
+        kept.append(base + code)
+        lazy.append(made)
+        kept_rows += n_rows
+    return Expansion(listed, kept_rows, kept, lazy)
+
+
+_first = itemgetter(0)
+_new_of = itemgetter(ENTRY_NEW)
+
+
+def _ok(cache: dict[object, bool], debts: BlockDebts, e: Entry) -> bool:
+    """`debts.entry_ok` for the entry `e`, cached by its rank (the same child in every row)."""
+    good = cache.get(e[1])
+    if good is None:
+        good = cache[e[1]] = debts.entry_ok(e[0], e[ENTRY_TENSOR].after_accum)
+    return good
+
+
+_CODES: dict[tuple[OpKind, ...], dict[OpKind, int]] = {}
+
+
+def _kind_codes(kinds: tuple[OpKind, ...]) -> dict[OpKind, int]:
+    """Each block kind's base code: its position in the kind list (the order it is listed in)."""
+    codes = _CODES.get(kinds)
+    if codes is None:
+        if len(kinds) * SPAN * SPAN > MACRO_BASE:
+            raise ValueError(f"{len(kinds)} block op kinds are more than a child index can encode")
+        codes = _CODES[kinds] = {k: i * SPAN * SPAN for i, k in enumerate(kinds)}
+    return codes
+
+
+def _op_child(node: BlockNode, group: Sequence[tuple[OpenBlock, Entry]]) -> BlockNode:
+    """The block op of `group`'s entries (one per row that keeps it), added to each of those rows."""
+    e0 = group[0][1]
+    ins, rank, kind = e0[0], e0[1], e0[2]
+    op = OpSpec(kind, ins)
+    uses = bump(group[0][0].uses, ins, 1)
+    rows = tuple(b.grown(op, (e[ENTRY_TENSOR],), uses, rank, b.smem + e[ENTRY_NBYTES], b.has_macro) for b, e in group)
+    return BlockNode(node.state, node.sources, rows, f"{kind}({','.join(map(str, ins))})")
+
+
+def _macro_child(node: BlockNode, group: Sequence[tuple[OpenBlock, MacroEntry]]) -> BlockNode:
+    """The macro of `group`'s entries added to each row that keeps it."""
+    ins = group[0][1][0]
+    uses = macro_uses(group[0][0].uses, ins)
+    rows = tuple(macro_grown(b, m, uses) for b, m in group)
+    return BlockNode(node.state, node.sources, rows, macro_label(ins))
+
+
+def _closed_child(s: State, b: OpenBlock, closing: tuple[Any, ...]) -> State:
+    """The kernel graph with the row `b` closed under one omap (`expand.row_closings`)."""
+    omap, dangling, new, extra = closing
+    spec = BlockSpec(b.grid, b.forloop, b.inputs, b.ops, tuple(dangling), omap)
+    label = (
+        f"close(imaps={[list(m) for m in b.imaps]},fmaps={[i.fmap for i in b.inputs]},F={b.forloop},omap={list(omap)})"
+    )
+    return State(
+        s.tensors + new,
+        bump(s.uses, b.sources, len(new)),
+        s.ops + (KernelOp(OpKind.CUSTOMIZED, b.sources, (), spec),),
+        (b.sources, TYPE_ORDER[OpKind.CUSTOMIZED]),
+        s.dmem + extra,
+        None,
+        (),
+        label,
+        s.table,
+    )
+
+
+_OPEN = re.compile(r"^open\((.*)imaps=(\[.*\])\)$")
+_LOOP = re.compile(r"^loop\(fmaps=(\[.*\]),F=(\d+)\)$")
+_CLOSE = re.compile(r"^close\(omap=(\[.*\])\)$")
+
+
+def structure_labels(labels: Sequence[str]) -> list[str]:
+    """A path's choices in the instantiated tree (`expand.describe_instances`) as this tree labels
+    them: the grid stays with the opening, and the imaps, fmaps and for-loop range move to the
+    closing."""
+    out: list[str] = []
+    maps = ""
+    for label in labels:
+        if (m := _OPEN.match(label)) is not None:
+            out.append(f"open({m.group(1).rstrip(',')})")
+            maps = f"imaps={m.group(2)},"
+        elif (m := _LOOP.match(label)) is not None:
+            maps += f"fmaps={m.group(1)},F={m.group(2)},"
+        elif (m := _CLOSE.match(label)) is not None:
+            out.append(f"close({maps}omap={m.group(1)})")
+        else:
+            out.append(label)
+    return out
+
+
+def instances(nodes: Iterable[Node]) -> int:
+    """The instantiated states these nodes stand for (a block node, one per row)."""
+    return sum(len(n.rows) if isinstance(n, BlockNode) else 1 for n in nodes)
