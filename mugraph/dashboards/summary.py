@@ -17,7 +17,8 @@ Row = TypeVar("Row", bound=Mapping[str, Any])  # a ranking row: rows.RankedRow, 
 TIE_BREAKS = "no-overlap time, then layout cost, then digest"
 
 COUNTER_MEANINGS: dict[str, str] = {
-    "nodes": "search states expanded (each node of the search tree once)",
+    "nodes": "search states expanded (a block structure node counts once per instantiation it carries)",
+    "structures": "nodes of the search tree expanded (one per block structure, whatever its instantiations)",
     "kernel_nodes": "states at the kernel level (no block graph open)",
     "block_nodes": "states inside an open block graph",
     "children": "children listed (canonical order, shape and memory checks passed); a barren node lists none",

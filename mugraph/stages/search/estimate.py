@@ -21,10 +21,14 @@ import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from mugraph.stages.search.expand import child_list, kept_indices
 from mugraph.stages.search.explore import Searcher
+from mugraph.stages.search.state import State
+from mugraph.stages.search.structures import BlockNode
 from mugraph.stages.search.task_paths import Path, split_run
 
-PROBES = 4  # probes per task: each costs about one node expansion per level of the tree
+PROBES = 8  # probes per task: each costs about one node expansion per level of the tree
+ROW_PROBES = 32  # at most, for a block structure node's task: one per row up to this many
 PROBED_TASKS = 8  # frontier tasks probed per finished task (the rest count as their probed neighbours)
 
 
@@ -34,34 +38,62 @@ def _rng(path: Sequence[int], salt: int) -> random.Random:
 
 
 def probe(searcher: Searcher, node: Path, rng: random.Random, max_depth: int = 64) -> float:
-    """One Knuth probe of the subtree at `node` (a node's path): its estimated number of states.
-    A node weighs the states it stands for (a block structure node, its rows), and Knuth's sum
-    weighs each depth's node by the product of the branching factors above it."""
-    size, weight, path = float(searcher.weight(node)), 1.0, node
+    """One Knuth probe of the subtree at `node` (a node's path): its estimated number of states. A
+    block structure node's subtree is its rows' subtrees in the instantiated tree (`expand`), so
+    the probe follows one row, chosen at random, and weighs it by the number of rows: its cost is
+    one state's expansion per level, whatever a node carries."""
+    start = searcher.node(node)
+    if isinstance(start, BlockNode):
+        if not start.rows:
+            return 0.0
+        s, row = start.state, rng.choice(start.rows)
+        state = State(s.tensors, s.uses, s.ops, s.last, s.dmem, row, (), start.label, s.table)
+        return len(start.rows) * _instance_probe(searcher, state, rng, max_depth)
+    return _instance_probe(searcher, start, rng, max_depth)
+
+
+def _instance_probe(searcher: Searcher, state: State, rng: random.Random, max_depth: int) -> float:
+    """Knuth's sum down the instantiated tree from `state`: each level's state weighed by the
+    product of the branching factors above it. Its steps that open a block graph before choosing
+    the for-loop are not states of the search (weight 0)."""
+    cfg, outputs = searcher.fragment.config, len(searcher.fragment.output_names)
+    size, weight = 1.0, 1.0
     for _ in range(max_depth):
-        _, kept = searcher.kept_children(path)
+        kids = child_list(state, cfg, outputs)
+        kept = kept_indices(kids, cfg, outputs, searcher.oracle.kept)
         if not kept:
             break
         weight *= len(kept)
-        path = (*path, rng.choice(kept))
-        size += weight * searcher.weight(path)
+        state = kids[rng.choice(kept)].build()
+        if state.block is None or state.block.configured:
+            size += weight
     return size
 
 
 def task_size(searcher: Searcher, task: Path, probes: int = PROBES) -> float:
     """Estimated states of a task: a subtree, or a run of sibling subtrees (the run's length times a
-    probe of one of them, chosen at random)."""
+    probe of one of them, chosen at random). A block structure node's subtree gets a probe per row,
+    up to `ROW_PROBES`, each from its own stratum of the rows: its rows' subtrees differ more than a
+    few probes average out."""
     run = split_run(task)
+    if run is None and isinstance(node := searcher.node(task), BlockNode) and len(node.rows) > probes:
+        rows = len(node.rows)
+        n = min(rows, ROW_PROBES)
+        s = node.state
+        total = 0.0
+        for k in range(n):
+            row = node.rows[_rng(task, k).randrange(k * rows // n, (k + 1) * rows // n)]
+            state = State(s.tensors, s.uses, s.ops, s.last, s.dmem, row, (), node.label, s.table)
+            total += _instance_probe(searcher, state, _rng(task, k), 64)
+        return rows * total / n
+    siblings = searcher.run_members(*run) if run is not None else []
     total = 0.0
     for n in range(probes):
         rng = _rng(task, n)
         if run is None:
             total += probe(searcher, task, rng)
-            continue
-        parent, first = run
-        siblings = [i for i in searcher.kept_children(parent)[1] if i >= first]
-        if siblings:
-            total += len(siblings) * probe(searcher, (*parent, rng.choice(siblings)), rng)
+        elif siblings:
+            total += len(siblings) * probe(searcher, rng.choice(siblings), rng)
     return total / probes
 
 

@@ -1,8 +1,10 @@
 """Budgeted depth-first exploration of one subtree of the search, named by its choice path.
 
-A node's children are listed by `expand.children` (fixed order, independent of the oracle); a path
-is the list of child indices from the root, so replaying it rebuilds the node exactly, on any
-machine. `explore(path, budget)` expands at most `budget` nodes of that subtree depth first and
+The tree is `structures.py`'s: kernel-level states, and block structure nodes that carry every
+instantiation (row) still valid for their structure. A node's children come in a fixed order, and a
+path is the list of child indices from the root, so replaying it rebuilds the node exactly, on any
+machine (the verdicts that decide a node's rows are functions of the terms alone). `explore(path,
+budget)` expands that subtree depth first until `budget` instantiated states are expanded and
 returns the μGraphs found (deduplicated by canonical digest), the unexplored frontier as tasks
 (next first; each a subtree or a run of sibling subtrees, `task_paths`), and counters. Each node is
 expanded once by exactly one call, so exploring with any budget and resubmitting every frontier
@@ -10,9 +12,13 @@ task visits the same nodes and finds the same μGraphs as one unbudgeted call.
 
 At a node: a kernel-level node whose unconsumed tensors are as many as the reference's outputs is
 a candidate, fingerprinted once; a match is recorded and not extended (Mirage's rule). Otherwise
-its children are listed, a child that counting shows can never reach a candidate is dropped
-(`ChildList.viable`), the oracle judges the rest's new terms in one batch, and the kept children
-are pushed.
+its children are listed, those that counting shows can never reach a candidate are dropped, the
+oracle judges the rest's new terms in one batch, and the kept children are pushed.
+
+The walk turns Python's cyclic collector off while it runs. It makes no cycles, but it makes
+acyclic records in bursts (a block node's rows, each with its tables), and the collector, woken by
+every 700 of them, rescanned the worker's caches thousands of times a task: half of a warm
+gated_mlp search's time. Reference counting frees everything the walk drops.
 """
 
 from __future__ import annotations
@@ -138,6 +144,9 @@ class Searcher:
         )
         self.fingerprints = ReferenceFingerprints(fragment.reference, cfg.seeds, xp=xp)
         self._kids: OrderedDict[Path, Expansion] = OrderedDict()
+        # The stack the last exploration stopped with: its frontier's nodes, which the size
+        # estimate probes right after (`estimate.py`) without replaying their paths.
+        self._frontier: dict[Path, Node | Lazy] = {}
 
     # -- paths -------------------------------------------------------------------------------
     def expansion(self, node: Node) -> Expansion:
@@ -243,10 +252,23 @@ class Searcher:
         kids = self._children_cached(path, self.replay(path))
         return kids, kids.kept
 
-    def weight(self, path: Path) -> int:
-        """The instantiated states the node at `path` stands for (its rows, for a block node)."""
-        node = self.replay(path)
-        return len(node.rows) if isinstance(node, BlockNode) else 1
+    def node(self, path: Path) -> Node:
+        """The node at `path`: from the frontier the last exploration left (where it is one of its
+        nodes), else replayed."""
+        top = self._frontier.get(path)
+        if top is None:
+            return self.replay(path)
+        if isinstance(top, Lazy):
+            top = self._frontier[path] = top.build()
+        return top
+
+    def run_members(self, parent: Path, first: int) -> list[Path]:
+        """The paths of a sibling run's nodes (`parent`'s kept children from `first` on): from the
+        last exploration's frontier where they are on it, else from the parent's children."""
+        members = [p for p in self._frontier if p[:-1] == parent and p[-1] >= first]
+        if members and members[0][-1] == first:
+            return sorted(members)
+        return [(*parent, i) for i in self.kept_children(parent)[1] if i >= first]
 
     def explore(self, path: Sequence[int] = (), budget: int | None = None) -> ExploreResult:
         """Depth-first over the subtree (or sibling run) named by `path`, expanding at most
@@ -259,13 +281,14 @@ class Searcher:
         start = tuple(path)
         counters = SearchCounters()
         collecting = gc.isenabled()
-        gc.disable()  # see `explore`'s docstring
+        gc.disable()  # see the module's docstring
         try:
             stack = self._task_stack(start)
             found = self._walk(stack, budget, counters)
         finally:
             if collecting:
                 gc.enable()
+        self._frontier = dict(stack)
         o1 = self.oracle.counters
         counters.oracle_queries = o1.queries - before[0]
         counters.prefiltered = o1.prefiltered - before[1]

@@ -6,13 +6,16 @@ digests of every μGraph found, as the search before its speed work (commit 0449
 that give the space searched then (the default space has since been widened, which also changed
 every config digest). Both keep Mirage's block-input rule (`block_inputs=mirage`), the rule they
 were searched under. Each file also holds the state count: `states` as the search explores the tree
-now (a block graph that can no longer close is not explored), `states_every_block_graph` as it was
-explored before that check. Speed changes must leave the μGraph set unchanged, and a change of the
-state count is a change of what the search explores, to be made on purpose. `data/rms_norm_default.json` holds
-rms_norm's whole default space as it is now (block inputs any non-empty subset of Mirage's tuple),
+now (instantiated states of search tree 3, whose block structure nodes carry every map and
+for-loop range of one grid at once), `states_tree2` as tree 2 counted them (one node per instantiation, plus one
+for each grid-and-imaps step before the for-loop's, which tree 3 does not have: exactly the
+difference), and `states_every_block_graph` as the tree before the counting checks explored it.
+Speed changes must leave the μGraph set unchanged, and a change of the state count is a change of
+what the search explores, to be made on purpose. `data/rms_norm_default.json` holds rms_norm's whole
+default space as it is now (block inputs any non-empty subset of Mirage's tuple),
 `data/gated_mlp_default.json` gated_mlp's (slow: about half a minute), `data/lora_default.json`
-lora's whole default space (slow: about half an hour on one core), and `data/gqa_default.json`
-gqa's (slow: about 1.6 hours).
+lora's whole default space (slow: about half an hour on one core), and `data/gqa_default.json` gqa's
+(slow: about 1.6 hours).
 """
 
 from __future__ import annotations
