@@ -44,7 +44,15 @@ from mugraph.stages.prune.oracle import OracleConfig, SubexprOracle, VerdictMemo
 from mugraph.stages.search.build import build_graph
 from mugraph.stages.search.config import SearchConfig
 from mugraph.stages.search.state import State, root_state
-from mugraph.stages.search.structures import BlockNode, Expansion, Lazy, Node, block_expansion, kernel_expansion
+from mugraph.stages.search.structures import (
+    BlockNode,
+    Expansion,
+    Lazy,
+    Node,
+    block_child,
+    block_expansion,
+    kernel_expansion,
+)
 from mugraph.stages.search.task_paths import Path, frontier_tasks, show, split_run
 from mugraph.stages.verify.check import ReferenceFingerprints
 
@@ -171,9 +179,15 @@ class Searcher:
         """The node named by `path`, rebuilt step by step: each node on it is expanded and judged
         again (its rows are those its ancestors' verdicts kept; the verdicts are the same ones)."""
         node: Node = self.fragment.root
+        cfg, outputs = self.fragment.config, len(self.fragment.output_names)
         for depth, idx in enumerate(path):
-            kids = self._children_cached(tuple(path[:depth]), node)
-            child = kids.child(idx) if isinstance(idx, int) else None
+            child: Node | None = None
+            if idx < 0:
+                pass
+            elif isinstance(node, BlockNode):  # its one child, not its whole expansion
+                child = block_child(node, idx, cfg, outputs, self.oracle.kept)
+            else:
+                child = self._children_cached(tuple(path[:depth]), node).child(idx)
             if child is None:
                 raise SearchPathError(
                     f"path {list(path)}: step {depth} chooses child {idx}, but that node keeps no such child"

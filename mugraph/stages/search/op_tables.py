@@ -248,6 +248,45 @@ def _merge_ordered(
     return out_keys, out_entries
 
 
+def block_entry(b: OpenBlock, cfg: SearchConfig, kind: OpKind, ins: tuple[int, ...]) -> Entry | None:
+    """The entry `block_table(b, cfg)` holds for `kind` over the operands `ins`, worked out alone
+    (with `_block_extend`'s keys and results): None where `ins` is not one of the kind's operand
+    tuples over `b`'s tensors or the operands are invalid. Replaying a path needs one child's entry
+    per row, not the rows' whole tables."""
+    found = [k for k in _block_kinds(cfg.block_ops) if k[0] is kind]
+    if not found or not all(0 <= i < len(b.tensors) for i in ins):
+        return None
+    _, kind_arity, order, accum, in_place, make = found[0]
+    tensors = b.tensors
+    a = tensors[ins[0]]
+    if kind_arity == "unary":
+        if len(ins) != 1:
+            return None
+        if accum is not None:
+            if a.after_accum:
+                return None
+            key: tuple[object, ...] = (order, a.expr, a.shape, b.forloop, cfg.rdx)
+        else:
+            key = (order, a.expr, a.shape, a.after_accum)
+        other = None
+    else:
+        if len(ins) != 2 or (kind_arity == "commutative" and ins[1] > ins[0]):
+            return None
+        other = tensors[ins[1]]
+        if a.after_accum != other.after_accum:
+            return None
+        key = (order, a.expr, a.shape, other.expr, other.shape, a.after_accum)
+    r = _MADE.get(key, _MISSING)
+    if r is _MISSING:
+        if len(_MADE) >= _MADE_MAX:
+            _MADE.clear()
+        r = _MADE[key] = _made(kind, accum, in_place, make, a, other, b.forloop, cfg.rdx)
+    if r is None:
+        return None
+    tensor, nbytes, terms = r
+    return (ins, (ins, order), kind, (), tensor, nbytes, terms)
+
+
 def block_table(b: OpenBlock, cfg: SearchConfig) -> OpTable:
     """The block ops over `b`'s tensors, extending the table it inherited from its parent graph."""
     t = b.table

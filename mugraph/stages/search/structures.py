@@ -40,7 +40,7 @@ from mugraph.stages.search import candidates as C
 from mugraph.stages.search.config import SearchConfig
 from mugraph.stages.search.expand import Judge, _kernel_child, _loop_children, close_dangling, row_closings
 from mugraph.stages.search.macros import MacroEntry, macro_entries, macro_grown, macro_label, macro_new, macro_uses
-from mugraph.stages.search.op_tables import block_table, kernel_table
+from mugraph.stages.search.op_tables import block_entry, block_table, kernel_table
 from mugraph.stages.search.state import (
     ENTRY_NBYTES,
     ENTRY_NEW,
@@ -57,11 +57,12 @@ from mugraph.stages.search.state import (
 )
 from mugraph.stages.search.viable import BlockDebts, KernelStep, kernel_viable
 
-__all__ = ["BlockNode", "Expansion", "Node", "block_expansion", "kernel_expansion", "structure_labels"]
+__all__ = ["BlockNode", "Expansion", "Node", "block_child", "block_expansion", "kernel_expansion", "structure_labels"]
 
 # Operand indices a child's index encodes: a block graph holds fewer tensors than this.
 SPAN = 128
 MACRO_BASE = 1 << 20  # after every block op's code: (kinds) * SPAN**2 stays below it
+OPS_BASE = 1 << 29  # block ops and macros come after every closing child, however many rows close
 
 
 class BlockNode:
@@ -258,7 +259,7 @@ def block_expansion(node: BlockNode, cfg: SearchConfig, outputs: int, judge: Jud
     for b, m in compress(zip(macro_rows, flat_macros, strict=True), map(keep.__contains__, macro_news)):
         macro_groups.setdefault(m[0], []).append((b, m))
     codes = _kind_codes(cfg.block_ops)
-    base = len(closed)
+    base = OPS_BASE
     children: list[tuple[int, Lazy, int]] = []
     for ops in op_groups.values():
         operands, kind = ops[0][1][0], ops[0][1][2]
@@ -273,6 +274,63 @@ def block_expansion(node: BlockNode, cfg: SearchConfig, outputs: int, judge: Jud
         lazy.append(made)
         kept_rows += n_rows
     return Expansion(listed, kept_rows, kept, lazy)
+
+
+def block_child(node: BlockNode, index: int, cfg: SearchConfig, outputs: int, judge: Judge) -> Node | None:
+    """The kept child of `node` at `index` (None where it keeps none there), made without listing
+    its other children: what replaying a path needs. Its rows are those `block_expansion` gives it:
+    a row that lists a child counting keeps is never barren (`block_barren` rules a row out only
+    where counting rules out every child it lists), so no row needs the barren check here."""
+    rows = node.rows
+    if not rows:
+        return None
+    s, b0 = node.state, rows[0]
+    debts = BlockDebts(s, b0, cfg, outputs)
+    if index < OPS_BASE:
+        dangling = close_dangling(b0, cfg)
+        if not debts.closed_ok or dangling is None:
+            return None
+        for b in rows:
+            closings = list(row_closings(s, b, dangling, cfg))
+            if index < len(closings):
+                return _closed_child(s, b, closings[index])
+            index -= len(closings)
+        return None
+    if b0.op_count >= cfg.max_block_ops:
+        return None
+    code = index - OPS_BASE
+    smem = DEFAULT_LIMITS.smem_bytes
+    if code >= MACRO_BASE:
+        rest, f = divmod(code - MACRO_BASE, SPAN)
+        rest, d = divmod(rest, SPAN)
+        a, c = divmod(rest, SPAN)
+        quad = (a, c, d, f)
+        if not cfg.concat_matmul or b0.has_macro or a >= len(b0.tensors):
+            return None
+        if not debts.macro_ok(quad, b0.tensors[a].after_accum):
+            return None
+        macros = [(b, m) for b in rows for m in macro_entries(b, smem - b.smem) if m[0] == quad]
+        news = [macro_new(b.tensors, m)[0] for b, m in macros]
+        keep = judge(dict.fromkeys(news)) if news else frozenset()
+        quads = list(compress(macros, map(keep.__contains__, news)))
+        return _macro_child(node, quads) if quads else None
+    kind_at, rest = divmod(code, SPAN * SPAN)
+    a, second = divmod(rest, SPAN)
+    if kind_at >= len(cfg.block_ops):
+        return None
+    kind = cfg.block_ops[kind_at]
+    ins = (a,) if second == 0 else (a, second - 1)
+    if (ins, TYPE_ORDER[kind]) <= b0.last:
+        return None
+    ops = [
+        (b, e) for b in rows if (e := block_entry(b, cfg, kind, ins)) is not None and e[ENTRY_NBYTES] <= smem - b.smem
+    ]
+    if not ops or not debts.entry_ok(ins, ops[0][1][ENTRY_TENSOR].after_accum):
+        return None
+    news = [e[ENTRY_NEW][0] for _, e in ops]
+    keep = judge(dict.fromkeys(news))
+    kept = list(compress(ops, map(keep.__contains__, news)))
+    return _op_child(node, kept) if kept else None
 
 
 _first = itemgetter(0)
