@@ -12,7 +12,8 @@ first tree measured in the same run.
     python benchmarks/bench_speed.py --tree base=/work/base --tree new=. --programs rms_norm --full
 
 `--trace FILE --sample K` instead replays, on each tree, K tasks of a recorded scale trace
-(`bench_scale.py`), drawn with probability proportional to their recorded seconds: the mix of work
+(`bench_scale.py`; its paths name nodes of the tree that recorded it, so only trees of that search
+tree version can replay it), drawn with probability proportional to their recorded seconds: the mix of work
 a whole-space run does, in minutes, where the first states from the root are not typical of the
 space (lora's costliest tasks are deep in it). `--repeat R` alternates the trees R times; `--warm` times
 a second pass over the tasks, its verdicts all in the memo as they mostly are in a long run.
@@ -170,8 +171,9 @@ def row(label: str, name: str, r: dict[str, Any], base: dict[str, Any] | None) -
     rate = c["nodes"] / c["seconds"]
     ratio = "1.00" if base is None else f"{rate / (base['counters']['nodes'] / base['counters']['seconds']):.2f}"
     done = "yes" if r["complete"] else "no"
+    nodes = f"{c['structures']:,}" if "structures" in c else "one per state"
     return (
-        f"| {name} | {label} | {c['nodes']:,} | {rate:,.0f} | {ratio} | {c['seconds']:.0f} | {done} | "
+        f"| {name} | {label} | {c['nodes']:,} | {nodes} | {rate:,.0f} | {ratio} | {c['seconds']:.0f} | {done} | "
         f"{c['solver_calls']:,} ({c['solver_seconds']:.0f} s) | {c['prefiltered']:,} | "
         f"{c['fingerprints']:,} ({c['fingerprint_seconds']:.1f} s) | {r['mugraphs']} | "
         f"{'yes' if r['expert_found'] else 'no'} | {MIRAGE_8_THREADS[name]} s |"
@@ -179,9 +181,10 @@ def row(label: str, name: str, r: dict[str, Any], base: dict[str, Any] | None) -
 
 
 HEADER = (
-    "| program | tree | states | states/s | × first tree | seconds | complete | solver calls (s) | "
-    "refuted without Z3 | fingerprints (s) | μGraphs | expert found | Mirage C++, 8 threads |\n"
-    "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    "| program | tree | states (instantiations) | tree nodes (structures) | states/s | × first tree | seconds | "
+    "complete | solver calls (s) | refuted without Z3 | fingerprints (s) | μGraphs | expert found | "
+    "Mirage C++, 8 threads |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
 
 

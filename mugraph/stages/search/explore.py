@@ -156,6 +156,7 @@ class Searcher:
         )
         self.fingerprints = ReferenceFingerprints(fragment.reference, cfg.seeds, xp=xp)
         self._kids: OrderedDict[Path, Expansion] = OrderedDict()
+        self._nodes: OrderedDict[Path, Node] = OrderedDict()  # replayed nodes, most recent last
         # The stack the last exploration stopped with: its frontier's nodes, which the size
         # estimate probes right after (`estimate.py`) without replaying their paths.
         self._frontier: dict[Path, Node | Lazy] = {}
@@ -184,8 +185,14 @@ class Searcher:
         again (its rows are those its ancestors' verdicts kept; the verdicts are the same ones)."""
         node: Node = self.fragment.root
         cfg, outputs = self.fragment.config, len(self.fragment.output_names)
+        nodes = self._nodes
         for depth, idx in enumerate(path):
-            child: Node | None = None
+            key = tuple(path[: depth + 1])
+            child: Node | None = nodes.get(key)
+            if child is not None:  # the first steps of most tasks' paths are the same few nodes
+                nodes.move_to_end(key)
+                node = child
+                continue
             if idx < 0:
                 pass
             elif isinstance(node, BlockNode):  # its one child, not its whole expansion
@@ -196,7 +203,9 @@ class Searcher:
                 raise SearchPathError(
                     f"path {list(path)}: step {depth} chooses child {idx}, but that node keeps no such child"
                 )
-            node = child
+            nodes[key] = node = child
+            if len(nodes) > NODE_CACHE:
+                nodes.popitem(last=False)
         return node
 
     def find_path(self, labels: Sequence[str]) -> Path:
@@ -337,6 +346,8 @@ class Searcher:
             stack.extend(zip([p + (i,) for i in reversed(kids.kept)], reversed(kids.lazy), strict=True))
         return found
 
+
+NODE_CACHE = 256  # replayed nodes a searcher keeps: a block node near the root carries thousands of rows
 
 # How often a paused collector gets one full collection (see `_collector_paused`).
 FULL_COLLECTION_SECONDS = 60.0
