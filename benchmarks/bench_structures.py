@@ -70,10 +70,9 @@ def _stack(searcher: Searcher, task: TaskPath, outputs: int) -> list[tuple[TaskP
     run = split_run(task)
     if run is None:
         return [(task, instance_at(root, cfg, task))]
-    parent, first = run
-    kids = child_list(instance_at(root, cfg, parent), cfg, outputs)
-    kept = [i for i in kept_indices(kids, cfg, outputs, searcher.oracle.kept) if i >= first]
-    return [(parent + (i,), kids[i]) for i in reversed(kept)]
+    kids = child_list(instance_at(root, cfg, run.parent), cfg, outputs)
+    kept = [i for i in kept_indices(kids, cfg, outputs, searcher.oracle.kept) if run.covers(i)]
+    return [(run.parent + (i,), kids[i]) for i in reversed(kept)]
 
 
 def main() -> None:

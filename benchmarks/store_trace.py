@@ -36,7 +36,7 @@ from scale_trace import PathT, TraceTask, result_bytes
 from mugraph.pipeline.plan import make_plan
 from mugraph.programs.registry import get_builtin
 from mugraph.stages.search.config import for_reference, preset_config
-from mugraph.stages.search.task_paths import SIBLINGS, task_budget
+from mugraph.stages.search.task_paths import split_run, task_budget
 from mugraph.storage.run.store import FoundRecord, RunStore, TaskRecord
 
 __all__ = ["Coverage", "store_settings", "trace_from_store"]
@@ -49,8 +49,9 @@ class Coverage:
         self._plain: dict[tuple[int, PathT], TaskRecord] = {}
         self._runs: dict[tuple[int, PathT], list[tuple[int, TaskRecord]]] = {}
         for t in tasks:
-            if t.path and t.path[-1] >= SIBLINGS:
-                self._runs.setdefault((t.fragment, t.path[:-1]), []).append((t.path[-1] - SIBLINGS, t))
+            run = split_run(t.path)
+            if run is not None:  # runs of one parent are disjoint, so the latest first owns a node
+                self._runs.setdefault((t.fragment, run.parent), []).append((run.first, t))
             else:
                 self._plain[(t.fragment, t.path)] = t
         for runs in self._runs.values():

@@ -86,7 +86,7 @@ def task_size(searcher: Searcher, task: Path, probes: int = PROBES) -> float:
             state = State(s.tensors, s.uses, s.ops, s.last, s.dmem, row, (), node.label, s.table)
             total += _instance_probe(searcher, state, _rng(task, k), 64)
         return rows * total / n
-    siblings = searcher.run_members(*run) if run is not None else []
+    siblings = searcher.run_members(run) if run is not None else []
     total = 0.0
     for n in range(probes):
         rng = _rng(task, n)

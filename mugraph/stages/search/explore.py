@@ -57,7 +57,7 @@ from mugraph.stages.search.structures import (
     block_expansion,
     kernel_expansion,
 )
-from mugraph.stages.search.task_paths import Path, frontier_tasks, show, split_run
+from mugraph.stages.search.task_paths import Path, Run, frontier_tasks, show, split_run
 from mugraph.stages.verify.check import ReferenceFingerprints
 
 # Which nodes the search explores. A run store's frontier names nodes of one tree, so a store made
@@ -267,11 +267,11 @@ class Searcher:
         run = split_run(task)
         if run is None:
             return [(task, self.replay(task))]
-        parent, first = run
+        parent = run.parent
         kids, kept = self.kept_children(parent)
-        at = [j for j, i in enumerate(kept) if i >= first]
-        if not at or kept[at[0]] != first:
-            raise SearchPathError(f"task {show(task)}: child {first} of {list(parent)} is not a kept child")
+        at = [j for j, i in enumerate(kept) if run.covers(i)]
+        if not at or kept[at[0]] != run.first or (run.last is not None and kept[at[-1]] != run.last):
+            raise SearchPathError(f"task {show(task)}: its first or last child is not a kept child of {list(parent)}")
         return [(parent + (kept[j],), kids.lazy[j]) for j in reversed(at)]
 
     def kept_children(self, path: Path) -> tuple[Expansion, list[int]]:
@@ -289,13 +289,13 @@ class Searcher:
             top = self._frontier[path] = top.build()
         return top
 
-    def run_members(self, parent: Path, first: int) -> list[Path]:
-        """The paths of a sibling run's nodes (`parent`'s kept children from `first` on): from the
-        last exploration's frontier where they are on it, else from the parent's children."""
-        members = [p for p in self._frontier if p[:-1] == parent and p[-1] >= first]
-        if members and members[0][-1] == first:
+    def run_members(self, run: Run) -> list[Path]:
+        """The paths of a sibling run's nodes: from the last exploration's frontier where they are
+        on it, else from the parent's children."""
+        members = [p for p in self._frontier if p[:-1] == run.parent and run.covers(p[-1])]
+        if members and members[0][-1] == run.first:
             return sorted(members)
-        return [(*parent, i) for i in self.kept_children(parent)[1] if i >= first]
+        return [(*run.parent, i) for i in self.kept_children(run.parent)[1] if run.covers(i)]
 
     def explore(self, path: Sequence[int] = (), budget: int | None = None) -> ExploreResult:
         """Depth-first over the subtree (or sibling run) named by `path`, expanding at most

@@ -14,17 +14,36 @@ worker or memo answers it.
 
 A sibling run is encoded in the path itself, as the parent's path followed by `first` with the
 `SIBLINGS` bit set, so every layer that stores, keys or orders tasks keeps treating paths as plain
-tuples of non-negative int32.
+tuples of non-negative int32. A *bounded* run, which stops at child `last`, carries `last` with the
+bit set after `first`.
+
+The shallowest siblings are handed out singly while they are few, for every worker to have a task.
+A block structure node has one child per closing of each of its rows, thousands near the root, and
+most are a state or two: one task each made most of a run's tasks, each spending its time replaying
+the path. Past `SPREAD` of them they go as `SPREAD` bounded runs of consecutive siblings.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 Path = tuple[int, ...]
 
 SIBLINGS = 1 << 30  # set on a path's last index: that child and its later kept siblings
 ROOT_SHARE = 16  # the root's task expands 1/ROOT_SHARE of the node budget
+SPREAD = 32  # the most tasks the shallowest siblings of a frontier become
+
+
+class Run(NamedTuple):
+    """A sibling run: `parent`'s kept children from index `first` on, up to `last` where bounded."""
+
+    parent: Path
+    first: int
+    last: int | None = None
+
+    def covers(self, index: int) -> bool:
+        return index >= self.first and (self.last is None or index <= self.last)
 
 
 def task_budget(path: Sequence[int], budget: int) -> int:
@@ -35,23 +54,31 @@ def task_budget(path: Sequence[int], budget: int) -> int:
     return max(1, budget // ROOT_SHARE) if not path else budget
 
 
-def sibling_run(parent: Path, first: int) -> Path:
-    """The task covering `parent`'s kept children from index `first` on."""
-    if not 0 <= first < SIBLINGS:
-        raise ValueError(f"child index {first} is out of range")
-    return (*parent, first | SIBLINGS)
+def sibling_run(parent: Path, first: int, last: int | None = None) -> Path:
+    """The task covering `parent`'s kept children from index `first` on (up to `last`, if given)."""
+    for index in (first,) if last is None else (first, last):
+        if not 0 <= index < SIBLINGS:
+            raise ValueError(f"child index {index} is out of range")
+    if last is None:
+        return (*parent, first | SIBLINGS)
+    if last < first:
+        raise ValueError(f"a run cannot end at child {last} before its first, {first}")
+    return (*parent, first | SIBLINGS, last | SIBLINGS)
 
 
-def split_run(path: Sequence[int]) -> tuple[Path, int] | None:
-    """(parent, first) for a sibling run; None for a path naming one node."""
-    if path and path[-1] >= SIBLINGS:
-        return tuple(path[:-1]), path[-1] & (SIBLINGS - 1)
-    return None
+def split_run(path: Sequence[int]) -> Run | None:
+    """The run a path names; None for a path naming one node."""
+    if not path or path[-1] < SIBLINGS:
+        return None
+    if len(path) > 1 and path[-2] >= SIBLINGS:
+        return Run(tuple(path[:-2]), path[-2] & (SIBLINGS - 1), path[-1] & (SIBLINGS - 1))
+    return Run(tuple(path[:-1]), path[-1] & (SIBLINGS - 1))
 
 
 def frontier_tasks(unexplored: Sequence[Path]) -> list[Path]:
     """The unexplored stack entries (next first) as tasks: consecutive siblings become one run,
-    except at the shallowest depth, whose siblings stay one task each.
+    except at the shallowest depth, whose siblings stay one task each, or become `SPREAD` bounded
+    runs where there are more.
 
     Each depth's entries are the remaining suffix of one parent's kept children, in index order,
     so a run from the first of them covers exactly them. The shallowest entries are the largest
@@ -66,18 +93,31 @@ def frontier_tasks(unexplored: Sequence[Path]) -> list[Path]:
         j = i + 1
         while j < len(unexplored) and unexplored[j][:-1] == parent:
             j += 1
-        if j == i + 1 or len(parent) + 1 == top:
+        if j == i + 1 or (len(parent) + 1 == top and j - i <= SPREAD):
             out.extend(unexplored[i:j])
+        elif len(parent) + 1 == top:
+            out.extend(_spread(unexplored[i:j]))
         else:
             out.append(sibling_run(parent, unexplored[i][-1]))
         i = j
     return out
 
 
+def _spread(siblings: Sequence[Path]) -> list[Path]:
+    """Consecutive siblings (more than `SPREAD`) as `SPREAD` bounded runs of near-equal length."""
+    n, out = len(siblings), []
+    for k in range(SPREAD):
+        chunk = siblings[k * n // SPREAD : (k + 1) * n // SPREAD]
+        first, last = chunk[0], chunk[-1]
+        out.append(first if len(chunk) == 1 else sibling_run(first[:-1], first[-1], last[-1]))
+    return out
+
+
 def show(path: Sequence[int]) -> str:
-    """A task path as people read it: `[0, 3, 2]`, or `[0, 3, 2…]` for a sibling run."""
+    """A task path as people read it: `[0, 3, 2]`, `[0, 3, 2…]` for a sibling run, `[0, 3, 2…9]`
+    for a bounded one."""
     run = split_run(path)
     if run is None:
         return str(list(path))
-    parent, first = run
-    return "[" + ", ".join(map(str, (*parent, first))) + "…]"
+    end = "" if run.last is None else str(run.last)
+    return "[" + ", ".join(map(str, (*run.parent, run.first))) + f"…{end}]"

@@ -10,6 +10,8 @@ from mugraph.stages.search.serial import run_search
 from mugraph.stages.search.task_paths import (
     ROOT_SHARE,
     SIBLINGS,
+    SPREAD,
+    Run,
     frontier_tasks,
     show,
     sibling_run,
@@ -20,12 +22,18 @@ from tests.stages.search.test_explore import full, searcher
 
 
 def test_runs_round_trip_and_plain_paths_are_not_runs() -> None:
-    assert split_run(sibling_run((3, 1), 4)) == ((3, 1), 4)
-    assert split_run(sibling_run((), 0)) == ((), 0)
+    assert split_run(sibling_run((3, 1), 4)) == Run((3, 1), 4, None)
+    assert split_run(sibling_run((), 0)) == Run((), 0, None)
+    assert split_run(sibling_run((3, 1), 4, 9)) == Run((3, 1), 4, 9)
+    assert split_run(sibling_run((), 0, 0)) == Run((), 0, 0)
     assert split_run((3, 1, 4)) is None and split_run(()) is None
     assert show(sibling_run((3, 1), 4)) == "[3, 1, 4…]" and show((3, 1)) == "[3, 1]"
+    assert show(sibling_run((3,), 4, 9)) == "[3, 4…9]"
+    assert Run((), 4, 9).covers(4) and Run((), 4, 9).covers(9) and not Run((), 4, 9).covers(10)
     with pytest.raises(ValueError):
         sibling_run((), SIBLINGS)
+    with pytest.raises(ValueError):
+        sibling_run((), 5, 4)
 
 
 def test_consecutive_siblings_become_one_run_and_lone_entries_stay_paths() -> None:
@@ -34,6 +42,23 @@ def test_consecutive_siblings_become_one_run_and_lone_entries_stay_paths() -> No
     assert frontier_tasks(stack) == [sibling_run((0, 2), 5), (0, 4), (1,), (2,), (3,)]
     assert frontier_tasks([(0, 4)]) == [(0, 4)]
     assert frontier_tasks([]) == []
+
+
+@pytest.mark.parametrize("many", [SPREAD + 1, 5 * SPREAD + 3, 1000])
+def test_many_shallowest_siblings_become_spread_bounded_runs_covering_them_in_order(many: int) -> None:
+    siblings = [(7, 2 * i + 1) for i in range(many)]  # kept indices need not be consecutive numbers
+    tasks = frontier_tasks([(7, 1, 0, 4), *siblings])
+    assert tasks[0] == (7, 1, 0, 4) and len(tasks) == 1 + SPREAD
+    covered: list[tuple[int, ...]] = []
+    sizes = []
+    for t in tasks[1:]:
+        run = split_run(t)
+        members = [t] if run is None else [s for s in siblings if s[:-1] == run.parent and run.covers(s[-1])]
+        assert run is None or (run.last is not None and members[0][-1] == run.first and members[-1][-1] == run.last)
+        covered.extend(members)
+        sizes.append(len(members))
+    assert covered == siblings  # each exactly once, in order
+    assert max(sizes) - min(sizes) <= 1
 
 
 @pytest.mark.parametrize("budget", [5, 40])
@@ -45,7 +70,8 @@ def test_a_budgeted_frontier_holds_one_task_per_depth_at_most(budget: int) -> No
     top = min(map(len, parents))
     deeper = [p for p in parents if len(p) > top]
     assert len(set(deeper)) == len(deeper)  # one task per parent, so per depth
-    assert all(split_run(t) is None for t, p in zip(r.frontier, parents, strict=True) if len(p) == top)
+    shallowest = [t for t, p in zip(r.frontier, parents, strict=True) if len(p) == top]
+    assert all(split_run(t) is None for t in shallowest) or len(shallowest) == SPREAD
     depths = [len(p) for p in parents]
     assert depths == sorted(depths, reverse=True)  # deepest (next) first
     assert any(split_run(t) for t in r.frontier)
@@ -72,6 +98,27 @@ def test_a_run_covers_exactly_its_siblings() -> None:
     assert set(run.found) <= set(whole.found)
 
 
+def test_a_bounded_run_covers_exactly_its_siblings_and_leaves_the_rest_bounded() -> None:
+    """A bounded run explores its siblings and no later one; budgeted, its frontier stops at its
+    last sibling too, and the tasks it hands on cover the rest of it exactly."""
+    s = searcher("rms_norm")
+    queue: list[tuple[int, ...]] = [()]
+    while len(kids := s.kept_children(parent := queue.pop(0))[1]) < 6:  # a wide node: a block structure
+        queue.extend(parent + (i,) for i in kids)
+    first, last = kids[1], kids[-2]
+    run = s.explore(sibling_run(parent, first, last))
+    each = [s.explore((*parent, i)) for i in kids if first <= i <= last]
+    assert run.counters.nodes == sum(r.counters.nodes for r in each) > 0
+    assert set(run.found) == set().union(*(r.found for r in each))
+    budgeted = s.explore(sibling_run(parent, first, last), budget=max(1, run.counters.nodes // 3))
+    assert budgeted.frontier
+    nodes, found, tasks = budgeted.counters.nodes, set(budgeted.found), list(budgeted.frontier)
+    while tasks:
+        r = s.explore(tasks.pop(), budget=max(1, run.counters.nodes // 3))
+        nodes, found, tasks = nodes + r.counters.nodes, found | set(r.found), tasks + r.frontier
+    assert nodes == run.counters.nodes and found == set(run.found)
+
+
 def test_a_run_must_start_at_a_kept_child() -> None:
     s = searcher("rms_norm")
     kids, kept_list = s.kept_children(())
@@ -79,6 +126,8 @@ def test_a_run_must_start_at_a_kept_child() -> None:
     pruned = [i for i in range(kids.listed) if i not in kept]  # a kernel node's indices run from 0
     with pytest.raises(SearchPathError, match="not a kept child"):
         s.explore(sibling_run((), kids.listed + 3))
+    with pytest.raises(SearchPathError, match="not a kept child"):
+        s.explore(sibling_run((), kept_list[0], kids.listed + 3))
     if pruned:
         with pytest.raises(SearchPathError, match="not a kept child"):
             s.explore(sibling_run((), pruned[0]))
