@@ -20,8 +20,9 @@ it ends. It makes no cycles, but it makes acyclic records in bursts (a block nod
 its tables), and the collector, woken by every 700 of them, rescanned the worker's caches thousands
 of times a task (half of a warm gated_mlp search's time); re-enabled as it was, it scanned all that
 a task left alive on the first allocation after it (40% of a lora run's time). Reference counting
-frees everything the walk drops, frozen or not, and a full collection once a minute frees any
-cycle the rest of the process makes.
+frees everything the walk drops, frozen or not, and an occasional full collection frees any
+cycle the rest of the process makes: once a minute, or less often where one takes long enough to
+cost more than 2% of the time between them.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from __future__ import annotations
 import gc
 import hashlib
 import time
-from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -47,6 +47,7 @@ from mugraph.stages.prune.expr import output_exprs, var
 from mugraph.stages.prune.oracle import OracleConfig, SubexprOracle, VerdictMemo
 from mugraph.stages.search.build import build_graph
 from mugraph.stages.search.config import SearchConfig
+from mugraph.stages.search.lru import WeightedLRU
 from mugraph.stages.search.state import State, root_state
 from mugraph.stages.search.structures import (
     BlockNode,
@@ -155,8 +156,8 @@ class Searcher:
             fragment.finals, len(fragment.input_names), OracleConfig(cfg.rlimit, True, cfg.unknown_keeps), memo
         )
         self.fingerprints = ReferenceFingerprints(fragment.reference, cfg.seeds, xp=xp)
-        self._kids: OrderedDict[Path, Expansion] = OrderedDict()
-        self._nodes: OrderedDict[Path, Node] = OrderedDict()  # replayed nodes, most recent last
+        self._kids: WeightedLRU[Path, Expansion] = WeightedLRU(KIDS_WEIGHT, _children)
+        self._nodes: WeightedLRU[Path, Node] = WeightedLRU(NODE_ROWS, _rows)  # replayed nodes
         # The stack the last exploration stopped with: its frontier's nodes, which the size
         # estimate probes right after (`estimate.py`) without replaying their paths.
         self._frontier: dict[Path, Node | Lazy] = {}
@@ -173,11 +174,7 @@ class Searcher:
         kids = self._kids.get(path)
         if kids is None:
             kids = self.expansion(node)
-            self._kids[path] = kids
-            if len(self._kids) > 64:
-                self._kids.popitem(last=False)
-        else:
-            self._kids.move_to_end(path)
+            self._kids.put(path, kids)
         return kids
 
     def replay(self, path: Sequence[int]) -> Node:
@@ -190,7 +187,6 @@ class Searcher:
             key = tuple(path[: depth + 1])
             child: Node | None = nodes.get(key)
             if child is not None:  # the first steps of most tasks' paths are the same few nodes
-                nodes.move_to_end(key)
                 node = child
                 continue
             if idx < 0:
@@ -203,9 +199,8 @@ class Searcher:
                 raise SearchPathError(
                     f"path {list(path)}: step {depth} chooses child {idx}, but that node keeps no such child"
                 )
-            nodes[key] = node = child
-            if len(nodes) > NODE_CACHE:
-                nodes.popitem(last=False)
+            nodes.put(key, child)
+            node = child
         return node
 
     def find_path(self, labels: Sequence[str]) -> Path:
@@ -347,20 +342,33 @@ class Searcher:
         return found
 
 
-NODE_CACHE = 256  # replayed nodes a searcher keeps: a block node near the root carries thousands of rows
+# What a searcher keeps for the next task (`lru.py`): the rows of the nodes replayed paths went
+# through, and the children of the expansions a run's task listed again for its parent.
+NODE_ROWS = 16_384
+KIDS_WEIGHT = 16_384
 
-# How often a paused collector gets one full collection (see `_collector_paused`).
+
+def _children(kids: Expansion) -> int:
+    return len(kids.lazy)
+
+
+def _rows(node: Node) -> int:
+    return len(node.rows) if isinstance(node, BlockNode) else 1
+
+# How often a paused collector gets one full collection (see `_collector_paused`): at most once a
+# minute, and at most 2% of the time.
 FULL_COLLECTION_SECONDS = 60.0
-_last_full = time.monotonic()
+FULL_COLLECTION_SHARE = 0.02
+_next_full = time.monotonic() + FULL_COLLECTION_SECONDS
 
 
 @contextmanager
 def _collector_paused() -> Iterator[None]:
     """Python's cyclic collector off while a walk runs, and what the walk leaves alive frozen (left
-    out of later collections) when it ends; at most once a minute, the collector unfreezes and
-    collects everything, so cycles that anything in the process makes are still freed. See the
-    module's docstring for why."""
-    global _last_full
+    out of later collections) when it ends; now and then (at most once a minute, at most 2% of the
+    time), the collector unfreezes and collects everything, so cycles that anything in the process
+    makes are still freed. See the module's docstring for why."""
+    global _next_full
     if not gc.isenabled():  # the caller runs its own policy
         yield
         return
@@ -368,10 +376,11 @@ def _collector_paused() -> Iterator[None]:
     try:
         yield
     finally:
-        if time.monotonic() - _last_full >= FULL_COLLECTION_SECONDS:
+        if (now := time.monotonic()) >= _next_full:
             gc.unfreeze()
             gc.collect()
-            _last_full = time.monotonic()
+            took = time.monotonic() - now
+            _next_full = now + max(FULL_COLLECTION_SECONDS, took / FULL_COLLECTION_SHARE)
         gc.freeze()
         gc.enable()
 
