@@ -355,6 +355,7 @@ def _children(kids: Expansion) -> int:
 def _rows(node: Node) -> int:
     return len(node.rows) if isinstance(node, BlockNode) else 1
 
+
 # How often a paused collector gets one full collection (see `_collector_paused`): at most once a
 # minute, and at most 2% of the time.
 FULL_COLLECTION_SECONDS = 60.0

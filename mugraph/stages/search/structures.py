@@ -39,7 +39,16 @@ from mugraph.stages.prune.expr import Expr
 from mugraph.stages.search import candidates as C
 from mugraph.stages.search.config import SearchConfig
 from mugraph.stages.search.expand import Judge, _kernel_child, _loop_children, close_dangling, row_closings
-from mugraph.stages.search.macros import MacroEntry, macro_entries, macro_grown, macro_label, macro_new, macro_uses
+from mugraph.stages.search.macros import (
+    MacroEntry,
+    macro_entries,
+    macro_grown,
+    macro_label,
+    macro_new,
+    macro_table,
+    macro_uses,
+    table_entries,
+)
 from mugraph.stages.search.op_tables import block_entry, block_table, kernel_table
 from mugraph.stages.search.state import (
     ENTRY_NBYTES,
@@ -51,6 +60,7 @@ from mugraph.stages.search.state import (
     KernelOp,
     OpenBlock,
     OpSpec,
+    OpTable,
     Rank,
     State,
     bump,
@@ -220,8 +230,9 @@ def block_expansion(node: BlockNode, cfg: SearchConfig, outputs: int, judge: Jud
     all_ops = debts.every_entry_ok
     with_macros = cfg.concat_matmul and not b0.has_macro
     flags = [t.after_accum for t in b0.tensors]
+    tables: dict[tuple[object, ...], Any] = {}
     for b, room in alive:
-        entries = block_table(b, cfg).listed(cfg.block_ops, b.last, room)
+        entries = _shared_table(tables, b, cfg).listed(cfg.block_ops, b.last, room)
         listed += len(entries)
         if all_ops:
             flat_ops += entries
@@ -232,7 +243,7 @@ def block_expansion(node: BlockNode, cfg: SearchConfig, outputs: int, judge: Jud
             flat_rows += [b] * len(good)
         if not with_macros:
             continue
-        found = macro_entries(b, room)
+        found = _shared_macros(tables, b, room)
         listed += len(found)
         if some_macros:
             for m in found:
@@ -335,6 +346,38 @@ def block_child(node: BlockNode, index: int, cfg: SearchConfig, outputs: int, ju
 
 _first = itemgetter(0)
 _new_of = itemgetter(ENTRY_NEW)
+
+
+# Rows of one node whose tensors have the same shapes have equal op and macro tables: the same ops
+# over the same terms (a row's block inputs have its kernel tensors' terms, and accumulations
+# depend on the for-loop range besides), sizes alike. A lora node's rows have 2.3 for each set of
+# shapes, so the rows of one expansion share the tables they extend by those shapes.
+def _shared_table(shared: dict[tuple[object, ...], Any], b: OpenBlock, cfg: SearchConfig) -> OpTable:
+    """`block_table(b, cfg)`, made once for the rows of one node with `b`'s shapes."""
+    t = b.table
+    if t is not None and t.n >= len(b.tensors):
+        return t
+    key = ("op", id(t), b.forloop, tuple([x.shape for x in b.tensors[t.n if t is not None else 0 :]]))
+    made = shared.get(key)
+    if made is None:
+        made = shared[key] = block_table(b, cfg)
+    else:
+        b.table = made
+    return made
+
+
+def _shared_macros(shared: dict[tuple[object, ...], Any], b: OpenBlock, room: int) -> list[MacroEntry]:
+    """`macro_entries(b, room)`, its table made once for the rows of one node with `b`'s shapes."""
+    t = b.macros
+    if t is None or t.n < len(b.tensors):
+        key = ("macro", id(t), room, b.forloop, tuple([x.shape for x in b.tensors[t.n if t is not None else 0 :]]))
+        made = shared.get(key)
+        if made is None:
+            made = shared[key] = macro_table(b, room)
+        else:
+            b.macros = made
+        t = made
+    return table_entries(t, b, room)
 
 
 def _ok(cache: dict[object, bool], debts: BlockDebts, e: Entry) -> bool:
