@@ -27,8 +27,8 @@ from mugraph.stages.search.state import State
 from mugraph.stages.search.structures import BlockNode
 from mugraph.stages.search.task_paths import Path, split_run
 
-PROBES = 8  # probes per task: each costs about one node expansion per level of the tree
-ROW_PROBES = 32  # at most, for a block structure node's task: one per row up to this many
+PROBES = 4  # probes per task: each costs about one node expansion per level of the tree
+ROW_PROBES = 8  # at most, for a block structure node's task: one per row stratum up to this many
 PROBED_TASKS = 8  # frontier tasks probed per finished task (the rest count as their probed neighbours)
 
 
