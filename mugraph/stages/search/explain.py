@@ -35,7 +35,7 @@ from mugraph.stages.search.expert_target import (
 )
 from mugraph.stages.search.explore import Searcher
 from mugraph.stages.search.state import TYPE_ORDER, State
-from mugraph.stages.search.structures import structure_labels
+from mugraph.stages.search.structure_labels import structure_labels
 from mugraph.stages.search.task_paths import Path
 
 WALK_LIMIT = 20_000  # states visited before the walk gives up (many orders of one expert)

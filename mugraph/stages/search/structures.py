@@ -27,8 +27,7 @@ replaying a path judges each node on it again and rebuilds the same rows.
 from __future__ import annotations
 
 import bisect
-import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from itertools import chain, compress
 from operator import itemgetter
 from typing import Any
@@ -45,11 +44,10 @@ from mugraph.stages.search.macros import (
     macro_grown,
     macro_label,
     macro_new,
-    macro_table,
     macro_uses,
-    table_entries,
 )
-from mugraph.stages.search.op_tables import block_entry, block_table, kernel_table
+from mugraph.stages.search.op_tables import block_entry, kernel_table
+from mugraph.stages.search.row_tables import Sizes, shared_macros, shared_table
 from mugraph.stages.search.state import (
     ENTRY_NBYTES,
     ENTRY_NEW,
@@ -58,6 +56,7 @@ from mugraph.stages.search.state import (
     BlockSpec,
     Entry,
     KernelOp,
+    MacroTable,
     OpenBlock,
     OpSpec,
     OpTable,
@@ -67,7 +66,7 @@ from mugraph.stages.search.state import (
 )
 from mugraph.stages.search.viable import BlockDebts, KernelStep, kernel_viable
 
-__all__ = ["BlockNode", "Expansion", "Node", "block_child", "block_expansion", "kernel_expansion", "structure_labels"]
+__all__ = ["BlockNode", "Expansion", "Node", "block_child", "block_expansion", "kernel_expansion"]
 
 # Operand indices a child's index encodes: a block graph holds fewer tensors than this.
 SPAN = 128
@@ -201,15 +200,22 @@ def block_expansion(node: BlockNode, cfg: SearchConfig, outputs: int, judge: Jud
     smem = DEFAULT_LIMITS.smem_bytes
     listed = 0
     closed: list[tuple[OpenBlock, tuple[Any, ...]]] = []
-    alive: list[tuple[OpenBlock, int]] = []
+    alive: list[tuple[OpenBlock, int, Sizes]] = []
+    barren: dict[tuple[Sizes, int, bool], bool] = {}
     for b in rows:
         room = smem - b.smem
         closings = list(row_closings(s, b, dangling, cfg)) if dangling is not None else []
-        if open_more and debts.barren_row(b, cfg, bool(closings), room):
-            continue
+        sizes = (b.forloop, tuple([t.shape for t in b.tensors]))
+        if open_more:
+            at = (sizes, room, bool(closings))
+            dead = barren.get(at)
+            if dead is None:
+                dead = barren[at] = debts.barren_row(b, cfg, at[2], room)
+            if dead:
+                continue
         listed += len(closings)
         closed += [(b, c) for c in closings]
-        alive.append((b, room))
+        alive.append((b, room, sizes))
     kept: list[int] = []
     lazy: list[Lazy] = []
     if debts.closed_ok:
@@ -230,9 +236,10 @@ def block_expansion(node: BlockNode, cfg: SearchConfig, outputs: int, judge: Jud
     all_ops = debts.every_entry_ok
     with_macros = cfg.concat_matmul and not b0.has_macro
     flags = [t.after_accum for t in b0.tensors]
-    tables: dict[tuple[object, ...], Any] = {}
-    for b, room in alive:
-        entries = _shared_table(tables, b, cfg).listed(cfg.block_ops, b.last, room)
+    tables: dict[Sizes, OpTable] = {}
+    macro_tables: dict[tuple[Sizes, int], MacroTable] = {}
+    for b, room, sizes in alive:
+        entries = shared_table(tables, sizes, b, cfg).listed(cfg.block_ops, b.last, room)
         listed += len(entries)
         if all_ops:
             flat_ops += entries
@@ -243,7 +250,7 @@ def block_expansion(node: BlockNode, cfg: SearchConfig, outputs: int, judge: Jud
             flat_rows += [b] * len(good)
         if not with_macros:
             continue
-        found = _shared_macros(tables, b, room)
+        found = shared_macros(macro_tables, sizes, b, room)
         listed += len(found)
         if some_macros:
             for m in found:
@@ -348,38 +355,6 @@ _first = itemgetter(0)
 _new_of = itemgetter(ENTRY_NEW)
 
 
-# Rows of one node whose tensors have the same shapes have equal op and macro tables: the same ops
-# over the same terms (a row's block inputs have its kernel tensors' terms, and accumulations
-# depend on the for-loop range besides), sizes alike. A lora node's rows have 2.3 for each set of
-# shapes, so the rows of one expansion share the tables they extend by those shapes.
-def _shared_table(shared: dict[tuple[object, ...], Any], b: OpenBlock, cfg: SearchConfig) -> OpTable:
-    """`block_table(b, cfg)`, made once for the rows of one node with `b`'s shapes."""
-    t = b.table
-    if t is not None and t.n >= len(b.tensors):
-        return t
-    key = ("op", id(t), b.forloop, tuple([x.shape for x in b.tensors[t.n if t is not None else 0 :]]))
-    made = shared.get(key)
-    if made is None:
-        made = shared[key] = block_table(b, cfg)
-    else:
-        b.table = made
-    return made
-
-
-def _shared_macros(shared: dict[tuple[object, ...], Any], b: OpenBlock, room: int) -> list[MacroEntry]:
-    """`macro_entries(b, room)`, its table made once for the rows of one node with `b`'s shapes."""
-    t = b.macros
-    if t is None or t.n < len(b.tensors):
-        key = ("macro", id(t), room, b.forloop, tuple([x.shape for x in b.tensors[t.n if t is not None else 0 :]]))
-        made = shared.get(key)
-        if made is None:
-            made = shared[key] = macro_table(b, room)
-        else:
-            b.macros = made
-        t = made
-    return table_entries(t, b, room)
-
-
 def _ok(cache: dict[object, bool], debts: BlockDebts, e: Entry) -> bool:
     """`debts.entry_ok` for the entry `e`, cached by its rank (the same child in every row)."""
     good = cache.get(e[1])
@@ -437,32 +412,3 @@ def _closed_child(s: State, b: OpenBlock, closing: tuple[Any, ...]) -> State:
         label,
         s.table,
     )
-
-
-_OPEN = re.compile(r"^open\((.*)imaps=(\[.*\])\)$")
-_LOOP = re.compile(r"^loop\(fmaps=(\[.*\]),F=(\d+)\)$")
-_CLOSE = re.compile(r"^close\(omap=(\[.*\])\)$")
-
-
-def structure_labels(labels: Sequence[str]) -> list[str]:
-    """A path's choices in the instantiated tree (`expand.describe_instances`) as this tree labels
-    them: the grid stays with the opening, and the imaps, fmaps and for-loop range move to the
-    closing."""
-    out: list[str] = []
-    maps = ""
-    for label in labels:
-        if (m := _OPEN.match(label)) is not None:
-            out.append(f"open({m.group(1).rstrip(',')})")
-            maps = f"imaps={m.group(2)},"
-        elif (m := _LOOP.match(label)) is not None:
-            maps += f"fmaps={m.group(1)},F={m.group(2)},"
-        elif (m := _CLOSE.match(label)) is not None:
-            out.append(f"close({maps}omap={m.group(1)})")
-        else:
-            out.append(label)
-    return out
-
-
-def instances(nodes: Iterable[Node]) -> int:
-    """The instantiated states these nodes stand for (a block node, one per row)."""
-    return sum(len(n.rows) if isinstance(n, BlockNode) else 1 for n in nodes)

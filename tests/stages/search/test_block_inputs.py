@@ -18,7 +18,7 @@ from mugraph.stages.search.config import ConfigError, SearchConfig, preset_confi
 from mugraph.stages.search.expand import child_list, find_instance
 from mugraph.stages.search.explore import Found, Fragment, Searcher
 from mugraph.stages.search.serial import run_search
-from mugraph.stages.search.structures import structure_labels
+from mugraph.stages.search.structure_labels import structure_labels
 from tests.stages.search.narrow import NARROW
 from tests.stages.search.unread import unread_block_inputs
 from tests.test_cli_prune import run, summary

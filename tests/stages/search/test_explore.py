@@ -14,7 +14,7 @@ from mugraph.stages.search.expand import find_instance
 from mugraph.stages.search.explore import ExploreResult, Fragment, Searcher, SearchPathError
 from mugraph.stages.search.serial import run_search
 from mugraph.stages.search.state import State
-from mugraph.stages.search.structures import structure_labels
+from mugraph.stages.search.structure_labels import structure_labels
 from mugraph.stages.verify.check import check_equivalence
 from tests.helpers.builtin import reference
 from tests.stages.search.narrow import NARROW
