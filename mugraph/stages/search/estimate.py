@@ -46,9 +46,7 @@ def probe(searcher: Searcher, node: Path, rng: random.Random, max_depth: int = 6
     if isinstance(start, BlockNode):
         if not start.rows:
             return 0.0
-        s, row = start.state, rng.choice(start.rows)
-        state = State(s.tensors, s.uses, s.ops, s.last, s.dmem, row, (), start.label, s.table)
-        return len(start.rows) * _instance_probe(searcher, state, rng, max_depth)
+        return len(start.rows) * _instance_probe(searcher, start.instance(rng.choice(start.rows)), rng, max_depth)
     return _instance_probe(searcher, start, rng, max_depth)
 
 
@@ -79,12 +77,10 @@ def task_size(searcher: Searcher, task: Path, probes: int = PROBES) -> float:
     if run is None and isinstance(node := searcher.node(task), BlockNode) and len(node.rows) > probes:
         rows = len(node.rows)
         n = min(rows, ROW_PROBES)
-        s = node.state
         total = 0.0
         for k in range(n):
             row = node.rows[_rng(task, k).randrange(k * rows // n, (k + 1) * rows // n)]
-            state = State(s.tensors, s.uses, s.ops, s.last, s.dmem, row, (), node.label, s.table)
-            total += _instance_probe(searcher, state, _rng(task, k), 64)
+            total += _instance_probe(searcher, node.instance(row), _rng(task, k), 64)
         return rows * total / n
     siblings = searcher.run_members(run) if run is not None else []
     total = 0.0

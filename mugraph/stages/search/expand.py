@@ -260,22 +260,23 @@ def kept_indices(kids: ChildList, cfg: SearchConfig, outputs: int, judge: Judge)
     return [i for i, new in zip(judged, news, strict=True) if keep.issuperset(new)]
 
 
-def instance_at(root: State, cfg: SearchConfig, path: Sequence[int]) -> State:
-    """The state a path of choices names in the instantiated tree (`child_list`'s, one state per
-    grid, map and for-loop range), from `root`."""
+def _along(root: State, cfg: SearchConfig, path: Sequence[int]) -> Iterator[State]:
+    """The states a path of choices goes through in the instantiated tree, after `root`."""
     state = root
     for idx in path:
         state = child_list(state, cfg)[idx].build()
-    return state
+        yield state
+
+
+def instance_at(root: State, cfg: SearchConfig, path: Sequence[int]) -> State:
+    """The state a path of choices names in the instantiated tree (`child_list`'s, one state per
+    grid, map and for-loop range), from `root`."""
+    return [root, *_along(root, cfg, path)][-1]
 
 
 def describe_instances(root: State, cfg: SearchConfig, path: Sequence[int]) -> list[str]:
     """The choices along a path of the instantiated tree, readable (`open(grid=...)`, `matmul(0,1)`)."""
-    out, state = [], root
-    for idx in path:
-        state = child_list(state, cfg)[idx].build()
-        out.append(state.label)
-    return out
+    return [state.label for state in _along(root, cfg, path)]
 
 
 def find_instance(root: State, cfg: SearchConfig, labels: Sequence[str]) -> State:

@@ -189,10 +189,8 @@ class Searcher:
             if child is not None:  # the first steps of most tasks' paths are the same few nodes
                 node = child
                 continue
-            if idx < 0:
-                pass
-            elif isinstance(node, BlockNode):  # its one child, not its whole expansion
-                child = block_child(node, idx, cfg, outputs, self.oracle.kept)
+            if isinstance(node, BlockNode):  # its one child, not its whole expansion
+                child = block_child(node, idx, cfg, outputs, self.oracle.kept) if idx >= 0 else None
             else:
                 child = self._children_cached(tuple(path[:depth]), node).child(idx)
             if child is None:

@@ -87,6 +87,11 @@ class BlockNode:
         self.rows = rows
         self.label = label
 
+    def instance(self, row: OpenBlock) -> State:
+        """The instantiated state that `row` of this node is (`expand.child_list`'s tree)."""
+        s = self.state
+        return State(s.tensors, s.uses, s.ops, s.last, s.dmem, row, (), self.label, s.table)
+
 
 Node = State | BlockNode
 

@@ -270,8 +270,6 @@ class BlockDebts:
         "macro_free",
         "macro_loose",
         "macro_pre",
-        "need_loose",
-        "need_pre_after",
         "op_loose",
         "op_pre_after",
         "pays_loose",
@@ -290,9 +288,6 @@ class BlockDebts:
         # What a block-op child must pay (`block_viable`), and a macro child.
         self.op_loose, self.op_pre_after = over + 1 - op_room, pre - op_room
         self.macro_loose, self.macro_pre = over + 1 - macro_room, pre - macro_room
-        # `block_barren`'s needs: a node with none of these short of what two tensors pay lists a
-        # child that can close whatever its sizes.
-        self.need_loose, self.need_pre_after = self.op_loose, self.op_pre_after
         self.macro_free = not cfg.concat_matmul or b.has_macro  # no macro child to come
 
     @property
@@ -339,7 +334,9 @@ class BlockDebts:
         closing child; `room`: its shared memory left)."""
         if closes and self.closed_ok:
             return False
-        need_loose, need_pre_after = self.need_loose, self.need_pre_after
+        # `block_barren`'s needs are a block-op child's: a node with neither short of what two
+        # tensors pay lists a child that can close whatever its sizes.
+        need_loose, need_pre_after = self.op_loose, self.op_pre_after
         if need_loose <= 2 and need_pre_after <= 2:
             if need_loose < 2:
                 return False
