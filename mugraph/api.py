@@ -7,11 +7,9 @@ import contextlib
 import dataclasses
 import difflib
 import importlib.util
-import signal
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,17 +33,24 @@ from mugraph.dashboards import live
 from mugraph.dashboards.report import write_report
 from mugraph.ir.errors import MugraphError
 from mugraph.programs import Program, resolve_program
+from mugraph.run_setup import (
+    children_ignore_sigint,
+    main_not_rerun,
+    memo_dir,
+    staged_exported,
+    versions,
+    workers_memo_url,
+)
 from mugraph.stages.layout.profiles import DEFAULT_PROFILE, GpuProfile, get_profile
 from mugraph.stages.search.config import parse_override
 from mugraph.stages.search.serial import DEFAULT_BUDGET
-from mugraph.storage.memo.session import check_memo_reachable, private_memo, signed_url
+from mugraph.storage.memo.session import check_memo_reachable
 from mugraph.storage.memo.url import check_memo_url
 from mugraph.storage.run.store import RunStore
 
 if TYPE_CHECKING:
     from mugraph.pipeline.events import DoneEvent, Event
     from mugraph.pipeline.plan import RunPlan
-    from mugraph.torch.program import StagedArchive
     from mugraph.torch.runtime import OptimizedModule
 
 DEFAULT_RUNS = Path("runs")
@@ -93,83 +98,6 @@ def default_store(program: str, identity: Mapping[str, str]) -> Path:
     )
 
 
-def _versions() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    out = {}
-    for pkg in ("mugraph", "zarr", "dask", "distributed", "z3-solver", "numpy"):
-        try:
-            out[pkg] = version(pkg)
-        except PackageNotFoundError:
-            out[pkg] = "unknown"
-    return out
-
-
-def _memo_dir(store: Path) -> Path:
-    """Where a run keeps its memo secret and private redis-server: beside its store, as STORE.memo/."""
-    return store.with_name(store.name + ".memo")
-
-
-@contextlib.contextmanager
-def _memo_url(memo_url: str | None, store: Path) -> Iterator[str | None]:
-    """The URL workers use, with the run's memo secret in it (kept in STORE.memo/): the given one, or a
-    private redis-server kept beside the store (so a resumed run finds its verdicts again)."""
-    memo_dir = _memo_dir(store)
-    if memo_url is None:
-        with private_memo(memo_dir) as url:
-            yield url
-        return
-    yield None if memo_url == "local" else signed_url(memo_url, memo_dir)
-
-
-@contextlib.contextmanager
-def _children_ignore_sigint() -> Iterator[None]:
-    """Worker processes started inside inherit an ignored SIGINT: a terminal's Ctrl-C reaches the whole
-    process group, and only the driver answers it (stopping the cluster), so workers print no tracebacks."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
-@contextlib.contextmanager
-def _main_not_rerun() -> Iterator[None]:
-    """Worker processes are spawned, and a spawned process first runs the parent's main script again
-    (multiprocessing re-imports `__main__` from its file or module name): a user's script that calls
-    `mugraph.optimize` at its top level, with no `if __name__ == "__main__"` guard, would start a second
-    run inside every worker. While the cluster lives the main module names neither, so workers start
-    from mugraph alone (nothing they run comes from the script: the plan holds graphs as JSON)."""
-    main = sys.modules.get("__main__")
-    if main is None:
-        yield
-        return
-    saved: dict[str, object] = {k: main.__dict__[k] for k in ("__file__", "__spec__") if k in main.__dict__}
-    main.__dict__.pop("__file__", None)
-    main.__dict__["__spec__"] = None
-    try:
-        yield
-    finally:
-        main.__dict__.pop("__spec__", None)
-        main.__dict__.update(saved)
-
-
-@contextlib.contextmanager
-def _staged_exported(prog: Program, store: Path) -> Iterator[StagedArchive | None]:
-    """The exported program of a PyTorch model's run, written beside the store under a name of its own
-    until the store is open (None for other programs)."""
-    if prog.save_beside is None:
-        yield None
-        return
-    from mugraph.torch.program import staged_archive
-
-    with staged_archive(prog.save_beside, store) as staged:
-        yield staged
-
-
 def require_triton_for_torch() -> None:
     """A PyTorch model's run ends in a module of Triton kernels: without Triton, say so before the search
     (found, not imported: Triton reads TRITON_INTERPRET when first imported)."""
@@ -213,7 +141,7 @@ def _preflight(o: OptimizeOptions, store: Path) -> None:
         external_security(o.scheduler)
         probe_scheduler(o.scheduler)
     if o.memo_url != "local":
-        check_memo_secret(_memo_dir(store))
+        check_memo_secret(memo_dir(store))
 
 
 @dataclass(frozen=True)
@@ -306,7 +234,7 @@ def run_prepared(run: Prepared, on_event: Callable[[Event], None] | None = None)
     if o.memo_url not in (None, "local"):
         check_memo_reachable(o.memo_url)
     command = list(o.command) if o.command is not None else sys.argv[1:]
-    meta = {"versions": _versions(), "command": command}
+    meta = {"versions": versions(), "command": command}
     live_client: list[Any] = []  # the client once it exists, and the live page's URL
 
     def emit(e: Event) -> None:
@@ -320,7 +248,7 @@ def run_prepared(run: Prepared, on_event: Callable[[Event], None] | None = None)
     with contextlib.ExitStack() as stack:
         # what the store alone does not hold (a PyTorch model's exported program), written before the
         # store is made, so that a new store records its digest (which `load` checks)
-        staged = stack.enter_context(_staged_exported(prog, path))
+        staged = stack.enter_context(staged_exported(prog, path))
         if staged is not None:
             meta[staged.key] = staged.record()
         st = stack.enter_context(
@@ -328,9 +256,9 @@ def run_prepared(run: Prepared, on_event: Callable[[Event], None] | None = None)
         )
         if staged is not None:
             staged.place(st.meta)
-        url = stack.enter_context(_memo_url(o.memo_url, path))
-        stack.enter_context(_main_not_rerun())
-        with _children_ignore_sigint():
+        url = stack.enter_context(workers_memo_url(o.memo_url, path))
+        stack.enter_context(main_not_rerun())
+        with children_ignore_sigint():
             client = stack.enter_context(dask_client(o.workers, o.scheduler, o.dashboard_address))
         client.register_plugin(MugraphPlugin(url, o.backend), name="mugraph")
         live_client.extend([client, live.install(client)])
