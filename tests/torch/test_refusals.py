@@ -5,6 +5,7 @@ torch at all."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -133,3 +134,28 @@ def test_without_triton_a_torch_run_is_refused_before_anything_starts(
     assert len(text.splitlines()) == 1 and text.startswith("Triton is not installed")
     assert "pip install -e '.[torch]'" in text
     assert list(tmp_path.iterdir()) == []
+
+
+def test_without_triton_the_command_refuses_a_model_file_before_searching(tmp_path: Path) -> None:
+    (tmp_path / "model.py").write_text(
+        textwrap.dedent("""
+        from tests.torch.models import GeluLinear, build, inputs
+
+        model = build(GeluLinear)
+        example_inputs = inputs((16, 32))
+    """)
+    )
+    code = "import sys; sys.modules['triton'] = None; from mugraph.cli import main; main(sys.argv[1:])"
+    args = ["optimize", "model.py", "--store", str(tmp_path / "s.zarr"), "--time-limit", "5m"]
+    proc = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("mugraph: error:")]
+    assert len(errors) == 1 and "Triton is not installed" in errors[0]
+    assert "starting" not in proc.stderr and not (tmp_path / "s.zarr").exists()
