@@ -387,6 +387,6 @@ def load(store: str | Path) -> OptimizedModule:
 
     path = Path(store)
     module = load_store(path)
-    done = stored_done(path)
+    done = stored_done(path, write_missing_report=False)  # a store may be read-only: load writes nothing
     module.verdict = verdict_of(done, module.heavy_glue, reused=True)
     return module

@@ -30,10 +30,10 @@ if TYPE_CHECKING:
     from mugraph.torch.verdict import Verdict
 
 
-def stored_done(store: Path, t0: float | None = None) -> DoneEvent:
+def stored_done(store: Path, t0: float | None = None, *, write_missing_report: bool = True) -> DoneEvent:
     """The `done` summary of the result a store holds (its final record and rankings), as this
     invocation's: nothing run, nothing measured. The report is the one beside the store, written again
-    only where it is missing."""
+    where it is missing if `write_missing_report` (else None)."""
     t0 = time.perf_counter() if t0 is None else t0
     with RunStore.open_existing(store, readonly=True) as st:
         final = st.final()
@@ -43,8 +43,9 @@ def stored_done(store: Path, t0: float | None = None) -> DoneEvent:
         orders = [list(st.ranking(i) or []) for i in range(len(names))]
         summary = st.task_summary()
         program = str(st.identity.get("program", "model"))
-    rankings = {n: [r for r in o if not r.get("reference")] for n, o in zip(names, orders, strict=True)}
-    references = {n: next(r for r in o if r.get("reference")) for n, o in zip(names, orders, strict=True)}
+    ranked = [(n, o) for n, o in zip(names, orders, strict=True) if any(r.get("reference") for r in o)]
+    rankings = {n: [r for r in o if not r.get("reference")] for n, o in ranked}
+    references = {n: next(r for r in o if r.get("reference")) for n, o in ranked}
     best = final["best_per_fragment"]
     counters = summary.get("counters", {})
     report = report_path(store)
@@ -84,7 +85,7 @@ def stored_done(store: Path, t0: float | None = None) -> DoneEvent:
         "store_bytes": 0,
         "seconds": round(time.perf_counter() - t0, 3),
         "profile": None,
-        "report": str(report if report.is_file() else write_report(store)),
+        "report": str(report) if report.is_file() else str(write_report(store)) if write_missing_report else None,
         "kernels": None,
         "expert": None,
     }

@@ -209,3 +209,22 @@ def test_load_refuses_an_archive_the_store_did_not_record(run: Run, tmp_path: Pa
     with pytest.raises(UnsafeArchiveError, match="not the exported program the store recorded"):
         mugraph.load(store)
     assert torch.equal(mugraph.load(_copy_store(run, tmp_path / "again"))(*run.x), run.module(*run.x))
+
+
+def test_a_stopped_search_is_resumed_not_reused(tmp_path: Path) -> None:
+    """A store stopped by its time limit is not an answer: the next call resumes the search."""
+    model, x, store = build(GeluLinear), inputs((16, 32)), tmp_path / "s.zarr"
+    stopped = mugraph.optimize(model, x, store=store, time_limit=0.01, verbose=False, **OPTIONS)
+    assert stopped.verdict is not None and not stopped.verdict.complete
+    assert "the search stopped at its time limit: optimise again to resume it" in stopped.verdict.notes()
+    starts: list[dict[str, Any]] = []
+    done = mugraph.optimize(
+        model,
+        x,
+        store=store,
+        verbose=False,
+        on_event=lambda e: starts.append(dict(e)) if e["event"] == "start" else None,
+        **OPTIONS,
+    )
+    assert [s["resumed"] for s in starts] == [True]  # the same store, searched on
+    assert done.verdict is not None and done.verdict.complete and not done.verdict.reused
