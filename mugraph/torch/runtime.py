@@ -221,5 +221,7 @@ class OptimizedModule(torch.nn.Module):
         calls = sum(1 for op in self._program.ops if op.kind not in (OpKind.INPUT, OpKind.OUTPUT, OpKind.CUSTOMIZED))
         return (
             f"name={self._model_name!r}, kernels={self._launcher.kernels}, torch_calls={calls}, "
-            f"glue={len(self._lowering.glue)}" + (f", chosen={self._chosen!r}" if self._chosen else "")
+            f"glue={len(self._lowering.glue)}"
+            + (f", chosen={self._chosen!r}" if self._chosen else "")
+            + (f", verdict={self.verdict.summary()!r}" if self.verdict is not None else "")
         )

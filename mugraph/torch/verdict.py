@@ -58,6 +58,10 @@ class Verdict:
         """True where some fragment runs a μGraph estimated faster than its reference."""
         return any(not f.kept_reference and f.speedup > 1.0 for f in self.fragments)
 
+    def summary(self) -> str:
+        """One phrase per fragment, for the module's repr: "f0 1.84x, f1 reference"."""
+        return ", ".join(f"{f.name} {'reference' if f.kept_reference else f'{f.speedup:.2f}x'}" for f in self.fragments)
+
     def notes(self) -> list[str]:
         """What a reader should not miss: heavy ops never searched, and a module that runs the reference."""
         out = []
