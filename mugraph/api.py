@@ -301,7 +301,7 @@ def check_options(options: Mapping[str, Any]) -> None:
         hints.append(f"{k!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
     raise OptionError(
         f"mugraph.optimize: unknown option{'s' if len(unknown) > 1 else ''} {', '.join(hints)}; "
-        f"the options are: {', '.join(valid)}, and name, on_event"
+        f"the options are: {', '.join(valid)}, and name, on_event, verbose"
     )
 
 
