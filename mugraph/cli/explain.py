@@ -4,18 +4,15 @@ and if not, the first choice that excludes it and the setting that would admit i
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from pathlib import Path
 
 import click
 
 from mugraph.cli.options import memo_options
-from mugraph.ir.canonical import canonical_digest
 from mugraph.ir.errors import MugraphError
-from mugraph.ir.serialize import loads
-from mugraph.programs import Program, resolve_program
+from mugraph.programs import resolve_program
 from mugraph.stages.prune.oracle import VERDICT_BYTES
-from mugraph.stages.search.config import PRESETS, SearchConfig, parse_override, preset_config
+from mugraph.stages.search.config import PRESETS, parse_override, preset_config
 from mugraph.stages.search.explain import explain_expert
 from mugraph.stages.search.explore import Fragment, Searcher
 from mugraph.storage.memo.session import verdict_memo
@@ -69,18 +66,3 @@ def explain(
             click.echo(f"{prog.name} [{label}]: {e.line()}")
             if e.labels:
                 click.echo(f"  {'path' if e.inside else 'excluded after'}: {' > '.join(e.labels)}")
-
-
-def expert_line(prog: Program, fragments: Sequence[tuple[str, SearchConfig]], found: set[str]) -> str | None:
-    """What `optimize` says of the program's first expert: found, or not found and why (`explain`'s
-    one-line reason). Only for a program searched as one fragment, where the expert and the
-    fragment are the same program; None otherwise."""
-    if not prog.experts or len(fragments) != 1:
-        return None
-    label, build = next(iter(prog.experts.items()))
-    expert = build()
-    if canonical_digest(expert) in found:
-        return f"expert {label!r} found"
-    reference, config = fragments[0]
-    searcher = Searcher(Fragment(loads(reference), config, prog.name))
-    return f"expert {label!r} NOT found: {explain_expert(searcher, label, expert).line()}"

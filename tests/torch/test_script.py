@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from mugraph.run_setup import main_not_rerun
+from mugraph.run.setup import main_not_rerun
 from tests.torch.models import GELU_LINEAR_SETTINGS
 
 ROOT = Path(__file__).resolve().parents[2]
