@@ -111,3 +111,14 @@ def test_a_stage_importing_the_pipeline_is_caught(tmp_path: Path) -> None:
         "mugraph.stages.search.bad imports the library zarr (not in stages.search's row)",
     ]
 
+
+def test_tests_import_only_the_helpers() -> None:
+    """A test module imports no other test module (one would run, or fail, with the other's
+    imports); what tests share lives in tests/helpers/. Benchmarks hold to the same rule."""
+    bad = []
+    for folder in (ROOT / "tests", ROOT / "benchmarks"):
+        for path in sorted(folder.rglob("*.py")):
+            for target in imports(path):
+                if target.split(".")[0] == "tests" and not target.startswith("tests.helpers") and target != "tests":
+                    bad.append(f"{path.relative_to(ROOT)} imports {target}")
+    assert bad == []

@@ -16,7 +16,7 @@ import pytest
 import mugraph.pipeline.driver
 import mugraph.pipeline.plan
 from mugraph.api import OptimizeOptions, run_optimize
-from tests.stages.search.narrow import NARROW
+from tests.helpers.narrow import NARROW
 
 BUDGET = 40  # not the default: the resumed run takes it from the store
 

@@ -23,7 +23,7 @@ from mugraph.programs.registry import get_builtin
 from mugraph.stages.search.task_paths import sibling_run, split_run, task_budget
 from mugraph.storage.run.store import FoundRecord, RunStore, TaskCompletion
 from tests.helpers.cli_runs import done, mugraph, optimize_args
-from tests.stages.search.narrow import NARROW
+from tests.helpers.narrow import NARROW
 
 BUDGET = 40
 PLAN = make_plan(get_builtin("rms_norm"), None, NARROW["rms_norm"], BUDGET)

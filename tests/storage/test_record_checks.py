@@ -17,7 +17,7 @@ from mugraph.storage.run.atomic_store import AtomicLocalStore
 from mugraph.storage.run.ledger import LEDGER_NAME
 from mugraph.storage.run.records import read_record, write_record
 from mugraph.storage.run.store import RunStore, StoreDamaged
-from tests.storage.test_run_store import FRAGMENTS, complete, confirmation, layout, new_store, run_to_end
+from tests.helpers.run_store import FRAGMENTS, complete, confirmation, layout, new_store, run_to_end
 
 
 @pytest.fixture(scope="module")

@@ -28,7 +28,7 @@ from mugraph.torch.archive import UnsafeArchiveError
 from mugraph.torch.capture import capture, exported_path
 from mugraph.torch.errors import TorchError
 from mugraph.torch.runtime import OptimizedModule
-from tests.torch.models import GELU_LINEAR_SETTINGS, GeluLinear, build, inputs
+from tests.helpers.torch_models import GELU_LINEAR_SETTINGS, GeluLinear, build, inputs
 
 OPTIONS: dict[str, Any] = {"workers": 1, "settings": GELU_LINEAR_SETTINGS, "dashboard_address": ":0"}
 

@@ -17,7 +17,7 @@ from mugraph.ir.types import OpKind
 from mugraph.stages.verify.algebra import Float64Algebra
 from mugraph.stages.verify.interpret import evaluate
 from mugraph.torch.capture import Captured, capture
-from tests.torch.models import GeluMLP, RMSNorm, build, float64_output, inputs, rel_err, rms_norm
+from tests.helpers.torch_models import GeluMLP, RMSNorm, build, float64_output, inputs, rel_err, rms_norm
 
 
 def program_in_float64(c: Captured, args: tuple[torch.Tensor, ...]) -> dict[str, torch.Tensor]:
