@@ -134,8 +134,7 @@ def test_without_triton_a_torch_run_is_refused_before_anything_starts(
 def test_without_triton_the_command_refuses_a_model_file_before_searching(tmp_path: Path) -> None:
     (tmp_path / "model.py").write_text(
         textwrap.dedent("""
-        from tests.helpers import torch_models
-from tests.helpers.torch_models import Branchy, GeluLinear, build, inputs
+        from tests.helpers.torch_models import GeluLinear, build, inputs
 
         model = build(GeluLinear)
         example_inputs = inputs((16, 32))
