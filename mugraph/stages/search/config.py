@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from mugraph.ir.errors import MugraphError
 from mugraph.ir.types import Dim3, OpKind
-from mugraph.stages.prune.oracle import DEFAULT_RLIMIT
+from mugraph.stages.prune.oracle import DEFAULT_RLIMIT, ENGINES, Engine
 
 PRESETS = ("mlp", "lora", "attention")
 BLOCK_INPUTS = ("mirage", "subsets")
@@ -136,8 +136,11 @@ class SearchConfig:
     franges: tuple[int, ...] = (4, 16, 32, 64)
     rdx: int = 64
     seeds: tuple[int, ...] = (0,)  # fingerprint seeds of the inline check
-    rlimit: int = DEFAULT_RLIMIT
-    unknown_keeps: bool = False
+    rlimit: int = DEFAULT_RLIMIT  # Z3's (oracle z3 or both)
+    unknown_keeps: bool = False  # Z3's unknowns; an undecided normal form is always kept
+    # Who judges subexpressions (prune/oracle.py): "normal_form" decides exactly, "z3" is Mirage's
+    # solver (its unknowns pruned unless unknown_keeps), "both" checks one against the other.
+    oracle: Engine = "normal_form"
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -152,6 +155,9 @@ class SearchConfig:
             # Mirage's rule is the tree every config searched before the setting existed: leaving it
             # out keeps the digests of those spaces, so their stores still resume (a lora run of hours).
             del data["block_inputs"]
+        if data["oracle"] == "z3":
+            # Likewise Z3 is the oracle every space was searched with before the setting existed.
+            del data["oracle"]
         text = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()[:32]
 
@@ -181,6 +187,8 @@ class SearchConfig:
         ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, not {getattr(self, name)}")
+        if self.oracle not in ENGINES:
+            raise ConfigError(f"oracle {self.oracle!r}: one of {', '.join(ENGINES)}")
         if self.block_inputs not in BLOCK_INPUTS:
             raise ConfigError(f"block_inputs {self.block_inputs!r}: one of {', '.join(BLOCK_INPUTS)}")
         if self.max_block_graphs < 0:
