@@ -17,6 +17,17 @@ of A onto some monomial of C, which fixes k, so each value costs |C| tries of |A
 
 Verdicts are True, False, or None when a normal form passes the size budget: undecided, which
 the oracle keeps and counts.
+
+**Degrees only grow** (`grows`): every op adds to the degrees of what it builds on (a sum adds its
+own, a product its factor's, and nothing lowers one: mean and rms accumulators are sums here), so
+a tensor of a μGraph whose output term has the output's normal form sits inside it with a k of
+degree at least 0. The axioms also accept negative degrees (`sum(-i, sum(i, x)) = x`, so x and
+sum(i, x) are subexpressions of each other, in Mirage as here), which is why most queries Z3 left
+unknown are subexpressions: summing a weight over its output dim, or an input over more rows than
+the output sums, is one. No μGraph can grow out of such a tensor into the output, and the search
+prunes them (`Verdict.SHRINKS`, unless `grow_only` is off). The argument assumes a reduction's
+degree is exact (powers of two; ceil(log2) of a product of other sizes can exceed the sum of the
+factors' logs).
 """
 
 from __future__ import annotations
@@ -58,8 +69,9 @@ def quotient(c: Monomial, m: Monomial) -> Monomial | None:
     return (c[0] - m[0], num, dens)
 
 
-def scaled_into(a: Value, c: Value) -> bool:
-    """Whether a·k ⊆ c (with multiplicity) for some generalised monomial k."""
+def scaled_into(a: Value, c: Value, grow: bool = False) -> bool:
+    """Whether a·k ⊆ c (with multiplicity) for some generalised monomial k (with `grow`, of
+    degree at least 0)."""
     counts = dict(c)
     # A pivot over one atom, where there is one, fixes the order of k's divisors for every
     # one-atom monomial of a; otherwise every monomial of a·k has two or more atoms and the
@@ -70,7 +82,7 @@ def scaled_into(a: Value, c: Value) -> bool:
         if have < need:
             continue
         k = quotient(cm, pivot)
-        if k is not None and all(counts.get(times(m, k), 0) >= n for m, n in a):
+        if k is not None and (k[0] >= 0 or not grow) and all(counts.get(times(m, k), 0) >= n for m, n in a):
             return True
     return False
 
@@ -83,6 +95,7 @@ class Decider:
         self._finals = [self.forms.of(f) for f in finals]
         self._below: list[int] | None = None
         self._under: dict[int, bool] = {}
+        self._grows: dict[int, bool] = {}
 
     def below(self) -> list[int]:
         """Every value inside some output (the outputs included), each once."""
@@ -103,6 +116,17 @@ class Decider:
         if found is None:
             values = self.forms.values
             found = self._under[a] = any(scaled_into(values[a], values[c]) for c in self.below())
+        return found
+
+    def grows(self, candidate: Expr) -> bool:
+        """Whether the candidate is under some output with k of degree at least 0 at every step:
+        the degrees of its sums at most those they meet in the output (see the module's notes).
+        Only meaningful where `decide` answered True."""
+        a = self.forms.of(candidate)
+        found = self._grows.get(a)
+        if found is None:
+            values = self.forms.values
+            found = self._grows[a] = any(scaled_into(values[a], values[c], grow=True) for c in self.below())
         return found
 
     def sub(self, a: Expr, b: Expr) -> bool | None:

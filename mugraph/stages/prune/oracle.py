@@ -63,6 +63,9 @@ class Verdict(StrEnum):
     YES = "Y"  # a subexpression of some output: keep
     NO = "N"  # provably not: prune
     UNKNOWN = "U"  # undecided: Z3's resource limit, or a normal form past its size budget
+    # A subexpression, but only through a sum of lower degree than the candidate's: pruned under
+    # the "degrees only grow" rule (OracleConfig.grow_only), kept otherwise. Normal forms only.
+    SHRINKS = "S"
 
 
 VERDICT_BYTES = frozenset(v.value.encode() for v in Verdict)
@@ -93,6 +96,7 @@ class OracleConfig:
     mbqi: bool = True
     unknown_keeps: bool = False
     engine: Engine = "normal_form"
+    grow_only: bool = True
 
     @property
     def limits_tag(self) -> str:
@@ -146,6 +150,7 @@ class SubexprOracle:
         self._by_models: set[Expr] = set()  # refuted by the finite models (all NO)
         self._yes: set[Expr] = set()
         self._unknown: set[Expr] = set()
+        self._shrinks: set[Expr] = set()
         self._kept: set[Expr] = set()  # the settled terms the policy keeps
         self.refuter = Refuter(self.finals)
         self._queries: SubQueries | None = None  # built at the first solver call
@@ -161,6 +166,8 @@ class SubexprOracle:
     def keeps(self, verdict: Verdict) -> bool:
         if verdict is Verdict.UNKNOWN:
             return self.config.unknown_keeps or self.config.engine != "z3"
+        if verdict is Verdict.SHRINKS:
+            return not self.config.grow_only
         return verdict is Verdict.YES
 
     def keep_many(self, candidates: Sequence[Expr]) -> list[bool]:
@@ -179,13 +186,16 @@ class SubexprOracle:
         keeps, to test the batch's members against at once. The oracle's own set: read it, do not
         change it (it grows with later batches)."""
         self._settle(candidates)
-        n, yes, unknown = len(candidates), len(self._yes.intersection(candidates)), 0
+        n, yes, unknown, shrinks = len(candidates), len(self._yes.intersection(candidates)), 0, 0
         if self._unknown:
             unknown = len(self._unknown.intersection(candidates))
+        if self._shrinks:
+            shrinks = len(self._shrinks.intersection(candidates))
         counts = self.counters.verdicts
         counts["Y"] += yes
         counts["U"] += unknown
-        counts["N"] += n - yes - unknown
+        counts["S"] += shrinks
+        counts["N"] += n - yes - unknown - shrinks
         return self._kept
 
     def _settle(self, candidates: Collection[Expr]) -> None:
@@ -193,7 +203,7 @@ class SubexprOracle:
         and counts where each query's answer came from."""
         self.counters.queries += len(candidates)
         if len(self._settled) > SETTLED_LIMIT:
-            for held in (self._settled, self._by_models, self._yes, self._unknown, self._kept):
+            for held in (self._settled, self._by_models, self._yes, self._unknown, self._shrinks, self._kept):
                 held.clear()
         settled = self._settled
         unique = candidates if isinstance(candidates, (dict, set, frozenset)) else dict.fromkeys(candidates)
@@ -230,7 +240,7 @@ class SubexprOracle:
         out: dict[Expr, Verdict] = {}
         for c, z in verdicts.items():
             nf = self._decide(c)
-            if Verdict.UNKNOWN not in (nf, z) and nf is not z:
+            if Verdict.UNKNOWN not in (nf, z) and (nf is Verdict.NO) != (z is Verdict.NO):
                 self.counters.disagreements += 1
                 self.disagreed.append((c.sexpr, nf, z))
             out[c] = z if nf is Verdict.UNKNOWN else nf
@@ -239,12 +249,13 @@ class SubexprOracle:
     def _decide(self, c: Expr) -> Verdict:
         t0 = time.perf_counter()
         found = self.decider.decide(c)
+        v = Verdict.UNKNOWN if found is None else Verdict.NO if not found else Verdict.YES
+        if v is Verdict.YES and not self.decider.grows(c):
+            v = Verdict.SHRINKS
         self.counters.decide_seconds += time.perf_counter() - t0
         self.counters.decided += 1
-        if found is None:
-            self.counters.undecided += 1
-            return Verdict.UNKNOWN
-        return Verdict.YES if found else Verdict.NO
+        self.counters.undecided += v is Verdict.UNKNOWN
+        return v
 
     def _record(self, verdicts: Mapping[Expr, Verdict], by_models: set[Expr] | None = None) -> None:
         self._settled.update(verdicts)
@@ -255,6 +266,8 @@ class SubexprOracle:
                 self._yes.add(c)
             elif v is Verdict.UNKNOWN:
                 self._unknown.add(c)
+            elif v is Verdict.SHRINKS:
+                self._shrinks.add(c)
             if self.keeps(v):
                 self._kept.add(c)
 

@@ -141,6 +141,9 @@ class SearchConfig:
     # Who judges subexpressions (prune/oracle.py): "normal_form" decides exactly, "z3" is Mirage's
     # solver (its unknowns pruned unless unknown_keeps), "both" checks one against the other.
     oracle: Engine = "normal_form"
+    # With the normal forms: prune a subexpression that only fits the outputs with a sum of lower
+    # degree than its own (prune/decide.py, "degrees only grow"), which no op can build on.
+    grow_only: bool = True
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -156,8 +159,9 @@ class SearchConfig:
             # out keeps the digests of those spaces, so their stores still resume (a lora run of hours).
             del data["block_inputs"]
         if data["oracle"] == "z3":
-            # Likewise Z3 is the oracle every space was searched with before the setting existed.
-            del data["oracle"]
+            # Likewise Z3 is the oracle every space was searched with before the setting existed
+            # (grow_only is the normal forms' rule).
+            del data["oracle"], data["grow_only"]
         text = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()[:32]
 

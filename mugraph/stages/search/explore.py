@@ -159,7 +159,7 @@ class Searcher:
         self.oracle = oracle or SubexprOracle(
             fragment.finals,
             len(fragment.input_names),
-            OracleConfig(cfg.rlimit, True, cfg.unknown_keeps, cfg.oracle),
+            OracleConfig(cfg.rlimit, True, cfg.unknown_keeps, cfg.oracle, cfg.grow_only),
             memo,
         )
         self.fingerprints = ReferenceFingerprints(fragment.reference, cfg.seeds, xp=xp)
