@@ -112,7 +112,7 @@ class NormalForms:
     def _build(self, e: Expr) -> Value:
         h = e.head
         if h == Head.ADD:
-            return _collect(_pairs(self.value(e.args[0])) + _pairs(self.value(e.args[1])))
+            return _collect([*self.value(e.args[0]), *self.value(e.args[1])])
         if h == Head.MUL:
             right = self.value(e.args[1])
             return _collect((times(m, n), c * d) for m, c in self.value(e.args[0]) for n, d in right)
@@ -168,10 +168,6 @@ class NormalForms:
             return f"v{atom.params[0]}"
         inside = [str(p) for p in atom.params] + [self.text(x) for x in atom.args]
         return f"{atom.head}({', '.join(inside)})"
-
-
-def _pairs(v: Value) -> list[tuple[Monomial, int]]:
-    return list(v)
 
 
 def _collect(items: Sequence[tuple[Monomial, int]] | Iterator[tuple[Monomial, int]]) -> Value:
