@@ -24,6 +24,7 @@ from mugraph.stages.search.serial import run_search
 from mugraph.stages.search.structure_labels import structure_labels
 from mugraph.stages.verify.check import check_equivalence
 from tests.helpers.builtin import reference
+from tests.test_cli_prune import run, summary
 
 DATA = Path(__file__).parent / "data"
 NARROW = json.loads((DATA / "narrow_results.json").read_text())
@@ -79,6 +80,16 @@ def test_undecided_verdicts_are_counted_by_outcome() -> None:
     kept = searcher("rms_norm", {**NARROW["rms_norm"]["overrides"], "oracle": "z3", "unknown_keeps": True})
     r = kept.explore(())
     assert r.counters.undecided_kept == kept.oracle.counters.verdicts["U"] > 0 and r.counters.undecided_pruned == 0
+
+
+def test_search_json_counts_undecided_verdicts(tmp_path: Path) -> None:
+    narrow = [f"--set={k}={json.dumps(v)}" for k, v in NARROW["rms_norm"]["overrides"].items()]
+    args = ["search", "rms_norm", *narrow, "--memo-url", "local", "--json"]
+    z3 = summary(run(*args, "--set", "oracle=z3", cwd=tmp_path))
+    assert z3["counters"]["undecided_pruned"] > 0 and z3["counters"]["undecided_kept"] == 0
+    nf = summary(run(*args, cwd=tmp_path))
+    assert nf["counters"]["undecided_pruned"] == nf["counters"]["undecided_kept"] == 0
+    assert set(z3["digests"]) <= set(nf["digests"]) and nf["config_digest"] != z3["config_digest"]
 
 
 def test_lora_concat_expert_is_kept_and_found() -> None:
