@@ -2,30 +2,32 @@
 
 Engines (`OracleConfig.engine`): "normal_form" (the default) decides each query exactly from normal
 forms (decide.py), in microseconds. Where a normal form passes its size budget it answers `U`,
-undecided, and the candidate is kept: no state is pruned on a question left open. "z3" is
-Mirage's route, described below. "both" takes Z3's route and checks each of its verdicts against
-the normal forms', keeping the latter where decided and counting every decided verdict on which
-they differ (`disagreements`): an independent check. Memo keys name the engine (and for Z3 its
-version and limits), so no verdict is ever read as another engine's.
+undecided, and the candidate is kept: no state is pruned on a question left open. A subexpression
+that fits the outputs only through a sum of lower degree than its own is answered `S` and pruned
+under `grow_only` (decide.py, "degrees only grow"). "z3" is Mirage's route, described below.
+"both" takes Z3's route and checks each of its verdicts against the normal forms', keeping the
+latter where decided and counting every decided verdict on which they differ (`disagreements`): an
+independent check. Memo keys name the engine (and for Z3 its version and limits), so no verdict is
+ever read as another engine's; the memo stores raw verdicts, so changing a policy needs no new memo.
 
 Verdicts come, in order, from the memo (a per-process LRU in front of a shared store, reached
-through the small `VerdictMemo` protocol so this stage never knows Redis) and from Z3. One call
-answers a whole batch (all operand tuples of a search node): one memo round trip for the batch,
-the engine only for the misses, one write-back.
+through the small `VerdictMemo` protocol so this stage never knows Redis) and from the engine. One
+call answers a whole batch (all operand tuples of a search node): one memo round trip for the
+batch, the engine only for the misses, one write-back.
 
 Each Z3 query runs in a fresh context under a deterministic rlimit (z3_encoding.SubQueries), so a
 verdict depends on the query alone, never on what this process asked before.
 
 Unknown (the rlimit was hit before a proof either way): under "z3", by default the candidate is
-pruned, as in Mirage, whose oracle treats unknown as "not a subexpression". `OracleConfig(unknown_keeps=True)`
-keeps such candidates instead (a larger, slower, more complete search). The memo stores the raw
-verdict `U`, so changing the policy needs no new memo.
+pruned, as in Mirage, whose oracle treats unknown as "not a subexpression".
+`OracleConfig(unknown_keeps=True)` keeps such candidates instead (a larger, slower, more complete
+search).
 
-Under "z3" and "both", before any memo or solver, finite models of the axioms (models.py) may refute a candidate: if
-in any of them it is a subexpression of no output, the answer is `N` at once, soundly. They spare
-the solver the commonest queries of a search (an exp or a div that no output has, a square of an
-input the output uses once, a doubled product, an exp of the wrong argument), which otherwise end
-`unknown` at the rlimit after 20-40 ms each: Z3 almost never answers `sat` here.
+Under "z3" and "both", before any memo or solver, finite models of the axioms (models.py) may
+refute a candidate: if in any of them it is a subexpression of no output, the answer is `N` at once,
+soundly. They spare the solver the commonest queries of a search (an exp or a div that no output
+has, a square of an input the output uses once, a doubled product, an exp of the wrong argument),
+which otherwise end `unknown` at the rlimit after 20-40 ms each: Z3 almost never answers `sat` here.
 """
 
 from __future__ import annotations
@@ -205,6 +207,7 @@ class SubexprOracle:
         if len(self._settled) > SETTLED_LIMIT:
             for held in (self._settled, self._by_models, self._yes, self._unknown, self._shrinks, self._kept):
                 held.clear()
+            self.decider = Decider(self.finals)  # and its normal forms, which hold their terms
         settled = self._settled
         unique = candidates if isinstance(candidates, (dict, set, frozenset)) else dict.fromkeys(candidates)
         todo = [c for c in unique if c not in settled]
