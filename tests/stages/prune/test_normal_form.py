@@ -141,3 +141,6 @@ def test_parameters_key_an_opaque_atom() -> None:
     # Its arguments are compared by value: x·(y+y) = x·y + x·y.
     assert same(parse("(layer_norm 7 (* (+ v1 v1) v0))"), parse("(layer_norm 7 (+ (* v0 v1) (* v0 v1)))"))
     assert not sub(parse("(layer_norm 8 (* v0 v1))"), mul(ln, y))
+    # An rms with a second parameter (say its eps): degree as Z3 sees it, the rest as given.
+    assert same(parse("(rms 4096 5 v0)"), parse("(rms 4000 5 v0)"))
+    assert not same(parse("(rms 4096 5 v0)"), parse("(rms 4096 6 v0)"))
