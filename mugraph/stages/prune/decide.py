@@ -23,11 +23,12 @@ own, a product its factor's, a division or an atom keeps them, and nothing lower
 accumulator is a sum here), so a tensor of a μGraph whose output has the output's normal form sits
 inside it with a k of degree at least 0, at every level. The axioms also accept negative degrees
 (`sum(-i, sum(i, x)) = x`, so x and sum(i, x) are subexpressions of each other, in Mirage as here),
-which is why most queries Z3 left unknown are subexpressions: summing a weight over its output dim, or an input over more rows than
-the output sums, is one. No μGraph can grow out of such a tensor into the output, and the search
-prunes them (`Verdict.SHRINKS`, unless `grow_only` is off). The argument holds where every
-reduction's size is a power of two, as in the benchmarks: ceil(log2(n)) is then exact and adds up
-over nested sums; for other sizes the log-degrees are Mirage's approximation and so is the rule.
+which is why most queries Z3 left unknown are subexpressions: summing a weight over its output
+dim, or an input over more rows than the output sums, is one. No μGraph can grow out of such a
+tensor into the output, and the search prunes them (`Verdict.SHRINKS`, unless `grow_only` is
+off). The argument holds where every reduction's size is a power of two, as in the benchmarks:
+ceil(log2(n)) is then exact and adds up over nested sums; for other sizes the log-degrees are
+Mirage's approximation and so is the rule.
 """
 
 from __future__ import annotations
