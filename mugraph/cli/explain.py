@@ -19,7 +19,8 @@ from mugraph.stages.prune.oracle import VERDICT_BYTES
 from mugraph.stages.search.config import PRESETS, SearchConfig, parse_override, preset_config
 from mugraph.stages.search.explain import Explanation, explain_expert
 from mugraph.stages.search.explore import Fragment, Searcher
-from mugraph.stages.verify.check import check_equivalence, in_reference_order
+from mugraph.stages.verify.check import check_equivalence
+from mugraph.stages.verify.names import in_reference_order
 from mugraph.storage.memo.session import verdict_memo
 from mugraph.storage.memo.url import check_memo_url
 

@@ -15,16 +15,9 @@ from mugraph.ir.types import OpKind
 from mugraph.programs import load_program
 from mugraph.stages.search.config import preset_config
 from mugraph.stages.search.explore import Fragment, Searcher
-from mugraph.stages.verify.check import (
-    FloatReference,
-    ReferenceFingerprints,
-    check_equivalence,
-    name_order,
-    names_of,
-    rel_err,
-    worst_error,
-)
+from mugraph.stages.verify.check import FloatReference, ReferenceFingerprints, check_equivalence, rel_err, worst_error
 from mugraph.stages.verify.confirm import Confirmer
+from mugraph.stages.verify.names import name_order, names_of
 
 QK = Path(__file__).parents[2] / "programs" / "files" / "qk_proj.py"
 pytestmark = pytest.mark.unit
