@@ -21,9 +21,9 @@ from mugraph.cli.checks import (
     check_memo_secret,
     check_output_file,
     check_store_path,
+    check_workers,
     file_name,
     parse_duration,
-    warn_many_workers,
 )
 from mugraph.cli.emit import write_store_module
 from mugraph.cli.explain import expert_line
@@ -164,7 +164,8 @@ def prepare(program: Program | str, options: OptimizeOptions = OptimizeOptions()
     from mugraph.pipeline.plan import fragment_io_layouts, make_plan
 
     o = options
-    warn_many_workers(o.workers)
+    # Every option is checked before the store, the memo server or the cluster is created.
+    check_workers(o.workers)
     limit = _time_limit(o.time_limit)
     if o.emit_kernels or o.measure:
         require_triton()  # before the run, not after it

@@ -10,7 +10,7 @@ from typing import Any, TypedDict
 import click
 
 from mugraph.api import OptimizeOptions, run_optimize
-from mugraph.cli.checks import check_output_file
+from mugraph.cli.checks import WORKERS_PER_CORE_LIMIT, check_output_file, check_store_name
 from mugraph.cli.options import backend_option
 from mugraph.dashboards.console import measured_line, progress_text, start_line, verdict_lines, why_not_confident
 from mugraph.dashboards.console import not_confident_line as not_confident_line
@@ -94,7 +94,7 @@ def _parse_layout(text: str) -> tuple[str, int]:
     "--workers",
     type=click.IntRange(min=1),
     default=None,
-    help="Worker processes of the local cluster (default: one per core).",
+    help=f"Worker processes of the local cluster (default: one per core; at most {WORKERS_PER_CORE_LIMIT} per core).",
 )
 @click.option(
     "--scheduler",
@@ -462,8 +462,6 @@ def report(store: str, out: Path | None) -> None:
     """Write the HTML report of a run STORE: configuration, fragments, timeline of states/s and memo hit
     rates, per-worker busy time, rankings, the chosen μGraphs drawn, counters. One self-contained file
     (no network needed); `optimize` writes it at the end of every run. Works beside a running search."""
-    if not store.strip():
-        raise MugraphError("the run store path is empty; give one, e.g. runs/my-run.zarr")
-    path = Path(store)
+    path = check_store_name(store, "STORE")
     target = check_output_file(out, "--out") if out is not None else check_output_file(report_path(path), "report")
     click.echo(str(write_report(path, target)))
