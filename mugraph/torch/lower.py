@@ -31,6 +31,7 @@ from mugraph.ir.graph import KernelGraph
 from mugraph.ir.serialize import SCHEMA, JSONDict, from_json, to_json
 from mugraph.ir.types import OpKind
 from mugraph.torch.errors import CaptureError
+from mugraph.torch.flatten import held_flat
 from mugraph.torch.lower_operands import InputSource, Skip, Value, source_line
 from mugraph.torch.lower_ops import OpLowering
 from mugraph.torch.norms import Norm, find_norms
@@ -62,6 +63,7 @@ class _Lowerer(OpLowering):
     def run(self) -> Lowering:
         lowered: list[str] = []
         norms = find_norms(self.nodes)
+        self.flat_ok = held_flat(self.nodes, norms, set(self.handlers))
         part_of = {name: root for root, n in norms.items() for name in n.nodes if name != root}
         waiting: dict[str, list[fx.Node]] = {root: [] for root in norms}
         for node in self.nodes:

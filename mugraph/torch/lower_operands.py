@@ -149,6 +149,7 @@ class Operands:
         self.glue: list[str] = []
         self.n_consts = 0
         self.dtype = program_dtype(self.nodes)
+        self.flat_ok: set[str] = set()  # nodes whose ops may read 2-d forms (`flatten.held_flat`)
 
     def _dtype(self, node: fx.Node) -> DType:
         """The program's dtype, where `node` is a tensor of it (of 1 to 4 static dims); else Skip."""
@@ -186,7 +187,7 @@ class Operands:
         """How `node`'s tensor operands are read: on their 2-d forms where the op is row-wise, its output
         has 3 or more dims and every operand has a 2-d form the program holds or can make."""
         out = self._shape(node)
-        if not rowwise or len(out) < 3:
+        if not rowwise or len(out) < 3 or node.name not in self.flat_ok:
             return Frame(out, False)
         for a in operands:
             if not isinstance(a, fx.Node):

@@ -193,11 +193,12 @@ def _eps(m: Match, native: bool) -> float | None:
     return float(raw)
 
 
+# LayerNorm first: a written one is also the RMSNorm of its centred values, which covers less of it.
 RULES: tuple[tuple[Pattern, Callable[[fx.Node, Match], Norm | None]], ...] = (
-    (RMS_NATIVE, _accept("rms_norm", True)),
-    (RMS_WRITTEN, _accept("rms_norm", False)),
     (LAYER_NATIVE, _accept("layer_norm", True)),
     (LAYER_WRITTEN, _accept("layer_norm", False)),
+    (RMS_NATIVE, _accept("rms_norm", True)),
+    (RMS_WRITTEN, _accept("rms_norm", False)),
 )
 
 
