@@ -97,17 +97,6 @@ class Num(Pattern):
 
 
 @dataclass(frozen=True)
-class Is(Pattern):
-    """A non-tensor argument the test accepts (a flag, a dims list)."""
-
-    test: Callable[[Any], bool]
-
-    def match(self, value: Any, m: Match) -> Iterator[Match]:
-        if not isinstance(value, fx.Node) and self.test(value):
-            yield m
-
-
-@dataclass(frozen=True)
 class Call(Pattern):
     """A call of one of `targets` whose arguments (by schema position, then by schema name) match;
     arguments not named are not looked at. `where` tests the node itself (its dims against its rank)."""
