@@ -46,7 +46,8 @@ __all__ = [
     "read_root",
 ]
 
-# 2: the ledger of committed records; 3: the task table, fragments and timeline carry the run tag
+# 2: the ledger of committed records; 3: the task table, fragments, timeline, rankings and final
+# record carry the run tag
 # (an older store's would all read as written for another run, so it is refused by its version)
 SCHEMA_VERSION = 3
 FORMAT = "mugraph-run-store"

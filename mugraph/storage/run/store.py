@@ -19,9 +19,9 @@ Layout (every node is a group or array with one `zarr.json`; JSON records carry 
       confirmations/<fragment>/<digest>/   attrs: result {equivalent, seeds, error, ...}
       layouts/<fragment>/<digest>/  attrs: result {schema, layouts, terms, objective, solve_seconds}
       measurements/<fragment>/<digest>/   attrs: result {median_seconds, device, max_rel_err, ...} (GPU timings)
-      rankings/<fragment>/          attrs: ranking [ {...} ]
+      rankings/<fragment>/          attrs: ranking [ {...} ], run
       timeline/<invocation>/        attrs: samples [ progress event, ... ], run (one record per invocation)
-      final/                        attrs: final {...}
+      final/                        attrs: final {...}, run
 
 Surviving `kill -9` at any instant. Every file is replaced atomically (`AtomicLocalStore`), so each
 file is old or new. A store is built in a hidden sibling directory and renamed into place, so a
@@ -39,12 +39,12 @@ crash mid-resize without consequence, and a deleted tail chunk is reported inste
 shortening the table. Readers (`open_existing`, no lock) may run beside the writer; the epoch keeps
 their view consistent (see `mugraph.storage.run.task_table`).
 
-`run` is the run tag (`records.run_tag`) of the root's identity: these records belong to one run, and a
-table, fragment list or timeline copied from another run's store, or a root `zarr.json` copied over
-another run's records, is damage. Records of μGraphs are named by the canonical digest of their
-μGraph: a found record's graph must hash to its name, a confirmation, layout or measurement must say
-it is about the μGraph that names it, and a ranking's reference row must name the fragment's
-reference graph's digest; each is checked once per record per open.
+`run` is the run tag (`records.run_tag`) of the root's identity: these records belong to one run,
+and a table, fragment list, timeline, ranking or final record copied from another run's store, or a
+root `zarr.json` copied over another run's records, is damage. Records of μGraphs are named by the
+canonical digest of their μGraph: a found record's graph must hash to its name, a confirmation,
+layout or measurement must say it is about the μGraph that names it, and a ranking's reference row
+must name the fragment's reference graph's digest; each is checked once per record per open.
 
 Damage (invalid JSON, a record whose checksum fails, a chunk failing its crc32c, truncated or
 missing, an impossible value, a committed record that is gone, records that contradict each other,
@@ -524,7 +524,7 @@ class RunStore:
         path = f"rankings/{self._check_fragment(fragment)}"
         value = normalize([dict(r) for r in ranking], "ranking")
         with self._writing():
-            write_record(self._store, path, {"ranking": value})
+            write_record(self._store, path, {"ranking": value, RUN_KEY: self._tag})
             self._ledger.add([path])
 
     def ranking(self, fragment: int) -> list[JsonObject] | None:
@@ -533,6 +533,7 @@ class RunStore:
         attrs = self._run(read_record(self._store, self.path, path))
         if attrs is None:
             return None
+        check_run_tag(attrs, self._tag, metadata_file(self.path, path))
         rows = self._field(path, attrs, "ranking", list)
         reference = self._reference_digest(fragment)
         for row in rows:
@@ -576,12 +577,15 @@ class RunStore:
         self._check_writable()
         value = normalize(dict(final), "final result")
         with self._writing():
-            write_record(self._store, "final", {"final": value})
+            write_record(self._store, "final", {"final": value, RUN_KEY: self._tag})
             self._ledger.add(["final"])
 
     def final(self) -> FinalRecord | None:
         attrs = self._run(read_record(self._store, self.path, "final"))
-        return None if attrs is None else cast(FinalRecord, self._field("final", attrs, "final", dict))
+        if attrs is None:
+            return None
+        check_run_tag(attrs, self._tag, metadata_file(self.path, "final"))
+        return cast(FinalRecord, self._field("final", attrs, "final", dict))
 
     def _field(self, path: str, attrs: Mapping[str, Any] | None, key: str, kind: type[T]) -> T:
         value = (attrs or {}).get(key)
