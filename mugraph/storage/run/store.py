@@ -60,6 +60,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import json
 import os
 import re
 from collections.abc import Coroutine, Iterator, Mapping, Sequence
@@ -100,6 +101,7 @@ from mugraph.storage.run.records import (
     read_record,
     record_names,
     run_tag,
+    unseal,
     write_record,
 )
 from mugraph.storage.run.root import (
@@ -123,6 +125,7 @@ from mugraph.storage.run.run_records import (
     ProgressSample,
 )
 from mugraph.storage.run.task_table import CHUNK_ROWS, MAX_DEPTH, TaskRecord, TaskSummary, TaskTable, check_path
+from mugraph.storage.safe_files import read_nofollow
 
 __all__ = [
     "CHUNK_ROWS",
@@ -200,7 +203,7 @@ class RunStore:
         check_records(path, self._fragments or [], final, rankings, self._table.found_counts)
         for i in range(count or 0):  # each names the μGraph it is about (found records: on first read)
             for kind in _KEYED:
-                self._keyed(kind, i)
+                self._check_keyed_names(kind, i)
 
     # ---------------------------------------------------------------- opening and closing
 
@@ -509,6 +512,25 @@ class RunStore:
                 )
             out[d] = (result, file)
         return out
+
+    def _check_keyed_names(self, kind: str, fragment: int) -> None:
+        """At open: every record of `kind` for `fragment` is about the μGraph that names it. Each file is
+        read as plain JSON (about 20 μs, against 1 ms through zarr's event loop), since every open of
+        a store with thousands of μGraphs pays for it."""
+        base = f"{kind}/{fragment}"
+        for d in record_names(self.path, base):
+            file = metadata_file(self.path, f"{base}/{d}")
+            try:
+                attrs = unseal(json.loads(read_nofollow(file))["attributes"], file)
+                about = attrs["result"]["digest"]
+            except StoreError:
+                raise
+            except FileNotFoundError:
+                continue  # listed a moment ago and gone: the ledger and cross-checks say whether it matters
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                raise damaged(file, exc) from None
+            if about != d:
+                raise damaged(file, f"holds the record of μGraph {str(about)[:16]!r}, not of {d[:16]}, its name")
 
     def _read_all(self, base: str) -> list[tuple[str, JsonObject | None]]:
         """(name, attributes) of every record directly under `base`, by name."""
