@@ -45,7 +45,7 @@ from mugraph.stages.layout.profiles import DEFAULT_PROFILE, GpuProfile, get_prof
 from mugraph.stages.search.config import parse_override
 from mugraph.stages.search.serial import DEFAULT_BUDGET
 from mugraph.storage.memo.session import check_memo_reachable
-from mugraph.storage.memo.url import check_memo_url
+from mugraph.storage.memo.url import check_memo_url, redact_url
 from mugraph.storage.run.store import RunStore
 
 if TYPE_CHECKING:
@@ -234,7 +234,7 @@ def run_prepared(run: Prepared, on_event: Callable[[Event], None] | None = None)
     _preflight(o, path)
     if o.memo_url not in (None, "local"):
         check_memo_reachable(o.memo_url)
-    command = list(o.command) if o.command is not None else sys.argv[1:]
+    command = [redact_url(a) for a in (o.command if o.command is not None else sys.argv[1:])]
     meta = {"versions": versions(), "command": command}
     live_client: list[Any] = []  # the client once it exists, and the live page's URL
 
