@@ -1,8 +1,10 @@
 """mugraph: a multi-level tensor-program superoptimizer built as a staged Dask pipeline.
 
-`mugraph.optimize(model, example_inputs, **options)` takes a PyTorch module or function and returns a
-drop-in `OptimizedModule` running the chosen μGraphs; `mugraph.load(store)` gives that module back from a
-run's store. Both need the torch extra; importing mugraph does not import torch (or the pipeline).
+`mugraph.optimize(model, example_inputs, **options)` takes a PyTorch module (in eval mode) or function
+and returns a drop-in `OptimizedModule` running the chosen μGraphs, whose `verdict` says what the search
+got; it prints what `mugraph optimize` prints (on stderr; `verbose=False` silences it) and reuses a
+finished store. `mugraph.load(store)` gives that module back from a run's store. Both need the torch
+extra; importing mugraph does not import torch (or the pipeline).
 """
 
 from __future__ import annotations

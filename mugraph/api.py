@@ -6,10 +6,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import difflib
-import signal
+import importlib.util
 import sys
-import threading
-from collections.abc import Callable, Iterator, Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,26 +21,36 @@ from mugraph.cli.checks import (
     check_memo_secret,
     check_output_file,
     check_store_path,
+    check_workers,
     file_name,
     parse_duration,
-    warn_many_workers,
 )
 from mugraph.cli.emit import write_store_module
 from mugraph.cli.explain import expert_line
 from mugraph.codegen.check import require_triton
+from mugraph.codegen.errors import CodegenError
 from mugraph.dashboards import live
 from mugraph.dashboards.report import write_report
 from mugraph.ir.errors import MugraphError
 from mugraph.programs import Program, resolve_program
-from mugraph.stages.layout.profiles import DEFAULT_PROFILE, get_profile
+from mugraph.run_setup import (
+    children_ignore_sigint,
+    main_not_rerun,
+    memo_dir,
+    staged_exported,
+    versions,
+    workers_memo_url,
+)
+from mugraph.stages.layout.profiles import DEFAULT_PROFILE, GpuProfile, get_profile
 from mugraph.stages.search.config import parse_override
 from mugraph.stages.search.serial import DEFAULT_BUDGET
-from mugraph.storage.memo.session import check_memo_reachable, private_memo, signed_url
-from mugraph.storage.memo.url import check_memo_url
+from mugraph.storage.memo.session import check_memo_reachable
+from mugraph.storage.memo.url import check_memo_url, redact_url
 from mugraph.storage.run.store import RunStore
 
 if TYPE_CHECKING:
     from mugraph.pipeline.events import DoneEvent, Event
+    from mugraph.pipeline.plan import RunPlan
     from mugraph.torch.runtime import OptimizedModule
 
 DEFAULT_RUNS = Path("runs")
@@ -88,68 +98,14 @@ def default_store(program: str, identity: Mapping[str, str]) -> Path:
     )
 
 
-def _versions() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    out = {}
-    for pkg in ("mugraph", "zarr", "dask", "distributed", "z3-solver", "numpy"):
-        try:
-            out[pkg] = version(pkg)
-        except PackageNotFoundError:
-            out[pkg] = "unknown"
-    return out
-
-
-def _memo_dir(store: Path) -> Path:
-    """Where a run keeps its memo secret and private redis-server: beside its store, as STORE.memo/."""
-    return store.with_name(store.name + ".memo")
-
-
-@contextlib.contextmanager
-def _memo_url(memo_url: str | None, store: Path) -> Iterator[str | None]:
-    """The URL workers use, with the run's memo secret in it (kept in STORE.memo/): the given one, or a
-    private redis-server kept beside the store (so a resumed run finds its verdicts again)."""
-    memo_dir = _memo_dir(store)
-    if memo_url is None:
-        with private_memo(memo_dir) as url:
-            yield url
-        return
-    yield None if memo_url == "local" else signed_url(memo_url, memo_dir)
-
-
-@contextlib.contextmanager
-def _children_ignore_sigint() -> Iterator[None]:
-    """Worker processes started inside inherit an ignored SIGINT: a terminal's Ctrl-C reaches the whole
-    process group, and only the driver answers it (stopping the cluster), so workers print no tracebacks."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
-@contextlib.contextmanager
-def _main_not_rerun() -> Iterator[None]:
-    """Worker processes are spawned, and a spawned process first runs the parent's main script again
-    (multiprocessing re-imports `__main__` from its file or module name): a user's script that calls
-    `mugraph.optimize` at its top level, with no `if __name__ == "__main__"` guard, would start a second
-    run inside every worker. While the cluster lives the main module names neither, so workers start
-    from mugraph alone (nothing they run comes from the script: the plan holds graphs as JSON)."""
-    main = sys.modules.get("__main__")
-    if main is None:
-        yield
-        return
-    saved: dict[str, object] = {k: main.__dict__[k] for k in ("__file__", "__spec__") if k in main.__dict__}
-    main.__dict__.pop("__file__", None)
-    main.__dict__["__spec__"] = None
-    try:
-        yield
-    finally:
-        main.__dict__.pop("__spec__", None)
-        main.__dict__.update(saved)
+def require_triton_for_torch() -> None:
+    """A PyTorch model's run ends in a module of Triton kernels: without Triton, say so before the search
+    (found, not imported: Triton reads TRITON_INTERPRET when first imported)."""
+    if importlib.util.find_spec("triton") is None:
+        raise CodegenError(
+            "Triton is not installed, and the module made from a PyTorch model runs its kernels with it; "
+            "install it before searching: pip install -e '.[torch]' (torch and Triton), or pip install 'triton>=3.9'"
+        )
 
 
 def _stored_budget(path: Path) -> int | None:
@@ -185,30 +141,31 @@ def _preflight(o: OptimizeOptions, store: Path) -> None:
         external_security(o.scheduler)
         probe_scheduler(o.scheduler)
     if o.memo_url != "local":
-        check_memo_secret(_memo_dir(store))
+        check_memo_secret(memo_dir(store))
 
 
-def run_optimize(
-    program: Program | str,
-    options: OptimizeOptions = OptimizeOptions(),
-    on_event: Callable[[Event], None] | None = None,
-) -> DoneEvent:
-    """Search every fragment of `program` (a Program, or a built-in name or file as the command takes it)
-    on a Dask cluster, confirm, rank and stitch the best μGraphs into a Zarr store; the same call on the
-    same store continues where a stopped one left off. `on_event` gets every event as the run goes
-    (start, progress, found, confirmed, layout, measured); the return value is the `done` event, with
-    `report` and `kernels` (paths or None) added."""
-    from distributed import performance_report
+@dataclass(frozen=True)
+class Prepared:
+    """A run with every option checked and nothing created yet: the program, its plan, its store."""
 
-    from mugraph.pipeline.cluster import dask_client
-    from mugraph.pipeline.driver import COUNTER_NAMES, Driver
+    program: Program
+    options: OptimizeOptions
+    plan: RunPlan
+    store: Path
+    io_layouts: dict[str, int]
+    time_limit: float | None
+    gpu: GpuProfile
+
+
+def prepare(program: Program | str, options: OptimizeOptions = OptimizeOptions()) -> Prepared:
+    """Check every option and make the run's plan and store path, creating nothing (one error naming
+    what is wrong otherwise)."""
     from mugraph.pipeline.measuring import NO_GPU
     from mugraph.pipeline.plan import fragment_io_layouts, make_plan
-    from mugraph.pipeline.worker import MugraphPlugin
 
     o = options
     # Every option is checked before the store, the memo server or the cluster is created.
-    warn_many_workers(o.workers)
+    check_workers(o.workers)
     limit = _time_limit(o.time_limit)
     if o.emit_kernels or o.measure:
         require_triton()  # before the run, not after it
@@ -234,6 +191,8 @@ def run_optimize(
     if o.profile is not None:
         check_output_file(o.profile, "--profile")
     prog = resolve_program(program) if isinstance(program, str) else program
+    if prog.save_beside is not None:
+        require_triton_for_torch()  # the module a PyTorch model's run makes runs Triton kernels
     overrides = o.overrides()
     plan = make_plan(prog, o.preset, overrides, o.budget or DEFAULT_BUDGET)
     io_layouts = dict(o.layouts)
@@ -247,11 +206,36 @@ def run_optimize(
         resumed = _stored_budget(path)  # a store made with an older default resumes with its own budget
         if resumed is not None and resumed != plan.budget:
             plan = make_plan(prog, o.preset, overrides, resumed)
+    return Prepared(prog, o, plan, path, io_layouts, limit, gpu)
+
+
+def run_optimize(
+    program: Program | str,
+    options: OptimizeOptions = OptimizeOptions(),
+    on_event: Callable[[Event], None] | None = None,
+) -> DoneEvent:
+    """Search every fragment of `program` (a Program, or a built-in name or file as the command takes it)
+    on a Dask cluster, confirm, rank and stitch the best μGraphs into a Zarr store; the same call on the
+    same store continues where a stopped one left off. `on_event` gets every event as the run goes
+    (start, progress, found, confirmed, layout, measured); the return value is the `done` event, with
+    `report` and `kernels` (paths or None) added."""
+    return run_prepared(prepare(program, options), on_event)
+
+
+def run_prepared(run: Prepared, on_event: Callable[[Event], None] | None = None) -> DoneEvent:
+    """`run_optimize` once its options are checked (`prepare`)."""
+    from distributed import performance_report
+
+    from mugraph.pipeline.cluster import dask_client
+    from mugraph.pipeline.driver import COUNTER_NAMES, Driver
+    from mugraph.pipeline.worker import MugraphPlugin
+
+    o, prog, plan, path = run.options, run.program, run.plan, run.store
     _preflight(o, path)
     if o.memo_url not in (None, "local"):
         check_memo_reachable(o.memo_url)
-    command = list(o.command) if o.command is not None else sys.argv[1:]
-    meta = {"versions": _versions(), "command": command}
+    command = [redact_url(a) for a in (o.command if o.command is not None else sys.argv[1:])]
+    meta = {"versions": versions(), "command": command}
     live_client: list[Any] = []  # the client once it exists, and the live page's URL
 
     def emit(e: Event) -> None:
@@ -262,22 +246,34 @@ def run_optimize(
         if on_event is not None:
             on_event(e)
 
-    with (
-        RunStore.open(path, plan.identity, meta=meta, counter_names=COUNTER_NAMES, fresh=o.fresh) as st,
-        _memo_url(o.memo_url, path) as url,
-        _main_not_rerun(),
-        contextlib.ExitStack() as stack,
-    ):
-        if prog.save_beside is not None:
-            prog.save_beside(path)  # what the store alone does not hold (a PyTorch model's exported program)
-        with _children_ignore_sigint():
+    with contextlib.ExitStack() as stack:
+        # what the store alone does not hold (a PyTorch model's exported program), written before the
+        # store is made, so that a new store records its digest (which `load` checks)
+        staged = stack.enter_context(staged_exported(prog, path))
+        if staged is not None:
+            meta[staged.key] = staged.record()
+        st = stack.enter_context(
+            RunStore.open(path, plan.identity, meta=meta, counter_names=COUNTER_NAMES, fresh=o.fresh)
+        )
+        if staged is not None:
+            staged.place(st.meta)
+        url = stack.enter_context(workers_memo_url(o.memo_url, path))
+        stack.enter_context(main_not_rerun())
+        with children_ignore_sigint():
             client = stack.enter_context(dask_client(o.workers, o.scheduler, o.dashboard_address))
         client.register_plugin(MugraphPlugin(url, o.backend), name="mugraph")
         live_client.extend([client, live.install(client)])
         perf = performance_report(filename=str(o.profile)) if o.profile else contextlib.nullcontext()
         with perf:
             done = Driver(
-                plan, st, client, time_limit=limit, on_event=emit, profile=gpu, io_layouts=io_layouts, measure=o.measure
+                plan,
+                st,
+                client,
+                time_limit=run.time_limit,
+                on_event=emit,
+                profile=run.gpu,
+                io_layouts=run.io_layouts,
+                measure=o.measure,
             ).run()
         live.publish(client, done)  # before the client closes: the page says how the run ended
     done["profile"] = str(o.profile) if o.profile else None
@@ -306,7 +302,7 @@ def check_options(options: Mapping[str, Any]) -> None:
         hints.append(f"{k!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
     raise OptionError(
         f"mugraph.optimize: unknown option{'s' if len(unknown) > 1 else ''} {', '.join(hints)}; "
-        f"the options are: {', '.join(valid)}, and name, on_event"
+        f"the options are: {', '.join(valid)}, and name, on_event, verbose"
     )
 
 
@@ -316,20 +312,28 @@ def optimize(
     *,
     name: str | None = None,
     on_event: Callable[[Event], None] | None = None,
+    verbose: bool = True,
     **options: Any,
 ) -> OptimizedModule:
     """Optimise a PyTorch module or function at the shapes of `example_inputs`: capture it with
     torch.export, search its fragments (as `mugraph optimize` does; `options` are OptimizeOptions'
     fields), and return a drop-in module running the chosen μGraphs as Triton kernels, glue in torch.
     The module holds the model's own parameters (under the same names), so it computes with their
-    values at every call."""
+    values at every call, and its `verdict` says what the search got.
+
+    A store that already holds the finished result for this program and config (the default store is
+    named for both) is reused without a search; a stopped one is resumed. `verbose` prints, on stderr,
+    what `mugraph optimize` prints: the start line, the progress line and the verdict."""
     check_options(options)
     from mugraph.torch.errors import require_torch
 
     require_torch()
+    require_triton_for_torch()  # before the capture and the search: the module runs Triton kernels
+    from mugraph.outcome import Console, finished, stored_done, verdict_of
     from mugraph.torch.capture import capture
     from mugraph.torch.program import optimized_module
 
+    t0 = time.perf_counter()
     captured = capture(model, example_inputs, name)
     prog = Program(
         captured.name,
@@ -341,17 +345,49 @@ def optimize(
         save_beside=captured.save_beside,
     )
     opts = OptimizeOptions(**{"command": ("optimize", f"<torch model {captured.name}>"), **options})
-    done = run_optimize(prog, opts, on_event)
-    return optimized_module(Path(done["store"]), captured)
+    run = prepare(prog, opts)
+    console = Console(verbose)
+    reused = _reusable(run) and finished(run.store, run.plan.identity, run.gpu.name)
+    if reused:
+        done = stored_done(run.store, t0)
+        console.reused(done)
+    else:
+
+        def emit(e: Event) -> None:
+            console.event(e)
+            if on_event is not None:
+                on_event(e)
+
+        try:
+            done = run_prepared(run, emit)
+        finally:
+            console.close()
+    module = optimized_module(Path(done["store"]), captured)
+    module.verdict = verdict_of(done, module.heavy_glue, reused)
+    console.verdict(done, module.verdict)
+    return module
+
+
+def _reusable(run: Prepared) -> bool:
+    """Options under which a finished store is the whole answer: nothing asked that only a run does
+    (start over, other layouts, timing, emitted kernels, Dask's profile)."""
+    o = run.options
+    return not (o.fresh or o.layouts or o.measure or o.emit_kernels or o.profile is not None)
 
 
 def load(store: str | Path) -> OptimizedModule:
     """The drop-in module of a run made from a PyTorch model (by `mugraph.optimize` or by `mugraph
     optimize model.py`): its best μGraphs so far as Triton kernels, the glue in torch, the weights
-    those of the exported program saved with the run."""
+    those of the exported program saved with the run (checked against the digest the store recorded,
+    and refused where it holds anything torch would unpickle); its `verdict` as the store has it."""
     from mugraph.torch.errors import require_torch
 
     require_torch()
+    from mugraph.outcome import stored_done, verdict_of
     from mugraph.torch.program import load_store
 
-    return load_store(Path(store))
+    path = Path(store)
+    module = load_store(path)
+    done = stored_done(path, write_missing_report=False)  # a store may be read-only: load writes nothing
+    module.verdict = verdict_of(done, module.heavy_glue, reused=True)
+    return module

@@ -12,12 +12,15 @@ import click
 from mugraph.cli.options import memo_options
 from mugraph.ir.canonical import canonical_digest
 from mugraph.ir.errors import MugraphError
+from mugraph.ir.graph import KernelGraph
 from mugraph.ir.serialize import loads
 from mugraph.programs import Program, resolve_program
 from mugraph.stages.prune.oracle import VERDICT_BYTES
 from mugraph.stages.search.config import PRESETS, SearchConfig, parse_override, preset_config
-from mugraph.stages.search.explain import explain_expert
+from mugraph.stages.search.explain import Explanation, explain_expert
 from mugraph.stages.search.explore import Fragment, Searcher
+from mugraph.stages.verify.check import check_equivalence
+from mugraph.stages.verify.names import in_reference_order
 from mugraph.storage.memo.session import verdict_memo
 from mugraph.storage.memo.url import check_memo_url
 
@@ -60,15 +63,33 @@ def explain(
         config = config.with_overrides(dict(parse_override(s) for s in settings))
     labels = [only] if only is not None else list(prog.experts)
     with verdict_memo(memo_url, memo_dir, VERDICT_BYTES) as memo:
-        searcher = Searcher(Fragment(prog.reference(), config, prog.name), memo)
+        reference = prog.reference()
+        searcher = Searcher(Fragment(reference, config, prog.name), memo)
         for label in labels:
-            e = explain_expert(searcher, label, prog.experts[label]())
+            expert = prog.experts[label]()
+            e = not_equivalent(label, reference, expert) or explain_expert(searcher, label, as_found(reference, expert))
             if as_json:
                 click.echo(json.dumps({"program": prog.name, **e.as_json()}))
                 continue
             click.echo(f"{prog.name} [{label}]: {e.line()}")
             if e.labels:
                 click.echo(f"  {'path' if e.inside else 'excluded after'}: {' > '.join(e.labels)}")
+
+
+def not_equivalent(label: str, reference: KernelGraph, expert: KernelGraph) -> Explanation | None:
+    """Where the expert does not compute the reference (by name, as `check` compares): the search,
+    which keeps only equivalent μGraphs, cannot find it, whatever the walk would reach. The walk
+    compares canonical digests, which do not see output names, so this is asked first."""
+    r = check_equivalence(reference, expert, seeds=(0,))
+    if r.equivalent:
+        return None
+    return Explanation(label, False, "not equivalent", f"{r.reason}; `mugraph check` tests it on more seeds")
+
+
+def as_found(reference: KernelGraph, expert: KernelGraph) -> KernelGraph:
+    """The expert as the search would record it: inputs and outputs in the reference's order (an
+    expert equivalent by name has the reference's names)."""
+    return in_reference_order(expert, reference)
 
 
 def expert_line(prog: Program, fragments: Sequence[tuple[str, SearchConfig]], found: set[str]) -> str | None:
@@ -78,9 +99,13 @@ def expert_line(prog: Program, fragments: Sequence[tuple[str, SearchConfig]], fo
     if not prog.experts or len(fragments) != 1:
         return None
     label, build = next(iter(prog.experts.items()))
-    expert = build()
+    reference = prog.reference()  # the fragment's names its outputs o0, o1, ...: the expert uses the program's
+    wrong = not_equivalent(label, reference, build())
+    if wrong is not None:
+        return f"expert {label!r} NOT found: {wrong.line()}"
+    expert = as_found(reference, build())
     if canonical_digest(expert) in found:
         return f"expert {label!r} found"
-    reference, config = fragments[0]
-    searcher = Searcher(Fragment(loads(reference), config, prog.name))
+    text, config = fragments[0]
+    searcher = Searcher(Fragment(loads(text), config, prog.name))
     return f"expert {label!r} NOT found: {explain_expert(searcher, label, expert).line()}"

@@ -10,14 +10,16 @@ from typing import Any, TypedDict
 import click
 
 from mugraph.api import OptimizeOptions, run_optimize
-from mugraph.cli.checks import check_output_file
+from mugraph.cli.checks import WORKERS_PER_CORE_LIMIT, check_output_file, check_store_name
 from mugraph.cli.options import backend_option
+from mugraph.dashboards.console import measured_line, progress_text, start_line, verdict_lines
+from mugraph.dashboards.console import not_confident_line as not_confident_line
 from mugraph.dashboards.experts import expert_labels, expert_note
 from mugraph.dashboards.progress_line import ProgressLine
 from mugraph.dashboards.report import report_path, write_report
-from mugraph.dashboards.summary import eta_text, headline, memo_text, rows_to_show
+from mugraph.dashboards.summary import eta_text, headline, held_back_reason, rows_to_show
 from mugraph.ir.errors import MugraphError
-from mugraph.ir.names import check_tensor_name, shown
+from mugraph.ir.names import check_tensor_name, printable, shown
 from mugraph.ir.render import render
 from mugraph.ir.serialize import loads
 from mugraph.programs import resolve_program
@@ -25,8 +27,7 @@ from mugraph.stages.layout.costs import Layouts
 from mugraph.stages.layout.describe import describe_layouts, seconds_text
 from mugraph.stages.layout.profiles import DEFAULT_PROFILE, PROFILES, get_profile
 from mugraph.stages.layout.rank import MODEL_ERROR, rerank
-from mugraph.stages.layout.residency import MAX_REGISTERS
-from mugraph.stages.layout.rows import RankedRow, RankRow, ranked_rows
+from mugraph.stages.layout.rows import RankedRow, ranked_rows
 from mugraph.stages.search.config import PRESETS
 from mugraph.stages.search.serial import DEFAULT_BUDGET
 from mugraph.storage.run.store import RunStore
@@ -74,28 +75,6 @@ def _parse_layout(text: str) -> tuple[str, int]:
         raise click.BadParameter(str(e), param_hint="--layout") from None
 
 
-def _progress_text(e: Mapping[str, Any]) -> str:
-    memo = memo_text(e.get("memo_local_hit_rate"), e.get("memo_remote_hit_rate"))
-    return (
-        f"tasks {e['tasks_done']:,} done, {e['tasks_running']:,} running, {e['tasks_pending']:,} pending · "
-        f"states {e['states']:,} "
-        f"({e['states_per_s']:,.0f}/s) · μGraphs {e['mugraphs']} ({e['confirmed']} confirmed) · "
-        f"shared memo hits {memo} · solver {e['solver_calls']:,} · {e['seconds']:,.0f} s" + _size_text(e)
-    )
-
-
-def _size_text(e: Mapping[str, Any]) -> str:
-    """` · about N states, X% done, ETA T` from a progress event or sample that has the estimate."""
-    if e.get("estimated_states") is None:
-        return ""
-    return " · " + eta_text(
-        e["states"],
-        e["estimated_states"],
-        int(e.get("tasks_pending", 0)) + int(e.get("tasks_running", 0)),
-        float(e.get("states_per_s") or 0.0),
-    )
-
-
 @click.command()
 @click.argument("program")
 @click.option(
@@ -115,7 +94,7 @@ def _size_text(e: Mapping[str, Any]) -> str:
     "--workers",
     type=click.IntRange(min=1),
     default=None,
-    help="Worker processes of the local cluster (default: one per core).",
+    help=f"Worker processes of the local cluster (default: one per core; at most {WORKERS_PER_CORE_LIMIT} per core).",
 )
 @click.option(
     "--scheduler",
@@ -248,27 +227,11 @@ def optimize(
         if as_json and e["event"] not in ("done", "history"):
             click.echo(json.dumps(e))
         if e["event"] == "progress":
-            progress.update(_progress_text(e))
+            progress.update(progress_text(e))
         elif e["event"] == "measured":
-            what = "the reference" if e["reference"] else f"μGraph {e['digest'][:16]}"
-            timed = (
-                f"{seconds_text(e['median_seconds'])} on {e['device']}"
-                if e.get("median_seconds") is not None
-                else f"not timed ({e.get('error')})"
-            )
-            click.echo(
-                f"mugraph: {e['fragment']}: {what}: {timed} (model {seconds_text(e['estimated_seconds'])}"
-                f"{'' if e.get('ok', True) else '; OUTPUTS DIFFER, not ranked by it'})",
-                err=True,
-            )
+            click.echo(measured_line(e), err=True)
         elif e["event"] == "start":
-            verb = "resuming" if e["resumed"] else "starting"
-            click.echo(
-                f"mugraph: {verb} {e['program']} in {e['store']}: {len(e['fragments'])} fragment(s), "
-                f"{e['tasks_done']} tasks done, {e['tasks_pending']} pending; {e['workers']} workers; "
-                f"dashboard {e['dashboard']}, search page {e.get('live_page') or '-'}",
-                err=True,
-            )
+            click.echo(start_line(e), err=True)
 
     try:
         done = run_optimize(prog, options, emit)
@@ -277,61 +240,8 @@ def optimize(
     if as_json:
         click.echo(json.dumps(done))
         return
-    state = "finished" if done["complete"] else "stopped at the time limit (run the same command to resume)"
-    click.echo(
-        f"{done['program']}: search {state}; {len(done['mugraphs'])} confirmed μGraphs, "
-        f"{done['tasks_run']} tasks this run, {done['states']:,} states, {done['solver_calls']:,} solver "
-        f"calls, {done['seconds']:.1f} s"
-    )
-    for name, ranking in done["ranking"].items():
-        ref = done["reference"][name]
-        best = ranking[0] if ranking and done["best_per_fragment"][name] != ref["digest"] else ref
-        what = "the reference itself" if best["reference"] else f"μGraph {best['digest'][:16]}"
-        click.echo(
-            f"  {name}: best is {what}, {best['kernels']} kernel(s), estimated "
-            f"{seconds_text(best['estimated_seconds'])} on {gpu.name}, speedup {best['speedup']:.2f}x "
-            f"over the reference ({len(ranking)} μGraphs ranked)"
-        )
-        if name in done.get("not_confident", ()):
-            click.echo(not_confident_line(ranking[0]))
-        if best.get("measured_seconds") is not None:
-            speedup = best.get("measured_speedup")
-            click.echo(
-                f"    measured {seconds_text(best['measured_seconds'])} on {best['measured_device']}"
-                + (f", {speedup:.2f}x the reference's measured time" if speedup else "")
-                + f" ({done['measured'].get(name, 0)} timed; ranked by measured time)"
-            )
-    if done["expert"]:
-        click.echo(f"  {done['expert']}")
-    click.echo(f"  store: {done['store']}  (mugraph show {done['store']})")
-    click.echo(f"  report: {done['report']}")
-    if done["kernels"]:
-        click.echo(f"  kernels: {done['kernels']}  (Triton; mugraph emit {done['store']} --check runs them)")
-
-
-def _why_not_confident(row: RankRow) -> str:
-    """Why a candidate that fits is not confidently faster than the reference: its tiles spill registers
-    or come within the model's error of spilling (the term it prices least surely), or it is estimated
-    faster only within the model's measured error (the rules of stages.layout.rank.confident)."""
-    if row.get("emitted_spill_bytes"):
-        return (
-            f"its tiles spill {row['emitted_spill_bytes']:,} bytes of registers per program, which the model "
-            f"prices least surely"
-        )
-    if row.get("emitted_registers", 0) * (1 + MODEL_ERROR) > MAX_REGISTERS:
-        return (
-            f"its tiles need {row['emitted_registers']} of the {MAX_REGISTERS} registers per thread, within "
-            f"the model's error ({MODEL_ERROR:.0%}) of spilling"
-        )
-    return f"within the model's measured error ({MODEL_ERROR:.0%})"
-
-
-def not_confident_line(top: RankRow) -> str:
-    """Why the best candidate does not replace the reference."""
-    return (
-        f"    no μGraph is confidently faster than the reference: the best candidate, {top['digest'][:16]}, "
-        f"is estimated {top['speedup']:.2f}x, {_why_not_confident(top)}; the reference is kept"
-    )
+    for line in verdict_lines(done, gpu.name):
+        click.echo(line)
 
 
 def _open(store: Path) -> RunStore:
@@ -384,7 +294,8 @@ def status(store: Path, as_json: bool) -> None:
         return
     ident = st.identity
     click.echo(
-        f"{store}: program {ident.get('program')}, budget {ident.get('budget')}, "
+        f"{printable(str(store))}: program {printable(str(ident.get('program')))}, "
+        f"budget {printable(str(ident.get('budget')))}, "
         f"{'complete' if out['complete'] else 'not complete (run optimize again to resume)'}"
     )
     click.echo(f"  tasks: {summary.get('done', 0):,} done, {summary.get('pending', 0):,} pending")
@@ -398,7 +309,8 @@ def status(store: Path, as_json: bool) -> None:
         click.echo(f"  size: {eta} (at the last invocation's rate)")
     for p in per:
         best = "the reference program" if p["best_is_reference"] else (p["best"] or "-")[:16]
-        click.echo(f"  {p['name']} ({p['preset']}): {p['found']} found, {p['confirmed']} confirmed, best {best}")
+        name, preset = printable(str(p["name"])), printable(str(p["preset"]))
+        click.echo(f"  {name} ({preset}): {p['found']} found, {p['confirmed']} confirmed, best {best}")
 
 
 def _tie_values(term: str, values: Any) -> str:
@@ -420,9 +332,7 @@ def _held_back(e: RankedRow) -> str | None:
     """Why a candidate estimated faster than the reference is not chosen (None where it is, or is slower)."""
     if e.get("reference") or e.get("confident", True) or e.get("speedup", 0.0) <= 1.0:
         return None
-    if not e.get("fits", True):
-        return "its tiles do not fit the GPU's memory"
-    return _why_not_confident(e)
+    return held_back_reason(e)
 
 
 def _ranking_lines(ranking: list[RankedRow], limit: int | None, experts: dict[str, str]) -> list[str]:
@@ -511,7 +421,8 @@ def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) ->
         profile = ranking[0]["profile"] if ranking else "-"
         devices = sorted({str(e["measured_device"]) for e in ranking if e.get("measured_device")})
         click.echo(
-            f"== {shown_frag['name']}: {len(ranking)} ranked on {profile} ({ranking[0]['model'] if ranking else '-'}"
+            f"== {printable(shown_frag['name'])}: {len(ranking)} ranked on {printable(str(profile))} "
+            f"({ranking[0]['model'] if ranking else '-'}"
             f"; speedup over the reference program)"
             + (f"; timed rows first, by time measured on {', '.join(devices)}" if devices else "")
         )
@@ -532,7 +443,7 @@ def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) ->
         terms = ", ".join(f"{k} {v:,}" for k, v in best["layout_terms"].items() if v)
         click.echo(f"   layout cost {best['layout_cost']:,} ({terms or 'nothing'})")
         g = loads(graph)
-        click.echo(render(g, f"chosen for {shown_frag['name']}"))
+        click.echo(render(g, f"chosen for {printable(shown_frag['name'])}"))
         click.echo("layouts (shape:innermost dim~swizzled dim):")
         for line in describe_layouts(g, Layouts.from_json(best["layouts"])):
             click.echo(f"  {line}")
@@ -552,8 +463,6 @@ def report(store: str, out: Path | None) -> None:
     """Write the HTML report of a run STORE: configuration, fragments, timeline of states/s and memo hit
     rates, per-worker busy time, rankings, the chosen μGraphs drawn, counters. One self-contained file
     (no network needed); `optimize` writes it at the end of every run. Works beside a running search."""
-    if not store.strip():
-        raise MugraphError("the run store path is empty; give one, e.g. runs/my-run.zarr")
-    path = Path(store)
+    path = check_store_name(store, "STORE")
     target = check_output_file(out, "--out") if out is not None else check_output_file(report_path(path), "report")
     click.echo(str(write_report(path, target)))

@@ -37,11 +37,15 @@ import numpy as np
 from mugraph.arrays.backend import to_numpy
 from mugraph.codegen.errors import KERNELS_EXTRA_HINT, CodegenError
 from mugraph.ir.graph import KernelGraph
-from mugraph.ir.types import OpKind
+from mugraph.ir.types import DType, OpKind
 from mugraph.stages.verify.algebra import Float64Algebra
 from mugraph.stages.verify.interpret import evaluate
 
 FP16_TOLERANCE = 5e-3
+# float32 programs: 24 significant bits (2^-24 ≈ 6e-8 a rounding) and full float32 products in tl.dot,
+# so 1e-5 leaves room for long sums while a wrong μGraph is still off by percents. TF32 products
+# (`EmitInfo.tf32`) keep 11 bits, as fp16 does: check those against FP16_TOLERANCE.
+FP32_TOLERANCE = 1e-5
 INPUT_RANGE = 0.1
 
 
@@ -111,11 +115,20 @@ def load_module(source: str, name: str = "mugraph_emitted", *, interpret: bool =
 
 
 def check_inputs(reference: KernelGraph, seed: int = 0) -> dict[str, np.ndarray]:
+    """Uniform inputs in the reference's dtype (float32 for a float32 input, else fp16)."""
     rng = np.random.default_rng([seed, 0xC0DE])
     return {
-        name: rng.uniform(-INPUT_RANGE, INPUT_RANGE, size=shape).astype(np.float16)
-        for name, shape, _ in reference.input_signature()
+        name: rng.uniform(-INPUT_RANGE, INPUT_RANGE, size=shape).astype(
+            np.float32 if dtype is DType.FLOAT32 else np.float16
+        )
+        for name, shape, dtype in reference.input_signature()
     }
+
+
+def default_tolerance(reference: KernelGraph) -> float:
+    """FP32_TOLERANCE for a program whose inputs are all float32, else FP16_TOLERANCE."""
+    sig = reference.input_signature()
+    return FP32_TOLERANCE if sig and all(d is DType.FLOAT32 for _, _, d in sig) else FP16_TOLERANCE
 
 
 def reference_outputs(reference: KernelGraph, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -142,18 +155,25 @@ def compare(outputs: Mapping[str, Any], expected: Mapping[str, np.ndarray]) -> d
 
 
 def check_source(
-    source: str, reference: KernelGraph, *, seed: int = 0, tolerance: float = FP16_TOLERANCE, interpret: bool = True
+    source: str,
+    reference: KernelGraph,
+    *,
+    seed: int = 0,
+    tolerance: float | None = None,
+    interpret: bool = True,
 ) -> CheckReport:
     """Run the module's `run()` in Triton's interpreter (or compiled, on a CUDA device, with
-    `interpret=False`) and compare it with `reference` in float64."""
+    `interpret=False`) and compare it with `reference` in float64 (tolerance: `default_tolerance`)."""
     module = load_module(source, interpret=interpret)
     return check_module(module, reference, seed=seed, tolerance=tolerance)
 
 
 def check_module(
-    module: ModuleType, reference: KernelGraph, *, seed: int = 0, tolerance: float = FP16_TOLERANCE
+    module: ModuleType, reference: KernelGraph, *, seed: int = 0, tolerance: float | None = None
 ) -> CheckReport:
     """Run a loaded module's `run()` once on the check inputs and compare it with `reference`."""
+    if tolerance is None:
+        tolerance = default_tolerance(reference)
     inputs = check_inputs(reference, seed)
     expected = reference_outputs(reference, inputs)
     t0 = time.perf_counter()

@@ -5,8 +5,9 @@ loaded once before the for-loop, together with every op that depends only on the
 loop body runs once per iteration, each accumulator adds its tile in float32 (its reduction over the
 last dim, if any, runs once after the loop), the ops after accumulation run once after the loop,
 and each output is stored where its omap puts the block's tile. Tiles are float32 in the kernel
-(fp16 on loads and stores; loaded fp16 tiles go straight into `tl.dot`, computed ones are rounded to
-fp16 first, as Mirage's shared memory holds fp16).
+(the device dtype, fp16 or float32, on loads and stores; loaded tiles go straight into `tl.dot`,
+computed ones are rounded to the device dtype first, as Mirage's shared memory holds fp16). float32
+operands enter `tl.dot` as full float32 ("ieee") unless TF32 is chosen (`tf32=True`).
 
 Padding (see `tiles`) is kept at zero: loads fill it with 0, and the result of every op that can turn
 a zero into something else (exp, div, clamp, rms_norm, a broadcasting add) is masked again, so sums,
@@ -22,7 +23,7 @@ from typing import assert_never
 
 from mugraph.codegen.errors import CodegenError
 from mugraph.codegen.text import inert
-from mugraph.ir.graph import BlockGraph, KernelGraph, Op
+from mugraph.ir.graph import BlockGraph, KernelGraph, Op, eps_of
 from mugraph.ir.shapes import fmt
 from mugraph.ir.tiles import AXES, MIN_DOT, input_access, output_access, padded, padded_shape, tile_offsets
 from mugraph.ir.tiles import mask as tile_mask
@@ -52,9 +53,10 @@ def _shape_text(shape: Sequence[int]) -> str:
 class _Body:
     """The kernel body being written: four sections (set-up, before the loop, the loop, after)."""
 
-    def __init__(self, bg: BlockGraph, name: str) -> None:
+    def __init__(self, bg: BlockGraph, name: str, tf32: bool = False) -> None:
         self.bg = bg
         self.name = name
+        self.tf32 = tf32
         self.setup: list[str] = []
         self.before: list[str] = []
         self.loop: list[str] = []
@@ -92,11 +94,15 @@ class _Body:
         elem = TL_TYPES[self.bg.tensors[a].dtype]
         fa, fb = (f"s{t}h" if t in self.loaded else f"s{t}.to({elem})" for t in (a, b))
         batch = prod(pa[:-2])
+        # float32 operands: full float32 products ("ieee") unless TF32 was chosen (docs/semantics.md)
+        opts = "out_dtype=tl.float32"
+        if self.bg.tensors[a].dtype is DType.FLOAT32:
+            opts += f", input_precision={'tf32' if self.tf32 else 'ieee'!r}"
         if min(m, k, n) >= MIN_DOT:
             if rank == 3 and batch == 1:  # a batch of one: a 2-d dot, reshaped back
-                dot = f"tl.dot(tl.reshape({fa}, ({m}, {k})), tl.reshape({fb}, ({k}, {n})), out_dtype=tl.float32)"
+                dot = f"tl.dot(tl.reshape({fa}, ({m}, {k})), tl.reshape({fb}, ({k}, {n})), {opts})"
                 return f"tl.reshape({dot}, (1, {m}, {n}))"
-            return f"tl.dot({fa}, {fb}, out_dtype=tl.float32)"
+            return f"tl.dot({fa}, {fb}, {opts})"
         # a dim under 16 (tl.dot needs >= 16: a vector, a LoRA rank): a broadcast product summed over the
         # contraction dim, in float32 (an input read only by matmuls is loaded as fp16, `s<i>h`, alone)
         ga, gb = (f"s{t}h.to(tl.float32)" if t in self.loaded else f"s{t}" for t in (a, b))
@@ -175,7 +181,10 @@ class _Body:
                 return f"tl.sum({ins[0]}, axis={op.int_attr('dim')}, keep_dims=True)"
             case OpKind.RMS_NORM:
                 sum_sq = f"tl.sum({ins[0]} * {ins[0]}, axis={len(self.shape(out)) - 1}, keep_dims=True)"
-                return self.masked(out, f"{ins[0]} / tl.sqrt({sum_sq} / {self.shape(out)[-1]})")
+                mean_sq = f"{sum_sq} / {self.shape(out)[-1]}" + _plus_eps(op)
+                return self.masked(out, f"{ins[0]} / tl.sqrt({mean_sq})")
+            case OpKind.LAYER_NORM:
+                return self.layer_norm(op, out)
             case OpKind.CONCAT:
                 return self.concat(op, out)
             case OpKind.CUSTOMIZED:
@@ -192,6 +201,16 @@ class _Body:
                 raise CodegenError(f"block op {k} is not an expression: emit_kernel loads, stores and accumulates it")
             case _ as unreachable:
                 assert_never(unreachable)
+
+    def layer_norm(self, op: Op, out: int) -> str:
+        """(x - mean) / sqrt(mean((x - mean)**2) + eps) over the last dim: the centred tile is masked
+        again (padding would hold -mean) before its squares are summed."""
+        x, shape = f"s{op.inputs[0]}", self.shape(out)
+        axis, n = len(shape) - 1, shape[-1]
+        lines = self.lines_for(out)
+        lines.append(f"s{out}_c = " + self.masked(out, f"{x} - tl.sum({x}, axis={axis}, keep_dims=True) / {n}"))
+        var = f"tl.sum(s{out}_c * s{out}_c, axis={axis}, keep_dims=True) / {n}" + _plus_eps(op)
+        return f"s{out}_c / tl.sqrt({var})"
 
     def lines_for(self, t: int) -> list[str]:
         if self.bg.tensors[t].after_accum:
@@ -224,7 +243,7 @@ class _Body:
             case OpKind.ACCUM_MEAN:
                 final = f"{total} / {n}"
             case OpKind.ACCUM_RMS:
-                final = f"tl.sqrt({total} / {n})"
+                final = f"tl.sqrt({total} / {n}{_plus_eps(op)})"
             case OpKind.ACCUM_REDTOX:
                 rdx, pn = self.bg.rdx, padded(xs[-1])
                 if padded(rdx) != rdx or pn % rdx:
@@ -238,6 +257,12 @@ class _Body:
         self.after.append(f"s{out} = {final}")
 
 
+def _plus_eps(op: Op) -> str:
+    """` + eps` for a norm or accum_rms with an eps (its exact float through repr), else nothing."""
+    eps = eps_of(op)
+    return f" + {eps!r}" if eps else ""
+
+
 def live_tensors(graph: BlockGraph | KernelGraph) -> set[int]:
     """The tensors some output depends on (a μGraph may carry ops whose results nothing reads)."""
     live: set[int] = set()
@@ -249,15 +274,22 @@ def live_tensors(graph: BlockGraph | KernelGraph) -> set[int]:
 
 
 def emit_kernel(
-    bg: BlockGraph, name: str, sources: Sequence[str], comment: Sequence[str] = (), strides: Sequence[Shape] = ()
+    bg: BlockGraph,
+    name: str,
+    sources: Sequence[str],
+    comment: Sequence[str] = (),
+    strides: Sequence[Shape] = (),
+    *,
+    tf32: bool = False,
 ) -> KernelSource:
     """The kernel of `bg`; `sources` names each input's device tensor and `comment` adds lines (both only
     in comments, through `inert`: a name holding a newline would otherwise end its comment and run the
-    rest as code); `strides` gives the element strides of its inputs then its outputs (default: row-major)."""
+    rest as code); `strides` gives the element strides of its inputs then its outputs (default: row-major);
+    `tf32`: float32 tiles enter tl.dot as TF32 (faster, 10-bit mantissa) rather than as full float32."""
     n_inputs = len(bg.sources)
     in_strides: list[Shape | None] = [*strides[:n_inputs]] or [None] * n_inputs
     out_strides: list[Shape | None] = [*strides[n_inputs:]] or [None] * len(bg.output_shapes)
-    body = _Body(bg, name)
+    body = _Body(bg, name, tf32)
     n_in = sum(1 for op in bg.ops if op.kind is OpKind.INPUT)
     n_out = len(bg.output_shapes)
     head = [

@@ -3,8 +3,8 @@ call per pre-defined kernel op, and `run(inputs) -> outputs`.
 
 The module picks its array library when it is imported: CuPy where a CUDA device is usable (Triton
 compiles the kernels), NumPy elsewhere or when TRITON_INTERPRET=1 (Triton's interpreter runs them on
-the CPU). Device tensors are fp16 and row-major; array calls compute in float32 and store fp16, as
-the kernels do.
+the CPU). Device tensors are row-major in the program's dtype (fp16, or float32 for a float32
+program); array calls compute in float32 and store that dtype, as the kernels do.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from mugraph.codegen.emit_kernel import emit_kernel, live_tensors
 from mugraph.codegen.errors import CodegenError
 from mugraph.codegen.text import inert, wrap_code, wrap_text
 from mugraph.ir.canonical import canonical_digest
-from mugraph.ir.graph import KernelGraph, Op
+from mugraph.ir.graph import KernelGraph, Op, eps_of
 from mugraph.ir.shapes import fmt
 from mugraph.ir.tiles import layout_strides, row_major_strides
 from mugraph.ir.types import DType, OpKind
@@ -37,6 +37,7 @@ class EmitInfo:
     digest: str | None = None
     layouts: Sequence[str] = field(default_factory=tuple)
     inner: Sequence[int] = field(default_factory=tuple)
+    tf32: bool = False  # float32 programs: tl.dot takes TF32 operands (docs/semantics.md)
 
 
 PRELUDE = '''
@@ -64,6 +65,7 @@ ON_GPU = _on_gpu()
 if not ON_GPU:
     os.environ["TRITON_INTERPRET"] = "1"  # read when the kernels below are decorated
 xp: Any = importlib.import_module("cupy") if ON_GPU else np
+DEVICE_DTYPE: Any = xp.{dtype}  # every device tensor's
 
 
 class _HostArg:
@@ -124,16 +126,17 @@ def _f32(a: Any) -> Any:
 
 
 def _f16(a: Any) -> Any:
-    """An array call's result: fp16 and row-major, as kernels read it (no copy when it already is)."""
-    if a.dtype == xp.float16 and a.flags.c_contiguous:
+    """An array call's result: the device dtype and row-major, as kernels read it (no copy when it
+    already is)."""
+    if a.dtype == DEVICE_DTYPE and a.flags.c_contiguous:
         return a
-    return a.astype(xp.float16, order="C")
+    return a.astype(DEVICE_DTYPE, order="C")
 
 
 def _empty(shape: tuple[int, ...], inner: int) -> Any:
-    """An fp16 array whose dim `inner` is innermost (stride 1), the other dims row-major around it."""
+    """A device array whose dim `inner` is innermost (stride 1), the other dims row-major around it."""
     order = [d for d in range(len(shape)) if d != inner] + [inner]
-    a = xp.empty([shape[d] for d in order], dtype=xp.float16)
+    a = xp.empty([shape[d] for d in order], dtype=DEVICE_DTYPE)
     return a.transpose([order.index(d) for d in range(len(shape))])
 
 
@@ -151,14 +154,19 @@ def _gelu_erf(x: Any) -> Any:
     return 0.5 * x * (1.0 + np.vectorize(math.erf, otypes=[np.float32])(x * 0.7071067811865476))
 
 
-def _rms_norm(x: Any) -> Any:
-    return x / xp.sqrt(xp.mean(x * x, axis=-1, keepdims=True))
+def _rms_norm(x: Any, eps: float = 0.0) -> Any:
+    return x / xp.sqrt(xp.mean(x * x, axis=-1, keepdims=True) + eps)
+
+
+def _layer_norm(x: Any, eps: float = 0.0) -> Any:
+    c = x - xp.mean(x, axis=-1, keepdims=True)
+    return c / xp.sqrt(xp.mean(c * c, axis=-1, keepdims=True) + eps)
 
 
 def _input(inputs: Mapping[str, Any], name: str, shape: tuple[int, ...]) -> Any:
     if name not in inputs:
         raise KeyError(f"input {name!r} is missing; the program's inputs are {list(INPUTS)}")
-    a = xp.ascontiguousarray(xp.asarray(inputs[name]), dtype=xp.float16)
+    a = xp.ascontiguousarray(xp.asarray(inputs[name]), dtype=DEVICE_DTYPE)
     if tuple(a.shape) != shape:
         raise ValueError(f"input {name!r} has shape {tuple(a.shape)}; the program needs {shape}")
     return a
@@ -199,7 +207,9 @@ def _host_expr(op: Op, ins: list[str]) -> str:
         case OpKind.REDUCTION:
             call = f"xp.sum({f[0]}, axis={op.int_attr('dim')}, keepdims=True)"
         case OpKind.RMS_NORM:
-            call = f"_rms_norm({f[0]})"
+            call = f"_rms_norm({f[0]}, {eps_of(op)!r})" if eps_of(op) else f"_rms_norm({f[0]})"
+        case OpKind.LAYER_NORM:
+            call = f"_layer_norm({f[0]}, {eps_of(op)!r})"
         case OpKind.CONCAT:  # fp16 in, fp16 out: nothing to compute
             return f"xp.concatenate(({ins[0]}, {ins[1]}), axis={op.int_attr('dim')})"
         case (
@@ -240,9 +250,9 @@ def _header(graph: KernelGraph, info: EmitInfo, n_kernels: int, n_calls: int) ->
         ]
     lines += [
         "",
-        "run(inputs) takes and returns fp16 arrays by name; kernels accumulate in float32. On a CUDA",
-        "device (CuPy) Triton compiles the kernels; elsewhere, or with TRITON_INTERPRET=1, Triton's",
-        "interpreter runs them on NumPy arrays.",
+        f"run(inputs) takes and returns {device_dtype(graph).value} arrays by name; kernels accumulate in",
+        "float32. On a CUDA device (CuPy) Triton compiles the kernels; elsewhere, or with TRITON_INTERPRET=1,",
+        "Triton's interpreter runs them on NumPy arrays.",
         '"""',
     ]
     return lines
@@ -265,7 +275,12 @@ def _launch(
     kname = f"kernel_{number}"
     notes = [x for x in info.layouts if x.startswith(f"block graph of op {index} ")]
     ks = emit_kernel(
-        bg, kname, sources, [f"op {index}: graph-defined", *notes], [strides[i] for i in (*op.inputs, *op.outputs)]
+        bg,
+        kname,
+        sources,
+        [f"op {index}: graph-defined", *notes],
+        [strides[i] for i in (*op.inputs, *op.outputs)],
+        tf32=info.tf32,
     )
     body = [f"# op {index}: {kname}, grid {list(bg.grid)}, for-loop {bg.forloop}"]
     args = [f"t{i}" for i in op.inputs] + [f"t{o}" for o in op.outputs]
@@ -274,7 +289,7 @@ def _launch(
         if o in laid:
             body.append(f"t{o} = _empty({shape!r}, {laid[o]})  # chosen layout: dim {laid[o]} innermost")
         else:
-            body.append(f"t{o} = xp.empty({shape!r}, dtype=xp.float16)")
+            body.append(f"t{o} = xp.empty({shape!r}, dtype=DEVICE_DTYPE)")
     blocks = bg.grid[0] * bg.grid[1] * bg.grid[2]
     for k, shape in enumerate(ks.scratch):
         scratch = f"scratch_{number}_{k}"
@@ -284,13 +299,26 @@ def _launch(
     return ks.lines, body
 
 
+EMITTED_DTYPES = (DType.FLOAT16, DType.FLOAT32)
+
+
+def device_dtype(graph: KernelGraph) -> DType:
+    """The one dtype of the graph's device tensors, fp16 or float32 (NumPy has no bfloat16, which the
+    CPU check needs); mixed dtypes are refused."""
+    found = {t.dtype for t in graph.tensors}
+    dtype = found.pop() if len(found) == 1 else None
+    if dtype not in EMITTED_DTYPES:
+        shown = ", ".join(sorted(d.value for d in {t.dtype for t in graph.tensors}))
+        raise CodegenError(f"the program's tensors are {shown}; the emitted kernels take fp16 or float32 programs")
+    assert dtype is not None
+    return dtype
+
+
 def emit_module(graph: KernelGraph, info: EmitInfo) -> str:
     """The module's text for `graph`."""
     names: dict[int, str] = {}
     inputs: list[tuple[str, tuple[int, ...]]] = []
-    for t in graph.tensors:
-        if t.dtype is not DType.FLOAT16:
-            raise CodegenError(f"tensor {fmt(t.shape)} is {t.dtype}; the emitted kernels take fp16 programs")
+    dtype = device_dtype(graph)
     kernels: list[list[str]] = []
     body: list[str] = []
     outputs: list[tuple[str, str]] = []
@@ -335,7 +363,7 @@ def emit_module(graph: KernelGraph, info: EmitInfo) -> str:
                 n_calls += 1
     header = [w for x in _header(graph, info, len(kernels), n_calls) for w in wrap_text(x)]
     triton = "import triton\nimport triton.language as tl\n" if kernels else ""
-    lines = PRELUDE.replace("{triton}", triton).rstrip("\n").split("\n")
+    lines = PRELUDE.replace("{triton}", triton).replace("{dtype}", dtype.value).rstrip("\n").split("\n")
     lines += [
         "",
         "",
@@ -350,7 +378,7 @@ def emit_module(graph: KernelGraph, info: EmitInfo) -> str:
         "",
         "",
         "def run(inputs: Mapping[str, Any]) -> dict[str, Any]:",
-        '    """The program\'s outputs by name for fp16 inputs by name (NumPy or CuPy arrays)."""',
+        f'    """The program\'s outputs by name for {dtype.value} inputs by name (NumPy or CuPy arrays)."""',
     ]
     lines += [f"    {b}" for b in body]
     lines.append("    return {" + ", ".join(f"{n!r}: {t}" for n, t in outputs) + "}")

@@ -54,6 +54,7 @@ def _label(op: Op, tensors: Sequence[object], level: str) -> tuple[str, str, str
             | OpKind.DIV
             | OpKind.REDUCTION
             | OpKind.RMS_NORM
+            | OpKind.LAYER_NORM
             | OpKind.CONCAT
         ):
             return str(op.kind), fmt(getattr(tensors[op.outputs[0]], "shape", ())), _FILL["op"]

@@ -14,7 +14,7 @@ from mugraph.ir.errors import (
     ShapeError,
     SharedMemoryError,
 )
-from mugraph.ir.graph import BlockGraph, KernelGraph, Op, Tensor
+from mugraph.ir.graph import BlockGraph, KernelGraph, Op, Tensor, eps_of
 from mugraph.ir.limits import DEFAULT_LIMITS, Limits
 from mugraph.ir.render import render
 from mugraph.ir.serialize import SCHEMA, digest, dumps, from_json, loads, to_json
@@ -44,6 +44,7 @@ __all__ = [
     "Tensor",
     "digest",
     "dumps",
+    "eps_of",
     "from_json",
     "loads",
     "render",

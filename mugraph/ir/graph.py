@@ -91,6 +91,20 @@ def _finite(v: object) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
 
 
+def _eps_attr(kind: OpKind, x: object, eps: object) -> dict[str, Attr]:
+    """The `eps` attribute of a normalisation: a finite float >= 0, stored only when not 0, so a
+    graph without eps keeps the JSON and digest it had before eps existed."""
+    if not _finite(eps) or float(eps) < 0:  # type: ignore[arg-type]
+        raise GraphStructureError(f"{kind} {_shape_of(x)}: eps {eps!r} must be a finite number >= 0")
+    value = float(eps)  # type: ignore[arg-type]
+    return {"eps": value} if value != 0 else {}
+
+
+def eps_of(op: Op) -> float:
+    """A normalisation's or accum_rms's eps (0 when the op has none)."""
+    return next((float(v) for k, v in op.attrs if k == "eps" and isinstance(v, int | float)), 0.0)
+
+
 def _shape_of(t: object) -> str:
     return fmt(t.shape) if isinstance(t, Tensor) else repr(t)
 
@@ -220,10 +234,17 @@ class _Graph:
         (x,) = self._operands(OpKind.REDUCTION, x)
         return self._one(OpKind.REDUCTION, (x,), shapes.reduction(x.shape, dim), dim=dim)
 
-    def rms_norm(self, x: Tensor) -> Tensor:
-        """x / sqrt(mean(x**2)) over the last dim (no weight, no epsilon, as in Mirage's search)."""
+    def rms_norm(self, x: Tensor, eps: float = 0.0) -> Tensor:
+        """x / sqrt(mean(x**2) + eps) over the last dim (no weight: a torch RMSNorm's weight is a
+        separate mul). eps = 0 is Mirage's form."""
         (x,) = self._operands(OpKind.RMS_NORM, x)
-        return self._one(OpKind.RMS_NORM, (x,), x.shape)
+        return self._one(OpKind.RMS_NORM, (x,), x.shape, **_eps_attr(OpKind.RMS_NORM, x, eps))
+
+    def layer_norm(self, x: Tensor, eps: float = 0.0) -> Tensor:
+        """(x - mean(x)) / sqrt(mean((x - mean(x))**2) + eps) over the last dim; no affine (the
+        weight and bias stay separate mul and add ops)."""
+        (x,) = self._operands(OpKind.LAYER_NORM, x)
+        return self._one(OpKind.LAYER_NORM, (x,), x.shape, **_eps_attr(OpKind.LAYER_NORM, x, eps))
 
     def concat(self, a: Tensor, b: Tensor, dim: int) -> Tensor:
         a, b = self._operands(OpKind.CONCAT, a, b)
@@ -304,17 +325,21 @@ class BlockGraph(_Graph):
         self.sources.append(dtensor)  # only once the input is accepted
         return out
 
-    def forloop_accum(self, x: Tensor, kind: OpKind | str = OpKind.ACCUM_NO_RED) -> Tensor:
+    def forloop_accum(self, x: Tensor, kind: OpKind | str = OpKind.ACCUM_NO_RED, eps: float = 0.0) -> Tensor:
         """Accumulate over the for-loop: no_red (sum of iterations), sum / mean / rms over the
-        last dim too, or redtox (last dim folded, strided, to reduction_dimx)."""
+        last dim too, or redtox (last dim folded, strided, to reduction_dimx). rms is
+        sqrt(mean(x**2) + eps); only rms takes an eps."""
         op = OpKind(kind)
         if op not in ACCUMULATORS:
             raise GraphStructureError(f"{op} is not a for-loop accumulator")
+        attrs = _eps_attr(op, x, eps)
+        if attrs and op is not OpKind.ACCUM_RMS:
+            raise GraphStructureError(f"{op}: only accum_rms takes an eps, got eps={eps!r}")
         (x,) = self._operands(op, x)
         if x.after_accum:
             raise AccumulationError(f"{op}: input {fmt(x.shape)} is already accumulated")
         out = shapes.accumulator(op, x.shape, self.rdx)
-        return self._add(op, (x,), [out], x.dtype, after_accum=True)[0]
+        return self._add(op, (x,), [out], x.dtype, sorted(attrs.items()), after_accum=True)[0]
 
     def accum_no_red(self, x: Tensor) -> Tensor:
         return self.forloop_accum(x, OpKind.ACCUM_NO_RED)
@@ -325,8 +350,9 @@ class BlockGraph(_Graph):
     def accum_mean(self, x: Tensor) -> Tensor:
         return self.forloop_accum(x, OpKind.ACCUM_MEAN)
 
-    def accum_rms(self, x: Tensor) -> Tensor:
-        return self.forloop_accum(x, OpKind.ACCUM_RMS)
+    def accum_rms(self, x: Tensor, eps: float = 0.0) -> Tensor:
+        """sqrt(mean of x**2 over the loop and the last dim + eps)."""
+        return self.forloop_accum(x, OpKind.ACCUM_RMS, eps)
 
     def accum_redtox(self, x: Tensor) -> Tensor:
         return self.forloop_accum(x, OpKind.ACCUM_REDTOX)

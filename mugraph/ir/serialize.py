@@ -97,8 +97,10 @@ class Fields:
     def int(self, key: str, default: Any = ...) -> int:
         return int(self.get(key, _is_int, "an integer", default))
 
-    def number(self, key: str) -> float:
-        return float(self.get(key, lambda v: isinstance(v, int | float) and not isinstance(v, bool), "a number"))
+    def number(self, key: str, default: Any = ...) -> float:
+        return float(
+            self.get(key, lambda v: isinstance(v, int | float) and not isinstance(v, bool), "a number", default)
+        )
 
     def kind(self, allowed: frozenset[OpKind]) -> OpKind:
         names = sorted(k.value for k in allowed)
@@ -148,7 +150,9 @@ def _apply_common(g: KernelGraph | BlockGraph, kind: OpKind, f: Fields, args: li
         case OpKind.REDUCTION:
             return g.reduction(args[0], f.int("dim"))
         case OpKind.RMS_NORM:
-            return g.rms_norm(args[0])
+            return g.rms_norm(args[0], f.number("eps", 0.0))
+        case OpKind.LAYER_NORM:
+            return g.layer_norm(args[0], f.number("eps", 0.0))
         case OpKind.CONCAT:
             return g.concat(args[0], args[1], f.int("dim"))
         case (
@@ -177,6 +181,7 @@ def _arity(kind: OpKind) -> int | None:
             OpKind.OUTPUT
             | OpKind.REDUCTION
             | OpKind.RMS_NORM
+            | OpKind.LAYER_NORM
             | OpKind.EXP
             | OpKind.SQUARE
             | OpKind.SQRT
@@ -225,7 +230,7 @@ def _block_from_json(obj: Any, path: str, sources: list[Tensor], limits: Limits)
                 case OpKind.OUTPUT:
                     bg.new_output(_args(of, kind, bg.tensors)[0], of.ints("omap", 3))
                 case _ if kind in ACCUMULATORS:
-                    bg.forloop_accum(_args(of, kind, bg.tensors)[0], kind)
+                    bg.forloop_accum(_args(of, kind, bg.tensors)[0], kind, of.number("eps", 0.0))
                 case _:
                     _apply_common(bg, kind, of, _args(of, kind, bg.tensors))
         except IRError as e:

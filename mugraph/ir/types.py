@@ -48,6 +48,9 @@ class OpKind(StrEnum):
     ACCUM_MEAN = "accum_mean"
     ACCUM_RMS = "accum_rms"
     ACCUM_REDTOX = "accum_redtox"
+    # Appended last: the search ranks ops by their kind's position in this enum, so a kind added
+    # earlier would reorder every existing search tree.
+    LAYER_NORM = "layer_norm"
 
 
 UNARY_OPS = frozenset(
@@ -78,7 +81,7 @@ AccumKind = Literal[
 ACCUMULATORS: Final[frozenset[AccumKind]] = frozenset(get_args(AccumKind))
 _COMMON = (
     frozenset({OpKind.INPUT, OpKind.OUTPUT, OpKind.MATMUL, OpKind.REDUCTION})
-    | frozenset({OpKind.RMS_NORM, OpKind.CONCAT})
+    | frozenset({OpKind.RMS_NORM, OpKind.LAYER_NORM, OpKind.CONCAT})
     | UNARY_OPS
     | BINARY_ELEMENTWISE_OPS
 )
@@ -86,5 +89,7 @@ KERNEL_OPS = _COMMON | {OpKind.CUSTOMIZED}
 BLOCK_OPS = _COMMON | ACCUMULATORS
 # Ops whose output may reuse the input's shared memory (Mirage's accounting counts them as 0 bytes).
 IN_PLACE_BLOCK_OPS = UNARY_OPS | {OpKind.ACCUM_NO_RED}
+# The normalisations over the last dim, each with an `eps` attribute (stored only when not 0).
+NORM_OPS = frozenset({OpKind.RMS_NORM, OpKind.LAYER_NORM})
 # Ops outside LAX (cut points for fragments).
 NON_LAX_OPS = frozenset({OpKind.RELU, OpKind.CLAMP})

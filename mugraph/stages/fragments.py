@@ -7,6 +7,11 @@ copied as-is. An input op placed after compute ops marks a value that arrives la
 PyTorch program's glue, run outside, computes it from earlier outputs): no fragment reading it starts
 before it. Ops that reach no program output are dropped. Within the LAX runs between glue ops
 the cut points are chosen by dynamic programming, see `split_program`.
+
+The norms are LAX, eps or not: rms_norm and layer_norm are sums, squares, a constant added, one
+square root and one division over the last dim, with no exponential, as Mirage's own RMSNorm program
+is; layer_norm's centring subtracts a mean, a linear map. Their eps travels in the ops' JSON, which
+is how a fragment's graph is copied out of the program and stitched back.
 """
 
 from __future__ import annotations

@@ -23,7 +23,8 @@ import torch
 from mugraph.ir.errors import MugraphError
 from mugraph.ir.graph import KernelGraph
 from mugraph.ir.serialize import digest, from_json, to_json
-from mugraph.torch.errors import CaptureError
+from mugraph.torch.archive import UnsafeArchiveError, read_recorded
+from mugraph.torch.errors import CaptureError, TrainingModeError
 from mugraph.torch.lower import Lowering, lower
 
 
@@ -84,10 +85,17 @@ class Captured:
         self.save(exported_path(store))
 
     def save(self, path: Path) -> Path:
-        """Write the exported program (graph and weights) to `path` (torch.export's .pt2 format)."""
+        """Write the exported program (graph and weights, no sample inputs: torch pickles those) to
+        `path` (torch.export's .pt2 format)."""
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name.removesuffix(".pt2") + ".tmp.pt2")  # torch.export wants the suffix
-        torch.export.save(self.exported, str(tmp))
+        ep = self.exported
+        examples = ep.example_inputs
+        ep.example_inputs = None
+        try:
+            torch.export.save(ep, str(tmp))
+        finally:
+            ep.example_inputs = examples
         tmp.replace(path)
         return path
 
@@ -129,20 +137,33 @@ def _quiet_torch() -> Iterator[None]:
         logging.disable(previous)
 
 
+def check_eval_mode(module: torch.nn.Module, name: str) -> None:
+    """Refuse a module in training mode: captured in eval mode it would compute something else (dropout
+    off, batch norm on running statistics) and the returned module would differ from the model as the
+    user holds it; switching it quietly hides that, so the user decides."""
+    training = [sub or "the model itself" for sub, m in module.named_modules() if m.training]
+    if training:
+        shown = ", ".join(training[:3]) + (f" and {len(training) - 3} more" if len(training) > 3 else "")
+        raise TrainingModeError(
+            f"{name} is in training mode; call model.eval() first (mugraph optimises inference, where dropout "
+            f"and batch norm compute otherwise; in training mode: {shown})"
+        )
+
+
 def export(model: Any, example_inputs: Any) -> torch.export.ExportedProgram:
-    """torch.export of a module or function at the example inputs' shapes, in eval mode."""
+    """torch.export of a module (in eval mode: one in training mode is refused) or function at the
+    example inputs' shapes."""
     if isinstance(model, torch.nn.Module):
         module = model
     elif callable(model):
-        module = _as_module(model)
+        module = _as_module(model).eval()  # our wrapper of a function: no state that training changes
     else:
         raise CaptureError(f"model must be a torch.nn.Module or a function, not {type(model).__name__}")
     args = tuple(example_inputs) if isinstance(example_inputs, Sequence) else (example_inputs,)
     if not all(isinstance(a, torch.Tensor) for a in args):
         kinds = ", ".join(type(a).__name__ for a in args)
         raise CaptureError(f"example_inputs must be tensors (a tensor or a tuple of them), got ({kinds})")
-    was_training = module.training
-    module.eval()
+    check_eval_mode(module, model_name(model))
     try:
         with _quiet_torch():
             # functional form, ops kept whole: in-place writes become outputs (a buffer's new value)
@@ -155,8 +176,6 @@ def export(model: Any, example_inputs: Any) -> torch.export.ExportedProgram:
             f"torch.export cannot capture {model_name(model)}{' at ' + where if where else ''}: "
             f"{type(e).__name__}: {_first_line(e)}"
         ) from None
-    finally:
-        module.train(was_training)
 
 
 def capture(model: Any, example_inputs: Any, name: str | None = None) -> Captured:
@@ -165,14 +184,32 @@ def capture(model: Any, example_inputs: Any, name: str | None = None) -> Capture
     return Captured(name or model_name(model), ep, lower(ep))
 
 
-def load_exported(path: Path, name: str) -> Captured:
-    """The capture of an exported program saved with a run."""
+def load_exported(path: Path, name: str, recorded: str | None) -> Captured:
+    """The capture of an exported program saved with a run, whose archive digest the store recorded
+    (`recorded`): checked for anything torch would unpickle, and against the digest, before torch reads
+    it; then every call in its graph must be an operator (glue runs them at every call)."""
     if not path.is_file():
         raise CaptureError(
             f"{path}: no exported program (the run was not made from a PyTorch model, or the file was removed)"
         )
+    data = read_recorded(path, recorded)
     try:
-        ep = torch.export.load(str(path))
+        with _quiet_torch():
+            ep = torch.export.load(io.BytesIO(data))
     except Exception as e:
         raise CaptureError(f"{path}: cannot read the exported program: {_first_line(e)}") from None
+    for node in ep.graph.nodes:
+        if node.op == "call_function" and not _is_operator(node.target):
+            raise UnsafeArchiveError(
+                f"{path}: node {node.name} calls {getattr(node.target, '__name__', node.target)!r}, not a torch "
+                "operator; refusing to load it"
+            )
     return Captured(name, ep, lower(ep))
+
+
+def _is_operator(target: object) -> bool:
+    """An ATen/torch operator, a higher-order operator, or Python's `operator` module (getitem): what
+    torch.export's graphs call, as opposed to any other Python callable a crafted graph could name."""
+    if isinstance(target, torch._ops.OpOverload | torch._ops.OpOverloadPacket | torch._ops.HigherOrderOperator):
+        return True
+    return getattr(target, "__module__", None) in ("_operator", "operator") and callable(target)

@@ -1,28 +1,90 @@
-"""A run store made from a PyTorch model, back as a drop-in `torch.nn.Module`."""
+"""A run store made from a PyTorch model, back as a drop-in `torch.nn.Module`; and the exported
+program's file kept beside the store, whose digest the store records."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from mugraph.ir.serialize import loads
 from mugraph.storage.run.store import RunStore
+from mugraph.torch.archive import archive_digest
 from mugraph.torch.capture import Captured, exported_path, load_exported
 from mugraph.torch.errors import TorchError
 from mugraph.torch.runtime import OptimizedModule
+
+META_KEY = "exported_program"  # in the store's meta: {"file": NAME.torch.pt2, "sha256": its archive digest}
+
+
+def recorded_digest(meta: Mapping[str, Any]) -> str | None:
+    """The exported program's digest a store recorded when it was made (None for one made without)."""
+    record = meta.get(META_KEY)
+    digest = record.get("sha256") if isinstance(record, Mapping) else None
+    return digest if isinstance(digest, str) else None
+
+
+class StagedArchive:
+    """The exported program written beside the store under a name of its own, before the store is
+    opened: its digest goes into a new store's record, and only then does it take its place."""
+
+    key = META_KEY
+
+    def __init__(self, save_beside: Callable[[Path], None], store: Path) -> None:
+        self.target = exported_path(store)
+        holder = store.with_name(f"{store.name.removesuffix('.zarr')}.staged-{os.getpid()}.zarr")
+        self.path = exported_path(holder)
+        save_beside(holder)
+        self.digest = archive_digest(self.path)
+
+    def record(self) -> dict[str, str]:
+        return {"file": self.target.name, "sha256": self.digest}
+
+    def place(self, meta: Mapping[str, Any]) -> None:
+        """Put the archive in its place where the store records this digest (a new store, or the same
+        program and weights again) or none (a store made by an older mugraph); keep the file the store
+        recorded otherwise (the model's weights changed since the store was made: the store keeps its
+        own, and `mugraph.optimize`'s module holds the model's)."""
+        recorded = recorded_digest(meta)
+        if recorded is None or recorded == self.digest or not self.target.is_file():
+            self.path.replace(self.target)
+        else:
+            self.path.unlink(missing_ok=True)
+
+    def discard(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+@contextmanager
+def staged_archive(save_beside: Callable[[Path], None] | None, store: Path) -> Iterator[StagedArchive | None]:
+    """A StagedArchive for a program with an exported file (None for others), removed if not placed."""
+    if save_beside is None:
+        yield None
+        return
+    staged = StagedArchive(save_beside, store)
+    try:
+        yield staged
+    finally:
+        staged.discard()
 
 
 def optimized_module(store: Path, captured: Captured | None = None) -> OptimizedModule:
     """The module running the store's stitched program (its best μGraph per fragment so far), around
     `captured` (the model in this process, whose tensors it then shares) or else the exported program
-    saved beside the store; refused where the two were not made together."""
+    saved beside the store (checked against the digest the store recorded, and for anything torch
+    would unpickle, before torch reads it); refused where the two were not made together."""
     with RunStore.open_existing(store, readonly=True) as st:
         identity = st.identity
+        meta = dict(st.meta)
         final = st.final()
     if final is None:
         raise TorchError(f"{store}: no result yet; run `mugraph optimize` on it first")
     share = captured is not None
     if captured is None:
-        captured = load_exported(exported_path(store), str(identity.get("program", "model")))
+        name = str(identity.get("program", "model"))
+        captured = load_exported(exported_path(store), name, recorded_digest(meta))
     if captured.digest != identity.get("program_digest"):
         raise TorchError(
             f"{store}: the exported program beside it ({exported_path(store).name}) is not the program "

@@ -23,6 +23,7 @@ from mugraph.torch.capture import Captured
 from mugraph.torch.errors import TorchError
 from mugraph.torch.kernels import Launcher
 from mugraph.torch.operands import InputMaker, Slot, kernel_strides, register_state
+from mugraph.torch.verdict import Verdict, heavy_glue
 
 
 class InputMismatchError(TorchError, ValueError):
@@ -49,11 +50,18 @@ class OptimizedModule(torch.nn.Module):
 
     `share`: hold the model's own parameter and buffer tensors (what `mugraph.optimize` does, so a
     change to the model's weights is seen here too), else copies (what `mugraph.load` does, from the
-    exported program saved with the run)."""
+    exported program saved with the run).
+
+    `verdict` says what the search got (`mugraph.optimize` and `mugraph.load` set it): per fragment the
+    μGraph chosen and its estimated speedup, or the reference kept and why."""
+
+    verdict: Verdict | None
 
     def __init__(self, captured: Captured, program: KernelGraph, chosen: str = "", share: bool = False) -> None:
         super().__init__()
         ep = captured.exported
+        self.verdict = None
+        self.heavy_glue = heavy_glue(captured)  # heavy ops torch runs as written (never searched)
         self._model_name = captured.name
         self._chosen = chosen  # what the program is (the μGraph digests), for repr
         self._lowering = captured.lowering
@@ -90,13 +98,17 @@ class OptimizedModule(torch.nn.Module):
         """The program this module runs: its chosen μGraphs stitched together."""
         return self._program
 
-    def describe(self) -> list[str]:
-        """What runs where: the lowered nodes and the glue (by fx node name), then the program's ops."""
+    def describe(self) -> str:
+        """What runs where, as text: the lowered nodes and the glue (by fx node name), the program's ops,
+        then the verdict (each fragment's outcome, the notes, the store and report)."""
         ops = [op.kind.value for op in self._program.ops if op.kind not in (OpKind.INPUT, OpKind.OUTPUT)]
-        return [
+        lines = [
             *self._lowering.describe(),
             f"program ({len(ops)} ops, customized = one Triton kernel): " + ", ".join(ops),
         ]
+        if self.verdict is not None:
+            lines += ["verdict:", *(f"  {line}" for line in self.verdict.lines())]
+        return "\n".join(lines)
 
     # -- the schedule, fixed once -----------------------------------------------------------------
     def _schedule(self) -> list[_Step]:
@@ -187,10 +199,10 @@ class OptimizedModule(torch.nn.Module):
                     self._glue_value(step.name, env)
                 case "input":
                     tensors[step.index] = self._inputs.make(step.name, env, device)
-                    env.update(dict.fromkeys(self._made_by.get(step.index, ()), tensors[step.index]))
+                    self._leave(step.index, tensors, env)
                 case "op":
                     for t in self._launcher.run(step.index, tensors, device):
-                        env.update(dict.fromkeys(self._made_by.get(t, ()), tensors[t]))
+                        self._leave(t, tensors, env)
                 case _ as unreachable:
                     assert_never(unreachable)
         outs = [env[a.name] if isinstance(a, fx.Node) else a for a in self._output_node.args[0]]
@@ -205,9 +217,18 @@ class OptimizedModule(torch.nn.Module):
                 user.append(value)
         return pytree.tree_unflatten(user, self._out_spec)
 
+    def _leave(self, t: int, tensors: dict[int, torch.Tensor], env: Values) -> None:
+        """Program tensor `t` as the torch values it is: in their shapes (a value the program holds on
+        its 2-d form, [B·S, D], is [B, S, D] in torch)."""
+        for name in self._made_by.get(t, ()):
+            shape = self._nodes[name].meta["val"].shape
+            env[name] = tensors[t] if tensors[t].shape == shape else tensors[t].reshape(shape)
+
     def extra_repr(self) -> str:
         calls = sum(1 for op in self._program.ops if op.kind not in (OpKind.INPUT, OpKind.OUTPUT, OpKind.CUSTOMIZED))
         return (
             f"name={self._model_name!r}, kernels={self._launcher.kernels}, torch_calls={calls}, "
-            f"glue={len(self._lowering.glue)}" + (f", chosen={self._chosen!r}" if self._chosen else "")
+            f"glue={len(self._lowering.glue)}"
+            + (f", chosen={self._chosen!r}" if self._chosen else "")
+            + (f", verdict={self.verdict.summary()!r}" if self.verdict is not None else "")
         )

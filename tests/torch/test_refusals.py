@@ -1,9 +1,11 @@
 """What `mugraph.optimize` refuses, in one clear error before anything starts: a misspelt option, an op
 that can be neither lowered nor run as glue (named with its source line, from Python and from a model
-file); and that the core install does not need torch at all."""
+file), a model in training mode, a machine without Triton; and that the core install does not need
+torch at all."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -14,8 +16,10 @@ import torch
 
 import mugraph
 from mugraph.api import OptionError
+from mugraph.codegen.errors import CodegenError
 from mugraph.programs.loader import ProgramLoadError, resolve_program
-from mugraph.torch.errors import CaptureError
+from mugraph.torch.capture import capture
+from mugraph.torch.errors import CaptureError, TrainingModeError
 from tests.torch.models import GeluLinear, build, inputs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,7 +48,7 @@ def _line_of(text: str) -> int:
 
 def test_an_op_neither_lowered_nor_glue_is_named_with_its_source_line(tmp_path: Path) -> None:
     with pytest.raises(CaptureError) as e:
-        mugraph.optimize(Branchy(), inputs((16, 16)), store=tmp_path / "s.zarr")
+        mugraph.optimize(Branchy().eval(), inputs((16, 16)), store=tmp_path / "s.zarr")
     text = str(e.value)
     assert len(text.splitlines()) == 1 and text.startswith("cond (")
     assert f"{Path(__file__).name}:{_line_of('torch.cond(x.sum()')}" in text
@@ -57,7 +61,7 @@ def test_a_model_file_with_such_an_op_is_refused_with_its_line(tmp_path: Path) -
         import torch
         from tests.torch.test_refusals import Branchy
 
-        model = Branchy()
+        model = Branchy().eval()
         example_inputs = (torch.ones(16, 16, dtype=torch.float16),)
     """)
     )
@@ -83,3 +87,75 @@ def test_importing_mugraph_does_not_import_torch() -> None:
     assert proc.stdout.strip() == (
         "TorchUnavailableError PyTorch is not installed; install the torch extra: pip install 'mugraph[torch]'"
     )
+
+
+class DropoutMLP(torch.nn.Module):
+    """A linear layer, dropout and GELU: in training mode its output is random, in eval mode it is not."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(32, 64, bias=False)
+        self.drop = torch.nn.Dropout(0.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.gelu(self.drop(self.fc(x)))
+
+
+def test_a_model_in_training_mode_is_refused_before_capture(tmp_path: Path) -> None:
+    """Captured in eval mode, a training-mode model with dropout would be optimised into another
+    function than the one the user holds: refused, naming the submodule, with nothing created."""
+    model = DropoutMLP().half()
+    x = inputs((16, 32))
+    assert not torch.equal(model(*x), model(*x))  # training mode: dropout makes every call differ
+    with pytest.raises(CaptureError) as e:
+        mugraph.optimize(model, x, store=tmp_path / "s.zarr")
+    text = str(e.value)
+    assert len(text.splitlines()) == 1
+    assert text.startswith("DropoutMLP is in training mode; call model.eval() first") and "drop" in text
+    assert isinstance(e.value, TrainingModeError)
+    assert list(tmp_path.iterdir()) == []  # no store, no exported program
+    assert model.training and model.drop.training  # the model is left as the user holds it
+    model.fc.eval()  # one submodule still training is enough to refuse
+    with pytest.raises(TrainingModeError, match=r"in training mode: the model itself, drop\)"):
+        mugraph.optimize(model, x, store=tmp_path / "s.zarr")
+    model.eval()
+    assert capture(model, x).lowering.graph.ops  # in eval mode the same model is captured
+
+
+def test_without_triton_a_torch_run_is_refused_before_anything_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The returned module runs Triton kernels: without Triton, the run would search its whole time
+    limit and fail at the end; it is refused first, in one line saying how to install it."""
+    monkeypatch.setitem(sys.modules, "triton", None)  # as if not installed (find_spec then finds nothing)
+    with pytest.raises(CodegenError) as e:
+        mugraph.optimize(build(GeluLinear), inputs((16, 32)), store=tmp_path / "s.zarr", time_limit="5m")
+    text = str(e.value)
+    assert len(text.splitlines()) == 1 and text.startswith("Triton is not installed")
+    assert "pip install -e '.[torch]'" in text
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_without_triton_the_command_refuses_a_model_file_before_searching(tmp_path: Path) -> None:
+    (tmp_path / "model.py").write_text(
+        textwrap.dedent("""
+        from tests.torch.models import GeluLinear, build, inputs
+
+        model = build(GeluLinear)
+        example_inputs = inputs((16, 32))
+    """)
+    )
+    code = "import sys; sys.modules['triton'] = None; from mugraph.cli import main; main(sys.argv[1:])"
+    args = ["optimize", "model.py", "--store", str(tmp_path / "s.zarr"), "--time-limit", "5m"]
+    proc = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("mugraph: error:")]
+    assert len(errors) == 1 and "Triton is not installed" in errors[0]
+    assert "starting" not in proc.stderr and not (tmp_path / "s.zarr").exists()

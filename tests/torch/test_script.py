@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from mugraph.api import _main_not_rerun
+from mugraph.run_setup import main_not_rerun
 from tests.torch.models import GELU_LINEAR_SETTINGS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,7 +25,7 @@ def test_spawned_processes_are_not_told_to_run_the_main_module() -> None:
     before = (getattr(main, "__file__", None), main.__spec__)
     keys = {"init_main_from_path", "init_main_from_name"}
     assert keys & set(multiprocessing.spawn.get_preparation_data("t"))
-    with _main_not_rerun():
+    with main_not_rerun():
         assert not keys & set(multiprocessing.spawn.get_preparation_data("t"))
     assert (getattr(main, "__file__", None), main.__spec__) == before
 

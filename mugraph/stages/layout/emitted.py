@@ -36,7 +36,7 @@ from typing import TypedDict, assert_never
 
 from mugraph.ir.graph import BlockGraph, KernelGraph, Op
 from mugraph.ir.tiles import padded_shape
-from mugraph.ir.types import OpKind
+from mugraph.ir.types import DType, OpKind
 from mugraph.stages.layout.profiles import GpuProfile
 from mugraph.stages.layout.residency import residency
 
@@ -136,7 +136,8 @@ def _block_work(bg: BlockGraph, p: GpuProfile) -> _Work:
             case OpKind.MATMUL:
                 a = padded_shape(bg.tensors[bop.inputs[0]].shape)
                 out = padded_shape(bg.tensors[bop.outputs[0]].shape)
-                work = 2 * prod(out) * a[-1] / tensor_sm
+                rate = simt_sm / 2 if bg.tensors[bop.inputs[0]].dtype is DType.FLOAT32 else tensor_sm
+                work = 2 * prod(out) * a[-1] / rate
             case (
                 OpKind.REDUCTION
                 | OpKind.ACCUM_NO_RED
@@ -160,6 +161,7 @@ def _block_work(bg: BlockGraph, p: GpuProfile) -> _Work:
                 | OpKind.MUL
                 | OpKind.DIV
                 | OpKind.RMS_NORM
+                | OpKind.LAYER_NORM
             ):  # math over the output tile
                 work = prod(padded_shape(bg.tensors[bop.outputs[0]].shape)) / simt_sm
             case OpKind.CUSTOMIZED:
@@ -235,12 +237,14 @@ def _batched_matmul(g: KernelGraph, op: Op, p: GpuProfile, c: EmittedConstants) 
 
 def _pre_defined(g: KernelGraph, index: int, op: Op, p: GpuProfile, c: EmittedConstants) -> KernelCost:
     """The array calls one pre-defined op becomes in the emitted module (silu: neg, exp, add, div;
-    rms_norm: square, mean, sqrt, div; gelu seven), each streaming the op's data once."""
+    rms_norm: square, mean, sqrt, div; layer_norm six; gelu seven), each streaming the op's data once."""
     match op.kind:
         case OpKind.MATMUL:
             calls, efficiency = 1, c.library_efficiency
         case OpKind.SILU | OpKind.RMS_NORM:
             calls, efficiency = 4, c.elementwise_efficiency
+        case OpKind.LAYER_NORM:
+            calls, efficiency = 6, c.elementwise_efficiency
         case OpKind.GELU:
             calls, efficiency = 7, c.elementwise_efficiency
         case (
@@ -275,7 +279,8 @@ def _pre_defined(g: KernelGraph, index: int, op: Op, p: GpuProfile, c: EmittedCo
     dram = traffic / (p.dram_bytes_per_s * efficiency)
     if op.kind is OpKind.MATMUL:
         a, out = g.tensors[op.inputs[0]].shape, g.tensors[op.outputs[0]].shape
-        dram = max(dram, 2 * prod(out) * a[-1] / p.tensor_flops)
+        fp32 = g.tensors[op.inputs[0]].dtype is DType.FLOAT32  # CUDA cores at half the fp16 rate
+        dram = max(dram, 2 * prod(out) * a[-1] / (p.simt_flops / 2 if fp32 else p.tensor_flops))
         if len(out) > 2 and prod(out[:-2]) > 1:
             dram = max(dram, _batched_matmul(g, op, p, c))
     launch = calls * c.call_seconds

@@ -143,7 +143,14 @@ def _op_facts(
         case OpKind.REDUCTION:
             f.same_inner.append((ins[0], outs[0]))
             f.reductions.append((ins[0], int(dict(attrs)["dim"])))  # type: ignore[call-overload]
-        case OpKind.RMS_NORM | OpKind.ACCUM_SUM | OpKind.ACCUM_MEAN | OpKind.ACCUM_RMS | OpKind.ACCUM_REDTOX:
+        case (
+            OpKind.RMS_NORM
+            | OpKind.LAYER_NORM
+            | OpKind.ACCUM_SUM
+            | OpKind.ACCUM_MEAN
+            | OpKind.ACCUM_RMS
+            | OpKind.ACCUM_REDTOX
+        ):
             f.same_inner.append((ins[0], outs[0]))
             f.reductions.append((ins[0], len(f.shapes[ins[0]]) - 1))
         case OpKind.ADD | OpKind.MUL | OpKind.DIV | OpKind.CONCAT:

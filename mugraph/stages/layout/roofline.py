@@ -30,7 +30,7 @@ from math import prod
 from typing import TypedDict, assert_never
 
 from mugraph.ir.graph import BlockGraph, KernelGraph, Op
-from mugraph.ir.types import OpKind
+from mugraph.ir.types import DType, OpKind
 from mugraph.stages.layout.costs import Layouts, contiguous, has_ldmatrix, is_wide, smem_capacity
 from mugraph.stages.layout.facts import KERNEL, LayoutFacts, gather
 from mugraph.stages.layout.profiles import GpuProfile
@@ -171,6 +171,8 @@ def _rule(kind: OpKind) -> _Rule:
             return _Rule(1, reduces=True)
         case OpKind.RMS_NORM:
             return _Rule(4, reduces=True)
+        case OpKind.LAYER_NORM:  # mean, subtract, square, mean, sqrt, divide
+            return _Rule(6, reduces=True)
         case OpKind.ACCUM_NO_RED:
             return _Rule(1, reduces=True, fused=True)
         case OpKind.ACCUM_SUM | OpKind.ACCUM_MEAN | OpKind.ACCUM_REDTOX:
@@ -212,11 +214,19 @@ def _time(
     )
 
 
+def _fp32(g: KernelGraph | BlockGraph, op: Op) -> bool:
+    """A float32 matmul runs on CUDA cores (codegen's default, full float32 products), at half the
+    fp16 rate the profile's `simt_flops` gives: priced as twice its flops there."""
+    return g.tensors[op.inputs[0]].dtype is DType.FLOAT32
+
+
 def _kernel_op(g: KernelGraph, index: int, op: Op, p: GpuProfile) -> KernelEstimate:
     traffic = sum(g.tensors[i].nbytes for i in (*op.inputs, *op.outputs))
     rule = _rule(op.kind)
     tflops = _matmul_flops(g, op) if rule.matmul else 0
     sflops = _elementwise_flops(g, op, rule)
+    if rule.matmul and _fp32(g, op):
+        tflops, sflops = 0, sflops + 2 * _matmul_flops(g, op)
     return _finish(index, op, None, p, traffic, traffic, 0, 0, tflops, sflops, True)
 
 
@@ -244,7 +254,9 @@ def _block_op(g: KernelGraph, index: int, op: Op, facts: LayoutFacts, lay: Layou
             smem += sum(bg.tensors[i].nbytes for i in (*bop.inputs, *bop.outputs)) * runs * blocks
         if rule.matmul:
             flops = _matmul_flops(bg, bop) * runs * blocks
-            if all(has_ldmatrix(facts, lay, (index, i)) for i in bop.inputs):
+            if _fp32(bg, bop):
+                sflops += 2 * flops
+            elif all(has_ldmatrix(facts, lay, (index, i)) for i in bop.inputs):
                 tflops += flops
             else:
                 sflops += flops

@@ -14,17 +14,22 @@ split at the same S along the contraction dim → (+ (sum S (* a c)) (sum k-S (*
 preset's concat-then-matmul macro. Block graphs are inlined: an input
 is its device tensor's term; accumulators over F iterations of a last dim n give no_red → (sum F x),
 sum and mean → (sum F·n x), rms → (rms F·n x), redtox → (sum F·n/rdx x).
+
+A norm's eps tags its term: with eps ≠ 0, rms_norm and accum_rms give (rms n E x), E the IEEE-754 bits of
+eps as an integer (exact, and distinct per eps), and the eps = 0 terms keep their text; layer_norm(x) →
+(layer_norm n E x), an opaque function of x (E = 0 for eps = 0).
 """
 
 from __future__ import annotations
 
 import hashlib
+import struct
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import assert_never
 
-from mugraph.ir.graph import BlockGraph, KernelGraph, Op
+from mugraph.ir.graph import BlockGraph, KernelGraph, Op, eps_of
 from mugraph.ir.types import ACCUMULATORS, AccumKind, OpKind
 
 
@@ -45,6 +50,7 @@ class Head:
     RELU = "relu"
     CLAMP = "clamp"
     CONCAT = "concat"
+    LAYER_NORM = "layer_norm"
 
 
 COMMUTATIVE = frozenset({Head.ADD, Head.MUL})
@@ -65,7 +71,7 @@ class Expr:
 
     head: str
     args: tuple[Expr, ...]
-    param: tuple[int, ...]  # (input index,) for VAR, (degree,) for SUM and RMS, see concat
+    param: tuple[int, ...]  # (input index,) for VAR, (degree,) for SUM, (degree[, eps bits]) for RMS, see concat
     sexpr: str = field(repr=False)
 
     def __str__(self) -> str:
@@ -140,8 +146,18 @@ def red(n: int, x: Expr) -> Expr:
     return _make(Head.SUM, (x,), (n,))
 
 
-def rms(n: int, x: Expr) -> Expr:
-    return _make(Head.RMS, (x,), (n,))
+def eps_bits(eps: float) -> int:
+    """eps as an exact integer tag: its IEEE-754 bits (0 for eps = 0)."""
+    return int(struct.unpack("<q", struct.pack("<d", float(eps)))[0]) if eps else 0
+
+
+def rms(n: int, x: Expr, eps: float = 0.0) -> Expr:
+    """sqrt(mean of n terms of x² + eps); eps = 0 keeps the term Mirage's (rms n x)."""
+    return _make(Head.RMS, (x,), (n, eps_bits(eps)) if eps else (n,))
+
+
+def layer_norm(n: int, x: Expr, eps: float = 0.0) -> Expr:
+    return _make(Head.LAYER_NORM, (x,), (n, eps_bits(eps)))
 
 
 def unary(head: str, x: Expr) -> Expr:
@@ -185,7 +201,9 @@ def op_expr(op: Op, args: Sequence[Expr], shapes: Sequence[tuple[int, ...]]) -> 
         case OpKind.REDUCTION:
             return red(shapes[0][op.int_attr("dim")], args[0])
         case OpKind.RMS_NORM:
-            return div(args[0], rms(shapes[0][-1], args[0]))
+            return div(args[0], rms(shapes[0][-1], args[0], eps_of(op)))
+        case OpKind.LAYER_NORM:
+            return layer_norm(shapes[0][-1], args[0], eps_of(op))
         case OpKind.SQUARE:
             return mul(args[0], args[0])
         case OpKind.MUL_SCALAR:
@@ -213,15 +231,16 @@ def op_expr(op: Op, args: Sequence[Expr], shapes: Sequence[tuple[int, ...]]) -> 
             assert_never(unreachable)
 
 
-def accumulator_expr(kind: AccumKind, x: Expr, shape: Sequence[int], forloop: int, rdx: int) -> Expr:
-    """The term of an accumulator's output over `forloop` iterations of an operand of `shape`."""
+def accumulator_expr(kind: AccumKind, x: Expr, shape: Sequence[int], forloop: int, rdx: int, eps: float = 0.0) -> Expr:
+    """The term of an accumulator's output over `forloop` iterations of an operand of `shape`
+    (`eps`: accum_rms's)."""
     match kind:
         case OpKind.ACCUM_NO_RED:
             return red(forloop, x)
         case OpKind.ACCUM_SUM | OpKind.ACCUM_MEAN:
             return red(forloop * shape[-1], x)
         case OpKind.ACCUM_RMS:
-            return rms(forloop * shape[-1], x)
+            return rms(forloop * shape[-1], x, eps)
         case OpKind.ACCUM_REDTOX:
             return red(forloop * shape[-1] // rdx, x)
         case _ as unreachable:
@@ -242,7 +261,9 @@ def block_exprs(bg: BlockGraph, inputs: Sequence[Expr]) -> tuple[dict[int, Expr]
                 outs.append(terms[op.inputs[0]])
             case kind if kind in ACCUMULATORS:
                 x = op.inputs[0]
-                terms[op.outputs[0]] = accumulator_expr(kind, terms[x], bg.tensors[x].shape, bg.forloop, bg.rdx)
+                terms[op.outputs[0]] = accumulator_expr(
+                    kind, terms[x], bg.tensors[x].shape, bg.forloop, bg.rdx, eps_of(op)
+                )
             case _:
                 shapes = [bg.tensors[i].shape for i in op.inputs]
                 terms[op.outputs[0]] = op_expr(op, [terms[i] for i in op.inputs], shapes)

@@ -20,6 +20,11 @@ add and mul are commutative and associative; mul distributes over add; div-add; 
 sum(0, x) = x; nested sums add degrees; sums distribute over add of sums; sum(i, mul(x, y)) =
 mul(sum(i, x), y) and the same for div; and i1 ≤ i2 → sum(i1, x) ⊑ sum(i2, x) (partial sums).
 Degrees are stored as ceil(log2(n)), as Mirage does, so nesting adds them.
+
+A norm with eps is its own function: rms with eps E is `rms_eps(i, E, x)` and layer_norm is
+`layer_norm(n, E, x)`, both with x ⊑ f(·, ·, x) and nothing else (a weaker theory is sound: a
+subexpression is never refuted for want of an axiom the reference's own term does not use). Like
+gelu_erf, they are declared only in queries whose terms use them, so every other query keeps its text.
 """
 
 from __future__ import annotations
@@ -39,6 +44,9 @@ Z3_VERSION = z3.get_version_string()
 _UNARY = (Head.EXP, Head.SQRT, Head.SILU, Head.GELU, Head.RELU, Head.CLAMP)
 # Declared only in queries whose terms use it, so every other query keeps its exact text.
 _ERF_UNARY = (*_UNARY, Head.GELU_ERF)
+# Norms with eps, each declared (with its one axiom) only where a term uses it, as gelu_erf is.
+RMS_EPS = "rms_eps"
+_OPTIONAL = (RMS_EPS, Head.LAYER_NORM)
 # Z3's names for the binary heads; every other head is declared under its own name (Head.SUM is
 # "sum", ...), so `_Axioms` and `smt_term` spell each symbol the same way.
 _BINARY = {Head.ADD: "add", Head.MUL: "mul", Head.DIV: "div"}
@@ -51,7 +59,9 @@ def log_degree(n: int) -> int:
 class _Axioms:
     """The function symbols, the inputs and the axioms over them, in one Z3 context."""
 
-    def __init__(self, ctx: z3.Context, n_inputs: int, unary: Sequence[str] = _UNARY):
+    def __init__(
+        self, ctx: z3.Context, n_inputs: int, unary: Sequence[str] = _UNARY, optional: Sequence[str] = ()
+    ) -> None:
         self.ctx = ctx
         P = z3.DeclareSort("P", ctx)
         Int = z3.IntSort(ctx)
@@ -64,6 +74,7 @@ class _Axioms:
         self.rms = f(Head.RMS, Int, P, P)
         self.concat = f(Head.CONCAT, Int, Int, P, P, P)
         self.unary = {h: f(h, P, P) for h in unary}
+        self.tagged = {h: f(h, Int, Int, P, P) for h in _OPTIONAL if h in optional}  # (degree, eps bits, x)
         self.sub = f("sub", P, P, z3.BoolSort(ctx))
         self.vars = [z3.Const(f"v{i}", P) for i in range(n_inputs)]
 
@@ -79,6 +90,7 @@ class _Axioms:
             self.concat,
             *self.unary.values(),
             *(v.decl() for v in self.vars),
+            *self.tagged.values(),
         ]
         lines = ["(declare-sort P 0)"]
         for d in decls:
@@ -118,6 +130,7 @@ class _Axioms:
             fa([i1, i2, x], z3.Implies(i1 <= i2, sub(red(i1, x), red(i2, x)))),
         ]
         ax += [fa([x], sub(x, u(x))) for u in self.unary.values()]
+        ax += [fa([i, i1, x], sub(x, t(i, i1, x))) for t in self.tagged.values()]
         if len(self.vars) > 1:
             ax.append(z3.Distinct(*self.vars))
         ax += [z3.Not(sub(a, b)) for a in self.vars for b in self.vars if a is not b]
@@ -128,6 +141,10 @@ def _uses_erf(text: str) -> bool:
     return f"({Head.GELU_ERF} " in text
 
 
+def _optional_heads(text: str) -> frozenset[str]:
+    return frozenset(h for h in _OPTIONAL if f"({h} " in text)
+
+
 def smt_term(e: Expr) -> str:
     """A term in the axioms' SMT-LIB vocabulary (sum and rms degrees as ceil(log2(n)))."""
     h = e.head
@@ -136,8 +153,12 @@ def smt_term(e: Expr) -> str:
     args = " ".join(smt_term(a) for a in e.args)
     if h in _BINARY:
         return f"({_BINARY[h]} {args})"
+    if h == Head.RMS and len(e.param) == 2:
+        return f"({RMS_EPS} {log_degree(e.param[0])} {e.param[1]} {args})"
     if h in (Head.SUM, Head.RMS):
         return f"({h} {log_degree(e.param[0])} {args})"
+    if h == Head.LAYER_NORM:
+        return f"({h} {e.param[0]} {e.param[1]} {args})"
     if h == Head.CONCAT:
         return f"(concat {e.param[0]} {e.param[1]} {args})"
     return f"({h} {args})"
@@ -153,10 +174,11 @@ class SubQueries:
         self.n_inputs = n_inputs
         self.finals = [smt_term(e) for e in finals]
         self.erf = any(_uses_erf(f) for f in self.finals)
-        self.prologue = self._prologue(self.erf)
+        self.optional = frozenset().union(*(_optional_heads(f) for f in self.finals))
+        self.prologue = self._prologue(self.erf, self.optional)
 
-    def _prologue(self, erf: bool) -> str:
-        return _Axioms(z3.Context(), self.n_inputs, _ERF_UNARY if erf else _UNARY).smt_text()
+    def _prologue(self, erf: bool, optional: frozenset[str] = frozenset()) -> str:
+        return _Axioms(z3.Context(), self.n_inputs, _ERF_UNARY if erf else _UNARY, sorted(optional)).smt_text()
 
     def goal(self, candidate: Expr) -> str:
         """The query's own assertion: the candidate is a subexpression of no output."""
@@ -167,8 +189,10 @@ class SubQueries:
     def text(self, candidate: Expr) -> str:
         """The whole query in SMT-LIB (declarations, axioms, goal), to log or hand to another solver."""
         goal = self.goal(candidate)
-        if not self.erf and _uses_erf(goal):  # a candidate the reference has no gelu_erf for
-            return self._prologue(True) + goal
+        erf = self.erf or _uses_erf(goal)  # a candidate may use what the reference has not
+        optional = self.optional | _optional_heads(goal)
+        if erf != self.erf or optional != self.optional:
+            return self._prologue(erf, optional) + goal
         return self.prologue + goal
 
     def check(self, candidate: Expr) -> str:

@@ -3,16 +3,24 @@ again: a state the search accepted but the IR refuses is a bug, and the tests lo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import assert_never
 
 from mugraph.ir.graph import BlockGraph, KernelGraph, Tensor
-from mugraph.ir.types import OpKind
+from mugraph.ir.types import DType, OpKind
 from mugraph.stages.search.state import BlockSpec, State
 
 
-def _apply(g: KernelGraph | BlockGraph, kind: OpKind, args: Sequence[Tensor], attrs: dict[str, object]) -> list[Tensor]:
-    """The tensors one search op makes (the lora macro: the two concatenations and the product)."""
+def _apply(
+    g: KernelGraph | BlockGraph,
+    kind: OpKind,
+    args: Sequence[Tensor],
+    attrs: dict[str, object],
+    eps: Mapping[OpKind, float] | None = None,
+) -> list[Tensor]:
+    """The tensors one search op makes (the lora macro: the two concatenations and the product);
+    the norms and accum_rms get the search's eps for their kind (`eps`, none: 0)."""
+    e = (eps or {}).get(kind, 0.0)
     match kind:
         case OpKind.CONCAT if len(args) == 4:  # the lora macro
             r = len(args[0].shape)
@@ -29,11 +37,14 @@ def _apply(g: KernelGraph | BlockGraph, kind: OpKind, args: Sequence[Tensor], at
             | OpKind.GELU
             | OpKind.GELU_ERF
             | OpKind.RELU
-            | OpKind.RMS_NORM
         ):
             out = getattr(g, kind.value)(*args)  # the builder's method of the kind's name, no attributes
             assert isinstance(out, Tensor)
             return [out]
+        case OpKind.RMS_NORM:
+            return [g.rms_norm(args[0], e)]
+        case OpKind.LAYER_NORM:
+            return [g.layer_norm(args[0], e)]
         case OpKind.REDUCTION:
             return [g.reduction(args[0], _dim(attrs))]
         case OpKind.CONCAT:
@@ -44,7 +55,7 @@ def _apply(g: KernelGraph | BlockGraph, kind: OpKind, args: Sequence[Tensor], at
             return [g.clamp(args[0], _number(attrs["lo"]), _number(attrs["hi"]))]
         case OpKind.ACCUM_NO_RED | OpKind.ACCUM_SUM | OpKind.ACCUM_MEAN | OpKind.ACCUM_RMS | OpKind.ACCUM_REDTOX:
             assert isinstance(g, BlockGraph)
-            return [g.forloop_accum(args[0], kind)]
+            return [g.forloop_accum(args[0], kind, e)]
         case OpKind.INPUT | OpKind.OUTPUT | OpKind.CUSTOMIZED:
             raise ValueError(f"{kind} ops are built by build_graph itself")
         case _ as unreachable:
@@ -62,11 +73,13 @@ def _number(v: object) -> float:
     return float(v)
 
 
-def _block(g: KernelGraph, spec: BlockSpec, tensors: list[Tensor], rdx: int) -> BlockGraph:
+def _block(
+    g: KernelGraph, spec: BlockSpec, tensors: list[Tensor], rdx: int, eps: Mapping[OpKind, float] | None
+) -> BlockGraph:
     bg = BlockGraph(spec.grid, spec.forloop, rdx=rdx)
     bt = [bg.new_input(tensors[i.source], i.imap, i.fmap) for i in spec.inputs]
     for op in spec.ops:
-        outs = _apply(bg, op.kind, [bt[i] for i in op.inputs], dict(op.attrs))
+        outs = _apply(bg, op.kind, [bt[i] for i in op.inputs], dict(op.attrs), eps)
         if op.kind is OpKind.CONCAT and len(op.inputs) == 4:
             # the macro made three tensors; keep the search's indices
             bt += [bg.tensors[outs[0].index - 2], bg.tensors[outs[0].index - 1], outs[0]]
@@ -78,23 +91,31 @@ def _block(g: KernelGraph, spec: BlockSpec, tensors: list[Tensor], rdx: int) -> 
 
 
 def build_graph(
-    state: State, names: Sequence[str], outputs: Sequence[int] = (), output_names: Sequence[str] = (), rdx: int = 64
+    state: State,
+    names: Sequence[str],
+    outputs: Sequence[int] = (),
+    output_names: Sequence[str] = (),
+    rdx: int = 64,
+    eps: Mapping[OpKind, float] | None = None,
+    dtypes: Sequence[DType] = (),
 ) -> KernelGraph:
     """The kernel graph of a state with no open block graph; `outputs` (kernel tensor indices)
-    are marked in order with `output_names`."""
+    are marked in order with `output_names`. `eps`: the eps of each norm kind (and accum_rms) the
+    search made (none: 0); `dtypes`: the inputs' (the reference's; none: float16)."""
     g = KernelGraph()
     tensors: list[Tensor] = []
     for op in state.ops:
         match op.kind:
             case OpKind.INPUT:
                 i = len(tensors)
-                tensors.append(g.new_input(state.tensors[i].shape, name=names[i]))
+                dtype = dtypes[i] if dtypes else DType.FLOAT16
+                tensors.append(g.new_input(state.tensors[i].shape, dtype, name=names[i]))
             case OpKind.CUSTOMIZED:
                 assert op.block is not None
-                bg = _block(g, op.block, tensors, rdx)
+                bg = _block(g, op.block, tensors, rdx, eps)
                 tensors += g.customized(bg, [tensors[i] for i in op.inputs])
             case kind:
-                tensors += _apply(g, kind, [tensors[i] for i in op.inputs], dict(op.attrs))
+                tensors += _apply(g, kind, [tensors[i] for i in op.inputs], dict(op.attrs), eps)
     for i, name in zip(outputs, output_names, strict=True):
         g.mark_output(tensors[i], name)
     return g

@@ -20,11 +20,12 @@ import dataclasses
 import hashlib
 import json
 import math
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from mugraph.ir.errors import MugraphError
+from mugraph.ir.graph import Op, eps_of
 from mugraph.ir.types import Dim3, OpKind
 from mugraph.stages.prune.oracle import DEFAULT_RLIMIT, ENGINES, Engine
 
@@ -75,6 +76,7 @@ _SEARCHABLE = frozenset(
         OpKind.MUL,
         OpKind.DIV,
         OpKind.RMS_NORM,
+        OpKind.LAYER_NORM,
     }
 )
 SEARCHABLE_KERNEL_OPS = _SEARCHABLE | {OpKind.REDUCTION}
@@ -144,12 +146,23 @@ class SearchConfig:
     # With the normal forms: prune a subexpression that only fits the outputs with a sum of lower
     # degree than its own (prune/decide.py, "degrees only grow"), which no op can build on.
     grow_only: bool = True
+    # The eps the search gives every rms_norm and accum_rms, and every layer_norm, it makes: the
+    # reference's (`for_reference`), so the search can rediscover its norms. Written to the JSON
+    # only when not 0, so every config without them keeps its digest.
+    rms_eps: float = 0.0
+    layer_norm_eps: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self):
+            if f.name in _EPS_FIELDS and not getattr(self, f.name):
+                continue
             out[f.name] = _plain(getattr(self, f.name))
         return out
+
+    def eps_of(self, kind: OpKind) -> float:
+        """The eps an op of `kind` the search makes carries (0 for kinds without one)."""
+        return eps_for(kind, self.rms_eps, self.layer_norm_eps)
 
     @property
     def digest(self) -> str:
@@ -193,6 +206,10 @@ class SearchConfig:
                 raise ConfigError(f"{name} must be at least 1, not {getattr(self, name)}")
         if self.oracle not in ENGINES:
             raise ConfigError(f"oracle {self.oracle!r}: one of {', '.join(ENGINES)}")
+        for name in _EPS_FIELDS:
+            eps = getattr(self, name)
+            if isinstance(eps, bool) or not isinstance(eps, int | float) or not math.isfinite(eps) or eps < 0:
+                raise ConfigError(f"{name} {eps!r}: an eps is a finite number >= 0")
         if self.block_inputs not in BLOCK_INPUTS:
             raise ConfigError(f"block_inputs {self.block_inputs!r}: one of {', '.join(BLOCK_INPUTS)}")
         if self.max_block_graphs < 0:
@@ -222,6 +239,18 @@ class SearchConfig:
             raise ConfigError("grids: every grid is three positive integers")
         if any(len(g) != 2 or min(g) < 1 for g in self.attention_yz):
             raise ConfigError("attention_yz: every entry is two positive integers (grid y and z)")
+
+
+_EPS_FIELDS = ("rms_eps", "layer_norm_eps")
+
+
+def eps_for(kind: OpKind, rms_eps: float, layer_norm_eps: float) -> float:
+    """`SearchConfig.eps_of` from the two fields."""
+    if kind is OpKind.RMS_NORM or kind is OpKind.ACCUM_RMS:
+        return rms_eps
+    if kind is OpKind.LAYER_NORM:
+        return layer_norm_eps
+    return 0.0
 
 
 def _check_kinds(name: str, kinds: tuple[OpKind, ...], allowed: frozenset[OpKind]) -> None:
@@ -282,6 +311,10 @@ def _convert(name: str, value: Any, current: Any) -> Any:
             return value
         if isinstance(current, tuple):
             return _ints(value)
+        if name in _EPS_FIELDS:
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise TypeError(f"expected a number, got {value!r}")
+            return float(value)
         if isinstance(current, int):
             return _int(value)
         if isinstance(current, str):
@@ -317,30 +350,64 @@ def preset_config(preset: str) -> SearchConfig:
     return cfg
 
 
-def for_reference(cfg: SearchConfig, kinds: Collection[OpKind]) -> SearchConfig:
+def for_reference(
+    cfg: SearchConfig, kinds: Collection[OpKind], eps: Mapping[OpKind, float] | None = None
+) -> SearchConfig:
     """The config a reference with these op kinds searches with: where it has the exact (erf) form of
     GELU, the candidate op lists carry the erf form wherever they carry the tanh form (in its place when
-    the reference has no tanh GELU, beside it when it has both), so the search can rediscover it; every
-    other reference keeps the preset's lists, and its digest (the erf form cannot be built from other
-    ops, so it is useless to a reference without it)."""
-    if OpKind.GELU_ERF not in kinds:
-        return cfg
-    keep_tanh = OpKind.GELU in kinds
+    the reference has no tanh GELU, beside it when it has both), so the search can rediscover it; where
+    it has a layer_norm, both lists carry layer_norm after rms_norm (the kernel list at its end); `eps`
+    (a norm kind's eps in the reference, `reference_eps`) becomes the eps of the norms the search makes.
+    Every other reference keeps the preset's lists, and its digest (neither the erf form nor layer_norm
+    can be built from other ops, so each is useless to a reference without it)."""
+    out = cfg
+    if OpKind.GELU_ERF in kinds:
+        keep_tanh = OpKind.GELU in kinds
 
-    def swap(ops: tuple[OpKind, ...]) -> tuple[OpKind, ...]:
-        if OpKind.GELU_ERF in ops:
-            return ops
-        out: list[OpKind] = []
-        for k in ops:
-            if k is OpKind.GELU:
-                out += [OpKind.GELU, OpKind.GELU_ERF] if keep_tanh else [OpKind.GELU_ERF]
-            else:
-                out.append(k)
-        return tuple(out)
+        def swap(ops: tuple[OpKind, ...]) -> tuple[OpKind, ...]:
+            if OpKind.GELU_ERF in ops:
+                return ops
+            res: list[OpKind] = []
+            for k in ops:
+                if k is OpKind.GELU:
+                    res += [OpKind.GELU, OpKind.GELU_ERF] if keep_tanh else [OpKind.GELU_ERF]
+                else:
+                    res.append(k)
+            return tuple(res)
 
-    out = dataclasses.replace(cfg, kernel_ops=swap(cfg.kernel_ops), block_ops=swap(cfg.block_ops))
-    out.validate()
+        out = dataclasses.replace(out, kernel_ops=swap(out.kernel_ops), block_ops=swap(out.block_ops))
+    if OpKind.LAYER_NORM in kinds:
+        out = dataclasses.replace(
+            out, kernel_ops=_with_layer_norm(out.kernel_ops), block_ops=_with_layer_norm(out.block_ops)
+        )
+    if eps:
+        rms = eps.get(OpKind.RMS_NORM, eps.get(OpKind.ACCUM_RMS, out.rms_eps))
+        out = dataclasses.replace(out, rms_eps=rms, layer_norm_eps=eps.get(OpKind.LAYER_NORM, out.layer_norm_eps))
+    if out is not cfg:
+        out.validate()
     return out
+
+
+def _with_layer_norm(ops: tuple[OpKind, ...]) -> tuple[OpKind, ...]:
+    if OpKind.LAYER_NORM in ops:
+        return ops
+    if OpKind.RMS_NORM in ops:
+        at = ops.index(OpKind.RMS_NORM) + 1
+        return ops[:at] + (OpKind.LAYER_NORM,) + ops[at:]
+    return ops + (OpKind.LAYER_NORM,)
+
+
+def reference_eps(ops: Iterable[Op]) -> dict[OpKind, float]:
+    """The eps of each norm kind among `ops` (block graphs' ops included), the first one met where a
+    reference holds several: the search gives one eps to every norm of a kind."""
+    out: dict[OpKind, float] = {}
+    for op in ops:
+        if op.block is not None:
+            for k, v in reference_eps(op.block.ops).items():
+                out.setdefault(k, v)
+        if op.kind in (OpKind.RMS_NORM, OpKind.ACCUM_RMS, OpKind.LAYER_NORM):
+            out.setdefault(op.kind, eps_of(op))
+    return {k: v for k, v in out.items() if v}
 
 
 def parse_override(text: str) -> tuple[str, Any]:

@@ -46,7 +46,7 @@ from mugraph.ir.types import OpKind
 from mugraph.stages.prune.expr import output_exprs, var
 from mugraph.stages.prune.oracle import OracleConfig, SubexprOracle, Verdict, VerdictMemo
 from mugraph.stages.search.build import build_graph
-from mugraph.stages.search.config import SearchConfig
+from mugraph.stages.search.config import SearchConfig, for_reference, reference_eps
 from mugraph.stages.search.lru import WeightedLRU
 from mugraph.stages.search.state import State, root_state
 from mugraph.stages.search.structures import (
@@ -126,15 +126,24 @@ class ExploreResult:
     counters: SearchCounters = field(default_factory=SearchCounters)
 
 
+NORM_EPS_KINDS = (OpKind.RMS_NORM, OpKind.ACCUM_RMS, OpKind.LAYER_NORM)
+
+
 class Fragment:
     """A search problem: a reference program (a LAX fragment) and the config to search it with."""
 
     def __init__(self, reference: KernelGraph, config: SearchConfig, name: str = "fragment") -> None:
         self.name = name
         self.reference = reference
-        self.config = config
+        # The reference's layer_norms and norm eps, which the search must be able to make (plans
+        # that called `for_reference` with the eps already have them; this makes every caller so).
+        norm_kinds = {op.kind for op in reference.ops} & {OpKind.LAYER_NORM}
+        self.config = for_reference(config, norm_kinds, reference_eps(reference.ops))
+        config = self.config
         sig = reference.input_signature()
         self.input_names = [n for n, _, _ in sig]
+        self.input_dtypes = [d for _, _, d in sig]
+        self.norm_eps = {k: config.eps_of(k) for k in NORM_EPS_KINDS if config.eps_of(k)}
         self.output_names = [str(op.attr("name")) for op in reference.ops_of(OpKind.OUTPUT)]
         self.output_shapes = sorted(t.shape for t in reference.output_tensors)
         self.finals = output_exprs(reference)
@@ -246,12 +255,16 @@ class Searcher:
         t0 = time.perf_counter()
         try:
             names = [f"o{i}" for i in range(len(dangling))]
-            graph = build_graph(state, frag.input_names, dangling, names, self.fragment.config.rdx)
+            graph = build_graph(
+                state, frag.input_names, dangling, names, frag.config.rdx, frag.norm_eps, frag.input_dtypes
+            )
             perm = self.fingerprints.match(graph)
             if perm is None:
                 return False
             ordered = [dangling[perm[i]] for i in range(len(dangling))]
-            graph = build_graph(state, frag.input_names, ordered, frag.output_names, self.fragment.config.rdx)
+            graph = build_graph(
+                state, frag.input_names, ordered, frag.output_names, frag.config.rdx, frag.norm_eps, frag.input_dtypes
+            )
         except IRError:
             counters.ir_rejects += 1
             return False

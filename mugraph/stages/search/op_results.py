@@ -49,6 +49,7 @@ def arity(kind: OpKind) -> str:
             | OpKind.CLAMP
             | OpKind.REDUCTION
             | OpKind.RMS_NORM
+            | OpKind.LAYER_NORM
             | OpKind.ACCUM_NO_RED
             | OpKind.ACCUM_SUM
             | OpKind.ACCUM_MEAN
@@ -101,6 +102,7 @@ def fast_shape(kind: OpKind, a: Shape, b: Shape | None) -> Shape | None:
             | OpKind.RELU
             | OpKind.CLAMP
             | OpKind.RMS_NORM
+            | OpKind.LAYER_NORM
         ):
             return a if b is None else None
         case (
@@ -134,10 +136,10 @@ def _via_expr(kind: OpKind, args: Sequence[TInfo], attrs: Sequence[tuple[str, in
 
 
 @functools.cache
-def term_maker(kind: OpKind) -> Callable[..., E.Expr]:
-    """`op_term` for one kind without attrs, as a function of the operands' TInfos, with the
-    dispatch on the kind done once (block tables make a term per entry): the commonest kinds build
-    their term directly, the rest through `expr.op_expr`."""
+def term_maker(kind: OpKind, eps: float = 0.0) -> Callable[..., E.Expr]:
+    """`op_term` for one kind without attrs (but a norm's `eps`), as a function of the operands'
+    TInfos, with the dispatch on the kind done once (block tables make a term per entry): the
+    commonest kinds build their term directly, the rest through `expr.op_expr`."""
     match kind:
         case OpKind.MATMUL:
             return lambda a, b: E.matmul(a.expr, b.expr, a.shape[-1])
@@ -155,7 +157,11 @@ def term_maker(kind: OpKind) -> Callable[..., E.Expr]:
         case OpKind.MUL_SCALAR:
             return lambda a: a.expr
         case OpKind.RMS_NORM:
+            if eps:
+                return lambda a: E.div(a.expr, E.rms(a.shape[-1], a.expr, eps))
             return lambda a: E.div(a.expr, E.rms(a.shape[-1], a.expr))
+        case OpKind.LAYER_NORM:
+            return lambda a: E.layer_norm(a.shape[-1], a.expr, eps)
         case OpKind.REDUCTION | OpKind.CONCAT:
             return lambda *args: _via_expr(kind, args)
         case (

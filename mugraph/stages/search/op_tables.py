@@ -19,7 +19,7 @@ from typing import Any
 from mugraph.ir import shapes
 from mugraph.ir.types import ACCUMULATORS, IN_PLACE_BLOCK_OPS, AccumKind, OpKind
 from mugraph.stages.prune import expr as E
-from mugraph.stages.search.config import SearchConfig
+from mugraph.stages.search.config import SearchConfig, eps_for
 from mugraph.stages.search.op_results import accumulator_shape, arity, fast_shape, new_tuples, op_term, term_maker
 from mugraph.stages.search.state import (
     ENTRY_INS,
@@ -75,23 +75,22 @@ def _extend(
 # -- block graphs ----------------------------------------------------------------------------------
 # What a block kind's entries need, worked out once per kind list: (kind, operand arity, rank
 # order, the kind again if it is an accumulator (else None), whether its output reuses its input's
-# shared memory, and its term maker for ops that are not accumulators).
-_BlockKind = tuple[OpKind, str, int, AccumKind | None, bool, Callable[..., E.Expr] | None]
+# shared memory, its term maker for ops that are not accumulators, its eps, and the tag that keys
+# its results in `_MADE`: the rank order, paired with the eps where there is one, since one process
+# searches fragments with different eps).
+_BlockKind = tuple[OpKind, str, int, AccumKind | None, bool, Callable[..., E.Expr] | None, float, object]
 
 
 @functools.cache
-def _block_kinds(kinds: tuple[OpKind, ...]) -> tuple[_BlockKind, ...]:
-    return tuple(
-        (
-            k,
-            arity(k),
-            TYPE_ORDER[k],
-            k if k in ACCUMULATORS else None,
-            k in IN_PLACE_BLOCK_OPS,
-            None if k in ACCUMULATORS else term_maker(k),
-        )
-        for k in kinds
-    )
+def _block_kinds(kinds: tuple[OpKind, ...], rms_eps: float, layer_norm_eps: float) -> tuple[_BlockKind, ...]:
+    out: list[_BlockKind] = []
+    for k in kinds:
+        eps = eps_for(k, rms_eps, layer_norm_eps)
+        order = TYPE_ORDER[k]
+        make = None if k in ACCUMULATORS else term_maker(k, eps)
+        accum = k if k in ACCUMULATORS else None
+        out.append((k, arity(k), order, accum, k in IN_PLACE_BLOCK_OPS, make, eps, (order, eps) if eps else order))
+    return tuple(out)
 
 
 # What one block op makes over operands of given terms, shapes and after-accum flags: the tensor,
@@ -116,12 +115,13 @@ def _made(
     b: TInfo | None,
     forloop: int,
     rdx: int,
+    eps: float = 0.0,
 ) -> _Made:
     """One `_MADE` result, worked out."""
     if accum is not None:
         if a.after_accum or (shape := accumulator_shape(accum, a.shape, rdx)) is None:
             return None
-        term = E.accumulator_expr(accum, a.expr, a.shape, forloop, rdx)
+        term = E.accumulator_expr(accum, a.expr, a.shape, forloop, rdx, eps)
         return TInfo(shape, term, True), 0 if in_place else shape_nbytes(shape), (term,)
     assert make is not None
     if b is None:
@@ -138,12 +138,11 @@ def _new_tuples_by_arity(start: int, n: int) -> dict[str, tuple[tuple[int, ...],
     return {a: new_tuples(a, start, n) for a in ("unary", "commutative", "ordered")}
 
 
-def _block_extend(
-    base: OpTable | None, kinds: tuple[OpKind, ...], tensors: Sequence[TInfo], forloop: int, rdx: int
-) -> OpTable:
+def _block_extend(base: OpTable | None, cfg: SearchConfig, tensors: Sequence[TInfo], forloop: int) -> OpTable:
     """The table over `tensors`, extending `base` (over a prefix of them) with the tuples that read
     a tensor it did not have. Same entries as listing each kind's tuples one by one, in one pass."""
     n = len(tensors)
+    rdx = cfg.rdx
     start = 0 if base is None else base.n
     all_keys: list[list[tuple[int, ...]]] = []
     all_entries: list[list[Entry]] = []
@@ -154,7 +153,9 @@ def _block_extend(
         made.clear()
     get = made.get
     missing = _MISSING
-    for ki, (kind, kind_arity, order, accum, in_place, make) in enumerate(_block_kinds(kinds)):
+    for ki, (kind, kind_arity, order, accum, in_place, make, eps, tag) in enumerate(
+        _block_kinds(cfg.block_ops, cfg.rms_eps, cfg.layer_norm_eps)
+    ):
         new: list[Entry] = []
         add = new.append
         new_keys: list[tuple[int, ...]] = []
@@ -166,12 +167,12 @@ def _block_extend(
                 if accum is not None:
                     if a.after_accum:
                         continue
-                    key: tuple[object, ...] = (order, a.expr, a.shape, forloop, rdx)
+                    key: tuple[object, ...] = (tag, a.expr, a.shape, forloop, rdx)
                 else:
-                    key = (order, a.expr, a.shape, a.after_accum)
+                    key = (tag, a.expr, a.shape, a.after_accum)
                 r = get(key, missing)
                 if r is missing:
-                    r = made[key] = _made(kind, accum, in_place, make, a, None, forloop, rdx)
+                    r = made[key] = _made(kind, accum, in_place, make, a, None, forloop, rdx, eps)
                 if r is None:
                     continue
                 t, nbytes, terms = r
@@ -186,7 +187,7 @@ def _block_extend(
                 flag = a.after_accum
                 if flag != b.after_accum:
                     continue
-                key = (order, a.expr, a.shape, b.expr, b.shape, flag)
+                key = (tag, a.expr, a.shape, b.expr, b.shape, flag)
                 r = get(key, missing)
                 if r is missing:
                     r = made[key] = _made(kind, accum, in_place, make, a, b, forloop, rdx)
@@ -253,10 +254,10 @@ def block_entry(b: OpenBlock, cfg: SearchConfig, kind: OpKind, ins: tuple[int, .
     (with `_block_extend`'s keys and results): None where `ins` is not one of the kind's operand
     tuples over `b`'s tensors or the operands are invalid. Replaying a path needs one child's entry
     per row, not the rows' whole tables."""
-    found = [k for k in _block_kinds(cfg.block_ops) if k[0] is kind]
+    found = [k for k in _block_kinds(cfg.block_ops, cfg.rms_eps, cfg.layer_norm_eps) if k[0] is kind]
     if not found or not all(0 <= i < len(b.tensors) for i in ins):
         return None
-    _, kind_arity, order, accum, in_place, make = found[0]
+    _, kind_arity, order, accum, in_place, make, eps, tag = found[0]
     tensors = b.tensors
     a = tensors[ins[0]]
     if kind_arity == "unary":
@@ -265,9 +266,9 @@ def block_entry(b: OpenBlock, cfg: SearchConfig, kind: OpKind, ins: tuple[int, .
         if accum is not None:
             if a.after_accum:
                 return None
-            key: tuple[object, ...] = (order, a.expr, a.shape, b.forloop, cfg.rdx)
+            key: tuple[object, ...] = (tag, a.expr, a.shape, b.forloop, cfg.rdx)
         else:
-            key = (order, a.expr, a.shape, a.after_accum)
+            key = (tag, a.expr, a.shape, a.after_accum)
         other = None
     else:
         if len(ins) != 2 or (kind_arity == "commutative" and ins[1] > ins[0]):
@@ -275,12 +276,12 @@ def block_entry(b: OpenBlock, cfg: SearchConfig, kind: OpKind, ins: tuple[int, .
         other = tensors[ins[1]]
         if a.after_accum != other.after_accum:
             return None
-        key = (order, a.expr, a.shape, other.expr, other.shape, a.after_accum)
+        key = (tag, a.expr, a.shape, other.expr, other.shape, a.after_accum)
     r = _MADE.get(key, _MISSING)
     if r is _MISSING:
         if len(_MADE) >= _MADE_MAX:
             _MADE.clear()
-        r = _MADE[key] = _made(kind, accum, in_place, make, a, other, b.forloop, cfg.rdx)
+        r = _MADE[key] = _made(kind, accum, in_place, make, a, other, b.forloop, cfg.rdx, eps)
     if r is None:
         return None
     tensor, nbytes, terms = r
@@ -291,12 +292,14 @@ def block_table(b: OpenBlock, cfg: SearchConfig) -> OpTable:
     """The block ops over `b`'s tensors, extending the table it inherited from its parent graph."""
     t = b.table
     if t is None or t.n < len(b.tensors):
-        t = b.table = _block_extend(t, cfg.block_ops, b.tensors, b.forloop, cfg.rdx)
+        t = b.table = _block_extend(t, cfg, b.tensors, b.forloop)
     return t
 
 
 # -- kernel graphs ---------------------------------------------------------------------------------
-def _kernel_entries(tensors: Sequence[TInfo], kind: OpKind, tuples: Sequence[tuple[int, ...]]) -> list[Entry]:
+def _kernel_entries(
+    tensors: Sequence[TInfo], cfg: SearchConfig, kind: OpKind, tuples: Sequence[tuple[int, ...]]
+) -> list[Entry]:
     """Kind `kind`'s entries over `tuples`. Most tuples fail the shape check, so each arity has its
     own loop that reads the operands and checks shapes before it builds anything."""
     rank_order = TYPE_ORDER[kind]
@@ -311,7 +314,7 @@ def _kernel_entries(tensors: Sequence[TInfo], kind: OpKind, tuples: Sequence[tup
                     t = TInfo(shapes.reduction(a.shape, dim), op_term(kind, (a,), attrs))
                     add((ins, (ins, rank_order), kind, attrs, t, t.nbytes, (t.expr,)))
         return out
-    make = term_maker(kind)
+    make = term_maker(kind, cfg.eps_of(kind))
     shape_of = fast_shape
     if arity(kind) == "unary":
         for ins in tuples:
@@ -334,5 +337,5 @@ def kernel_table(s: State, cfg: SearchConfig) -> OpTable:
     """The pre-defined kernel ops over `s`'s tensors, extending the table it inherited."""
     t = s.table
     if t is None or t.n < len(s.tensors):
-        t = s.table = _extend(t, cfg.kernel_ops, len(s.tensors), functools.partial(_kernel_entries, s.tensors))
+        t = s.table = _extend(t, cfg.kernel_ops, len(s.tensors), functools.partial(_kernel_entries, s.tensors, cfg))
     return t

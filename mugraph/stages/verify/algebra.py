@@ -35,6 +35,7 @@ class Algebra(Protocol):
     def relu(self, a: Array) -> Array: ...
     def clamp(self, a: Array, lo: float, hi: float) -> Array: ...
     def scale(self, a: Array, c: Fraction) -> Array: ...
+    def shift(self, a: Array, c: Fraction) -> Array: ...
     def matmul(self, a: Array, b: Array) -> Array: ...
     def sum(self, a: Array, axis: int) -> Array: ...
 
@@ -154,6 +155,10 @@ class ZpqAlgebra:
     def scale(self, a: Array, c: Fraction) -> Array:
         return mod_exact(self.xp, self._float(a) * self.spec.from_fraction(c), self.m)
 
+    def shift(self, a: Array, c: Fraction) -> Array:
+        """a + c for a rational constant (a norm's eps), exact as `scale` is."""
+        return mod_exact(self.xp, self._float(a) + self.spec.from_fraction(c), self.m)
+
     def matmul(self, a: Array, b: Array) -> Array:
         return folded_matmul(self.xp, a, b, self._matmul)
 
@@ -223,6 +228,9 @@ class Float64Algebra:
 
     def scale(self, a: Array, c: Fraction) -> Array:
         return a * float(c)
+
+    def shift(self, a: Array, c: Fraction) -> Array:
+        return a + float(c)
 
     def matmul(self, a: Array, b: Array) -> Array:
         return folded_matmul(self.xp, a, b, self.xp.matmul)

@@ -13,7 +13,7 @@ from fractions import Fraction
 from math import prod
 from typing import assert_never
 
-from mugraph.ir.graph import BlockGraph, KernelGraph, Op, Tensor
+from mugraph.ir.graph import BlockGraph, KernelGraph, Op, Tensor, eps_of
 from mugraph.ir.types import ACCUMULATORS, AccumKind, OpKind
 from mugraph.stages.verify.algebra import Algebra, Array
 from mugraph.stages.verify.reuse import ValueCache
@@ -26,8 +26,18 @@ def _reduce_last(alg: Algebra, x: Array) -> Array:
     return alg.sum(x, -1)
 
 
-def _rms(alg: Algebra, sum_sq: Array, n: int) -> Array:
-    return alg.sqrt(alg.scale(sum_sq, Fraction(1, n)))
+def _rms(alg: Algebra, sum_sq: Array, n: int, eps: float = 0.0) -> Array:
+    """sqrt(sum_sq / n + eps). eps is exact in every algebra: a float is a dyadic rational (in Z_pq
+    it is n·d⁻¹), and eps = 0 adds nothing, so such graphs compute exactly what they did before."""
+    mean = alg.scale(sum_sq, Fraction(1, n))
+    return alg.sqrt(alg.shift(mean, Fraction(eps)) if eps else mean)
+
+
+def _layer_norm(alg: Algebra, x: Array, eps: float) -> Array:
+    """(x - mean(x)) / sqrt(mean((x - mean(x))**2) + eps) over the last axis."""
+    n = x.shape[-1]
+    centred = alg.add(x, alg.scale(_reduce_last(alg, x), Fraction(-1, n)))
+    return alg.div(centred, _rms(alg, _reduce_last(alg, alg.mul(centred, centred)), n, eps))
 
 
 def _concat(alg: Algebra, a: Array, b: Array, axis: int) -> Array:
@@ -77,7 +87,9 @@ def apply_common(alg: Algebra, op: Op, args: Sequence[Array], rank: int) -> Arra
             return alg.sum(args[0], op.int_attr("dim") - rank)
         case OpKind.RMS_NORM:
             x = args[0]
-            return alg.div(x, _rms(alg, _reduce_last(alg, alg.mul(x, x)), x.shape[-1]))
+            return alg.div(x, _rms(alg, _reduce_last(alg, alg.mul(x, x)), x.shape[-1], eps_of(op)))
+        case OpKind.LAYER_NORM:
+            return _layer_norm(alg, args[0], eps_of(op))
         case OpKind.CONCAT:
             return _concat(alg, args[0], args[1], op.int_attr("dim") - rank)
         case (
@@ -243,7 +255,7 @@ def run_block(
                 out = op.outputs[0]
                 if out not in missing:
                     continue
-                env[out] = _accum_final(alg, kind, acc[out], tensors[op.inputs[0]].shape, bg.forloop)
+                env[out] = _accum_final(alg, kind, acc[out], tensors[op.inputs[0]].shape, bg.forloop, eps_of(op))
             case _:
                 out = op.outputs[0]
                 if not tensors[out].after_accum:
@@ -347,7 +359,9 @@ def _accum_part(alg: Algebra, kind: AccumKind, x: Array, rdx: int) -> Array:
             assert_never(unreachable)
 
 
-def _accum_final(alg: Algebra, kind: AccumKind, total: Array, x_shape: Sequence[int], forloop: int) -> Array:
+def _accum_final(
+    alg: Algebra, kind: AccumKind, total: Array, x_shape: Sequence[int], forloop: int, eps: float = 0.0
+) -> Array:
     """An accumulator's output from its total over the iterations."""
     match kind:
         case OpKind.ACCUM_NO_RED | OpKind.ACCUM_SUM | OpKind.ACCUM_REDTOX:
@@ -355,7 +369,7 @@ def _accum_final(alg: Algebra, kind: AccumKind, total: Array, x_shape: Sequence[
         case OpKind.ACCUM_MEAN:
             return alg.scale(total, Fraction(1, forloop * x_shape[-1]))
         case OpKind.ACCUM_RMS:
-            return _rms(alg, total, forloop * x_shape[-1])
+            return _rms(alg, total, forloop * x_shape[-1], eps)
         case _ as unreachable:
             assert_never(unreachable)
 

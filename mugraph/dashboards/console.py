@@ -1,0 +1,153 @@
+"""The text a run prints on the console: its start line, its progress line (with the ETA) and its final
+verdict. `mugraph optimize` and `mugraph.optimize` print the same lines, so both take them from here.
+
+The functions read the pipeline's events as plain mappings (the `start`, `progress` and `done` events
+of mugraph.pipeline.events), so this room needs nothing of the pipeline's but their field names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from mugraph.dashboards.summary import eta_text, memo_text
+from mugraph.stages.layout.describe import seconds_text
+from mugraph.stages.layout.rank import MODEL_ERROR
+from mugraph.stages.layout.residency import MAX_REGISTERS
+from mugraph.stages.layout.rows import RankRow
+
+
+def start_line(e: Mapping[str, Any]) -> str:
+    """`mugraph: starting PROGRAM in STORE: ...` from a `start` event."""
+    verb = "resuming" if e["resumed"] else "starting"
+    return (
+        f"mugraph: {verb} {e['program']} in {e['store']}: {len(e['fragments'])} fragment(s), "
+        f"{e['tasks_done']} tasks done, {e['tasks_pending']} pending; {e['workers']} workers; "
+        f"dashboard {e['dashboard']}, search page {e.get('live_page') or '-'}"
+    )
+
+
+def reused_line(program: str, store: str, fragments: int, tasks_done: int) -> str:
+    """What a call prints in place of the start line when it finds the run's store finished."""
+    return (
+        f"mugraph: {program}: the finished store {store} holds this program and config ({fragments} fragment(s), "
+        f"{tasks_done} tasks done); reused, nothing searched"
+    )
+
+
+def progress_text(e: Mapping[str, Any]) -> str:
+    """The progress line from a `progress` event."""
+    memo = memo_text(e.get("memo_local_hit_rate"), e.get("memo_remote_hit_rate"))
+    return (
+        f"tasks {e['tasks_done']:,} done, {e['tasks_running']:,} running, {e['tasks_pending']:,} pending · "
+        f"states {e['states']:,} "
+        f"({e['states_per_s']:,.0f}/s) · μGraphs {e['mugraphs']} ({e['confirmed']} confirmed) · "
+        f"shared memo hits {memo} · solver {e['solver_calls']:,} · {e['seconds']:,.0f} s" + size_text(e)
+    )
+
+
+def size_text(e: Mapping[str, Any]) -> str:
+    """` · about N states, X% done, ETA T` from a progress event or sample that has the estimate."""
+    if e.get("estimated_states") is None:
+        return ""
+    return " · " + eta_text(
+        e["states"],
+        e["estimated_states"],
+        int(e.get("tasks_pending", 0)) + int(e.get("tasks_running", 0)),
+        float(e.get("states_per_s") or 0.0),
+    )
+
+
+def measured_line(e: Mapping[str, Any]) -> str:
+    """One `measured` event: a μGraph (or the reference) timed on a GPU worker."""
+    what = "the reference" if e["reference"] else f"μGraph {e['digest'][:16]}"
+    timed = (
+        f"{seconds_text(e['median_seconds'])} on {e['device']}"
+        if e.get("median_seconds") is not None
+        else f"not timed ({e.get('error')})"
+    )
+    return (
+        f"mugraph: {e['fragment']}: {what}: {timed} (model {seconds_text(e['estimated_seconds'])}"
+        f"{'' if e.get('ok', True) else '; OUTPUTS DIFFER, not ranked by it'})"
+    )
+
+
+def why_not_confident(row: Mapping[str, Any]) -> str:
+    """Why a candidate that fits is not confidently faster than the reference: its tiles spill registers
+    or come within the model's error of spilling (the term it prices least surely), or it is estimated
+    faster only within the model's measured error (the rules of stages.layout.rank.confident)."""
+    if row.get("emitted_spill_bytes"):
+        return (
+            f"its tiles spill {row['emitted_spill_bytes']:,} bytes of registers per program, which the model "
+            f"prices least surely"
+        )
+    if row.get("emitted_registers", 0) * (1 + MODEL_ERROR) > MAX_REGISTERS:
+        return (
+            f"its tiles need {row['emitted_registers']} of the {MAX_REGISTERS} registers per thread, within "
+            f"the model's error ({MODEL_ERROR:.0%}) of spilling"
+        )
+    return f"within the model's measured error ({MODEL_ERROR:.0%})"
+
+
+def not_confident_line(top: RankRow | Mapping[str, Any]) -> str:
+    """Why the best candidate does not replace the reference."""
+    return (
+        f"    no μGraph is confidently faster than the reference: the best candidate, {top['digest'][:16]}, "
+        f"is estimated {top['speedup']:.2f}x, {why_not_confident(top)}; the reference is kept"
+    )
+
+
+def chosen_row(done: Mapping[str, Any], fragment: str) -> Mapping[str, Any]:
+    """The row a fragment's result runs: its best candidate, or the reference's."""
+    ranking: list[Mapping[str, Any]] = done["ranking"][fragment]
+    ref: Mapping[str, Any] = done["reference"][fragment]
+    return ranking[0] if ranking and done["best_per_fragment"][fragment] != ref["digest"] else ref
+
+
+def kept_reason(done: Mapping[str, Any], fragment: str) -> str | None:
+    """Why a fragment keeps its reference (None where a μGraph replaces it)."""
+    ranking = done["ranking"][fragment]
+    if not chosen_row(done, fragment).get("reference"):
+        return None
+    if fragment in done.get("not_confident", ()):
+        return f"the best candidate, {ranking[0]['digest'][:16]}, is {why_not_confident(ranking[0])}"
+    if not ranking:
+        state = "the search found" if done["complete"] else "the search stopped at its time limit before it found"
+        return f"{state} no μGraph equal to it"
+    return f"no μGraph found is estimated faster (the best, {ranking[0]['digest'][:16]}, {ranking[0]['speedup']:.2f}x)"
+
+
+def verdict_lines(done: Mapping[str, Any], gpu_name: str) -> list[str]:
+    """The run's final verdict from its `done` event (with the library entry's `report`, `kernels` and
+    `expert`): the search's state, per fragment the chosen μGraph or the reference with its estimated
+    speedup, and where the results are."""
+    state = "finished" if done["complete"] else "stopped at the time limit (run the same command to resume)"
+    lines = [
+        f"{done['program']}: search {state}; {len(done['mugraphs'])} confirmed μGraphs, "
+        f"{done['tasks_run']} tasks this run, {done['states']:,} states, {done['solver_calls']:,} solver "
+        f"calls, {done['seconds']:.1f} s"
+    ]
+    for name, ranking in done["ranking"].items():
+        best = chosen_row(done, name)
+        what = "the reference itself" if best["reference"] else f"μGraph {best['digest'][:16]}"
+        lines.append(
+            f"  {name}: best is {what}, {best['kernels']} kernel(s), estimated "
+            f"{seconds_text(best['estimated_seconds'])} on {gpu_name}, speedup {best['speedup']:.2f}x "
+            f"over the reference ({len(ranking)} μGraphs ranked)"
+        )
+        if name in done.get("not_confident", ()):
+            lines.append(not_confident_line(ranking[0]))
+        if best.get("measured_seconds") is not None:
+            speedup = best.get("measured_speedup")
+            lines.append(
+                f"    measured {seconds_text(best['measured_seconds'])} on {best['measured_device']}"
+                + (f", {speedup:.2f}x the reference's measured time" if speedup else "")
+                + f" ({done['measured'].get(name, 0)} timed; ranked by measured time)"
+            )
+    if done.get("expert"):
+        lines.append(f"  {done['expert']}")
+    lines.append(f"  store: {done['store']}  (mugraph show {done['store']})")
+    lines.append(f"  report: {done['report']}")
+    if done.get("kernels"):
+        lines.append(f"  kernels: {done['kernels']}  (Triton; mugraph emit {done['store']} --check runs them)")
+    return lines

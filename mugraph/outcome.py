@@ -1,0 +1,181 @@
+"""What a run got, for `mugraph.optimize` and `mugraph.load`: a finished store read back as the run's
+`done` summary without starting a cluster (so optimising the same model at the same shapes again costs
+a capture, not a search), the verdict record the returned module carries, and the console text, on
+stderr, that `mugraph optimize` prints too."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mugraph.dashboards.console import (
+    chosen_row,
+    kept_reason,
+    measured_line,
+    progress_text,
+    reused_line,
+    start_line,
+    verdict_lines,
+)
+from mugraph.dashboards.progress_line import ProgressLine
+from mugraph.dashboards.report import report_path, write_report
+from mugraph.ir.errors import MugraphError
+from mugraph.storage.run.store import RunStore
+
+if TYPE_CHECKING:
+    from mugraph.pipeline.events import DoneEvent
+    from mugraph.torch.verdict import Verdict
+
+
+def stored_done(store: Path, t0: float | None = None, *, write_missing_report: bool = True) -> DoneEvent:
+    """The `done` summary of the result a store holds (its final record and rankings), as this
+    invocation's: nothing run, nothing measured. The report is the one beside the store, written again
+    where it is missing if `write_missing_report` (else None)."""
+    t0 = time.perf_counter() if t0 is None else t0
+    with RunStore.open_existing(store, readonly=True) as st:
+        final = st.final()
+        if final is None:
+            raise MugraphError(f"{store}: no result yet; run `mugraph optimize` on it first")
+        names = [f["name"] for f in st.fragments()]
+        orders = [list(st.ranking(i) or []) for i in range(len(names))]
+        summary = st.task_summary()
+        program = str(st.identity.get("program", "model"))
+    ranked = [(n, o) for n, o in zip(names, orders, strict=True) if any(r.get("reference") for r in o)]
+    rankings = {n: [r for r in o if not r.get("reference")] for n, o in ranked}
+    references = {n: next(r for r in o if r.get("reference")) for n, o in ranked}
+    best = final["best_per_fragment"]
+    counters = summary.get("counters", {})
+    report = report_path(store)
+    done: dict[str, Any] = {
+        "event": "done",
+        "store": str(store),
+        "program": program,
+        "complete": final["complete"],
+        "mugraphs": list(final["mugraphs"]),
+        "best": final["best"],
+        "best_per_fragment": dict(best),
+        "ranking": rankings,
+        "reference": references,
+        "gpu_profile": final["gpu_profile"],
+        "measured": dict(final.get("measured", {})),
+        "not_confident": sorted(
+            n
+            for n, r in rankings.items()
+            if r
+            and best[n] == references[n]["digest"]
+            and r[0]["estimated_seconds"] < references[n]["estimated_seconds"]
+        ),
+        "io_layouts": {},
+        "no_layout": {},
+        "end_to_end_max_rel_err": final["end_to_end_max_rel_err"],
+        "tasks_run": 0,
+        "confirms_run": 0,
+        "layouts_run": 0,
+        "tasks_done": int(summary.get("done", 0)),
+        "tasks_pending": int(summary.get("pending", 0)),
+        "states": int(counters.get("nodes", 0)),
+        "solver_calls": int(counters.get("solver_calls", 0)),
+        "memo": {},
+        "worker_busy_seconds": {},
+        "worker_peak_rss_mib": {},
+        "driver_peak_rss_mib": 0.0,
+        "store_bytes": 0,
+        "seconds": round(time.perf_counter() - t0, 3),
+        "profile": None,
+        "report": str(report) if report.is_file() else str(write_report(store)) if write_missing_report else None,
+        "kernels": None,
+        "expert": None,
+    }
+    return done  # type: ignore[return-value]
+
+
+def finished(store: Path, identity: Mapping[str, str], gpu_profile: str) -> bool:
+    """True where `store` holds a complete result for this identity, ranked for this GPU profile: the
+    same call would search nothing and rank nothing again."""
+    if not store.is_dir():
+        return False
+    try:
+        with RunStore.open_existing(store, readonly=True) as st:
+            final = st.final()
+            return (
+                dict(st.identity) == dict(identity)
+                and final is not None
+                and bool(final["complete"])
+                and final.get("gpu_profile") == gpu_profile
+                and not st.task_summary().get("pending", 0)
+            )
+    except (MugraphError, OSError, KeyError):
+        return False  # the run opens it and says what is wrong
+
+
+def verdict_of(done: Mapping[str, Any], heavy_glue: tuple[str, ...], reused: bool) -> Verdict:
+    """The verdict record of a run's `done` summary."""
+    from mugraph.torch.verdict import FragmentVerdict, Verdict
+
+    fragments = []
+    for name, ranking in done["ranking"].items():
+        row = chosen_row(done, name)
+        fragments.append(
+            FragmentVerdict(
+                name=name,
+                chosen="reference" if row.get("reference") else str(row["digest"]),
+                speedup=float(row["speedup"]),
+                kernels=int(row["kernels"]),
+                estimated_seconds=float(row["estimated_seconds"]),
+                ranked=len(ranking),
+                reason=kept_reason(done, name),
+            )
+        )
+    return Verdict(
+        program=str(done["program"]),
+        complete=bool(done["complete"]),
+        reused=reused,
+        fragments=tuple(fragments),
+        heavy_glue=heavy_glue,
+        store=str(done["store"]),
+        report=done.get("report"),
+        gpu_profile=str(done["gpu_profile"]),
+    )
+
+
+class Console:
+    """The run's text on stderr (what `mugraph optimize` prints), or nothing where `verbose` is off.
+    stderr is looked up at each write, so a redirected sys.stderr gets it."""
+
+    def __init__(self, verbose: bool) -> None:
+        self.verbose = verbose
+        self._progress: ProgressLine | None = None
+
+    def _line(self, text: str) -> None:
+        if self.verbose:
+            self.close()
+            print(text, file=sys.stderr, flush=True)
+
+    def event(self, e: Mapping[str, Any]) -> None:
+        if not self.verbose:
+            return
+        if e["event"] == "progress":
+            if self._progress is None:
+                self._progress = ProgressLine(sys.stderr)
+            self._progress.update(progress_text(e))
+        elif e["event"] == "measured":
+            self._line(measured_line(e))
+        elif e["event"] == "start":
+            self._line(start_line(e))
+
+    def reused(self, done: Mapping[str, Any]) -> None:
+        self._line(reused_line(done["program"], done["store"], len(done["ranking"]), done["tasks_done"]))
+
+    def verdict(self, done: Mapping[str, Any], verdict: Verdict) -> None:
+        for line in verdict_lines(done, verdict.gpu_profile):
+            self._line(line)
+        for note in verdict.notes():
+            self._line(f"  note: {note}")
+
+    def close(self) -> None:
+        if self._progress is not None:
+            self._progress.close()
+            self._progress = None

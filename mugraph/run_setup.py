@@ -1,0 +1,97 @@
+"""What a run sets up around its driver: the memo's URL and secret beside the store, the worker
+processes' signals and view of the main module, the exported program of a PyTorch model written
+before the store is made, and the versions the store records."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from mugraph.programs import Program
+from mugraph.storage.memo.session import private_memo, signed_url
+
+if TYPE_CHECKING:
+    from mugraph.torch.program import StagedArchive
+
+
+def versions() -> dict[str, str]:
+    """The versions of mugraph and the libraries a run's results depend on, for the store's meta."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for pkg in ("mugraph", "zarr", "dask", "distributed", "z3-solver", "numpy"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            out[pkg] = "unknown"
+    return out
+
+
+def memo_dir(store: Path) -> Path:
+    """Where a run keeps its memo secret and private redis-server: beside its store, as STORE.memo/."""
+    return store.with_name(store.name + ".memo")
+
+
+@contextlib.contextmanager
+def workers_memo_url(given: str | None, store: Path) -> Iterator[str | None]:
+    """The URL workers use, with the run's memo secret in it (kept in STORE.memo/): the given one, or a
+    private redis-server kept beside the store (so a resumed run finds its verdicts again)."""
+    folder = memo_dir(store)
+    if given is None:
+        with private_memo(folder) as url:
+            yield url
+        return
+    yield None if given == "local" else signed_url(given, folder)
+
+
+@contextlib.contextmanager
+def children_ignore_sigint() -> Iterator[None]:
+    """Worker processes started inside inherit an ignored SIGINT: a terminal's Ctrl-C reaches the whole
+    process group, and only the driver answers it (stopping the cluster), so workers print no tracebacks."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@contextlib.contextmanager
+def main_not_rerun() -> Iterator[None]:
+    """Worker processes are spawned, and a spawned process first runs the parent's main script again
+    (multiprocessing re-imports `__main__` from its file or module name): a user's script that calls
+    `mugraph.optimize` at its top level, with no `if __name__ == "__main__"` guard, would start a second
+    run inside every worker. While the cluster lives the main module names neither, so workers start
+    from mugraph alone (nothing they run comes from the script: the plan holds graphs as JSON)."""
+    main = sys.modules.get("__main__")
+    if main is None:
+        yield
+        return
+    saved: dict[str, object] = {k: main.__dict__[k] for k in ("__file__", "__spec__") if k in main.__dict__}
+    main.__dict__.pop("__file__", None)
+    main.__dict__["__spec__"] = None
+    try:
+        yield
+    finally:
+        main.__dict__.pop("__spec__", None)
+        main.__dict__.update(saved)
+
+
+@contextlib.contextmanager
+def staged_exported(prog: Program, store: Path) -> Iterator[StagedArchive | None]:
+    """The exported program of a PyTorch model's run, written beside the store under a name of its own
+    until the store is open (None for other programs)."""
+    if prog.save_beside is None:
+        yield None
+        return
+    from mugraph.torch.program import staged_archive
+
+    with staged_archive(prog.save_beside, store) as staged:
+        yield staged

@@ -1,0 +1,107 @@
+"""What an optimised module got, as a record it carries: per fragment the μGraph that replaced the
+reference and its estimated speedup, or that the reference was kept and why; the heavy ops that stayed
+glue (run by PyTorch as written, never searched); and where the run's store and report are. A user who
+only holds the module can then tell whether anything got faster."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torch import fx
+
+from mugraph.torch.capture import Captured
+
+# ATen ops that carry a model's FLOPs: where they stay glue, the search never saw them.
+HEAVY_OPS = frozenset(
+    {"linear", "matmul", "mm", "bmm", "addmm", "baddbmm", "conv1d", "conv2d", "conv3d", "convolution", "einsum"}
+)
+
+
+@dataclass(frozen=True)
+class FragmentVerdict:
+    """One fragment's outcome: `chosen` is the μGraph's digest, or "reference" where the reference was
+    kept (`reason` says why)."""
+
+    name: str
+    chosen: str
+    speedup: float  # estimated, over the reference (1.0 where the reference is kept)
+    kernels: int
+    estimated_seconds: float
+    ranked: int  # confirmed μGraphs ranked
+    reason: str | None = None
+
+    @property
+    def kept_reference(self) -> bool:
+        return self.chosen == "reference"
+
+    def line(self) -> str:
+        if self.kept_reference:
+            return f"{self.name}: kept the reference, because {self.reason or 'it ranks first'}"
+        return f"{self.name}: μGraph {self.chosen[:16]}, {self.kernels} kernel(s), estimated {self.speedup:.2f}x faster"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The outcome of `mugraph.optimize` (or of the store `mugraph.load` read)."""
+
+    program: str
+    complete: bool  # the search covered its whole space (else it stopped at the time limit)
+    reused: bool  # the store was found finished and nothing was searched
+    fragments: tuple[FragmentVerdict, ...]
+    heavy_glue: tuple[str, ...]  # heavy ops PyTorch runs as written: "linear (linear_1)", ...
+    store: str
+    report: str | None
+    gpu_profile: str
+
+    @property
+    def faster(self) -> bool:
+        """True where some fragment runs a μGraph estimated faster than its reference."""
+        return any(not f.kept_reference and f.speedup > 1.0 for f in self.fragments)
+
+    def summary(self) -> str:
+        """One phrase per fragment, for the module's repr: "f0 1.84x, f1 reference"."""
+        return ", ".join(f"{f.name} {'reference' if f.kept_reference else f'{f.speedup:.2f}x'}" for f in self.fragments)
+
+    def notes(self) -> list[str]:
+        """What a reader should not miss: heavy ops never searched, and a module that runs the reference."""
+        out = []
+        if self.heavy_glue:
+            out.append(
+                f"{len(self.heavy_glue)} heavy op(s) stay glue, run by PyTorch as written and not searched: "
+                + ", ".join(self.heavy_glue)
+            )
+        if self.fragments and all(f.kept_reference for f in self.fragments):
+            out.append(
+                "every fragment kept the reference: the module runs the model's own ops (as Triton kernels and "
+                "torch calls), estimated no faster than the model"
+            )
+        if not self.complete:
+            out.append("the search stopped at its time limit: optimise again to resume it")
+        return out
+
+    def lines(self) -> list[str]:
+        """The verdict as text: one line per fragment, the notes, the store and report."""
+        return [
+            *(f.line() for f in self.fragments),
+            *(f"note: {n}" for n in self.notes()),
+            f"store: {self.store}",
+            *([f"report: {self.report}"] if self.report else []),
+        ]
+
+
+def heavy_glue(captured: Captured) -> tuple[str, ...]:
+    """The heavy ops of a capture that stayed glue, as "op (node)" in graph order."""
+    nodes = {n.name: n for n in captured.exported.graph.nodes}
+    out = []
+    for name in captured.lowering.glue:
+        node = nodes.get(name)
+        op = _op_name(node) if node is not None else ""
+        if op in HEAVY_OPS:
+            out.append(f"{op} ({name})")
+    return tuple(out)
+
+
+def _op_name(node: fx.Node) -> str:
+    """`aten.linear.default` -> "linear"."""
+    packet = getattr(node.target, "_opname", None) or getattr(node.target, "__name__", "")
+    return str(packet).split(".")[0]

@@ -1,0 +1,231 @@
+"""`mugraph.optimize` as a user meets it, on one real run (Dask workers, the private Redis memo, a Zarr
+store) of a linear layer with erf-GELU under narrowed limits, in the default store: what it prints, the
+verdict the module carries, a second call answered from the finished store without a search, and a
+store whose exported program was replaced (a pickled payload, other weights) refused by `mugraph.load`
+before torch reads it."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import pickle
+import shutil
+import time
+import zipfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+import mugraph
+from mugraph.storage.run.store import RunStore
+from mugraph.torch.archive import UnsafeArchiveError
+from mugraph.torch.capture import capture, exported_path
+from mugraph.torch.errors import TorchError
+from mugraph.torch.runtime import OptimizedModule
+from tests.torch.models import GELU_LINEAR_SETTINGS, GeluLinear, build, inputs
+
+OPTIONS: dict[str, Any] = {"workers": 1, "settings": GELU_LINEAR_SETTINGS, "dashboard_address": ":0"}
+
+
+@dataclass(frozen=True)
+class Run:
+    model: torch.nn.Module
+    x: tuple[torch.Tensor, ...]
+    module: OptimizedModule
+    store: Path  # absolute
+    cwd: Path
+    stderr: str
+    events: list[str]
+
+
+@contextlib.contextmanager
+def _in(folder: Path) -> Iterator[None]:
+    before = Path.cwd()
+    os.chdir(folder)
+    try:
+        yield
+    finally:
+        os.chdir(before)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    model = build(GeluLinear)
+    x = inputs((16, 32))
+    cwd = tmp_path_factory.mktemp("cwd")
+    events: list[str] = []
+    err = io.StringIO()
+    with _in(cwd), contextlib.redirect_stderr(err):
+        module = mugraph.optimize(model, x, on_event=lambda e: events.append(e["event"]), **OPTIONS)
+    (store,) = (cwd / "runs").glob("GeluLinear-*.zarr")  # the default store, under ./runs
+    return Run(model, x, module, store, cwd, err.getvalue(), events)
+
+
+def _task_count(store: Path) -> tuple[int, int]:
+    with RunStore.open_existing(store) as st:
+        return len(st.tasks()), len(st.timeline())
+
+
+def test_optimize_prints_the_start_line_and_the_verdict_on_stderr(run: Run) -> None:
+    lines = run.stderr.splitlines()
+    assert lines[0].startswith("mugraph: starting GeluLinear in runs/GeluLinear-") and "1 fragment(s)" in lines[0]
+    assert any(ln.startswith("GeluLinear: search finished; ") for ln in lines)
+    assert any(ln.startswith("  f0: best is ") and "speedup" in ln for ln in lines)
+    assert f"  store: runs/{run.store.name}  (mugraph show runs/{run.store.name})" in lines
+    assert any(ln.startswith("  report: runs/GeluLinear-") for ln in lines)
+
+
+def test_the_module_carries_the_verdict_and_describes_it(run: Run) -> None:
+    v = run.module.verdict
+    assert v is not None and v.program == "GeluLinear" and v.complete and not v.reused
+    assert [f.name for f in v.fragments] == ["f0"]
+    (f0,) = v.fragments
+    # the search fuses linear + erf-GELU into one kernel, estimated faster than the reference's two
+    assert not f0.kept_reference and f0.speedup > 1.0 and f0.kernels == 1 and f0.reason is None
+    assert v.faster and v.heavy_glue == () and v.store == f"runs/{run.store.name}"
+    text = run.module.describe()
+    assert f"  f0: μGraph {f0.chosen[:16]}, 1 kernel(s), estimated {f0.speedup:.2f}x faster" in text.splitlines()
+    assert "verdict:" in text and f"store: runs/{run.store.name}" in text
+    assert f"verdict='f0 {f0.speedup:.2f}x'" in repr(run.module)  # printed, the module says it too
+
+
+def test_a_second_optimize_reuses_the_finished_store_without_a_search(
+    run: Run, capfd: pytest.CaptureFixture[str]
+) -> None:
+    before = _task_count(run.store)
+    events: list[str] = []
+    t0 = time.perf_counter()
+    with _in(run.cwd):
+        again = mugraph.optimize(
+            run.model, run.x, on_event=lambda e: events.append(e["event"]), verbose=False, **OPTIONS
+        )
+    seconds = time.perf_counter() - t0
+    assert events == []  # no run: no start, no search task, no progress
+    assert _task_count(run.store) == before  # no task added, no invocation recorded
+    assert torch.equal(again(*run.x), run.module(*run.x))
+    assert again.verdict is not None and again.verdict.reused
+    assert again.verdict.fragments == run.module.verdict.fragments  # type: ignore[union-attr]
+    assert capfd.readouterr().err == ""  # verbose=False prints nothing
+    print(f"second mugraph.optimize: {seconds:.2f} s")  # reported, not asserted (shared machine)
+
+
+def test_a_reused_store_says_so_on_stderr(run: Run) -> None:
+    err = io.StringIO()
+    with _in(run.cwd), contextlib.redirect_stderr(err):
+        mugraph.optimize(run.model, run.x, **OPTIONS)
+    lines = err.getvalue().splitlines()
+    assert lines[0].startswith(f"mugraph: GeluLinear: the finished store runs/{run.store.name} holds this program")
+    assert "reused, nothing searched" in lines[0]
+    assert any(ln.startswith("  f0: best is ") for ln in lines)
+
+
+def test_the_verdict_says_when_fragments_keep_the_reference(run: Run) -> None:
+    """A fragment that kept its reference is named with the reason, and a module that runs only
+    references says it is no faster."""
+    from mugraph.outcome import stored_done, verdict_of
+
+    done: dict[str, Any] = dict(stored_done(run.store))
+    done["best_per_fragment"] = {"f0": done["reference"]["f0"]["digest"]}  # as if no μGraph had been chosen
+    v = verdict_of(done, ("linear (linear_1)",), reused=True)
+    (f0,) = v.fragments
+    assert f0.kept_reference and f0.speedup == done["reference"]["f0"]["speedup"]
+    assert f0.line().startswith("f0: kept the reference, because ")
+    notes = v.notes()
+    assert notes[0].startswith("1 heavy op(s) stay glue, run by PyTorch as written and not searched: linear")
+    assert notes[1].startswith("every fragment kept the reference") and not v.faster
+
+
+# -- a store handed over: its exported program replaced --------------------------------------------
+
+
+class _Payload:
+    """Unpickled, it runs a shell command: what a store someone hands over could carry."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[Callable[[str], int], tuple[str]]:
+        return os.system, (f"touch '{self.marker}'",)
+
+
+def _copy_store(run: Run, folder: Path) -> Path:
+    store = folder / run.store.name
+    shutil.copytree(run.store, store)
+    shutil.copy(exported_path(run.store), exported_path(store))
+    return store
+
+
+def _rewrite(archive: Path, change: Callable[[dict[str, bytes]], None]) -> None:
+    with zipfile.ZipFile(archive) as z:
+        root = z.namelist()[0].split("/", 1)[0]
+        entries = {n.split("/", 1)[1]: z.read(n) for n in z.namelist()}
+    change(entries)
+    with zipfile.ZipFile(archive, "w") as z:
+        for name, data in entries.items():
+            z.writestr(f"{root}/{name}", data)
+
+
+def _pickled_constant(marker: Path) -> Callable[[dict[str, bytes]], None]:
+    def change(entries: dict[str, bytes]) -> None:
+        config = json.loads(entries["data/constants/model_constants_config.json"])
+        config["config"]["c"] = {"path_name": "tensor_0", "is_param": False, "use_pickle": True, "tensor_meta": None}
+        entries["data/constants/model_constants_config.json"] = json.dumps(config).encode()
+        entries["data/constants/tensor_0"] = pickle.dumps(_Payload(marker))
+
+    return change
+
+
+def _pickled_sample_inputs(marker: Path) -> Callable[[dict[str, bytes]], None]:
+    def change(entries: dict[str, bytes]) -> None:
+        entries["data/sample_inputs/model.pt"] = pickle.dumps(_Payload(marker))
+
+    return change
+
+
+@pytest.mark.parametrize("plant", [_pickled_constant, _pickled_sample_inputs], ids=["constant", "sample-inputs"])
+def test_load_refuses_a_pickled_payload_before_torch_reads_it(
+    run: Run, tmp_path: Path, plant: Callable[[Path], Callable[[dict[str, bytes]], None]]
+) -> None:
+    store = _copy_store(run, tmp_path)
+    marker = tmp_path / "ran"
+    _rewrite(exported_path(store), plant(marker))
+    with pytest.raises(TorchError) as e:
+        mugraph.load(store)
+    assert not marker.exists()  # the payload never ran
+    text = str(e.value)
+    assert isinstance(e.value, UnsafeArchiveError) and len(text.splitlines()) == 1
+    assert text.startswith(f"{exported_path(store)}: ") and "unpickle" in text
+
+
+def test_load_refuses_an_archive_the_store_did_not_record(run: Run, tmp_path: Path) -> None:
+    """The same program with other weights: a clean archive, but not the one the store was made with."""
+    store = _copy_store(run, tmp_path)
+    capture(build(GeluLinear, seed=7), run.x).save(exported_path(store))
+    with pytest.raises(UnsafeArchiveError, match="not the exported program the store recorded"):
+        mugraph.load(store)
+    assert torch.equal(mugraph.load(_copy_store(run, tmp_path / "again"))(*run.x), run.module(*run.x))
+
+
+def test_a_stopped_search_is_resumed_not_reused(tmp_path: Path) -> None:
+    """A store stopped by its time limit is not an answer: the next call resumes the search."""
+    model, x, store = build(GeluLinear), inputs((16, 32)), tmp_path / "s.zarr"
+    stopped = mugraph.optimize(model, x, store=store, time_limit=0.01, verbose=False, **OPTIONS)
+    assert stopped.verdict is not None and not stopped.verdict.complete
+    assert "the search stopped at its time limit: optimise again to resume it" in stopped.verdict.notes()
+    starts: list[dict[str, Any]] = []
+    done = mugraph.optimize(
+        model,
+        x,
+        store=store,
+        verbose=False,
+        on_event=lambda e: starts.append(dict(e)) if e["event"] == "start" else None,
+        **OPTIONS,
+    )
+    assert [s["resumed"] for s in starts] == [True]  # the same store, searched on
+    assert done.verdict is not None and done.verdict.complete and not done.verdict.reused

@@ -1,0 +1,31 @@
+"""The verdict's notes come from the capture: a heavy op PyTorch runs as glue (here a float32 linear
+layer, which is never lowered) is named, a lowered one is not."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from mugraph.torch.capture import capture
+from mugraph.torch.verdict import heavy_glue
+from tests.torch.models import inputs
+
+
+class HalfAndFloat(nn.Module):
+    """An fp16 linear + GELU (lowered) beside a float32 linear (glue)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(32, 64, bias=False).half()
+        self.side = nn.Linear(32, 8, bias=False)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return F.gelu(self.fc(x)), self.side(x.float())
+
+
+def test_heavy_ops_left_as_glue_are_named() -> None:
+    captured = capture(HalfAndFloat().eval(), inputs((16, 32)))
+    glue = heavy_glue(captured)
+    assert len(glue) == 1 and glue[0].startswith("linear (") and glue[0][len("linear (") : -1] in captured.lowering.glue
+    assert all(not g.endswith(f"({n})") for g in glue for n in captured.lowering.lowered)
