@@ -224,6 +224,8 @@ class _Walk:
         term, verdict = bad[0]
         if verdict is Verdict.UNKNOWN:
             why, setting = f"undecided within rlimit {self.cfg.rlimit} (unknowns are pruned)", "unknown_keeps=true"
+        elif verdict is Verdict.SHRINKS:
+            why, setting = "a subexpression only through a sum of lower degree (degrees only grow)", "grow_only=false"
         else:
             why, setting = "not a subexpression of the reference's output", None
         text = term.sexpr if len(term.sexpr) <= 90 else term.sexpr[:87] + "..."
