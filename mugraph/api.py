@@ -106,6 +106,14 @@ def require_triton_for_torch() -> None:
             "Triton is not installed, and the module made from a PyTorch model runs its kernels with it; "
             "install it before searching: pip install -e '.[torch]' (torch and Triton), or pip install 'triton>=3.9'"
         )
+    import mugraph.torch
+
+    if mugraph.torch.TRITON_IMPORTED_TOO_EARLY:
+        raise CodegenError(
+            "Triton was imported before mugraph (transformers, for one, imports it), so its interpreter, "
+            "which runs the kernels on a machine without a CUDA device, cannot be chosen any more; "
+            "import mugraph first, or set TRITON_INTERPRET=1 in the environment"
+        )
 
 
 def _stored_budget(path: Path) -> int | None:
