@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from mugraph.arrays.backend import cupy_available
 from mugraph.cli import main
 from mugraph.ir.graph import KernelGraph
 from mugraph.ir.serialize import dumps, to_json
+from mugraph.run.checks import WORKERS_PER_CORE_WARNING, max_workers, usable_cores
 
 DEEP = 100_000
 
@@ -124,6 +126,13 @@ CASES: list[tuple[str, list[str], str]] = [
         "client certificate",
     ),
     ("store-newline", ["optimize", "lora", "--store", "a\nb.zarr"], "control character"),
+    # a store needs a name of its own: its memo directory and report are named after it
+    ("store-root", ["optimize", "lora", "--store", "/"], "names no directory of its own"),
+    ("store-dot", ["optimize", "lora", "--store", "."], "names no directory of its own"),
+    ("store-dot-dot", ["optimize", "lora", "--store", "afile/.."], "names no directory of its own"),
+    ("report-store-root", ["report", "/"], "names no directory of its own"),
+    ("workers-absurd", ["optimize", "lora", "--workers", "99999999999", "--time-limit", "20"], "--workers"),
+    ("workers-above-the-bound", ["optimize", "lora", "--workers", str(max_workers() + 1)], "at most"),
     ("memo-key-not-utf8", ["optimize", "lora", "--store", "keyed.zarr"], "not UTF-8"),
     (
         "memo-key-not-utf8-shared-memo",
@@ -265,10 +274,29 @@ def test_far_too_many_workers_warn(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    status, _, err = run_cli(["optimize", "lora", "--workers", "100000", "--set", "bogus=1"], capsys)
+    many = WORKERS_PER_CORE_WARNING * usable_cores() + 1  # allowed, but one line says it is a lot
+    status, _, err = run_cli(["optimize", "lora", "--workers", str(many), "--set", "bogus=1"], capsys)
     lines = err.strip().splitlines()
-    assert status == 2 and len(lines) == 2 and "warning: --workers 100000 is far above" in lines[0], err
+    assert status == 2 and len(lines) == 2 and f"warning: --workers {many} is far above" in lines[0], err
     assert not list(tmp_path.iterdir())
+
+
+def _redis_children() -> list[str]:
+    """redis-server processes this one started (a private memo server runs in a session of its own,
+    so the parent is what names it)."""
+    out = subprocess.run(["pgrep", "-a", "-P", str(os.getpid()), "redis"], capture_output=True, text=True)
+    return out.stdout.splitlines()
+
+
+def test_absurd_workers_are_refused_before_anything_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Refused up front, in one line that gives the bound, within seconds: no store, no memo server."""
+    monkeypatch.chdir(tmp_path)
+    status, _, err = run_cli(["optimize", "lora", "--workers", "99999999999", "--time-limit", "20"], capsys)
+    lines = err.strip().splitlines()
+    assert status == 2 and len(lines) == 1 and f"at most {max_workers()}" in lines[0], err
+    assert not list(tmp_path.iterdir()) and _redis_children() == []
 
 
 def test_cases_are_unique() -> None:

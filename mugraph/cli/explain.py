@@ -11,6 +11,7 @@ import click
 from mugraph.cli.options import memo_options
 from mugraph.ir.errors import MugraphError
 from mugraph.programs import resolve_program
+from mugraph.run.expert import as_found, not_equivalent
 from mugraph.stages.prune.oracle import VERDICT_BYTES
 from mugraph.stages.search.config import PRESETS, parse_override, preset_config
 from mugraph.stages.search.explain import explain_expert
@@ -57,9 +58,11 @@ def explain(
         config = config.with_overrides(dict(parse_override(s) for s in settings))
     labels = [only] if only is not None else list(prog.experts)
     with verdict_memo(memo_url, memo_dir, VERDICT_BYTES) as memo:
-        searcher = Searcher(Fragment(prog.reference(), config, prog.name), memo)
+        reference = prog.reference()
+        searcher = Searcher(Fragment(reference, config, prog.name), memo)
         for label in labels:
-            e = explain_expert(searcher, label, prog.experts[label]())
+            expert = prog.experts[label]()
+            e = not_equivalent(label, reference, expert) or explain_expert(searcher, label, as_found(reference, expert))
             if as_json:
                 click.echo(json.dumps({"program": prog.name, **e.as_json()}))
                 continue

@@ -10,15 +10,15 @@ import click
 
 from mugraph.cli.options import backend_option
 from mugraph.dashboards.console import not_confident_line as not_confident_line
-from mugraph.dashboards.console import verdict_lines, why_not_confident
+from mugraph.dashboards.console import verdict_lines
 from mugraph.dashboards.experts import expert_labels, expert_note
 from mugraph.dashboards.report import write_report
-from mugraph.dashboards.summary import eta_text, headline, rows_to_show
+from mugraph.dashboards.summary import eta_text, headline, held_back_reason, rows_to_show
 from mugraph.ir.errors import MugraphError
-from mugraph.ir.names import check_tensor_name, shown
+from mugraph.ir.names import check_tensor_name, printable, shown
 from mugraph.ir.render import render
 from mugraph.ir.serialize import loads
-from mugraph.run.checks import check_output_file
+from mugraph.run.checks import WORKERS_PER_CORE_LIMIT, check_output_file, check_store_name
 from mugraph.run.execute import run_optimize
 from mugraph.run.options import OptimizeOptions
 from mugraph.run.outcome import Console
@@ -97,7 +97,7 @@ def _parse_layout(text: str) -> tuple[str, int]:
     "--workers",
     type=click.IntRange(min=1),
     default=None,
-    help="Worker processes of the local cluster (default: one per core).",
+    help=f"Worker processes of the local cluster (default: one per core; at most {WORKERS_PER_CORE_LIMIT} per core).",
 )
 @click.option(
     "--scheduler",
@@ -255,7 +255,8 @@ def status(store: Path, as_json: bool) -> None:
         return
     ident = st.identity
     click.echo(
-        f"{store}: program {ident.get('program')}, budget {ident.get('budget')}, "
+        f"{printable(str(store))}: program {printable(str(ident.get('program')))}, "
+        f"budget {printable(str(ident.get('budget')))}, "
         f"{'complete' if out['complete'] else 'not complete (run optimize again to resume)'}"
     )
     click.echo(f"  tasks: {summary.get('done', 0):,} done, {summary.get('pending', 0):,} pending")
@@ -269,7 +270,8 @@ def status(store: Path, as_json: bool) -> None:
         click.echo(f"  size: {eta} (at the last invocation's rate)")
     for p in per:
         best = "the reference program" if p["best_is_reference"] else (p["best"] or "-")[:16]
-        click.echo(f"  {p['name']} ({p['preset']}): {p['found']} found, {p['confirmed']} confirmed, best {best}")
+        name, preset = printable(str(p["name"])), printable(str(p["preset"]))
+        click.echo(f"  {name} ({preset}): {p['found']} found, {p['confirmed']} confirmed, best {best}")
 
 
 def _tie_values(term: str, values: Any) -> str:
@@ -291,9 +293,7 @@ def _held_back(e: RankedRow) -> str | None:
     """Why a candidate estimated faster than the reference is not chosen (None where it is, or is slower)."""
     if e.get("reference") or e.get("confident", True) or e.get("speedup", 0.0) <= 1.0:
         return None
-    if not e.get("fits", True):
-        return "its tiles do not fit the GPU's memory"
-    return why_not_confident(e)
+    return held_back_reason(e)
 
 
 def _ranking_lines(ranking: list[RankedRow], limit: int | None, experts: dict[str, str]) -> list[str]:
@@ -382,7 +382,8 @@ def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) ->
         profile = ranking[0]["profile"] if ranking else "-"
         devices = sorted({str(e["measured_device"]) for e in ranking if e.get("measured_device")})
         click.echo(
-            f"== {shown_frag['name']}: {len(ranking)} ranked on {profile} ({ranking[0]['model'] if ranking else '-'}"
+            f"== {printable(shown_frag['name'])}: {len(ranking)} ranked on {printable(str(profile))} "
+            f"({ranking[0]['model'] if ranking else '-'}"
             f"; speedup over the reference program)"
             + (f"; timed rows first, by time measured on {', '.join(devices)}" if devices else "")
         )
@@ -403,7 +404,7 @@ def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) ->
         terms = ", ".join(f"{k} {v:,}" for k, v in best["layout_terms"].items() if v)
         click.echo(f"   layout cost {best['layout_cost']:,} ({terms or 'nothing'})")
         g = loads(graph)
-        click.echo(render(g, f"chosen for {shown_frag['name']}"))
+        click.echo(render(g, f"chosen for {printable(shown_frag['name'])}"))
         click.echo("layouts (shape:innermost dim~swizzled dim):")
         for line in describe_layouts(g, Layouts.from_json(best["layouts"])):
             click.echo(f"  {line}")
@@ -423,8 +424,6 @@ def report(store: str, out: Path | None) -> None:
     """Write the HTML report of a run STORE: configuration, fragments, timeline of states/s and memo hit
     rates, per-worker busy time, rankings, the chosen μGraphs drawn, counters. One self-contained file
     (no network needed); `optimize` writes it at the end of every run. Works beside a running search."""
-    if not store.strip():
-        raise MugraphError("the run store path is empty; give one, e.g. runs/my-run.zarr")
-    path = Path(store)
+    path = check_store_name(store, "STORE")
     target = check_output_file(out, "--out") if out is not None else check_output_file(RunPaths(path).report, "report")
     click.echo(str(write_report(path, target)))

@@ -8,8 +8,11 @@ the tests compare with the store.
 
 from __future__ import annotations
 
+import contextlib
 import html
 import json
+import os
+import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -34,6 +37,7 @@ from mugraph.ir.serialize import loads
 from mugraph.stages.layout.costs import Layouts, LayoutsJSON
 from mugraph.stages.layout.describe import describe_layouts, seconds_text
 from mugraph.stages.layout.rows import RankedRow, ranked_rows
+from mugraph.storage.memo.url import redact_url
 from mugraph.storage.run.paths import RunPaths
 from mugraph.storage.run.run_records import FinalRecord, ProgressSample
 from mugraph.storage.run.store import RunStore
@@ -89,6 +93,15 @@ class RunMeta(TypedDict, total=False):
 
     command: list[str]
     versions: dict[str, str]
+
+
+def _redacted(meta: Mapping[str, Any]) -> RunMeta:
+    """The store's meta with any password or memo secret in its command line replaced by `***` (a
+    store written before the command line was redacted may hold one)."""
+    out = dict(meta)
+    if isinstance(out.get("command"), list):
+        out["command"] = [redact_url(str(a)) for a in out["command"]]
+    return cast(RunMeta, out)
 
 
 class ReportData(TypedDict):
@@ -204,7 +217,7 @@ def report_data(store: RunStore) -> ReportData:
     return {
         "store": str(store.path),
         "identity": store.identity,
-        "meta": cast(RunMeta, store.meta),
+        "meta": _redacted(store.meta),
         "final": store.final(),
         "tasks": {
             "total": summary.get("tasks", 0),
@@ -539,7 +552,21 @@ def write_report(store_path: Path, out: Path | None = None) -> Path:
     with RunStore.open_existing(store_path, readonly=True) as st:
         data = report_data(st)
     target = out or report_path(store_path)
-    tmp = target.with_name(f".{target.name}.tmp")
-    tmp.write_text(render_report(data), encoding="utf-8")
-    tmp.replace(target)
+    _write_new(target, render_report(data).encode("utf-8"))
     return target
+
+
+def _write_new(target: Path, data: bytes) -> None:
+    """Write `target` whole: into a temp file of a fresh name beside it, created exclusively (never
+    through a link planted under a name the report is known to use, which would clobber the link's
+    target), then renamed over it."""
+    fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), 0o644)
+            f.write(data)
+        os.replace(name, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(name)
+        raise

@@ -10,6 +10,7 @@ from typing import Any, TypedDict, TypeVar
 
 from mugraph.stages.layout.describe import explain, seconds_text
 from mugraph.stages.layout.rank import MODEL_ERROR
+from mugraph.stages.layout.residency import MAX_REGISTERS
 
 Row = TypeVar("Row", bound=Mapping[str, Any])  # a ranking row: rows.RankedRow, or the plain dict a caller holds
 
@@ -104,6 +105,26 @@ def rows_to_show(ranking: Sequence[Row], limit: int | None) -> list[tuple[int, R
     return shown
 
 
+def held_back_reason(row: Mapping[str, Any]) -> str:
+    """Why a candidate estimated faster than the reference is not a confident choice, by the rules of
+    stages.layout.rank.confident, the surest first: its tiles do not fit, spill registers, or come
+    within the model's error of spilling (the term the model prices least surely); only then is it
+    estimated faster by no more than the model's measured error."""
+    if not row.get("fits", True):
+        return "its tiles do not fit the GPU's memory"
+    if row.get("emitted_spill_bytes"):
+        return (
+            f"its tiles spill {row['emitted_spill_bytes']:,} bytes of registers per program, which the model "
+            f"prices least surely"
+        )
+    if row.get("emitted_registers", 0) * (1 + MODEL_ERROR) > MAX_REGISTERS:
+        return (
+            f"its tiles need {row['emitted_registers']} of the {MAX_REGISTERS} registers per thread, within "
+            f"the model's error ({MODEL_ERROR:.0%}) of spilling"
+        )
+    return f"within the model's measured error ({MODEL_ERROR:.0%})"
+
+
 def _time(row: Mapping[str, Any]) -> tuple[float, str]:
     if row.get("measured_seconds") is not None:
         return float(row["measured_seconds"]), f"measured on {row.get('measured_device', 'a GPU')}"
@@ -133,7 +154,7 @@ def headline(ranking: Sequence[Mapping[str, Any]]) -> Headline | None:
     if runner is not None and _time(runner)[0] < t_ref:
         kept = (
             f"; the fastest μGraph, {runner['digest'][:16]}, is estimated {t_ref / _time(runner)[0]:.2f}x, "
-            f"within the model's error ({MODEL_ERROR:.0%}), so the reference is kept"
+            f"{held_back_reason(runner)}, so the reference is kept"
         )
     what = (
         ("the reference program itself" + (" (no μGraph beats it)" if not kept else ""))

@@ -15,6 +15,7 @@ import logging
 import os
 import signal
 import socket
+import sys
 import time
 import weakref
 from collections.abc import Iterator, Mapping
@@ -33,7 +34,7 @@ from mugraph.pipeline.scheduler_process import SchedulerProcess
 DEFAULT_DASHBOARD = "127.0.0.1:8787"
 LOCAL_HOST = "127.0.0.1"
 # Worker processes started at once: a batch costs a few seconds on a loaded machine, and between
-# two batches an interrupt is noticed (`--workers 1000` then Ctrl-C stops within one batch).
+# two batches an interrupt is noticed (a large --workers then Ctrl-C stops within one batch).
 WORKER_BATCH = 4
 WORKER_START_TIMEOUT = 300.0  # per batch; processes that never join are a broken machine, not a slow one
 # Dask's worker profiler samples the task thread's stack every 10 ms, which cost a search task
@@ -117,6 +118,33 @@ def local_dashboard(address: str) -> str:
     return f"{host or LOCAL_HOST}:{port}"
 
 
+def port_taken(address: str) -> bool:
+    """Whether something listens on the dashboard address's port already (bound as Tornado binds,
+    with SO_REUSEADDR, so a port that only lingers after a closed connection is free)."""
+    host, _, port = address.rpartition(":")
+    if not port.isdigit() or int(port) == 0:
+        return False
+    try:
+        family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind((host.strip("[]"), int(port)))
+    except OSError:
+        return True
+    return False
+
+
+def free_dashboard(address: str) -> tuple[str, str | None]:
+    """The address to give the scheduler's dashboard, and a line to print where the asked-for port
+    is taken: then port 0 (the system picks one), which Dask takes without its own multi-line
+    warning (it warns where the port it was given is taken)."""
+    address = local_dashboard(address)
+    if not port_taken(address):
+        return address, None
+    host, _, port = address.rpartition(":")
+    return f"{host}:0", port
+
+
 def probe_scheduler(address: str, timeout: float = 20.0) -> None:
     """A MugraphError unless something accepts a TCP connection at the scheduler's host and port within
     `timeout` seconds (a scheduler started together with the command may take a few to listen), before
@@ -196,6 +224,7 @@ def dask_client(
     if cupy_available():
         kwargs["resources"] = {"GPU": 1}
     security = Security.temporary()
+    address, taken = free_dashboard(dashboard_address)
     with dask.config.set(WORKER_SETTINGS):
         cluster = _LocalCluster(
             n_workers=0,
@@ -203,11 +232,14 @@ def dask_client(
             processes=True,
             host=LOCAL_HOST,
             security=security,
-            dashboard_address=local_dashboard(dashboard_address),
+            dashboard_address=address,
             silence_logs=logging.ERROR,
             scheduler_sync_interval=CLUSTER_SYNC_SECONDS,
             **kwargs,
         )
+    if taken is not None:
+        port = cluster.dashboard_link.split("://", 1)[-1].split("/", 1)[0].rpartition(":")[2]
+        sys.stderr.write(f"mugraph: dashboard on port {port} ({taken} was taken)\n")
     try:
         client = Client(cluster, security=security)
         _PENDING[client] = _Pending(cluster, n)

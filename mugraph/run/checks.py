@@ -17,6 +17,7 @@ from mugraph.ir.errors import MugraphError
 _HOST_PORT = re.compile(r"(?:(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]*):)?(?P<port>\d+)")
 _SCHEDULER = re.compile(r"(?:(?:tcp|tls|ws|wss|ucx)://)?" + _HOST_PORT.pattern)
 WORKERS_PER_CORE_WARNING = 2
+WORKERS_PER_CORE_LIMIT = 8
 
 
 def check_host_port(text: str, option: str, *, scheduler: bool = False) -> None:
@@ -50,16 +51,28 @@ def _nearest_existing(path: Path, option: str) -> Path:
     raise MugraphError(f"{option} {path}: no existing directory above it")
 
 
-def check_store_path(text: str, option: str = "--store") -> Path:
-    """A run store path that can be created (or exists as a directory)."""
+def check_store_name(text: str, option: str = "--store") -> Path:
+    """A run store path with a name of its own: the memo directory (NAME.memo) and the report
+    (NAME.html) go beside the store, named after it, so `/`, `.` and `..` cannot be stores."""
     if not text.strip():
         raise MugraphError(f"{option} is empty; give a path such as runs/my-run.zarr")
+    path = Path(text)
+    if path.name in ("", ".", ".."):
+        raise MugraphError(
+            f"{option} {text!r} names no directory of its own (the memo directory and the report go "
+            "beside the store, named after it); give a path such as runs/my-run.zarr"
+        )
+    return path
+
+
+def check_store_path(text: str, option: str = "--store") -> Path:
+    """A run store path that can be created (or exists as a directory)."""
     if any(ord(c) < 32 or ord(c) == 127 for c in text):
         raise MugraphError(
             f"{option} {text!r} contains a control character (newline, tab, ...); "
             "the memo directory next to the store could not be found again"
         )
-    path = Path(text)
+    path = check_store_name(text, option)
     if path.exists():
         if not path.is_dir():
             raise MugraphError(f"{option} {path} is a file, not a run store directory")
@@ -85,10 +98,33 @@ def check_output_file(path: Path, option: str) -> Path:
     return path
 
 
-def warn_many_workers(workers: int | None) -> None:
-    """One warning line when --workers asks for far more processes than there are cores."""
-    cores = os.cpu_count() or 1
-    if workers is not None and workers > WORKERS_PER_CORE_WARNING * cores:
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity, where the OS says), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def max_workers() -> int:
+    """The most worker processes a local cluster may have: a search task keeps a core busy, so more
+    than a few per core only adds processes (each with its own solver, memo connection and memory)
+    that wait for a core, and a run of thousands never gets its cluster started."""
+    return WORKERS_PER_CORE_LIMIT * usable_cores()
+
+
+def check_workers(workers: int | None) -> None:
+    """Refuse a --workers above `max_workers()`; warn, in one line, above twice the cores."""
+    if workers is None:
+        return
+    cores = usable_cores()
+    if workers > max_workers():
+        raise MugraphError(
+            f"--workers {workers} is more than {WORKERS_PER_CORE_LIMIT} per core of this machine's {cores} "
+            f"(at most {max_workers()}); a search task keeps a core busy, so give at most that, or run "
+            "on a larger cluster with --scheduler"
+        )
+    if workers > WORKERS_PER_CORE_WARNING * cores:
         print(
             f"mugraph: warning: --workers {workers} is far above the {cores} cores of this machine; "
             "each worker is a process with its own solver and memo",

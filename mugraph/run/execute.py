@@ -17,6 +17,7 @@ from mugraph.run.kernels import write_store_module
 from mugraph.run.options import OptimizeOptions
 from mugraph.run.prepare import Prepared, preflight, prepare
 from mugraph.run.setup import children_ignore_sigint, main_not_rerun, staged_exported, versions, workers_memo_url
+from mugraph.storage.memo.url import redact_url
 from mugraph.storage.run.store import RunStore
 
 if TYPE_CHECKING:
@@ -59,7 +60,8 @@ def _open_store(stack: contextlib.ExitStack, run: Prepared) -> RunStore:
     from mugraph.pipeline.driver import COUNTER_NAMES
 
     o = run.options
-    command = list(o.command) if o.command is not None else sys.argv[1:]
+    # no password or memo secret of a URL on the command line is kept in the store
+    command = [redact_url(a) for a in (o.command if o.command is not None else sys.argv[1:])]
     meta: dict[str, Any] = {"versions": versions(), "command": command}
     staged = stack.enter_context(staged_exported(run.program, run.store))
     if staged is not None:

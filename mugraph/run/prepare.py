@@ -22,7 +22,7 @@ from mugraph.run.checks import (
     check_memo_secret,
     check_output_file,
     check_store_path,
-    warn_many_workers,
+    check_workers,
 )
 from mugraph.run.options import OptimizeOptions, default_store
 from mugraph.stages.layout.profiles import GpuProfile, get_profile
@@ -58,13 +58,21 @@ def require_triton_for_torch() -> None:
             "Triton is not installed, and the module made from a PyTorch model runs its kernels with it; "
             "install it before searching: pip install -e '.[torch]' (torch and Triton), or pip install 'triton>=3.9'"
         )
+    import mugraph.torch
+
+    if mugraph.torch.TRITON_IMPORTED_TOO_EARLY:
+        raise CodegenError(
+            "Triton was imported before mugraph (transformers, for one, imports it), so its interpreter, "
+            "which runs the kernels on a machine without a CUDA device, cannot be chosen any more; "
+            "import mugraph first, or set TRITON_INTERPRET=1 in the environment"
+        )
 
 
 def _check_machine(o: OptimizeOptions) -> None:
     """What the options ask of this machine and of the cluster's addresses."""
     from mugraph.pipeline.measuring import NO_GPU  # Dask's import, only once a run is asked for
 
-    warn_many_workers(o.workers)
+    check_workers(o.workers)
     if o.emit_kernels or o.measure:
         require_triton()  # before the run, not after it
     if o.measure and o.scheduler is None and not cupy_available():

@@ -43,9 +43,15 @@ class FragmentLimits:
     max_ops: int = 7
     max_inputs: int = 4
     max_outputs: int = 2
+    # What one μGraph of the presets without two block graphs (mlp, lora) can hold, as SearchConfig's
+    # defaults say (a test keeps the two equal): kernel ops counting its inputs, and block ops in its
+    # one block graph counting the block's inputs. See `_Program.reachable`.
+    kernel_ops: int = 5
+    block_ops: int = 9
+    reach: bool = True  # False: fragments as large as the other limits allow, reachable or not
 
     def __post_init__(self) -> None:
-        for key in ("max_ops", "max_inputs", "max_outputs"):
+        for key in ("max_ops", "max_inputs", "max_outputs", "kernel_ops", "block_ops"):
             value = getattr(self, key)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise FragmentError(f"fragment limit {key}={value!r} must be a positive integer")
@@ -143,6 +149,43 @@ class _Program:
             worst = max(worst, d)
         return worst
 
+    def contraction_through_exp(self, lo: int, hi: int) -> bool:
+        """Whether a path inside steps [lo, hi) runs matmul -> exp-bearing op -> matmul."""
+        stage: dict[int, int] = {}  # tensor -> 0 none, 1 after a matmul, 2 after matmul then exp-bearing
+        for s in range(lo, hi):
+            op = self.op(s)
+            seen = max((stage.get(t, 0) for t in op.inputs), default=0)
+            if op.kind is OpKind.MATMUL:
+                if seen == 2:
+                    return True
+                seen = max(seen, 1)
+            elif op.kind in EXP_BEARING_OPS and seen == 1:
+                seen = 2
+            stage.update(dict.fromkeys(op.outputs, seen))
+        return False
+
+    def reachable(self, lo: int, hi: int, limits: FragmentLimits) -> list[str]:
+        """Why the search cannot reach any μGraph of steps [lo, hi) under the presets a fragment without
+        an exp gets (mlp, lora: one block graph), or nothing. Its r inputs leave `kernel_ops - r` kernel
+        ops: one graph-defined op holding at most `block_ops - r` ops and pre-defined ops for the rest,
+        so at most (block_ops - r) + (kernel_ops - r - 1) ops in all. And a contraction fed by a
+        nonlinearity of another contraction (linear, SiLU, linear) needs the second block graph that
+        only the attention preset has. A fragment holding an exp gets that preset and is not bounded
+        here. Without these, the split's fewest-fragments rule made one fragment of a whole pre-norm
+        MLP, whose space holds no μGraph at all."""
+        if any(self.op(s).kind is OpKind.EXP for s in range(lo, hi)):
+            return []
+        reads = len(self.boundary(lo, hi)[0])
+        room = (limits.block_ops - reads) + (limits.kernel_ops - reads - 1)
+        found = []
+        if hi - lo > room:
+            found.append(
+                f"{hi - lo} ops > the {room} that one block graph and the kernel ops left hold with {reads} inputs"
+            )
+        if self.contraction_through_exp(lo, hi):
+            found.append("a matmul fed by a silu or gelu of another matmul (one block graph cannot hold both)")
+        return found
+
     def violations(self, lo: int, hi: int, limits: FragmentLimits) -> list[str]:
         reads, gives = self.boundary(lo, hi)
         found = []
@@ -156,6 +199,8 @@ class _Program:
             found.append("a path with more than one exp-bearing op (exp, silu, gelu)")
         if any(self.input_pos.get(t, -1) > self.seq[lo] for t in reads):
             found.append("an input that arrives after the fragment's first op")
+        if limits.reach and hi - lo > 1:  # one op alone is always searchable: it is its own reference
+            found += self.reachable(lo, hi, limits)
         return found
 
 

@@ -10,15 +10,21 @@ choice is made here, when this package is imported, before any capture.
 from __future__ import annotations
 
 import os
+import sys
 
 
-def _choose_interpreter() -> None:
+def _choose_interpreter() -> bool:
+    """Choose the interpreter where there is no CUDA device; True when that choice came too late
+    (another package, `transformers` say, imported Triton before mugraph.torch was imported)."""
     try:
         import torch
     except ImportError:  # not installed: `errors.require_torch` says how to install it
-        return
-    if not torch.cuda.is_available():
-        os.environ.setdefault("TRITON_INTERPRET", "1")
+        return False
+    if torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1":
+        return False
+    too_late = "triton" in sys.modules
+    os.environ["TRITON_INTERPRET"] = "1"
+    return too_late
 
 
-_choose_interpreter()
+TRITON_IMPORTED_TOO_EARLY = _choose_interpreter()

@@ -93,6 +93,7 @@ def torch_op(op: Op, args: list[torch.Tensor], dtype: torch.dtype) -> torch.Tens
     if k is OpKind.CONCAT:
         return torch.cat(args, dim=op.int_attr("dim"))
     f = [a.float() for a in args]
+    eps = op.float_attr("eps") if any(k == "eps" for k, _ in op.attrs) else 0.0  # a norm's; 0 if none
     table: dict[OpKind, Callable[[], torch.Tensor]] = {
         OpKind.MATMUL: lambda: torch.matmul(f[0], f[1]),
         OpKind.ADD: lambda: f[0] + f[1],
@@ -108,7 +109,8 @@ def torch_op(op: Op, args: list[torch.Tensor], dtype: torch.dtype) -> torch.Tens
         OpKind.CLAMP: lambda: torch.clamp(f[0], op.float_attr("lo"), op.float_attr("hi")),
         OpKind.MUL_SCALAR: lambda: f[0] * op.float_attr("scalar"),
         OpKind.REDUCTION: lambda: torch.sum(f[0], dim=op.int_attr("dim"), keepdim=True),
-        OpKind.RMS_NORM: lambda: f[0] / torch.sqrt(torch.mean(f[0] * f[0], dim=-1, keepdim=True)),
+        OpKind.RMS_NORM: lambda: f[0] / torch.sqrt(torch.mean(f[0] * f[0], dim=-1, keepdim=True) + eps),
+        OpKind.LAYER_NORM: lambda: F.layer_norm(f[0], f[0].shape[-1:], eps=eps),
     }
     return table[k]().to(dtype).contiguous()
 

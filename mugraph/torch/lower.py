@@ -1,17 +1,21 @@
 """Lowering an exported ATen graph to one mugraph program, and what PyTorch runs around it.
 
-Every fp16 or bf16 op the IR has (below) is lowered; every other op is *glue*, run by PyTorch as
-the exported graph says. A value torch computes (a user input, a parameter, a glue op's result)
-enters the program as an input named after its node; a lowered value that glue or the model's
-outputs read leaves it as an output named after its node. Inputs that depend only on the model's
-inputs and parameters come first; an input computed by glue from lowered values is placed just
-before its first reader, which the fragment split reads as "arrives later" (no fragment spans it),
-so fragments and glue run in an order where every value exists when it is read.
+Every op the IR has (below), in the program's dtype (that of most of the model's floating inputs and
+parameters: fp16, bf16 or fp32), is lowered; every other op is *glue*, run by PyTorch as the exported
+graph says. A normalisation (`norms`: RMSNorm and LayerNorm, as torch's ops or written out, with the
+casts that set their precision) is found first and lowered as one op. A value torch computes (a user
+input, a parameter, a glue op's result) enters the program as an input named after its node; a
+lowered value that glue or the model's outputs read leaves it as an output named after its node.
+Inputs that depend only on the model's inputs and parameters come first; an input computed by glue
+from lowered values is placed just before its first reader, which the fragment split reads as
+"arrives later" (no fragment spans it), so fragments and glue run in an order where every value
+exists when it is read.
 
-Semantics are PyTorch's, decomposed into the IR's ops where exact: `rms_norm(x, w, eps)` is
-x / sqrt(mean(x²) + eps) · w, softmax is exp(x) / sum(exp(x)) (no max subtraction: equal in exact
-arithmetic), `gelu` is the erf form unless `approximate="tanh"`, division by a scalar is a scale by
-its reciprocal, and a scalar added to a tensor is a constant input filled with it.
+Semantics are PyTorch's, decomposed into the IR's ops where exact: `rms_norm(x, w, eps)` is the IR's
+rms_norm(x, eps) · w, layer_norm(x, w, b, eps) its layer_norm(x, eps) · w + b, `gelu` is the erf form
+unless `approximate="tanh"`, division by a scalar is a scale by its reciprocal, and a scalar added to
+a tensor is a constant input filled with it. Softmax stays glue: the IR has no max, and exp(x) without
+torch's max shift overflows fp16 at x > 11.1.
 """
 
 from __future__ import annotations
@@ -27,8 +31,11 @@ from mugraph.ir.graph import KernelGraph
 from mugraph.ir.serialize import SCHEMA, JSONDict, from_json, to_json
 from mugraph.ir.types import OpKind
 from mugraph.torch.errors import CaptureError
+from mugraph.torch.flatten import held_flat
 from mugraph.torch.lower_operands import InputSource, Skip, Value, source_line
 from mugraph.torch.lower_ops import OpLowering
+from mugraph.torch.norms import Norm, find_norms
+from mugraph.torch.patterns import ASSERTS
 
 __all__ = ["InputSource", "Lowering", "lower", "source_line"]
 
@@ -55,55 +62,79 @@ class _Lowerer(OpLowering):
     # -- the walk ---------------------------------------------------------------------------------
     def run(self) -> Lowering:
         lowered: list[str] = []
+        norms = find_norms(self.nodes)
+        self.flat_ok = held_flat(self.nodes, norms, set(self.handlers))
+        part_of = {name: root for root, n in norms.items() for name in n.nodes if name != root}
+        waiting: dict[str, list[fx.Node]] = {root: [] for root in norms}
         for node in self.nodes:
-            if node.op in ("placeholder", "output") or (
-                node.op == "get_attr" and all(isinstance(u.target, torch._ops.HigherOrderOperator) for u in node.users)
-            ):
-                continue  # a control-flow op's branch: refused with the op below
-            if node.op != "call_function" or isinstance(node.target, torch._ops.HigherOrderOperator):
-                where = source_line(node)
-                raise CaptureError(
-                    f"{getattr(node.target, '__name__', node.target)} ({node.name}"
-                    f"{', at ' + where if where else ''}) can be neither lowered to mugraph's IR nor "
-                    "run by PyTorch as glue between fragments (control flow and other higher-order "
-                    "ops are not captured)"
-                )
-            handler = self.handlers.get(node.target)
-            value: Value | None = None
-            if handler is not None:
-                try:
-                    value = handler(node)
-                except Skip:
-                    value = None
-                except MugraphError:  # shapes the IR refuses (say, over its device-memory limit): glue
-                    value = None
-            if value is None:
-                self.glue.append(node.name)
-                if any(
-                    isinstance(a, fx.Node) and (a.name in self.values or a.name in self.late)
-                    for a in node.all_input_nodes
-                ):
-                    self.late.add(node.name)
-                    self._arrives(node)
-            else:
-                self.values[node.name] = value
-                lowered.append(node.name)
+            if node.name in part_of:  # a piece of a norm: lowered with it, at its root
+                waiting[part_of[node.name]].append(node)
+                continue
+            norm = norms.get(node.name)
+            if norm is not None:
+                if self._visit(node, lowered, norm):
+                    lowered[-1:-1] = [n.name for n in waiting[node.name]]  # the pieces, then the root
+                    continue
+                for piece in waiting[node.name]:  # not lowered whole: its pieces one by one, then the root
+                    self._visit(piece, lowered)
+            self._visit(node, lowered)
         outputs: dict[str, str] = {}
         for node in self.nodes:
-            readers = [u for u in node.users if u.op == "output" or u.name in self.glue]
+            readers = [u for u in node.users if u.op == "output" or (u.name in self.glue and u.target not in ASSERTS)]
             if node.name in self.values and readers:
                 t = self.materialize(self.values[node.name])
                 self.g.mark_output(t, node.name)
                 outputs[node.name] = node.name
         if not outputs:
             raise CaptureError(
-                "no op of the model can be lowered to mugraph's IR (fp16 or bf16 matmul, linear, "
-                "element-wise ops, sum, mean, softmax, rms_norm, concat): nothing to optimise"
+                "no op of the model can be lowered to mugraph's IR (fp16, bf16 or fp32 matmul, linear, "
+                "element-wise ops, sum, mean, rms_norm, layer_norm, concat): nothing to optimise"
             )
         graph, used = _compact(self.g, self.early_inputs)
         inputs = {n: s for n, s in self.inputs.items() if n in used}
         live = set(_live_lowered(self.nodes, self.values, outputs))
+        live |= {name for name, root in part_of.items() if root in live and root in self.values}
         return Lowering(graph, inputs, outputs, tuple(n for n in lowered if n in live), tuple(self.glue))
+
+    def _visit(self, node: fx.Node, lowered: list[str], norm: Norm | None = None) -> bool:
+        """Lower `node` (as `norm` where given) or leave it to torch as glue; True where lowered. A norm
+        that cannot be lowered whole is left to the caller, which visits its pieces."""
+        if node.op in ("placeholder", "output") or (
+            node.op == "get_attr" and all(isinstance(u.target, torch._ops.HigherOrderOperator) for u in node.users)
+        ):
+            return False  # a control-flow op's branch: refused with the op below
+        if node.op != "call_function" or isinstance(node.target, torch._ops.HigherOrderOperator):
+            where = source_line(node)
+            raise CaptureError(
+                f"{getattr(node.target, '__name__', node.target)} ({node.name}"
+                f"{', at ' + where if where else ''}) can be neither lowered to mugraph's IR nor "
+                "run by PyTorch as glue between fragments (control flow and other higher-order "
+                "ops are not captured)"
+            )
+        if node.target in ASSERTS:
+            return False  # export's check of a value's dtype: no value, nothing for the module to run
+        handler = self.handlers.get(node.target)
+        value: Value | None = None
+        try:
+            if norm is not None:
+                value = self.norm(norm)
+            elif handler is not None:
+                value = handler(node)
+        except Skip:
+            value = None
+        except MugraphError:  # shapes the IR refuses (say, over its device-memory limit): glue
+            value = None
+        if value is not None:
+            self.values[node.name] = value
+            lowered.append(node.name)
+            return True
+        if norm is not None:
+            return False  # ops it made before the refusal reach no output: `_compact` drops them
+        self.glue.append(node.name)
+        if any(isinstance(a, fx.Node) and (a.name in self.values or a.name in self.late) for a in node.all_input_nodes):
+            self.late.add(node.name)
+            self._arrives(node)
+        return False
 
 
 def _live_lowered(nodes: Sequence[fx.Node], values: dict[str, Value], outputs: dict[str, str]) -> list[str]:

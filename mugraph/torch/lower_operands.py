@@ -4,12 +4,21 @@ enters the program as an input named after its node, and the helpers that read a
 A torch value of lower rank than an op needs is reshaped with leading 1-dims, a linear layer's weight is
 read transposed, and a scalar operand is a constant input filled with it; each is an `InputSource` that
 the drop-in module replays with the values of the moment it runs.
+
+An op that works row by row over the last dim (element-wise ops, norms, last-dim sums, a linear layer)
+on a tensor of 3 or more dims, [B, S, D], is lowered on its 2-d form [B·S, D] (a `Frame` that is
+`flat`): its torch operands enter reshaped, a broadcast weight [D] as [1, D], and its result stays 2-d
+in the program, so a pre-norm MLP on [B, S, D] is the program of the same MLP on [B·S, D]. A 2-d value
+leaving the program is reshaped back by the module (the torch node's shape).
 """
 
 from __future__ import annotations
 
 import os
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
+from math import prod
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +29,7 @@ from torch.fx.node import Argument
 from mugraph.ir.graph import KernelGraph, Tensor
 from mugraph.ir.types import MAX_DIMS, DType
 
-DTYPES = {torch.float16: DType.FLOAT16, torch.bfloat16: DType.BFLOAT16}
+DTYPES = {torch.float16: DType.FLOAT16, torch.bfloat16: DType.BFLOAT16, torch.float32: DType.FLOAT32}
 
 
 @dataclass(frozen=True)
@@ -44,6 +53,34 @@ class Recip:
 
 
 Value = Tensor | Recip
+
+
+@dataclass(frozen=True)
+class Frame:
+    """How an op's operands are read: `out` is the op's torch output shape; `flat`: on 2-d forms
+    [prod(leading dims), last dim] (see the module's docstring)."""
+
+    out: tuple[int, ...]
+    flat: bool
+
+    @property
+    def rank(self) -> int:
+        """The rank of the op's program tensors."""
+        return 2 if self.flat else len(self.out)
+
+
+def flat_shape(shape: Sequence[int], out: Sequence[int]) -> tuple[int, ...] | None:
+    """The 2-d form of an operand of torch shape `shape` read by a row-wise op whose output is `out`:
+    [rows, d] where its leading dims are `out`'s, [1, d] where it is broadcast over every row; None
+    where it is neither (broadcast over some leading dims only), which no 2-d form reads exactly."""
+    if len(shape) > len(out):
+        return None
+    pad = (1,) * (len(out) - len(shape)) + tuple(shape)
+    if tuple(pad[:-1]) == tuple(out[:-1]):
+        return (prod(pad[:-1]), pad[-1])
+    if all(d == 1 for d in pad[:-1]):
+        return (1, pad[-1])
+    return None
 
 
 class Skip(Exception):
@@ -111,10 +148,13 @@ class Operands:
         self.early_inputs: set[str] = set()
         self.glue: list[str] = []
         self.n_consts = 0
+        self.dtype = program_dtype(self.nodes)
+        self.flat_ok: set[str] = set()  # nodes whose ops may read 2-d forms (`flatten.held_flat`)
 
     def _dtype(self, node: fx.Node) -> DType:
+        """The program's dtype, where `node` is a tensor of it (of 1 to 4 static dims); else Skip."""
         val = meta(node)
-        if not isinstance(val, torch.Tensor) or val.dtype not in DTYPES:
+        if not isinstance(val, torch.Tensor) or DTYPES.get(val.dtype) is not self.dtype:
             raise Skip
         shape = tuple(val.shape)
         if not 1 <= len(shape) <= MAX_DIMS or any(not isinstance(d, int) or d < 1 for d in shape):
@@ -138,12 +178,67 @@ class Operands:
             name, k = f"{base}_{k}", k + 1
         return name
 
+    def is_flat(self, a: fx.Node) -> bool:
+        """A lowered value held in the program on its 2-d form (its torch shape has more dims)."""
+        v = self.values[a.name]
+        return (v.t if isinstance(v, Recip) else v).shape != self._shape(a)
+
+    def frame(self, node: fx.Node, operands: Sequence[Any], rowwise: bool = True) -> Frame:
+        """How `node`'s tensor operands are read: on their 2-d forms where the op is row-wise, its output
+        has 3 or more dims and every operand has a 2-d form the program holds or can make."""
+        out = self._shape(node)
+        if not rowwise or len(out) < 3 or node.name not in self.flat_ok:
+            return Frame(out, False)
+        for a in operands:
+            if not isinstance(a, fx.Node):
+                continue
+            fs = flat_shape(self._shape(a), out)
+            if fs is None:
+                return Frame(out, False)
+            if a.name in self.values:
+                v = self.values[a.name]
+                if (v.t if isinstance(v, Recip) else v).shape != fs:
+                    return Frame(out, False)
+        return Frame(out, True)
+
+    def operand(self, a: Any, dtype: DType, f: Frame) -> Tensor:
+        """The program tensor of operand `a` (an fx value or a number) of an op read as `f` says."""
+        if not isinstance(a, fx.Node):
+            return self.const(need(a), dtype, f.rank)
+        if not f.flat:
+            return self.tensor(a, dtype, f.rank)
+        fs = flat_shape(self._shape(a), f.out)
+        if fs is None:
+            raise Skip
+        if a.name in self.values:
+            t = self.values[a.name] = self.materialize(self.values[a.name])
+            if t.dtype is not dtype or t.shape != fs:
+                raise Skip
+            return t
+        if self._dtype(a) is not dtype:
+            raise Skip
+        shape = self._shape(a)
+        early = a.name not in self.late
+        if fs == shape:
+            return self._new_input(a.name, InputSource("value", a.name, shape, dtype), early)
+        src = InputSource("reshape", a.name, fs, dtype)
+        for n, s in self.inputs.items():  # one 2-d form per value
+            if s == src:
+                return self.input_tensor[n]
+        if fs == (1,) * (2 - len(shape)) + shape:  # only leading 1-dims: named as `tensor` names them
+            name = self._fresh(f"{a.name}_r2")
+        else:  # rows folded: the value's own name where free, as the 2-d model's input has it
+            name = a.name if a.name not in self.inputs else self._fresh(f"{a.name}_2d")
+        return self._new_input(name, src, early)
+
     def tensor(self, a: Any, dtype: DType, rank: int | None = None) -> Tensor:
         """The program tensor of fx value `a` (lowered, or a new input for a torch value), of `dtype`
         and, where given, `rank` (a torch value of lower rank is reshaped with leading 1-dims)."""
         if not isinstance(a, fx.Node):
             raise Skip
         if a.name in self.values:
+            if self.is_flat(a):
+                raise Skip  # held on its 2-d form: an op needing its dims is glue
             t = self.values[a.name] = self.materialize(self.values[a.name])  # 1/t made once
             if t.dtype is not dtype or (rank is not None and len(t.shape) != rank):
                 raise Skip
@@ -173,6 +268,18 @@ class Operands:
         return self._new_input(name, InputSource("const", None, shape, dtype, value), True)
 
     def materialize(self, v: Value) -> Tensor:
+        """A value as a program tensor (1/t as a division, made once by the callers that store it)."""
         if isinstance(v, Recip):
             return self.g.div(self.const(1.0, v.t.dtype, len(v.t.shape)), v.t)
         return v
+
+
+def program_dtype(nodes: Sequence[fx.Node]) -> DType:
+    """The dtype the program computes in: that of most of the model's floating inputs, parameters and
+    buffers (ties: the first met), so an fp16 model's float32 buffers (rotary frequencies) stay glue."""
+    seen: Counter[DType] = Counter()
+    for n in nodes:
+        val = meta(n)
+        if n.op == "placeholder" and isinstance(val, torch.Tensor) and val.dtype in DTYPES:
+            seen[DTYPES[val.dtype]] += 1
+    return seen.most_common(1)[0][0] if seen else DType.FLOAT16

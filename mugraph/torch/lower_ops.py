@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
+from math import prod
 from typing import Any, cast
 
 import torch
@@ -12,7 +13,21 @@ from torch import fx
 
 from mugraph.ir.graph import Tensor
 from mugraph.ir.types import DType, OpKind
-from mugraph.torch.lower_operands import DTYPES, InputSource, Operands, Recip, Skip, Value, bind, meta, need, scalar
+from mugraph.torch.lower_operands import (
+    DTYPES,
+    Frame,
+    InputSource,
+    Operands,
+    Recip,
+    Skip,
+    Value,
+    bind,
+    flat_shape,
+    meta,
+    need,
+    scalar,
+)
+from mugraph.torch.norms import Norm
 
 aten = torch.ops.aten
 
@@ -49,25 +64,25 @@ class OpLowering(Operands):
             aten.pow.Tensor_Scalar: self.pow,
             aten.sum.dim_IntList: self.sum,
             aten.mean.dim: self.mean,
-            aten.softmax.int: self.softmax,
-            aten._softmax.default: self.softmax,
-            aten.rms_norm.default: self.rms_norm,
             aten.cat.default: self.cat,
             aten.clamp.default: self.clamp,
+            aten.clone.default: self.clone,
         }
 
     def out_dtype(self, node: fx.Node) -> DType:
         return self._dtype(node)
 
     def linear(self, node: fx.Node) -> Value:
+        """x @ W.T (+ bias); x of 3 or more dims on its 2-d form [rows, k]."""
         b = bind(node)
         dt = self.out_dtype(node)
         x, w = b["input"], b["weight"]
         if not isinstance(w, fx.Node) or w.name in self.values or len(self._shape(w)) != 2:
             raise Skip
-        if not isinstance(x, fx.Node) or len(self._shape(x)) != 2 or self._dtype(w) is not dt:
+        if not isinstance(x, fx.Node) or len(self._shape(x)) < 2 or self._dtype(w) is not dt:
             raise Skip
-        xt = self.tensor(x, dt)
+        f = self.frame(node, [x, b.get("bias")])
+        xt = self.operand(x, dt, f)
         name = self._fresh(f"{w.name}_t")
         for n, s in self.inputs.items():
             if s.kind == "transpose" and s.node == w.name:
@@ -76,18 +91,33 @@ class OpLowering(Operands):
         wt = self._new_input(name, InputSource("transpose", w.name, (k, n_out), dt), w.name not in self.late)
         y = self.g.matmul(xt, wt)
         if b.get("bias") is not None:
-            y = self.g.add(y, self.tensor(b["bias"], dt, 2))
+            y = self.g.add(y, self.operand(b["bias"], dt, f))
         return y
 
     def matmul(self, node: fx.Node) -> Value:
+        """a @ b: a batched matmul where the batch dims agree; a [.., m, k] of 3 or more dims times a
+        matrix b [k, n] (leading 1-dims allowed) on a's 2-d form."""
         a, b = node.args[0], node.args[1]
         dt = self.out_dtype(node)
         if not (isinstance(a, fx.Node) and isinstance(b, fx.Node)):
             raise Skip
         sa, sb = self._shape(a), self._shape(b)
+        if len(sa) >= 3 and len(sb) >= 2 and all(d == 1 for d in sb[:-2]):
+            f = self.frame(node, [a])
+            if f.flat:
+                bt = self.tensor(b, dt) if len(sb) == 2 else self._matrix(b, dt)
+                return self.g.matmul(self.operand(a, dt, f), bt)
         if len(sa) != len(sb) or len(sa) < 2 or sa[:-2] != sb[:-2]:
             raise Skip
         return self.g.matmul(self.tensor(a, dt), self.tensor(b, dt))
+
+    def _matrix(self, b: fx.Node, dt: DType) -> Tensor:
+        """A torch value [1, .., k, n] as the matrix [k, n]."""
+        if b.name in self.values or self._dtype(b) is not dt:
+            raise Skip
+        src = InputSource("reshape", b.name, self._shape(b)[-2:], dt)
+        name = next((n for n, s in self.inputs.items() if s == src), None) or self._fresh(f"{b.name}_2d")
+        return self._new_input(name, src, b.name not in self.late)
 
     def addmm(self, node: fx.Node) -> Value:
         b = bind(node)
@@ -100,12 +130,11 @@ class OpLowering(Operands):
 
     def _binary(self, node: fx.Node, kind: OpKind, a: Any, b: Any) -> Value:
         dt = self.out_dtype(node)
-        rank = len(self._shape(node))
-        ta = self.tensor(a, dt, rank) if isinstance(a, fx.Node) else self.const(need(a), dt, rank)
-        tb = self.tensor(b, dt, rank) if isinstance(b, fx.Node) else self.const(need(b), dt, rank)
+        f = self.frame(node, [a, b])
+        ta, tb = self.operand(a, dt, f), self.operand(b, dt, f)
         return {OpKind.ADD: self.g.add, OpKind.MUL: self.g.mul, OpKind.DIV: self.g.div}[kind](ta, tb)
 
-    def _scaled(self, node: fx.Node, a: Any, alpha: Any) -> Any:
+    def _scaled(self, node: fx.Node, f: Frame, a: Any, alpha: Any) -> Any:
         """`a` times alpha (a program tensor, or a scalar)."""
         s = scalar(alpha)
         if s is None:
@@ -114,46 +143,47 @@ class OpLowering(Operands):
             return a
         if not isinstance(a, fx.Node):
             return need(a) * s
-        dt = self.out_dtype(node)
-        return self.g.mul_scalar(self.tensor(a, dt, len(self._shape(node))), s)
+        return self.g.mul_scalar(self.operand(a, self.out_dtype(node), f), s)
 
-    def _add_values(self, node: fx.Node, a: Any, b: Any) -> Value:
+    def _add_values(self, node: fx.Node, f: Frame, a: Any, b: Any) -> Value:
         """a + b where either may already be a program tensor."""
         dt = self.out_dtype(node)
-        rank = len(self._shape(node))
 
         def operand(x: Any) -> Tensor:
-            if isinstance(x, Tensor):
-                return x
-            return self.tensor(x, dt, rank) if isinstance(x, fx.Node) else self.const(need(x), dt, rank)
+            return x if isinstance(x, Tensor) else self.operand(x, dt, f)
 
         if not isinstance(a, fx.Node | Tensor) and not isinstance(b, fx.Node | Tensor):
             raise Skip
         return self.g.add(operand(a), operand(b))
 
+    def _sum(self, node: fx.Node, a: Any, b: Any, alpha: Any) -> Value:
+        """a + alpha · b."""
+        f = self.frame(node, [a, b])
+        return self._add_values(node, f, a, self._scaled(node, f, b, alpha))
+
     def add(self, node: fx.Node) -> Value:
         b = bind(node)
-        return self._add_values(node, b["self"], self._scaled(node, b["other"], b.get("alpha", 1)))
+        return self._sum(node, b["self"], b["other"], b.get("alpha", 1))
 
     def sub(self, node: fx.Node) -> Value:
         b = bind(node)
         alpha = scalar(b.get("alpha", 1))
         if alpha is None:
             raise Skip
-        return self._add_values(node, b["self"], self._scaled(node, b["other"], -alpha))
+        return self._sum(node, b["self"], b["other"], -alpha)
 
     def rsub(self, node: fx.Node) -> Value:  # other - alpha * self
         b = bind(node)
         alpha = scalar(b.get("alpha", 1))
         if alpha is None:
             raise Skip
-        return self._add_values(node, b["other"], self._scaled(node, b["self"], -alpha))
+        return self._sum(node, b["other"], b["self"], -alpha)
 
     def _scale(self, x: Any, s: float, dt: DType) -> Value | None:
         """(A @ B) * s as (A * s) @ B where A is a torch value and the product has no other reader: the
         scale runs in torch (as attention's 1/sqrt(d) is folded into Q), so the search sees a plain
         matmul (it has no scalar op to build one from)."""
-        if not (isinstance(x, fx.Node) and x.name in self.values and len(x.users) == 1):
+        if not (isinstance(x, fx.Node) and x.name in self.values and len(x.users) == 1) or self.is_flat(x):
             return None
         if x.target not in (aten.matmul.default, aten.mm.default, aten.bmm.default):
             return None
@@ -167,18 +197,17 @@ class OpLowering(Operands):
     def mul(self, node: fx.Node) -> Value:
         a, b = node.args[0], node.args[1]
         dt = self.out_dtype(node)
-        rank = len(self._shape(node))
+        f = self.frame(node, [a, b])
         for x, y in ((a, b), (b, a)):  # x * (1/t) is x / t
             if isinstance(y, fx.Node) and isinstance(self.values.get(y.name), Recip):
                 recip = self.values[y.name]
                 assert isinstance(recip, Recip)
-                if len(recip.t.shape) == rank:
-                    xt = self.tensor(x, dt, rank) if isinstance(x, fx.Node) else self.const(need(x), dt, rank)
-                    return self.g.div(xt, recip.t)
+                if len(recip.t.shape) == f.rank:
+                    return self.g.div(self.operand(x, dt, f), recip.t)
         for x, y in ((a, b), (b, a)):
             s = scalar(y)
             if s is not None and isinstance(x, fx.Node):
-                return self._scale(x, s, dt) or self.g.mul_scalar(self.tensor(x, dt, rank), s)
+                return self._scale(x, s, dt) or self.g.mul_scalar(self.operand(x, dt, f), s)
         return self._binary(node, OpKind.MUL, a, b)
 
     def div(self, node: fx.Node) -> Value:
@@ -191,15 +220,31 @@ class OpLowering(Operands):
             if s == 0.0:
                 raise Skip
             dt = self.out_dtype(node)
-            return self._scale(a, 1.0 / s, dt) or self.g.mul_scalar(self.tensor(a, dt, len(self._shape(node))), 1.0 / s)
+            f = self.frame(node, [a])
+            return self._scale(a, 1.0 / s, dt) or self.g.mul_scalar(self.operand(a, dt, f), 1.0 / s)
         return self._binary(node, OpKind.DIV, a, d)
 
+    def _only(self, node: fx.Node, a: Any) -> Tensor:
+        """The one tensor operand of an element-wise op (on its 2-d form where it has one)."""
+        if not isinstance(a, fx.Node):
+            raise Skip
+        return self.operand(a, self.out_dtype(node), self.frame(node, [a]))
+
     def neg(self, node: fx.Node) -> Value:
-        return self.g.mul_scalar(self.tensor(node.args[0], self.out_dtype(node)), -1.0)
+        return self.g.mul_scalar(self._only(node, node.args[0]), -1.0)
+
+    def clone(self, node: fx.Node) -> Value:
+        """A copy (what dropout is in eval mode) of a lowered value is that value."""
+        b = bind(node)
+        x = b["self"]
+        if not isinstance(x, fx.Node) or x.name not in self.values or b.get("memory_format") is not None:
+            raise Skip
+        self.out_dtype(node)
+        return self.values[x.name]
 
     def unary(self, kind: OpKind) -> Callable[[fx.Node], Value]:
         def lower(node: fx.Node) -> Value:
-            x = self.tensor(node.args[0], self.out_dtype(node))
+            x = self._only(node, node.args[0])
             return {
                 OpKind.EXP: self.g.exp,
                 OpKind.SILU: self.g.silu,
@@ -211,13 +256,13 @@ class OpLowering(Operands):
         return lower
 
     def rsqrt(self, node: fx.Node) -> Value:
-        return Recip(self.g.sqrt(self.tensor(node.args[0], self.out_dtype(node))))
+        return Recip(self.g.sqrt(self._only(node, node.args[0])))
 
     def reciprocal(self, node: fx.Node) -> Value:
-        return Recip(self.tensor(node.args[0], self.out_dtype(node)))
+        return Recip(self._only(node, node.args[0]))
 
     def gelu(self, node: fx.Node) -> Value:
-        x = self.tensor(node.args[0], self.out_dtype(node))
+        x = self._only(node, node.args[0])
         form = bind(node).get("approximate", "none")
         if form == "tanh":
             return self.g.gelu(x)
@@ -227,7 +272,7 @@ class OpLowering(Operands):
 
     def pow(self, node: fx.Node) -> Value:
         e = scalar(node.args[1])
-        x = self.tensor(node.args[0], self.out_dtype(node))
+        x = self._only(node, node.args[0])
         if e == 2.0:
             return self.g.square(x)
         if e == 0.5:
@@ -251,9 +296,14 @@ class OpLowering(Operands):
         b = bind(node)
         if b.get("dtype") is not None or not b.get("keepdim", False):
             raise Skip  # a reduction that drops its dims: a reshape the IR has not
-        x = self.tensor(b["self"], self.out_dtype(node))
+        rank = len(self._shape(node))
+        dims = self._dims(node, b.get("dim"), rank)
+        f = self.frame(node, [b["self"]], rowwise=dims == [rank - 1])  # over the last dim: row by row
+        x = self.operand(b["self"], self.out_dtype(node), f)
+        if f.flat:
+            dims = [1]
         count = 1
-        for d in self._dims(node, b.get("dim"), len(x.shape)):
+        for d in dims:
             count *= x.shape[d]
             x = self.g.reduction(x, d)
         return self.g.mul_scalar(x, 1.0 / count) if mean and count > 1 else x
@@ -264,30 +314,16 @@ class OpLowering(Operands):
     def mean(self, node: fx.Node) -> Value:
         return self._reduce(node, True)
 
-    def softmax(self, node: fx.Node) -> Value:
-        dt = self.out_dtype(node)
-        args = list(node.args) + [None] * 3
-        if node.target is aten.softmax.int and (args[2] is not None or node.kwargs.get("dtype") is not None):
-            raise Skip
-        if node.target is aten._softmax.default and args[2]:
-            raise Skip  # half_to_float: a float32 result
-        x = self.tensor(args[0], dt)
-        e = self.g.exp(x)
-        return self.g.div(e, self.g.reduction(e, int(cast(int, args[1])) % len(x.shape)))
-
-    def rms_norm(self, node: fx.Node) -> Value:
-        b = bind(node)
-        dt = self.out_dtype(node)
-        x = self.tensor(b["input"], dt)
-        if list(cast(Sequence[int], b["normalized_shape"])) != [x.shape[-1]]:
-            raise Skip
-        eps = b.get("eps")
-        eps = float(torch.finfo(meta(node).dtype).eps) if eps is None else float(cast(float, eps))
-        last = len(x.shape) - 1
-        ms = self.g.mul_scalar(self.g.reduction(self.g.square(x), last), 1.0 / x.shape[-1])
-        y = self.g.div(x, self.g.sqrt(self.g.add(ms, self.const(eps, dt, len(x.shape)))))
-        if b.get("weight") is not None:
-            y = self.g.mul(y, self.tensor(b["weight"], dt, len(x.shape)))
+    def norm(self, n: Norm) -> Value:
+        """One normalisation found in the graph: its IR op, times its weight, plus its bias."""
+        dt = self.out_dtype(n.root)
+        f = self.frame(n.root, [n.x, n.weight, n.bias])
+        x = self.operand(n.x, dt, f)
+        y = self.g.rms_norm(x, eps=n.eps) if n.kind == "rms_norm" else self.g.layer_norm(x, eps=n.eps)
+        if n.weight is not None:
+            y = self.g.mul(y, self.operand(n.weight, dt, f))
+        if n.bias is not None:
+            y = self.g.add(y, self.operand(n.bias, dt, f))
         return y
 
     def cat(self, node: fx.Node) -> Value:
@@ -295,11 +331,15 @@ class OpLowering(Operands):
         dt = self.out_dtype(node)
         parts = list(cast(Sequence[fx.Node], b["tensors"]))
         rank = len(self._shape(node))
+        dim = int(cast(int, b.get("dim", 0))) % rank
         if len(parts) < 2:
             raise Skip
-        out = self.tensor(parts[0], dt, rank)
+        f = self.frame(node, parts, rowwise=dim == rank - 1)
+        if f.flat and any(flat_shape(self._shape(p), f.out) != (prod(f.out[:-1]), self._shape(p)[-1]) for p in parts):
+            f = Frame(f.out, False)  # a part broadcast over rows: cat does not broadcast
+        out = self.operand(parts[0], dt, f)
         for p in parts[1:]:
-            out = self.g.concat(out, self.tensor(p, dt, rank), int(cast(int, b.get("dim", 0))) % rank)
+            out = self.g.concat(out, self.operand(p, dt, f), 1 if f.flat else dim)
         return out
 
     def clamp(self, node: fx.Node) -> Value:
@@ -307,7 +347,7 @@ class OpLowering(Operands):
         lo, hi = scalar(b.get("min")), scalar(b.get("max"))
         if lo is None or hi is None or not lo < hi:
             raise Skip
-        return self.g.clamp(self.tensor(b["self"], self.out_dtype(node)), lo, hi)
+        return self.g.clamp(self._only(node, b["self"]), lo, hi)
 
     def _arrives(self, node: fx.Node) -> None:
         """A glue value computed from lowered ones enters the program where glue makes it, not at its first

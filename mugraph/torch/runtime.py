@@ -199,10 +199,10 @@ class OptimizedModule(torch.nn.Module):
                     self._glue_value(step.name, env)
                 case "input":
                     tensors[step.index] = self._inputs.make(step.name, env, device)
-                    env.update(dict.fromkeys(self._made_by.get(step.index, ()), tensors[step.index]))
+                    self._leave(step.index, tensors, env)
                 case "op":
                     for t in self._launcher.run(step.index, tensors, device):
-                        env.update(dict.fromkeys(self._made_by.get(t, ()), tensors[t]))
+                        self._leave(t, tensors, env)
                 case _ as unreachable:
                     assert_never(unreachable)
         outs = [env[a.name] if isinstance(a, fx.Node) else a for a in self._output_node.args[0]]
@@ -216,6 +216,13 @@ class OptimizedModule(torch.nn.Module):
             else:
                 user.append(value)
         return pytree.tree_unflatten(user, self._out_spec)
+
+    def _leave(self, t: int, tensors: dict[int, torch.Tensor], env: Values) -> None:
+        """Program tensor `t` as the torch values it is: in their shapes (a value the program holds on
+        its 2-d form, [B·S, D], is [B, S, D] in torch)."""
+        for name in self._made_by.get(t, ()):
+            shape = self._nodes[name].meta["val"].shape
+            env[name] = tensors[t] if tensors[t].shape == shape else tensors[t].reshape(shape)
 
     def extra_repr(self) -> str:
         calls = sum(1 for op in self._program.ops if op.kind not in (OpKind.INPUT, OpKind.OUTPUT, OpKind.CUSTOMIZED))

@@ -3,7 +3,6 @@ store's tests."""
 
 from __future__ import annotations
 
-import json
 import zlib
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,8 @@ from mugraph.storage.run.store import (
     FoundRecord,
     RunStore,
 )
+from tests.helpers.graphs import digest_of as D
+from tests.helpers.graphs import graph_of as G
 
 IDENTITY = {"program": "lora", "program_digest": "p1", "config_digest": "c1", "budget": "1000"}
 
@@ -25,7 +26,7 @@ def fragment(name: str, digest: str) -> FragmentRecord:
     return {
         "name": name,
         "digest": digest,
-        "graph": "{}",
+        "graph": G("reference"),
         "config": "{}",
         "preset": "mlp",
         "sources": ["x"],
@@ -82,8 +83,8 @@ def found_of(fragment: int, path: tuple[int, ...], row: int) -> list[FoundRecord
     """Digests shared by many paths, so keep-the-smaller-path matters."""
     if len(path) < 2:
         return []
-    digest = f"d{fragment}x{(path[-1] + 2 * path[-2]) % 5}"
-    return [FoundRecord(fragment, digest, path, json.dumps({"path": list(path)}), row)]
+    key = f"d{fragment}x{(path[-1] + 2 * path[-2]) % 5}"
+    return [FoundRecord(fragment, D(key), path, G(key), row)]
 
 
 def complete(store: RunStore, t: task_table.TaskRecord, worker: str = "w0") -> list[int]:

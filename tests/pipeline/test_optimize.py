@@ -170,7 +170,7 @@ def test_same_result_with_other_worker_counts(workers: int, tmp_path: Path, two_
 
 
 def test_transformer_block_is_split_searched_and_stitched(tmp_path: Path) -> None:
-    """Three fragments, each searched with its own preset until the time limit; the stitched best
+    """Four fragments, each searched with its own preset until the time limit; the stitched best
     program equals the transformer block in float64, and the stopped run says it is incomplete."""
     args = [
         "optimize",
@@ -191,10 +191,10 @@ def test_transformer_block_is_split_searched_and_stitched(tmp_path: Path) -> Non
     ]
     evs = events(mugraph(*args, cwd=tmp_path))
     start, last = evs[0], evs[-1]
-    assert start["fragments"] == ["f0", "f1", "f2"]
-    assert start["presets"] == {"f0": "mlp", "f1": "attention", "f2": "lora"}  # f2 reads four inputs
+    assert start["fragments"] == ["f0", "f1", "f2", "f3"]
+    assert start["presets"] == {"f0": "mlp", "f1": "attention", "f2": "mlp", "f3": "mlp"}
     assert last["event"] == "done" and last["complete"] is False and last["tasks_run"] > 0
-    assert set(last["ranking"]) == {"f0", "f1", "f2"} and last["end_to_end_max_rel_err"] < 1e-9
+    assert set(last["ranking"]) == {"f0", "f1", "f2", "f3"} and last["end_to_end_max_rel_err"] < 1e-9
     for name, rows in last["ranking"].items():
         # Candidates confidently faster than the reference first, then the rest (the reference sits
         # between them and is not in this list); each group by fitting, then estimated time.
@@ -205,4 +205,4 @@ def test_transformer_block_is_split_searched_and_stitched(tmp_path: Path) -> Non
     st = mugraph("status", str(tmp_path / "t.zarr"), "--json", cwd=tmp_path)
     status = json.loads(st.stdout)
     assert status["complete"] is False and status["tasks"]["pending"] > 0
-    assert [f["name"] for f in status["fragments"]] == ["f0", "f1", "f2"]
+    assert [f["name"] for f in status["fragments"]] == ["f0", "f1", "f2", "f3"]

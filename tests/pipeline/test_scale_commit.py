@@ -12,6 +12,8 @@ import pytest
 from mugraph.storage.run import records, task_table
 from mugraph.storage.run.atomic_store import write_atomic
 from mugraph.storage.run.store import FoundRecord, RunStore, TaskCompletion
+from tests.helpers.graphs import digest_of as D
+from tests.helpers.graphs import graph_of as G
 
 IDENTITY = {"program": "lora", "program_digest": "p1", "config_digest": "c1", "budget": "1000"}
 BATCH = 40  # finished tasks in one commit
@@ -25,7 +27,11 @@ def batch(rows: list[int]) -> list[TaskCompletion]:
     """Each task found one μGraph (two tasks share each digest) and has two children."""
     return [
         TaskCompletion(
-            r, {"states": float(r)}, f"w{r % 3}", [FoundRecord(0, f"d{r // 2}", (r,), "{}", r)], [(r, 0), (r, 1)]
+            r,
+            {"states": float(r)},
+            f"w{r % 3}",
+            [FoundRecord(0, D(f"d{r // 2}"), (r,), G(f"d{r // 2}"), r)],
+            [(r, 0), (r, 1)],
         )
         for r in rows
     ]
@@ -46,7 +52,7 @@ def test_a_batch_is_a_few_writes_in_the_safe_order(tmp_path: Path, monkeypatch: 
     kids = st.complete_tasks(batch(rows))
     st.close()
     tasks = [w for w in written if w.startswith("tasks/")]
-    found = [w for w in written if w.startswith("found/0/d")]
+    found = [w for w in written if w.startswith("found/0/") and w != "found/0/zarr.json"]
     assert len(found) == BATCH // 2  # one record per digest, the smaller path kept
     assert written.index(tasks[0]) > written.index(found[-1])  # the μGraphs before any task row
     assert tasks == [
@@ -62,7 +68,7 @@ def test_a_batch_is_a_few_writes_in_the_safe_order(tmp_path: Path, monkeypatch: 
         assert all(done[r].counters == {"states": float(r)} and done[r].worker == f"w{r % 3}" for r in rows)
         assert [k for ks in kids for k in ks] == list(range(BATCH, 3 * BATCH))
         assert {t.path for t in st.pending()} == {(r, c) for r in range(BATCH) for c in (0, 1)}
-        assert {d: f.path for d, f in st.found(0).items()} == {f"d{i}": (2 * i,) for i in range(BATCH // 2)}
+        assert {d: f.path for d, f in st.found(0).items()} == {D(f"d{i}"): (2 * i,) for i in range(BATCH // 2)}
 
 
 class Crash(Exception):

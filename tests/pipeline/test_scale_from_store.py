@@ -23,6 +23,8 @@ from mugraph.programs.registry import get_builtin
 from mugraph.stages.search.task_paths import sibling_run, split_run, task_budget
 from mugraph.storage.run.store import FoundRecord, RunStore, TaskCompletion
 from tests.helpers.cli_runs import done, mugraph, optimize_args
+from tests.helpers.graphs import digest_of as D
+from tests.helpers.graphs import graph_of as G
 from tests.helpers.narrow import NARROW
 
 BUDGET = 40
@@ -37,8 +39,8 @@ def new_store(path: Path) -> RunStore:
     return st
 
 
-def found(digest: str, path: tuple[int, ...], row: int) -> FoundRecord:
-    return FoundRecord(0, digest, path, "{}", row)
+def found(key: str, path: tuple[int, ...], row: int) -> FoundRecord:
+    return FoundRecord(0, D(key), path, G(key), row)
 
 
 def done_task(row: int, seconds: float, kids: list[tuple[int, ...]], *finds: FoundRecord) -> TaskCompletion:
@@ -76,7 +78,7 @@ def test_a_partial_store_becomes_the_trace_of_its_done_tasks(tmp_path: Path) -> 
     # each μGraph under the deepest task covering its path: a run covers its first child on, a plain
     # path at a run's depth is the more specific; one under the pending (3,) is dropped with it
     owners = {d: t.path for t in tasks for d, _, _ in t.found}
-    assert owners == {"a": (), "b": (1,), "c": run42, "d": run2, "e": (2, 5)}
+    assert owners == {D("a"): (), D("b"): (1,), D("c"): run42, D("d"): run2, D("e"): (2, 5)}
     assert [t.seconds for t in tasks] == [0.5, 0.25, 0.125, 1.0, 2.0]
     assert all(t.budget == task_budget(t.path, BUDGET) for t in tasks) and got[()].budget < BUDGET
     assert {t.fragment for t in tasks} == {PLAN.fragments[0].payload.digest}

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from mugraph.pipeline.cluster import WORKER_BATCH
+from mugraph.run.checks import max_workers
 from tests.helpers.cli_runs import as_from_a_terminal
 
 LINE = "mugraph: interrupted; run the same command to resume"
@@ -72,10 +73,9 @@ def _workers(pgid: int) -> set[int]:
 
 
 def test_no_worker_is_started_after_an_interrupt(tmp_path: Path) -> None:
-    proc = start(
-        ["optimize", "lora", "--workers", "1000", "--store", str(tmp_path / "run.zarr"), "--dashboard-address", ":0"],
-        tmp_path,
-    )
+    many = str(max_workers())  # batches enough to interrupt between them
+    argv = ["optimize", "lora", "--workers", many, "--store", str(tmp_path / "run.zarr"), "--dashboard-address", ":0"]
+    proc = start(argv, tmp_path)
     deadline = time.monotonic() + 120
     while not _workers(proc.pid):  # the first batch is starting
         assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""

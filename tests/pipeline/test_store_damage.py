@@ -77,3 +77,80 @@ def test_every_command_reports_the_missing_record(
         if target.name == "zarr.json":
             assert str(target) in err, err
     assert not target.exists()  # nothing was rewritten behind the user's back
+
+
+# ------------------------------------------------------------------ records that are whole but wrong
+
+
+def commands(store: Path) -> list[list[str]]:
+    return [
+        optimize_args("lora", store, "--workers", "1", budget=BUDGET),
+        ["status", str(store)],
+        ["show", str(store)],
+        ["report", str(store)],
+    ]
+
+
+def refused_by_all(
+    argvs: list[list[str]], capsys: pytest.CaptureFixture[str], *files: Path, says: str = "run store damaged"
+) -> None:
+    """Each command exits 2 with one line that says `says`, names one of `files` and the way out."""
+    for argv in argvs:
+        with pytest.raises(SystemExit) as info:
+            main(argv)
+        err = capsys.readouterr().err.strip()
+        assert info.value.code == 2 and len(err.splitlines()) == 1, (argv[0], err)
+        assert says in err and "--fresh" in err and any(str(f) in err for f in files), (argv[0], err)
+
+
+@pytest.mark.parametrize("kind", ["found", "confirmations", "layouts"])
+def test_two_records_swapped_are_damage(
+    kind: str, finished_once: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each record is named by its μGraph's digest: two records' contents swapped (each digest would
+    label the other's graph, and another best be chosen) are damage, in every command."""
+    store = Path(shutil.copytree(finished_once, tmp_path / "run.zarr"))
+    a, b = sorted(p / "zarr.json" for p in (store / kind / "0").iterdir() if p.is_dir())[:2]
+    text_a, text_b = a.read_bytes(), b.read_bytes()
+    a.write_bytes(text_b)
+    b.write_bytes(text_a)
+    monkeypatch.chdir(tmp_path)
+    refused_by_all(commands(store), capsys, a, b)
+    assert a.read_bytes() == text_b and b.read_bytes() == text_a  # nothing rewritten
+
+
+@pytest.fixture(scope="module")
+def other_run_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished lora store of another configuration (a narrower imaps limit)."""
+    cwd = tmp_path_factory.mktemp("other")
+    argv = optimize_args("lora", cwd / "run.zarr", "--workers", "2", "--set", "imaps=[[1,-1,-1]]", budget=BUDGET)
+    assert done(mugraph(*argv, cwd=cwd))["complete"]
+    return cwd / "run.zarr"
+
+
+@pytest.mark.parametrize("part", ["tasks", "rankings", "zarr.json"])
+def test_a_part_of_another_runs_store_is_damage(
+    part: str,
+    finished_once: Path,
+    other_run_once: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The task table, a ranking, or the root zarr.json (the run's identity) copied from a store of
+    another configuration: the run does not "resume" another run's tasks, and status and show do
+    not report the mix as one run (a foreign table once read as complete at another space size)."""
+    store = Path(shutil.copytree(finished_once, tmp_path / "run.zarr"))
+    target = store / part
+    if target.is_dir():
+        shutil.rmtree(target)
+        shutil.copytree(other_run_once / part, target)
+    else:
+        shutil.copyfile(other_run_once / part, target)
+    monkeypatch.chdir(tmp_path)
+    named = [store / "tasks" / "zarr.json", store / "rankings" / "0" / "zarr.json", store / "fragments" / "zarr.json"]
+    if part == "zarr.json":  # optimize compares the root with the run it is asked for
+        refused_by_all(commands(store)[:1], capsys, store, says="was made for another run")
+        refused_by_all(commands(store)[1:], capsys, *named, says="written for another run")
+    else:
+        refused_by_all(commands(store), capsys, *named, says="written for another run")

@@ -16,6 +16,7 @@ from mugraph.ir.errors import MugraphError
 from mugraph.ir.graph import BlockGraph, KernelGraph
 from mugraph.ir.serialize import digest, from_json, to_json
 from mugraph.ir.types import OpKind
+from mugraph.pipeline.plan import suggest_preset
 from mugraph.programs.benchmarks import NONE, lora_expert_saved, rms_norm_expert
 from mugraph.programs.transformer import transformer_block_reference
 from mugraph.stages.combine import stitch
@@ -26,6 +27,9 @@ from mugraph.stages.fragments import (
     Split,
     split_program,
 )
+from mugraph.stages.search.config import preset_config
+from mugraph.stages.search.explore import Fragment, Searcher
+from mugraph.stages.search.serial import run_search
 from mugraph.stages.verify.check import float_max_rel_err
 from tests.helpers.builtin import PROGRAMS, reference
 
@@ -99,18 +103,22 @@ def test_qknorm_gqa_is_one_fragment_with_seven_ops_and_two_under_five() -> None:
 
 
 def test_transformer_block_split_under_the_defaults() -> None:
+    """The gated MLP and its down projection are two fragments: as one (seven ops reading four
+    inputs, silu(x·W1)·(x·W2) feeding a third matmul) no μGraph of the mlp or lora preset holds it."""
     split = split_program(transformer_block_reference())
     assert [compute_ops(f.graph) for f in split.fragments] == [
         ["rms_norm", "matmul", "matmul"],
         ["exp", "reduction", "div", "matmul", "matmul", "add"],
-        ["rms_norm", "matmul", "silu", "matmul", "mul", "matmul", "add"],
+        ["rms_norm", "matmul", "silu", "matmul", "mul"],
+        ["matmul", "add"],
     ]
     assert [f.sources for f in split.fragments] == [
         ("X", "Wq", "Kt"),
         ("X", "V", "Wo", "f0:o0"),
-        ("W1", "W2", "W3", "f1:o0"),
+        ("W1", "W2", "f1:o0"),
+        ("W3", "f1:o0", "f2:o0"),
     ]
-    assert split.outputs == (("O", "f2:o0"),)
+    assert split.outputs == (("O", "f3:o0"),)
 
 
 def test_transformer_block_split_under_five_ops() -> None:
@@ -307,3 +315,48 @@ def test_a_chosen_graph_that_does_not_fit_is_refused() -> None:
     g.mark_output(g.reduction(g.matmul(g.rms_norm(x), w), 1), "o0")
     with pytest.raises(MugraphError, match=r"its output 'o0' is \[16,1\] float16; the fragment's is \[16,6144\]"):
         stitch(relu_split, {"f0": g})
+
+
+def prenorm_mlp(dim: int = 64, hidden: int = 128) -> KernelGraph:
+    """A pre-norm MLP block as the torch lowering makes it: rms_norm(x)·w, linear, SiLU, linear, residual."""
+    g = KernelGraph()
+    x, w = g.new_input((16, dim), name="X"), g.new_input((1, dim), name="w")
+    w1, w2 = g.new_input((dim, hidden), name="W1"), g.new_input((hidden, dim), name="W2")
+    h = g.silu(g.matmul(g.mul(g.rms_norm(x, eps=1e-5), w), w1))
+    g.mark_output(g.add(g.matmul(h, w2), x), "O")
+    return g
+
+
+def test_a_prenorm_mlp_is_cut_where_the_search_can_reach_both_parts() -> None:
+    """The fewest-fragments rule alone made the whole block one fragment, whose space holds no μGraph
+    (a linear fed by SiLU of a linear needs two block graphs); the reach rules cut it after the first
+    linear, and the search finds μGraphs of each part (below: the first part)."""
+    split = split_program(prenorm_mlp())
+    assert [compute_ops(f.graph) for f in split.fragments] == [
+        ["rms_norm", "mul", "matmul"],
+        ["silu", "matmul", "add"],
+    ]
+    whole = split_program(prenorm_mlp(), FragmentLimits(reach=False))
+    assert [compute_ops(f.graph) for f in whole.fragments] == [["rms_norm", "mul", "matmul", "silu", "matmul", "add"]]
+
+
+def test_the_reach_limits_are_the_mlp_presets_capacity() -> None:
+    """The split's bound mirrors the search's: kernel ops counting inputs, block ops in one block graph."""
+    cfg, limits = preset_config("mlp"), FragmentLimits()
+    assert (limits.kernel_ops, limits.block_ops) == (cfg.max_kernel_ops, cfg.max_block_ops)
+    assert preset_config("lora").max_block_graphs == cfg.max_block_graphs == 1
+
+
+def test_the_unreachable_whole_block_has_an_empty_space() -> None:
+    """What the reach rules avoid: the whole pre-norm MLP as one fragment prunes every child of its root."""
+    whole = split_program(prenorm_mlp(), FragmentLimits(reach=False)).fragments[0]
+    report = run_search(Searcher(Fragment(whole.graph, preset_config("mlp"), "f0")), budget=2_000, time_limit=60)
+    assert report.found == {} and report.frontier == []
+
+
+def test_both_parts_of_a_prenorm_mlp_have_mugraphs() -> None:
+    """The cut the reach rules make leaves two fragments the search fuses: a μGraph of each is found."""
+    for part in split_program(prenorm_mlp()).fragments:
+        searcher = Searcher(Fragment(part.graph, preset_config(suggest_preset(part.graph)), part.name))
+        report = run_search(searcher, budget=2_000, stop=lambda r: bool(r.found))
+        assert report.found, part.name

@@ -15,9 +15,10 @@ import pytest
 
 from mugraph.storage.run.atomic_store import AtomicLocalStore
 from mugraph.storage.run.ledger import LEDGER_NAME
-from mugraph.storage.run.records import read_record, write_record
+from mugraph.storage.run.records import read_record, run_tag, write_record
 from mugraph.storage.run.store import RunStore, StoreDamaged
-from tests.helpers.run_store import FRAGMENTS, complete, confirmation, layout, new_store, run_to_end
+from tests.helpers.graphs import digest_of as D
+from tests.helpers.run_store import FRAGMENTS, IDENTITY, complete, confirmation, layout, new_store, run_to_end
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +31,9 @@ def judged_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
         for d in digests:
             st.put_confirmation(0, d, confirmation(d))
             st.put_layout(0, d, layout(d))
-        st.put_ranking(0, [{"digest": d, "reference": False} for d in digests] + [{"digest": "ref", "reference": True}])
+        st.put_ranking(
+            0, [{"digest": d, "reference": False} for d in digests] + [{"digest": D("reference"), "reference": True}]
+        )
         for f in (1, 2):
             for d in st.found(f):
                 st.put_confirmation(f, d, confirmation(d, equivalent=False))
@@ -211,7 +214,8 @@ def test_a_progress_sample_that_is_not_an_object_is_damage(tmp_path: Path) -> No
     with new_store(tmp_path / "s") as st:
         st.put_timeline(0, [{"wall": 1.0, "states": 3}])
         st.put_timeline(1, [{"wall": 2.0, "states": 5}])
-        write_record(AtomicLocalStore(tmp_path / "s"), "timeline/000001", {"samples": [{"wall": 2.0}, [2.0, 5]]})
+        samples = {"samples": [{"wall": 2.0}, [2.0, 5]], "run": run_tag(IDENTITY)}
+        write_record(AtomicLocalStore(tmp_path / "s"), "timeline/000001", samples)
         with pytest.raises(StoreDamaged, match=re.escape(f"{tmp_path}/s/timeline/000001/zarr.json: samples is not")):
             st.timeline()
 
@@ -250,8 +254,10 @@ def _judging_writer(path: str) -> None:
                     best = {}
                     for f, frag in enumerate(FRAGMENTS):
                         ranked = sorted(st.layouts(f))
-                        st.put_ranking(f, [{"digest": d} for d in ranked] + [{"digest": "ref", "reference": True}])
-                        best[frag["name"]] = ranked[0] if ranked else "ref"
+                        st.put_ranking(
+                            f, [{"digest": d} for d in ranked] + [{"digest": D("reference"), "reference": True}]
+                        )
+                        best[frag["name"]] = ranked[0] if ranked else D("reference")
                     mugraphs = sorted(d for f in range(len(FRAGMENTS)) for d in st.confirmations(f))
                     st.put_final({"complete": False, "best_per_fragment": best, "mugraphs": mugraphs})
     os._exit(0)

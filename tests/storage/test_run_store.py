@@ -34,6 +34,8 @@ from mugraph.storage.run.store import (
     StoreMismatch,
     TaskSummary,
 )
+from tests.helpers.graphs import digest_of as D
+from tests.helpers.graphs import graph_of as G
 from tests.helpers.run_store import (
     COUNTERS,
     FRAGMENTS,
@@ -112,19 +114,19 @@ def test_create_and_reopen_roundtrip(tmp_path: Path) -> None:
             0,
             counters={"states": 7},
             worker="tcp://w1",
-            found=[FoundRecord(0, "abc", (0, 1), '{"g": 1}', 0)],
+            found=[FoundRecord(0, D("abc"), (0, 1), G("abc"), 0)],
             children=[(0,), (1,)],
         )
         assert kids == [2, 3]
-        st.put_confirmation(0, "abc", confirmation("abc"))
-        st.put_layout(0, "abc", layout("abc"))
-        st.put_ranking(0, [{"digest": "abc", "speedup": 1.5}])
+        st.put_confirmation(0, D("abc"), confirmation(D("abc")))
+        st.put_layout(0, D("abc"), layout(D("abc")))
+        st.put_ranking(0, [{"digest": D("abc"), "speedup": 1.5}])
         st.put_timeline(0, [{"wall": 1.0, "states": 3}])
         st.put_timeline(0, [{"wall": 1.0, "states": 3}, {"wall": 2.0, "states": 7}])
         st.put_timeline(1, [{"wall": 9.0, "states": 8}])
         with pytest.raises(ValueError, match="invocation"):
             st.put_timeline(-1, [])
-        st.put_final({"complete": False, "best": {"f0": "abc"}})
+        st.put_final({"complete": False, "best": {"f0": D("abc")}})
         assert st.size_bytes() > 0
     with new_store(path) as st:
         assert not st.created and st.meta == {"argv": ["mugraph", "optimize"]}
@@ -134,16 +136,16 @@ def test_create_and_reopen_roundtrip(tmp_path: Path) -> None:
         assert not t1.done and t1.counters == {} and t1.worker == ""
         assert (t2.fragment, t2.path, t2.parent) == (0, (0,), 0)
         assert [t.row for t in st.pending()] == [1, 2, 3]
-        assert st.found(0) == {"abc": FoundRecord(0, "abc", (0, 1), '{"g": 1}', 0)} and st.found(1) == {}
-        assert st.confirmations(0) == {"abc": confirmation("abc")}
-        assert st.layouts(0) == {"abc": layout("abc")}
+        assert st.found(0) == {D("abc"): FoundRecord(0, D("abc"), (0, 1), G("abc"), 0)} and st.found(1) == {}
+        assert st.confirmations(0) == {D("abc"): confirmation(D("abc"))}
+        assert st.layouts(0) == {D("abc"): layout(D("abc"))}
         assert st.layouts(1) == {} and st.confirmations(1) == {}
         assert [[dict(s) for s in inv] for inv in st.timeline()] == [
             [{"wall": 1.0, "states": 3}, {"wall": 2.0, "states": 7}],
             [{"wall": 9.0, "states": 8}],
         ]
-        assert st.ranking(0) == [{"digest": "abc", "speedup": 1.5}] and st.ranking(1) is None
-        assert st.final() == {"complete": False, "best": {"f0": "abc"}}
+        assert st.ranking(0) == [{"digest": D("abc"), "speedup": 1.5}] and st.ranking(1) is None
+        assert st.final() == {"complete": False, "best": {"f0": D("abc")}}
         summary = st.task_summary()
         assert summary["done"] == 1 and summary["pending"] == 3
         assert summary["fragments"] == {0: {"done": 1, "pending": 2}, 1: {"done": 0, "pending": 1}}
@@ -283,18 +285,18 @@ def test_found_keeps_the_smaller_path(tmp_path: Path) -> None:
     with new_store(path) as st:
         st.add_tasks([(0, (), -1), (0, (1,), 0), (0, (0,), 0), (0, (2,), 0)])
 
-        def rec(p: tuple[int, ...], row: int, digest: str = "dd") -> FoundRecord:
-            return FoundRecord(0, digest, p, json.dumps(list(p)), row)
+        def rec(p: tuple[int, ...], row: int, key: str = "dd") -> FoundRecord:
+            return FoundRecord(0, D(key), p, G(key), row)
 
         st.complete_task(1, counters={}, worker="w", found=[rec((1, 5), 1)], children=[])
         st.complete_task(2, counters={}, worker="w", found=[rec((0, 9), 2), rec((0, 3), 2, "ee")], children=[])
         st.complete_task(3, counters={}, worker="w", found=[rec((2, 0), 3), rec((0, 1), 3, "ee")], children=[])
-        expected = {"dd": rec((0, 9), 2), "ee": rec((0, 1), 3, "ee")}
+        expected = {D("dd"): rec((0, 9), 2), D("ee"): rec((0, 1), 3, "ee")}
         assert st.found(0) == expected
         with pytest.raises(ValueError, match="fragment 1"):
             st.complete_task(0, counters={}, worker="w", found=[FoundRecord(1, "x", (), "{}", 0)], children=[])
         with pytest.raises(ValueError, match="plain name"):
-            st.complete_task(0, counters={}, worker="w", found=[rec((), 0, "../x")], children=[])
+            st.complete_task(0, counters={}, worker="w", found=[FoundRecord(0, "../x", (), "{}", 0)], children=[])
     with RunStore.open_existing(path) as st:
         assert st.found(0) == expected
 
@@ -345,13 +347,17 @@ def test_a_crash_before_the_status_leaves_a_rerunnable_task(
             m.setattr(task_table.TaskTable, step, lambda *a: (_ for _ in ()).throw(Crash()))
             with pytest.raises(Crash):
                 st.complete_task(
-                    1, counters={}, worker="w", found=[FoundRecord(0, "dd", (0,), "{}", 1)], children=[(0, 1), (0, 2)]
+                    1,
+                    counters={},
+                    worker="w",
+                    found=[FoundRecord(0, D("dd"), (0,), G("dd"), 1)],
+                    children=[(0, 1), (0, 2)],
                 )
         with pytest.raises(StoreError, match="earlier write failed"):
             st.add_tasks([(0, (1,), 0)])
     with new_store(path) as st:
         assert [t.row for t in st.pending()] == ([1] if step == "commit" else [1, 2, 3])
-        assert "dd" in st.found(0)  # harmless: the rerun finds it again
+        assert D("dd") in st.found(0)  # harmless: the rerun finds it again
         assert st.complete_task(1, counters={}, worker="w", found=[], children=[(0, 1), (0, 2)]) == [2, 3]
         assert [t.path for t in st.pending()] == [(0, 1), (0, 2)]
         rows = [(t.row, t.parent, t.done) for t in st.tasks()]
@@ -521,7 +527,7 @@ def test_a_reader_keeps_a_record_rewritten_by_a_task_newer_than_its_snapshot(tmp
     reader's rows). Dropping such records lost the μGraph from the reader's view altogether."""
     path = tmp_path / "run.zarr"
     counters = {"states": 1.0, "depth": 0.0}
-    graph = json.dumps({"g": 1})
+    graph = G("dshared")
     with new_store(path) as st:
         st.set_fragments(FRAGMENTS[:1])
         (root,) = st.add_tasks([(0, (), -1)])
@@ -530,7 +536,7 @@ def test_a_reader_keeps_a_record_rewritten_by_a_task_newer_than_its_snapshot(tmp
             counters=counters,
             worker="w0",
             children=[(0,), (1,)],
-            found=[FoundRecord(0, "dshared", (1, 0), graph, root)],
+            found=[FoundRecord(0, D("dshared"), (1, 0), graph, root)],
         )
         with RunStore.open_existing(path) as reader:  # its table: the root (done) and two pending rows
             (newer,) = st.complete_task(first, counters=counters, worker="w0", children=[(0, 0)], found=[])
@@ -539,11 +545,11 @@ def test_a_reader_keeps_a_record_rewritten_by_a_task_newer_than_its_snapshot(tmp
                 counters=counters,
                 worker="w0",
                 children=[],
-                found=[FoundRecord(0, "dshared", (0, 0, 1), graph, newer)],
+                found=[FoundRecord(0, D("dshared"), (0, 0, 1), graph, newer)],
             )
             assert newer >= len(reader.tasks())
             assert reader.tasks()[root].done
-            assert reader.found(0)["dshared"].path == (0, 0, 1)
+            assert reader.found(0)[D("dshared")].path == (0, 0, 1)
 
 
 def test_damaged_found_records(filled: Path) -> None:
@@ -576,8 +582,8 @@ def unfinished_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("unfinished") / "s"
     with new_store(path) as st:
         run_to_end(st, limit=120)
-        st.put_confirmation(0, "d0x1", confirmation("d0x1"))
-        st.put_layout(0, "d0x1", layout("d0x1"))
+        st.put_confirmation(0, D("d0x1"), confirmation(D("d0x1")))
+        st.put_layout(0, D("d0x1"), layout(D("d0x1")))
         assert st.pending() and st.found(0)
     return path
 
@@ -586,13 +592,13 @@ def unfinished_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.parametrize(
     "remove",
     [
-        "found/0/d0x1/zarr.json",
-        "found/0/d0x1",
+        "found/0/{d}/zarr.json",
+        "found/0/{d}",
         "found/0",
         "found",
         "fragments/zarr.json",
-        "confirmations/0/d0x1",
-        "layouts/0/d0x1/zarr.json",
+        "confirmations/0/{d}",
+        "layouts/0/{d}/zarr.json",
         "ledger.jsonl",
     ],
 )
@@ -602,9 +608,9 @@ def test_a_missing_committed_record_is_damage(
     store = Path(shutil.copytree(filled_once if finished else unfinished_once, tmp_path / "s"))
     if remove.startswith(("confirmations", "layouts")) and finished:
         with RunStore.open_existing(store, readonly=False) as st:
-            st.put_confirmation(0, "d0x1", confirmation("d0x1"))
-            st.put_layout(0, "d0x1", layout("d0x1"))
-    target = store / remove
+            st.put_confirmation(0, D("d0x1"), confirmation(D("d0x1")))
+            st.put_layout(0, D("d0x1"), layout(D("d0x1")))
+    target = store / remove.format(d=D("d0x1"))
     shutil.rmtree(target) if target.is_dir() else target.unlink()
     for writer in (False, True):
         with pytest.raises(StoreDamaged, match="--fresh") as info:

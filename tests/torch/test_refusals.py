@@ -154,3 +154,26 @@ def test_without_triton_the_command_refuses_a_model_file_before_searching(tmp_pa
     errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("mugraph: error:")]
     assert len(errors) == 1 and "Triton is not installed" in errors[0]
     assert "starting" not in proc.stderr and not (tmp_path / "s.zarr").exists()
+
+
+def test_triton_imported_before_mugraph_is_refused_before_the_search(tmp_path: Path) -> None:
+    """Without a CUDA device the kernels run in Triton's interpreter, which must be chosen before Triton
+    is first imported; a script that imports Triton first (as `import transformers` does) is told so in
+    one line before anything is searched or stored, and TRITON_INTERPRET=1 is the way out."""
+    code = textwrap.dedent(f"""
+        import os
+        os.environ.pop("TRITON_INTERPRET", None)
+        import triton  # noqa: F401 (what transformers does at import)
+        import torch, mugraph
+        from mugraph.codegen.errors import CodegenError
+        try:
+            mugraph.optimize(torch.nn.Linear(8, 8).eval(), (torch.randn(4, 8),), store={str(tmp_path / "s.zarr")!r})
+        except CodegenError as e:
+            print(e)
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.startswith("Triton was imported before mugraph"), proc.stdout + proc.stderr[-2000:]
+    assert "TRITON_INTERPRET=1" in proc.stdout
+    assert not (tmp_path / "s.zarr").exists()

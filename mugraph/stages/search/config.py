@@ -27,7 +27,7 @@ from typing import Any, Literal
 from mugraph.ir.errors import MugraphError
 from mugraph.ir.graph import Op, eps_of
 from mugraph.ir.types import Dim3, OpKind
-from mugraph.stages.prune.oracle import DEFAULT_RLIMIT
+from mugraph.stages.prune.oracle import DEFAULT_RLIMIT, ENGINES, Engine
 
 PRESETS = ("mlp", "lora", "attention")
 BLOCK_INPUTS = ("mirage", "subsets")
@@ -138,8 +138,14 @@ class SearchConfig:
     franges: tuple[int, ...] = (4, 16, 32, 64)
     rdx: int = 64
     seeds: tuple[int, ...] = (0,)  # fingerprint seeds of the inline check
-    rlimit: int = DEFAULT_RLIMIT
-    unknown_keeps: bool = False
+    rlimit: int = DEFAULT_RLIMIT  # Z3's (oracle z3 or both)
+    unknown_keeps: bool = False  # Z3's unknowns; an undecided normal form is always kept
+    # Who judges subexpressions (prune/oracle.py): "normal_form" decides exactly, "z3" is Mirage's
+    # solver (its unknowns pruned unless unknown_keeps), "both" checks one against the other.
+    oracle: Engine = "normal_form"
+    # With the normal forms: prune a subexpression that only fits the outputs with a sum of lower
+    # degree than its own (prune/decide.py, "degrees only grow"), which no op can build on.
+    grow_only: bool = True
     # The eps the search gives every rms_norm and accum_rms, and every layer_norm, it makes: the
     # reference's (`for_reference`), so the search can rediscover its norms. Written to the JSON
     # only when not 0, so every config without them keeps its digest.
@@ -165,6 +171,10 @@ class SearchConfig:
             # Mirage's rule is the tree every config searched before the setting existed: leaving it
             # out keeps the digests of those spaces, so their stores still resume (a lora run of hours).
             del data["block_inputs"]
+        if data["oracle"] == "z3":
+            # Likewise Z3 is the oracle every space was searched with before the setting existed
+            # (grow_only is the normal forms' rule).
+            del data["oracle"], data["grow_only"]
         text = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()[:32]
 
@@ -194,6 +204,8 @@ class SearchConfig:
         ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, not {getattr(self, name)}")
+        if self.oracle not in ENGINES:
+            raise ConfigError(f"oracle {self.oracle!r}: one of {', '.join(ENGINES)}")
         for name in _EPS_FIELDS:
             eps = getattr(self, name)
             if isinstance(eps, bool) or not isinstance(eps, int | float) or not math.isfinite(eps) or eps < 0:

@@ -12,6 +12,7 @@ oracle's verdict.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
@@ -77,6 +78,8 @@ class Explanation:
                 f"inside the space, found at root choice {self.root_choice} "
                 f"(path {list(self.path)}); the oracle keeps every step"
             )
+        if self.rule == "not equivalent":
+            return f"not equivalent to the reference ({self.reason}); the search finds only equivalent μGraphs"
         fix = f"; --set '{self.setting}' would admit it" if self.setting else ""
         return f"outside the space ({self.rule}): {self.reason}{fix}"
 
@@ -221,6 +224,8 @@ class _Walk:
         term, verdict = bad[0]
         if verdict is Verdict.UNKNOWN:
             why, setting = f"undecided within rlimit {self.cfg.rlimit} (unknowns are pruned)", "unknown_keeps=true"
+        elif verdict is Verdict.SHRINKS:
+            why, setting = "a subexpression only through a sum of lower degree (degrees only grow)", "grow_only=false"
         else:
             why, setting = "not a subexpression of the reference's output", None
         text = term.sexpr if len(term.sexpr) <= 90 else term.sexpr[:87] + "..."
@@ -316,12 +321,18 @@ class _Walk:
             four = len(wanted) == 4 and len(state.tensors) == 4 and not cfg.four_input_blocks
             part = mirage is not None and set(wanted) < {ks[i] for i in mirage} and cfg.block_inputs == "mirage"
             subsets = " or a non-empty part of them" if cfg.block_inputs == "subsets" else ""
+            times = Counter(wanted)
+            again = [self._name(ks.index(s)) for s in sorted(times, key=ks.index) if times[s] > 1]
+            what = (
+                f"reads {', '.join(again)} more than once, but a new block graph here reads each tensor once: "
+                if again
+                else f"reads {', '.join(reads)}, but a new block graph here reads "
+            )
             self._dead(
                 path,
                 "block inputs",
-                f"the expert's block graph reads {', '.join(reads)}, but a new block "
-                f"graph here reads {given}{subsets} (Mirage's block-input rule: all three tensors when there are "
-                "three, all four with four_input_blocks, else the last two)",
+                f"the expert's block graph {what}{given}{subsets} (Mirage's block-input rule: all three "
+                "tensors when there are three, all four with four_input_blocks, else the last two)",
                 "four_input_blocks=true" if four else "block_inputs=subsets" if part else None,
             )
             return

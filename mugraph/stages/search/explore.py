@@ -44,7 +44,7 @@ from mugraph.ir.serialize import digest as graph_digest
 from mugraph.ir.serialize import dumps, loads
 from mugraph.ir.types import OpKind
 from mugraph.stages.prune.expr import output_exprs, var
-from mugraph.stages.prune.oracle import OracleConfig, SubexprOracle, VerdictMemo
+from mugraph.stages.prune.oracle import OracleConfig, SubexprOracle, Verdict, VerdictMemo
 from mugraph.stages.search.build import build_graph
 from mugraph.stages.search.config import SearchConfig, for_reference, reference_eps
 from mugraph.stages.search.lru import WeightedLRU
@@ -92,6 +92,10 @@ class SearchCounters:
     memo_hits: int = 0
     solver_calls: int = 0
     solver_seconds: float = 0.0
+    # Verdicts left undecided (Z3's unknowns, or a normal form past its budget), each time a
+    # query is asked, by what the oracle's policy did with them.
+    undecided_kept: int = 0
+    undecided_pruned: int = 0
     seconds: float = 0.0
 
     def add(self, other: SearchCounters) -> None:
@@ -162,7 +166,10 @@ class Searcher:
         self.fragment = fragment
         cfg = fragment.config
         self.oracle = oracle or SubexprOracle(
-            fragment.finals, len(fragment.input_names), OracleConfig(cfg.rlimit, True, cfg.unknown_keeps), memo
+            fragment.finals,
+            len(fragment.input_names),
+            OracleConfig(cfg.rlimit, True, cfg.unknown_keeps, cfg.oracle, cfg.grow_only),
+            memo,
         )
         self.fingerprints = ReferenceFingerprints(fragment.reference, cfg.seeds, xp=xp)
         self._kids: WeightedLRU[Path, Expansion] = WeightedLRU(KIDS_WEIGHT, _children)
@@ -310,7 +317,7 @@ class Searcher:
             raise MugraphError(f"budget {budget} must be at least 1 node")
         t0 = time.perf_counter()
         o0 = self.oracle.counters
-        before = (o0.queries, o0.prefiltered, o0.memo_hits, o0.solver_calls, o0.solver_seconds)
+        before = (o0.queries, o0.prefiltered, o0.memo_hits, o0.solver_calls, o0.solver_seconds, o0.verdicts["U"])
         start = tuple(path)
         counters = SearchCounters()
         with _collector_paused():
@@ -323,6 +330,11 @@ class Searcher:
         counters.memo_hits = o1.memo_hits - before[2]
         counters.solver_calls = o1.solver_calls - before[3]
         counters.solver_seconds = o1.solver_seconds - before[4]
+        undecided = o1.verdicts["U"] - before[5]
+        if self.oracle.keeps(Verdict.UNKNOWN):
+            counters.undecided_kept = undecided
+        else:
+            counters.undecided_pruned = undecided
         counters.seconds = time.perf_counter() - t0
         return ExploreResult(start, found, frontier_tasks([p for p, _ in reversed(stack)]), counters)
 

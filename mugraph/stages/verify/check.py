@@ -1,14 +1,22 @@
 """Equivalence of a candidate μGraph and its reference program.
 
 Fingerprints: for each seed, random inputs in Z_pq and a random ω; the candidate's outputs must
-equal the reference's under one permutation for every seed (Mirage ran one test with fixed inputs;
-random inputs and repetition are what the paper's error bound assumes). Then a float64 run on random
-inputs in [-1, 1) measures the relative error, catching what the ring cannot see (clamp bounds, say).
+equal the reference's for every seed (Mirage ran one test with fixed inputs; random inputs and
+repetition are what the paper's error bound assumes). Then a float64 run on random inputs in [-1, 1)
+measures the relative error, catching what the ring cannot see (clamp bounds, say).
+
+Which candidate output is which reference output: where the candidate names its inputs and outputs
+(an expert, a μGraph the search found, a stitched program), by name, as the emitted module returns
+them; a candidate whose output 'Q' computes the reference's 'K' is wrong however its fingerprints
+line up. Only the search's own candidates, whose outputs are still unnamed, are matched under the
+first permutation that fits (`ReferenceFingerprints.match`), and the search then names each output
+after the reference output it matched.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,9 +25,11 @@ import numpy as np
 
 from mugraph.arrays.backend import ArrayModule, to_numpy
 from mugraph.ir.graph import KernelGraph
+from mugraph.ir.types import OpKind
 from mugraph.stages.verify.algebra import Array, Float64Algebra, ZpqAlgebra
 from mugraph.stages.verify.field import FieldSpec
 from mugraph.stages.verify.interpret import evaluate, probe_outputs
+from mugraph.stages.verify.names import NameOrder, name_order, names_of
 from mugraph.stages.verify.reuse import DEFAULT_MAX_BYTES, ValueCache
 
 DEFAULT_SEEDS = (0, 1, 2)
@@ -102,8 +112,39 @@ class ReferenceFingerprints:
             for a, c, cache in zip(self.algebras, self.cases, self.caches, strict=True)
         ]
 
+    def match_named(self, candidate: KernelGraph) -> tuple[NameOrder | None, str]:
+        """`candidate`'s inputs and outputs lined up with the reference's by name, and an empty
+        reason where every output equals the reference's of its name on every seed; else
+        (None, why), naming the outputs that differ."""
+        order = name_order(self.reference, candidate)
+        if isinstance(order, str):
+            return None, order
+        caches = self.caches if order.inputs_in_order else [None] * len(self.cases)  # keys name input positions
+        outs = [
+            evaluate(a, candidate, [c.inputs[k] for k in order.inputs], cache)
+            for a, c, cache in zip(self.algebras, self.cases, caches, strict=True)
+        ]
+        names = names_of(self.reference, OpKind.OUTPUT)
+
+        def equal(i: int, j: int) -> bool:  # the reference's output i and the candidate's j, on every seed
+            return all(
+                tuple(o[j].shape) == tuple(r[i].shape) and bool(self.xp.array_equal(o[j], r[i]))
+                for o, r in zip(outs, self.outputs, strict=True)
+            )
+
+        bad = [i for i, j in enumerate(order.outputs) if not equal(i, j)]
+        if not bad:
+            return order, ""
+        parts = []
+        for i in bad:
+            other = next((names[k] for k in range(len(names)) if k != i and equal(k, order.outputs[i])), None)
+            parts.append(f"{names[i]!r}" + (f" (it computes the reference's {other!r})" if other else ""))
+        return None, f"fingerprints differ on output{'s' * (len(bad) > 1)} {', '.join(parts)}"
+
     def match(self, candidate: KernelGraph) -> tuple[int, ...] | None:
-        """The output permutation under which `candidate` equals the reference, or None."""
+        """The output permutation under which `candidate` equals the reference, or None. For the
+        search's candidates, whose outputs have no names yet; a named candidate is matched by
+        name (`match_named`). Inputs are taken in order."""
         if [(s, d) for _, s, d in candidate.input_signature()] != [(s, d) for _, s, d in self.signature]:
             return None
         if self.probe_differs(candidate):
@@ -139,18 +180,52 @@ class FloatReference:
     def __init__(self, reference: KernelGraph, xp: ArrayModule, seed: int = 0, cache_bytes: int = 0) -> None:
         self.alg = Float64Algebra(xp)
         self.inputs = float_inputs(reference, seed, xp)
-        self.outputs = [to_numpy(r) for r in evaluate(self.alg, reference, self.inputs)]
+        with quiet_numerics():
+            self.outputs = [to_numpy(r) for r in evaluate(self.alg, reference, self.inputs)]
         self.cache = ValueCache(cache_bytes) if cache_bytes else None
 
     def max_rel_err(self, candidate: KernelGraph, perm: Sequence[int]) -> float:
         """max over outputs of max|candidate - reference| / max|reference|."""
-        cand = evaluate(self.alg, candidate, self.inputs, self.cache)
-        worst = 0.0
-        for i, rn in enumerate(self.outputs):
-            cn = to_numpy(cand[perm[i]])
-            scale = max(float(np.max(np.abs(rn))), np.finfo(np.float64).tiny)
-            worst = max(worst, float(np.max(np.abs(cn - rn))) / scale)
-        return worst
+        return worst_error(self.rel_errs(candidate, perm))
+
+    def rel_errs(self, candidate: KernelGraph, perm: Sequence[int], inputs: Sequence[int] | None = None) -> list[float]:
+        """For each reference output i, max|candidate[perm[i]] - reference[i]| / max|reference[i]|;
+        the candidate's input j is the reference's input `inputs[j]` (default: in order)."""
+        in_order = inputs is None or list(inputs) == list(range(len(self.inputs)))
+        args = self.inputs if inputs is None else [self.inputs[k] for k in inputs]
+        with quiet_numerics():
+            cand = evaluate(self.alg, candidate, args, self.cache if in_order else None)
+        return [rel_err(to_numpy(cand[perm[i]]), rn) for i, rn in enumerate(self.outputs)]
+
+
+def rel_err(candidate: np.ndarray, reference: np.ndarray) -> float:
+    """max|candidate - reference| / max|reference| (over the reference's finite values). Elements
+    that agree exactly count as equal, a NaN with a NaN and an infinity with itself among them (a
+    reference's sqrt of a negative input is NaN, and so is a right candidate's); a NaN or an
+    infinity on one side only makes the error NaN or infinite, never smaller."""
+    with quiet_numerics():
+        same = (candidate == reference) | (np.isnan(candidate) & np.isnan(reference))
+        diff = np.where(same, 0.0, np.abs(candidate - reference))
+    finite = np.abs(reference[np.isfinite(reference)])
+    scale = max(float(finite.max()) if finite.size else 0.0, np.finfo(np.float64).tiny)
+    return float(diff.max()) / scale
+
+
+def quiet_numerics() -> np.errstate:
+    """NumPy's floating-point warnings off: random inputs make NaNs and infinities in candidates (a sqrt
+    of a negative, a division by zero) and in some references, which the comparison handles; as
+    warnings they reached the terminal from every worker."""
+    return np.errstate(all="ignore")
+
+
+def _ordered(err: float) -> float:
+    """An error as a sort key in which NaN (an output that is not a number) is the worst."""
+    return math.inf if math.isnan(err) else err
+
+
+def worst_error(errs: Sequence[float]) -> float:
+    """The largest error, NaN where any is NaN (`max` would keep or drop a NaN by its position)."""
+    return max(errs, key=_ordered, default=0.0)
 
 
 def float_max_rel_err(
@@ -162,6 +237,9 @@ def float_max_rel_err(
 
 @dataclass(slots=True)
 class CheckResult:
+    """`permutation[i]` is the candidate's output that was compared with the reference's output i:
+    the one of the same name (`by_name`), or the first permutation whose fingerprints agree."""
+
     equivalent: bool
     permutation: tuple[int, ...] | None
     seeds: tuple[int, ...]
@@ -169,6 +247,7 @@ class CheckResult:
     float_max_rel_err: float | None = None
     float_seconds: float = 0.0
     reason: str = ""
+    by_name: bool = True
 
 
 def check_equivalence(
@@ -178,19 +257,31 @@ def check_equivalence(
     spec: FieldSpec | None = None,
     xp: ArrayModule = np,
     tolerance: float = 1e-6,
+    *,
+    by_name: bool = True,
 ) -> CheckResult:
-    """Fingerprint `candidate` against `reference` for every seed, then compare in float64."""
+    """Fingerprint `candidate` against `reference` for every seed, then compare in float64. Inputs
+    and outputs are matched by name; `by_name=False` is for a candidate whose outputs are unnamed
+    (inputs in order, outputs under the first permutation that fits, reported in the result)."""
     t0 = time.perf_counter()
     ref = ReferenceFingerprints(reference, seeds, spec, xp)
-    perm = ref.match(candidate)
+    inputs: tuple[int, ...] | None = None
+    if by_name:
+        order, why = ref.match_named(candidate)
+        perm, inputs = (order.outputs, order.inputs) if order is not None else (None, None)
+    else:
+        perm, why = ref.match(candidate), "fingerprints differ"
     t1 = time.perf_counter()
-    result = CheckResult(perm is not None, perm, tuple(seeds), t1 - t0)
+    result = CheckResult(perm is not None, perm, tuple(seeds), t1 - t0, by_name=by_name)
     if perm is None:
-        result.reason = "fingerprints differ"
+        result.reason = why
         return result
-    result.float_max_rel_err = float_max_rel_err(reference, candidate, perm, xp)
+    errs = FloatReference(reference, xp).rel_errs(candidate, perm, inputs)
+    result.float_max_rel_err = worst_error(errs)
     result.float_seconds = time.perf_counter() - t1
     if not result.float_max_rel_err <= tolerance:
+        worst = max(range(len(errs)), key=lambda i: _ordered(errs[i]))
+        name = names_of(reference, OpKind.OUTPUT)[worst]
         result.equivalent = False
-        result.reason = f"float64 relative error {result.float_max_rel_err:.3g} over {tolerance:g}"
+        result.reason = f"float64 relative error {errs[worst]:.3g} on output {name!r}, over {tolerance:g}"
     return result

@@ -17,7 +17,7 @@ import numpy as np
 
 from mugraph.arrays.backend import ArrayModule, backend_name
 from mugraph.ir.graph import KernelGraph
-from mugraph.stages.verify.check import FloatReference, ReferenceFingerprints
+from mugraph.stages.verify.check import FloatReference, ReferenceFingerprints, worst_error
 
 CONFIRM_TESTS = 3
 TOLERANCE = 1e-6
@@ -60,11 +60,10 @@ class Confirmer:
     def confirm(self, candidate: KernelGraph) -> Verdict:
         """The verdict on `candidate` against the reference."""
         t0 = time.perf_counter()
-        perm = self.fingerprints.match(candidate)
+        order, reason = self.fingerprints.match_named(candidate)  # the search named its outputs
         err: float | None = None
-        reason = "fingerprints differ" if perm is None else ""
-        if perm is not None:
-            err = self.floats.max_rel_err(candidate, perm)
+        if order is not None:
+            err = worst_error(self.floats.rel_errs(candidate, order.outputs, order.inputs))
             if not err <= TOLERANCE:
                 reason = f"float64 relative error {err:.3g} over {TOLERANCE:g}"
         return {

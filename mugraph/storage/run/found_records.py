@@ -1,5 +1,10 @@
 """Found μGraphs in a run store: `found/<fragment>/<digest>/` records (path, graph JSON, the task row that
-found it), written by `RunStore.complete_task` before the task is marked done."""
+found it), written by `RunStore.complete_task` before the task is marked done.
+
+A record is content-addressed: its name is the canonical digest of its graph. Reading one hashes the
+graph again (about half a millisecond), once per record per open, since the records of a fragment are
+kept in memory after their first read; a graph that does not hash to its name (two records swapped, one
+copied over another) is damage, never a μGraph shown under another's digest."""
 
 from __future__ import annotations
 
@@ -7,12 +12,14 @@ import asyncio
 from dataclasses import dataclass
 from pathlib import Path
 
+from mugraph.ir.canonical import canonical_digest
+from mugraph.ir.serialize import loads
 from mugraph.storage.run.atomic_store import AtomicLocalStore
 from mugraph.storage.run.errors import damaged
 from mugraph.storage.run.records import metadata_file, read_record, record_names
 from mugraph.storage.run.task_table import check_path
 
-__all__ = ["FoundRecord", "load_found"]
+__all__ = ["FoundRecord", "check_graph_digest", "graph_digest", "load_found"]
 
 
 @dataclass(frozen=True)
@@ -56,4 +63,22 @@ async def load_found(
         except (KeyError, TypeError, ValueError) as exc:
             raise damaged(file, exc) from None
         out[name] = FoundRecord(fragment, name, path, graph, task)
+    for name, rec in out.items():
+        check_graph_digest(rec.graph, name, metadata_file(root, f"{base}/{name}"))
     return out
+
+
+def graph_digest(graph: str, file: Path) -> str:
+    """The canonical digest of the graph JSON `graph`; StoreDamaged naming `file` if it is not a
+    kernel graph."""
+    try:
+        return canonical_digest(loads(graph))
+    except Exception as exc:  # stored data is input: whatever it breaks is damage, never a traceback
+        raise damaged(file, f"the graph is not a kernel graph ({type(exc).__name__}: {exc})") from None
+
+
+def check_graph_digest(graph: str, digest: str, file: Path) -> None:
+    """StoreDamaged naming `file` unless the graph JSON `graph` hashes to `digest`."""
+    actual = graph_digest(graph, file)
+    if actual != digest:
+        raise damaged(file, f"the graph hashes to {actual[:16]}, not to {digest[:16]}, the digest that names it")

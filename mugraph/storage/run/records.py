@@ -12,6 +12,7 @@ the group, so a crash leaves the old record or the new one.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import zlib
 from collections.abc import Mapping
@@ -27,10 +28,13 @@ from mugraph.storage.run.run_records import JsonObject
 
 __all__ = [
     "CRC_KEY",
+    "RUN_KEY",
     "canonical_json",
+    "check_run_tag",
     "normalize",
     "read_record",
     "record_names",
+    "run_tag",
     "seal",
     "sealed_group_json",
     "unseal",
@@ -38,11 +42,30 @@ __all__ = [
 ]
 
 CRC_KEY = "crc32"
+RUN_KEY = "run"  # the run_tag of the identity a record was written for
 
 
 def canonical_json(value: Any) -> str:
     """The one JSON text of `value` that checksums and equality tests use."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def run_tag(identity: Mapping[str, str]) -> str:
+    """A short digest of a run's identity (program, config, budget, schemas). The task table, the
+    fragments and the timeline carry it, so a record copied in from a store of another run, or a root
+    `zarr.json` from another run over these records, reads as damage instead of a mixed run."""
+    return hashlib.sha256(canonical_json(dict(identity)).encode()).hexdigest()[:32]
+
+
+def check_run_tag(attrs: Mapping[str, Any], tag: str, file: Path) -> None:
+    """StoreDamaged naming `file` unless the record `attrs` was written for the run tagged `tag`."""
+    stored = attrs.get(RUN_KEY)
+    if stored != tag:
+        raise damaged(
+            file,
+            f"written for another run (run tag {str(stored)[:12]!r}) than the root zarr.json's identity "
+            f"(run tag {tag[:12]!r})",
+        )
 
 
 def normalize(value: Any, what: str) -> Any:

@@ -29,7 +29,7 @@ from mugraph.storage.run.atomic_store import AtomicLocalStore
 from mugraph.storage.run.errors import RECOVERY_HINT, StoreError, StoreMismatch, damaged
 from mugraph.storage.run.ledger import Ledger
 from mugraph.storage.run.lock import LOCK_NAME, StoreLock
-from mugraph.storage.run.records import canonical_json
+from mugraph.storage.run.records import canonical_json, run_tag
 from mugraph.storage.run.run_records import JsonObject
 from mugraph.storage.run.task_table import TaskTable
 from mugraph.storage.safe_files import LINK_PROBLEM, find_link
@@ -46,7 +46,10 @@ __all__ = [
     "read_root",
 ]
 
-SCHEMA_VERSION = 2  # 2: the ledger of committed records
+# 2: the ledger of committed records; 3: the task table, fragments, timeline, rankings and final
+# record carry the run tag
+# (an older store's would all read as written for another run, so it is refused by its version)
+SCHEMA_VERSION = 3
 FORMAT = "mugraph-run-store"
 _SIBLING = re.compile(r"\.(?P<name>.+)\.mugraph-(?:new|old)-(?P<pid>\d+)-[0-9a-f]+")
 
@@ -144,7 +147,7 @@ def create_store(
 
         async def build() -> None:
             await zasync.create_group(store=store, attributes=attrs)
-            await TaskTable.create(store, tmp, counter_names)
+            await TaskTable.create(store, tmp, counter_names, run_tag(identity))
 
         zarr_sync(build())
         Ledger.create(tmp, durable=durable)

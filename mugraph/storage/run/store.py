@@ -8,9 +8,9 @@ Layout (every node is a group or array with one `zarr.json`; JSON records carry 
                                     crc32 (of format, schema, identity)
       mugraph.lock                  flock lock file of the single writer (holds its pid)
       ledger.jsonl                  every record committed, one line each (see `mugraph.storage.run.ledger`)
-      fragments/                    attrs: fragments [ {name, digest, graph, config, ...} ]  (written once)
+      fragments/                    attrs: fragments [ {name, digest, graph, config, ...} ], run  (written once)
       tasks/                        attrs (the commit record): rows, epoch, counter_names, workers,
-                                    found (records per fragment)
+                                    found (records per fragment), run
         path/      int32  [cap, 64] choice path from the root, padded with -1      chunks 512 rows,
         info/      int64  [cap, 5]  fragment, parent|-1, status 0|1, worker|-1,    zstd + crc32c,
                                     epoch|-1
@@ -19,9 +19,9 @@ Layout (every node is a group or array with one `zarr.json`; JSON records carry 
       confirmations/<fragment>/<digest>/   attrs: result {equivalent, seeds, error, ...}
       layouts/<fragment>/<digest>/  attrs: result {schema, layouts, terms, objective, solve_seconds}
       measurements/<fragment>/<digest>/   attrs: result {median_seconds, device, max_rel_err, ...} (GPU timings)
-      rankings/<fragment>/          attrs: ranking [ {...} ]
-      timeline/<invocation>/        attrs: samples [ progress event, ... ] (one record per invocation)
-      final/                        attrs: final {...}
+      rankings/<fragment>/          attrs: ranking [ {...} ], run
+      timeline/<invocation>/        attrs: samples [ progress event, ... ], run (one record per invocation)
+      final/                        attrs: final {...}, run
 
 Surviving `kill -9` at any instant. Every file is replaced atomically (`AtomicLocalStore`), so each
 file is old or new. A store is built in a hidden sibling directory and renamed into place, so a
@@ -39,6 +39,13 @@ crash mid-resize without consequence, and a deleted tail chunk is reported inste
 shortening the table. Readers (`open_existing`, no lock) may run beside the writer; the epoch keeps
 their view consistent (see `mugraph.storage.run.task_table`).
 
+`run` is the run tag (`records.run_tag`) of the root's identity: these records belong to one run,
+and a table, fragment list, timeline, ranking or final record copied from another run's store, or a
+root `zarr.json` copied over another run's records, is damage. Records of μGraphs are named by the
+canonical digest of their μGraph: a found record's graph must hash to its name, a confirmation,
+layout or measurement must say it is about the μGraph that names it, and a ranking's reference row
+must name the fragment's reference graph's digest; each is checked once per record per open.
+
 Damage (invalid JSON, a record whose checksum fails, a chunk failing its crc32c, truncated or
 missing, an impossible value, a committed record that is gone, records that contradict each other,
 a symbolic link inside the store) raises StoreDamaged naming the file; nothing is ever guessed.
@@ -53,6 +60,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import json
 import os
 import re
 from collections.abc import Coroutine, Iterator, Mapping, Sequence
@@ -74,7 +82,7 @@ from mugraph.storage.run.errors import (
     StoreMismatch,
     damaged,
 )
-from mugraph.storage.run.found_records import FoundRecord, load_found
+from mugraph.storage.run.found_records import FoundRecord, graph_digest, load_found
 from mugraph.storage.run.ledger import Ledger
 from mugraph.storage.run.lock import StoreLock
 from mugraph.storage.run.record_checks import (
@@ -85,11 +93,15 @@ from mugraph.storage.run.record_checks import (
     check_samples,
 )
 from mugraph.storage.run.records import (
+    RUN_KEY,
     canonical_json,
+    check_run_tag,
     metadata_file,
     normalize,
     read_record,
     record_names,
+    run_tag,
+    unseal,
     write_record,
 )
 from mugraph.storage.run.root import (
@@ -113,6 +125,7 @@ from mugraph.storage.run.run_records import (
     ProgressSample,
 )
 from mugraph.storage.run.task_table import CHUNK_ROWS, MAX_DEPTH, TaskRecord, TaskSummary, TaskTable, check_path
+from mugraph.storage.safe_files import read_nofollow
 
 __all__ = [
     "CHUNK_ROWS",
@@ -133,6 +146,7 @@ __all__ = [
 _DIGEST = re.compile(r"[0-9A-Za-z][0-9A-Za-z_.-]{0,127}")
 _SIBLING = re.compile(r"\.(?P<name>.+)\.mugraph-(?:new|old)-(?P<pid>\d+)-[0-9a-f]+")
 T = TypeVar("T")
+_KEYED = ("confirmations", "layouts", "measurements")  # records named by the digest of their μGraph
 
 
 @dataclass(frozen=True)
@@ -169,6 +183,7 @@ class RunStore:
         self.created = created
         self.identity: dict[str, str] = dict(root_attrs["identity"])
         self.meta: JsonObject = dict(root_attrs["meta"])
+        self._tag = run_tag(self.identity)
         self._lock = lock
         self._store = AtomicLocalStore(path, read_only=readonly, durable=durable)
         self._closed = False
@@ -178,12 +193,17 @@ class RunStore:
         frags = self._run(read_record(self._store, path, "fragments"))
         self._fragments: list[FragmentRecord] | None = None
         if frags is not None:
+            check_run_tag(frags, self._tag, metadata_file(path, "fragments"))
             self._fragments = check_fragments(frags.get("fragments"), metadata_file(path, "fragments"))
         count = len(self._fragments) if self._fragments is not None else None
-        self._table = self._run(TaskTable.load(self._store, path, count, exclusive=lock is not None))
+        self._table = self._run(TaskTable.load(self._store, path, count, exclusive=lock is not None, run=self._tag))
+        self._reference_digests: dict[int, str] = {}
         final = self.final()  # the final record and the rankings before the listings (see cross_checks)
         rankings = [self.ranking(i) for i in range(count or 0)]
         check_records(path, self._fragments or [], final, rankings, self._table.found_counts)
+        for i in range(count or 0):  # each names the μGraph it is about (found records: on first read)
+            for kind in _KEYED:
+                self._check_keyed_names(kind, i)
 
     # ---------------------------------------------------------------- opening and closing
 
@@ -334,7 +354,7 @@ class RunStore:
         if used and max(used) >= len(value):
             raise ValueError(f"tasks refer to fragment {max(used)} but only {len(value)} fragments are given")
         with self._writing():
-            write_record(self._store, "fragments", {"fragments": value})
+            write_record(self._store, "fragments", {"fragments": value, RUN_KEY: self._tag})
             self._ledger.add(["fragments"])
         self._fragments = value
 
@@ -477,33 +497,84 @@ class RunStore:
             self._ledger.add([path])
 
     def _keyed(self, kind: str, fragment: int) -> dict[str, tuple[JsonObject, Path]]:
-        """digest → (the record's `result`, its file) of every record of `kind` for `fragment`."""
-        base = f"{kind}/{self._check_fragment(fragment)}"
-        return {d: (r, metadata_file(self.path, f"{base}/{d}")) for d, r in self._read_all(base, "result", dict)}
+        """digest → (the record's `result`, its file) of every record of `kind` for `fragment`.
 
-    def _read_all(self, base: str, key: str, kind: type[T]) -> list[tuple[str, T]]:
-        """(name, field `key`) of every record directly under `base`, by name."""
+        A record is named by the digest of its μGraph and says which μGraph it is about: one whose
+        `digest` is another's (two records swapped, one copied over another) is damage."""
+        base = f"{kind}/{self._check_fragment(fragment)}"
+        out: dict[str, tuple[JsonObject, Path]] = {}
+        for d, attrs in self._read_all(base):
+            file = metadata_file(self.path, f"{base}/{d}")
+            result = self._field(f"{base}/{d}", attrs, "result", dict)
+            if result.get("digest") != d:
+                raise damaged(
+                    file, f"holds the record of μGraph {str(result.get('digest'))[:16]!r}, not of {d[:16]}, its name"
+                )
+            out[d] = (result, file)
+        return out
+
+    def _check_keyed_names(self, kind: str, fragment: int) -> None:
+        """At open: every record of `kind` for `fragment` is about the μGraph that names it. Each file is
+        read as plain JSON (about 20 μs, against 1 ms through zarr's event loop), since every open of
+        a store with thousands of μGraphs pays for it."""
+        base = f"{kind}/{fragment}"
+        for d in record_names(self.path, base):
+            file = metadata_file(self.path, f"{base}/{d}")
+            try:
+                attrs = unseal(json.loads(read_nofollow(file))["attributes"], file)
+                about = attrs["result"]["digest"]
+            except StoreError:
+                raise
+            except FileNotFoundError:
+                continue  # listed a moment ago and gone: the ledger and cross-checks say whether it matters
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                raise damaged(file, exc) from None
+            if about != d:
+                raise damaged(file, f"holds the record of μGraph {str(about)[:16]!r}, not of {d[:16]}, its name")
+
+    def _read_all(self, base: str) -> list[tuple[str, JsonObject | None]]:
+        """(name, attributes) of every record directly under `base`, by name."""
         names = record_names(self.path, base)
 
         async def read() -> list[JsonObject | None]:
             return await asyncio.gather(*(read_record(self._store, self.path, f"{base}/{n}") for n in names))
 
-        records = self._run(read())
-        return [(n, self._field(f"{base}/{n}", attrs, key, kind)) for n, attrs in zip(names, records, strict=True)]
+        return list(zip(names, self._run(read()), strict=True))
 
     def put_ranking(self, fragment: int, ranking: Sequence[Mapping[str, Any]]) -> None:
         self._check_writable()
         path = f"rankings/{self._check_fragment(fragment)}"
         value = normalize([dict(r) for r in ranking], "ranking")
         with self._writing():
-            write_record(self._store, path, {"ranking": value})
+            write_record(self._store, path, {"ranking": value, RUN_KEY: self._tag})
             self._ledger.add([path])
 
     def ranking(self, fragment: int) -> list[JsonObject] | None:
         """The stored ranking's rows (stages.layout.rows.RankedRow, which this room cannot import)."""
         path = f"rankings/{self._check_fragment(fragment)}"
         attrs = self._run(read_record(self._store, self.path, path))
-        return None if attrs is None else self._field(path, attrs, "ranking", list)
+        if attrs is None:
+            return None
+        check_run_tag(attrs, self._tag, metadata_file(self.path, path))
+        rows = self._field(path, attrs, "ranking", list)
+        reference = self._reference_digest(fragment)
+        for row in rows:
+            if isinstance(row, dict) and row.get("reference") and row.get("digest") != reference:
+                raise damaged(
+                    metadata_file(self.path, path),
+                    f"its reference row names {str(row.get('digest'))[:16]!r}, but the reference graph of "
+                    f"fragment {fragment} hashes to {reference[:16]}",
+                )
+        return rows
+
+    def _reference_digest(self, fragment: int) -> str:
+        """The canonical digest of a fragment's reference graph (hashed once per open)."""
+        if fragment not in self._reference_digests:
+            file = metadata_file(self.path, "fragments")
+            if self._fragments is None:
+                raise damaged(file, "missing, though a ranking names the fragments")
+            self._reference_digests[fragment] = graph_digest(self._fragments[fragment]["graph"], file)
+        return self._reference_digests[fragment]
 
     def put_timeline(self, invocation: int, samples: Sequence[Mapping[str, Any]]) -> None:
         """The progress samples of one invocation of the run (replaced as it goes on)."""
@@ -512,26 +583,31 @@ class RunStore:
             raise ValueError(f"invocation {invocation!r} must be an int in [0, 10**6)")
         value = normalize([dict(x) for x in samples], "timeline")
         with self._writing():
-            write_record(self._store, f"timeline/{invocation:06d}", {"samples": value})
+            write_record(self._store, f"timeline/{invocation:06d}", {"samples": value, RUN_KEY: self._tag})
             self._ledger.add([f"timeline/{invocation:06d}"])
 
     def timeline(self) -> list[list[ProgressSample]]:
         """Every invocation's progress samples, oldest invocation first (as the driver wrote them)."""
-        return [
-            check_samples(samples, metadata_file(self.path, f"timeline/{name}"))
-            for name, samples in self._read_all("timeline", "samples", list)
-        ]
+        out = []
+        for name, attrs in self._read_all("timeline"):
+            file = metadata_file(self.path, f"timeline/{name}")
+            check_run_tag(attrs or {}, self._tag, file)
+            out.append(check_samples(self._field(f"timeline/{name}", attrs, "samples", list), file))
+        return out
 
     def put_final(self, final: Mapping[str, Any]) -> None:
         self._check_writable()
         value = normalize(dict(final), "final result")
         with self._writing():
-            write_record(self._store, "final", {"final": value})
+            write_record(self._store, "final", {"final": value, RUN_KEY: self._tag})
             self._ledger.add(["final"])
 
     def final(self) -> FinalRecord | None:
         attrs = self._run(read_record(self._store, self.path, "final"))
-        return None if attrs is None else cast(FinalRecord, self._field("final", attrs, "final", dict))
+        if attrs is None:
+            return None
+        check_run_tag(attrs, self._tag, metadata_file(self.path, "final"))
+        return cast(FinalRecord, self._field("final", attrs, "final", dict))
 
     def _field(self, path: str, attrs: Mapping[str, Any] | None, key: str, kind: type[T]) -> T:
         value = (attrs or {}).get(key)

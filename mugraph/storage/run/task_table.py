@@ -5,8 +5,10 @@ every array. `tasks/path` int32 [cap, 64] holds the choice path padded with -1; 
 [cap, 5] holds (fragment, parent row or -1, status 0 pending / 1 done, worker index or -1, epoch or
 -1); `tasks/counters` float64 [cap, C] holds a done task's counters. The `tasks` group's sealed
 attributes are the commit record: the row count `rows`, the `epoch` (how many commits so far), the
-counter names, the worker names and `found`, the number of found μGraph records per fragment (a
-second witness beside the ledger: fewer records on disk than counted is damage, see `cross_checks`).
+counter names, the worker names, `run` (the run tag of the identity the table was made for, see
+`records.run_tag`: a table copied from another run's store is damage) and `found`, the number of
+found μGraph records per fragment (a second witness beside the ledger: fewer records on disk than
+counted is damage, see `cross_checks`).
 
 Why it is cheap: the writer keeps a copy of every array in memory and writes whole chunks from it,
 encoded by `chunk_codec` (no read-modify-write, no zarr event-loop round trips); capacity grows a
@@ -47,7 +49,7 @@ from zarr.core.sync import sync as zarr_sync
 from mugraph.storage.run.atomic_store import AtomicLocalStore, write_atomic
 from mugraph.storage.run.chunk_codec import CODEC_DICTS, compressors, encode_chunk
 from mugraph.storage.run.errors import StoreError, damaged
-from mugraph.storage.run.records import metadata_file, read_record, write_record
+from mugraph.storage.run.records import RUN_KEY, check_run_tag, metadata_file, read_record, write_record
 
 __all__ = ["CHUNK_ROWS", "MAX_DEPTH", "FragmentTasks", "TaskRecord", "TaskSummary", "TaskTable"]
 
@@ -148,6 +150,7 @@ class TaskTable:
         self._store = store
         self._root = root
         self._arrays = arrays
+        self.run = str(attrs[RUN_KEY])
         self.counter_names: tuple[str, ...] = tuple(attrs["counter_names"])
         self.workers: list[str] = list(attrs["workers"])
         self._worker_index = {w: i for i, w in enumerate(self.workers)}
@@ -169,11 +172,11 @@ class TaskTable:
     # ---------------------------------------------------------------- creation and loading
 
     @classmethod
-    async def create(cls, store: AtomicLocalStore, root: Path, counter_names: Sequence[str]) -> TaskTable:
+    async def create(cls, store: AtomicLocalStore, root: Path, counter_names: Sequence[str], run: str) -> TaskTable:
         names = [str(n) for n in counter_names]
         if len(set(names)) != len(names):
             raise ValueError(f"counter names must be distinct, got {names}")
-        attrs = {"rows": 0, "epoch": 0, "counter_names": names, "workers": [], "found": {}}
+        attrs = {"rows": 0, "epoch": 0, "counter_names": names, "workers": [], "found": {}, RUN_KEY: run}
         write_record(store, _GROUP, attrs)
         arrays: dict[str, AsyncArray[Any]] = {}
         for spec in _SPECS:
@@ -191,8 +194,11 @@ class TaskTable:
         return cls(store, root, arrays, attrs)
 
     @classmethod
-    async def load(cls, store: AtomicLocalStore, root: Path, fragments: int | None, exclusive: bool) -> TaskTable:
-        """Read and check the committed rows; StoreDamaged naming the file at the first problem.
+    async def load(
+        cls, store: AtomicLocalStore, root: Path, fragments: int | None, exclusive: bool, run: str
+    ) -> TaskTable:
+        """Read and check the committed rows of the table made for the run tagged `run`; StoreDamaged
+        naming the file at the first problem.
 
         The commit record first, then info, then the rest: what a done row needs was written before
         it. Not `exclusive` (no lock: a writer may be running), tasks done after the commit record's
@@ -201,6 +207,7 @@ class TaskTable:
         file = metadata_file(root, _GROUP)
         if attrs is None:
             raise damaged(file, "missing")
+        check_run_tag(attrs, run, file)
         try:
             rows, epoch = int(attrs["rows"]), int(attrs["epoch"])
             names = [str(n) for n in attrs["counter_names"]]
@@ -211,7 +218,8 @@ class TaskTable:
         except (KeyError, TypeError, ValueError) as exc:
             raise damaged(file, exc) from None
         arrays = {spec.name: await cls._open_array(store, root, spec, len(names), rows) for spec in _SPECS}
-        table = cls(store, root, arrays, {"counter_names": names, "workers": workers, "epoch": epoch, "found": found})
+        kept = {"counter_names": names, "workers": workers, "epoch": epoch, "found": found, RUN_KEY: run}
+        table = cls(store, root, arrays, kept)
         info = await table._read("info", rows, range(-(-rows // CHUNK_ROWS)))
         if not exclusive:
             later = (info[:, STATUS] == DONE) & (info[:, EPOCH] > epoch)
@@ -455,6 +463,7 @@ class TaskTable:
             "counter_names": list(self.counter_names),
             "workers": list(self.workers),
             "found": {str(f): n for f, n in sorted(self.found_counts.items())},
+            RUN_KEY: self.run,
         }
         write_record(self._store, _GROUP, attrs)
         self._committed = state

@@ -15,7 +15,10 @@ from tests.helpers.verdict_tables import GATED_MLP, LORA
 TABLES = {"gated_mlp": GATED_MLP, "lora": LORA}
 
 
-def oracle(name: str, config: OracleConfig | None = None, memo: object = None) -> SubexprOracle:
+Z3 = OracleConfig(engine="z3")  # these tests are of Z3's route; normal forms: test_decide.py
+
+
+def oracle(name: str, config: OracleConfig = Z3, memo: object = None) -> SubexprOracle:
     ref = reference(name)
     return SubexprOracle(output_exprs(ref), len(ref.input_tensors), config, memo)  # type: ignore[arg-type]
 
@@ -98,7 +101,7 @@ def test_a_one_input_reference_declares_its_input() -> None:
     """No axiom names the input of a one-input program, yet every query does."""
     from mugraph.stages.prune.expr import Head, unary
 
-    o = SubexprOracle([unary(Head.EXP, var(0))], 1)
+    o = SubexprOracle([unary(Head.EXP, var(0))], 1, Z3)
     assert o.verdicts([var(0), unary(Head.SQRT, var(0))]) == [Verdict.YES, Verdict.NO]
 
 
@@ -107,7 +110,7 @@ def test_a_verdict_does_not_depend_on_earlier_queries() -> None:
     verdicts: dict[str, Verdict] = {}
 
     def ask(name: str, history: list[str]) -> None:
-        o = SubexprOracle([parse(RMS_REF)], 3)
+        o = SubexprOracle([parse(RMS_REF)], 3, Z3)
         o.verdicts([parse(t) for t in history])
         verdicts[name] = o.verdicts([parse(SENSITIVE)])[0]
         assert o.counters.solver_calls == len(history) + 1  # nothing refuted without Z3
@@ -127,7 +130,7 @@ def test_unknown_policy() -> None:
     default = oracle("gated_mlp")
     assert default.keep_many(exprs) == [False] * len(exprs)
     assert Verdict.UNKNOWN in default.verdicts(exprs)  # Mirage's case: the rlimit is hit
-    lenient = oracle("gated_mlp", OracleConfig(unknown_keeps=True))
+    lenient = oracle("gated_mlp", OracleConfig(unknown_keeps=True, engine="z3"))
     kept = lenient.keep_many(exprs)
     assert kept == [v is Verdict.UNKNOWN for v in lenient.verdicts(exprs)]
     assert any(kept)
@@ -138,10 +141,10 @@ def test_memo_keys_are_versioned() -> None:
     base = oracle("lora").key(e)
     assert base == oracle("lora").key(e)
     assert base.startswith("mugraph:sub:")
-    assert oracle("lora", OracleConfig(rlimit=1000)).key(e) != base
+    assert oracle("lora", OracleConfig(rlimit=1000, engine="z3")).key(e) != base
     assert oracle("gated_mlp").key(e) != base
     assert oracle("lora").key(LORA[1][1]) != base
-    assert oracle("lora", OracleConfig(unknown_keeps=True)).key(e) == base  # policy is not in the key
+    assert oracle("lora", OracleConfig(unknown_keeps=True, engine="z3")).key(e) == base  # policy is not in the key
 
 
 class RecordingMemo:

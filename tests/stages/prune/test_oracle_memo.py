@@ -14,7 +14,7 @@ import pytest
 
 from mugraph.stages.prune.expr import Expr, output_exprs
 from mugraph.stages.prune.models import Refuter
-from mugraph.stages.prune.oracle import VERDICT_BYTES, SubexprOracle, Verdict
+from mugraph.stages.prune.oracle import VERDICT_BYTES, OracleConfig, SubexprOracle, Verdict
 from mugraph.storage.memo.layered import LayeredMemo, open_memo_store
 from mugraph.storage.memo.redis_backend import RedisMemo
 from mugraph.storage.memo.redis_server import EmbeddedRedis
@@ -36,7 +36,7 @@ def layered(url: str) -> LayeredMemo:
 
 def oracle(name: str, memo: LayeredMemo | None) -> SubexprOracle:
     ref = reference(name)
-    return SubexprOracle(output_exprs(ref), len(ref.input_tensors), memo=memo)
+    return SubexprOracle(output_exprs(ref), len(ref.input_tensors), OracleConfig(engine="z3"), memo)
 
 
 def _exprs(name: str) -> list[Expr]:

@@ -72,7 +72,7 @@ def test_the_excluding_choice_is_the_deepest_the_expert_reaches() -> None:
 def test_an_oracle_verdict_is_named() -> None:
     """lora's concat expert, in a space narrowed to its own choices: its concat-matmul's term is
     undecided within the rlimit, and unknowns are pruned."""
-    extra = {"grids": [[128, 1, 1]], "fmaps": [-1, 0, 1], "kernel_ops": [], "franges": [2]}
+    extra = {"grids": [[128, 1, 1]], "fmaps": [-1, 0, 1], "kernel_ops": [], "franges": [2], "oracle": "z3"}
     e = explain("lora", "concat", **extra)
     assert e.rule == "oracle verdict" and "concat_matmul(0,4,1,3)" in e.reason and e.setting == "unknown_keeps=true"
     assert admitted("lora", e, **extra).inside

@@ -177,7 +177,7 @@ def test_lora_concat_expert_is_pruned_as_unknown() -> None:
     sums of negative degree) but beyond Z3's rlimit, and Mirage's policy prunes unknowns."""
     from mugraph.stages.prune.oracle import Verdict
 
-    s = Searcher(fragment("lora", **LORA_CONCAT))
+    s = Searcher(fragment("lora", **LORA_CONCAT, oracle="z3"))
     labels = [*LORA_CONCAT_PATH, "matmul(0,2)", "concat_matmul(0,4,1,3)"]
     state = find_instance(s.fragment.root, s.fragment.config, labels)  # pruned: in no task's tree
     (term,) = state.new
@@ -186,7 +186,7 @@ def test_lora_concat_expert_is_pruned_as_unknown() -> None:
 
 
 def test_lora_concat_expert_found_when_unknowns_are_kept() -> None:
-    s = Searcher(fragment("lora", **LORA_CONCAT, unknown_keeps=True))
+    s = Searcher(fragment("lora", **LORA_CONCAT, unknown_keeps=True, oracle="z3"))
     want = canonical_digest(get_builtin("lora").experts["concat"]())
     report = run_search(
         s, budget=2000, start=[s.find_path(structure_labels(LORA_CONCAT_PATH))], stop=lambda r: want in r.found

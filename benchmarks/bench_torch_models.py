@@ -1,0 +1,206 @@
+"""PyTorch models as users write them, through `mugraph.optimize`, beside the built-in programs.
+
+Each case runs in a child process of its own (Triton's interpreter is chosen per process): the model
+is optimized on a local cluster of `--workers` workers under `--time-limit`, in a fresh store, and the
+returned module is run on fresh inputs and compared with the model (relative error, max over outputs).
+A built-in case (`builtin:NAME`) runs `mugraph optimize NAME` the same way, so that a torch spelling of
+a built-in program is timed side by side with it. One JSON line per case on stdout; `--table` prints
+them as a Markdown table for RESULTS.md.
+
+    python benchmarks/bench_torch_models.py --cases builtin:rms_norm readme_rms_norm
+    python benchmarks/bench_torch_models.py --cases prenorm_mlp_fp16 prenorm_mlp_fp32 --time-limit 10m
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+CASES = [
+    "builtin:rms_norm",
+    "readme_rms_norm",
+    "prenorm_mlp_fp16",
+    "prenorm_mlp_fp32",
+    "prenorm_mlp_fp16_3d",
+    "prenorm_mlp_fp32_3d",
+    "prenorm_gelu_mlp_fp16",
+    "llama_half_block",
+]
+
+# Runs in the child: builds the case's model, optimizes it, checks the module against the model.
+CHILD = r'''
+import json, sys, time
+import mugraph  # before transformers: Triton's interpreter is chosen when mugraph.torch is imported
+import mugraph.torch
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+case, store, workers, limit = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] or None
+torch.manual_seed(0)
+
+
+class ReadmeRMSNorm(nn.Module):
+    """README's rms_norm program written in torch: F.rms_norm with eps, then a matmul."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4096, 6144) / 64)
+
+    def forward(self, x):
+        return F.rms_norm(x, (4096,), eps=1e-6) @ self.w
+
+
+class PreNormMLP(nn.Module):
+    """RMSNorm with weight, Linear, SiLU or GELU, Linear, residual."""
+
+    def __init__(self, d=256, f=1024, act="silu"):
+        super().__init__()
+        self.norm = nn.RMSNorm(d, eps=1e-5)
+        self.fc1, self.fc2 = nn.Linear(d, f, bias=False), nn.Linear(f, d, bias=False)
+        self.act = F.silu if act == "silu" else F.gelu
+
+    def forward(self, x):
+        return x + self.fc2(self.act(self.fc1(self.norm(x))))
+
+
+def llama_half_block():
+    from transformers import LlamaConfig
+    from transformers.models.llama.modeling_llama import LlamaMLP, LlamaRMSNorm
+
+    cfg = LlamaConfig(hidden_size=256, intermediate_size=512, num_attention_heads=4, num_hidden_layers=1)
+
+    class Half(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm, self.mlp = LlamaRMSNorm(256, eps=cfg.rms_norm_eps), LlamaMLP(cfg)
+
+        def forward(self, x):
+            return x + self.mlp(self.norm(x))
+
+    return Half()
+
+
+def build(case):
+    fp16, fp32 = torch.float16, torch.float32
+    if case == "readme_rms_norm":
+        return ReadmeRMSNorm().to(fp16), (16, 4096), fp16
+    if case == "llama_half_block":
+        return llama_half_block().to(fp16), (16, 256), fp16
+    act = "gelu" if "gelu" in case else "silu"
+    dtype = fp32 if "fp32" in case else fp16
+    shape = (2, 8, 256) if case.endswith("_3d") else (16, 256)
+    return PreNormMLP(act=act).to(dtype), shape, dtype
+
+
+t0 = time.perf_counter()
+if case.startswith("builtin:"):
+    from mugraph.api import OptimizeOptions, run_optimize
+
+    done = run_optimize(case.split(":", 1)[1], OptimizeOptions(store=store, workers=workers, time_limit=limit))
+    frags = []
+    for name, best in done["best_per_fragment"].items():
+        rows = [r for r in done["ranking"][name] if r["digest"] == best]
+        speed = rows[0]["speedup"] if rows else 1.0
+        ranked = len(done["ranking"][name])
+        frags.append({"name": name, "chosen": best[:16], "speedup": round(speed, 3), "ranked": ranked})
+    out = {"fragments": frags, "complete": done["complete"], "mugraphs": len(done["mugraphs"]),
+           "states": done["states"], "solver_calls": done["solver_calls"], "rel_error": None}
+else:
+    model, shape, dtype = build(case)
+    model = model.eval()
+    x = torch.randn(*shape, dtype=dtype)
+    fast = mugraph.optimize(model, (x,), store=store, workers=workers, time_limit=limit, verbose=False)
+    v = fast.verdict
+    x2 = torch.randn(*shape, dtype=dtype)
+    with torch.no_grad():
+        want = model.double()(x2.double())
+        got = mugraph.load(store)(x2).double()
+    err = float((got - want).abs().max() / want.abs().max())
+    out = {
+        "fragments": [
+            {"name": f.name, "chosen": f.chosen[:16], "speedup": round(f.speedup, 3), "kernels": f.kernels,
+             "ranked": f.ranked, "reason": f.reason}
+            for f in v.fragments
+        ],
+        "complete": v.complete,
+        "heavy_glue": list(v.heavy_glue),
+        "rel_error": err,
+        "dtype": str(dtype).removeprefix("torch."),
+        "shape": list(shape),
+    }
+out["seconds"] = round(time.perf_counter() - t0, 1)
+print("RESULT " + json.dumps(out, default=str))
+'''
+
+
+def run_case(case: str, workers: int, limit: str, scratch: Path) -> dict[str, Any]:
+    store = scratch / f"{case.replace(':', '-')}.zarr"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("TRITON_INTERPRET", None)
+    t0 = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, case, str(store), str(workers), limit],
+        capture_output=True,
+        text=True,
+        cwd=scratch,
+        env=env,
+    )
+    wall = time.perf_counter() - t0
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    if proc.returncode != 0 or not lines:
+        return {"case": case, "failed": proc.stderr[-1500:], "wall": round(wall, 1)}
+    result: dict[str, Any] = {"case": case, "wall": round(wall, 1), **json.loads(lines[-1][len("RESULT ") :])}
+    return result
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    out = [
+        "| case | dtype, shape | fragments: best estimated speedup | complete | rel. error | seconds |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        if "failed" in r:
+            out.append(f"| {r['case']} | failed: {r['failed'].splitlines()[-1] if r['failed'] else '?'} | | | | |")
+            continue
+        frs = ", ".join(
+            f"{f['name']} {f['speedup']:.2f}x" if f.get("chosen") != "reference" else f"{f['name']} ref"
+            for f in r.get("fragments", [])
+            if isinstance(f, dict) and "speedup" in f
+        )
+        err = f"{r['rel_error']:.1e}" if r.get("rel_error") is not None else ""
+        out.append(
+            f"| {r['case']} | {r.get('dtype', '')} {r.get('shape', '')} | {frs} | {r.get('complete', '')} | {err} "
+            f"| {r['seconds']} |"
+        )
+    return "\n".join(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cases", nargs="+", default=CASES, help=f"cases to run (default: all of {CASES})")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--time-limit", default="", help="per case, as --time-limit takes it (default: none)")
+    ap.add_argument("--scratch", type=Path, default=Path("/tmp/bench_torch_models"))
+    ap.add_argument("--table", action="store_true", help="print a Markdown table at the end")
+    a = ap.parse_args()
+    a.scratch.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for case in a.cases:
+        row = run_case(case, a.workers, a.time_limit, a.scratch)
+        rows.append(row)
+        print(json.dumps(row, default=str), flush=True)
+    if a.table:
+        print(table(rows))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,130 @@
+"""Which ops on tensors of 3 or more dims are lowered on 2-d forms ([B, S, D] as [B·S, D]).
+
+The IR has no reshape, so a value the program holds on its 2-d form can be read only by ops that
+read it so too; an op needing its dims (a batched matmul, a product broadcast over some leading dims
+only, as rotary embeddings are) would have to leave it to torch. So the choice is made for the whole
+graph before lowering: an op is *row-wise* where it acts on each row of its last dim alone and every
+operand has a 2-d form; a row-wise op is lowered on 2-d forms unless a lowerable op that is not
+row-wise reads its result, and the refusal spreads back through the row-wise ops feeding it. A
+linear layer on [B, S, D] then reads 2-d forms, and the element-wise ops between two of them do too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from math import prod
+
+import torch
+from torch import fx
+
+from mugraph.torch.lower_operands import bind, flat_shape, meta
+from mugraph.torch.norms import Norm
+
+aten = torch.ops.aten
+
+ELEMENTWISE = frozenset(
+    {
+        aten.add.Tensor,
+        aten.add.Scalar,
+        aten.sub.Tensor,
+        aten.sub.Scalar,
+        aten.rsub.Scalar,
+        aten.mul.Tensor,
+        aten.mul.Scalar,
+        aten.div.Tensor,
+        aten.div.Scalar,
+        aten.neg.default,
+        aten.exp.default,
+        aten.silu.default,
+        aten.relu.default,
+        aten.sqrt.default,
+        aten.square.default,
+        aten.rsqrt.default,
+        aten.reciprocal.default,
+        aten.gelu.default,
+        aten.pow.Tensor_Scalar,
+        aten.clamp.default,
+        aten.clone.default,
+    }
+)
+
+
+def _shape(a: fx.Node) -> tuple[int, ...] | None:
+    val = meta(a)
+    return tuple(int(d) for d in val.shape) if isinstance(val, torch.Tensor) else None
+
+
+def _last_dim_only(node: fx.Node, rank: int) -> bool:
+    b = bind(node)
+    dims = b.get("dim")
+    dims = [dims] if isinstance(dims, int) else dims
+    return isinstance(dims, list | tuple) and len(dims) == 1 and isinstance(dims[0], int) and dims[0] % rank == rank - 1
+
+
+def row_operands(node: fx.Node, norm: Norm | None = None) -> list[fx.Node] | None:
+    """The tensor operands `node` reads row by row, where it is a row-wise op on 3 or more dims whose
+    operands all have 2-d forms; else None."""
+    out = _shape(node)
+    if out is None or len(out) < 3:
+        return None
+    t = node.target
+    if norm is not None:
+        ops = [a for a in (norm.x, norm.weight, norm.bias) if a is not None]
+    elif t in ELEMENTWISE:
+        ops = list(node.all_input_nodes)
+    elif t is aten.linear.default:
+        b = bind(node)
+        ops = [a for a in (b["input"], b.get("bias")) if isinstance(a, fx.Node)]
+    elif t is aten.matmul.default:
+        rhs = _shape(node.args[1]) if isinstance(node.args[1], fx.Node) else None
+        if rhs is None or len(rhs) < 2 or any(d != 1 for d in rhs[:-2]) or not isinstance(node.args[0], fx.Node):
+            return None
+        ops = [node.args[0]]
+    elif t in (aten.sum.dim_IntList, aten.mean.dim):
+        if not _last_dim_only(node, len(out)) or not isinstance(node.args[0], fx.Node):
+            return None
+        ops = [node.args[0]]
+    elif t is aten.cat.default:
+        b = bind(node)
+        parts, dim = b["tensors"], b.get("dim", 0)
+        if not isinstance(parts, list | tuple) or not isinstance(dim, int) or dim % len(out) != len(out) - 1:
+            return None
+        ops = [p for p in parts if isinstance(p, fx.Node)]
+        rows = prod(out[:-1])
+        if any((s := _shape(p)) is None or flat_shape(s, out) != (rows, s[-1]) for p in ops):
+            return None  # cat does not broadcast a part over the rows
+    else:
+        return None
+    shapes = [_shape(a) for a in ops]
+    if any(s is None or flat_shape(s, out) is None for s in shapes):
+        return None
+    return ops
+
+
+def held_flat(nodes: Sequence[fx.Node], norms: Mapping[str, Norm], lowerable: Collection[object]) -> set[str]:
+    """The nodes whose ops are lowered on 2-d forms: row-wise ones that no lowerable op needing the
+    dims reads (`lowerable`: the ATen ops with a lowering; a norm's root counts as one)."""
+    part_of = {name: root for root, n in norms.items() for name in n.nodes if name != root}
+    by_name = {n.name: n for n in nodes}
+    flat = {
+        n.name
+        for n in nodes
+        if n.name not in part_of and row_operands(n, norms.get(n.name)) is not None  # a piece is its norm's
+    }
+
+    def readers(name: str) -> set[str]:
+        out = {part_of.get(u.name, u.name) for u in by_name[name].users}
+        return {r for r in out if r != part_of.get(name, name)}
+
+    def needs_dims(reader: str) -> bool:
+        node = by_name[reader]
+        return reader not in flat and (reader in norms or node.target in lowerable)
+
+    changed = True
+    while changed:
+        changed = False
+        for name in sorted(flat):
+            if any(needs_dims(r) for r in readers(name)):
+                flat.discard(name)
+                changed = True
+    return flat

@@ -1,0 +1,306 @@
+"""docs/torch.md's table of what common torch constructs become, as data: each row is captured and
+checked (a row saying "lowered as rms_norm" finds an rms_norm op with that eps in the program), and
+the table in the docs is this data, row for row."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers.models.llama.modeling_llama import LlamaRMSNorm
+
+from mugraph.ir.types import DType, OpKind
+from mugraph.torch.capture import capture
+from mugraph.torch.errors import CaptureError
+from tests.helpers.torch_models import Branchy, inputs
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "torch.md"
+K = OpKind
+
+
+@dataclass(frozen=True)
+class Expect:
+    """What a row's capture must show: program op kinds (exactly, in order, where `exact`; else each
+    at least once), a norm's eps, ATen ops left to torch (by name), whether anything else is glue."""
+
+    ops: tuple[OpKind, ...] = ()
+    exact: bool = True
+    eps: float | None = None
+    glue: tuple[str, ...] = ()
+    only_glue: bool = True  # nothing but `glue` is glue
+    dtype: DType = DType.FLOAT16
+    refused: str | None = None
+
+
+@dataclass(frozen=True)
+class Row:
+    construct: str  # the docs' first column
+    becomes: str  # the docs' second column
+    model: Callable[[], Any]  # a module or function
+    shapes: tuple[tuple[int, ...], ...]
+    expect: Expect
+    dtype: torch.dtype = torch.float16
+
+    @property
+    def id(self) -> str:
+        return re.sub(r"[^a-z0-9]+", "-", self.construct.lower()).strip("-")[:40]
+
+
+def _half(m: nn.Module) -> Callable[[], nn.Module]:
+    return lambda: m.half().eval()
+
+
+def written_rms(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+
+
+def written_ln(x: torch.Tensor) -> torch.Tensor:
+    d = x - x.mean(-1, keepdim=True)
+    return d / torch.sqrt(d.pow(2).mean(-1, keepdim=True) + 1e-5)
+
+
+def attention_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    return q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+
+
+def rotary(q: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    half = q.shape[-1] // 2
+    rotated = torch.cat((-q[..., half:], q[..., :half]), dim=-1)
+    return q * cos + rotated * sin
+
+
+def float32_island(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return (x.float().exp() @ w.float()).to(x.dtype) @ w.t()
+
+
+class Embed(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb, self.fc = nn.Embedding(32, 64), nn.Linear(64, 64, bias=False)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = self.fc(self.emb(ids))
+        return out
+
+
+def _ids() -> tuple[torch.Tensor]:
+    return (torch.arange(8).reshape(2, 4),)
+
+
+ROWS: list[Row] = [
+    Row(
+        "`F.rms_norm(x, (d,), w, eps)`, `nn.RMSNorm`",
+        "lowered: `rms_norm(x, eps)` · w",
+        _half(nn.RMSNorm(64, eps=1e-5)),
+        ((8, 64),),
+        Expect((K.RMS_NORM, K.MUL), eps=1e-5),
+    ),
+    Row(
+        "`F.rms_norm(x, (d,))` (eps=None)",
+        "lowered: `rms_norm(x, eps)`, eps = `torch.finfo(dtype).eps`",
+        lambda: lambda x: F.rms_norm(x, (64,)),
+        ((8, 64),),
+        Expect((K.RMS_NORM,), eps=2.0**-10),
+    ),
+    Row(
+        "RMSNorm written out: `x * rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w` (x·x or square; sum/n; "
+        "1/sqrt or / sqrt; w either side)",
+        "lowered: `rms_norm(x, eps)` · w, one op",
+        lambda: written_rms,
+        ((2, 4, 64), (64,)),
+        Expect((K.RMS_NORM, K.MUL), eps=1e-6),
+    ),
+    Row(
+        "Hugging Face `LlamaRMSNorm` (to float32, normalise, back to the input dtype, times w)",
+        "lowered: `rms_norm(x, eps)` · w; the casts are part of it",
+        _half(LlamaRMSNorm(64, eps=1e-5)),
+        ((2, 4, 64),),
+        Expect((K.RMS_NORM, K.MUL), eps=1e-5),
+    ),
+    Row(
+        "`nn.LayerNorm`, `F.layer_norm` (with weight and bias)",
+        "lowered: `layer_norm(x, eps)` · w + b",
+        _half(nn.LayerNorm(64, eps=1e-5)),
+        ((8, 64),),
+        Expect((K.LAYER_NORM, K.MUL, K.ADD), eps=1e-5),
+    ),
+    Row(
+        "`nn.LayerNorm(d, elementwise_affine=False)`",
+        "lowered: `layer_norm(x, eps)`",
+        _half(nn.LayerNorm(64, eps=1e-6, elementwise_affine=False)),
+        ((2, 4, 64),),
+        Expect((K.LAYER_NORM,), eps=1e-6),
+    ),
+    Row(
+        "LayerNorm written out: `(x - mean) / sqrt(var + eps)` (`var(unbiased=False)` or mean of squares)",
+        "lowered: `layer_norm(x, eps)`, one op",
+        lambda: written_ln,
+        ((8, 64),),
+        Expect((K.LAYER_NORM,), eps=1e-5),
+    ),
+    Row("`F.silu`, `nn.SiLU`", "lowered: `silu`", _half(nn.SiLU()), ((8, 64),), Expect((K.SILU,), only_glue=False)),
+    Row(
+        "`F.gelu`, `nn.GELU()` (erf form)",
+        "lowered: `gelu_erf`",
+        lambda: lambda x, w: F.gelu(x @ w),
+        ((8, 64), (64, 32)),
+        Expect((K.MATMUL, K.GELU_ERF)),
+    ),
+    Row(
+        '`F.gelu(approximate="tanh")`',
+        "lowered: `gelu`",
+        lambda: lambda x, w: F.gelu(x @ w, approximate="tanh"),
+        ((8, 64), (64, 32)),
+        Expect((K.MATMUL, K.GELU)),
+    ),
+    Row(
+        "`F.relu`, `nn.ReLU`",
+        "lowered: `relu` (not LAX: a fragment boundary)",
+        lambda: lambda x, w: torch.relu(x @ w),
+        ((8, 64), (64, 32)),
+        Expect((K.MATMUL, K.RELU)),
+    ),
+    Row(
+        "`nn.Linear` on `[N, D]`",
+        "lowered: matmul with W.T (a view of W), + bias",
+        _half(nn.Linear(64, 32)),
+        ((8, 64),),
+        Expect((K.MATMUL, K.ADD)),
+    ),
+    Row(
+        "`nn.Linear` on `[B, S, D]`",
+        "lowered: matmul on `[B·S, D]` (the program of the 2-d input)",
+        _half(nn.Linear(64, 32)),
+        ((2, 4, 64),),
+        Expect((K.MATMUL, K.ADD)),
+    ),
+    Row(
+        "`x @ w`, x `[B, S, K]`, w `[K, N]`",
+        "lowered: matmul on `[B·S, K]`",
+        lambda: lambda x, w: x @ w,
+        ((2, 4, 64), (64, 32)),
+        Expect((K.MATMUL,)),
+    ),
+    Row(
+        "`torch.bmm`, `a @ b` with equal batch dims",
+        "lowered: batched matmul",
+        lambda: torch.bmm,
+        ((2, 8, 64), (2, 64, 16)),
+        Expect((K.MATMUL,)),
+    ),
+    Row(
+        "attention scores `q @ k.transpose(-2, -1) / sqrt(d)`",
+        "transpose: glue (k.T enters as an input); matmul lowered, the scale folded into q",
+        lambda: attention_scores,
+        ((2, 8, 32), (2, 8, 32)),
+        Expect((K.MATMUL,), glue=("transpose",)),
+    ),
+    Row(
+        "`torch.softmax`, `F.softmax`",
+        "glue (the IR has no max: exp without torch's max shift overflows fp16)",
+        lambda: lambda x, y: torch.softmax(x @ y, dim=-1),
+        ((8, 16), (16, 64)),
+        Expect((K.MATMUL,), glue=("softmax",)),
+    ),
+    Row(
+        "`F.scaled_dot_product_attention`",
+        "glue",
+        lambda: lambda q, k, v: F.scaled_dot_product_attention(q @ q.transpose(-1, -2), k, v),
+        ((2, 8, 8), (2, 8, 8), (2, 8, 8)),
+        Expect((K.MATMUL,), glue=("transpose", "scaled_dot_product_attention")),
+    ),
+    Row(
+        "`.to(torch.float32)` and float32 ops in an fp16 model (outside a norm)",
+        "glue (the program computes in the model's dtype)",
+        lambda: float32_island,
+        ((8, 64), (64, 64)),
+        Expect((K.MATMUL,), glue=("_to_copy", "exp", "_to_copy", "matmul", "_to_copy", "t")),
+    ),
+    Row(
+        "a float32 model",
+        "lowered in float32",
+        lambda: nn.Sequential(nn.Linear(64, 64), nn.GELU()).eval(),
+        ((8, 64),),
+        Expect((K.MATMUL, K.ADD, K.GELU_ERF), dtype=DType.FLOAT32),
+        dtype=torch.float32,
+    ),
+    Row(
+        "`nn.Dropout` (eval)",
+        "nothing: eval's copy of a lowered value is that value",
+        _half(nn.Sequential(nn.Linear(64, 64), nn.Dropout(0.1))),
+        ((8, 64),),
+        Expect((K.MATMUL, K.ADD)),
+    ),
+    Row(
+        "`nn.Embedding`",
+        "glue (the lookup); its rows enter the program as an input",
+        _half(Embed()),
+        (),
+        Expect((K.MATMUL,), glue=("embedding",)),
+    ),
+    Row(
+        "rotary embeddings (`rotate_half`: slices, neg, cat; q·cos + rotate_half(q)·sin)",
+        "slices: glue; neg, cat, the products and the sum: lowered",
+        lambda: rotary,
+        ((1, 2, 8, 32), (8, 32), (8, 32)),
+        Expect((K.MUL_SCALAR, K.CONCAT, K.MUL, K.MUL, K.ADD), glue=("slice", "slice"), exact=False),
+    ),
+    Row(
+        "`torch.cond`, `while_loop`, other higher-order ops",
+        "refused: one `CaptureError` naming the op and its line",
+        Branchy,
+        ((16, 16),),
+        Expect(refused=r"^cond \(cond, at .*torch_models\.py:\d+\) can be neither lowered"),
+    ),
+]
+
+
+def _target_name(node: torch.fx.Node) -> str:
+    return str(getattr(node.target, "__name__", node.target)).split(".")[0]
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[r.id for r in ROWS])
+def test_each_row_is_what_the_capture_does(row: Row) -> None:
+    model = row.model()
+    args = _ids() if not row.shapes else inputs(*row.shapes, dtype=row.dtype)
+    want = row.expect
+    if want.refused is not None:
+        with pytest.raises(CaptureError, match=want.refused):
+            capture(model, args)
+        return
+    c = capture(model, args)
+    kinds: list[OpKind] = [op.kind for op in c.lowering.graph.ops if op.kind not in (K.INPUT, K.OUTPUT)]
+    if want.exact:
+        assert kinds == list(want.ops), c.lowering.describe()
+    else:
+        assert all(kinds.count(k) >= list(want.ops).count(k) for k in want.ops), c.lowering.describe()
+    assert {t.dtype for t in c.lowering.graph.tensors} == {want.dtype}
+    if want.eps is not None:
+        (norm,) = [op for op in c.lowering.graph.ops if op.kind in (K.RMS_NORM, K.LAYER_NORM)]
+        assert norm.float_attr("eps") == pytest.approx(want.eps, rel=1e-9)
+    nodes = {n.name: n for n in c.exported.graph.nodes}
+    glue = sorted(_target_name(nodes[g]) for g in c.lowering.glue)
+    if want.only_glue:
+        assert glue == sorted(want.glue)
+    else:
+        assert set(want.glue) <= set(glue)
+
+
+def _docs_rows() -> list[tuple[str, str]]:
+    text = DOCS.read_text()
+    section = text.split("## What is lowered, what stays glue", 1)[1].split("\n## ", 1)[0]
+    rows = [ln for ln in section.splitlines() if ln.startswith("| ") and not ln.startswith("| ---")]
+    cells = [[c.strip() for c in re.split(r"(?<!\\)\|", ln)[1:-1]] for ln in rows[1:]]  # the header aside
+    return [(c[0].replace("\\|", "|"), c[1].replace("\\|", "|")) for c in cells]
+
+
+def test_the_docs_table_is_this_data() -> None:
+    assert _docs_rows() == [(r.construct, r.becomes) for r in ROWS]
