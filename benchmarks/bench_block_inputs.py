@@ -21,8 +21,8 @@ from mugraph.programs import get_builtin
 from mugraph.stages.search.config import preset_config
 from mugraph.stages.search.explore import Fragment, Searcher
 from mugraph.stages.search.serial import run_search
-from tests.stages.search.narrow import NARROW
-from tests.stages.search.unread import unread_block_inputs
+from tests.helpers.narrow import NARROW
+from tests.helpers.unread import unread_block_inputs
 
 SPACES = {"rms_norm": False, "gated_mlp": False, "lora": True}  # name: narrowed
 

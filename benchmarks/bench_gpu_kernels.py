@@ -26,11 +26,11 @@ from pathlib import Path
 from typing import Any
 
 from mugraph.arrays.backend import device_name, get_array_module
-from mugraph.cli.emit import Selection, select_from_program, select_from_store
 from mugraph.codegen import CodegenError, emit_module
 from mugraph.codegen.timing import KernelTiming, time_source
 from mugraph.ir.canonical import canonical_digest
 from mugraph.programs import builtin_programs
+from mugraph.run.kernels import Selection, select_from_program, select_from_store
 from mugraph.stages.layout.choose import choose_layouts
 from mugraph.stages.layout.profiles import GpuProfile, get_profile
 from mugraph.stages.layout.roofline import estimate

@@ -23,7 +23,7 @@ from mugraph.stages.prune.expr import Expr, labelled_exprs, output_exprs
 from mugraph.stages.prune.oracle import VERDICT_BYTES, SubexprOracle, Verdict
 from mugraph.storage.memo.layered import LayeredMemo, open_memo_store
 from mugraph.storage.memo.redis_server import EmbeddedRedis
-from tests.stages.prune.verdict_tables import GATED_MLP, LORA
+from tests.helpers.verdict_tables import GATED_MLP, LORA
 
 
 def streams() -> dict[str, list[Expr]]:

@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from tree_path import tree_path  # noqa: E402
 
-from tests.stages.search.narrow import NARROW, old_space_settings  # noqa: E402
+from tests.helpers.narrow import NARROW, old_space_settings  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "RESULTS.md"
 OLD_SPACE_SETTINGS: dict[str, list[str]] = {}  # per program, set by main() for the tree being run

@@ -492,7 +492,7 @@ def main() -> None:
     if args.cmd == "record":
         settings: dict[str, Any] = {}
         if args.narrow:
-            from tests.stages.search.narrow import NARROW
+            from tests.helpers.narrow import NARROW
 
             settings = NARROW[args.program]
         header, tasks = record(args.program, args.budget, args.time_limit, settings)

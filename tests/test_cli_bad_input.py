@@ -13,9 +13,9 @@ import pytest
 
 from mugraph.arrays.backend import cupy_available
 from mugraph.cli import main
-from mugraph.cli.checks import WORKERS_PER_CORE_WARNING, max_workers, usable_cores
 from mugraph.ir.graph import KernelGraph
 from mugraph.ir.serialize import dumps, to_json
+from mugraph.run.checks import WORKERS_PER_CORE_WARNING, max_workers, usable_cores
 
 DEEP = 100_000
 

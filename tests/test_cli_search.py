@@ -8,8 +8,8 @@ from pathlib import Path
 from mugraph.cli.records import SearchSummary
 from mugraph.ir.canonical import canonical_digest
 from mugraph.programs.benchmarks import lora_expert_saved
-from tests.stages.search.narrow import NARROW
-from tests.test_cli_prune import run, summary
+from tests.helpers.cli_json import run, summary
+from tests.helpers.narrow import NARROW
 
 
 def settings(name: str) -> list[str]:

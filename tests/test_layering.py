@@ -25,10 +25,13 @@ def rooms_table() -> dict[str, tuple[set[str], set[str]]]:
 
 
 def room_of(module: str, package: Path = ROOT / "mugraph") -> str | None:
-    """`mugraph.stages.search.expand` -> `stages.search`; top-level modules and the package itself -> cli."""
+    """`mugraph.stages.search.expand` -> `stages.search`; `mugraph.__main__` -> cli (it starts the
+    command line); other top-level modules (`api.py`) and the package itself -> api."""
     parts = module.split(".")
-    if len(parts) == 1 or (len(parts) == 2 and not (package / parts[1]).is_dir()):
+    if module == "mugraph.__main__":
         return "cli"
+    if len(parts) == 1 or (len(parts) == 2 and not (package / parts[1]).is_dir()):
+        return "api"
     if parts[1] == "stages":
         return None if len(parts) == 2 else "stages." + parts[2]
     return parts[1]
@@ -74,8 +77,17 @@ def violations(package: Path = ROOT / "mugraph") -> list[str]:
 
 def test_design_table_is_read() -> None:
     table = rooms_table()
-    assert {"ir", "stages.search", "pipeline", "storage", "cli"} <= set(table)
+    assert {"ir", "stages.search", "pipeline", "storage", "run", "api", "cli"} <= set(table)
     assert "distributed" not in table["stages.search"][1]
+
+
+def test_only_the_command_line_imports_it() -> None:
+    """The library and the run never import the command line: `cli` is in no other row, so a module
+    outside `cli/` importing it is a violation (as `api.py` importing `cli.checks` once was)."""
+    table = rooms_table()
+    assert [room for room, (rooms, _) in table.items() if room != "cli" and ("cli" in rooms or "*" in rooms)] == []
+    assert "run" in table["api"][0] and "run" in table["cli"][0]
+    assert "api" not in table["cli"][0] and "api" not in table["run"][0]
 
 
 def test_every_module_keeps_its_room() -> None:
@@ -84,15 +96,29 @@ def test_every_module_keeps_its_room() -> None:
 
 def test_a_stage_importing_the_pipeline_is_caught(tmp_path: Path) -> None:
     package = tmp_path / "mugraph"
-    for room in ("ir", "pipeline", "stages/search", "newroom"):
+    for room in ("ir", "pipeline", "stages/search", "newroom", "cli"):
         (package / room).mkdir(parents=True)
         (package / room / "__init__.py").write_text("")
     (package / "stages" / "search" / "bad.py").write_text(
         "import zarr\nfrom mugraph.ir import types\n\ndef f():\n    from mugraph.pipeline import driver\n"
     )
+    (package / "api.py").write_text("from mugraph.cli import checks\n")
     found = violations(package)
     assert found == [
+        "mugraph.api imports mugraph.cli (room cli, not in api's row)",
         "mugraph.newroom: room 'newroom' has no row in docs/design.md",
         "mugraph.stages.search.bad imports mugraph.pipeline (room pipeline, not in stages.search's row)",
         "mugraph.stages.search.bad imports the library zarr (not in stages.search's row)",
     ]
+
+
+def test_tests_import_only_the_helpers() -> None:
+    """A test module imports no other test module (one would run, or fail, with the other's
+    imports); what tests share lives in tests/helpers/. Benchmarks hold to the same rule."""
+    bad = []
+    for folder in (ROOT / "tests", ROOT / "benchmarks"):
+        for path in sorted(folder.rglob("*.py")):
+            for target in imports(path):
+                if target.split(".")[0] == "tests" and not target.startswith("tests.helpers") and target != "tests":
+                    bad.append(f"{path.relative_to(ROOT)} imports {target}")
+    assert bad == []

@@ -20,7 +20,7 @@ from mugraph.storage.memo.layered import LayeredMemo
 from mugraph.storage.memo.redis_backend import RedisMemo
 from mugraph.storage.memo.redis_server import EmbeddedRedis, find_redis_server
 from tests.helpers.cli_runs import done, optimize_args
-from tests.stages.search.narrow import NARROW
+from tests.helpers.narrow import NARROW
 
 VALID = frozenset({b"Y", b"N", b"U"})
 SECRET = "a-secret-the-team-shares-between-runs"

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from mugraph.cli.checks import check_store_path
 from mugraph.ir.errors import MugraphError
+from mugraph.run.checks import check_store_path
 
 
 @pytest.mark.parametrize("bad", ["run\n.zarr", "run\t.zarr", "run\r.zarr", "run\x7f.zarr"])

@@ -15,7 +15,6 @@ from typing import Any
 import click
 
 from mugraph.arrays.backend import backend_name, get_array_module
-from mugraph.cli.checks import parse_duration
 from mugraph.cli.options import backend_option, memo_options
 from mugraph.cli.pipeline import optimize, report, show, status
 from mugraph.cli.records import ExpertCheck, ExpertReach, SearchSummary
@@ -33,6 +32,7 @@ from mugraph.pipeline.interrupts import (  # noqa: F401  (_interrupted: the hand
     quiet_event_loop_logs,
 )
 from mugraph.programs import Program, builtin_programs, resolve_program
+from mugraph.run.checks import parse_duration
 from mugraph.stages.prune.expr import labelled_exprs, output_exprs
 from mugraph.stages.prune.oracle import DEFAULT_RLIMIT, VERDICT_BYTES, OracleConfig, SubexprOracle
 from mugraph.stages.search.config import PRESETS, parse_override, preset_config

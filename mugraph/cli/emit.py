@@ -1,155 +1,24 @@
 """`mugraph emit`: a chosen μGraph as one runnable Python module of Triton kernels, optionally run in
-Triton's interpreter and compared with the float64 reference (`--check`)."""
+Triton's interpreter and compared with the float64 reference (`--check`). Which μGraph, and how its
+module is written, is `run.kernels`'s; this module turns flags into that call and prints the verdict."""
 
 from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import click
 
 from mugraph.arrays.backend import cupy_available
 from mugraph.cli.records import EmitResult
-from mugraph.codegen import FP16_TOLERANCE, EmitInfo, check_source, emit_module
+from mugraph.codegen import FP16_TOLERANCE, check_source, emit_module
 from mugraph.codegen.check import require_triton
 from mugraph.codegen.errors import CodegenError
 from mugraph.codegen.timing import time_source
 from mugraph.ir.canonical import canonical_digest
-from mugraph.ir.errors import MugraphError
-from mugraph.ir.graph import KernelGraph
-from mugraph.ir.serialize import digest as json_digest
-from mugraph.ir.serialize import loads
-from mugraph.programs import resolve_program
-from mugraph.stages.layout.choose import LayoutResult, choose_layouts
-from mugraph.stages.layout.costs import Layouts
-from mugraph.stages.layout.describe import describe_layouts, seconds_text
-from mugraph.stages.layout.facts import LayoutError
-from mugraph.storage.run.store import RunStore
-
-
-@dataclass(frozen=True)
-class Selection:
-    """The μGraph to emit, what `--check` compares it with, what the header says, and the layouts the
-    module was emitted with (None where no layout was found)."""
-
-    graph: KernelGraph
-    reference: KernelGraph | None
-    info: EmitInfo
-    default_out: Path | None
-    layouts: Layouts | None = None
-
-
-def kernels_path(store: Path) -> Path:
-    """Where a store's module goes: beside it, `NAME.zarr` → `NAME.kernels.py`."""
-    return store.with_name(store.name.removesuffix(".zarr") + ".kernels.py")
-
-
-def _layouts(
-    graph: KernelGraph,
-    layout: LayoutResult | None = None,
-) -> tuple[list[str], tuple[int, ...], Layouts | None]:
-    """The chosen layouts of `graph` (given, or solved now as the layout stage does) as lines for the
-    header, as the innermost dim of each device tensor, and whole; none where no layout is found."""
-    try:
-        chosen = layout or choose_layouts(graph)
-    except LayoutError:
-        return [], (), None
-    return describe_layouts(graph, chosen.layouts), chosen.layouts.kernel, chosen.layouts
-
-
-def _store_reference(st: RunStore) -> KernelGraph | None:
-    """The program the store was made for: a built-in name, or the program file of its command,
-    taken only if its digest is the store's."""
-    candidates = [st.identity.get("program", "")]
-    command = st.meta.get("command")
-    if isinstance(command, list) and len(command) > 1 and isinstance(command[1], str):
-        candidates.append(command[1])
-    for spec in candidates:
-        try:
-            graph = resolve_program(spec).reference()
-        except MugraphError:
-            continue
-        if json_digest(graph) == st.identity.get("program_digest"):
-            return graph
-    return None
-
-
-def _match(digests: list[str], prefix: str, where: str) -> str:
-    hits = sorted({d for d in digests if d.startswith(prefix)})
-    if len(hits) != 1:
-        what = "no μGraph" if not hits else f"{len(hits)} μGraphs"
-        raise MugraphError(f"{what} in {where} with a digest starting {prefix!r}")
-    return hits[0]
-
-
-def select_from_store(store: Path, digest: str | None) -> Selection:
-    """The stitched program of the store's best μGraphs, or the confirmed μGraph named by `digest`."""
-    with RunStore.open_existing(store, readonly=True) as st:
-        final = st.final()
-        frags = st.fragments()
-        ident = st.identity
-        config = f"store {store}, config digest {ident.get('config_digest', '-')}, budget {ident.get('budget', '-')}"
-        if digest is not None:
-            found = {
-                d: (i, rec.graph)
-                for i, _ in enumerate(frags)
-                for d, rec in st.found(i).items()
-                if (c := st.confirmations(i).get(d)) is not None and c["equivalent"]
-            }
-            d = _match(list(found), digest, f"the confirmed μGraphs of {store}")
-            i, text = found[d]
-            graph = loads(text)
-            rec = st.layouts(i).get(d)
-            layout = LayoutResult.from_json(rec) if rec and "error" not in rec else None
-            lines, inner, chosen = _layouts(graph, layout)
-            info = EmitInfo(f"{ident.get('program')} {frags[i]['name']}", config, d, lines, inner)
-            return Selection(graph, loads(frags[i]["graph"]), info, None, chosen)
-        if final is None:
-            raise MugraphError(f"{store}: no result yet; run `mugraph optimize` on it first")
-        reference = _store_reference(st)
-    # the stitched program's layouts, solved as the layout stage solves each fragment's (the same
-    # layouts for a one-fragment program, whose stitched program is its best μGraph)
-    graph = loads(final["program_graph"])
-    lines, inner, chosen = _layouts(graph)
-    info = EmitInfo(
-        str(ident.get("program")),
-        config + f", GPU profile {final.get('gpu_profile')}",
-        str(final["best"]),
-        lines,
-        inner,
-    )
-    return Selection(graph, reference, info, kernels_path(store), chosen)
-
-
-def select_from_program(spec: str, digest: str | None, expert: str | None) -> Selection:
-    """A built-in or file program's expert (default: its first), its reference (`--expert reference`),
-    or whichever of them has the canonical digest `digest`."""
-    prog = resolve_program(spec)
-    builders = {"reference": prog.reference, **prog.experts}
-    if digest is not None:
-        graphs = {label: b() for label, b in builders.items()}
-        by_digest = {canonical_digest(g): label for label, g in graphs.items()}
-        label = by_digest[_match(list(by_digest), digest, f"{prog.name}'s reference and experts")]
-    else:
-        label = expert or next(iter(prog.experts), "reference")
-        if label not in builders:
-            raise MugraphError(f"{prog.name} has no expert {label!r}; choose one of {', '.join(builders)}")
-    graph = builders[label]()
-    what = "the reference program" if label == "reference" else f"expert {label!r}"
-    lines, inner, chosen = _layouts(graph)
-    info = EmitInfo(prog.name, f"{what} of {prog.source} program {prog.name}", None, lines, inner)
-    return Selection(graph, prog.reference(), info, None, chosen)
-
-
-def write_store_module(store: Path) -> Path:
-    """Emit the store's stitched best program beside it (what `optimize --emit` does at the end)."""
-    require_triton()
-    sel = select_from_store(store, None)
-    out = kernels_path(store)
-    out.write_text(emit_module(sel.graph, sel.info))
-    return out
+from mugraph.run.kernels import Selection, select_from_program, select_from_store
+from mugraph.stages.layout.describe import seconds_text
 
 
 @click.command()
@@ -203,19 +72,9 @@ def emit(
     of each fragment, stitched into the whole program) or a program (built-in name, .py or .json)."""
     t0 = time.perf_counter()
     require_triton()
-    if interpret and not check:
-        raise click.UsageError("--interpret chooses how --check runs the module; give --check too")
-    if time_it and interpret:
-        raise click.UsageError("--time compiles the module for the GPU; it cannot run in the interpreter")
-    if time_it and not cupy_available():
-        raise CodegenError(
-            "--time needs CuPy and a usable CUDA device; none was found (--check runs the module "
-            "in Triton's interpreter on the CPU)"
-        )
+    _check_flags(source, expert, check, interpret, time_it)
     native = (check or time_it) and not interpret and cupy_available()
     is_store = Path(source).is_dir()
-    if is_store and expert is not None:
-        raise click.UsageError("--expert names an expert of a PROGRAM; for a STORE use --digest")
     sel = select_from_store(Path(source), digest) if is_store else select_from_program(source, digest, expert)
     text = emit_module(sel.graph, sel.info)
     target = out or sel.default_out
@@ -232,13 +91,43 @@ def emit(
         "interpreted": None,
         "tolerance": FP16_TOLERANCE,
     }
-    if (check or time_it) and sel.reference is None:
+    if check or time_it:
+        _run_module(result, text, sel, source, check=check, time_it=time_it, native=native)
+    result["seconds"] = round(time.perf_counter() - t0, 3)
+    if as_json:
+        click.echo(json.dumps(result))
+    else:
+        for line in _verdict_lines(result, target, check=check, time_it=time_it):
+            click.echo(line, err=True)
+    if (check or time_it) and not result["ok"]:
+        raise SystemExit(1)
+
+
+def _check_flags(source: str, expert: str | None, check: bool, interpret: bool, time_it: bool) -> None:
+    """Flags that contradict each other, or ask for a GPU this machine lacks, before anything is written."""
+    if interpret and not check:
+        raise click.UsageError("--interpret chooses how --check runs the module; give --check too")
+    if time_it and interpret:
+        raise click.UsageError("--time compiles the module for the GPU; it cannot run in the interpreter")
+    if time_it and not cupy_available():
+        raise CodegenError(
+            "--time needs CuPy and a usable CUDA device; none was found (--check runs the module "
+            "in Triton's interpreter on the CPU)"
+        )
+    if expert is not None and Path(source).is_dir():
+        raise click.UsageError("--expert names an expert of a PROGRAM; for a STORE use --digest")
+
+
+def _run_module(
+    result: EmitResult, text: str, sel: Selection, source: str, *, check: bool, time_it: bool, native: bool
+) -> None:
+    """Run the module against the float64 reference (`--check`) and time it (`--time`), into `result`."""
+    if sel.reference is None:
         raise CodegenError(
             f"{source}: cannot find the program this store was made for, to check against; "
             "run the check where its program file is"
         )
     if check:
-        assert sel.reference is not None
         report = check_source(text, sel.reference, interpret=not native)
         result["ok"] = report.ok
         result["max_rel_err"] = report.max_rel_err
@@ -246,35 +135,32 @@ def emit(
         result["per_output"] = report.per_output
         result["run_seconds"] = round(report.seconds, 3)
     if time_it:
-        assert sel.reference is not None
         timing = time_source(text, sel.reference)
         result["timing"] = timing.as_dict()
         result["median_seconds"] = timing.median_seconds
         result["device"] = timing.device
         if not check:
             result["ok"], result["max_rel_err"], result["interpreted"] = timing.ok, timing.max_rel_err, False
-    result["seconds"] = round(time.perf_counter() - t0, 3)
-    if as_json:
-        click.echo(json.dumps(result))
-    else:
-        if target is not None:
-            click.echo(f"mugraph: wrote {target} ({sel.info.program}, μGraph {result['digest'][:16]})", err=True)
-        if check:
-            verdict = "matches" if result["ok"] else "DIFFERS from"
-            where = "in Triton's interpreter" if result["interpreted"] else "compiled, on the GPU (first run)"
-            click.echo(
-                f"mugraph: check: the module {verdict} the float64 reference; max rel err "
-                f"{result['max_rel_err']:.3g} (tolerance {FP16_TOLERANCE:g}), {result['run_seconds']:.2f} s "
-                f"{where}",
-                err=True,
-            )
-        if time_it:
-            t = result["timing"]
-            click.echo(
-                f"mugraph: time: {seconds_text(t['median_seconds'])} median of {t['repeats']} runs on "
-                f"{t['device']} (min {seconds_text(t['min_seconds'])}; the host takes "
-                f"{seconds_text(t['host_seconds'])} per synchronous run)",
-                err=True,
-            )
-    if (check or time_it) and not result["ok"]:
-        raise SystemExit(1)
+
+
+def _verdict_lines(result: EmitResult, target: Path | None, *, check: bool, time_it: bool) -> list[str]:
+    """What `emit` says on stderr: the file written, the check's verdict, the timing."""
+    lines = []
+    if target is not None:
+        lines.append(f"mugraph: wrote {target} ({result['program']}, μGraph {result['digest'][:16]})")
+    if check:
+        verdict = "matches" if result["ok"] else "DIFFERS from"
+        where = "in Triton's interpreter" if result["interpreted"] else "compiled, on the GPU (first run)"
+        lines.append(
+            f"mugraph: check: the module {verdict} the float64 reference; max rel err "
+            f"{result['max_rel_err']:.3g} (tolerance {FP16_TOLERANCE:g}), {result['run_seconds']:.2f} s "
+            f"{where}"
+        )
+    if time_it:
+        t = result["timing"]
+        lines.append(
+            f"mugraph: time: {seconds_text(t['median_seconds'])} median of {t['repeats']} runs on "
+            f"{t['device']} (min {seconds_text(t['min_seconds'])}; the host takes "
+            f"{seconds_text(t['host_seconds'])} per synchronous run)"
+        )
+    return lines

@@ -3,26 +3,25 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import click
 
-from mugraph.api import OptimizeOptions, run_optimize
-from mugraph.cli.checks import WORKERS_PER_CORE_LIMIT, check_output_file, check_store_name
 from mugraph.cli.options import backend_option
-from mugraph.dashboards.console import measured_line, progress_text, start_line, verdict_lines
 from mugraph.dashboards.console import not_confident_line as not_confident_line
+from mugraph.dashboards.console import verdict_lines
 from mugraph.dashboards.experts import expert_labels, expert_note
-from mugraph.dashboards.progress_line import ProgressLine
-from mugraph.dashboards.report import report_path, write_report
+from mugraph.dashboards.report import write_report
 from mugraph.dashboards.summary import eta_text, headline, held_back_reason, rows_to_show
 from mugraph.ir.errors import MugraphError
 from mugraph.ir.names import check_tensor_name, printable, shown
 from mugraph.ir.render import render
 from mugraph.ir.serialize import loads
-from mugraph.programs import resolve_program
+from mugraph.run.checks import WORKERS_PER_CORE_LIMIT, check_output_file, check_store_name
+from mugraph.run.execute import run_optimize
+from mugraph.run.options import OptimizeOptions
+from mugraph.run.outcome import Console
 from mugraph.stages.layout.costs import Layouts
 from mugraph.stages.layout.describe import describe_layouts, seconds_text
 from mugraph.stages.layout.profiles import DEFAULT_PROFILE, PROFILES, get_profile
@@ -30,7 +29,11 @@ from mugraph.stages.layout.rank import MODEL_ERROR, rerank
 from mugraph.stages.layout.rows import RankedRow, ranked_rows
 from mugraph.stages.search.config import PRESETS
 from mugraph.stages.search.serial import DEFAULT_BUDGET
+from mugraph.storage.run.paths import RunPaths
 from mugraph.storage.run.store import RunStore
+
+if TYPE_CHECKING:
+    from mugraph.pipeline.events import Event
 
 SHOW_ROWS = 10  # ranking rows `show` prints without --all (the reference's row is always added)
 
@@ -175,72 +178,30 @@ def _parse_layout(text: str) -> tuple[str, int]:
     "Triton kernels on a GPU worker (Dask resource GPU) and rank them by measured time; needs a "
     "CUDA device with CuPy and the kernels extra. Not part of the run's identity.",
 )
-def optimize(
-    program: str,
-    preset: str | None,
-    settings: tuple[str, ...],
-    workers: int | None,
-    scheduler: str | None,
-    memo_url: str | None,
-    store: str | None,
-    time_limit: str | None,
-    fresh: bool,
-    budget: int | None,
-    backend: str,
-    as_json: bool,
-    profile: Path | None,
-    dashboard_address: str,
-    layouts: tuple[str, ...],
-    gpu_profile: str,
-    emit_kernels: bool,
-    measure: int,
-) -> None:
+def optimize(program: str, as_json: bool, layouts: tuple[str, ...], **flags: Any) -> None:
     """Search every fragment of PROGRAM (built-in name, .py or .json file, or a PyTorch model: a .py file
     defining `model` and `example_inputs`) on a Dask cluster, confirm, rank and stitch the best μGraphs;
     everything is kept in a Zarr store, and killing the command then running it again continues where it
     stopped."""
-    if workers is not None and scheduler is not None:
+    if flags["workers"] is not None and flags["scheduler"] is not None:
         raise click.UsageError("--workers starts a local cluster; with --scheduler the cluster's own workers run")
-    options = OptimizeOptions(
-        preset=preset,
-        settings=settings,
-        workers=workers,
-        scheduler=scheduler,
-        memo_url=memo_url,
-        store=store,
-        time_limit=time_limit,
-        fresh=fresh,
-        budget=budget,
-        backend=backend,
-        profile=profile,
-        dashboard_address=dashboard_address,
-        layouts=dict(_parse_layout(s) for s in layouts),
-        gpu_profile=gpu_profile,
-        emit_kernels=emit_kernels,
-        measure=measure,
-    )
-    gpu = get_profile(gpu_profile)
-    prog = resolve_program(program)
-    progress = ProgressLine()
+    # every other flag is the OptimizeOptions field of its name
+    options = OptimizeOptions(layouts=dict(_parse_layout(s) for s in layouts), **flags)
+    console = Console(verbose=True)
 
-    def emit(e: Mapping[str, Any]) -> None:
+    def emit(e: Event) -> None:
         if as_json and e["event"] not in ("done", "history"):
             click.echo(json.dumps(e))
-        if e["event"] == "progress":
-            progress.update(progress_text(e))
-        elif e["event"] == "measured":
-            click.echo(measured_line(e), err=True)
-        elif e["event"] == "start":
-            click.echo(start_line(e), err=True)
+        console.event(e)
 
     try:
-        done = run_optimize(prog, options, emit)
+        done = run_optimize(program, options, emit)
     finally:
-        progress.close()
+        console.close()
     if as_json:
         click.echo(json.dumps(done))
         return
-    for line in verdict_lines(done, gpu.name):
+    for line in verdict_lines(done, done["gpu_profile"]):
         click.echo(line)
 
 
@@ -464,5 +425,5 @@ def report(store: str, out: Path | None) -> None:
     rates, per-worker busy time, rankings, the chosen μGraphs drawn, counters. One self-contained file
     (no network needed); `optimize` writes it at the end of every run. Works beside a running search."""
     path = check_store_name(store, "STORE")
-    target = check_output_file(out, "--out") if out is not None else check_output_file(report_path(path), "report")
+    target = check_output_file(out, "--out") if out is not None else check_output_file(RunPaths(path).report, "report")
     click.echo(str(write_report(path, target)))

@@ -38,6 +38,7 @@ from mugraph.stages.layout.costs import Layouts, LayoutsJSON
 from mugraph.stages.layout.describe import describe_layouts, seconds_text
 from mugraph.stages.layout.rows import RankedRow, ranked_rows
 from mugraph.storage.memo.url import redact_url
+from mugraph.storage.run.paths import RunPaths
 from mugraph.storage.run.run_records import FinalRecord, ProgressSample
 from mugraph.storage.run.store import RunStore
 
@@ -130,7 +131,7 @@ class ReportData(TypedDict):
 
 def report_path(store: Path) -> Path:
     """Where `optimize` writes the report: beside the store, `NAME.zarr` → `NAME.report.html`."""
-    return store.with_name(store.name.removesuffix(".zarr") + ".report.html")
+    return RunPaths(store).report
 
 
 def _timeline(invocations: Sequence[Sequence[ProgressSample]]) -> tuple[list[TimelineSample], list[float]]:

@@ -22,7 +22,7 @@ every row not marked done. Task keys are `search-<fragment>-<id>`, `confirm-<fra
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Sequence
 from typing import Any, assert_never
 
 from distributed import Client, Future
@@ -35,7 +35,7 @@ from mugraph.pipeline.events import DoneEvent, EventSink, StartEvent
 from mugraph.pipeline.finish import finish
 from mugraph.pipeline.jobs import ConfirmJob, LayoutJob, SearchJob, StagedResult
 from mugraph.pipeline.measuring import NO_GPU
-from mugraph.pipeline.plan import RunPlan, fragment_io_layouts
+from mugraph.pipeline.plan import RunPlan
 from mugraph.pipeline.records import SearchTaskResult
 from mugraph.pipeline.sampling import SCHEDULER_VIEW_SECONDS, Sampler
 from mugraph.pipeline.worker import confirm_task, layout_task, search_task, warm_task, worker_environment
@@ -101,14 +101,15 @@ class Driver:
         on_event: EventSink | None = None,
         progress_interval: float = 1.0,
         profile: GpuProfile | None = None,
-        io_layouts: Mapping[str, int] | None = None,
+        io: Sequence[dict[str, int]] | None = None,
         measure: int = 0,
         search_fn: SearchFn = search_task,
     ) -> None:
         self.plan = plan
         self.search_fn = search_fn  # the task function (a benchmark replays recorded results through it)
         self.profile = profile or get_profile(DEFAULT_PROFILE)
-        self.io = fragment_io_layouts(plan, io_layouts or {})  # the user's strides, per fragment
+        # the user's strides, per fragment, as the run resolved them (`pipeline.plan.fragment_io_layouts`)
+        self.io = list(io) if io is not None else [{} for _ in plan.fragments]
         self.store = store
         self.client = client
         self.time_limit = time_limit

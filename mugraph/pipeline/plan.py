@@ -11,12 +11,12 @@ from typing import Any
 
 from mugraph.ir.errors import MugraphError
 from mugraph.ir.graph import KernelGraph
-from mugraph.ir.serialize import SCHEMA, digest, dumps
+from mugraph.ir.serialize import SCHEMA, digest, dumps, loads
 from mugraph.ir.types import OpKind
 from mugraph.programs.program import Program
 from mugraph.stages.fragments import FragmentSpec, Split, split_program
 from mugraph.stages.search.config import SearchConfig, for_reference, preset_config
-from mugraph.stages.search.explore import SEARCH_TREE
+from mugraph.stages.search.explore import SEARCH_TREE, Fragment
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +28,14 @@ class FragmentPayload:
     digest: str  # of (reference, config): the search.Fragment digest
     reference: str  # canonical JSON of the fragment's reference graph
     config: str  # JSON of its SearchConfig
+
+    def search_config(self) -> SearchConfig:
+        """The fragment's search config, rebuilt from its JSON (on a worker, which gets only the payload)."""
+        return SearchConfig().with_overrides(json.loads(self.config))
+
+    def fragment(self) -> Fragment:
+        """The search's fragment: the reference graph and config a worker's Searcher is made for."""
+        return Fragment(loads(self.reference), self.search_config(), self.name)
 
 
 @dataclass(frozen=True)
@@ -84,10 +92,6 @@ def make_plan(program: Program, preset: str | None, overrides: Mapping[str, Any]
         payload = FragmentPayload(spec.index, spec.name, frag_digest, ref_json, json.dumps(config.to_json()))
         plans.append(FragmentPlan(spec, config, payload))
     return RunPlan(program, reference, split, tuple(plans), budget)
-
-
-def config_from_json(text: str) -> SearchConfig:
-    return SearchConfig().with_overrides(json.loads(text))
 
 
 def fragment_io_layouts(plan: RunPlan, layouts: Mapping[str, int]) -> list[dict[str, int]]:

@@ -19,7 +19,7 @@ from distributed import WorkerPlugin, get_worker
 
 from mugraph.arrays.backend import ArrayModule, cupy_available, get_array_module
 from mugraph.ir.serialize import loads
-from mugraph.pipeline.plan import FragmentPayload, config_from_json
+from mugraph.pipeline.plan import FragmentPayload
 from mugraph.pipeline.records import MEMO_KEYS, SearchTaskResult
 from mugraph.stages.layout.choose import choose_layouts
 from mugraph.stages.layout.costs import LAYOUT_SCHEMA
@@ -27,7 +27,7 @@ from mugraph.stages.layout.facts import LayoutError
 from mugraph.stages.prune.heap import keep_context_memory
 from mugraph.stages.prune.oracle import VERDICT_BYTES
 from mugraph.stages.search.estimate import frontier_estimates
-from mugraph.stages.search.explore import Fragment, Searcher
+from mugraph.stages.search.explore import Searcher
 from mugraph.stages.search.task_paths import Path
 from mugraph.stages.verify.confirm import Confirmer
 from mugraph.storage.memo.auth import ENV_SECRET, attach_secret, split_secret
@@ -61,8 +61,7 @@ class WorkerState:
     def searcher(self, payload: FragmentPayload) -> Searcher:
         s = self._searchers.get(payload.digest)
         if s is None:
-            fragment = Fragment(loads(payload.reference), config_from_json(payload.config), payload.name)
-            s = Searcher(fragment, self.memo, xp=self.xp)
+            s = Searcher(payload.fragment(), self.memo, xp=self.xp)
             self._searchers[payload.digest] = s
             if len(self._searchers) > MAX_SEARCHERS:
                 self._searchers.popitem(last=False)

@@ -23,6 +23,7 @@ import torch
 from mugraph.ir.errors import MugraphError
 from mugraph.ir.graph import KernelGraph
 from mugraph.ir.serialize import digest, from_json, to_json
+from mugraph.storage.run.paths import RunPaths
 from mugraph.torch.archive import UnsafeArchiveError, read_recorded
 from mugraph.torch.errors import CaptureError, TrainingModeError
 from mugraph.torch.lower import Lowering, lower
@@ -30,7 +31,7 @@ from mugraph.torch.lower import Lowering, lower
 
 def exported_path(store: Path) -> Path:
     """Where a run made from a PyTorch model keeps its exported program: `NAME.zarr` -> `NAME.torch.pt2`."""
-    return store.with_name(store.name.removesuffix(".zarr") + ".torch.pt2")
+    return RunPaths(store).exported
 
 
 class _Function(torch.nn.Module):

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from mugraph.ir.serialize import loads
+from mugraph.storage.run.paths import RunPaths
 from mugraph.storage.run.store import RunStore
 from mugraph.torch.archive import archive_digest
 from mugraph.torch.capture import Captured, exported_path, load_exported
@@ -34,7 +35,7 @@ class StagedArchive:
 
     def __init__(self, save_beside: Callable[[Path], None], store: Path) -> None:
         self.target = exported_path(store)
-        holder = store.with_name(f"{store.name.removesuffix('.zarr')}.staged-{os.getpid()}.zarr")
+        holder = RunPaths(store).staged(os.getpid()).store
         self.path = exported_path(holder)
         save_beside(holder)
         self.digest = archive_digest(self.path)

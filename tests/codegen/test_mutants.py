@@ -15,7 +15,7 @@ from mugraph.programs import builtin_programs
 from mugraph.programs.registry import Program
 from mugraph.stages.verify.check import float_max_rel_err
 from tests.helpers.emitting import NARROW_PROGRAMS, emit_and_check
-from tests.stages.verify.test_mutants import mutants
+from tests.helpers.mutants import mutants
 
 PER_KIND = 1  # one wrong mutant of each kind per expert keeps the interpreter time short
 

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.stages.search.narrow import NARROW
+from tests.helpers.narrow import NARROW
 
 
 def as_from_a_terminal() -> None:

@@ -29,7 +29,7 @@ def test_paths_handed_back_are_run_again(tmp_path: Path) -> None:
     from mugraph.pipeline.worker import MugraphPlugin
     from mugraph.programs import get_builtin
     from mugraph.storage.run.store import RunStore
-    from tests.stages.search.narrow import NARROW
+    from tests.helpers.narrow import NARROW
 
     plan = make_plan(get_builtin("rms_norm"), None, NARROW["rms_norm"], BUDGET)
     runs: dict[str, tuple[set[str], set[tuple[int, ...]]]] = {}

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from mugraph.cli.checks import file_name
+from mugraph.run.checks import file_name
 from tests.helpers.cli_runs import done, mugraph
 
 PROGRAM = """

@@ -11,35 +11,13 @@ from typing import Any
 import pytest
 
 from mugraph.ir.canonical import canonical_digest
-from mugraph.programs import get_builtin
 from mugraph.programs.benchmarks import rms_norm_expert
-from mugraph.stages.search.config import preset_config
-from mugraph.stages.search.explore import Fragment, Searcher
 from mugraph.stages.search.task_paths import Path as SearchPath
-from mugraph.stages.search.task_paths import task_budget
 from mugraph.storage.run.store import RunStore
 from tests.helpers.cli_runs import done, events, mugraph, optimize_args
-from tests.stages.search.narrow import NARROW
+from tests.helpers.serial import BUDGET, serial_tasks
 
-BUDGET = 40
 Run = tuple[Path, dict[str, Any], list[dict[str, Any]]]
-
-
-def serial_tasks(name: str, budget: int) -> tuple[set[str], set[SearchPath]]:
-    """The μGraphs and the task paths of the same search run serially in this process."""
-    prog = get_builtin(name)
-    cfg = preset_config(prog.preset).with_overrides(NARROW[name])
-    searcher = Searcher(Fragment(prog.reference(), cfg, name))
-    pending: list[SearchPath] = [()]
-    paths: set[SearchPath] = set()
-    found: set[str] = set()
-    while pending:
-        p = pending.pop()
-        paths.add(p)
-        r = searcher.explore(p, task_budget(p, budget))
-        found |= set(r.found)
-        pending.extend(r.frontier)
-    return found, paths
 
 
 def store_paths(store: Path) -> set[SearchPath]:

@@ -103,7 +103,7 @@ def driven_lora(store_path: Path) -> Iterator[tuple[RunPlan, Client, RunStore]]:
     from mugraph.pipeline.plan import make_plan
     from mugraph.pipeline.worker import MugraphPlugin
     from mugraph.programs import get_builtin
-    from tests.stages.search.narrow import NARROW
+    from tests.helpers.narrow import NARROW
 
     plan = make_plan(get_builtin("lora"), None, NARROW["lora"], BUDGET)
     with (

@@ -30,7 +30,7 @@ from mugraph.pipeline.plan import make_plan
 from mugraph.pipeline.task_keys import bundle_key, task_key
 from mugraph.pipeline.worker import search_task
 from mugraph.programs import get_builtin
-from tests.stages.search.narrow import NARROW
+from tests.helpers.narrow import NARROW
 
 BUDGET = 40
 

@@ -25,7 +25,7 @@ from mugraph.storage.run.store import FoundRecord, RunStore, TaskCompletion
 from tests.helpers.cli_runs import done, mugraph, optimize_args
 from tests.helpers.graphs import digest_of as D
 from tests.helpers.graphs import graph_of as G
-from tests.stages.search.narrow import NARROW
+from tests.helpers.narrow import NARROW
 
 BUDGET = 40
 PLAN = make_plan(get_builtin("rms_norm"), None, NARROW["rms_norm"], BUDGET)

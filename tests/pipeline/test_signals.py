@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from mugraph.cli.checks import max_workers
 from mugraph.pipeline.cluster import WORKER_BATCH
+from mugraph.run.checks import max_workers
 from tests.helpers.cli_runs import as_from_a_terminal
 
 LINE = "mugraph: interrupted; run the same command to resume"

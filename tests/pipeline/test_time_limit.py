@@ -21,7 +21,7 @@ def test_a_driver_behind_its_workers_stops_at_the_limit_and_resumes(tmp_path: Pa
     from mugraph.pipeline.records import SearchTaskResult
     from mugraph.pipeline.worker import MugraphPlugin
     from mugraph.programs import get_builtin
-    from tests.stages.search.narrow import NARROW
+    from tests.helpers.narrow import NARROW
 
     class SlowDriver(Driver):
         """Handles each search result slowly, as a driver sharing its core with busy workers does."""

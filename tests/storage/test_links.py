@@ -23,7 +23,7 @@ from mugraph.storage.run.ledger import LEDGER_NAME
 from mugraph.storage.run.lock import LOCK_NAME
 from mugraph.storage.run.store import RunStore, StoreDamaged
 from tests.helpers.cli_runs import optimize_args
-from tests.storage.test_run_store import new_store, run_to_end
+from tests.helpers.run_store import new_store, run_to_end
 
 PRECIOUS = b"precious: not to be truncated, appended to or replaced\n"
 

@@ -18,7 +18,7 @@ from mugraph.storage.run.ledger import LEDGER_NAME
 from mugraph.storage.run.records import read_record, run_tag, write_record
 from mugraph.storage.run.store import RunStore, StoreDamaged
 from tests.helpers.graphs import digest_of as D
-from tests.storage.test_run_store import FRAGMENTS, IDENTITY, complete, confirmation, layout, new_store, run_to_end
+from tests.helpers.run_store import FRAGMENTS, IDENTITY, complete, confirmation, layout, new_store, run_to_end
 
 
 @pytest.fixture(scope="module")

@@ -28,7 +28,7 @@ from mugraph.torch.archive import UnsafeArchiveError
 from mugraph.torch.capture import capture, exported_path
 from mugraph.torch.errors import TorchError
 from mugraph.torch.runtime import OptimizedModule
-from tests.torch.models import GELU_LINEAR_SETTINGS, GeluLinear, build, inputs
+from tests.helpers.torch_models import GELU_LINEAR_SETTINGS, GeluLinear, build, inputs
 
 OPTIONS: dict[str, Any] = {"workers": 1, "settings": GELU_LINEAR_SETTINGS, "dashboard_address": ":0"}
 
@@ -128,7 +128,7 @@ def test_a_reused_store_says_so_on_stderr(run: Run) -> None:
 def test_the_verdict_says_when_fragments_keep_the_reference(run: Run) -> None:
     """A fragment that kept its reference is named with the reason, and a module that runs only
     references says it is no faster."""
-    from mugraph.outcome import stored_done, verdict_of
+    from mugraph.run.outcome import stored_done, verdict_of
 
     done: dict[str, Any] = dict(stored_done(run.store))
     done["best_per_fragment"] = {"f0": done["reference"]["f0"]["digest"]}  # as if no μGraph had been chosen

@@ -9,7 +9,7 @@ from torch import nn
 
 from mugraph.torch.capture import capture
 from mugraph.torch.verdict import heavy_glue
-from tests.torch.models import inputs
+from tests.helpers.torch_models import inputs
 
 
 class HalfAndFloat(nn.Module):

@@ -13,7 +13,7 @@ import pytest
 
 import mugraph
 from mugraph.codegen import FP16_TOLERANCE
-from tests.torch.models import SEQ, D, DecoderBlock, build, float64_output, inputs, rel_err
+from tests.helpers.torch_models import SEQ, D, DecoderBlock, build, float64_output, inputs, rel_err
 
 # Narrowed: one grid and for-loop range, no pre-defined kernel ops in the search, two input maps.
 SETTINGS = {"grids": [[2, 1, 1]], "franges": [4], "kernel_ops": [], "imaps": [[-1, -1, -1], [1, -1, -1]]}

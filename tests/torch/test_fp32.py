@@ -9,7 +9,7 @@ import torch
 
 import mugraph
 from mugraph.ir.types import DType, OpKind
-from tests.torch.models import GELU_LINEAR_SETTINGS, GeluLinear, build, float64_output, inputs, rel_err
+from tests.helpers.torch_models import GELU_LINEAR_SETTINGS, GeluLinear, build, float64_output, inputs, rel_err
 
 
 def test_a_float32_model_is_searched_and_fused_in_float32(tmp_path: Path) -> None:

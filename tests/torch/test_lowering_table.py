@@ -20,8 +20,7 @@ from transformers.models.llama.modeling_llama import LlamaRMSNorm
 from mugraph.ir.types import DType, OpKind
 from mugraph.torch.capture import capture
 from mugraph.torch.errors import CaptureError
-from tests.torch.models import inputs
-from tests.torch.test_refusals import Branchy
+from tests.helpers.torch_models import Branchy, inputs
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "torch.md"
 K = OpKind
@@ -259,7 +258,7 @@ ROWS: list[Row] = [
         "refused: one `CaptureError` naming the op and its line",
         Branchy,
         ((16, 16),),
-        Expect(refused=r"^cond \(cond, at .*test_refusals\.py:\d+\) can be neither lowered"),
+        Expect(refused=r"^cond \(cond, at .*torch_models\.py:\d+\) can be neither lowered"),
     ),
 ]
 

@@ -15,7 +15,7 @@ from torch import nn
 from mugraph.codegen import FP16_TOLERANCE
 from mugraph.torch.capture import capture
 from mugraph.torch.runtime import InputMismatchError, OptimizedModule
-from tests.torch.models import DecoderBlock, GeluMLP, build, float64_output, inputs, rel_err, rms_norm
+from tests.helpers.torch_models import DecoderBlock, GeluMLP, build, float64_output, inputs, rel_err, rms_norm
 
 MODELS: dict[str, tuple[Callable[[], nn.Module], tuple[tuple[int, ...], ...]]] = {
     "decoder_block": (DecoderBlock, ((16, 64),)),

@@ -16,7 +16,7 @@ from mugraph.ir.types import OpKind
 from mugraph.stages.fragments import split_program
 from mugraph.torch.capture import Captured, capture, export
 from mugraph.torch.norms import find_norms
-from tests.torch.models import inputs
+from tests.helpers.torch_models import inputs
 
 RMS, LAYER = OpKind.RMS_NORM, OpKind.LAYER_NORM
 PIECES = {OpKind.SQUARE, OpKind.SQRT, OpKind.REDUCTION, OpKind.MUL_SCALAR, OpKind.DIV}

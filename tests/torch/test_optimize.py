@@ -23,7 +23,7 @@ from mugraph.codegen import FP16_TOLERANCE
 from mugraph.ir.types import OpKind
 from mugraph.torch.capture import exported_path
 from mugraph.torch.runtime import OptimizedModule
-from tests.torch.models import GELU_LINEAR_SETTINGS, GeluLinear, build, float64_output, inputs, rel_err
+from tests.helpers.torch_models import GELU_LINEAR_SETTINGS, GeluLinear, build, float64_output, inputs, rel_err
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -106,7 +106,7 @@ def test_command_line_on_a_model_file_resumes_the_same_store(run: Run, tmp_path:
     and limits): it finds the store complete, and the store still gives the same module."""
     (tmp_path / "model.py").write_text(
         textwrap.dedent("""
-        from tests.torch.models import GeluLinear, build, inputs
+        from tests.helpers.torch_models import GeluLinear, build, inputs
 
         name = "GeluLinear"
         model = build(GeluLinear)

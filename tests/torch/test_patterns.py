@@ -12,7 +12,7 @@ from torch import fx
 
 from mugraph.torch.capture import export
 from mugraph.torch.patterns import Capture, Cast, Match, Num, Pattern, call, commuted, find
-from tests.torch.models import inputs
+from tests.helpers.torch_models import inputs
 
 aten = torch.ops.aten
 

@@ -20,7 +20,8 @@ from mugraph.codegen.errors import CodegenError
 from mugraph.programs.loader import ProgramLoadError, resolve_program
 from mugraph.torch.capture import capture
 from mugraph.torch.errors import CaptureError, TrainingModeError
-from tests.torch.models import GeluLinear, build, inputs
+from tests.helpers import torch_models
+from tests.helpers.torch_models import Branchy, GeluLinear, build, inputs
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,16 +35,10 @@ def test_a_misspelt_option_is_refused_naming_it_and_the_valid_ones(tmp_path: Pat
     assert not (tmp_path / "s.zarr").exists()  # refused before the store was made
 
 
-class Branchy(torch.nn.Module):
-    """Data-dependent control flow: torch.export keeps it as a `cond` op, which neither the IR nor glue runs."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out: torch.Tensor = torch.cond(x.sum() > 0, lambda x: x @ x, lambda x: x.t() @ x, (x,))
-        return out
-
-
 def _line_of(text: str) -> int:
-    return next(i for i, ln in enumerate(Path(__file__).read_text().splitlines(), 1) if text in ln)
+    """The line of `text` in the file that defines the models (where the error must point)."""
+    source = Path(torch_models.__file__)
+    return next(i for i, ln in enumerate(source.read_text().splitlines(), 1) if text in ln)
 
 
 def test_an_op_neither_lowered_nor_glue_is_named_with_its_source_line(tmp_path: Path) -> None:
@@ -51,7 +46,7 @@ def test_an_op_neither_lowered_nor_glue_is_named_with_its_source_line(tmp_path: 
         mugraph.optimize(Branchy().eval(), inputs((16, 16)), store=tmp_path / "s.zarr")
     text = str(e.value)
     assert len(text.splitlines()) == 1 and text.startswith("cond (")
-    assert f"{Path(__file__).name}:{_line_of('torch.cond(x.sum()')}" in text
+    assert f"{Path(torch_models.__file__).name}:{_line_of('torch.cond(x.sum()')}" in text
     assert not (tmp_path / "s.zarr").exists()
 
 
@@ -59,13 +54,13 @@ def test_a_model_file_with_such_an_op_is_refused_with_its_line(tmp_path: Path) -
     (tmp_path / "model.py").write_text(
         textwrap.dedent("""
         import torch
-        from tests.torch.test_refusals import Branchy
+        from tests.helpers.torch_models import Branchy
 
         model = Branchy().eval()
         example_inputs = (torch.ones(16, 16, dtype=torch.float16),)
     """)
     )
-    with pytest.raises(ProgramLoadError, match=r"model\.py: cond \(cond, at .*test_refusals\.py:\d+\) can be neither"):
+    with pytest.raises(ProgramLoadError, match=r"model\.py: cond \(cond, at .*torch_models\.py:\d+\) can be neither"):
         resolve_program(str(tmp_path / "model.py"))
 
 
@@ -139,7 +134,7 @@ def test_without_triton_a_torch_run_is_refused_before_anything_starts(
 def test_without_triton_the_command_refuses_a_model_file_before_searching(tmp_path: Path) -> None:
     (tmp_path / "model.py").write_text(
         textwrap.dedent("""
-        from tests.torch.models import GeluLinear, build, inputs
+        from tests.helpers.torch_models import GeluLinear, build, inputs
 
         model = build(GeluLinear)
         example_inputs = inputs((16, 32))

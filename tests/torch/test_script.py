@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from mugraph.run_setup import main_not_rerun
-from tests.torch.models import GELU_LINEAR_SETTINGS
+from mugraph.run.setup import main_not_rerun
+from tests.helpers.torch_models import GELU_LINEAR_SETTINGS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,7 +37,7 @@ def test_a_script_without_a_main_guard_runs_once(tmp_path: Path) -> None:
         textwrap.dedent(f"""
         from pathlib import Path
         import mugraph
-        from tests.torch.models import GeluLinear, build, inputs
+        from tests.helpers.torch_models import GeluLinear, build, inputs
 
         with open(Path(__file__).with_name("runs.txt"), "a") as f:
             f.write("ran\\n")

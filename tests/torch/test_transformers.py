@@ -22,8 +22,8 @@ from mugraph.ir.types import OpKind
 from mugraph.stages.fragments import split_program
 from mugraph.torch.capture import Captured, capture
 from mugraph.torch.runtime import OptimizedModule
-from tests.torch.models import build, float64_output, inputs, rel_err
-from tests.torch.test_semantics import only_output
+from tests.helpers.torch_float64 import only_output
+from tests.helpers.torch_models import build, float64_output, inputs, rel_err
 
 CONFIG = LlamaConfig(  # type: ignore[call-arg]  # attn_implementation: a PretrainedConfig keyword
     hidden_size=64,

@@ -18,7 +18,7 @@ from mugraph.programs import builtin_programs
 from mugraph.stages.layout.choose import LayoutResult, choose_layouts
 from mugraph.stages.layout.costs import WEIGHTS, Layouts, cost_terms, counts
 from mugraph.stages.layout.facts import LayoutError, gather
-from tests.stages.layout.corpus import corpus
+from tests.helpers.layout_corpus import corpus
 
 KEEPS_INNER = UNARY_OPS | ACCUMULATORS | {OpKind.REDUCTION, OpKind.RMS_NORM}
 

@@ -11,7 +11,7 @@ from mugraph.stages.layout.choose import choose_layouts
 from mugraph.stages.layout.profiles import PROFILES
 from mugraph.stages.layout.rank import MODEL_ERROR, TIE_TERMS, combined, measured_first, rank, rerank
 from mugraph.stages.layout.rows import RankedRow, RankRow, ranked_rows
-from tests.stages.layout.corpus import corpus, graph
+from tests.helpers.layout_corpus import corpus, graph
 
 
 def _rms_norm_candidates() -> dict[str, tuple]:  # type: ignore[type-arg]

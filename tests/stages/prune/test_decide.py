@@ -23,7 +23,7 @@ from mugraph.stages.prune.models import Refuter
 from mugraph.stages.prune.oracle import OracleConfig, SubexprOracle, Verdict
 from mugraph.stages.prune.z3_encoding import SubQueries
 from tests.helpers.builtin import reference
-from tests.stages.prune.verdict_tables import GATED_MLP, LORA
+from tests.helpers.verdict_tables import GATED_MLP, LORA
 
 SAMPLE: dict[str, Any] = json.loads((Path(__file__).parent / "data/z3_sample.json").read_text())
 FROM_Z3 = {"unsat": "Y", "sat": "N", "unknown": "U"}

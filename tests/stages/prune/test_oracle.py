@@ -10,7 +10,7 @@ import pytest
 from mugraph.stages.prune.expr import Expr, mul, output_exprs, parse, red, var
 from mugraph.stages.prune.oracle import OracleConfig, SubexprOracle, Verdict
 from tests.helpers.builtin import reference
-from tests.stages.prune.verdict_tables import GATED_MLP, LORA
+from tests.helpers.verdict_tables import GATED_MLP, LORA
 
 TABLES = {"gated_mlp": GATED_MLP, "lora": LORA}
 

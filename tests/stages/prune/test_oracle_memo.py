@@ -19,7 +19,7 @@ from mugraph.storage.memo.layered import LayeredMemo, open_memo_store
 from mugraph.storage.memo.redis_backend import RedisMemo
 from mugraph.storage.memo.redis_server import EmbeddedRedis
 from tests.helpers.builtin import reference
-from tests.stages.prune.verdict_tables import GATED_MLP, LORA
+from tests.helpers.verdict_tables import GATED_MLP, LORA
 
 QUERIES = {"lora": [e.sexpr for _, e, _ in LORA], "gated_mlp": [e.sexpr for _, e, _ in GATED_MLP]}
 

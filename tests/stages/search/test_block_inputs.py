@@ -19,9 +19,9 @@ from mugraph.stages.search.expand import child_list, find_instance
 from mugraph.stages.search.explore import Found, Fragment, Searcher
 from mugraph.stages.search.serial import run_search
 from mugraph.stages.search.structure_labels import structure_labels
-from tests.stages.search.narrow import NARROW
-from tests.stages.search.unread import unread_block_inputs
-from tests.test_cli_prune import run, summary
+from tests.helpers.cli_json import run, summary
+from tests.helpers.narrow import NARROW
+from tests.helpers.unread import unread_block_inputs
 
 DATA = Path(__file__).parent / "data"
 GELU_MLP = Path(__file__).parents[2] / "programs" / "files" / "gelu_mlp.py"

@@ -16,7 +16,7 @@ from mugraph.stages.search.estimate import SpaceEstimator, frontier_estimates, p
 from mugraph.stages.search.explore import Fragment, Searcher
 from mugraph.stages.search.task_paths import Path, task_budget
 from tests.helpers.builtin import reference
-from tests.stages.search.narrow import NARROW
+from tests.helpers.narrow import NARROW
 
 # The trees here follow Mirage's block-input rule: under the default rule, block graphs whose inputs
 # stay unread are dead ends, and probes vary more (rms_norm: 300 probes from 200 to 305 by seed on

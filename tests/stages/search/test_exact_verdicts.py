@@ -24,7 +24,7 @@ from mugraph.stages.search.serial import run_search
 from mugraph.stages.search.structure_labels import structure_labels
 from mugraph.stages.verify.check import check_equivalence
 from tests.helpers.builtin import reference
-from tests.test_cli_prune import run, summary
+from tests.helpers.cli_json import run, summary
 
 DATA = Path(__file__).parent / "data"
 NARROW = json.loads((DATA / "narrow_results.json").read_text())

@@ -15,8 +15,8 @@ from mugraph.stages.search.config import preset_config
 from mugraph.stages.search.explain import Explanation, explain_expert
 from mugraph.stages.search.explore import Fragment, Searcher
 from tests.helpers.builtin import reference
-from tests.stages.search.narrow import NARROW
-from tests.test_cli_prune import run, summary
+from tests.helpers.cli_json import run, summary
+from tests.helpers.narrow import NARROW
 
 
 def explain(name: str, label: str = "", **extra: Any) -> Explanation:

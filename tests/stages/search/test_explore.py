@@ -3,39 +3,19 @@ partitionable: budgeted tasks plus their frontiers cover exactly the unbudgeted 
 
 from __future__ import annotations
 
-from functools import cache
-
 import pytest
 
 from mugraph.ir.canonical import canonical_digest
 from mugraph.programs import get_builtin
 from mugraph.stages.search.config import preset_config
 from mugraph.stages.search.expand import find_instance
-from mugraph.stages.search.explore import ExploreResult, Fragment, Searcher, SearchPathError
+from mugraph.stages.search.explore import Fragment, Searcher, SearchPathError
 from mugraph.stages.search.serial import run_search
 from mugraph.stages.search.state import State
 from mugraph.stages.search.structure_labels import structure_labels
 from mugraph.stages.verify.check import check_equivalence
 from tests.helpers.builtin import reference
-from tests.stages.search.narrow import NARROW
-
-FAST = ["rms_norm", "lora", "gated_mlp"]
-
-
-def fragment(name: str, **extra: object) -> Fragment:
-    prog = get_builtin(name)
-    cfg = preset_config(prog.preset).with_overrides({**NARROW[name], **extra})
-    return Fragment(reference(name), cfg, name)
-
-
-@cache
-def searcher(name: str) -> Searcher:
-    return Searcher(fragment(name))
-
-
-@cache
-def full(name: str) -> ExploreResult:
-    return searcher(name).explore(())
+from tests.helpers.search import FAST, fragment, full, searcher
 
 
 def expert_digest(name: str) -> str:

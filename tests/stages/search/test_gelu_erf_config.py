@@ -8,7 +8,7 @@ import json
 import pytest
 
 from mugraph.ir.types import OpKind
-from mugraph.pipeline.plan import config_from_json
+from mugraph.pipeline.plan import FragmentPayload
 from mugraph.stages.search.config import PRESETS, for_reference, preset_config
 
 
@@ -30,7 +30,8 @@ def test_erf_gelu_is_listed_where_tanh_gelu_is(preset: str, kinds: set[OpKind], 
         assert [k for k in ops if k not in (OpKind.GELU, OpKind.GELU_ERF)] == [
             k for k in base_ops if k is not OpKind.GELU
         ]
-    assert config_from_json(json.dumps(cfg.to_json())) == cfg  # what a worker rebuilds from the payload
+    payload = FragmentPayload(0, "f0", "-", "{}", json.dumps(cfg.to_json()))
+    assert payload.search_config() == cfg  # what a worker rebuilds from the payload
 
 
 def test_other_references_keep_the_presets_config() -> None:

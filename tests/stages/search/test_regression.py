@@ -30,10 +30,10 @@ from mugraph.programs import get_builtin
 from mugraph.stages.search.config import SearchConfig, preset_config
 from mugraph.stages.search.explore import Fragment, Searcher
 from mugraph.stages.search.serial import run_search
-from tests.stages.search.unread import unread_block_inputs
+from tests.helpers.narrow import NARROW_RESULTS
+from tests.helpers.unread import unread_block_inputs
 
 DATA = Path(__file__).parent / "data"
-NARROW = json.loads((DATA / "narrow_results.json").read_text())
 
 
 def _search(name: str, config: SearchConfig) -> tuple[int, list[str]]:
@@ -43,9 +43,9 @@ def _search(name: str, config: SearchConfig) -> tuple[int, list[str]]:
     return report.counters.nodes, sorted(report.found)
 
 
-@pytest.mark.parametrize("name", sorted(NARROW))
+@pytest.mark.parametrize("name", sorted(NARROW_RESULTS))
 def test_narrowed_search_finds_the_recorded_mugraphs(name: str) -> None:
-    recorded: dict[str, Any] = NARROW[name]
+    recorded: dict[str, Any] = NARROW_RESULTS[name]
     config = preset_config(get_builtin(name).preset).with_overrides(recorded["overrides"])
     states, digests = _search(name, config)
     assert states == recorded["states"]

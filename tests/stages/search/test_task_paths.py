@@ -18,7 +18,7 @@ from mugraph.stages.search.task_paths import (
     split_run,
     task_budget,
 )
-from tests.stages.search.test_explore import full, searcher
+from tests.helpers.search import full, searcher
 
 
 def test_runs_round_trip_and_plain_paths_are_not_runs() -> None:

@@ -25,7 +25,7 @@ from mugraph.stages.search.macro_counts import macro_count, macro_listed
 from mugraph.stages.search.macros import MacroEntry, macro_entries
 from mugraph.stages.search.state import State, TInfo
 from mugraph.stages.search.viable import BlockDebts, _pays, close_slack
-from tests.stages.search.test_regression import NARROW
+from tests.helpers.narrow import NARROW_RESULTS
 
 
 def _kept(searcher: Searcher, kids: expand.ChildList) -> list[int]:
@@ -37,7 +37,7 @@ def _kept(searcher: Searcher, kids: expand.ChildList) -> list[int]:
 def _searcher(name: str, kernel_ops: bool = False) -> Searcher:
     """The narrowed search of the default suite; with `kernel_ops`, with the preset's pre-defined
     kernel ops too (the narrowed searches have none)."""
-    overrides: dict[str, Any] = NARROW[name]["overrides"]
+    overrides: dict[str, Any] = NARROW_RESULTS[name]["overrides"]
     if kernel_ops:
         overrides = {k: v for k, v in overrides.items() if k != "kernel_ops"}
     config = preset_config(get_builtin(name).preset).with_overrides(overrides)

@@ -12,7 +12,7 @@ from mugraph.ir.serialize import from_json
 from mugraph.stages.verify.check import ReferenceFingerprints, match_outputs
 from mugraph.stages.verify.interpret import evaluate, probe_outputs
 from tests.helpers.builtin import EXPERTS, PROGRAMS, reference_fingerprints
-from tests.stages.verify.test_mutants import mutants
+from tests.helpers.mutants import mutants
 
 
 def _graphs(name: str) -> Iterator[KernelGraph]:

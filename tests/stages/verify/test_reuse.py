@@ -19,7 +19,7 @@ from mugraph.stages.verify.field import FieldSpec
 from mugraph.stages.verify.interpret import evaluate
 from mugraph.stages.verify.reuse import ValueCache
 from tests.helpers.builtin import PROGRAMS, reference
-from tests.stages.verify.test_mutants import mutants
+from tests.helpers.mutants import mutants
 
 
 @pytest.mark.parametrize("name", ["lora", "gqa", "ntrans"])

@@ -108,3 +108,11 @@ class GeluLinear(nn.Module):
 # Narrowed search limits for GeluLinear at [16, 32] (one grid, one for-loop range, no pre-defined
 # kernel ops): a complete search of a few seconds that still finds the fused matmul + erf-GELU kernel.
 GELU_LINEAR_SETTINGS = {"grids": [[2, 1, 1]], "franges": [4], "kernel_ops": [], "imaps": [[-1, -1, -1], [1, -1, -1]]}
+
+
+class Branchy(torch.nn.Module):
+    """Data-dependent control flow: torch.export keeps it as a `cond` op, which neither the IR nor glue runs."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = torch.cond(x.sum() > 0, lambda x: x @ x, lambda x: x.t() @ x, (x,))
+        return out

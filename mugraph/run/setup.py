@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from mugraph.programs import Program
 from mugraph.storage.memo.session import private_memo, signed_url
+from mugraph.storage.run.paths import RunPaths
 
 if TYPE_CHECKING:
     from mugraph.torch.program import StagedArchive
@@ -32,16 +33,11 @@ def versions() -> dict[str, str]:
     return out
 
 
-def memo_dir(store: Path) -> Path:
-    """Where a run keeps its memo secret and private redis-server: beside its store, as STORE.memo/."""
-    return store.with_name(store.name + ".memo")
-
-
 @contextlib.contextmanager
 def workers_memo_url(given: str | None, store: Path) -> Iterator[str | None]:
     """The URL workers use, with the run's memo secret in it (kept in STORE.memo/): the given one, or a
     private redis-server kept beside the store (so a resumed run finds its verdicts again)."""
-    folder = memo_dir(store)
+    folder = RunPaths(store).memo_dir
     if given is None:
         with private_memo(folder) as url:
             yield url

@@ -21,8 +21,9 @@ from mugraph.dashboards.console import (
     verdict_lines,
 )
 from mugraph.dashboards.progress_line import ProgressLine
-from mugraph.dashboards.report import report_path, write_report
+from mugraph.dashboards.report import write_report
 from mugraph.ir.errors import MugraphError
+from mugraph.storage.run.paths import RunPaths
 from mugraph.storage.run.store import RunStore
 
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ def stored_done(store: Path, t0: float | None = None, *, write_missing_report: b
     references = {n: next(r for r in o if r.get("reference")) for n, o in ranked}
     best = final["best_per_fragment"]
     counters = summary.get("counters", {})
-    report = report_path(store)
+    report = RunPaths(store).report
     done: dict[str, Any] = {
         "event": "done",
         "store": str(store),

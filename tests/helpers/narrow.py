@@ -4,6 +4,7 @@ restricted to the expert's choices plus a few others."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -33,3 +34,10 @@ def old_space_settings(tree: Path, program: str) -> list[str]:
 
 
 PRESET = {"rms_norm": "mlp", "lora": "lora", "gated_mlp": "mlp", "gqa": "attention"}
+
+
+# What the narrowed searches found when recorded (tests/stages/search/data/narrow_results.json): per
+# program, its overrides and the μGraphs, which the regression and counting tests compare against.
+NARROW_RESULTS: dict[str, dict[str, Any]] = json.loads(
+    (Path(__file__).resolve().parents[1] / "stages" / "search" / "data" / "narrow_results.json").read_text()
+)

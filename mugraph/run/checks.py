@@ -1,5 +1,6 @@
-"""Checks of command-line options that run before anything is created (store, memo server, cluster):
-each failure is a MugraphError, so one line on stderr and exit status 2."""
+"""Checks of a run's options that run before anything is created (store, memo server, cluster): each
+failure is a MugraphError, so one line on stderr and exit status 2 from the command line, and one
+exception naming the option from `mugraph.optimize`."""
 
 from __future__ import annotations
 
@@ -7,10 +8,9 @@ import contextlib
 import os
 import re
 import socket
+import sys
 import tempfile
 from pathlib import Path
-
-import click
 
 from mugraph.ir.errors import MugraphError
 
@@ -125,10 +125,11 @@ def check_workers(workers: int | None) -> None:
             "on a larger cluster with --scheduler"
         )
     if workers > WORKERS_PER_CORE_WARNING * cores:
-        click.echo(
+        print(
             f"mugraph: warning: --workers {workers} is far above the {cores} cores of this machine; "
             "each worker is a process with its own solver and memo",
-            err=True,
+            file=sys.stderr,
+            flush=True,
         )
 
 
@@ -153,9 +154,9 @@ def parse_duration(text: str) -> float:
                 raise ValueError
         total += float(num) if num else 0.0
     except ValueError:
-        raise click.BadParameter(f"{text!r} is not a duration such as 90, 90s, 15m or 2h") from None
+        raise MugraphError(f"time limit {text!r} is not a duration such as 90, 90s, 15m or 2h") from None
     if total <= 0:
-        raise click.BadParameter(f"{text!r}: the duration must be positive")
+        raise MugraphError(f"time limit {text!r}: the duration must be positive")
     return total
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from mugraph.ir.graph import KernelGraph
 from mugraph.ir.serialize import loads
 
-DATA = Path(__file__).parent / "data" / "mugraphs.jsonl"
+DATA = Path(__file__).resolve().parents[1] / "stages" / "layout" / "data" / "mugraphs.jsonl"
 
 
 @cache

@@ -1,0 +1,132 @@
+"""A prepared run carried out: its store opened (a PyTorch model's exported program staged beside it
+first), the memo and the cluster started, the driver run with the live page fed, and the run's
+neighbours written at the end (the report, the kernels, the expert's line)."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from mugraph.dashboards import live
+from mugraph.dashboards.report import write_report
+from mugraph.programs import Program
+from mugraph.run.expert import expert_line
+from mugraph.run.kernels import write_store_module
+from mugraph.run.options import OptimizeOptions
+from mugraph.run.prepare import Prepared, preflight, prepare
+from mugraph.run.setup import children_ignore_sigint, main_not_rerun, staged_exported, versions, workers_memo_url
+from mugraph.storage.memo.url import redact_url
+from mugraph.storage.run.store import RunStore
+
+if TYPE_CHECKING:
+    from distributed import Client
+
+    from mugraph.pipeline.events import DoneEvent, Event
+
+EventSink = Callable[["Event"], None]
+
+
+def run_optimize(
+    program: Program | str,
+    options: OptimizeOptions | None = None,
+    on_event: EventSink | None = None,
+) -> DoneEvent:
+    """Search every fragment of `program` (a Program, or a built-in name or file as the command takes it)
+    on a Dask cluster, confirm, rank and stitch the best μGraphs into a Zarr store; the same call on the
+    same store continues where a stopped one left off. `on_event` gets every event as the run goes
+    (start, progress, found, confirmed, layout, measured); the return value is the `done` event, with
+    `report` and `kernels` (paths or None) added."""
+    return run_prepared(prepare(program, options), on_event)
+
+
+def run_prepared(run: Prepared, on_event: EventSink | None = None) -> DoneEvent:
+    """`run_optimize` once its options are checked and its plan made (`prepare`)."""
+    preflight(run)
+    with contextlib.ExitStack() as stack:
+        st = _open_store(stack, run)
+        url = stack.enter_context(workers_memo_url(run.options.memo_url, run.store))
+        stack.enter_context(main_not_rerun())
+        client = _start_cluster(stack, run, url)
+        done = _drive(run, st, client, on_event)
+    return _written_beside(run, done)
+
+
+def _open_store(stack: contextlib.ExitStack, run: Prepared) -> RunStore:
+    """The run's store, opened (made, resumed or, with `fresh`, made again). What the store alone does not
+    hold (a PyTorch model's exported program) is written before a new store is made, so that the store
+    records its digest (which `load` checks)."""
+    from mugraph.pipeline.driver import COUNTER_NAMES
+
+    o = run.options
+    # no password or memo secret of a URL on the command line is kept in the store
+    command = [redact_url(a) for a in (o.command if o.command is not None else sys.argv[1:])]
+    meta: dict[str, Any] = {"versions": versions(), "command": command}
+    staged = stack.enter_context(staged_exported(run.program, run.store))
+    if staged is not None:
+        meta[staged.key] = staged.record()
+    st = stack.enter_context(
+        RunStore.open(run.store, run.plan.identity, meta=meta, counter_names=COUNTER_NAMES, fresh=o.fresh)
+    )
+    if staged is not None:
+        staged.place(st.meta)
+    return st
+
+
+def _start_cluster(stack: contextlib.ExitStack, run: Prepared, memo_url: str | None) -> Client:
+    """The Dask client (a local cluster's, or the given scheduler's) with the workers' plugin in."""
+    from mugraph.pipeline.cluster import dask_client
+    from mugraph.pipeline.worker import MugraphPlugin
+
+    o = run.options
+    with children_ignore_sigint():
+        client = stack.enter_context(dask_client(o.workers, o.scheduler, o.dashboard_address))
+    client.register_plugin(MugraphPlugin(memo_url, o.backend), name="mugraph")
+    return client
+
+
+def _drive(run: Prepared, st: RunStore, client: Client, on_event: EventSink | None) -> DoneEvent:
+    """The driver's run, every event also published to the live page (whose URL the start event gets)."""
+    from distributed import performance_report
+
+    from mugraph.pipeline.driver import Driver
+
+    o = run.options
+    page = live.install(client)
+
+    def emit(e: Event) -> None:
+        live.publish(client, e)
+        if e["event"] == "start":
+            e["live_page"] = page
+        if on_event is not None:
+            on_event(e)
+
+    # distributed's performance_report is unannotated
+    perf = performance_report(filename=str(o.profile)) if o.profile else contextlib.nullcontext()  # type: ignore[no-untyped-call]
+    with perf:
+        done = Driver(
+            run.plan,
+            st,
+            client,
+            time_limit=run.time_limit,
+            on_event=emit,
+            profile=run.gpu,
+            io=run.io,
+            measure=o.measure,
+        ).run()
+    live.publish(client, done)  # before the client closes: the page says how the run ended
+    return done
+
+
+def _written_beside(run: Prepared, done: DoneEvent) -> DoneEvent:
+    """The `done` event with what the run wrote beside its store: the report, the kernels (`--emit`),
+    Dask's profile, and the line on the program's expert."""
+    o, plan = run.options, run.plan
+    done["profile"] = str(o.profile) if o.profile else None
+    done["report"] = str(write_report(run.store))
+    done["kernels"] = str(write_store_module(run.store)) if o.emit_kernels else None
+    done["expert"] = expert_line(
+        run.program, [(fp.payload.reference, fp.config) for fp in plan.fragments], set(done["mugraphs"])
+    )
+    return done

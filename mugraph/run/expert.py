@@ -1,0 +1,51 @@
+"""What a run and `mugraph explain` say of a program's expert: found, or not found and why (not
+equivalent to the reference, or the first choice of the search that excludes it)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from mugraph.ir.canonical import canonical_digest
+from mugraph.ir.graph import KernelGraph
+from mugraph.ir.serialize import loads
+from mugraph.programs import Program
+from mugraph.stages.search.config import SearchConfig
+from mugraph.stages.search.explain import Explanation, explain_expert
+from mugraph.stages.search.explore import Fragment, Searcher
+from mugraph.stages.verify.check import check_equivalence
+from mugraph.stages.verify.names import in_reference_order
+
+
+def not_equivalent(label: str, reference: KernelGraph, expert: KernelGraph) -> Explanation | None:
+    """Where the expert does not compute the reference (by name, as `check` compares): the search,
+    which keeps only equivalent μGraphs, cannot find it, whatever the walk would reach. The walk
+    compares canonical digests, which do not see output names, so this is asked first."""
+    r = check_equivalence(reference, expert, seeds=(0,))
+    if r.equivalent:
+        return None
+    return Explanation(label, False, "not equivalent", f"{r.reason}; `mugraph check` tests it on more seeds")
+
+
+def as_found(reference: KernelGraph, expert: KernelGraph) -> KernelGraph:
+    """The expert as the search would record it: inputs and outputs in the reference's order (an
+    expert equivalent by name has the reference's names)."""
+    return in_reference_order(expert, reference)
+
+
+def expert_line(prog: Program, fragments: Sequence[tuple[str, SearchConfig]], found: set[str]) -> str | None:
+    """What `optimize` says of the program's first expert: found, or not found and why (`explain`'s
+    one-line reason). Only for a program searched as one fragment, where the expert and the
+    fragment are the same program; None otherwise."""
+    if not prog.experts or len(fragments) != 1:
+        return None
+    label, build = next(iter(prog.experts.items()))
+    reference = prog.reference()  # the fragment's names its outputs o0, o1, ...: the expert uses the program's
+    wrong = not_equivalent(label, reference, build())
+    if wrong is not None:
+        return f"expert {label!r} NOT found: {wrong.line()}"
+    expert = as_found(reference, build())
+    if canonical_digest(expert) in found:
+        return f"expert {label!r} found"
+    text, config = fragments[0]
+    searcher = Searcher(Fragment(loads(text), config, prog.name))
+    return f"expert {label!r} NOT found: {explain_expert(searcher, label, expert).line()}"

@@ -1,0 +1,142 @@
+"""The kernels of a run: which μGraph a module is emitted from (a store's stitched best program, one
+of its confirmed μGraphs, or a program's reference or expert), with the layouts and header it is
+emitted with, and the module `optimize --emit` writes beside the store. `mugraph emit` is a shell
+around this."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from mugraph.codegen import EmitInfo, emit_module
+from mugraph.codegen.check import require_triton
+from mugraph.ir.canonical import canonical_digest
+from mugraph.ir.errors import MugraphError
+from mugraph.ir.graph import KernelGraph
+from mugraph.ir.serialize import digest as json_digest
+from mugraph.ir.serialize import loads
+from mugraph.programs import resolve_program
+from mugraph.stages.layout.choose import LayoutResult, choose_layouts
+from mugraph.stages.layout.costs import Layouts
+from mugraph.stages.layout.describe import describe_layouts
+from mugraph.stages.layout.facts import LayoutError
+from mugraph.storage.run.paths import RunPaths
+from mugraph.storage.run.store import RunStore
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The μGraph to emit, what `--check` compares it with, what the header says, and the layouts the
+    module was emitted with (None where no layout was found)."""
+
+    graph: KernelGraph
+    reference: KernelGraph | None
+    info: EmitInfo
+    default_out: Path | None
+    layouts: Layouts | None = None
+
+
+def _layouts(
+    graph: KernelGraph,
+    layout: LayoutResult | None = None,
+) -> tuple[list[str], tuple[int, ...], Layouts | None]:
+    """The chosen layouts of `graph` (given, or solved now as the layout stage does) as lines for the
+    header, as the innermost dim of each device tensor, and whole; none where no layout is found."""
+    try:
+        chosen = layout or choose_layouts(graph)
+    except LayoutError:
+        return [], (), None
+    return describe_layouts(graph, chosen.layouts), chosen.layouts.kernel, chosen.layouts
+
+
+def _store_reference(st: RunStore) -> KernelGraph | None:
+    """The program the store was made for: a built-in name, or the program file of its command,
+    taken only if its digest is the store's."""
+    candidates = [st.identity.get("program", "")]
+    command = st.meta.get("command")
+    if isinstance(command, list) and len(command) > 1 and isinstance(command[1], str):
+        candidates.append(command[1])
+    for spec in candidates:
+        try:
+            graph = resolve_program(spec).reference()
+        except MugraphError:
+            continue
+        if json_digest(graph) == st.identity.get("program_digest"):
+            return graph
+    return None
+
+
+def _match(digests: list[str], prefix: str, where: str) -> str:
+    hits = sorted({d for d in digests if d.startswith(prefix)})
+    if len(hits) != 1:
+        what = "no μGraph" if not hits else f"{len(hits)} μGraphs"
+        raise MugraphError(f"{what} in {where} with a digest starting {prefix!r}")
+    return hits[0]
+
+
+def select_from_store(store: Path, digest: str | None) -> Selection:
+    """The stitched program of the store's best μGraphs, or the confirmed μGraph named by `digest`."""
+    with RunStore.open_existing(store, readonly=True) as st:
+        final = st.final()
+        frags = st.fragments()
+        ident = st.identity
+        config = f"store {store}, config digest {ident.get('config_digest', '-')}, budget {ident.get('budget', '-')}"
+        if digest is not None:
+            found = {
+                d: (i, rec.graph)
+                for i, _ in enumerate(frags)
+                for d, rec in st.found(i).items()
+                if (c := st.confirmations(i).get(d)) is not None and c["equivalent"]
+            }
+            d = _match(list(found), digest, f"the confirmed μGraphs of {store}")
+            i, text = found[d]
+            graph = loads(text)
+            rec = st.layouts(i).get(d)
+            layout = LayoutResult.from_json(rec) if rec and "error" not in rec else None
+            lines, inner, chosen = _layouts(graph, layout)
+            info = EmitInfo(f"{ident.get('program')} {frags[i]['name']}", config, d, lines, inner)
+            return Selection(graph, loads(frags[i]["graph"]), info, None, chosen)
+        if final is None:
+            raise MugraphError(f"{store}: no result yet; run `mugraph optimize` on it first")
+        reference = _store_reference(st)
+    # the stitched program's layouts, solved as the layout stage solves each fragment's (the same
+    # layouts for a one-fragment program, whose stitched program is its best μGraph)
+    graph = loads(final["program_graph"])
+    lines, inner, chosen = _layouts(graph)
+    info = EmitInfo(
+        str(ident.get("program")),
+        config + f", GPU profile {final.get('gpu_profile')}",
+        str(final["best"]),
+        lines,
+        inner,
+    )
+    return Selection(graph, reference, info, RunPaths(store).kernels, chosen)
+
+
+def select_from_program(spec: str, digest: str | None, expert: str | None) -> Selection:
+    """A built-in or file program's expert (default: its first), its reference (`--expert reference`),
+    or whichever of them has the canonical digest `digest`."""
+    prog = resolve_program(spec)
+    builders = {"reference": prog.reference, **prog.experts}
+    if digest is not None:
+        graphs = {label: b() for label, b in builders.items()}
+        by_digest = {canonical_digest(g): label for label, g in graphs.items()}
+        label = by_digest[_match(list(by_digest), digest, f"{prog.name}'s reference and experts")]
+    else:
+        label = expert or next(iter(prog.experts), "reference")
+        if label not in builders:
+            raise MugraphError(f"{prog.name} has no expert {label!r}; choose one of {', '.join(builders)}")
+    graph = builders[label]()
+    what = "the reference program" if label == "reference" else f"expert {label!r}"
+    lines, inner, chosen = _layouts(graph)
+    info = EmitInfo(prog.name, f"{what} of {prog.source} program {prog.name}", None, lines, inner)
+    return Selection(graph, prog.reference(), info, None, chosen)
+
+
+def write_store_module(store: Path) -> Path:
+    """Emit the store's stitched best program beside it (what `optimize --emit` does at the end)."""
+    require_triton()
+    sel = select_from_store(store, None)
+    out = RunPaths(store).kernels
+    out.write_text(emit_module(sel.graph, sel.info))
+    return out

@@ -1,0 +1,97 @@
+"""A run's options as one typed record, which the command line fills from its flags and
+`mugraph.optimize` from its keywords: what each option means is written once, here."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mugraph.ir.errors import MugraphError
+from mugraph.run.checks import file_name, parse_duration
+from mugraph.stages.layout.profiles import DEFAULT_PROFILE
+from mugraph.stages.search.config import parse_override
+
+DEFAULT_RUNS = Path("runs")
+
+
+@dataclass(frozen=True)
+class OptimizeOptions:
+    """Everything `mugraph optimize` takes besides the program (the command's options, typed).
+
+    `settings` overrides search limits for every fragment (KEY=VALUE as `--set` takes them, or a dict);
+    `layouts` gives the innermost dim of program inputs and outputs; `time_limit` is seconds or a
+    duration such as "15m"; `command` is what the store records as the command that made it."""
+
+    preset: str | None = None
+    settings: Mapping[str, Any] | tuple[str, ...] = ()
+    workers: int | None = None
+    scheduler: str | None = None
+    memo_url: str | None = None
+    store: str | Path | None = None
+    time_limit: str | float | None = None
+    fresh: bool = False
+    budget: int | None = None
+    backend: str = "auto"
+    profile: Path | None = None
+    dashboard_address: str = "127.0.0.1:8787"
+    layouts: Mapping[str, int] = field(default_factory=dict)
+    gpu_profile: str = DEFAULT_PROFILE
+    emit_kernels: bool = False
+    measure: int = 0
+    command: tuple[str, ...] | None = None
+
+    def overrides(self) -> dict[str, object]:
+        """The search-limit overrides by config field, each value as JSON gives it."""
+        if isinstance(self.settings, Mapping):
+            return dict(self.settings)
+        return dict(parse_override(s) for s in self.settings)
+
+    def seconds(self) -> float | None:
+        """The time limit in seconds (None: no limit)."""
+        value = self.time_limit
+        if value is None:
+            return None
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            if not value > 0:
+                raise MugraphError(f"time limit {value!r}: must be a positive number of seconds")
+            return float(value)
+        return parse_duration(str(value))
+
+    def reuses_finished(self) -> bool:
+        """Whether a finished store is the whole answer: nothing asked that only a run does (start
+        over, other layouts, timing, emitted kernels, Dask's profile)."""
+        return not (self.fresh or self.layouts or self.measure or self.emit_kernels or self.profile is not None)
+
+
+def default_store(program: str, identity: Mapping[str, str]) -> Path:
+    """The store `optimize` uses without --store: named for the program, its digest, the configs'
+    digest and the search tree's version, so a change of any of them starts a store of its own."""
+    return DEFAULT_RUNS / (
+        f"{file_name(program)}-{identity['program_digest'][:8]}-{identity['config_digest'][:8]}"
+        f"-t{identity['search_tree']}.zarr"
+    )
+
+
+class OptionError(MugraphError, TypeError):
+    """`mugraph.optimize` was given an option it does not have."""
+
+
+def check_options(options: Mapping[str, Any]) -> None:
+    """Refuse option names OptimizeOptions does not have, naming each and the valid ones (a misspelt
+    option would otherwise be silently ignored or fail deep inside the run)."""
+    valid = sorted(f.name for f in dataclasses.fields(OptimizeOptions) if f.name != "command")
+    unknown = sorted(k for k in options if k not in valid)
+    if not unknown:
+        return
+    hints = []
+    for k in unknown:
+        close = difflib.get_close_matches(k, valid, n=1)
+        hints.append(f"{k!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    raise OptionError(
+        f"mugraph.optimize: unknown option{'s' if len(unknown) > 1 else ''} {', '.join(hints)}; "
+        f"the options are: {', '.join(valid)}, and name, on_event, verbose"
+    )

@@ -1,0 +1,151 @@
+"""A run put together before anything is created: every option checked once, the plan and the
+per-fragment I/O layouts made once (the driver and the workers get them, never make them again),
+and every path of the run named. A bad option is one error naming it, with no store, memo server or
+cluster left behind."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+
+from mugraph.arrays.backend import cupy_available
+from mugraph.codegen.check import require_triton
+from mugraph.codegen.errors import CodegenError
+from mugraph.ir.errors import MugraphError
+from mugraph.pipeline.plan import RunPlan, fragment_io_layouts, make_plan
+from mugraph.programs import Program, resolve_program
+from mugraph.run.checks import (
+    check_dashboard_host,
+    check_host_port,
+    check_memo_secret,
+    check_output_file,
+    check_store_path,
+    check_workers,
+)
+from mugraph.run.options import OptimizeOptions, default_store
+from mugraph.stages.layout.profiles import GpuProfile, get_profile
+from mugraph.stages.search.serial import DEFAULT_BUDGET
+from mugraph.storage.memo.url import check_memo_url
+from mugraph.storage.run.paths import RunPaths
+from mugraph.storage.run.store import RunStore
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A run with every option checked and nothing created yet: the program, its plan, its paths and
+    the user's innermost dims as each fragment sees them (`io`, one mapping per fragment)."""
+
+    program: Program
+    options: OptimizeOptions
+    plan: RunPlan
+    paths: RunPaths
+    io: tuple[dict[str, int], ...]
+    time_limit: float | None
+    gpu: GpuProfile
+
+    @property
+    def store(self) -> Path:
+        return self.paths.store
+
+
+def require_triton_for_torch() -> None:
+    """A PyTorch model's run ends in a module of Triton kernels: without Triton, say so before the search
+    (found, not imported: Triton reads TRITON_INTERPRET when first imported)."""
+    if importlib.util.find_spec("triton") is None:
+        raise CodegenError(
+            "Triton is not installed, and the module made from a PyTorch model runs its kernels with it; "
+            "install it before searching: pip install -e '.[torch]' (torch and Triton), or pip install 'triton>=3.9'"
+        )
+    import mugraph.torch
+
+    if mugraph.torch.TRITON_IMPORTED_TOO_EARLY:
+        raise CodegenError(
+            "Triton was imported before mugraph (transformers, for one, imports it), so its interpreter, "
+            "which runs the kernels on a machine without a CUDA device, cannot be chosen any more; "
+            "import mugraph first, or set TRITON_INTERPRET=1 in the environment"
+        )
+
+
+def _check_machine(o: OptimizeOptions) -> None:
+    """What the options ask of this machine and of the cluster's addresses."""
+    from mugraph.pipeline.measuring import NO_GPU  # Dask's import, only once a run is asked for
+
+    check_workers(o.workers)
+    if o.emit_kernels or o.measure:
+        require_triton()  # before the run, not after it
+    if o.measure and o.scheduler is None and not cupy_available():
+        raise MugraphError(NO_GPU)  # the local cluster would have no GPU worker
+    if o.backend == "cupy" and o.scheduler is None and not cupy_available():
+        raise MugraphError(
+            "--backend cupy needs CuPy and a usable CUDA device on this machine, and none was found; "
+            "use --backend numpy (or auto)"
+        )
+    if o.workers is not None and o.scheduler is not None:
+        raise MugraphError(
+            "workers start a local cluster; with a scheduler the cluster's own workers run "
+            "(give one of --workers and --scheduler)"
+        )
+    if o.scheduler is not None:
+        check_host_port(o.scheduler, "--scheduler", scheduler=True)
+    else:
+        check_host_port(o.dashboard_address, "--dashboard-address")
+    if o.memo_url is not None:
+        check_memo_url(o.memo_url)
+    if o.profile is not None:
+        check_output_file(o.profile, "--profile")
+
+
+def _stored_budget(path: Path) -> int | None:
+    """The budget in the identity of the store at `path`, if there is a readable one."""
+    if not path.is_dir():
+        return None
+    try:
+        with RunStore.open_existing(path) as st:
+            return int(st.identity["budget"])
+    except (MugraphError, KeyError, ValueError, OSError):
+        return None  # opening it for the run says what is wrong
+
+
+def prepare(program: Program | str, options: OptimizeOptions | None = None) -> Prepared:
+    """Check every option and make the run's plan, I/O layouts and paths, creating nothing (one error
+    naming what is wrong otherwise)."""
+    o = options or OptimizeOptions()
+    limit = o.seconds()
+    _check_machine(o)
+    gpu = get_profile(o.gpu_profile)
+    prog = resolve_program(program) if isinstance(program, str) else program
+    if prog.save_beside is not None:
+        require_triton_for_torch()  # the module a PyTorch model's run makes runs Triton kernels
+    plan = make_plan(prog, o.preset, o.overrides(), o.budget or DEFAULT_BUDGET)
+    io = tuple(fragment_io_layouts(plan, o.layouts))  # refuses unknown names and dims before anything starts
+    path = (
+        check_store_path(str(o.store))
+        if o.store is not None
+        else check_store_path(str(default_store(prog.name, plan.identity)), "the default store")
+    )
+    if o.budget is None and not o.fresh:
+        resumed = _stored_budget(path)  # a store made with an older default resumes with its own budget
+        if resumed is not None and resumed != plan.budget:
+            plan = dataclasses.replace(plan, budget=resumed)  # the budget only splits tasks: same fragments
+    return Prepared(prog, o, plan, RunPaths(path), io, limit, gpu)
+
+
+def preflight(run: Prepared) -> None:
+    """What the run would otherwise find only once its store, memo server or cluster exists: the
+    dashboard's host, the scheduler (reached now, with the TLS credentials a tls:// one needs) and an
+    unreadable memo secret beside the store."""
+    from mugraph.pipeline.cluster import external_security, probe_scheduler
+    from mugraph.storage.memo.session import check_memo_reachable
+
+    o = run.options
+    if o.scheduler is None:
+        check_dashboard_host(o.dashboard_address)
+    else:
+        external_security(o.scheduler)
+        probe_scheduler(o.scheduler)
+    if o.memo_url != "local":
+        check_memo_secret(run.paths.memo_dir)
+    if o.memo_url not in (None, "local"):
+        check_memo_reachable(o.memo_url)
