@@ -462,8 +462,9 @@ def search(
         click.echo(f"{prog.name}: {len(digests)} μGraphs{expert}; search {state}")
         click.echo(f"  {_progress_text(report)}")
         click.echo(
-            f"  oracle: {c.oracle_queries:,} queries, {c.prefiltered:,} answered without Z3, "
-            f"{c.memo_hits:,} memo hits, {c.solver_calls:,} solver calls in {c.solver_seconds:.1f} s; "
+            f"  oracle: {c.oracle_queries:,} queries, {c.prefiltered:,} answered by finite models, "
+            f"{c.memo_hits:,} memo hits, {c.solver_calls:,} solver calls in {c.solver_seconds:.1f} s, "
+            f"{c.undecided_kept + c.undecided_pruned:,} undecided; "
             f"fingerprints: {c.fingerprints:,} in {c.fingerprint_seconds:.1f} s"
         )
 
