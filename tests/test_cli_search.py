@@ -57,3 +57,15 @@ def test_bad_input_is_one_line_and_status_2(tmp_path: Path) -> None:
         proc = run(*args, "--memo-url", "local", cwd=tmp_path)
         assert proc.returncode == 2, (args, proc.stderr)
         assert needle in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_search_reports_every_expert(tmp_path: Path) -> None:
+    """rms_norm has two experts; the summary names both, each found or with the reason it is not."""
+    args = ["--set", "grids=[[64,1,1]]", "--set", "kernel_ops=[]", "--set", "franges=[16]", "--memo-url", "local"]
+    s = summary(run("search", "rms_norm", *args, "--json", cwd=tmp_path))
+    assert set(s["experts"]) == {"expert", "paper"}
+    assert s["experts"]["expert"]["found"] is s["expert_found"] is False
+    assert "for-loop range" in str(s["experts"]["expert"]["reason"])
+    assert s["experts"]["paper"]["found"] is False and "grid" in str(s["experts"]["paper"]["reason"])
+    text = run("search", "rms_norm", *args, cwd=tmp_path).stdout
+    assert "other experts: paper NOT found: outside the space (grid)" in text

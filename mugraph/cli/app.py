@@ -17,7 +17,7 @@ import click
 from mugraph.arrays.backend import backend_name, get_array_module
 from mugraph.cli.options import backend_option, memo_options
 from mugraph.cli.pipeline import optimize, report, show, status
-from mugraph.cli.records import ExpertCheck, ExpertReach, SearchSummary
+from mugraph.cli.records import ExpertCheck, ExpertOutcome, ExpertReach, SearchSummary
 from mugraph.dashboards.progress_line import ProgressLine
 from mugraph.ir.canonical import canonical_digest
 from mugraph.ir.errors import MugraphError
@@ -404,8 +404,8 @@ def search(
         config = config.with_overrides(dict(parse_override(s) for s in settings))
     reference = prog.reference()
     fragment = Fragment(reference, config, prog.name)
-    first_expert = next(iter(prog.experts.items()), None)
-    expert_digests = {canonical_digest(first_expert[1]())} if first_expert is not None else set()
+    experts = {label: build() for label, build in prog.experts.items()}
+    expert_digests = {label: canonical_digest(g) for label, g in experts.items()}
     xp = get_array_module(backend)  # the device is checked before the memo directory is made
     progress = ProgressLine()
     with verdict_memo(memo_url, memo_dir, VERDICT_BYTES) as memo:
@@ -414,10 +414,16 @@ def search(
             report = run_search(searcher, budget, limit, lambda r: progress.update(_progress_text(r)))
         finally:
             progress.close()
-        why = None
-        if first_expert is not None and not expert_digests & set(report.found):
-            why = explain_expert(searcher, first_expert[0], first_expert[1]()).line()
+        # Every expert, each found or with the reason the search misses it.
+        per_expert: dict[str, ExpertOutcome] = {
+            label: {"found": d in report.found, "reason": None} for label, d in expert_digests.items()
+        }
+        for label, outcome in per_expert.items():
+            if not outcome["found"]:
+                outcome["reason"] = explain_expert(searcher, label, experts[label]).line()
         memo_counts = memo.counters.as_dict()
+    first = per_expert[next(iter(per_expert))] if per_expert else None
+    why = first["reason"] if first is not None else None
     c = report.counters
     digests = sorted(report.found)
     summary: SearchSummary = {
@@ -427,8 +433,9 @@ def search(
         "states": c.nodes,
         "mugraphs": len(digests),
         "digests": digests,
-        "expert_found": bool(expert_digests & set(digests)) if prog.experts else None,
+        "expert_found": first["found"] if first is not None else None,
         "expert_reason": why,
+        "experts": per_expert,
         "solver_calls": c.solver_calls,
         "seconds": round(report.seconds, 3),
         "complete": report.complete,
@@ -447,11 +454,17 @@ def search(
     else:
         state = "finished" if report.complete else f"stopped at the time limit, {len(report.frontier)} subtrees left"
         expert = {True: ", expert found", False: f", expert NOT found: {why}", None: ""}[summary["expert_found"]]
+        others = [
+            f"{label} {'found' if o['found'] else 'NOT found: ' + str(o['reason'])}"
+            for label, o in list(per_expert.items())[1:]
+        ]
+        expert += f"; other experts: {'; '.join(others)}" if others else ""
         click.echo(f"{prog.name}: {len(digests)} μGraphs{expert}; search {state}")
         click.echo(f"  {_progress_text(report)}")
         click.echo(
-            f"  oracle: {c.oracle_queries:,} queries, {c.prefiltered:,} answered without Z3, "
-            f"{c.memo_hits:,} memo hits, {c.solver_calls:,} solver calls in {c.solver_seconds:.1f} s; "
+            f"  oracle: {c.oracle_queries:,} queries, {c.prefiltered:,} answered by finite models, "
+            f"{c.memo_hits:,} memo hits, {c.solver_calls:,} solver calls in {c.solver_seconds:.1f} s, "
+            f"{c.undecided_kept + c.undecided_pruned:,} undecided; "
             f"fingerprints: {c.fingerprints:,} in {c.fingerprint_seconds:.1f} s"
         )
 

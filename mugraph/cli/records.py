@@ -32,6 +32,13 @@ class ExpertReach(TypedDict):
     reachable: bool
 
 
+class ExpertOutcome(TypedDict):
+    """One expert in `search`'s result: found by the search, or why not."""
+
+    found: bool
+    reason: str | None
+
+
 class SearchSummary(TypedDict):
     """`search`'s result: what the serial search found, whether the expert is among it, and what it took."""
 
@@ -41,8 +48,9 @@ class SearchSummary(TypedDict):
     states: int
     mugraphs: int
     digests: list[str]
-    expert_found: bool | None  # None for a program with no experts
-    expert_reason: str | None  # why the expert is not found, where it is not
+    expert_found: bool | None  # the program's first expert; None for a program with no experts
+    expert_reason: str | None  # why the first expert is not found, where it is not
+    experts: dict[str, ExpertOutcome]  # every expert by its label, the first included
     solver_calls: int
     seconds: float
     complete: bool

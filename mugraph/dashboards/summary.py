@@ -30,10 +30,12 @@ COUNTER_MEANINGS: dict[str, str] = {
     "verified": "fingerprint matches (before duplicates were merged)",
     "ir_rejects": "complete candidates the IR refused (a search bug if ever above 0)",
     "oracle_queries": "terms sent to the oracle (one per new tensor of a listed child)",
-    "prefiltered": "oracle queries answered without Z3 (cheap structural checks)",
+    "prefiltered": "oracle queries answered by the finite models or cheap structural checks",
     "memo_hits": "oracle queries answered by the verdict memo (local LRU or Redis)",
-    "solver_calls": "oracle queries Z3 had to decide",
-    "solver_seconds": "seconds inside Z3",
+    "solver_calls": "oracle queries decided by the solver (normal forms by default, Z3 at oracle=z3)",
+    "solver_seconds": "seconds inside the solver",
+    "undecided_kept": "verdicts left undecided and kept (a normal form past its size budget)",
+    "undecided_pruned": "verdicts left undecided and pruned (Z3 unknowns at oracle=z3 with unknown_keeps=false)",
     "seconds": "seconds inside search tasks, summed over workers",
 }
 
