@@ -59,8 +59,10 @@ def record(
     from mugraph.pipeline.plan import make_plan
     from mugraph.pipeline.worker import _state
     from mugraph.programs.registry import get_builtin
+    from mugraph.stages.search.config import SearchConfig
     from mugraph.stages.search.task_paths import task_budget
 
+    settings = {"oracle": SearchConfig().oracle, **settings}  # named, so a replay on a later tree knows it
     plan = make_plan(get_builtin(program), None, settings, budget)
     state = _state()
     queue: collections.deque[tuple[int, tuple[int, ...]]] = collections.deque(
@@ -146,9 +148,15 @@ try:
 except ImportError:  # a tree before storage/ was split
     from mugraph.storage import run_store
 
+from mugraph.stages.search.config import SearchConfig
+
 args = json.loads(sys.argv[1])
 header, _ = scale_trace.read_trace(Path(args["trace"]))
-plan = make_plan(get_builtin(header["program"]), None, header["settings"], header["budget"])
+settings = dict(header["settings"])
+# A trace that names no oracle was recorded when Z3 was the only one (its tasks' ids say so).
+if "oracle" not in settings and "oracle" in getattr(SearchConfig, "__dataclass_fields__", {}):
+    settings["oracle"] = "z3"
+plan = make_plan(get_builtin(header["program"]), None, settings, header["budget"])
 store_seconds = [0.0]
 commits = [0]
 depth = [0]  # complete_task calls complete_tasks in newer trees: time and count the outer call only

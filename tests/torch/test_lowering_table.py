@@ -256,7 +256,7 @@ ROWS: list[Row] = [
     Row(
         "`torch.cond`, `while_loop`, other higher-order ops",
         "refused: one `CaptureError` naming the op and its line",
-        Branchy,
+        lambda: Branchy().eval(),
         ((16, 16),),
         Expect(refused=r"^cond \(cond, at .*torch_models\.py:\d+\) can be neither lowered"),
     ),
