@@ -10,10 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from mugraph.dashboards.summary import eta_text, memo_text
+from mugraph.dashboards.summary import eta_text, held_back_reason, memo_text
 from mugraph.stages.layout.describe import seconds_text
-from mugraph.stages.layout.rank import MODEL_ERROR
-from mugraph.stages.layout.residency import MAX_REGISTERS
 from mugraph.stages.layout.rows import RankRow
 
 
@@ -73,20 +71,8 @@ def measured_line(e: Mapping[str, Any]) -> str:
 
 
 def why_not_confident(row: Mapping[str, Any]) -> str:
-    """Why a candidate that fits is not confidently faster than the reference: its tiles spill registers
-    or come within the model's error of spilling (the term it prices least surely), or it is estimated
-    faster only within the model's measured error (the rules of stages.layout.rank.confident)."""
-    if row.get("emitted_spill_bytes"):
-        return (
-            f"its tiles spill {row['emitted_spill_bytes']:,} bytes of registers per program, which the model "
-            f"prices least surely"
-        )
-    if row.get("emitted_registers", 0) * (1 + MODEL_ERROR) > MAX_REGISTERS:
-        return (
-            f"its tiles need {row['emitted_registers']} of the {MAX_REGISTERS} registers per thread, within "
-            f"the model's error ({MODEL_ERROR:.0%}) of spilling"
-        )
-    return f"within the model's measured error ({MODEL_ERROR:.0%})"
+    """Why a candidate is not confidently faster than the reference: the report's and `show`'s reason."""
+    return held_back_reason(row)
 
 
 def not_confident_line(top: RankRow | Mapping[str, Any]) -> str:
@@ -112,8 +98,9 @@ def kept_reason(done: Mapping[str, Any], fragment: str) -> str | None:
     if fragment in done.get("not_confident", ()):
         return f"the best candidate, {ranking[0]['digest'][:16]}, is {why_not_confident(ranking[0])}"
     if not ranking:
-        state = "the search found" if done["complete"] else "the search stopped at its time limit before it found"
-        return f"{state} no μGraph equal to it"
+        if done["complete"]:
+            return "the search found no μGraph equal to it"
+        return "the search stopped at its time limit before finding any μGraph equal to it"
     return f"no μGraph found is estimated faster (the best, {ranking[0]['digest'][:16]}, {ranking[0]['speedup']:.2f}x)"
 
 

@@ -48,3 +48,22 @@ def test_the_headline_gives_the_reason_the_candidate_was_held_back(
     head = headline([REFERENCE, fast])
     assert head is not None and head["best_is_reference"] and head["runner_up"] == fast["digest"]
     assert "4.53x" in head["line"] and says in head["line"] and not_says not in head["line"], head["line"]
+
+
+def test_console_and_report_give_one_reason() -> None:
+    """The command line's held-back reason is the report's (one rule set): a row that does not fit
+    is said not to fit, not to be within the model's error."""
+    from mugraph.dashboards.console import why_not_confident
+    from mugraph.dashboards.summary import held_back_reason
+
+    row = {"fits": False, "emitted_spill_bytes": 0, "emitted_registers": 10, "speedup": 3.0}
+    assert why_not_confident(row) == held_back_reason(row) == "its tiles do not fit the GPU's memory"
+
+
+def test_a_stopped_search_without_a_mugraph_is_said_plainly() -> None:
+    from mugraph.dashboards.console import kept_reason
+
+    done = {"ranking": {"f0": []}, "reference": {"f0": {"digest": "r", "reference": True}}, "complete": False}
+    done["best_per_fragment"] = {"f0": "r"}
+    reason = kept_reason(done, "f0")
+    assert reason == "the search stopped at its time limit before finding any μGraph equal to it"
