@@ -334,7 +334,15 @@ def preset_config(preset: str) -> SearchConfig:
         # Mirage's tuple: with four inputs and at most five kernel ops (inputs counted), the block
         # graph opens at the root as the last kernel op, so the one output comes from it and reads
         # all four inputs; every smaller tuple is a dead subtree (Knuth's estimate: 2.6x the states).
-        cfg = SearchConfig(preset="lora", concat_matmul=True, four_input_blocks=True, block_inputs="mirage")
+        # For-loop range 2 as well: Mirage's own finished LoRA search explored {2, 4}, and its saved
+        # concat μGraph loops twice.
+        cfg = SearchConfig(
+            preset="lora",
+            concat_matmul=True,
+            four_input_blocks=True,
+            block_inputs="mirage",
+            franges=(2, 4, 16, 32, 64),
+        )
     elif preset == "attention":
         cfg = SearchConfig(
             preset="attention",

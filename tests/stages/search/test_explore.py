@@ -163,8 +163,8 @@ def test_widened_default_space_holds_the_papers_gqa_kernel() -> None:
     assert not r.frontier and paper_digest("gqa") in r.found
 
 
-# lora's concat expert (Mirage's cpp_examples/lora.cc) uses for-loop range 2, outside the default
-# ranges; in a space narrowed to its own choices the oracle still prunes it (see below).
+# lora's concat expert (Mirage's cpp_examples/lora.cc) uses for-loop range 2, which the lora preset
+# holds; in a space narrowed to its own choices Z3's route prunes it as unknown (see below).
 LORA_CONCAT = {"grids": [[128, 1, 1]], "fmaps": [-1, 0, 1], "kernel_ops": [], "franges": [2]}
 LORA_CONCAT_PATH = [
     "open(grid=[128, 1, 1],imaps=[[-1, -1, -1], [1, -1, -1], [-1, -1, -1], [1, -1, -1]])",
@@ -183,6 +183,17 @@ def test_lora_concat_expert_is_pruned_as_unknown() -> None:
     (term,) = state.new
     assert term.sexpr == "(+ (sum 128 (* v0 v1)) (sum 16 (* (sum 128 (* v0 v2)) v3)))"
     assert s.oracle.verdicts([term]) == [Verdict.UNKNOWN] and s.oracle.keep_many([term]) == [False]
+
+
+def test_lora_concat_expert_is_in_the_default_space_and_found() -> None:
+    """The lora preset's for-loop ranges hold 2, and the normal forms keep every step of the expert."""
+    s = Searcher(Fragment(reference("lora"), preset_config("lora"), "lora"))
+    assert 2 in s.fragment.config.franges
+    want = canonical_digest(get_builtin("lora").experts["concat"]())
+    report = run_search(
+        s, budget=2000, start=[s.find_path(structure_labels(LORA_CONCAT_PATH))], stop=lambda r: want in r.found
+    )
+    assert want in report.found
 
 
 def test_lora_concat_expert_found_when_unknowns_are_kept() -> None:
