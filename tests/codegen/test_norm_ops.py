@@ -16,6 +16,7 @@ from mugraph.stages.search.explore import Fragment, Searcher
 from mugraph.stages.search.serial import run_search
 from mugraph.stages.verify.confirm import Confirmer
 from tests.helpers.emitting import emit_and_check
+from tests.helpers.norm_graphs import fused_rms_matmul, rms_matmul
 
 # The check's inputs are uniform in [-0.1, 0.1): mean(x²) is about 3e-3, so an eps of 1e-3 moves the
 # result by tens of percent, far past the tolerance.
@@ -23,22 +24,12 @@ EPS = 1e-3
 
 
 def rms_reference(eps: float, dtype: DType = DType.FLOAT16) -> KernelGraph:
-    g = KernelGraph()
-    x, w = g.new_input((16, 96), dtype, name="X"), g.new_input((96, 48), dtype, name="W")
-    g.mark_output(g.matmul(g.rms_norm(x, eps=eps), w), "O")
-    return g
+    return rms_matmul(eps, 16, 96, 48, dtype)
 
 
 def fused_rms(eps: float) -> KernelGraph:
     """accum_rms(x, eps) beside the matmul; tiles X [16,24] W [24,24]: padded to 32."""
-    g = KernelGraph()
-    x_d, w_d = g.new_input((16, 96), name="X"), g.new_input((96, 48), name="W")
-    b = BlockGraph(grid=(2, 1, 1), forloop=4)
-    x = b.new_input(x_d, (-1, -1, -1), fmap=1)
-    w = b.new_input(w_d, (1, -1, -1), fmap=0)
-    b.new_output(b.div(b.accum_no_red(b.matmul(x, w)), b.accum_rms(x, eps=eps)), (1, -1, -1))
-    g.mark_output(g.customized(b)[0], "O")
-    return g
+    return fused_rms_matmul(eps, 16, 96, 48, grid=2, forloop=4)
 
 
 def block_rms_norm(eps: float) -> KernelGraph:

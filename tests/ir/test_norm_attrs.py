@@ -9,6 +9,7 @@ import pytest
 from mugraph.ir import BlockGraph, GraphStructureError, KernelGraph, OpKind, SchemaError, dumps, eps_of, loads
 from mugraph.ir.canonical import canonical_digest
 from mugraph.ir.render import render
+from tests.helpers.norm_graphs import fused_rms_matmul
 
 
 def _rms(eps: float | None, dtype: str = "float16") -> KernelGraph:
@@ -20,14 +21,7 @@ def _rms(eps: float | None, dtype: str = "float16") -> KernelGraph:
 
 
 def _fused(eps: float) -> KernelGraph:
-    g = KernelGraph()
-    x_d, w_d = g.new_input((16, 64), name="X"), g.new_input((64, 32), name="W")
-    b = BlockGraph(grid=(2, 1, 1), forloop=4)
-    x = b.new_input(x_d, (-1, -1, -1), fmap=1)
-    w = b.new_input(w_d, (1, -1, -1), fmap=0)
-    b.new_output(b.div(b.accum_no_red(b.matmul(x, w)), b.accum_rms(x, eps=eps)), (1, -1, -1))
-    g.mark_output(g.customized(b)[0], "O")
-    return g
+    return fused_rms_matmul(eps, 16, 64, 32, grid=2, forloop=4)
 
 
 def test_eps_zero_is_the_graph_without_eps() -> None:

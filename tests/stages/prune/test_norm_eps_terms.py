@@ -5,35 +5,23 @@ from __future__ import annotations
 
 import z3
 
-from mugraph.ir.graph import BlockGraph, KernelGraph
+from mugraph.ir.graph import KernelGraph
 from mugraph.stages.prune.expr import output_exprs, parse
 from mugraph.stages.prune.oracle import OracleConfig
 from mugraph.stages.prune.z3_encoding import SubQueries, smt_term
+from tests.helpers.norm_graphs import fused_rms_matmul, matmul_layer_norm, rms_matmul
 
 
 def rms_program(eps: float) -> KernelGraph:
-    g = KernelGraph()
-    x, w = g.new_input((16, 1024), name="X"), g.new_input((1024, 64), name="W")
-    g.mark_output(g.matmul(g.rms_norm(x, eps=eps), w), "O")
-    return g
+    return rms_matmul(eps, 16, 1024, 64)
 
 
 def fused(eps: float) -> KernelGraph:
-    g = KernelGraph()
-    x_d, w_d = g.new_input((16, 1024), name="X"), g.new_input((1024, 64), name="W")
-    b = BlockGraph(grid=(8, 1, 1), forloop=16)
-    x = b.new_input(x_d, (-1, -1, -1), fmap=1)
-    w = b.new_input(w_d, (1, -1, -1), fmap=0)
-    b.new_output(b.div(b.accum_no_red(b.matmul(x, w)), b.accum_rms(x, eps=eps)), (1, -1, -1))
-    g.mark_output(g.customized(b)[0], "O")
-    return g
+    return fused_rms_matmul(eps, 16, 1024, 64, grid=8, forloop=16)
 
 
 def layer_norm_program(eps: float) -> KernelGraph:
-    g = KernelGraph()
-    x, w = g.new_input((16, 1024), name="X"), g.new_input((1024, 64), name="W")
-    g.mark_output(g.layer_norm(g.matmul(x, w), eps=eps), "O")
-    return g
+    return matmul_layer_norm(eps, 16, 1024, 64)
 
 
 def queries(eps: float, program: KernelGraph | None = None) -> SubQueries:

@@ -15,23 +15,18 @@ from mugraph.stages.search.config import for_reference, preset_config, reference
 from mugraph.stages.search.explore import ExploreResult, Fragment, Searcher
 from mugraph.stages.search.serial import run_search
 from mugraph.stages.verify.confirm import Confirmer
+from tests.helpers.norm_graphs import matmul_layer_norm, rms_matmul
 
 EPS = 1e-6
 NARROW = {"grids": [[8, 1, 1]], "franges": [4], "kernel_ops": [], "imaps": [[-1, -1, -1], [1, -1, -1], [0, -1, -1]]}
 
 
 def rms_program(eps: float) -> KernelGraph:
-    g = KernelGraph()
-    x, w = g.new_input((16, 256), name="X"), g.new_input((256, 512), name="W")
-    g.mark_output(g.matmul(g.rms_norm(x, eps=eps), w), "O")
-    return g
+    return rms_matmul(eps, 16, 256, 512)
 
 
 def layer_norm_program(eps: float) -> KernelGraph:
-    g = KernelGraph()
-    x, w = g.new_input((16, 256), name="X"), g.new_input((256, 512), name="W")
-    g.mark_output(g.layer_norm(g.matmul(x, w), eps=eps), "O")
-    return g
+    return matmul_layer_norm(eps, 16, 256, 512)
 
 
 def fragment(reference: KernelGraph) -> Fragment:

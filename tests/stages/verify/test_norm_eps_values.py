@@ -8,32 +8,22 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from mugraph.ir.graph import BlockGraph, KernelGraph
+from mugraph.ir.graph import KernelGraph
 from mugraph.stages.verify.algebra import Float64Algebra, ZpqAlgebra
 from mugraph.stages.verify.check import check_equivalence, field_inputs
 from mugraph.stages.verify.field import FieldSpec, tables
 from mugraph.stages.verify.interpret import evaluate
+from tests.helpers.norm_graphs import fused_rms_matmul, rms_matmul
 
 EPS = 1e-6
 
 
 def rms_program(eps: float) -> KernelGraph:
-    g = KernelGraph()
-    x, w = g.new_input((8, 64), name="X"), g.new_input((64, 16), name="W")
-    g.mark_output(g.matmul(g.rms_norm(x, eps=eps), w), "O")
-    return g
+    return rms_matmul(eps, 8, 64, 16)
 
 
 def fused_rms(eps: float) -> KernelGraph:
-    """The expert's shape of rms_norm(X) @ W: accum_rms beside the matmul, the division after the loop."""
-    g = KernelGraph()
-    x_d, w_d = g.new_input((8, 64), name="X"), g.new_input((64, 16), name="W")
-    b = BlockGraph(grid=(2, 1, 1), forloop=4)
-    x = b.new_input(x_d, (-1, -1, -1), fmap=1)
-    w = b.new_input(w_d, (1, -1, -1), fmap=0)
-    b.new_output(b.div(b.accum_no_red(b.matmul(x, w)), b.accum_rms(x, eps=eps)), (1, -1, -1))
-    g.mark_output(g.customized(b)[0], "O")
-    return g
+    return fused_rms_matmul(eps, 8, 64, 16, grid=2, forloop=4)
 
 
 def layer_norm_program(eps: float) -> KernelGraph:
