@@ -360,3 +360,29 @@ def test_both_parts_of_a_prenorm_mlp_have_mugraphs() -> None:
         searcher = Searcher(Fragment(part.graph, preset_config(suggest_preset(part.graph)), part.name))
         report = run_search(searcher, budget=2_000, stop=lambda r: bool(r.found))
         assert report.found, part.name
+
+
+def llama_mlp_block(dim: int = 64, hidden: int = 128) -> KernelGraph:
+    """Llama's RMSNorm + gated MLP + residual as the torch lowering makes it."""
+    g = KernelGraph()
+    x, w = g.new_input((16, dim), name="X"), g.new_input((1, dim), name="w")
+    wg, wu = g.new_input((dim, hidden), name="Wg"), g.new_input((dim, hidden), name="Wu")
+    wd = g.new_input((hidden, dim), name="Wd")
+    h = g.mul(g.rms_norm(x, eps=1e-6), w)
+    gated = g.mul(g.silu(g.matmul(h, wg)), g.matmul(h, wu))
+    g.mark_output(g.add(g.matmul(gated, wd), x), "O")
+    return g
+
+
+def test_a_fragment_reading_four_inputs_is_priced_as_one_more() -> None:
+    """Four inputs mean the lora preset's space (the largest): the split takes the gated MLP alone
+    (three inputs, the built-in gated_mlp's shape) over a first fragment reading four."""
+    split = split_program(llama_mlp_block())
+    assert [compute_ops(f.graph) for f in split.fragments] == [
+        ["rms_norm", "mul"],
+        ["matmul", "silu", "matmul", "mul"],
+        ["matmul", "add"],
+    ]
+    assert all(len(f.sources) <= 3 for f in split.fragments)
+    unpriced = split_program(llama_mlp_block(), FragmentLimits(wide_inputs=99))
+    assert [len(f.sources) for f in unpriced.fragments] == [4, 4]
