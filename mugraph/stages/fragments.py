@@ -168,10 +168,11 @@ class _Program:
             stage.update(dict.fromkeys(op.outputs, seen))
         return False
 
-    def reachable(self, lo: int, hi: int, limits: FragmentLimits) -> list[str]:
+    def reachable(self, lo: int, hi: int, reads: int, limits: FragmentLimits) -> list[str]:
         """Why the search cannot reach any μGraph of steps [lo, hi) under the presets a fragment without
-        an exp gets (mlp, lora: one block graph), or nothing. Its r inputs leave `kernel_ops - r` kernel
-        ops: one graph-defined op holding at most `block_ops - r` ops and pre-defined ops for the rest,
+        an exp gets (mlp, lora: one block graph), or nothing. Its r inputs (`reads`) leave
+        `kernel_ops - r` kernel ops: one graph-defined op holding at most `block_ops - r` ops and
+        pre-defined ops for the rest,
         so at most (block_ops - r) + (kernel_ops - r - 1) ops in all. And a contraction fed by a
         nonlinearity of another contraction (linear, SiLU, linear) needs the second block graph that
         only the attention preset has. A fragment holding an exp gets that preset and is not bounded
@@ -179,7 +180,6 @@ class _Program:
         MLP, whose space holds no μGraph at all."""
         if any(self.op(s).kind is OpKind.EXP for s in range(lo, hi)):
             return []
-        reads = len(self.boundary(lo, hi)[0])
         room = (limits.block_ops - reads) + (limits.kernel_ops - reads - 1)
         found = []
         if hi - lo > room:
@@ -204,7 +204,7 @@ class _Program:
         if any(self.input_pos.get(t, -1) > self.seq[lo] for t in reads):
             found.append("an input that arrives after the fragment's first op")
         if limits.reach and hi - lo > 1:  # one op alone is always searchable: it is its own reference
-            found += self.reachable(lo, hi, limits)
+            found += self.reachable(lo, hi, len(reads), limits)
         return found
 
 
