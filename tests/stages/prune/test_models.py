@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from mugraph.stages.prune.expr import Expr, Head, add, concat, div, mul, red, rms, unary, var
 from mugraph.stages.prune.models import FiniteModel, all_models
+from tests.helpers.axioms import sub_instances
 
 UNARY = (Head.EXP, Head.SQRT, Head.SILU, Head.GELU, Head.RELU, Head.CLAMP)
 
@@ -53,20 +54,7 @@ def same(m: FiniteModel[object], a: Expr, b: Expr) -> bool:
 @given(x=TERMS, y=TERMS, z=TERMS, i1=st.integers(2, 64), i2=st.integers(2, 64))
 def test_models_satisfy_the_axioms(name: str, x: Expr, y: Expr, z: Expr, i1: int, i2: int) -> None:
     m = model(name)
-    subs: list[tuple[Expr, Expr]] = [
-        (x, x),
-        (x, add(x, y)),
-        (x, mul(x, y)),
-        (x, div(x, y)),
-        (y, div(x, y)),
-        (x, rms(i1, x)),
-        (x, red(i1, x)),
-        (red(i1, x), x),
-        (x, concat(x, y, 1, i1)),
-        (y, concat(x, y, 2, i1)),
-        (red(i1, x), red(i1 * i2, x)),
-    ]
-    subs += [(x, unary(h, x)) for h in UNARY]
+    subs = sub_instances(x, y, i1, i2, UNARY)
     assert all(in_model(m, a, b) for a, b in subs)
     equal: list[tuple[Expr, Expr]] = [
         (add(x, y), add(y, x)),
