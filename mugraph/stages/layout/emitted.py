@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from math import ceil, gcd, prod
 from typing import TypedDict, assert_never
 
+from mugraph.ir.families import CostClass, Family, family_of, props
 from mugraph.ir.graph import BlockGraph, KernelGraph, Op
 from mugraph.ir.tiles import padded_shape
 from mugraph.ir.types import DType, OpKind
@@ -112,8 +113,8 @@ def _block_work(bg: BlockGraph, p: GpuProfile) -> _Work:
     ops = 0
     for bop in bg.ops:
         after = any(bg.tensors[i].after_accum for i in bop.inputs)  # an accumulator adds in the loop
-        match bop.kind:
-            case OpKind.INPUT:
+        match family_of(bop.kind):
+            case Family.BOUNDARY if bop.kind is OpKind.INPUT:
                 t = bg.tensors[bop.outputs[0]]
                 moved = _sector_bytes(t.shape, t.dtype.itemsize)
                 if bop.int_attr("fmap") >= 0:
@@ -121,10 +122,10 @@ def _block_work(bg: BlockGraph, p: GpuProfile) -> _Work:
                 else:
                     once_bytes += moved
                 continue
-            case OpKind.OUTPUT:
+            case Family.BOUNDARY:  # an output
                 once_bytes += bg.tensors[bop.inputs[0]].nbytes
                 continue
-            case OpKind.CONCAT:  # both halves stored to a float32 scratch tile, then loaded whole
+            case Family.DATA_MOVEMENT:  # both halves stored to a float32 scratch tile, then loaded whole
                 ops += not after
                 scratch = 2 * prod(padded_shape(bg.tensors[bop.outputs[0]].shape)) * 4
                 if after:
@@ -133,38 +134,16 @@ def _block_work(bg: BlockGraph, p: GpuProfile) -> _Work:
                     loop_scratch += scratch
                     latencies += 1
                 continue
-            case OpKind.MATMUL:
+            case Family.MATMUL:
                 a = padded_shape(bg.tensors[bop.inputs[0]].shape)
                 out = padded_shape(bg.tensors[bop.outputs[0]].shape)
                 rate = simt_sm / 2 if bg.tensors[bop.inputs[0]].dtype is DType.FLOAT32 else tensor_sm
                 work = 2 * prod(out) * a[-1] / rate
-            case (
-                OpKind.REDUCTION
-                | OpKind.ACCUM_NO_RED
-                | OpKind.ACCUM_SUM
-                | OpKind.ACCUM_MEAN
-                | OpKind.ACCUM_RMS
-                | OpKind.ACCUM_REDTOX
-            ):  # math over the input tile
+            case Family.REDUCTION | Family.ACCUMULATOR:  # math over the input tile
                 work = prod(padded_shape(bg.tensors[bop.inputs[0]].shape)) / simt_sm
-            case (
-                OpKind.EXP
-                | OpKind.SQUARE
-                | OpKind.SQRT
-                | OpKind.MUL_SCALAR
-                | OpKind.SILU
-                | OpKind.GELU
-                | OpKind.GELU_ERF
-                | OpKind.RELU
-                | OpKind.CLAMP
-                | OpKind.ADD
-                | OpKind.MUL
-                | OpKind.DIV
-                | OpKind.RMS_NORM
-                | OpKind.LAYER_NORM
-            ):  # math over the output tile
+            case Family.UNARY | Family.BINARY | Family.NORM:  # math over the output tile
                 work = prod(padded_shape(bg.tensors[bop.outputs[0]].shape)) / simt_sm
-            case OpKind.CUSTOMIZED:
+            case Family.GRAPH_DEFINED:
                 raise ValueError("a graph-defined op inside a block graph has no emitted cost")
             case _ as unreachable:
                 assert_never(unreachable)
@@ -238,43 +217,17 @@ def _batched_matmul(g: KernelGraph, op: Op, p: GpuProfile, c: EmittedConstants) 
 def _pre_defined(g: KernelGraph, index: int, op: Op, p: GpuProfile, c: EmittedConstants) -> KernelCost:
     """The array calls one pre-defined op becomes in the emitted module (silu: neg, exp, add, div;
     rms_norm: square, mean, sqrt, div; layer_norm six; gelu seven), each streaming the op's data once."""
-    match op.kind:
-        case OpKind.MATMUL:
-            calls, efficiency = 1, c.library_efficiency
-        case OpKind.SILU | OpKind.RMS_NORM:
-            calls, efficiency = 4, c.elementwise_efficiency
-        case OpKind.LAYER_NORM:
-            calls, efficiency = 6, c.elementwise_efficiency
-        case OpKind.GELU:
-            calls, efficiency = 7, c.elementwise_efficiency
-        case (
-            OpKind.EXP
-            | OpKind.SQUARE
-            | OpKind.SQRT
-            | OpKind.MUL_SCALAR
-            | OpKind.GELU_ERF
-            | OpKind.RELU
-            | OpKind.CLAMP
-            | OpKind.ADD
-            | OpKind.MUL
-            | OpKind.DIV
-            | OpKind.REDUCTION
-            | OpKind.CONCAT
-        ):
-            calls, efficiency = 1, c.elementwise_efficiency
-        case (
-            OpKind.INPUT
-            | OpKind.OUTPUT
-            | OpKind.CUSTOMIZED
-            | OpKind.ACCUM_NO_RED
-            | OpKind.ACCUM_SUM
-            | OpKind.ACCUM_MEAN
-            | OpKind.ACCUM_RMS
-            | OpKind.ACCUM_REDTOX
-        ):
+    kind = props(op.kind)
+    match kind.cost_class:
+        case CostClass.LIBRARY:
+            efficiency = c.library_efficiency
+        case CostClass.ARRAY:
+            efficiency = c.elementwise_efficiency
+        case CostClass.FREE | CostClass.TRITON | CostClass.IN_BLOCK:
             raise ValueError(f"{op.kind} is not a pre-defined kernel op")
         case _ as unreachable:
             assert_never(unreachable)
+    calls = kind.array_calls
     traffic = sum(g.tensors[i].nbytes for i in (*op.inputs, *op.outputs)) * calls
     dram = traffic / (p.dram_bytes_per_s * efficiency)
     if op.kind is OpKind.MATMUL:
@@ -340,11 +293,14 @@ def estimate_emitted(
     """The estimated run time of the module `codegen` emits for `graph` on `profile`."""
     kernels = []
     for index, op in enumerate(graph.ops):
-        match op.kind:
-            case OpKind.INPUT | OpKind.OUTPUT:
+        match props(op.kind).cost_class:
+            case CostClass.FREE:
                 pass
-            case OpKind.CUSTOMIZED:
+            case CostClass.TRITON:
                 kernels.append(_graph_defined(graph, index, op, profile, constants))
-            case _:
+            case CostClass.LIBRARY | CostClass.ARRAY | CostClass.IN_BLOCK:
                 kernels.append(_pre_defined(graph, index, op, profile, constants))
+            case _ as unreachable:
+                assert_never(unreachable)
     return EmittedEstimate(profile.name, tuple(kernels))
+
