@@ -32,12 +32,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from math import ceil, gcd, prod
-from typing import TypedDict, assert_never
+from typing import assert_never
 
 from mugraph.ir.families import CostClass, Family, family_of, props
 from mugraph.ir.graph import BlockGraph, KernelGraph, Op
 from mugraph.ir.tiles import padded_shape
 from mugraph.ir.types import DType, OpKind
+from mugraph.stages.layout.cost_model import CostTerms
+from mugraph.stages.layout.costs import Layouts
 from mugraph.stages.layout.profiles import GpuProfile
 from mugraph.stages.layout.residency import residency
 
@@ -240,22 +242,7 @@ def _pre_defined(g: KernelGraph, index: int, op: Op, p: GpuProfile, c: EmittedCo
     return KernelCost(index, str(op.kind), 1, 1, 1, dram, dram, dram, launch, launch + dram, "library")
 
 
-class EmittedTerms(TypedDict):
-    """An emitted estimate's sums (its `emitted_*` columns of a ranking row): launches, the serial and
-    DRAM time of the kernels each bounds, the most rounds of resident programs, for-loop iterations,
-    the fewest resident programs, spilled bytes and the most registers per thread."""
-
-    model: str
-    estimated_seconds: float
-    launches: int
-    launch_seconds: float
-    serial_seconds: float
-    dram_seconds: float
-    waves: int
-    iterations: int
-    resident: int
-    spill_bytes: int
-    registers: int
+EmittedTerms = CostTerms  # the sums of this model's estimate: the breakdown every cost model returns
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,3 +291,23 @@ def estimate_emitted(
                 assert_never(unreachable)
     return EmittedEstimate(profile.name, tuple(kernels))
 
+
+@dataclass(frozen=True, slots=True)
+class EmittedModel:
+    """This model as a `cost_model.CostModel`: it prices the kernels codegen emits, whatever the layout
+    choice (codegen does not follow one yet), with `constants` fitted on measurements."""
+
+    constants: EmittedConstants = CONSTANTS
+
+    @property
+    def name(self) -> str:
+        return MODEL
+
+    def predict(self, graph: KernelGraph, layouts: Layouts | None, profile: GpuProfile) -> CostTerms:
+        return estimate_emitted(graph, profile, self.constants).terms()
+
+    def price(self, graph: KernelGraph, layouts: Layouts | None, profile: GpuProfile) -> float:
+        return estimate_emitted(graph, profile, self.constants).seconds
+
+
+EMITTED = EmittedModel()
