@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from mugraph.dashboards.svg_graph import draw_mugraph
-from mugraph.ir.families import Family, kinds_of
-from mugraph.ir.graph import BlockGraph, KernelGraph, Tensor
+from mugraph.ir.families import PREDEFINED, Family, kinds_of
+from mugraph.ir.graph import BlockGraph, KernelGraph, Op, Tensor
 from mugraph.ir.types import ACCUMULATORS, OpKind
 from mugraph.stages.layout.choose import choose_layouts
 from mugraph.stages.layout.emitted import estimate_emitted
@@ -28,7 +28,7 @@ from mugraph.stages.prune.z3_encoding import smt_term
 from mugraph.stages.verify.algebra import Float64Algebra, ZpqAlgebra
 from mugraph.stages.verify.check import check_equivalence, field_inputs
 from mugraph.stages.verify.field import FieldSpec
-from mugraph.stages.verify.interpret import evaluate
+from mugraph.stages.verify.interpret import apply_common, evaluate
 from tests.helpers.emitting import emit_and_check
 
 Builder = Callable[[KernelGraph | BlockGraph, Tensor, Tensor], Tensor]
@@ -156,3 +156,11 @@ def test_emitted_module_matches_the_interpreter(level: str, kind: OpKind) -> Non
     g = graph_for(level, kind)
     source, report = emit_and_check(g, g, f"{level}_{kind.value}")
     assert report.ok, (report, source)
+
+
+@pytest.mark.parametrize("kind", sorted(set(OpKind) - PREDEFINED), ids=str)
+def test_a_single_op_pass_refuses_the_kinds_the_graph_walks_handle(kind: OpKind) -> None:
+    """The passes that apply one op narrow to the pre-defined kinds first: a boundary, graph-defined
+    op or accumulator reaching one is refused by name rather than computed."""
+    with pytest.raises(NotImplementedError, match=f"{kind} is not applied here"):
+        apply_common(Float64Algebra(np), Op(kind, (0,), (1,)), [np.ones((2, 2))], 2)
