@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 
 from mugraph.dashboards.svg_graph import draw_mugraph
-from mugraph.ir.graph import BlockGraph, KernelGraph, Tensor
-from mugraph.ir.types import ACCUMULATORS, BINARY_ELEMENTWISE_OPS, UNARY_OPS, OpKind
+from mugraph.ir.families import PREDEFINED, Family, kinds_of
+from mugraph.ir.graph import BlockGraph, KernelGraph, Op, Tensor
+from mugraph.ir.types import ACCUMULATORS, OpKind
 from mugraph.stages.layout.choose import choose_layouts
 from mugraph.stages.layout.emitted import estimate_emitted
 from mugraph.stages.layout.facts import gather
@@ -27,13 +28,13 @@ from mugraph.stages.prune.z3_encoding import smt_term
 from mugraph.stages.verify.algebra import Float64Algebra, ZpqAlgebra
 from mugraph.stages.verify.check import check_equivalence, field_inputs
 from mugraph.stages.verify.field import FieldSpec
-from mugraph.stages.verify.interpret import evaluate
+from mugraph.stages.verify.interpret import apply_common, evaluate
 from tests.helpers.emitting import emit_and_check
 
 Builder = Callable[[KernelGraph | BlockGraph, Tensor, Tensor], Tensor]
 
 # Kinds that describe the graph rather than compute: inputs, outputs, the graph-defined op itself.
-STRUCTURAL = {OpKind.INPUT, OpKind.OUTPUT, OpKind.CUSTOMIZED}
+STRUCTURAL = kinds_of(Family.BOUNDARY, Family.GRAPH_DEFINED)
 SCALAR_ARGS: dict[OpKind, tuple[float, ...]] = {OpKind.MUL_SCALAR: (3.0,), OpKind.CLAMP: (-0.5, 1.0)}
 
 
@@ -47,9 +48,9 @@ def _binary(kind: OpKind) -> Builder:
 
 def builders() -> dict[OpKind, Builder]:
     """One way to apply each computing kind to two [R, C] operands (accumulators apart)."""
-    out: dict[OpKind, Builder] = {k: _unary(k) for k in UNARY_OPS}
+    out: dict[OpKind, Builder] = {k: _unary(k) for k in kinds_of(Family.UNARY)}
     out[OpKind.SQRT] = lambda g, x, _y: g.sqrt(g.square(x))  # real on every input
-    out |= {k: _binary(k) for k in BINARY_ELEMENTWISE_OPS}
+    out |= {k: _binary(k) for k in kinds_of(Family.BINARY)}
     out[OpKind.MATMUL] = lambda g, x, y: g.matmul(x, y)
     out[OpKind.REDUCTION] = lambda g, x, _y: g.reduction(x, 1)
     out[OpKind.RMS_NORM] = lambda g, x, _y: g.rms_norm(x)
@@ -155,3 +156,11 @@ def test_emitted_module_matches_the_interpreter(level: str, kind: OpKind) -> Non
     g = graph_for(level, kind)
     source, report = emit_and_check(g, g, f"{level}_{kind.value}")
     assert report.ok, (report, source)
+
+
+@pytest.mark.parametrize("kind", sorted(set(OpKind) - PREDEFINED), ids=str)
+def test_a_single_op_pass_refuses_the_kinds_the_graph_walks_handle(kind: OpKind) -> None:
+    """The passes that apply one op narrow to the pre-defined kinds first: a boundary, graph-defined
+    op or accumulator reaching one is refused by name rather than computed."""
+    with pytest.raises(NotImplementedError, match=f"{kind} is not applied here"):
+        apply_common(Float64Algebra(np), Op(kind, (0,), (1,)), [np.ones((2, 2))], 2)

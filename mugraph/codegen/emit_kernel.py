@@ -23,6 +23,7 @@ from typing import assert_never
 
 from mugraph.codegen.errors import CodegenError
 from mugraph.codegen.text import inert
+from mugraph.ir.families import PREDEFINED
 from mugraph.ir.graph import BlockGraph, KernelGraph, Op, eps_of
 from mugraph.ir.shapes import fmt
 from mugraph.ir.tiles import AXES, MIN_DOT, input_access, output_access, padded, padded_shape, tile_offsets
@@ -147,6 +148,12 @@ class _Body:
         """The Triton expression of a computing block op's tile (concat writes its own lines). An op
         whose result can be non-zero where every operand is zero (or NaN from 0/0) is masked again."""
         k, ins = op.kind, [f"s{i}" for i in op.inputs]
+        if k not in PREDEFINED:
+            raise CodegenError(
+                f"block op {k} has no Triton form"
+                if k is OpKind.CUSTOMIZED
+                else f"block op {k} is not an expression: emit_kernel loads, stores and accumulates it"
+            )
         match k:
             case OpKind.MATMUL:
                 return self.matmul(op.inputs[0], op.inputs[1], out)
@@ -187,18 +194,6 @@ class _Body:
                 return self.layer_norm(op, out)
             case OpKind.CONCAT:
                 return self.concat(op, out)
-            case OpKind.CUSTOMIZED:
-                raise CodegenError(f"block op {k} has no Triton form")
-            case (
-                OpKind.INPUT
-                | OpKind.OUTPUT
-                | OpKind.ACCUM_NO_RED
-                | OpKind.ACCUM_SUM
-                | OpKind.ACCUM_MEAN
-                | OpKind.ACCUM_RMS
-                | OpKind.ACCUM_REDTOX
-            ):
-                raise CodegenError(f"block op {k} is not an expression: emit_kernel loads, stores and accumulates it")
             case _ as unreachable:
                 assert_never(unreachable)
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, assert_never
 
 from mugraph.ir.errors import IRError, SchemaError
+from mugraph.ir.families import PREDEFINED, PROPS
 from mugraph.ir.graph import BlockGraph, KernelGraph, Op, Tensor
 from mugraph.ir.limits import DEFAULT_LIMITS, Limits
 from mugraph.ir.types import ACCUMULATORS, BLOCK_OPS, KERNEL_OPS, OpKind
@@ -120,6 +121,8 @@ def _tensor(tensors: Sequence[Tensor], index: int, path: str) -> Tensor:
 
 def _apply_common(g: KernelGraph | BlockGraph, kind: OpKind, f: Fields, args: list[Tensor]) -> Tensor:
     """A computing op of either level, its attributes read from its JSON."""
+    if kind not in PREDEFINED:  # pragma: no cover - the loaders handle these before
+        raise SchemaError(f"{f.path}.kind: {kind} is not handled here")
     match kind:
         case OpKind.MATMUL:
             return g.matmul(args[0], args[1])
@@ -155,58 +158,13 @@ def _apply_common(g: KernelGraph | BlockGraph, kind: OpKind, f: Fields, args: li
             return g.layer_norm(args[0], f.number("eps", 0.0))
         case OpKind.CONCAT:
             return g.concat(args[0], args[1], f.int("dim"))
-        case (
-            OpKind.INPUT
-            | OpKind.OUTPUT
-            | OpKind.CUSTOMIZED
-            | OpKind.ACCUM_NO_RED
-            | OpKind.ACCUM_SUM
-            | OpKind.ACCUM_MEAN
-            | OpKind.ACCUM_RMS
-            | OpKind.ACCUM_REDTOX
-        ):  # pragma: no cover - the loaders handle these before
-            raise SchemaError(f"{f.path}.kind: {kind} is not handled here")
-        case _ as unreachable:
-            assert_never(unreachable)
-
-
-def _arity(kind: OpKind) -> int | None:
-    """How many inputs an op of `kind` takes (None: as many as its graph-defined op reads)."""
-    match kind:
-        case OpKind.INPUT:
-            return 0
-        case OpKind.MATMUL | OpKind.ADD | OpKind.MUL | OpKind.DIV | OpKind.CONCAT:
-            return 2
-        case (
-            OpKind.OUTPUT
-            | OpKind.REDUCTION
-            | OpKind.RMS_NORM
-            | OpKind.LAYER_NORM
-            | OpKind.EXP
-            | OpKind.SQUARE
-            | OpKind.SQRT
-            | OpKind.MUL_SCALAR
-            | OpKind.SILU
-            | OpKind.GELU
-            | OpKind.GELU_ERF
-            | OpKind.RELU
-            | OpKind.CLAMP
-            | OpKind.ACCUM_NO_RED
-            | OpKind.ACCUM_SUM
-            | OpKind.ACCUM_MEAN
-            | OpKind.ACCUM_RMS
-            | OpKind.ACCUM_REDTOX
-        ):
-            return 1
-        case OpKind.CUSTOMIZED:
-            return None
         case _ as unreachable:
             assert_never(unreachable)
 
 
 def _args(f: Fields, kind: OpKind, tensors: Sequence[Tensor]) -> list[Tensor]:
     idx = f.ints("inputs", default=[])
-    want = _arity(kind)
+    want = PROPS[kind].arity
     if want is not None and len(idx) != want:
         raise SchemaError(f"{f.path}.inputs: {kind} takes {want} inputs, got {len(idx)}")
     return [_tensor(tensors, i, f"{f.path}.inputs") for i in idx]

@@ -53,20 +53,27 @@ class OpKind(StrEnum):
     LAYER_NORM = "layer_norm"
 
 
-UNARY_OPS = frozenset(
-    {
-        OpKind.EXP,
-        OpKind.SQUARE,
-        OpKind.SQRT,
-        OpKind.MUL_SCALAR,
-        OpKind.SILU,
-        OpKind.GELU,
-        OpKind.GELU_ERF,
-        OpKind.RELU,
-        OpKind.CLAMP,
-    }
-)
-BINARY_ELEMENTWISE_OPS = frozenset({OpKind.ADD, OpKind.MUL, OpKind.DIV})
+# The families of op kinds, each declared once as a type (`ir/families.py` names them and gives each
+# kind's properties): a pass narrows an `OpKind` with `kind in SET` (mypy reads a `Final` frozenset of
+# a `Literal` as narrowing to it) and then matches that family's kinds exhaustively.
+BoundaryKind = Literal[OpKind.INPUT, OpKind.OUTPUT]
+UnaryKind = Literal[
+    OpKind.EXP,
+    OpKind.SQUARE,
+    OpKind.SQRT,
+    OpKind.MUL_SCALAR,
+    OpKind.SILU,
+    OpKind.GELU,
+    OpKind.GELU_ERF,
+    OpKind.RELU,
+    OpKind.CLAMP,
+]
+BinaryKind = Literal[OpKind.ADD, OpKind.MUL, OpKind.DIV]
+# The normalisations over the last dim, each with an `eps` attribute (stored only when not 0).
+NormKind = Literal[OpKind.RMS_NORM, OpKind.LAYER_NORM]
+UNARY_OPS: Final[frozenset[UnaryKind]] = frozenset(get_args(UnaryKind))
+BINARY_ELEMENTWISE_OPS: Final[frozenset[BinaryKind]] = frozenset(get_args(BinaryKind))
+NORM_OPS: Final[frozenset[NormKind]] = frozenset(get_args(NormKind))
 COMMUTATIVE_OPS = frozenset({OpKind.ADD, OpKind.MUL})
 # The for-loop accumulators, defined once as a type: the functions that act on an accumulator (its
 # shape, term and values) take an `AccumKind` and match its kinds exhaustively; a caller narrows an
@@ -81,7 +88,8 @@ AccumKind = Literal[
 ACCUMULATORS: Final[frozenset[AccumKind]] = frozenset(get_args(AccumKind))
 _COMMON = (
     frozenset({OpKind.INPUT, OpKind.OUTPUT, OpKind.MATMUL, OpKind.REDUCTION})
-    | frozenset({OpKind.RMS_NORM, OpKind.LAYER_NORM, OpKind.CONCAT})
+    | NORM_OPS
+    | {OpKind.CONCAT}
     | UNARY_OPS
     | BINARY_ELEMENTWISE_OPS
 )
@@ -89,7 +97,5 @@ KERNEL_OPS = _COMMON | {OpKind.CUSTOMIZED}
 BLOCK_OPS = _COMMON | ACCUMULATORS
 # Ops whose output may reuse the input's shared memory (Mirage's accounting counts them as 0 bytes).
 IN_PLACE_BLOCK_OPS = UNARY_OPS | {OpKind.ACCUM_NO_RED}
-# The normalisations over the last dim, each with an `eps` attribute (stored only when not 0).
-NORM_OPS = frozenset({OpKind.RMS_NORM, OpKind.LAYER_NORM})
 # Ops outside LAX (cut points for fragments).
 NON_LAX_OPS = frozenset({OpKind.RELU, OpKind.CLAMP})

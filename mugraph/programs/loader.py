@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from mugraph.ir.errors import MugraphError, SchemaError
+from mugraph.ir.families import BOUNDARY
 from mugraph.ir.graph import KernelGraph
 from mugraph.ir.names import check_label, printable, shown
 from mugraph.ir.serialize import SCHEMA, from_json, to_json
@@ -136,7 +137,7 @@ def _checked(path: Path, label: str, graph: KernelGraph) -> KernelGraph:
     kinds = {op.kind for op in graph.ops}
     if OpKind.OUTPUT not in kinds:
         raise ProgramLoadError(f"{_at(path)}: {label} has no outputs (mark one with mark_output)")
-    if not kinds - {OpKind.INPUT, OpKind.OUTPUT}:
+    if not kinds - BOUNDARY:
         raise ProgramLoadError(f"{_at(path)}: {label} has no ops besides its inputs and outputs")
     return graph
 

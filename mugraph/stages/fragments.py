@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 from mugraph.ir.errors import MugraphError
+from mugraph.ir.families import BOUNDARY
 from mugraph.ir.graph import KernelGraph, Op
 from mugraph.ir.serialize import SCHEMA, from_json, to_json
 from mugraph.ir.shapes import fmt
@@ -123,7 +124,7 @@ class _Program:
         kept: list[int] = []
         for pos in reversed(range(len(program.ops))):
             op = program.ops[pos]
-            if op.kind not in (OpKind.INPUT, OpKind.OUTPUT) and live.intersection(op.outputs):
+            if op.kind not in BOUNDARY and live.intersection(op.outputs):
                 kept.append(pos)
                 live.update(op.inputs)
         self.seq = kept[::-1]  # positions in program.ops of the live compute ops, in order

@@ -12,9 +12,10 @@ import math
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
+from typing import assert_never
 
 import torch
 import torch.nn.functional as F
@@ -22,6 +23,7 @@ import torch.nn.functional as F
 from mugraph.codegen.check import require_triton
 from mugraph.codegen.emit_kernel import emit_kernel
 from mugraph.codegen.errors import KERNELS_EXTRA_HINT
+from mugraph.ir.families import PREDEFINED
 from mugraph.ir.graph import KernelGraph, Op
 from mugraph.ir.tiles import row_major_strides
 from mugraph.ir.types import DType, OpKind, Shape
@@ -90,29 +92,48 @@ def load_kernels(source: str) -> ModuleType:
 def torch_op(op: Op, args: list[torch.Tensor], dtype: torch.dtype) -> torch.Tensor:
     """A pre-defined op in torch: float32 arithmetic, the result stored in the program's dtype."""
     k = op.kind
+    if k not in PREDEFINED:
+        raise TorchError(f"{k} is not a pre-defined op: the launcher runs it otherwise")
     if k is OpKind.CONCAT:
         return torch.cat(args, dim=op.int_attr("dim"))
     f = [a.float() for a in args]
     eps = op.float_attr("eps") if any(k == "eps" for k, _ in op.attrs) else 0.0  # a norm's; 0 if none
-    table: dict[OpKind, Callable[[], torch.Tensor]] = {
-        OpKind.MATMUL: lambda: torch.matmul(f[0], f[1]),
-        OpKind.ADD: lambda: f[0] + f[1],
-        OpKind.MUL: lambda: f[0] * f[1],
-        OpKind.DIV: lambda: f[0] / f[1],
-        OpKind.EXP: lambda: torch.exp(f[0]),
-        OpKind.SQUARE: lambda: f[0] * f[0],
-        OpKind.SQRT: lambda: torch.sqrt(f[0]),
-        OpKind.SILU: lambda: F.silu(f[0]),
-        OpKind.GELU: lambda: F.gelu(f[0], approximate="tanh"),
-        OpKind.GELU_ERF: lambda: F.gelu(f[0]),
-        OpKind.RELU: lambda: torch.relu(f[0]),
-        OpKind.CLAMP: lambda: torch.clamp(f[0], op.float_attr("lo"), op.float_attr("hi")),
-        OpKind.MUL_SCALAR: lambda: f[0] * op.float_attr("scalar"),
-        OpKind.REDUCTION: lambda: torch.sum(f[0], dim=op.int_attr("dim"), keepdim=True),
-        OpKind.RMS_NORM: lambda: f[0] / torch.sqrt(torch.mean(f[0] * f[0], dim=-1, keepdim=True) + eps),
-        OpKind.LAYER_NORM: lambda: F.layer_norm(f[0], f[0].shape[-1:], eps=eps),
-    }
-    return table[k]().to(dtype).contiguous()
+    match k:
+        case OpKind.MATMUL:
+            out = torch.matmul(f[0], f[1])
+        case OpKind.ADD:
+            out = f[0] + f[1]
+        case OpKind.MUL:
+            out = f[0] * f[1]
+        case OpKind.DIV:
+            out = f[0] / f[1]
+        case OpKind.EXP:
+            out = torch.exp(f[0])
+        case OpKind.SQUARE:
+            out = f[0] * f[0]
+        case OpKind.SQRT:
+            out = torch.sqrt(f[0])
+        case OpKind.SILU:
+            out = F.silu(f[0])
+        case OpKind.GELU:
+            out = F.gelu(f[0], approximate="tanh")
+        case OpKind.GELU_ERF:
+            out = F.gelu(f[0])
+        case OpKind.RELU:
+            out = torch.relu(f[0])
+        case OpKind.CLAMP:
+            out = torch.clamp(f[0], op.float_attr("lo"), op.float_attr("hi"))
+        case OpKind.MUL_SCALAR:
+            out = f[0] * op.float_attr("scalar")
+        case OpKind.REDUCTION:
+            out = torch.sum(f[0], dim=op.int_attr("dim"), keepdim=True)
+        case OpKind.RMS_NORM:
+            out = f[0] / torch.sqrt(torch.mean(f[0] * f[0], dim=-1, keepdim=True) + eps)
+        case OpKind.LAYER_NORM:
+            out = F.layer_norm(f[0], f[0].shape[-1:], eps=eps)
+        case _ as unreachable:
+            assert_never(unreachable)
+    return out.to(dtype).contiguous()
 
 
 def fitted(t: torch.Tensor, strides: Sequence[int]) -> torch.Tensor:

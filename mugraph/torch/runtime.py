@@ -17,6 +17,7 @@ from torch import fx
 from torch.export.graph_signature import OutputKind
 from torch.utils import _pytree as pytree
 
+from mugraph.ir.families import BOUNDARY, PREDEFINED
 from mugraph.ir.graph import KernelGraph
 from mugraph.ir.types import OpKind
 from mugraph.torch.capture import Captured
@@ -101,7 +102,7 @@ class OptimizedModule(torch.nn.Module):
     def describe(self) -> str:
         """What runs where, as text: the lowered nodes and the glue (by fx node name), the program's ops,
         then the verdict (each fragment's outcome, the notes, the store and report)."""
-        ops = [op.kind.value for op in self._program.ops if op.kind not in (OpKind.INPUT, OpKind.OUTPUT)]
+        ops = [op.kind.value for op in self._program.ops if op.kind not in BOUNDARY]
         lines = [
             *self._lowering.describe(),
             f"program ({len(ops)} ops, customized = one Triton kernel): " + ", ".join(ops),
@@ -225,7 +226,7 @@ class OptimizedModule(torch.nn.Module):
             env[name] = tensors[t] if tensors[t].shape == shape else tensors[t].reshape(shape)
 
     def extra_repr(self) -> str:
-        calls = sum(1 for op in self._program.ops if op.kind not in (OpKind.INPUT, OpKind.OUTPUT, OpKind.CUSTOMIZED))
+        calls = sum(1 for op in self._program.ops if op.kind in PREDEFINED)
         return (
             f"name={self._model_name!r}, kernels={self._launcher.kernels}, torch_calls={calls}, "
             f"glue={len(self._lowering.glue)}"

@@ -32,11 +32,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from math import ceil, gcd, prod
-from typing import TypedDict, assert_never
+from typing import assert_never
 
+from mugraph.ir.families import CostClass, Family, family_of, props
 from mugraph.ir.graph import BlockGraph, KernelGraph, Op
 from mugraph.ir.tiles import padded_shape
 from mugraph.ir.types import DType, OpKind
+from mugraph.stages.layout.cost_model import CostTerms
+from mugraph.stages.layout.costs import Layouts
 from mugraph.stages.layout.profiles import GpuProfile
 from mugraph.stages.layout.residency import residency
 
@@ -112,8 +115,8 @@ def _block_work(bg: BlockGraph, p: GpuProfile) -> _Work:
     ops = 0
     for bop in bg.ops:
         after = any(bg.tensors[i].after_accum for i in bop.inputs)  # an accumulator adds in the loop
-        match bop.kind:
-            case OpKind.INPUT:
+        match family_of(bop.kind):
+            case Family.BOUNDARY if bop.kind is OpKind.INPUT:
                 t = bg.tensors[bop.outputs[0]]
                 moved = _sector_bytes(t.shape, t.dtype.itemsize)
                 if bop.int_attr("fmap") >= 0:
@@ -121,10 +124,10 @@ def _block_work(bg: BlockGraph, p: GpuProfile) -> _Work:
                 else:
                     once_bytes += moved
                 continue
-            case OpKind.OUTPUT:
+            case Family.BOUNDARY:  # an output
                 once_bytes += bg.tensors[bop.inputs[0]].nbytes
                 continue
-            case OpKind.CONCAT:  # both halves stored to a float32 scratch tile, then loaded whole
+            case Family.DATA_MOVEMENT:  # both halves stored to a float32 scratch tile, then loaded whole
                 ops += not after
                 scratch = 2 * prod(padded_shape(bg.tensors[bop.outputs[0]].shape)) * 4
                 if after:
@@ -133,38 +136,16 @@ def _block_work(bg: BlockGraph, p: GpuProfile) -> _Work:
                     loop_scratch += scratch
                     latencies += 1
                 continue
-            case OpKind.MATMUL:
+            case Family.MATMUL:
                 a = padded_shape(bg.tensors[bop.inputs[0]].shape)
                 out = padded_shape(bg.tensors[bop.outputs[0]].shape)
                 rate = simt_sm / 2 if bg.tensors[bop.inputs[0]].dtype is DType.FLOAT32 else tensor_sm
                 work = 2 * prod(out) * a[-1] / rate
-            case (
-                OpKind.REDUCTION
-                | OpKind.ACCUM_NO_RED
-                | OpKind.ACCUM_SUM
-                | OpKind.ACCUM_MEAN
-                | OpKind.ACCUM_RMS
-                | OpKind.ACCUM_REDTOX
-            ):  # math over the input tile
+            case Family.REDUCTION | Family.ACCUMULATOR:  # math over the input tile
                 work = prod(padded_shape(bg.tensors[bop.inputs[0]].shape)) / simt_sm
-            case (
-                OpKind.EXP
-                | OpKind.SQUARE
-                | OpKind.SQRT
-                | OpKind.MUL_SCALAR
-                | OpKind.SILU
-                | OpKind.GELU
-                | OpKind.GELU_ERF
-                | OpKind.RELU
-                | OpKind.CLAMP
-                | OpKind.ADD
-                | OpKind.MUL
-                | OpKind.DIV
-                | OpKind.RMS_NORM
-                | OpKind.LAYER_NORM
-            ):  # math over the output tile
+            case Family.UNARY | Family.BINARY | Family.NORM:  # math over the output tile
                 work = prod(padded_shape(bg.tensors[bop.outputs[0]].shape)) / simt_sm
-            case OpKind.CUSTOMIZED:
+            case Family.GRAPH_DEFINED:
                 raise ValueError("a graph-defined op inside a block graph has no emitted cost")
             case _ as unreachable:
                 assert_never(unreachable)
@@ -238,43 +219,17 @@ def _batched_matmul(g: KernelGraph, op: Op, p: GpuProfile, c: EmittedConstants) 
 def _pre_defined(g: KernelGraph, index: int, op: Op, p: GpuProfile, c: EmittedConstants) -> KernelCost:
     """The array calls one pre-defined op becomes in the emitted module (silu: neg, exp, add, div;
     rms_norm: square, mean, sqrt, div; layer_norm six; gelu seven), each streaming the op's data once."""
-    match op.kind:
-        case OpKind.MATMUL:
-            calls, efficiency = 1, c.library_efficiency
-        case OpKind.SILU | OpKind.RMS_NORM:
-            calls, efficiency = 4, c.elementwise_efficiency
-        case OpKind.LAYER_NORM:
-            calls, efficiency = 6, c.elementwise_efficiency
-        case OpKind.GELU:
-            calls, efficiency = 7, c.elementwise_efficiency
-        case (
-            OpKind.EXP
-            | OpKind.SQUARE
-            | OpKind.SQRT
-            | OpKind.MUL_SCALAR
-            | OpKind.GELU_ERF
-            | OpKind.RELU
-            | OpKind.CLAMP
-            | OpKind.ADD
-            | OpKind.MUL
-            | OpKind.DIV
-            | OpKind.REDUCTION
-            | OpKind.CONCAT
-        ):
-            calls, efficiency = 1, c.elementwise_efficiency
-        case (
-            OpKind.INPUT
-            | OpKind.OUTPUT
-            | OpKind.CUSTOMIZED
-            | OpKind.ACCUM_NO_RED
-            | OpKind.ACCUM_SUM
-            | OpKind.ACCUM_MEAN
-            | OpKind.ACCUM_RMS
-            | OpKind.ACCUM_REDTOX
-        ):
+    kind = props(op.kind)
+    match kind.cost_class:
+        case CostClass.LIBRARY:
+            efficiency = c.library_efficiency
+        case CostClass.ARRAY:
+            efficiency = c.elementwise_efficiency
+        case CostClass.FREE | CostClass.TRITON | CostClass.IN_BLOCK:
             raise ValueError(f"{op.kind} is not a pre-defined kernel op")
         case _ as unreachable:
             assert_never(unreachable)
+    calls = kind.array_calls
     traffic = sum(g.tensors[i].nbytes for i in (*op.inputs, *op.outputs)) * calls
     dram = traffic / (p.dram_bytes_per_s * efficiency)
     if op.kind is OpKind.MATMUL:
@@ -287,22 +242,7 @@ def _pre_defined(g: KernelGraph, index: int, op: Op, p: GpuProfile, c: EmittedCo
     return KernelCost(index, str(op.kind), 1, 1, 1, dram, dram, dram, launch, launch + dram, "library")
 
 
-class EmittedTerms(TypedDict):
-    """An emitted estimate's sums (its `emitted_*` columns of a ranking row): launches, the serial and
-    DRAM time of the kernels each bounds, the most rounds of resident programs, for-loop iterations,
-    the fewest resident programs, spilled bytes and the most registers per thread."""
-
-    model: str
-    estimated_seconds: float
-    launches: int
-    launch_seconds: float
-    serial_seconds: float
-    dram_seconds: float
-    waves: int
-    iterations: int
-    resident: int
-    spill_bytes: int
-    registers: int
+EmittedTerms = CostTerms  # the sums of this model's estimate: the breakdown every cost model returns
 
 
 @dataclass(frozen=True, slots=True)
@@ -340,11 +280,34 @@ def estimate_emitted(
     """The estimated run time of the module `codegen` emits for `graph` on `profile`."""
     kernels = []
     for index, op in enumerate(graph.ops):
-        match op.kind:
-            case OpKind.INPUT | OpKind.OUTPUT:
+        match props(op.kind).cost_class:
+            case CostClass.FREE:
                 pass
-            case OpKind.CUSTOMIZED:
+            case CostClass.TRITON:
                 kernels.append(_graph_defined(graph, index, op, profile, constants))
-            case _:
+            case CostClass.LIBRARY | CostClass.ARRAY | CostClass.IN_BLOCK:
                 kernels.append(_pre_defined(graph, index, op, profile, constants))
+            case _ as unreachable:
+                assert_never(unreachable)
     return EmittedEstimate(profile.name, tuple(kernels))
+
+
+@dataclass(frozen=True, slots=True)
+class EmittedModel:
+    """This model as a `cost_model.CostModel`: it prices the kernels codegen emits, whatever the layout
+    choice (codegen does not follow one yet), with `constants` fitted on measurements."""
+
+    constants: EmittedConstants = CONSTANTS
+
+    @property
+    def name(self) -> str:
+        return MODEL
+
+    def predict(self, graph: KernelGraph, layouts: Layouts | None, profile: GpuProfile) -> CostTerms:
+        return estimate_emitted(graph, profile, self.constants).terms()
+
+    def price(self, graph: KernelGraph, layouts: Layouts | None, profile: GpuProfile) -> float:
+        return estimate_emitted(graph, profile, self.constants).seconds
+
+
+EMITTED = EmittedModel()

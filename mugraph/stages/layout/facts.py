@@ -15,6 +15,7 @@ from math import prod
 from typing import assert_never
 
 from mugraph.ir.errors import MugraphError
+from mugraph.ir.families import Family, Reduces, props
 from mugraph.ir.graph import BlockGraph, KernelGraph
 from mugraph.ir.types import OpKind, Shape
 
@@ -122,40 +123,26 @@ def _op_facts(
     it reduces."""
     ins = [(level, i) for i in inputs]
     outs = [(level, i) for i in outputs]
-    match kind:
-        case OpKind.MATMUL:
+    kind_props = props(kind)
+    match kind_props.family:
+        case Family.MATMUL:
             f.last_two.extend([*ins, *outs])
             if level != KERNEL:
                 f.mm_operands.extend(ins)
-        case (
-            OpKind.EXP
-            | OpKind.SQUARE
-            | OpKind.SQRT
-            | OpKind.MUL_SCALAR
-            | OpKind.SILU
-            | OpKind.GELU
-            | OpKind.GELU_ERF
-            | OpKind.RELU
-            | OpKind.CLAMP
-            | OpKind.ACCUM_NO_RED
-        ):
+        case Family.UNARY | Family.REDUCTION | Family.NORM | Family.ACCUMULATOR:
             f.same_inner.append((ins[0], outs[0]))
-        case OpKind.REDUCTION:
-            f.same_inner.append((ins[0], outs[0]))
-            f.reductions.append((ins[0], int(dict(attrs)["dim"])))  # type: ignore[call-overload]
-        case (
-            OpKind.RMS_NORM
-            | OpKind.LAYER_NORM
-            | OpKind.ACCUM_SUM
-            | OpKind.ACCUM_MEAN
-            | OpKind.ACCUM_RMS
-            | OpKind.ACCUM_REDTOX
-        ):
-            f.same_inner.append((ins[0], outs[0]))
-            f.reductions.append((ins[0], len(f.shapes[ins[0]]) - 1))
-        case OpKind.ADD | OpKind.MUL | OpKind.DIV | OpKind.CONCAT:
+            match kind_props.reduces:
+                case Reduces.NO:
+                    pass
+                case Reduces.DIM:
+                    f.reductions.append((ins[0], int(dict(attrs)["dim"])))  # type: ignore[call-overload]
+                case Reduces.LAST:
+                    f.reductions.append((ins[0], len(f.shapes[ins[0]]) - 1))
+                case _ as unreachable_reduces:
+                    assert_never(unreachable_reduces)
+        case Family.BINARY | Family.DATA_MOVEMENT:
             pass  # no constraint between the operands' and the result's layouts
-        case OpKind.INPUT | OpKind.OUTPUT | OpKind.CUSTOMIZED:
+        case Family.BOUNDARY | Family.GRAPH_DEFINED:
             raise ValueError(f"{kind} has no op facts: gather handles inputs, outputs and graph-defined ops")
         case _ as unreachable:
             assert_never(unreachable)

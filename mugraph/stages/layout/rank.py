@@ -18,8 +18,9 @@ from typing import Any, cast
 
 from mugraph.ir.graph import KernelGraph
 from mugraph.stages.layout.choose import LayoutResult
+from mugraph.stages.layout.cost_model import CostModel
 from mugraph.stages.layout.costs import Layouts
-from mugraph.stages.layout.emitted import estimate_emitted
+from mugraph.stages.layout.emitted import EMITTED
 from mugraph.stages.layout.profiles import GpuProfile
 from mugraph.stages.layout.residency import MAX_REGISTERS
 from mugraph.stages.layout.roofline import MODEL, estimate
@@ -31,12 +32,18 @@ MODEL_ERROR = 0.10
 
 
 def ranking_row(
-    digest: str, graph: KernelGraph, layout: LayoutResult, profile: GpuProfile, reference_seconds: float
+    digest: str,
+    graph: KernelGraph,
+    layout: LayoutResult,
+    profile: GpuProfile,
+    reference_seconds: float,
+    model: CostModel = EMITTED,
 ) -> RankRow:
-    """The row of one μGraph; its keys are RankRow's (a test checks the two agree)."""
+    """The row of one μGraph; its keys are RankRow's (a test checks the two agree). `model` gives the
+    estimate it is ranked by; the roofline's terms under its layouts are kept beside it."""
     est = estimate(graph, layout.layouts, profile)
     totals = est.totals()
-    emitted = estimate_emitted(graph, profile).terms()
+    emitted = model.predict(graph, layout.layouts, profile)
     seconds = emitted["estimated_seconds"]
     return cast(
         RankRow,
@@ -61,12 +68,14 @@ def rank(
     candidates: Mapping[str, tuple[KernelGraph, LayoutResult]],
     reference: tuple[KernelGraph, LayoutResult],
     profile: GpuProfile,
+    model: CostModel = EMITTED,
 ) -> tuple[list[RankRow], RankRow]:
-    """(rows of the candidates, best first; the reference's row). Speedups are over the reference."""
+    """(rows of the candidates, best first; the reference's row), by `model`'s estimates. Speedups
+    are over the reference."""
     ref_graph, ref_layout = reference
-    base = estimate_emitted(ref_graph, profile).seconds
-    ref_row = ranking_row("reference", ref_graph, ref_layout, profile, base)
-    rows = [ranking_row(d, g, lay, profile, base) for d, (g, lay) in candidates.items()]
+    base = model.price(ref_graph, ref_layout.layouts, profile)
+    ref_row = ranking_row("reference", ref_graph, ref_layout, profile, base, model)
+    rows = [ranking_row(d, g, lay, profile, base, model) for d, (g, lay) in candidates.items()]
     rows.sort(
         key=lambda r: (
             not r["fits"],
@@ -134,16 +143,21 @@ def combined(rows: Sequence[RankRow], reference_row: RankRow) -> list[RankedRow]
     )
 
 
-def rerank(stored: Sequence[RankedRow], graphs: Mapping[str, KernelGraph], profile: GpuProfile) -> list[RankedRow]:
-    """A stored combined ranking again under another profile, from the layouts its rows keep (no
-    solver needed). `graphs` maps each row's digest to its graph."""
+def rerank(
+    stored: Sequence[RankedRow],
+    graphs: Mapping[str, KernelGraph],
+    profile: GpuProfile,
+    model: CostModel = EMITTED,
+) -> list[RankedRow]:
+    """A stored combined ranking again under another profile (or model), from the layouts its rows
+    keep (no solver needed). `graphs` maps each row's digest to its graph."""
 
     def result(row: RankedRow) -> LayoutResult:
         return LayoutResult(Layouts.from_json(row["layouts"]), dict(row["layout_terms"]), int(row["layout_cost"]), 0.0)
 
     ref = next(r for r in stored if r.get("reference"))
     candidates = {r["digest"]: (graphs[r["digest"]], result(r)) for r in stored if not r.get("reference")}
-    rows, ref_row = rank(candidates, (graphs[ref["digest"]], result(ref)), profile)
+    rows, ref_row = rank(candidates, (graphs[ref["digest"]], result(ref)), profile, model)
     ref_row["digest"] = ref["digest"]
     return combined(rows, ref_row)
 

@@ -23,7 +23,8 @@ class RankRow(RooflineTotals):
     digest: str
     roofline_seconds: float
     roofline_model: str
-    # the emitted kernels' terms (emitted.EmittedEstimate.terms)
+    # the cost model's terms (cost_model.CostTerms, but for estimated_seconds), named emitted_* since the
+    # emitted model was the first
     emitted_model: str
     emitted_launches: int
     emitted_launch_seconds: float

@@ -13,6 +13,7 @@ from fractions import Fraction
 from math import prod
 from typing import assert_never
 
+from mugraph.ir.families import BOUNDARY, PREDEFINED
 from mugraph.ir.graph import BlockGraph, KernelGraph, Op, Tensor, eps_of
 from mugraph.ir.types import ACCUMULATORS, AccumKind, OpKind
 from mugraph.stages.verify.algebra import Algebra, Array
@@ -56,6 +57,10 @@ def apply_common(alg: Algebra, op: Op, args: Sequence[Array], rank: int) -> Arra
     """A computing op at either level. `rank` is the tensor rank; axes are counted from the end so
     leading grid axes are transparent."""
     k = op.kind
+    if k not in PREDEFINED:
+        raise NotImplementedError(
+            f"{k} is not applied here: the walks handle inputs, outputs, graph-defined ops and accumulators"
+        )
     match k:
         case OpKind.MATMUL:
             return alg.matmul(args[0], args[1])
@@ -92,19 +97,6 @@ def apply_common(alg: Algebra, op: Op, args: Sequence[Array], rank: int) -> Arra
             return _layer_norm(alg, args[0], eps_of(op))
         case OpKind.CONCAT:
             return _concat(alg, args[0], args[1], op.int_attr("dim") - rank)
-        case (
-            OpKind.INPUT
-            | OpKind.OUTPUT
-            | OpKind.CUSTOMIZED
-            | OpKind.ACCUM_NO_RED
-            | OpKind.ACCUM_SUM
-            | OpKind.ACCUM_MEAN
-            | OpKind.ACCUM_RMS
-            | OpKind.ACCUM_REDTOX
-        ):
-            raise NotImplementedError(
-                f"{k} is not applied here: the walks handle inputs, outputs, graph-defined ops and accumulators"
-            )
         case _ as unreachable:
             assert_never(unreachable)
 
@@ -389,7 +381,7 @@ def probe_outputs(
     for any other graph. A candidate whose corners differ from the reference's differs from it,
     and a search's candidates mostly end so: their new block graph is the part no earlier
     candidate computed, and its grid is what costs."""
-    last = max((i for i, op in enumerate(graph.ops) if op.kind not in (OpKind.INPUT, OpKind.OUTPUT)), default=-1)
+    last = max((i for i, op in enumerate(graph.ops) if op.kind not in BOUNDARY), default=-1)
     if last < 0 or graph.ops[last].kind is not OpKind.CUSTOMIZED:
         return None
     made = set(graph.ops[last].outputs)
