@@ -39,6 +39,7 @@ from mugraph.stages.layout.describe import describe_layouts, seconds_text
 from mugraph.stages.layout.rows import RankedRow, ranked_rows
 from mugraph.storage.memo.url import redact_url
 from mugraph.storage.run.paths import RunPaths
+from mugraph.storage.run.protocol import RunStoreReader
 from mugraph.storage.run.run_records import FinalRecord, ProgressSample
 from mugraph.storage.run.store import RunStore
 
@@ -161,7 +162,7 @@ def _timeline(invocations: Sequence[Sequence[ProgressSample]]) -> tuple[list[Tim
     return out, starts
 
 
-def report_data(store: RunStore) -> ReportData:
+def report_data(store: RunStoreReader) -> ReportData:
     summary = store.task_summary()
     frags = store.fragments()
     tasks = store.tasks()

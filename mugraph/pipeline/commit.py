@@ -24,9 +24,9 @@ from mugraph.stages.layout.emitted import estimate_emitted
 from mugraph.stages.layout.profiles import GpuProfile
 from mugraph.stages.search.estimate import SpaceEstimator
 from mugraph.stages.search.explore import SearchCounters
+from mugraph.storage.run.protocol import RunStoreWriter
 from mugraph.storage.run.run_records import ConfirmationRecord, FragmentRecord, LayoutRecord, MeasurementRecord
-from mugraph.storage.run.store import FoundRecord, RunStore, TaskCompletion
-from mugraph.storage.run.task_table import TaskRecord
+from mugraph.storage.run.task_records import FoundRecord, TaskCompletion, TaskRecord
 
 __all__ = ["Results", "RunTotals", "fragment_record"]
 
@@ -76,7 +76,7 @@ class Results:
     def __init__(
         self,
         plan: RunPlan,
-        store: RunStore,
+        store: RunStoreWriter,
         dispatch: Dispatch,
         io: Sequence[dict[str, int]],
         profile: GpuProfile,

@@ -64,7 +64,6 @@ import json
 import os
 import re
 from collections.abc import Coroutine, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar, cast
@@ -82,7 +81,14 @@ from mugraph.storage.run.errors import (
     StoreMismatch,
     damaged,
 )
-from mugraph.storage.run.found_records import FoundRecord, graph_digest, load_found
+from mugraph.storage.run.found_records import (
+    FoundRecord,
+    check_find_time,
+    first_found,
+    found_attrs,
+    graph_digest,
+    load_found,
+)
 from mugraph.storage.run.ledger import Ledger
 from mugraph.storage.run.lock import StoreLock
 from mugraph.storage.run.record_checks import (
@@ -124,7 +130,8 @@ from mugraph.storage.run.run_records import (
     MeasurementRecord,
     ProgressSample,
 )
-from mugraph.storage.run.task_table import CHUNK_ROWS, MAX_DEPTH, TaskRecord, TaskSummary, TaskTable, check_path
+from mugraph.storage.run.task_records import TaskCompletion, TaskRecord, TaskSummary
+from mugraph.storage.run.task_table import CHUNK_ROWS, MAX_DEPTH, TaskTable, check_path
 from mugraph.storage.safe_files import read_nofollow
 
 __all__ = [
@@ -147,18 +154,6 @@ _DIGEST = re.compile(r"[0-9A-Za-z][0-9A-Za-z_.-]{0,127}")
 _SIBLING = re.compile(r"\.(?P<name>.+)\.mugraph-(?:new|old)-(?P<pid>\d+)-[0-9a-f]+")
 T = TypeVar("T")
 _KEYED = ("confirmations", "layouts", "measurements")  # records named by the digest of their μGraph
-
-
-@dataclass(frozen=True)
-class TaskCompletion:
-    """A finished search task as the store records it: its counters, the worker that ran it, the
-    μGraphs it found and its frontier (the children to add as pending rows)."""
-
-    row: int
-    counters: Mapping[str, float]
-    worker: str
-    found: Sequence[FoundRecord]
-    children: Sequence[tuple[int, ...]]
 
 
 class RunStore:
@@ -391,7 +386,8 @@ class RunStore:
 
         Children belong to their task's fragment with the task as parent; one already present keeps
         its row. Each found record is stored with its task's row; a digest already stored keeps the
-        smaller path. A task already done (or earlier in the batch) keeps its counters; its found and
+        smaller path and its first find time (`FoundRecord.seconds`, `states`). A task already done
+        (or earlier in the batch) keeps its counters; its found and
         children are merged in. Every item is checked before anything is written. Returns each
         item's children rows, in the order of its `children`."""
         self._check_writable()
@@ -411,17 +407,20 @@ class RunStore:
                 if not isinstance(rec.graph, str):
                     raise ValueError(f"found μGraph {rec.digest}: graph must be JSON text")
                 digest = self._check_digest(rec.digest)
-                cand = FoundRecord(fragment, digest, check_path(rec.path, f"found {digest}"), rec.graph, row)
+                check_find_time(rec.seconds, rec.states, f"found μGraph {digest}")
+                cand = FoundRecord(
+                    fragment, digest, check_path(rec.path, f"found {digest}"), rec.graph, row, rec.seconds, rec.states
+                )
                 have = best.get((fragment, digest))
                 if replaces_find(cand.path, None if have is None else have.path):
-                    best[(fragment, digest)] = cand
+                    best[(fragment, digest)] = cand if have is None else first_found(cand, have)
             kids = [(fragment, check_path(p, f"child of row {row}"), row) for p in item.children]
             values = table.counter_values(item.counters, row)
             first = not table.is_done(row) and row not in completing
             completing.add(row)
             staged.append((row, kids, values if first else None, str(item.worker)))
         new_found = [
-            r
+            r if kept is None else first_found(r, kept)
             for (f, d), r in best.items()
             if replaces_find(r.path, None if (kept := self._found_for(f).get(d)) is None else kept.path)
         ]
@@ -433,8 +432,7 @@ class RunStore:
                 done_rows.append(row)
         with self._writing():
             for r in new_found:
-                attrs = {"path": list(r.path), "graph": r.graph, "task": r.task}
-                write_record(self._store, f"found/{r.fragment}/{r.digest}", attrs)
+                write_record(self._store, f"found/{r.fragment}/{r.digest}", found_attrs(r))
             self._ledger.add(f"found/{r.fragment}/{r.digest}" for r in new_found)  # before the tasks are done
             for r in new_found:
                 self._found_for(r.fragment)[r.digest] = r
