@@ -135,7 +135,7 @@ class Driver:
     # -- the run ---------------------------------------------------------------------------------
     def run(self) -> DoneEvent:
         start_workers(self.client, worker_environment())  # a local cluster's, now that the plugin is in
-        self._t0 = self._sampler.t0 = time.perf_counter()
+        self._t0 = self._sampler.t0 = self._results.t0 = time.perf_counter()
         store, plan, dispatch, results = self.store, self.plan, self._dispatch, self._results
         dispatch.gpu = gpu_workers(self.client) > 0
         if self.measure and not dispatch.gpu:

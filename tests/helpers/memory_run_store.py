@@ -23,7 +23,6 @@ from typing import Any, cast
 
 from mugraph.ir.canonical import replaces_find
 from mugraph.storage.run.errors import StoreBusy, StoreError, StoreMismatch
-from mugraph.storage.run.found_records import check_find_time, first_found
 from mugraph.storage.run.run_records import (
     ConfirmationRecord,
     FinalRecord,
@@ -33,7 +32,15 @@ from mugraph.storage.run.run_records import (
     MeasurementRecord,
     ProgressSample,
 )
-from mugraph.storage.run.task_records import FoundRecord, FragmentTasks, TaskCompletion, TaskRecord, TaskSummary
+from mugraph.storage.run.task_records import (
+    FoundRecord,
+    FragmentTasks,
+    TaskCompletion,
+    TaskRecord,
+    TaskSummary,
+    check_find_time,
+    first_found,
+)
 from mugraph.storage.run.task_table import MAX_DEPTH, check_path
 
 __all__ = ["MemoryRunStore", "MemoryRunStores"]

@@ -10,8 +10,6 @@ copied over another) is damage, never a μGraph shown under another's digest."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import math
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +18,7 @@ from mugraph.ir.serialize import loads
 from mugraph.storage.run.atomic_store import AtomicLocalStore
 from mugraph.storage.run.errors import damaged
 from mugraph.storage.run.records import metadata_file, read_record, record_names
-from mugraph.storage.run.task_records import FoundRecord
+from mugraph.storage.run.task_records import FoundRecord, check_find_time, first_found
 from mugraph.storage.run.task_table import check_path
 
 __all__ = [
@@ -32,26 +30,6 @@ __all__ = [
     "graph_digest",
     "load_found",
 ]
-
-
-def check_find_time(seconds: Any, states: Any, what: str) -> None:
-    """ValueError naming `what` unless `seconds` is a finite float ≥ 0 and `states` an int ≥ 0, or
-    both are None (a store written before find times were kept)."""
-    if seconds is None and states is None:
-        return
-    ok_seconds = isinstance(seconds, int | float) and not isinstance(seconds, bool) and 0 <= seconds < math.inf
-    ok_states = isinstance(states, int) and not isinstance(states, bool) and states >= 0
-    if not (ok_seconds and ok_states):
-        raise ValueError(f"{what}: find time ({seconds!r}, {states!r}) is not (seconds ≥ 0, states ≥ 0)")
-
-
-def first_found(new: FoundRecord, kept: FoundRecord) -> FoundRecord:
-    """`new` (a find at a smaller path replacing `kept`) with the find time of `kept`, the earlier
-    find, where `kept` has one: the path says how the μGraph is best reached, the time when the run
-    first had it."""
-    if kept.seconds is None:
-        return new
-    return dataclasses.replace(new, seconds=kept.seconds, states=kept.states)
 
 
 def found_attrs(rec: FoundRecord) -> dict[str, Any]:

@@ -7,11 +7,20 @@ backend follows (`mugraph.storage.run.protocol`) and the backends themselves sha
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TypedDict
+from dataclasses import dataclass, field, replace
+from typing import Any, TypedDict
 
-__all__ = ["FoundRecord", "FragmentTasks", "TaskCompletion", "TaskRecord", "TaskSummary"]
+__all__ = [
+    "FoundRecord",
+    "FragmentTasks",
+    "TaskCompletion",
+    "TaskRecord",
+    "TaskSummary",
+    "check_find_time",
+    "first_found",
+]
 
 
 @dataclass(frozen=True)
@@ -72,3 +81,23 @@ class TaskSummary(TypedDict):
     fragments: dict[int, FragmentTasks]
     counters: dict[str, float]
     workers: dict[str, int]
+
+
+def check_find_time(seconds: Any, states: Any, what: str) -> None:
+    """ValueError naming `what` unless `seconds` is a finite float ≥ 0 and `states` an int ≥ 0, or
+    both are None (a store written before find times were kept)."""
+    if seconds is None and states is None:
+        return
+    ok_seconds = isinstance(seconds, int | float) and not isinstance(seconds, bool) and 0 <= seconds < math.inf
+    ok_states = isinstance(states, int) and not isinstance(states, bool) and states >= 0
+    if not (ok_seconds and ok_states):
+        raise ValueError(f"{what}: find time ({seconds!r}, {states!r}) is not (seconds ≥ 0, states ≥ 0)")
+
+
+def first_found(new: FoundRecord, kept: FoundRecord) -> FoundRecord:
+    """`new` (a find at a smaller path replacing `kept`) with the find time of `kept`, the earlier
+    find, where `kept` has one: the path says how the μGraph is best reached, the time when the run
+    first had it."""
+    if kept.seconds is None:
+        return new
+    return replace(new, seconds=kept.seconds, states=kept.states)
