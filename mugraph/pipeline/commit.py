@@ -182,6 +182,8 @@ class Results:
                             "fragment": self.plan.fragments[fragment].spec.name,
                             "digest": f.digest,
                             "path": list(f.path),
+                            "seconds": seconds,
+                            "states": states,
                         }
                     )
                     dispatch.confirm(fragment, rec)

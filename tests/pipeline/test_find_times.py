@@ -21,12 +21,13 @@ from tests.helpers.narrow import NARROW
 # the narrowed rms_norm space with one more grid and for-loop range: three μGraphs, in about 6 s
 WIDER = {**NARROW["rms_norm"], "grids": [[64, 1, 1], [32, 1, 1]], "franges": [16, 64]}
 BUDGET = 40
+Resumed = tuple[Path, dict[str, Any], list[tuple[str, float, int]]]
 
 
 @pytest.fixture(scope="module")
-def resumed_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any], list[str]]:
+def resumed_run(tmp_path_factory: pytest.TempPathFactory) -> Resumed:
     """The store of a run stopped right after its first find was committed and then resumed to the
-    end; the find times after the first invocation, and every `found` event's digest in order."""
+    end; the find times after the first invocation, and every `found` event in order."""
     from distributed import Client, LocalCluster
 
     from mugraph.pipeline.driver import COUNTER_NAMES, Driver
@@ -41,11 +42,11 @@ def resumed_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[st
             return any(self._results.found)
 
     store_path = tmp_path_factory.mktemp("find-times") / "run.zarr"
-    order: list[str] = []
+    order: list[tuple[str, float, int]] = []
 
     def on_event(e: Event) -> None:
         if e["event"] == "found":
-            order.append(e["digest"])
+            order.append((e["digest"], e["seconds"], e["states"]))
 
     plan = make_plan(get_builtin("rms_norm"), None, WIDER, BUDGET)
     with (
@@ -67,15 +68,17 @@ def resumed_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[st
     return store_path, before, order
 
 
-def test_find_times_follow_the_finds_within_the_run(resumed_run: tuple[Path, dict[str, Any], list[str]]) -> None:
+def test_find_times_follow_the_finds_within_the_run(resumed_run: Resumed) -> None:
     path, _, order = resumed_run
     with RunStore.open_existing(path) as st:
         found = st.found(0)
         total_seconds = run_seconds(st.timeline())
         total_states = st.task_summary()["counters"]["nodes"]
         confirmed = st.confirmations(0)
-    assert sorted(order) == sorted(found) and len(found) >= 2  # each find announced once, across both invocations
-    times = [(found[d].seconds, found[d].states) for d in order]
+    # each find announced once across both invocations, with the find time its record keeps
+    assert sorted(d for d, _, _ in order) == sorted(found) and len(found) >= 2
+    times = [(found[d].seconds, found[d].states) for d, _, _ in order]
+    assert times == [(s, n) for _, s, n in order]
     assert all(s is not None and n is not None for s, n in times)
     seconds = [float(s or 0.0) for s, _ in times]
     states = [int(n or 0) for _, n in times]
@@ -86,7 +89,7 @@ def test_find_times_follow_the_finds_within_the_run(resumed_run: tuple[Path, dic
         assert rec.seconds is not None and confirmed[d]["run_seconds"] >= rec.seconds
 
 
-def test_resume_keeps_earlier_find_times(resumed_run: tuple[Path, dict[str, Any], list[str]]) -> None:
+def test_resume_keeps_earlier_find_times(resumed_run: Resumed) -> None:
     path, before, _ = resumed_run
     assert before["found"], "the first invocation stopped before it found anything"
     with RunStore.open_existing(path) as st:
@@ -97,7 +100,7 @@ def test_resume_keeps_earlier_find_times(resumed_run: tuple[Path, dict[str, Any]
     assert all((r.seconds or 0.0) >= before["seconds"] and (r.states or 0) >= before["states"] for r in later)
 
 
-def test_best_at_status_and_curve_read_the_find_times(resumed_run: tuple[Path, dict[str, Any], list[str]]) -> None:
+def test_best_at_status_and_curve_read_the_find_times(resumed_run: Resumed) -> None:
     path, _, _ = resumed_run
     with RunStore.open_existing(path) as st:
         found, ranking = st.found(0), st.ranking(0) or []
