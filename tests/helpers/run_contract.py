@@ -74,7 +74,7 @@ def _fill(store: RunStoreWriter) -> None:
         [TaskCompletion(kids[0][0], {"states": 3.0}, "w1", [_found(0, "b0", (0,), kids[0][0], 7.25, 4000)], [])]
     )
     for f in range(len(FRAGMENTS)):
-        store.put_confirmation(f, D(f"a{f}"), {**confirmation(D(f"a{f}")), "run_seconds": 2.0 + f})  # type: ignore[typeddict-unknown-key]
+        store.put_confirmation(f, D(f"a{f}"), {**confirmation(D(f"a{f}")), "run_seconds": 2.0 + f})
         store.put_layout(f, D(f"a{f}"), layout(D(f"a{f}")))
     store.put_measurement(0, D("a0"), _measurement(D("a0")))  # type: ignore[arg-type]
     store.put_ranking(0, [{"digest": D("a0"), "estimated_seconds": 1e-5}])
