@@ -80,7 +80,8 @@ def best_found(found: Mapping[str, Find], ranking: Sequence[Mapping[str, Any]]) 
 
 def find_line(found: Mapping[str, Find], ranking: Sequence[Mapping[str, Any]], total_seconds: float) -> str | None:
     """`best found at 12% of the run (41.3 s, 1,204,332 states)` for a fragment's fastest ranked
-    μGraph; None where there is none or it has no find time."""
+    μGraph (`fastest μGraph found at ...` where the ranking keeps the reference first); None where
+    there is none or it has no find time."""
     best = best_found(found, ranking)
     if best is None:
         return None
@@ -88,7 +89,8 @@ def find_line(found: Mapping[str, Find], ranking: Sequence[Mapping[str, Any]], t
     if rec.seconds is None or rec.states is None:
         return None
     share = f"{100 * min(1.0, rec.seconds / total_seconds):.0f}% of the run" if total_seconds > 0 else "the start"
-    return f"best found at {share} ({rec.seconds:.1f} s, {rec.states:,} states)"
+    what = "best" if ranking and ranking[0].get("digest") == best[0] else "fastest μGraph"
+    return f"{what} found at {share} ({rec.seconds:.1f} s, {rec.states:,} states)"
 
 
 def best_at(store: RunStoreReader, fragment: int | str, fraction: float) -> BestAt | None:

@@ -78,6 +78,8 @@ def test_find_line_names_the_fastest_ranked_find() -> None:
     assert find_line(found, ranking, 20.0) == "best found at 100% of the run (30.0 s, 5,000 states)"
     assert find_line(_store(times=False).found(1), ranking, 60.0) is None
     assert find_line(found, [r for r in ranking if not r["reference"]], 60.0) is None
+    kept = [ranking[-1], *ranking[:-1]]  # the reference ranked first (kept within the model's error)
+    assert find_line(found, kept, 60.0) == "fastest μGraph found at 50% of the run (30.0 s, 5,000 states)"
 
 
 def test_best_so_far_is_exact_with_find_times() -> None:
