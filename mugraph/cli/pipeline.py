@@ -12,6 +12,7 @@ from mugraph.cli.options import backend_option
 from mugraph.dashboards.console import not_confident_line as not_confident_line
 from mugraph.dashboards.console import verdict_lines
 from mugraph.dashboards.experts import expert_labels, expert_note
+from mugraph.dashboards.find_times import find_line, run_seconds
 from mugraph.dashboards.report import write_report
 from mugraph.dashboards.summary import eta_text, headline, held_back_reason, rows_to_show
 from mugraph.ir.errors import MugraphError
@@ -47,6 +48,7 @@ class FragmentStatus(TypedDict):
     confirmed: int
     best: str | None  # the best row's digest so far (the reference's where it ranks first)
     best_is_reference: bool
+    best_found: str | None  # when the fastest ranked μGraph was found (stores that keep find times)
 
 
 class ShownFragment(TypedDict):
@@ -219,6 +221,7 @@ def status(store: Path, as_json: bool) -> None:
         frags = st.fragments()
         final = st.final()
         per: list[FragmentStatus] = []
+        total = run_seconds(st.timeline())
         for i, f in enumerate(frags):
             conf = st.confirmations(i)
             ranking = st.ranking(i)
@@ -230,6 +233,7 @@ def status(store: Path, as_json: bool) -> None:
                     "confirmed": sum(1 for r in conf.values() if r["equivalent"]),
                     "best": ranking[0]["digest"] if ranking else None,
                     "best_is_reference": bool(ranking and ranking[0].get("reference")),
+                    "best_found": find_line(st.found(i), ranking or [], total),
                 }
             )
         last = next((inv[-1] for inv in reversed(st.timeline()) if inv), None)
@@ -271,7 +275,8 @@ def status(store: Path, as_json: bool) -> None:
     for p in per:
         best = "the reference program" if p["best_is_reference"] else (p["best"] or "-")[:16]
         name, preset = printable(str(p["name"])), printable(str(p["preset"]))
-        click.echo(f"  {name} ({preset}): {p['found']} found, {p['confirmed']} confirmed, best {best}")
+        when = f"; {p['best_found']}" if p["best_found"] else ""
+        click.echo(f"  {name} ({preset}): {p['found']} found, {p['confirmed']} confirmed, best {best}{when}")
 
 
 def _tie_values(term: str, values: Any) -> str:

@@ -39,6 +39,7 @@ from mugraph.stages.layout.describe import describe_layouts, seconds_text
 from mugraph.stages.layout.rows import RankedRow, ranked_rows
 from mugraph.storage.memo.url import redact_url
 from mugraph.storage.run.paths import RunPaths
+from mugraph.storage.run.protocol import RunStoreReader
 from mugraph.storage.run.run_records import FinalRecord, ProgressSample
 from mugraph.storage.run.store import RunStore
 
@@ -161,7 +162,7 @@ def _timeline(invocations: Sequence[Sequence[ProgressSample]]) -> tuple[list[Tim
     return out, starts
 
 
-def report_data(store: RunStore) -> ReportData:
+def report_data(store: RunStoreReader) -> ReportData:
     summary = store.task_summary()
     frags = store.fragments()
     tasks = store.tasks()
@@ -178,6 +179,7 @@ def report_data(store: RunStore) -> ReportData:
     rankings: dict[str, list[RankedRow]] = {}
     experts = expert_labels(store.identity, frags)
     found_order: dict[str, list[str]] = {}
+    found_at: dict[str, dict[str, float]] = {}  # run seconds of each find, where the store kept them
     for i, f in enumerate(frags):
         conf = store.confirmations(i)
         found = store.found(i)
@@ -202,6 +204,7 @@ def report_data(store: RunStore) -> ReportData:
         )
         rankings[f["name"]] = ranking
         found_order[f["name"]] = [r.digest for r in sorted(found.values(), key=lambda r: (r.task, r.path))]
+        found_at[f["name"]] = {d: r.seconds for d, r in found.items() if r.seconds is not None}
         if best is not None:
             graph = f["graph"] if best.get("reference") else found[best["digest"]].graph
             chosen[f["name"]] = {"digest": best["digest"], "graph": graph, "layouts": best.get("layouts")}
@@ -231,7 +234,9 @@ def report_data(store: RunStore) -> ReportData:
         "size": size_record(samples, bool((last := store.final()) is not None and last.get("complete"))),
         "invocations": len(invocations),
         "workers": {w: {"busy_seconds": round(busy[w], 3), "tasks": done_per_worker[w]} for w in sorted(busy)},
-        "best_so_far": {name: best_so_far(samples, name, found_order[name], rows) for name, rows in rankings.items()},
+        "best_so_far": {
+            name: best_so_far(samples, name, found_order[name], rows, found_at[name]) for name, rows in rankings.items()
+        },
         "experts": experts,
         "expert_notes": {name: expert_note(experts, rows) for name, rows in rankings.items()},
         "ranking": rankings,
@@ -397,8 +402,8 @@ def render_report(data: ReportData) -> str:
         chart("Solver calls", {"solver calls": series("solver_calls")}, "calls", "chart-solver"),
         chart("μGraphs found and confirmed", found, "μGraphs", "chart-found"),
         chart(
-            "Best speedup over the reference so far, per fragment (final ranking's estimates; μGraphs in the "
-            "order of the tasks that found them)",
+            "Best speedup over the reference so far, per fragment (final ranking's estimates, at each "
+            "μGraph's find time)",
             data.get("best_so_far") or {},
             "speedup (x)",
             "chart-best",

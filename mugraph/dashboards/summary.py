@@ -127,7 +127,8 @@ def held_back_reason(row: Mapping[str, Any]) -> str:
     return f"within the model's measured error ({MODEL_ERROR:.0%})"
 
 
-def _time(row: Mapping[str, Any]) -> tuple[float, str]:
+def row_seconds(row: Mapping[str, Any]) -> tuple[float, str]:
+    """A ranking row's time (the GPU's where it was measured, else the model's) and what it is."""
     if row.get("measured_seconds") is not None:
         return float(row["measured_seconds"]), f"measured on {row.get('measured_device', 'a GPU')}"
     return float(row["estimated_seconds"]), f"estimated on {row.get('profile', '-')}"
@@ -142,8 +143,8 @@ def headline(ranking: Sequence[Mapping[str, Any]]) -> Headline | None:
     if ref is None:
         return None
     ref_row = ref[1]
-    t_best, how = _time(best)
-    t_ref, _ = _time(ref_row)
+    t_best, how = row_seconds(best)
+    t_ref, _ = row_seconds(ref_row)
     speedup = t_ref / t_best if t_best > 0 else 0.0
     ties = sum(
         1
@@ -153,9 +154,9 @@ def headline(ranking: Sequence[Mapping[str, Any]]) -> Headline | None:
     is_ref = bool(best.get("reference"))
     runner = next((r for r in ranking if not r.get("reference")), None) if is_ref else None
     kept = ""
-    if runner is not None and _time(runner)[0] < t_ref:
+    if runner is not None and row_seconds(runner)[0] < t_ref:
         kept = (
-            f"; the fastest μGraph, {runner['digest'][:16]}, is estimated {t_ref / _time(runner)[0]:.2f}x, "
+            f"; the fastest μGraph, {runner['digest'][:16]}, is estimated {t_ref / row_seconds(runner)[0]:.2f}x, "
             f"{held_back_reason(runner)}, so the reference is kept"
         )
     what = (
@@ -196,17 +197,23 @@ def best_so_far(
     fragment: str,
     found_order: Sequence[str],
     ranking: Sequence[Mapping[str, Any]],
+    found_at: Mapping[str, float] | None = None,
 ) -> list[tuple[float, float]]:
     """(run time, speedup over the reference) of the best ranked μGraph found by then, for one fragment.
 
-    A sample counts the fragment's μGraphs found so far; they are taken in `found_order` (the order of
-    the tasks that found them, which is close to, not exactly, the order they came in) and scored by
-    the final ranking's estimate. Points start once a ranked μGraph is among them."""
+    With `found_at` (each found μGraph's run seconds at its find, as the store keeps them) the curve
+    is exact: a point at each find of a ranked μGraph, and one at the run's last sample. Without
+    (a store from before find times were kept, or one lacking a time), a sample counts the
+    fragment's μGraphs found so far; they are taken in `found_order` (the order of the tasks that
+    found them, which is close to, not exactly, the order they came in). μGraphs are scored by the
+    final ranking's time; points start once a ranked μGraph is among them."""
     ref = reference_row(ranking)
     if ref is None:
         return []
-    t_ref = _time(ref[1])[0]
-    times = {r["digest"]: _time(r)[0] for r in ranking if not r.get("reference")}
+    t_ref = row_seconds(ref[1])[0]
+    times = {r["digest"]: row_seconds(r)[0] for r in ranking if not r.get("reference")}
+    if found_at is not None and all(d in found_at for d in found_order):
+        return _exact_best_so_far(samples, found_order, found_at, times, t_ref)
     out: list[tuple[float, float]] = []
     best, taken = math.inf, 0
     for s in samples:
@@ -219,6 +226,25 @@ def best_so_far(
         taken = max(taken, count)
         if math.isfinite(best) and best > 0:
             out.append((float(s["elapsed"]), t_ref / best))
+    return out
+
+
+def _exact_best_so_far(
+    samples: Sequence[Mapping[str, Any]],
+    found: Sequence[str],
+    found_at: Mapping[str, float],
+    times: Mapping[str, float],
+    t_ref: float,
+) -> list[tuple[float, float]]:
+    out: list[tuple[float, float]] = []
+    best = math.inf
+    for digest in sorted(found, key=lambda d: (found_at[d], d)):
+        best = min(best, times.get(digest, math.inf))
+        if math.isfinite(best) and best > 0:
+            out.append((float(found_at[digest]), t_ref / best))
+    end = float(samples[-1]["elapsed"]) if samples else None
+    if out and end is not None and end > out[-1][0]:
+        out.append((end, out[-1][1]))
     return out
 
 

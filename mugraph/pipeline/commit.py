@@ -5,10 +5,15 @@ they are handled and written in one batch (found μGraphs, children rows, done m
 however many tasks) before any child or confirmation is submitted, so a kill loses at most the tasks
 that were running. Each new μGraph gets its confirmation task and each equivalent one its layout task;
 the counters the results carry feed the run's totals, its progress and the space-size estimate.
+
+Each find is stored with when the run made it: the run's seconds (this invocation's, after the
+seconds of those before it, as the progress samples count them) and the states it had explored,
+the counters of the batch that found it included; each confirmation with the run's seconds.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -24,9 +29,9 @@ from mugraph.stages.layout.emitted import estimate_emitted
 from mugraph.stages.layout.profiles import GpuProfile
 from mugraph.stages.search.estimate import SpaceEstimator
 from mugraph.stages.search.explore import SearchCounters
+from mugraph.storage.run.protocol import RunStoreWriter
 from mugraph.storage.run.run_records import ConfirmationRecord, FragmentRecord, LayoutRecord, MeasurementRecord
-from mugraph.storage.run.store import FoundRecord, RunStore, TaskCompletion
-from mugraph.storage.run.task_table import TaskRecord
+from mugraph.storage.run.task_records import FoundRecord, TaskCompletion, TaskRecord, first_found
 
 __all__ = ["Results", "RunTotals", "fragment_record"]
 
@@ -76,7 +81,7 @@ class Results:
     def __init__(
         self,
         plan: RunPlan,
-        store: RunStore,
+        store: RunStoreWriter,
         dispatch: Dispatch,
         io: Sequence[dict[str, int]],
         profile: GpuProfile,
@@ -97,6 +102,16 @@ class Results:
         self.reference_seconds: dict[int, float] = {}  # per fragment: the model's time for the reference
         self.progress = RunProgress([fp.spec.name for fp in plan.fragments], [], [])
         self.estimator = SpaceEstimator()
+        self.t0 = time.perf_counter()  # this invocation's start (the driver sets it with the sampler's)
+        self.offset = 0.0  # the run's seconds before this invocation
+
+    def run_seconds(self) -> float:
+        """Seconds into the run across its invocations: the clock of the progress samples."""
+        return self.offset + time.perf_counter() - self.t0
+
+    def states(self) -> int:
+        """States explored by the run so far, as the driver knows them (its done tasks' counters)."""
+        return sum(int(c["nodes"]) for c in self.progress.counts.values())
 
     def load(self, tasks: Sequence[TaskRecord]) -> None:
         """Read what earlier invocations left in the store (`tasks` is its task table)."""
@@ -108,6 +123,12 @@ class Results:
         self.progress = RunProgress([fp.spec.name for fp in self.plan.fragments], tasks, store.timeline())
         self.estimator = SpaceEstimator(sum(int(t.counters.get("nodes", 0)) for t in tasks if t.done))
         self.estimator.start([(t.fragment, *t.path) for t in tasks if not t.done])
+        # Earlier invocations ran as long as their last samples say; a kill after a commit and before
+        # the next sample leaves finds and confirmations later than that, and the clock never goes back.
+        recorded = [r.seconds or 0.0 for found in self.found for r in found.values()]
+        recorded += [float(c.get("run_seconds", 0.0)) for conf in self.confirmed for c in conf.values()]
+        past = sum(float(inv[-1]["seconds"]) for inv in self.progress.history if inv)
+        self.offset = max([past, *recorded])
 
     def layout_current(self, fragment: int, digest: str) -> bool:
         """A layout record exists and was solved for the strides this run asks for."""
@@ -120,12 +141,17 @@ class Results:
         if not self.staged:
             return
         staged, self.staged = self.staged, []
+        seconds = round(self.run_seconds(), 3)
+        states = self.states() + sum(int(s.result.counters.get("nodes", 0)) for s in staged)
         done = [
             TaskCompletion(
                 s.row,
                 s.result.counters,
                 s.result.worker,
-                [FoundRecord(s.fragment, f.digest, tuple(f.path), f.graph, s.row) for f in s.result.found],
+                [
+                    FoundRecord(s.fragment, f.digest, tuple(f.path), f.graph, s.row, seconds, states)
+                    for f in s.result.found
+                ],
                 s.result.frontier,
             )
             for s in staged
@@ -147,7 +173,7 @@ class Results:
             known = self.found[fragment]
             for f in result.found:
                 have = known.get(f.digest)
-                rec = FoundRecord(fragment, f.digest, tuple(f.path), f.graph, row)
+                rec = FoundRecord(fragment, f.digest, tuple(f.path), f.graph, row, seconds, states)
                 if have is None:
                     known[f.digest] = rec
                     self.on_event(
@@ -156,16 +182,19 @@ class Results:
                             "fragment": self.plan.fragments[fragment].spec.name,
                             "digest": f.digest,
                             "path": list(f.path),
+                            "seconds": seconds,
+                            "states": states,
                         }
                     )
                     dispatch.confirm(fragment, rec)
                 elif replaces_find(rec.path, have.path):
-                    known[f.digest] = rec
+                    known[f.digest] = first_found(rec, have)
             children.setdefault(fragment, []).extend(zip(kids, result.frontier, strict=True))
         for fragment, tasks in children.items():
             dispatch.searches(fragment, tasks)
 
     def on_confirm(self, fragment: int, digest: str, result: ConfirmationRecord) -> None:
+        result = {**result, "run_seconds": round(self.run_seconds(), 3)}
         self.store.put_confirmation(fragment, digest, result)
         self.confirmed[fragment][digest] = result
         self.totals.confirms_run += 1

@@ -41,7 +41,7 @@ from mugraph.pipeline.sampling import SCHEDULER_VIEW_SECONDS, Sampler
 from mugraph.pipeline.worker import confirm_task, layout_task, search_task, warm_task, worker_environment
 from mugraph.stages.layout.profiles import DEFAULT_PROFILE, GpuProfile, get_profile
 from mugraph.stages.search.explore import SearchCounters
-from mugraph.storage.run.store import RunStore
+from mugraph.storage.run.protocol import RunStoreWriter
 
 __all__ = ["COUNTER_NAMES", "Driver", "linger_seconds"]
 
@@ -94,7 +94,7 @@ class Driver:
     def __init__(
         self,
         plan: RunPlan,
-        store: RunStore,
+        store: RunStoreWriter,
         client: Client,
         *,
         time_limit: float | None = None,
@@ -135,7 +135,7 @@ class Driver:
     # -- the run ---------------------------------------------------------------------------------
     def run(self) -> DoneEvent:
         start_workers(self.client, worker_environment())  # a local cluster's, now that the plugin is in
-        self._t0 = self._sampler.t0 = time.perf_counter()
+        self._t0 = self._sampler.t0 = self._results.t0 = time.perf_counter()
         store, plan, dispatch, results = self.store, self.plan, self._dispatch, self._results
         dispatch.gpu = gpu_workers(self.client) > 0
         if self.measure and not dispatch.gpu:

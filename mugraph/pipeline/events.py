@@ -62,12 +62,15 @@ class ProgressEvent(ProgressSample):
 
 
 class FoundEvent(TypedDict):
-    """A μGraph found for the first time (its confirmation is submitted at once)."""
+    """A μGraph found for the first time (its confirmation is submitted at once), with when: the
+    run's seconds and the states it had explored, as its found record keeps them."""
 
     event: Literal["found"]
     fragment: str
     digest: str
     path: list[int]
+    seconds: float
+    states: int
 
 
 class ConfirmedEvent(TypedDict):

@@ -21,8 +21,8 @@ from mugraph.pipeline.plan import FragmentPlan
 from mugraph.pipeline.worker import measure_task
 from mugraph.stages.layout.rank import measured_first
 from mugraph.stages.layout.rows import RankedRow, ranked_rows
+from mugraph.storage.run.protocol import RunStoreWriter
 from mugraph.storage.run.run_records import MeasurementRecord
-from mugraph.storage.run.store import RunStore
 
 NO_GPU = (
     "--measure times μGraphs on a GPU worker, and this cluster has none (a worker with the Dask resource "
@@ -40,7 +40,7 @@ def to_measure(ordered: Sequence[RankedRow], measured: Mapping[str, object], k: 
 
 def measure_fragment(
     client: Client,
-    store: RunStore,
+    store: RunStoreWriter,
     fragment: int,
     fp: FragmentPlan,
     ordered: list[RankedRow],

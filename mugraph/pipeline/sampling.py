@@ -18,7 +18,7 @@ from mugraph.pipeline.commit import Results
 from mugraph.pipeline.dispatch import Dispatch
 from mugraph.pipeline.events import EventSink, ProgressEvent
 from mugraph.pipeline.plan import RunPlan
-from mugraph.storage.run.store import RunStore
+from mugraph.storage.run.protocol import RunStoreWriter
 
 __all__ = [
     "SCHEDULER_VIEW_SECONDS",
@@ -52,7 +52,13 @@ class Sampler:
     """Builds, keeps and emits the progress samples of one invocation; `t0` is when it started."""
 
     def __init__(
-        self, plan: RunPlan, store: RunStore, client: Client, dispatch: Dispatch, results: Results, on_event: EventSink
+        self,
+        plan: RunPlan,
+        store: RunStoreWriter,
+        client: Client,
+        dispatch: Dispatch,
+        results: Results,
+        on_event: EventSink,
     ) -> None:
         self.plan = plan
         self.store = store

@@ -18,6 +18,7 @@ from mugraph.run.options import OptimizeOptions
 from mugraph.run.prepare import Prepared, preflight, prepare
 from mugraph.run.setup import children_ignore_sigint, main_not_rerun, staged_exported, versions, workers_memo_url
 from mugraph.storage.memo.url import redact_url
+from mugraph.storage.run.protocol import RunStoreWriter
 from mugraph.storage.run.store import RunStore
 
 if TYPE_CHECKING:
@@ -86,7 +87,7 @@ def _start_cluster(stack: contextlib.ExitStack, run: Prepared, memo_url: str | N
     return client
 
 
-def _drive(run: Prepared, st: RunStore, client: Client, on_event: EventSink | None) -> DoneEvent:
+def _drive(run: Prepared, st: RunStoreWriter, client: Client, on_event: EventSink | None) -> DoneEvent:
     """The driver's run, every event also published to the live page (whose URL the start event gets)."""
     from distributed import performance_report
 

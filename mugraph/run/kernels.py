@@ -21,6 +21,7 @@ from mugraph.stages.layout.costs import Layouts
 from mugraph.stages.layout.describe import describe_layouts
 from mugraph.stages.layout.facts import LayoutError
 from mugraph.storage.run.paths import RunPaths
+from mugraph.storage.run.protocol import RunStoreReader
 from mugraph.storage.run.store import RunStore
 
 
@@ -49,7 +50,7 @@ def _layouts(
     return describe_layouts(graph, chosen.layouts), chosen.layouts.kernel, chosen.layouts
 
 
-def _store_reference(st: RunStore) -> KernelGraph | None:
+def _store_reference(st: RunStoreReader) -> KernelGraph | None:
     """The program the store was made for: a built-in name, or the program file of its command,
     taken only if its digest is the store's."""
     candidates = [st.identity.get("program", "")]

@@ -1,5 +1,6 @@
 """Found μGraphs in a run store: `found/<fragment>/<digest>/` records (path, graph JSON, the task row that
-found it), written by `RunStore.complete_task` before the task is marked done.
+found it and, since find times are kept, `seconds` and `states`: when the run first found it),
+written by `RunStore.complete_task` before the task is marked done.
 
 A record is content-addressed: its name is the canonical digest of its graph. Reading one hashes the
 graph again (about half a millisecond), once per record per open, since the records of a fragment are
@@ -9,28 +10,35 @@ copied over another) is damage, never a μGraph shown under another's digest."""
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from mugraph.ir.canonical import canonical_digest
 from mugraph.ir.serialize import loads
 from mugraph.storage.run.atomic_store import AtomicLocalStore
 from mugraph.storage.run.errors import damaged
 from mugraph.storage.run.records import metadata_file, read_record, record_names
+from mugraph.storage.run.task_records import FoundRecord, check_find_time, first_found
 from mugraph.storage.run.task_table import check_path
 
-__all__ = ["FoundRecord", "check_graph_digest", "graph_digest", "load_found"]
+__all__ = [
+    "FoundRecord",
+    "check_find_time",
+    "check_graph_digest",
+    "first_found",
+    "found_attrs",
+    "graph_digest",
+    "load_found",
+]
 
 
-@dataclass(frozen=True)
-class FoundRecord:
-    """A μGraph found by a search task; `graph` is its JSON text, `task` the row that found it."""
-
-    fragment: int
-    digest: str
-    path: tuple[int, ...]
-    graph: str
-    task: int
+def found_attrs(rec: FoundRecord) -> dict[str, Any]:
+    """The attributes of a found record as stored (the find time only where there is one)."""
+    attrs: dict[str, Any] = {"path": list(rec.path), "graph": rec.graph, "task": rec.task}
+    if rec.seconds is not None:
+        attrs["seconds"] = float(rec.seconds)
+        attrs["states"] = rec.states
+    return attrs
 
 
 async def load_found(
@@ -49,6 +57,8 @@ async def load_found(
             raise damaged(file, "missing (removed while the store was being read)")
         try:
             task, graph, raw_path = attrs["task"], attrs["graph"], attrs["path"]
+            seconds, states = attrs.get("seconds"), attrs.get("states")
+            check_find_time(seconds, states, "found")
             if not isinstance(raw_path, list) or not all(type(x) is int for x in raw_path):
                 raise TypeError(f"path must be a list of integers, not {raw_path!r:.60}")
             path = check_path(raw_path, "found")
@@ -62,7 +72,7 @@ async def load_found(
             # μGraph exists either way. For the writer itself such a record is damage.
         except (KeyError, TypeError, ValueError) as exc:
             raise damaged(file, exc) from None
-        out[name] = FoundRecord(fragment, name, path, graph, task)
+        out[name] = FoundRecord(fragment, name, path, graph, task, seconds, states)
     for name, rec in out.items():
         check_graph_digest(rec.graph, name, metadata_file(root, f"{base}/{name}"))
     return out

@@ -28,7 +28,7 @@ __all__ = ["check_confirmation", "check_fragments", "check_layout", "check_measu
 _Types = Mapping[str, type | tuple[type, ...]]
 _TEXT_LIST = "a list of strings"
 _FRAGMENT: _Types = {"name": str, "digest": str, "graph": str, "config": str, "preset": str}
-_CONFIRMATION: _Types = {"equivalent": bool, "digest": str}
+_CONFIRMATION: _Types = {"equivalent": bool, "digest": str, "run_seconds": (int, float)}
 _LAYOUT: _Types = {"schema": str, "io_layouts": dict, "error": str}
 _MEASUREMENT: _Types = {"ok": bool, "median_seconds": (int, float), "error": str}
 

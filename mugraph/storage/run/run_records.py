@@ -95,6 +95,7 @@ class ConfirmationRecord(TaskStamp):
     reason: str  # why not equivalent; empty when it is
     seconds: float
     backend: str  # the array backend that ran the tests
+    run_seconds: NotRequired[float]  # the run's seconds when the driver stored it (stores since find times)
 
 
 class LayoutRecord(TaskStamp):

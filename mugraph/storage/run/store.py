@@ -15,8 +15,9 @@ Layout (every node is a group or array with one `zarr.json`; JSON records carry 
         info/      int64  [cap, 5]  fragment, parent|-1, status 0|1, worker|-1,    zstd + crc32c,
                                     epoch|-1
         counters/  float64[cap, C]  a done task's counters, named by counter_names fill -2 / NaN
-      found/<fragment>/<digest>/    attrs: path [int], graph (JSON text), task (row)
-      confirmations/<fragment>/<digest>/   attrs: result {equivalent, seeds, error, ...}
+      found/<fragment>/<digest>/    attrs: path [int], graph (JSON text), task (row), seconds and states
+                                    (when the run first found it; absent in older stores)
+      confirmations/<fragment>/<digest>/   attrs: result {equivalent, seeds, error, run_seconds, ...}
       layouts/<fragment>/<digest>/  attrs: result {schema, layouts, terms, objective, solve_seconds}
       measurements/<fragment>/<digest>/   attrs: result {median_seconds, device, max_rel_err, ...} (GPU timings)
       rankings/<fragment>/          attrs: ranking [ {...} ], run
@@ -50,26 +51,23 @@ Damage (invalid JSON, a record whose checksum fails, a chunk failing its crc32c,
 missing, an impossible value, a committed record that is gone, records that contradict each other,
 a symbolic link inside the store) raises StoreDamaged naming the file; nothing is ever guessed.
 
-The pieces: `store_root` (root attributes, building and deleting a whole store), `task_table`,
-`found_records`, `records` (sealed JSON records), `ledger`, `cross_checks` (records against each other),
-`safe_files` (opening without following links); this module ties them into `RunStore`.
+The pieces: `opening` (checks and the lock before a writer's open), `store_root` (root attributes,
+building and deleting a whole store), `task_table`, `found_records`, `records` (sealed JSON records)
+and `record_files` (reading them), `ledger`, `cross_checks` (records against each other),
+`safe_files` (opening without following links); this module ties them into `RunStore`, the one
+production implementation of `protocol.RunStoreWriter` (its records in `task_records` and
+`run_records`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import copy
-import json
-import os
 import re
-from collections.abc import Coroutine, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar, cast
-
-from zarr.core.sync import sync as zarr_sync
+from typing import Any, cast
 
 from mugraph.ir.canonical import replaces_find
 from mugraph.storage.run.atomic_store import AtomicLocalStore, remove_temp_files
@@ -82,9 +80,17 @@ from mugraph.storage.run.errors import (
     StoreMismatch,
     damaged,
 )
-from mugraph.storage.run.found_records import FoundRecord, graph_digest, load_found
+from mugraph.storage.run.found_records import (
+    FoundRecord,
+    check_find_time,
+    first_found,
+    found_attrs,
+    graph_digest,
+    load_found,
+)
 from mugraph.storage.run.ledger import Ledger
 from mugraph.storage.run.lock import StoreLock
+from mugraph.storage.run.opening import open_for_writing
 from mugraph.storage.run.record_checks import (
     check_confirmation,
     check_fragments,
@@ -92,27 +98,20 @@ from mugraph.storage.run.record_checks import (
     check_measurement,
     check_samples,
 )
+from mugraph.storage.run.record_files import RecordFiles, run_sync
 from mugraph.storage.run.records import (
     RUN_KEY,
     canonical_json,
     check_run_tag,
     metadata_file,
     normalize,
-    read_record,
-    record_names,
     run_tag,
-    unseal,
     write_record,
 )
 from mugraph.storage.run.root import (
     FORMAT,
     SCHEMA_VERSION,
     RootAttrs,
-    clean_siblings,
-    create_store,
-    discard_store,
-    has_entries,
-    looks_like_store,
     read_root,
 )
 from mugraph.storage.run.run_records import (
@@ -124,8 +123,8 @@ from mugraph.storage.run.run_records import (
     MeasurementRecord,
     ProgressSample,
 )
-from mugraph.storage.run.task_table import CHUNK_ROWS, MAX_DEPTH, TaskRecord, TaskSummary, TaskTable, check_path
-from mugraph.storage.safe_files import read_nofollow
+from mugraph.storage.run.task_records import TaskCompletion, TaskRecord, TaskSummary
+from mugraph.storage.run.task_table import CHUNK_ROWS, MAX_DEPTH, TaskTable, check_path
 
 __all__ = [
     "CHUNK_ROWS",
@@ -145,20 +144,7 @@ __all__ = [
 
 _DIGEST = re.compile(r"[0-9A-Za-z][0-9A-Za-z_.-]{0,127}")
 _SIBLING = re.compile(r"\.(?P<name>.+)\.mugraph-(?:new|old)-(?P<pid>\d+)-[0-9a-f]+")
-T = TypeVar("T")
 _KEYED = ("confirmations", "layouts", "measurements")  # records named by the digest of their μGraph
-
-
-@dataclass(frozen=True)
-class TaskCompletion:
-    """A finished search task as the store records it: its counters, the worker that ran it, the
-    μGraphs it found and its frontier (the children to add as pending rows)."""
-
-    row: int
-    counters: Mapping[str, float]
-    worker: str
-    found: Sequence[FoundRecord]
-    children: Sequence[tuple[int, ...]]
 
 
 class RunStore:
@@ -186,24 +172,25 @@ class RunStore:
         self._tag = run_tag(self.identity)
         self._lock = lock
         self._store = AtomicLocalStore(path, read_only=readonly, durable=durable)
+        self._files = RecordFiles(self._store, path)
         self._closed = False
         self._broken: str | None = None
         self._found: dict[int, dict[str, FoundRecord]] = {}
         self._ledger = Ledger.load(path, writer=lock is not None, durable=durable)  # every committed record is there
-        frags = self._run(read_record(self._store, path, "fragments"))
+        frags = self._files.read("fragments")
         self._fragments: list[FragmentRecord] | None = None
         if frags is not None:
             check_run_tag(frags, self._tag, metadata_file(path, "fragments"))
             self._fragments = check_fragments(frags.get("fragments"), metadata_file(path, "fragments"))
         count = len(self._fragments) if self._fragments is not None else None
-        self._table = self._run(TaskTable.load(self._store, path, count, exclusive=lock is not None, run=self._tag))
+        self._table = run_sync(TaskTable.load(self._store, path, count, exclusive=lock is not None, run=self._tag))
         self._reference_digests: dict[int, str] = {}
         final = self.final()  # the final record and the rankings before the listings (see cross_checks)
         rankings = [self.ranking(i) for i in range(count or 0)]
         check_records(path, self._fragments or [], final, rankings, self._table.found_counts)
         for i in range(count or 0):  # each names the μGraph it is about (found records: on first read)
             for kind in _KEYED:
-                self._check_keyed_names(kind, i)
+                self._files.check_keyed_names(f"{kind}/{i}")
 
     # ---------------------------------------------------------------- opening and closing
 
@@ -224,43 +211,19 @@ class RunStore:
         writer (StoreBusy). `fresh` deletes only a directory that is a run store. `durable` fsyncs
         every write (power-loss safety, about 1 ms a file); a process crash never needs it."""
         path = Path(path)
-        ident = {str(k): v for k, v in identity.items()}
-        bad = [k for k, v in ident.items() if not isinstance(v, str)]
-        if bad:
-            raise ValueError(f"identity values must be str; not for {bad}")
-        meta_json = normalize(dict(meta or {}), "meta")
         names = [str(n) for n in counter_names]
-        clean_siblings(path)
-        if path.exists() and not path.is_dir():
-            raise StoreError(f"run store path {path} is a file, not a directory; choose another --store")
-        if fresh and has_entries(path):
-            if not looks_like_store(path):
-                raise StoreError(
-                    f"refusing to delete {path} for --fresh: it is not a mugraph run store; choose another --store"
-                )
-            discard_store(path)
-        lock: StoreLock | None = None
-        created = False
-        if not has_entries(path):
-            lock = create_store(path, ident, meta_json, names, durable)
-            created = lock is not None
+        opening = open_for_writing(path, identity, meta, names, fresh=fresh, durable=durable)
         try:
-            attrs = read_root(path)
-            stored = attrs["identity"]
-            diffs = [
-                f"{k}: stored {stored.get(k, '(none)')!r}, given {ident.get(k, '(none)')!r}"
-                for k in sorted(set(stored) | set(ident))
-                if stored.get(k) != ident.get(k)
-            ]
-            if diffs:
-                raise StoreMismatch(f"run store {path} was made for another run ({'; '.join(diffs)}); {RECOVERY_HINT}")
-            if lock is None:
-                lock = StoreLock.acquire(path)
-                remove_temp_files(path)
-            store = cls(path, readonly=False, lock=lock, durable=durable, created=created, root_attrs=attrs)
+            store = cls(
+                path,
+                readonly=False,
+                lock=opening.lock,
+                durable=durable,
+                created=opening.created,
+                root_attrs=opening.attrs,
+            )
         except BaseException:
-            if lock is not None:
-                lock.release()
+            opening.lock.release()
             raise
         stored_names = list(store._table.counter_names)
         if names and names != stored_names:
@@ -305,9 +268,6 @@ class RunStore:
         self.close()
 
     # ---------------------------------------------------------------- internals
-
-    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return zarr_sync(coro)
 
     @contextlib.contextmanager
     def _writing(self) -> Iterator[None]:
@@ -391,7 +351,8 @@ class RunStore:
 
         Children belong to their task's fragment with the task as parent; one already present keeps
         its row. Each found record is stored with its task's row; a digest already stored keeps the
-        smaller path. A task already done (or earlier in the batch) keeps its counters; its found and
+        smaller path and its first find time (`FoundRecord.seconds`, `states`). A task already done
+        (or earlier in the batch) keeps its counters; its found and
         children are merged in. Every item is checked before anything is written. Returns each
         item's children rows, in the order of its `children`."""
         self._check_writable()
@@ -411,17 +372,20 @@ class RunStore:
                 if not isinstance(rec.graph, str):
                     raise ValueError(f"found μGraph {rec.digest}: graph must be JSON text")
                 digest = self._check_digest(rec.digest)
-                cand = FoundRecord(fragment, digest, check_path(rec.path, f"found {digest}"), rec.graph, row)
+                check_find_time(rec.seconds, rec.states, f"found μGraph {digest}")
+                cand = FoundRecord(
+                    fragment, digest, check_path(rec.path, f"found {digest}"), rec.graph, row, rec.seconds, rec.states
+                )
                 have = best.get((fragment, digest))
                 if replaces_find(cand.path, None if have is None else have.path):
-                    best[(fragment, digest)] = cand
+                    best[(fragment, digest)] = cand if have is None else first_found(cand, have)
             kids = [(fragment, check_path(p, f"child of row {row}"), row) for p in item.children]
             values = table.counter_values(item.counters, row)
             first = not table.is_done(row) and row not in completing
             completing.add(row)
             staged.append((row, kids, values if first else None, str(item.worker)))
         new_found = [
-            r
+            r if kept is None else first_found(r, kept)
             for (f, d), r in best.items()
             if replaces_find(r.path, None if (kept := self._found_for(f).get(d)) is None else kept.path)
         ]
@@ -433,8 +397,7 @@ class RunStore:
                 done_rows.append(row)
         with self._writing():
             for r in new_found:
-                attrs = {"path": list(r.path), "graph": r.graph, "task": r.task}
-                write_record(self._store, f"found/{r.fragment}/{r.digest}", attrs)
+                write_record(self._store, f"found/{r.fragment}/{r.digest}", found_attrs(r))
             self._ledger.add(f"found/{r.fragment}/{r.digest}" for r in new_found)  # before the tasks are done
             for r in new_found:
                 self._found_for(r.fragment)[r.digest] = r
@@ -465,7 +428,7 @@ class RunStore:
     def _found_for(self, fragment: int) -> dict[str, FoundRecord]:
         if fragment not in self._found:
             found = load_found(self._store, self.path, fragment, self._table.rows, self.readonly)
-            self._found[fragment] = self._run(found)
+            self._found[fragment] = run_sync(found)
         return self._found[fragment]
 
     def put_confirmation(self, fragment: int, digest: str, result: ConfirmationRecord) -> None:
@@ -497,49 +460,7 @@ class RunStore:
             self._ledger.add([path])
 
     def _keyed(self, kind: str, fragment: int) -> dict[str, tuple[JsonObject, Path]]:
-        """digest → (the record's `result`, its file) of every record of `kind` for `fragment`.
-
-        A record is named by the digest of its μGraph and says which μGraph it is about: one whose
-        `digest` is another's (two records swapped, one copied over another) is damage."""
-        base = f"{kind}/{self._check_fragment(fragment)}"
-        out: dict[str, tuple[JsonObject, Path]] = {}
-        for d, attrs in self._read_all(base):
-            file = metadata_file(self.path, f"{base}/{d}")
-            result = self._field(f"{base}/{d}", attrs, "result", dict)
-            if result.get("digest") != d:
-                raise damaged(
-                    file, f"holds the record of μGraph {str(result.get('digest'))[:16]!r}, not of {d[:16]}, its name"
-                )
-            out[d] = (result, file)
-        return out
-
-    def _check_keyed_names(self, kind: str, fragment: int) -> None:
-        """At open: every record of `kind` for `fragment` is about the μGraph that names it. Each file is
-        read as plain JSON (about 20 μs, against 1 ms through zarr's event loop), since every open of
-        a store with thousands of μGraphs pays for it."""
-        base = f"{kind}/{fragment}"
-        for d in record_names(self.path, base):
-            file = metadata_file(self.path, f"{base}/{d}")
-            try:
-                attrs = unseal(json.loads(read_nofollow(file))["attributes"], file)
-                about = attrs["result"]["digest"]
-            except StoreError:
-                raise
-            except FileNotFoundError:
-                continue  # listed a moment ago and gone: the ledger and cross-checks say whether it matters
-            except (OSError, ValueError, KeyError, TypeError) as exc:
-                raise damaged(file, exc) from None
-            if about != d:
-                raise damaged(file, f"holds the record of μGraph {str(about)[:16]!r}, not of {d[:16]}, its name")
-
-    def _read_all(self, base: str) -> list[tuple[str, JsonObject | None]]:
-        """(name, attributes) of every record directly under `base`, by name."""
-        names = record_names(self.path, base)
-
-        async def read() -> list[JsonObject | None]:
-            return await asyncio.gather(*(read_record(self._store, self.path, f"{base}/{n}") for n in names))
-
-        return list(zip(names, self._run(read()), strict=True))
+        return self._files.keyed(f"{kind}/{self._check_fragment(fragment)}")
 
     def put_ranking(self, fragment: int, ranking: Sequence[Mapping[str, Any]]) -> None:
         self._check_writable()
@@ -552,11 +473,11 @@ class RunStore:
     def ranking(self, fragment: int) -> list[JsonObject] | None:
         """The stored ranking's rows (stages.layout.rows.RankedRow, which this room cannot import)."""
         path = f"rankings/{self._check_fragment(fragment)}"
-        attrs = self._run(read_record(self._store, self.path, path))
+        attrs = self._files.read(path)
         if attrs is None:
             return None
         check_run_tag(attrs, self._tag, metadata_file(self.path, path))
-        rows = self._field(path, attrs, "ranking", list)
+        rows = self._files.field(path, attrs, "ranking", list)
         reference = self._reference_digest(fragment)
         for row in rows:
             if isinstance(row, dict) and row.get("reference") and row.get("digest") != reference:
@@ -589,10 +510,10 @@ class RunStore:
     def timeline(self) -> list[list[ProgressSample]]:
         """Every invocation's progress samples, oldest invocation first (as the driver wrote them)."""
         out = []
-        for name, attrs in self._read_all("timeline"):
+        for name, attrs in self._files.read_all("timeline"):
             file = metadata_file(self.path, f"timeline/{name}")
             check_run_tag(attrs or {}, self._tag, file)
-            out.append(check_samples(self._field(f"timeline/{name}", attrs, "samples", list), file))
+            out.append(check_samples(self._files.field(f"timeline/{name}", attrs, "samples", list), file))
         return out
 
     def put_final(self, final: Mapping[str, Any]) -> None:
@@ -603,25 +524,14 @@ class RunStore:
             self._ledger.add(["final"])
 
     def final(self) -> FinalRecord | None:
-        attrs = self._run(read_record(self._store, self.path, "final"))
+        attrs = self._files.read("final")
         if attrs is None:
             return None
         check_run_tag(attrs, self._tag, metadata_file(self.path, "final"))
-        return cast(FinalRecord, self._field("final", attrs, "final", dict))
-
-    def _field(self, path: str, attrs: Mapping[str, Any] | None, key: str, kind: type[T]) -> T:
-        value = (attrs or {}).get(key)
-        if not isinstance(value, kind):
-            raise damaged(metadata_file(self.path, path), f"{key} is not a {kind.__name__}")
-        return value
+        return cast(FinalRecord, self._files.field("final", attrs, "final", dict))
 
     # ---------------------------------------------------------------- size
 
     def size_bytes(self) -> int:
         """Bytes of all files of the store on disk."""
-        total = 0
-        for dirpath, _, filenames in os.walk(self.path):
-            for name in filenames:
-                with contextlib.suppress(FileNotFoundError):  # a temp file renamed meanwhile
-                    total += (Path(dirpath) / name).stat().st_size
-        return total
+        return self._files.size_bytes()

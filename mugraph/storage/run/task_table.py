@@ -38,7 +38,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -50,6 +50,7 @@ from mugraph.storage.run.atomic_store import AtomicLocalStore, write_atomic
 from mugraph.storage.run.chunk_codec import CODEC_DICTS, compressors, encode_chunk
 from mugraph.storage.run.errors import StoreError, damaged
 from mugraph.storage.run.records import RUN_KEY, check_run_tag, metadata_file, read_record, write_record
+from mugraph.storage.run.task_records import FragmentTasks, TaskRecord, TaskSummary
 
 __all__ = ["CHUNK_ROWS", "MAX_DEPTH", "FragmentTasks", "TaskRecord", "TaskSummary", "TaskTable"]
 
@@ -64,36 +65,6 @@ _GROUP = "tasks"
 
 Path_ = tuple[int, ...]
 Key = tuple[int, Path_]
-
-
-@dataclass(frozen=True)
-class TaskRecord:
-    """One row of the task table. `counters` is empty and `worker` "" while the task is pending."""
-
-    row: int
-    fragment: int
-    path: tuple[int, ...]
-    parent: int
-    done: bool
-    counters: dict[str, float]
-    worker: str
-
-
-class FragmentTasks(TypedDict):
-    done: int
-    pending: int
-
-
-class TaskSummary(TypedDict):
-    """Task counts, overall and per fragment index, counter sums over done tasks and done tasks per
-    worker (`TaskTable.summary`, read from the in-memory mirrors)."""
-
-    tasks: int
-    done: int
-    pending: int
-    fragments: dict[int, FragmentTasks]
-    counters: dict[str, float]
-    workers: dict[str, int]
 
 
 @dataclass(frozen=True)

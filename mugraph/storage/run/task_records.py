@@ -1,0 +1,103 @@
+"""The typed records a run store takes and gives back about tasks and found μGraphs: the rows of the
+task table, a finished task as the driver hands it in, a found μGraph and the task counts.
+
+Plain dataclasses and TypedDicts, free of Zarr and numpy, so that the protocol every run-store
+backend follows (`mugraph.storage.run.protocol`) and the backends themselves share them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, TypedDict
+
+__all__ = [
+    "FoundRecord",
+    "FragmentTasks",
+    "TaskCompletion",
+    "TaskRecord",
+    "TaskSummary",
+    "check_find_time",
+    "first_found",
+]
+
+
+@dataclass(frozen=True)
+class FoundRecord:
+    """A μGraph found by a search task; `graph` is its JSON text, `task` the row that found it.
+
+    `seconds` and `states` say when the run first found it: its run seconds (across invocations)
+    and the states it had explored when the driver committed the find; None in stores written
+    before find times were kept. They are a record of the run, not of the μGraph, so two finds of
+    one μGraph at one path compare equal whatever their times."""
+
+    fragment: int
+    digest: str
+    path: tuple[int, ...]
+    graph: str
+    task: int
+    seconds: float | None = field(default=None, compare=False)
+    states: int | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class TaskRecord:
+    """One row of the task table. `counters` is empty and `worker` "" while the task is pending."""
+
+    row: int
+    fragment: int
+    path: tuple[int, ...]
+    parent: int
+    done: bool
+    counters: dict[str, float]
+    worker: str
+
+
+@dataclass(frozen=True)
+class TaskCompletion:
+    """A finished search task as the store records it: its counters, the worker that ran it, the
+    μGraphs it found and its frontier (the children to add as pending rows)."""
+
+    row: int
+    counters: Mapping[str, float]
+    worker: str
+    found: Sequence[FoundRecord]
+    children: Sequence[tuple[int, ...]]
+
+
+class FragmentTasks(TypedDict):
+    done: int
+    pending: int
+
+
+class TaskSummary(TypedDict):
+    """Task counts, overall and per fragment index, counter sums over done tasks and done tasks per
+    worker."""
+
+    tasks: int
+    done: int
+    pending: int
+    fragments: dict[int, FragmentTasks]
+    counters: dict[str, float]
+    workers: dict[str, int]
+
+
+def check_find_time(seconds: Any, states: Any, what: str) -> None:
+    """ValueError naming `what` unless `seconds` is a finite float ≥ 0 and `states` an int ≥ 0, or
+    both are None (a store written before find times were kept)."""
+    if seconds is None and states is None:
+        return
+    ok_seconds = isinstance(seconds, int | float) and not isinstance(seconds, bool) and 0 <= seconds < math.inf
+    ok_states = isinstance(states, int) and not isinstance(states, bool) and states >= 0
+    if not (ok_seconds and ok_states):
+        raise ValueError(f"{what}: find time ({seconds!r}, {states!r}) is not (seconds ≥ 0, states ≥ 0)")
+
+
+def first_found(new: FoundRecord, kept: FoundRecord) -> FoundRecord:
+    """`new` (a find at a smaller path replacing `kept`) with the find time of `kept`, the earlier
+    find, where `kept` has one: the path says how the μGraph is best reached, the time when the run
+    first had it."""
+    if kept.seconds is None:
+        return new
+    return replace(new, seconds=kept.seconds, states=kept.states)

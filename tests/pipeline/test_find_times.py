@@ -1,0 +1,136 @@
+"""Find times on a real run (rms_norm, one Dask worker process, a real Zarr store), stopped after its
+first find and resumed: every found μGraph says when the run found it and the states explored
+then, in the order the finds came, within the run's totals, unchanged by the resume; and what
+`status`, the report's curve and `best_at` make of them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from mugraph.dashboards.find_times import best_at, run_seconds
+from mugraph.dashboards.report import report_data
+from mugraph.pipeline.events import Event
+from mugraph.storage.run.store import RunStore
+from tests.helpers.narrow import NARROW
+
+# the narrowed rms_norm space with one more grid and for-loop range: three μGraphs, in about 6 s
+WIDER = {**NARROW["rms_norm"], "grids": [[64, 1, 1], [32, 1, 1]], "franges": [16, 64]}
+BUDGET = 40
+Resumed = tuple[Path, dict[str, Any], list[tuple[str, float, int]]]
+
+
+@pytest.fixture(scope="module")
+def resumed_run(tmp_path_factory: pytest.TempPathFactory) -> Resumed:
+    """The store of a run stopped right after its first find was committed and then resumed to the
+    end; the find times after the first invocation, and every `found` event in order."""
+    from distributed import Client, LocalCluster
+
+    from mugraph.pipeline.driver import COUNTER_NAMES, Driver
+    from mugraph.pipeline.plan import make_plan
+    from mugraph.pipeline.worker import MugraphPlugin
+    from mugraph.programs import get_builtin
+
+    class StopAtFirstFind(Driver):
+        """Stops as a time limit would, once a μGraph is in the store."""
+
+        def _past_limit(self, now: float) -> bool:
+            return any(self._results.found)
+
+    store_path = tmp_path_factory.mktemp("find-times") / "run.zarr"
+    order: list[tuple[str, float, int]] = []
+
+    def on_event(e: Event) -> None:
+        if e["event"] == "found":
+            order.append((e["digest"], e["seconds"], e["states"]))
+
+    plan = make_plan(get_builtin("rms_norm"), None, WIDER, BUDGET)
+    with (
+        LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster,
+        Client(cluster) as client,
+    ):
+        client.register_plugin(MugraphPlugin(None, "numpy"), name="mugraph")
+        with RunStore.open(store_path, plan.identity, counter_names=COUNTER_NAMES) as store:
+            first = StopAtFirstFind(plan, store, client, on_event=on_event, progress_interval=0.2).run()
+            assert not first["complete"]
+            before = {
+                "found": {d: (r.seconds, r.states) for d, r in store.found(0).items()},
+                "seconds": run_seconds(store.timeline()),
+                "states": store.task_summary()["counters"]["nodes"],
+            }
+        with RunStore.open(store_path, plan.identity, counter_names=COUNTER_NAMES) as store:
+            whole = Driver(plan, store, client, on_event=on_event, progress_interval=0.2).run()
+            assert whole["complete"]
+    return store_path, before, order
+
+
+def test_find_times_follow_the_finds_within_the_run(resumed_run: Resumed) -> None:
+    path, _, order = resumed_run
+    with RunStore.open_existing(path) as st:
+        found = st.found(0)
+        total_seconds = run_seconds(st.timeline())
+        total_states = st.task_summary()["counters"]["nodes"]
+        confirmed = st.confirmations(0)
+    # each find announced once across both invocations, with the find time its record keeps
+    assert sorted(d for d, _, _ in order) == sorted(found) and len(found) >= 2
+    times = [(found[d].seconds, found[d].states) for d, _, _ in order]
+    assert times == [(s, n) for _, s, n in order]
+    assert all(s is not None and n is not None for s, n in times)
+    seconds = [float(s or 0.0) for s, _ in times]
+    states = [int(n or 0) for _, n in times]
+    assert seconds == sorted(seconds) and states == sorted(states)  # non-decreasing in the order found
+    assert seconds[0] > 0 and seconds[-1] <= total_seconds
+    assert states[0] > 0 and states[-1] <= total_states
+    for d, rec in found.items():  # confirmed after found, on the same clock
+        assert rec.seconds is not None and confirmed[d]["run_seconds"] >= rec.seconds
+
+
+def test_resume_keeps_earlier_find_times(resumed_run: Resumed) -> None:
+    path, before, _ = resumed_run
+    assert before["found"], "the first invocation stopped before it found anything"
+    with RunStore.open_existing(path) as st:
+        found = st.found(0)
+    assert {d: (found[d].seconds, found[d].states) for d in before["found"]} == before["found"]
+    later = [r for d, r in found.items() if d not in before["found"]]
+    assert later  # found by the resumed invocation: its clock and counts go on from the first one's
+    assert all((r.seconds or 0.0) >= before["seconds"] and (r.states or 0) >= before["states"] for r in later)
+
+
+def test_best_at_status_and_curve_read_the_find_times(resumed_run: Resumed) -> None:
+    path, _, _ = resumed_run
+    with RunStore.open_existing(path) as st:
+        found, ranking = st.found(0), st.ranking(0) or []
+        data = report_data(st)
+        at = {f: best_at(st, "f0", f) for f in (0.0, 0.05, 0.1, 0.25, 0.5, 1.0)}
+        total = run_seconds(st.timeline())
+    ref = next(r for r in ranking if r.get("reference"))
+    speedups = {r["digest"]: ref["estimated_seconds"] / r["estimated_seconds"] for r in ranking if not r["reference"]}
+    whole = at[1.0]
+    assert whole is not None and whole["speedup"] == pytest.approx(max(speedups.values()))
+    assert whole["best_speedup"] == pytest.approx(max(speedups.values()))
+    last = 0.0
+    for fraction, b in at.items():
+        assert b is not None and b["seconds"] == pytest.approx(fraction * b["run_seconds"])
+        by_then = [speedups[d] for d, r in found.items() if d in speedups and (r.seconds or 0.0) <= b["seconds"]]
+        assert b["speedup"] == (pytest.approx(max(by_then)) if by_then else None)
+        assert (b["speedup"] or 0.0) >= last
+        last = b["speedup"] or 0.0
+    # the report's curve steps at the find times of the ranked μGraphs, to the run's end
+    curve = data["best_so_far"]["f0"]
+    finds = sorted(float(r.seconds or 0.0) for d, r in found.items() if d in speedups)
+    assert [x for x, _ in curve][: len(finds)] == finds
+    assert curve[-1][1] == pytest.approx(max(speedups.values()))
+    # status says where in the run the fastest μGraph came
+    from mugraph.cli.pipeline import status
+
+    out = CliRunner().invoke(status, [str(path)])
+    assert out.exit_code == 0, out.output
+    best = max(speedups, key=lambda d: speedups[d])
+    rec = found[best]
+    assert rec.seconds is not None and rec.states is not None
+    what = "best" if ranking[0]["digest"] == best else "fastest μGraph"  # rms_norm keeps the reference first
+    share = f"{100 * rec.seconds / total:.0f}%"
+    assert f"{what} found at {share} of the run ({rec.seconds:.1f} s, {rec.states:,} states)" in out.output
