@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import assert_never
 
+from mugraph.ir.families import BOUNDARY, PREDEFINED
 from mugraph.ir.graph import BlockGraph, KernelGraph, Op, eps_of
 from mugraph.ir.types import ACCUMULATORS, AccumKind, OpKind
 
@@ -189,6 +190,11 @@ def op_expr(op: Op, args: Sequence[Expr], shapes: Sequence[tuple[int, ...]]) -> 
     cases in order: the kinds the search meets here most (its kernel reductions and rms_norms) come
     first."""
     k = op.kind
+    if k not in PREDEFINED:
+        raise ValueError(
+            f"{k} has no rule in op_expr: the walks give inputs, outputs and graph-defined "
+            "ops their terms, accumulator_expr the accumulators'"
+        )
     match k:
         case OpKind.MATMUL:
             return matmul(args[0], args[1], shapes[0][-1])
@@ -213,20 +219,6 @@ def op_expr(op: Op, args: Sequence[Expr], shapes: Sequence[tuple[int, ...]]) -> 
         case OpKind.CONCAT:
             dim = op.int_attr("dim")
             return concat(args[0], args[1], len(shapes[0]) - dim, shapes[0][dim])
-        case (
-            OpKind.INPUT
-            | OpKind.OUTPUT
-            | OpKind.CUSTOMIZED
-            | OpKind.ACCUM_NO_RED
-            | OpKind.ACCUM_SUM
-            | OpKind.ACCUM_MEAN
-            | OpKind.ACCUM_RMS
-            | OpKind.ACCUM_REDTOX
-        ):
-            raise ValueError(
-                f"{k} has no rule in op_expr: the walks give inputs, outputs and graph-defined "
-                "ops their terms, accumulator_expr the accumulators'"
-            )
         case _ as unreachable:
             assert_never(unreachable)
 
@@ -311,7 +303,7 @@ def labelled_exprs(graph: KernelGraph) -> list[tuple[str, Expr]]:
     n_block = 0
     for op in graph.ops:
         match op.kind:
-            case OpKind.INPUT | OpKind.OUTPUT:
+            case k if k in BOUNDARY:
                 pass
             case OpKind.CUSTOMIZED:
                 assert op.block is not None
@@ -320,7 +312,7 @@ def labelled_exprs(graph: KernelGraph) -> list[tuple[str, Expr]]:
                 out += [
                     (f"K{n_block}.s{o}", bterms[o])
                     for bop in op.block.ops
-                    if bop.kind not in (OpKind.INPUT, OpKind.OUTPUT)
+                    if bop.kind not in BOUNDARY
                     for o in bop.outputs
                 ]
             case _:

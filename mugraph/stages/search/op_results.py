@@ -16,8 +16,9 @@ from typing import assert_never
 
 from mugraph.ir import shapes
 from mugraph.ir.errors import IRError
+from mugraph.ir.families import BOUNDARY, PREDEFINED, PROPS, Family
 from mugraph.ir.graph import Op
-from mugraph.ir.types import AccumKind, OpKind, Shape
+from mugraph.ir.types import COMMUTATIVE_OPS, AccumKind, OpKind, Shape
 from mugraph.stages.prune import expr as E
 from mugraph.stages.search.state import TInfo
 
@@ -35,36 +36,14 @@ def new_tuples(kind_arity: str, start: int, n: int) -> tuple[tuple[int, ...], ..
 
 @functools.cache
 def arity(kind: OpKind) -> str:
-    """'unary', 'commutative' (one pair per set) or 'ordered' (every ordered pair)."""
-    match kind:
-        case (
-            OpKind.EXP
-            | OpKind.SQUARE
-            | OpKind.SQRT
-            | OpKind.MUL_SCALAR
-            | OpKind.SILU
-            | OpKind.GELU
-            | OpKind.GELU_ERF
-            | OpKind.RELU
-            | OpKind.CLAMP
-            | OpKind.REDUCTION
-            | OpKind.RMS_NORM
-            | OpKind.LAYER_NORM
-            | OpKind.ACCUM_NO_RED
-            | OpKind.ACCUM_SUM
-            | OpKind.ACCUM_MEAN
-            | OpKind.ACCUM_RMS
-            | OpKind.ACCUM_REDTOX
-        ):
-            return "unary"
-        case OpKind.ADD | OpKind.MUL:
-            return "commutative"
-        case OpKind.MATMUL | OpKind.DIV | OpKind.CONCAT:
-            return "ordered"
-        case OpKind.INPUT | OpKind.OUTPUT | OpKind.CUSTOMIZED:
-            raise ValueError(f"the search makes {kind} ops itself; it does not list their operands")
-        case _ as unreachable:
-            assert_never(unreachable)
+    """'unary', 'commutative' (one pair per set) or 'ordered' (every ordered pair), from the kind's
+    arity in its family's table."""
+    n = PROPS[kind].arity
+    if kind in BOUNDARY or n is None:
+        raise ValueError(f"the search makes {kind} ops itself; it does not list their operands")
+    if n == 1:
+        return "unary"
+    return "commutative" if kind in COMMUTATIVE_OPS else "ordered"
 
 
 def operand_tuples(kind: OpKind, n: int) -> tuple[tuple[int, ...], ...]:
@@ -77,49 +56,23 @@ def fast_shape(kind: OpKind, a: Shape, b: Shape | None) -> Shape | None:
     """Output shape of an op without attributes over operands of shapes `a` (and `b`), or None if
     they are invalid (no exception: this runs for every candidate, and a search meets few distinct
     shape pairs, so each is worked out once)."""
-    match kind:
-        case OpKind.MATMUL:
-            if b is None or len(a) != len(b) or len(a) < 2 or a[-1] != b[-2] or a[:-2] != b[:-2]:
+    family = PROPS[kind].family
+    if family is Family.MATMUL:
+        if b is None or len(a) != len(b) or len(a) < 2 or a[-1] != b[-2] or a[:-2] != b[:-2]:
+            return None
+        return a[:-1] + (b[-1],)
+    if family is Family.BINARY:
+        if b is None or len(a) != len(b):
+            return None
+        out = []
+        for x, y in zip(a, b, strict=True):
+            if x != y and x != 1 and y != 1:
                 return None
-            return a[:-1] + (b[-1],)
-        case OpKind.ADD | OpKind.MUL | OpKind.DIV:
-            if b is None or len(a) != len(b):
-                return None
-            out = []
-            for x, y in zip(a, b, strict=True):
-                if x != y and x != 1 and y != 1:
-                    return None
-                out.append(x if x > y else y)
-            return tuple(out)
-        case (
-            OpKind.EXP
-            | OpKind.SQUARE
-            | OpKind.SQRT
-            | OpKind.MUL_SCALAR
-            | OpKind.SILU
-            | OpKind.GELU
-            | OpKind.GELU_ERF
-            | OpKind.RELU
-            | OpKind.CLAMP
-            | OpKind.RMS_NORM
-            | OpKind.LAYER_NORM
-        ):
-            return a if b is None else None
-        case (
-            OpKind.INPUT
-            | OpKind.OUTPUT
-            | OpKind.CUSTOMIZED
-            | OpKind.REDUCTION
-            | OpKind.CONCAT
-            | OpKind.ACCUM_NO_RED
-            | OpKind.ACCUM_SUM
-            | OpKind.ACCUM_MEAN
-            | OpKind.ACCUM_RMS
-            | OpKind.ACCUM_REDTOX
-        ):
-            raise ValueError(f"{kind}: its shape needs its attributes or the block graph (ir.shapes)")
-        case _ as unreachable:
-            assert_never(unreachable)
+            out.append(x if x > y else y)
+        return tuple(out)
+    if family is Family.UNARY or family is Family.NORM:
+        return a if b is None else None
+    raise ValueError(f"{kind}: its shape needs its attributes or the block graph (ir.shapes)")
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -140,6 +93,8 @@ def term_maker(kind: OpKind, eps: float = 0.0) -> Callable[..., E.Expr]:
     """`op_term` for one kind without attrs (but a norm's `eps`), as a function of the operands'
     TInfos, with the dispatch on the kind done once (block tables make a term per entry): the
     commonest kinds build their term directly, the rest through `expr.op_expr`."""
+    if kind not in PREDEFINED:
+        raise ValueError(f"{kind} has no operand term maker: the search builds its term apart")
     match kind:
         case OpKind.MATMUL:
             return lambda a, b: E.matmul(a.expr, b.expr, a.shape[-1])
@@ -164,17 +119,6 @@ def term_maker(kind: OpKind, eps: float = 0.0) -> Callable[..., E.Expr]:
             return lambda a: E.layer_norm(a.shape[-1], a.expr, eps)
         case OpKind.REDUCTION | OpKind.CONCAT:
             return lambda *args: _via_expr(kind, args)
-        case (
-            OpKind.INPUT
-            | OpKind.OUTPUT
-            | OpKind.CUSTOMIZED
-            | OpKind.ACCUM_NO_RED
-            | OpKind.ACCUM_SUM
-            | OpKind.ACCUM_MEAN
-            | OpKind.ACCUM_RMS
-            | OpKind.ACCUM_REDTOX
-        ):
-            raise ValueError(f"{kind} has no operand term maker: the search builds its term apart")
         case _ as unreachable:
             assert_never(unreachable)
 
