@@ -22,14 +22,12 @@ from typing import Any, cast
 from mugraph.dashboards import report_html
 from mugraph.dashboards.experts import expert_labels, expert_note
 from mugraph.dashboards.report_html import CHART_WIDTH as CHART_WIDTH
-from mugraph.dashboards.report_records import (
-    ChosenGraph,
-    FragmentSummary,
-    ReportData,
-    RunMeta,
-    TimelineSample,
-)
+from mugraph.dashboards.report_records import ChosenGraph as ChosenGraph
+from mugraph.dashboards.report_records import FragmentSummary as FragmentSummary
+from mugraph.dashboards.report_records import ReportData as ReportData
+from mugraph.dashboards.report_records import RunMeta as RunMeta
 from mugraph.dashboards.report_records import TaskCounts as TaskCounts
+from mugraph.dashboards.report_records import TimelineSample as TimelineSample
 from mugraph.dashboards.report_records import WorkerBusy as WorkerBusy
 from mugraph.dashboards.summary import best_so_far, headline, size_record
 from mugraph.ir.errors import MugraphError
