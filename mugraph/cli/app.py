@@ -41,6 +41,7 @@ from mugraph.stages.search.explore import Fragment, Searcher
 from mugraph.stages.search.serial import DEFAULT_BUDGET, SearchReport, run_search
 from mugraph.stages.verify.check import DEFAULT_SEEDS, check_equivalence
 from mugraph.stages.verify.field import FieldSpec
+from mugraph.storage.memo.layered import LayeredMemo
 from mugraph.storage.memo.session import verdict_memo
 from mugraph.storage.memo.url import check_memo_url
 
@@ -402,71 +403,102 @@ def search(
     config = preset_config(preset or prog.preset)
     if settings:
         config = config.with_overrides(dict(parse_override(s) for s in settings))
-    reference = prog.reference()
-    fragment = Fragment(reference, config, prog.name)
+    fragment = Fragment(prog.reference(), config, prog.name)
     experts = {label: build() for label, build in prog.experts.items()}
-    expert_digests = {label: canonical_digest(g) for label, g in experts.items()}
     xp = get_array_module(backend)  # the device is checked before the memo directory is made
-    progress = ProgressLine()
     with verdict_memo(memo_url, memo_dir, VERDICT_BYTES) as memo:
-        searcher = Searcher(fragment, memo, xp=xp)
-        try:
-            report = run_search(searcher, budget, limit, lambda r: progress.update(_progress_text(r)))
-        finally:
-            progress.close()
-        # Every expert, each found or with the reason the search misses it.
-        per_expert: dict[str, ExpertOutcome] = {
-            label: {"found": d in report.found, "reason": None} for label, d in expert_digests.items()
-        }
-        for label, outcome in per_expert.items():
-            if not outcome["found"]:
-                outcome["reason"] = explain_expert(searcher, label, experts[label]).line()
+        report, per_expert = _searched(fragment, experts, memo, xp, budget, limit)
         memo_counts = memo.counters.as_dict()
+    summary = _search_summary(prog.name, config.preset, config.digest, report, per_expert, memo.name, memo_counts)
+    if show:
+        for d in summary["digests"]:
+            click.echo(render(report.found[d].kernel_graph(), f"μGraph {d[:16]}  path {list(report.found[d].path)}"))
+    if as_json:
+        click.echo(json.dumps(summary))
+    else:
+        for line in _search_lines(summary, report):
+            click.echo(line)
+
+
+def _searched(
+    fragment: Fragment,
+    experts: dict[str, KernelGraph],
+    memo: LayeredMemo,
+    xp: Any,
+    budget: int,
+    limit: float | None,
+) -> tuple[SearchReport, dict[str, ExpertOutcome]]:
+    """The serial search, with a progress line, and every expert: found, or the reason the search
+    misses it."""
+    searcher = Searcher(fragment, memo, xp=xp)
+    progress = ProgressLine()
+    try:
+        report = run_search(searcher, budget, limit, lambda r: progress.update(_progress_text(r)))
+    finally:
+        progress.close()
+    per_expert: dict[str, ExpertOutcome] = {
+        label: {"found": canonical_digest(g) in report.found, "reason": None} for label, g in experts.items()
+    }
+    for label, outcome in per_expert.items():
+        if not outcome["found"]:
+            outcome["reason"] = explain_expert(searcher, label, experts[label]).line()
+    return report, per_expert
+
+
+def _search_summary(
+    program: str,
+    preset: str,
+    config_digest: str,
+    report: SearchReport,
+    per_expert: dict[str, ExpertOutcome],
+    memo: str,
+    memo_counts: dict[str, int | float],
+) -> SearchSummary:
+    """`search --json`'s record: the first expert is the one `expert_found` and `expert_reason` speak of."""
     first = per_expert[next(iter(per_expert))] if per_expert else None
-    why = first["reason"] if first is not None else None
     c = report.counters
     digests = sorted(report.found)
-    summary: SearchSummary = {
-        "program": prog.name,
-        "preset": config.preset,
-        "config_digest": config.digest,
+    return {
+        "program": program,
+        "preset": preset,
+        "config_digest": config_digest,
         "states": c.nodes,
         "mugraphs": len(digests),
         "digests": digests,
         "expert_found": first["found"] if first is not None else None,
-        "expert_reason": why,
+        "expert_reason": first["reason"] if first is not None else None,
         "experts": per_expert,
         "solver_calls": c.solver_calls,
         "seconds": round(report.seconds, 3),
         "complete": report.complete,
         "frontier": len(report.frontier),
         "tasks": report.tasks,
-        "memo": memo.name,
+        "memo": memo,
         "counters": c.as_dict(),
         "memo_counters": memo_counts,
         "paths": {d: list(report.found[d].path) for d in digests},
     }
-    if show:
-        for d in digests:
-            click.echo(render(report.found[d].kernel_graph(), f"μGraph {d[:16]}  path {list(report.found[d].path)}"))
-    if as_json:
-        click.echo(json.dumps(summary))
-    else:
-        state = "finished" if report.complete else f"stopped at the time limit, {len(report.frontier)} subtrees left"
-        expert = {True: ", expert found", False: f", expert NOT found: {why}", None: ""}[summary["expert_found"]]
-        others = [
-            f"{label} {'found' if o['found'] else 'NOT found: ' + str(o['reason'])}"
-            for label, o in list(per_expert.items())[1:]
-        ]
-        expert += f"; other experts: {'; '.join(others)}" if others else ""
-        click.echo(f"{prog.name}: {len(digests)} μGraphs{expert}; search {state}")
-        click.echo(f"  {_progress_text(report)}")
-        click.echo(
-            f"  oracle: {c.oracle_queries:,} queries, {c.prefiltered:,} answered by finite models, "
-            f"{c.memo_hits:,} memo hits, {c.solver_calls:,} solver calls in {c.solver_seconds:.1f} s, "
-            f"{c.undecided_kept + c.undecided_pruned:,} undecided; "
-            f"fingerprints: {c.fingerprints:,} in {c.fingerprint_seconds:.1f} s"
-        )
+
+
+def _search_lines(summary: SearchSummary, report: SearchReport) -> list[str]:
+    """`search`'s text: what was found and whether each expert is among it, then what it took."""
+    c = report.counters
+    why = summary["expert_reason"]
+    state = "finished" if report.complete else f"stopped at the time limit, {len(report.frontier)} subtrees left"
+    expert = {True: ", expert found", False: f", expert NOT found: {why}", None: ""}[summary["expert_found"]]
+    others = [
+        f"{label} {'found' if o['found'] else 'NOT found: ' + str(o['reason'])}"
+        for label, o in list(summary["experts"].items())[1:]
+    ]
+    expert += f"; other experts: {'; '.join(others)}" if others else ""
+    return [
+        f"{summary['program']}: {summary['mugraphs']} μGraphs{expert}; search {state}",
+        f"  {_progress_text(report)}",
+        f"  oracle: {c.oracle_queries:,} queries, {c.prefiltered:,} answered by finite models, "
+        f"{c.memo_hits:,} memo hits, {c.solver_calls:,} solver calls in {c.solver_seconds:.1f} s, "
+        f"{c.undecided_kept + c.undecided_pruned:,} undecided; "
+        f"fingerprints: {c.fingerprints:,} in {c.fingerprint_seconds:.1f} s",
+    ]
 
 
 cli.add_command(optimize)

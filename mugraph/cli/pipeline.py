@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import Any, TypedDict
 
 import click
 
 from mugraph.cli.options import backend_option
 from mugraph.dashboards.console import not_confident_line as not_confident_line
-from mugraph.dashboards.console import verdict_lines
 from mugraph.dashboards.experts import expert_labels, expert_note
 from mugraph.dashboards.find_times import find_line, run_seconds
 from mugraph.dashboards.report import write_report
@@ -20,9 +19,8 @@ from mugraph.ir.names import check_tensor_name, printable, shown
 from mugraph.ir.render import render
 from mugraph.ir.serialize import loads
 from mugraph.run.checks import WORKERS_PER_CORE_LIMIT, check_output_file, check_store_name
-from mugraph.run.execute import run_optimize
 from mugraph.run.options import OptimizeOptions
-from mugraph.run.outcome import Console
+from mugraph.run.printed import run_printed
 from mugraph.stages.layout.costs import Layouts
 from mugraph.stages.layout.describe import describe_layouts, seconds_text
 from mugraph.stages.layout.profiles import DEFAULT_PROFILE, PROFILES, get_profile
@@ -32,9 +30,6 @@ from mugraph.stages.search.config import PRESETS
 from mugraph.stages.search.serial import DEFAULT_BUDGET
 from mugraph.storage.run.paths import RunPaths
 from mugraph.storage.run.store import RunStore
-
-if TYPE_CHECKING:
-    from mugraph.pipeline.events import Event
 
 SHOW_ROWS = 10  # ranking rows `show` prints without --all (the reference's row is always added)
 
@@ -189,22 +184,7 @@ def optimize(program: str, as_json: bool, layouts: tuple[str, ...], **flags: Any
         raise click.UsageError("--workers starts a local cluster; with --scheduler the cluster's own workers run")
     # every other flag is the OptimizeOptions field of its name
     options = OptimizeOptions(layouts=dict(_parse_layout(s) for s in layouts), **flags)
-    console = Console(verbose=True)
-
-    def emit(e: Event) -> None:
-        if as_json and e["event"] not in ("done", "history"):
-            click.echo(json.dumps(e))
-        console.event(e)
-
-    try:
-        done = run_optimize(program, options, emit)
-    finally:
-        console.close()
-    if as_json:
-        click.echo(json.dumps(done))
-        return
-    for line in verdict_lines(done, done["gpu_profile"]):
-        click.echo(line)
+    run_printed(program, options, as_json=as_json, echo=click.echo)
 
 
 def _open(store: Path) -> RunStore:

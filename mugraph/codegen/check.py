@@ -61,11 +61,11 @@ class CheckReport:
     tolerance: float
 
 
-def require_triton() -> None:
-    """One clear error where Triton is missing (it is an optional extra). Found, not imported: Triton
-    reads TRITON_INTERPRET when it is first imported."""
+def require_triton(hint: str = KERNELS_EXTRA_HINT) -> None:
+    """One clear error where Triton is missing (it is an optional extra), ending in `hint` (what needs
+    it, how to install it). Found, not imported: Triton reads TRITON_INTERPRET when it is first imported."""
     if importlib.util.find_spec("triton") is None:
-        raise CodegenError(f"Triton is not installed; {KERNELS_EXTRA_HINT}")
+        raise CodegenError(f"Triton is not installed; {hint}")
 
 
 _loaded = itertools.count()

@@ -285,8 +285,6 @@ def emit_kernel(
     in_strides: list[Shape | None] = [*strides[:n_inputs]] or [None] * n_inputs
     out_strides: list[Shape | None] = [*strides[n_inputs:]] or [None] * len(bg.output_shapes)
     body = _Body(bg, name, tf32)
-    n_in = sum(1 for op in bg.ops if op.kind is OpKind.INPUT)
-    n_out = len(bg.output_shapes)
     head = [
         f"# grid {list(bg.grid)} (tl.program_id per axis), for-loop range {bg.forloop}",
         *[f"# {inert(c)}" for c in comment],
@@ -299,43 +297,10 @@ def emit_kernel(
     for op in bg.ops:
         match op.kind:
             case OpKind.INPUT:
-                out, src = op.outputs[0], bg.sources[k_in]
-                imap, fmap = op.dims_attr("imap"), op.int_attr("fmap")
-                tile = bg.tensors[out].shape
-                acc = input_access(src.shape, tile, bg.grid, imap, fmap, bg.forloop, in_strides[k_in])
-                head.append(
-                    f"# s{out} <- {inert(sources[k_in])} {fmt(src.shape)}: imap {list(imap)}, fmap {fmap} -> tile "
-                    f"{fmt(tile)} (padded {fmt(padded_shape(tile))})"
-                    + (" per iteration" if fmap >= 0 else ", loaded once" if out in live else "")
-                    + ("" if out in live else ", read by no op: not loaded")
-                )
-                if out not in live:
-                    k_in += 1
-                    continue
-                start = "" if acc.base == "0" else f" + {acc.base}"
-                body.setup.append(f"s{out}_ptrs = in{k_in}_ptr{start} + {acc.offsets}")
-                m = body.mask_of(tile)
-                opts = f", mask={m}, other=0.0" if m is not None else ""
-                body.loaded.add(out)
-                where = body.before if fmap < 0 else body.loop
-                step = "" if fmap < 0 else f" + i * {acc.step}"
-                where.append(f"s{out}h = tl.load(s{out}_ptrs{step}{opts})")
-                if any(out in o.inputs and o.kind is not OpKind.MATMUL for o in bg.ops):
-                    where.append(f"s{out} = s{out}h.to(tl.float32)")  # fp16 straight into tl.dot, float32 elsewhere
-                if fmap < 0:
-                    body.invariant.add(out)
+                head.append(_load_input(body, op, k_in, sources[k_in], in_strides[k_in], live))
                 k_in += 1
             case OpKind.OUTPUT:
-                x = op.inputs[0]
-                omap = op.dims_attr("omap")
-                dshape = bg.output_shapes[k_out]
-                acc = output_access(dshape, bg.tensors[x].shape, omap, out_strides[k_out])
-                head.append(f"# out{k_out} {fmt(dshape)} <- s{x} {fmt(bg.tensors[x].shape)}: omap {list(omap)}")
-                m = body.mask_of(bg.tensors[x].shape)
-                opts = f", mask={m}" if m is not None else ""
-                start = "" if acc.base == "0" else f" + {acc.base}"
-                elem = TL_TYPES[bg.tensors[x].dtype]
-                body.after.append(f"tl.store(out{k_out}_ptr{start} + {acc.offsets}, s{x}.to({elem}){opts})")
+                head.append(_store_output(body, op, k_out, out_strides[k_out]))
                 k_out += 1
             case _ if op.outputs[0] not in live:
                 head.append(f"# s{op.outputs[0]} = {op.kind}: reaches no output, not computed")
@@ -345,13 +310,67 @@ def emit_kernel(
                 if not bg.tensors[op.outputs[0]].after_accum and all(i in body.invariant for i in op.inputs):
                     body.invariant.add(op.outputs[0])
                 body.compute(op)
-    params = [f"in{k}_ptr" for k in range(n_in)] + [f"out{k}_ptr" for k in range(n_out)]
+    return KernelSource(name, bg.grid, _kernel_lines(body, head), body.scratch)
+
+
+def _load_input(body: _Body, op: Op, k: int, source: str, strides: Shape | None, live: set[int]) -> str:
+    """The loads of input `k` (once before the loop where its fmap is -1, else each iteration; none where
+    no op reads it); its header comment line."""
+    bg = body.bg
+    out, src = op.outputs[0], bg.sources[k]
+    imap, fmap = op.dims_attr("imap"), op.int_attr("fmap")
+    tile = bg.tensors[out].shape
+    acc = input_access(src.shape, tile, bg.grid, imap, fmap, bg.forloop, strides)
+    comment = (
+        f"# s{out} <- {inert(source)} {fmt(src.shape)}: imap {list(imap)}, fmap {fmap} -> tile "
+        f"{fmt(tile)} (padded {fmt(padded_shape(tile))})"
+        + (" per iteration" if fmap >= 0 else ", loaded once" if out in live else "")
+        + ("" if out in live else ", read by no op: not loaded")
+    )
+    if out not in live:
+        return comment
+    start = "" if acc.base == "0" else f" + {acc.base}"
+    body.setup.append(f"s{out}_ptrs = in{k}_ptr{start} + {acc.offsets}")
+    m = body.mask_of(tile)
+    opts = f", mask={m}, other=0.0" if m is not None else ""
+    body.loaded.add(out)
+    where = body.before if fmap < 0 else body.loop
+    step = "" if fmap < 0 else f" + i * {acc.step}"
+    where.append(f"s{out}h = tl.load(s{out}_ptrs{step}{opts})")
+    if any(out in o.inputs and o.kind is not OpKind.MATMUL for o in bg.ops):
+        where.append(f"s{out} = s{out}h.to(tl.float32)")  # fp16 straight into tl.dot, float32 elsewhere
+    if fmap < 0:
+        body.invariant.add(out)
+    return comment
+
+
+def _store_output(body: _Body, op: Op, k: int, strides: Shape | None) -> str:
+    """The store of output `k` after the loop, where its omap puts the block's tile; its header comment line."""
+    bg = body.bg
+    x = op.inputs[0]
+    omap = op.dims_attr("omap")
+    dshape = bg.output_shapes[k]
+    acc = output_access(dshape, bg.tensors[x].shape, omap, strides)
+    m = body.mask_of(bg.tensors[x].shape)
+    opts = f", mask={m}" if m is not None else ""
+    start = "" if acc.base == "0" else f" + {acc.base}"
+    elem = TL_TYPES[bg.tensors[x].dtype]
+    body.after.append(f"tl.store(out{k}_ptr{start} + {acc.offsets}, s{x}.to({elem}){opts})")
+    return f"# out{k} {fmt(dshape)} <- s{x} {fmt(bg.tensors[x].shape)}: omap {list(omap)}"
+
+
+def _kernel_lines(body: _Body, head: list[str]) -> list[str]:
+    """The kernel's text: signature and header comments, the set-up and the loads before the loop, the
+    for-loop, then what runs after it."""
+    bg = body.bg
+    n_in = sum(1 for op in bg.ops if op.kind is OpKind.INPUT)
+    params = [f"in{k}_ptr" for k in range(n_in)] + [f"out{k}_ptr" for k in range(len(bg.output_shapes))]
     params += [f"scr{k}_ptr" for k in range(len(body.scratch))]
-    lines = ["@triton.jit", f"def {name}({', '.join(params)}):", *[f"    {h}" for h in head]]
+    lines = ["@triton.jit", f"def {body.name}({', '.join(params)}):", *[f"    {h}" for h in head]]
     lines += [f"    {s}" for s in body.setup + body.before]
     var = "i" if any("i * " in s for s in body.loop) else "_"
     lines.append(f"    for {var} in range({bg.forloop}):  # the for-loop")
     lines += [f"        {s}" for s in body.loop] or ["        pass"]
     lines.append("    # after the for-loop: accumulated results, the ops after accumulation, the stores")
     lines += [f"    {s}" for s in body.after]
-    return KernelSource(name, bg.grid, lines, body.scratch)
+    return lines

@@ -41,6 +41,71 @@ def _palette(i: int) -> str:
     return str(Category10_10[i % len(Category10_10)])
 
 
+# Each time plot: (source name, title, [(column, label, color, dash)], per-fragment column suffix or
+# None, y axis label)
+LineSpec = tuple[str, str, str, str]
+TIME_PLOTS: list[tuple[str, str, list[LineSpec], str | None, str]] = [
+    (
+        "mugraph-states",
+        "States explored (the estimated size: click its legend entry)",
+        [
+            ("states", "all fragments", ALL_COLOR, "solid"),
+            ("estimated_states", "estimated size", "#888888", "dashed"),
+        ],
+        "states",
+        "states",
+    ),
+    (
+        "mugraph-rates",
+        f"States/s (over {RATE_WINDOW:.0f} s)",
+        [
+            ("rate", "all fragments", ALL_COLOR, "solid"),
+            ("states_per_s", "invocation average", "#888888", "dashed"),
+        ],
+        "rate",
+        "states/s",
+    ),
+    (
+        "mugraph-tasks",
+        "Search tasks (pending = the frontier)",
+        [
+            ("tasks_done", "done", _palette(2), "solid"),
+            ("tasks_running", "running", _palette(1), "solid"),
+            ("tasks_pending", "pending", _palette(0), "solid"),
+        ],
+        None,
+        "tasks",
+    ),
+    (
+        "mugraph-memo",
+        "Memo hit rate (share of oracle queries the memo answered)",
+        [
+            ("memo_local", "in-process LRU", _palette(0), "solid"),
+            ("memo_remote", "shared memo (Redis)", _palette(3), "solid"),
+        ],
+        None,
+        "hits / lookups",
+    ),
+    (
+        "mugraph-best",
+        "Best estimated speedup over the reference so far, per fragment",
+        [("speedup_one", "the reference", "#888888", "dashed")],
+        "best",
+        "speedup (x)",
+    ),
+    (
+        "mugraph-results",
+        "Solver calls and fingerprints",
+        [
+            ("solver_calls", "solver calls", _palette(3), "solid"),
+            ("fingerprints", "fingerprints", _palette(0), "solid"),
+        ],
+        None,
+        "count",
+    ),
+]
+
+
 class LivePage:
     """The page's models; `update` brings them up to date with the state."""
 
@@ -53,94 +118,50 @@ class LivePage:
         self._renderers: dict[str, GlyphRenderer[Line]] = {}  # the run-wide lines, by their column
         self.header = Div(name="mugraph-header", text="", sizing_mode="stretch_width")
         x_range = DataRange1d(only_visible=True)  # time plots pan and zoom together
-        # (source, figure, title, [(key, label, color, dash)], per-fragment key suffix or None)
-        self.series: dict[str, tuple[ColumnDataSource, Any, list[tuple[str, str, str, str]], str | None]] = {}
-        specs: list[tuple[str, str, list[tuple[str, str, str, str]], str | None, str]] = [
-            (
-                "mugraph-states",
-                "States explored (the estimated size: click its legend entry)",
-                [
-                    ("states", "all fragments", ALL_COLOR, "solid"),
-                    ("estimated_states", "estimated size", "#888888", "dashed"),
-                ],
-                "states",
-                "states",
-            ),
-            (
-                "mugraph-rates",
-                f"States/s (over {RATE_WINDOW:.0f} s)",
-                [
-                    ("rate", "all fragments", ALL_COLOR, "solid"),
-                    ("states_per_s", "invocation average", "#888888", "dashed"),
-                ],
-                "rate",
-                "states/s",
-            ),
-            (
-                "mugraph-tasks",
-                "Search tasks (pending = the frontier)",
-                [
-                    ("tasks_done", "done", _palette(2), "solid"),
-                    ("tasks_running", "running", _palette(1), "solid"),
-                    ("tasks_pending", "pending", _palette(0), "solid"),
-                ],
-                None,
-                "tasks",
-            ),
-            (
-                "mugraph-memo",
-                "Memo hit rate (share of oracle queries the memo answered)",
-                [
-                    ("memo_local", "in-process LRU", _palette(0), "solid"),
-                    ("memo_remote", "shared memo (Redis)", _palette(3), "solid"),
-                ],
-                None,
-                "hits / lookups",
-            ),
-            (
-                "mugraph-best",
-                "Best estimated speedup over the reference so far, per fragment",
-                [("speedup_one", "the reference", "#888888", "dashed")],
-                "best",
-                "speedup (x)",
-            ),
-            (
-                "mugraph-results",
-                "Solver calls and fingerprints",
-                [
-                    ("solver_calls", "solver calls", _palette(3), "solid"),
-                    ("fingerprints", "fingerprints", _palette(0), "solid"),
-                ],
-                None,
-                "count",
-            ),
-        ]
-        figures: list[Any] = []
-        for name, title, lines, per_fragment, y_label in specs:
-            keys = [k for k, *_ in lines]
-            source = ColumnDataSource(name=name, data={k: [] for k in ("t", *keys)})
-            fig = self._time_figure(title, x_range, y_label)
-            if name == "mugraph-memo":
-                fig.y_range = Range1d(start=0, end=1.02)
-            for key, label, color, dash in lines:
-                self._renderers[key] = fig.line(
-                    x="t", y=key, source=source, legend_label=label, color=color, line_dash=dash, line_width=2
-                )
-            self._legend(fig)
-            self.series[name] = (source, fig, lines, per_fragment)
-            figures.append(fig)
+        # source name -> (source, figure, its run-wide lines, per-fragment key suffix or None)
+        self.series: dict[str, tuple[ColumnDataSource, Any, list[LineSpec], str | None]] = {}
+        figures = [self._time_plot(x_range, *plot) for plot in TIME_PLOTS]
         # The estimate dwarfs the explored states for most of a run: shown on request, so the axis fits
         # what was explored. The in-process LRU's line shows once it has a hit (it seldom does).
         self._renderers["estimated_states"].visible = False
         self._renderers["memo_local"].visible = False
-        # μGraphs found and confirmed: from the results source, in a figure of their own
+        figures.append(self._found_plot(x_range))
+        figures += self._bar_plots()
+        table = self._events_table()
+        grid = gridplot(figures, ncols=2, sizing_mode="stretch_width", toolbar_location="right", merge_tools=False)
+        self.root = column(self.header, grid, table, sizing_mode="stretch_width", name="mugraph-page")
+        self.update()
+
+    def _time_plot(
+        self, x_range: DataRange1d, name: str, title: str, lines: list[LineSpec], per_fragment: str | None, y_label: str
+    ) -> Any:
+        """One plot over time with its source and its run-wide lines (per-fragment ones come with the
+        fragments, in `_fragment_lines`)."""
+        keys = [k for k, *_ in lines]
+        source = ColumnDataSource(name=name, data={k: [] for k in ("t", *keys)})
+        fig = self._time_figure(title, x_range, y_label)
+        if name == "mugraph-memo":
+            fig.y_range = Range1d(start=0, end=1.02)
+        for key, label, color, dash in lines:
+            self._renderers[key] = fig.line(
+                x="t", y=key, source=source, legend_label=label, color=color, line_dash=dash, line_width=2
+            )
+        self._legend(fig)
+        self.series[name] = (source, fig, lines, per_fragment)
+        return fig
+
+    def _found_plot(self, x_range: DataRange1d) -> Any:
+        """μGraphs found and confirmed: from the results source, in a figure of their own."""
         results = self.series["mugraph-results"][0]
         found = self._time_figure("μGraphs", x_range, "μGraphs")
         for key, label, color in (("mugraphs", "found", _palette(1)), ("confirmed", "confirmed", _palette(2))):
             found.line(x="t", y=key, source=results, legend_label=label, color=color, line_width=2)
         self._legend(found)
-        figures.append(found)
+        return found
 
+    def _bar_plots(self) -> list[Any]:
+        """Search tasks per fragment and busy seconds per worker: bars whose categories (the
+        fragments, the workers) `_update` sets as they come."""
         self.fragments = ColumnDataSource(
             name="mugraph-fragments", data={"fragment": [], "done": [], "running": [], "pending": []}
         )
@@ -176,10 +197,14 @@ class LivePage:
         busy.hbar(y="label", right="busy", height=0.7, source=self.workers, color=_palette(0))
         self._legend(tasks)
         tasks.add_layout(tasks.legend[0], "right")
+        return [tasks, busy]
+
+    def _events_table(self) -> DataTable:
+        """The latest μGraph events (found, confirmed, laid out), newest first."""
         self.events = ColumnDataSource(
             name="mugraph-events", data={"time": [], "event": [], "fragment": [], "digest": []}
         )
-        table = DataTable(
+        return DataTable(
             source=self.events,
             height=HEIGHT,
             sizing_mode="stretch_width",
@@ -192,10 +217,6 @@ class LivePage:
                 TableColumn(field="digest", title="digest"),
             ],
         )
-        figures += [tasks, busy]
-        grid = gridplot(figures, ncols=2, sizing_mode="stretch_width", toolbar_location="right", merge_tools=False)
-        self.root = column(self.header, grid, table, sizing_mode="stretch_width", name="mugraph-page")
-        self.update()
 
     @staticmethod
     def _time_figure(title: str, x_range: DataRange1d, y_label: str) -> Any:

@@ -10,6 +10,7 @@ written: a stitched program that differs from the reference is a bug, never a re
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -21,6 +22,7 @@ from mugraph.pipeline.commit import Results
 from mugraph.pipeline.dispatch import Dispatch
 from mugraph.pipeline.events import DoneEvent
 from mugraph.pipeline.measuring import measure_fragment
+from mugraph.pipeline.plan import RunPlan
 from mugraph.pipeline.worker import peak_rss_mib
 from mugraph.stages.combine import stitch
 from mugraph.stages.layout.choose import LayoutResult, choose_layouts
@@ -59,58 +61,88 @@ def _reference_layout(results: Results, fragment: int) -> LayoutResult:
         ) from None
 
 
-def finish(
-    results: Results, dispatch: Dispatch, *, complete: bool, measure: int, deadline: float | None, t0: float
-) -> DoneEvent:
-    """Rank, stitch, check and record the run's result; the `done` event. `measure` times that many
-    of each fragment's best on a GPU worker (a complete run only), and stops at `deadline`."""
-    plan, store, profile = results.plan, results.store, results.profile
-    chosen: dict[str, KernelGraph] = {}
-    best_per_fragment: dict[str, str] = {}
-    mugraphs: list[str] = []
-    rankings: dict[str, list[RankedRow]] = {}
-    references: dict[str, RankedRow] = {}
-    unlaid: dict[str, list[str]] = {}
-    for i, fp in enumerate(plan.fragments):
-        ok = {
-            d: loads(results.found[i][d].graph)
-            for d, r in sorted(results.confirmed[i].items())
-            if r["equivalent"] and d in results.found[i]
-        }
-        mugraphs.extend(ok)
-        ref_digest = canonical_digest(fp.spec.graph)
-        laid = {d: (g, _layout_of(results, dispatch, i, d, g)) for d, g in ok.items()}
-        candidates = {d: (g, lay) for d, (g, lay) in laid.items() if lay is not None}
-        unlaid[fp.spec.name] = sorted(d for d, (_, lay) in laid.items() if lay is None)
-        ref_layout = _reference_layout(results, i)
-        rows, ref_row = rank(candidates, (fp.spec.graph, ref_layout), profile)
-        ref_row["digest"] = ref_digest
-        ordered = ranked_rows(combined(rows, ref_row))
-        if complete and measure:
-            graphs = {**ok, ref_digest: fp.spec.graph}
-            inner = {d: list(lay.layouts.kernel) for d, (_, lay) in candidates.items()}
-            inner[ref_digest] = list(ref_layout.layouts.kernel)
-            ordered = measure_fragment(
-                dispatch.client,
-                store,
-                i,
-                fp,
-                ordered,
-                graphs,
-                inner,
-                measure,
-                results.measured[i],
-                deadline,
-                results.on_event,
-            )
-        else:
-            ordered = ranked_rows(measured_first(ordered, results.measured[i]))
-        store.put_ranking(i, ordered)
-        rankings[fp.spec.name] = [r for r in ordered if not r["reference"]]
-        references[fp.spec.name] = next(r for r in ordered if r["reference"])
-        best_per_fragment[fp.spec.name] = ordered[0]["digest"]
-        if not ordered[0]["reference"]:
-            chosen[fp.spec.name] = ok[ordered[0]["digest"]]
+@dataclass
+class _Fragment:
+    """One fragment's end: its μGraphs confirmed equal to the reference (by digest), its ranking with
+    the reference's row in it, and the confirmed μGraphs no layout fits."""
+
+    name: str
+    confirmed: dict[str, KernelGraph]
+    ordered: list[RankedRow]
+    unlaid: list[str]
+
+    @property
+    def best(self) -> RankedRow:
+        return self.ordered[0]
+
+    @property
+    def ranking(self) -> list[RankedRow]:
+        """The candidates' rows, the reference's left out."""
+        return [r for r in self.ordered if not r["reference"]]
+
+    @property
+    def reference(self) -> RankedRow:
+        return next(r for r in self.ordered if r["reference"])
+
+
+def _confirmed(results: Results, fragment: int) -> dict[str, KernelGraph]:
+    """The fragment's found μGraphs that confirmation found equal to its reference, by digest."""
+    return {
+        d: loads(results.found[fragment][d].graph)
+        for d, r in sorted(results.confirmed[fragment].items())
+        if r["equivalent"] and d in results.found[fragment]
+    }
+
+
+def _ranked(
+    results: Results,
+    dispatch: Dispatch,
+    fragment: int,
+    confirmed: dict[str, KernelGraph],
+    *,
+    measured: bool,
+    measure: int,
+    deadline: float | None,
+) -> _Fragment:
+    """Lay out the fragment's confirmed μGraphs (those no layout fits are left out), rank them with the
+    reference by the profile's estimate, and, where `measured`, time the best `measure` on a GPU worker;
+    else rows measured by an earlier invocation still go first. The ranking is stored."""
+    fp = results.plan.fragments[fragment]
+    ref_digest = canonical_digest(fp.spec.graph)
+    laid = {d: (g, _layout_of(results, dispatch, fragment, d, g)) for d, g in confirmed.items()}
+    candidates = {d: (g, lay) for d, (g, lay) in laid.items() if lay is not None}
+    unlaid = sorted(d for d, (_, lay) in laid.items() if lay is None)
+    ref_layout = _reference_layout(results, fragment)
+    rows, ref_row = rank(candidates, (fp.spec.graph, ref_layout), results.profile)
+    ref_row["digest"] = ref_digest
+    ordered = ranked_rows(combined(rows, ref_row))
+    if measured:
+        graphs = {**confirmed, ref_digest: fp.spec.graph}
+        inner = {d: list(lay.layouts.kernel) for d, (_, lay) in candidates.items()}
+        inner[ref_digest] = list(ref_layout.layouts.kernel)
+        ordered = measure_fragment(
+            dispatch.client,
+            results.store,
+            fragment,
+            fp,
+            ordered,
+            graphs,
+            inner,
+            measure,
+            results.measured[fragment],
+            deadline,
+            results.on_event,
+        )
+    else:
+        ordered = ranked_rows(measured_first(ordered, results.measured[fragment]))
+    results.store.put_ranking(fragment, ordered)
+    return _Fragment(fp.spec.name, confirmed, ordered, unlaid)
+
+
+def _stitched(plan: RunPlan, fragments: list[_Fragment]) -> tuple[KernelGraph, float]:
+    """Each fragment's best μGraph (or its reference) stitched into one program, and that program's
+    largest relative error against the reference in float64: over the tolerance is a bug."""
+    chosen = {f.name: f.confirmed[f.best["digest"]] for f in fragments if not f.best["reference"]}
     stitched = stitch(plan.split, chosen)
     n_out = len(plan.reference.output_tensors)
     err = float_max_rel_err(plan.reference, stitched, list(range(n_out)), np)
@@ -119,33 +151,46 @@ def finish(
             f"the stitched program differs from {plan.program.name} in float64 "
             f"(relative error {err:.3g}); this is a bug, please report it"
         )
-    best = best_per_fragment[plan.fragments[0].spec.name] if len(plan.fragments) == 1 else canonical_digest(stitched)
-    summary = store.task_summary()
-    final: FinalRecord = {
+    return stitched, err
+
+
+def _final_record(
+    results: Results, fragments: list[_Fragment], stitched: KernelGraph, err: float, complete: bool
+) -> FinalRecord:
+    """The run's result as the store keeps it: one fragment's best digest names the run's best, several
+    name it by the stitched program's digest."""
+    best_per_fragment = {f.name: f.best["digest"] for f in fragments}
+    best = fragments[0].best["digest"] if len(fragments) == 1 else canonical_digest(stitched)
+    return {
         "complete": complete,
         "best": best,
         "best_per_fragment": best_per_fragment,
         "program_graph": dumps(stitched),
         "end_to_end_max_rel_err": err,
-        "mugraphs": sorted(mugraphs),
-        "gpu_profile": profile.name,
-        "measured": {fp.spec.name: len(m) for fp, m in zip(plan.fragments, results.measured, strict=True) if m},
+        "mugraphs": sorted(d for f in fragments for d in f.confirmed),
+        "gpu_profile": results.profile.name,
+        "measured": {fp.spec.name: len(m) for fp, m in zip(results.plan.fragments, results.measured, strict=True) if m},
     }
-    store.put_final(final)
-    totals = results.totals
-    c = totals.counters
-    busy = totals.busy
-    done: DoneEvent = {
+
+
+def _done_event(results: Results, fragments: list[_Fragment], final: FinalRecord, t0: float) -> DoneEvent:
+    """The `done` event: the final record with each fragment's ranking, and what this invocation did."""
+    plan, store, totals = results.plan, results.store, results.totals
+    summary = store.task_summary()
+    rankings = {f.name: f.ranking for f in fragments}
+    references = {f.name: f.reference for f in fragments}
+    best_per_fragment = final["best_per_fragment"]
+    return {
         "event": "done",
         "store": str(store.path),
         "program": plan.program.name,
-        "complete": complete,
-        "mugraphs": sorted(mugraphs),
-        "best": best,
+        "complete": final["complete"],
+        "mugraphs": list(final["mugraphs"]),
+        "best": final["best"],
         "best_per_fragment": best_per_fragment,
         "ranking": rankings,
         "reference": references,
-        "gpu_profile": profile.name,
+        "gpu_profile": final["gpu_profile"],
         "measured": final["measured"],
         # fragments where a candidate is estimated faster, but not by more than the model's error
         "not_confident": sorted(
@@ -156,20 +201,42 @@ def finish(
             and r[0]["estimated_seconds"] < references[n]["estimated_seconds"]
         ),
         "io_layouts": {fp.spec.name: io for fp, io in zip(plan.fragments, results.io, strict=True) if io},
-        "no_layout": {name: ds for name, ds in unlaid.items() if ds},
-        "end_to_end_max_rel_err": err,
+        "no_layout": {f.name: f.unlaid for f in fragments if f.unlaid},
+        "end_to_end_max_rel_err": final["end_to_end_max_rel_err"],
         "tasks_run": totals.tasks_run,
         "confirms_run": totals.confirms_run,
         "layouts_run": totals.layouts_run,
         "tasks_done": summary["done"],
         "tasks_pending": summary["pending"],
-        "states": c.nodes,
-        "solver_calls": c.solver_calls,
+        "states": totals.counters.nodes,
+        "solver_calls": totals.counters.solver_calls,
         "memo": dict(totals.memo),
-        "worker_busy_seconds": {w: round(s, 3) for w, s in sorted(busy.items())},
+        "worker_busy_seconds": {w: round(s, 3) for w, s in sorted(totals.busy.items())},
         "worker_peak_rss_mib": {w: round(m, 1) for w, m in sorted(totals.peak_rss_mib.items())},
         "driver_peak_rss_mib": round(peak_rss_mib(), 1),
         "store_bytes": store.size_bytes(),
         "seconds": round(time.perf_counter() - t0, 3),
     }
-    return done
+
+
+def finish(
+    results: Results, dispatch: Dispatch, *, complete: bool, measure: int, deadline: float | None, t0: float
+) -> DoneEvent:
+    """Rank, stitch, check and record the run's result; the `done` event. `measure` times that many
+    of each fragment's best on a GPU worker (a complete run only), and stops at `deadline`."""
+    fragments = [
+        _ranked(
+            results,
+            dispatch,
+            i,
+            _confirmed(results, i),
+            measured=bool(complete and measure),
+            measure=measure,
+            deadline=deadline,
+        )
+        for i in range(len(results.plan.fragments))
+    ]
+    stitched, err = _stitched(results.plan, fragments)
+    final = _final_record(results, fragments, stitched, err, complete)
+    results.store.put_final(final)
+    return _done_event(results, fragments, final, t0)

@@ -6,7 +6,6 @@ cluster left behind."""
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,11 +52,10 @@ class Prepared:
 def require_triton_for_torch() -> None:
     """A PyTorch model's run ends in a module of Triton kernels: without Triton, say so before the search
     (found, not imported: Triton reads TRITON_INTERPRET when first imported)."""
-    if importlib.util.find_spec("triton") is None:
-        raise CodegenError(
-            "Triton is not installed, and the module made from a PyTorch model runs its kernels with it; "
-            "install it before searching: pip install -e '.[torch]' (torch and Triton), or pip install 'triton>=3.9'"
-        )
+    require_triton(
+        "the module made from a PyTorch model runs its kernels with it; install it before searching: "
+        "pip install -e '.[torch]' (torch and Triton), or pip install 'triton>=3.9'"
+    )
     import mugraph.torch
 
     if mugraph.torch.TRITON_IMPORTED_TOO_EARLY:
