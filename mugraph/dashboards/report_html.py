@@ -178,8 +178,7 @@ TIMELINE_CHARTS = (
     ("chart-found", "μGraphs found and confirmed", "μGraphs"),
     (
         "chart-best",
-        "Best speedup over the reference so far, per fragment (final ranking's estimates, at each "
-        "μGraph's find time)",
+        "Best speedup over the reference so far, per fragment (final ranking's estimates, at each μGraph's find time)",
         "speedup (x)",
     ),
     ("chart-size", "Size of the space: estimated (Knuth probes) and explored", "states"),
