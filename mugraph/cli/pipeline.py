@@ -28,8 +28,9 @@ from mugraph.stages.layout.rank import MODEL_ERROR, rerank
 from mugraph.stages.layout.rows import RankedRow, ranked_rows
 from mugraph.stages.search.config import PRESETS
 from mugraph.stages.search.serial import DEFAULT_BUDGET
+from mugraph.storage.run.backends import open_existing
 from mugraph.storage.run.paths import RunPaths
-from mugraph.storage.run.store import RunStore
+from mugraph.storage.run.protocol import RunStoreReader
 
 SHOW_ROWS = 10  # ranking rows `show` prints without --all (the reference's row is always added)
 
@@ -187,8 +188,8 @@ def optimize(program: str, as_json: bool, layouts: tuple[str, ...], **flags: Any
     run_printed(program, options, as_json=as_json, echo=click.echo)
 
 
-def _open(store: Path) -> RunStore:
-    return RunStore.open_existing(store, readonly=True)
+def _open(store: Path) -> RunStoreReader:
+    return open_existing(store, readonly=True)
 
 
 @click.command()

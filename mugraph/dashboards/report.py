@@ -33,10 +33,10 @@ from mugraph.dashboards.summary import best_so_far, headline, size_record
 from mugraph.ir.errors import MugraphError
 from mugraph.stages.layout.rows import RankedRow, ranked_rows
 from mugraph.storage.memo.url import redact_url
+from mugraph.storage.run.backends import open_existing
 from mugraph.storage.run.paths import RunPaths
 from mugraph.storage.run.protocol import RunStoreReader
 from mugraph.storage.run.run_records import ProgressSample
-from mugraph.storage.run.store import RunStore
 
 SECTIONS = ("answer", "configuration", "fragments", "timeline", "workers", "ranking", "mugraphs", "counters")
 RANKING_ROWS = 25
@@ -207,7 +207,7 @@ def write_report(store_path: Path, out: Path | None = None) -> Path:
     """Read the store (read-only, beside a running writer if need be) and write its report."""
     if not store_path.exists():
         raise MugraphError(f"{store_path}: no such run store")
-    with RunStore.open_existing(store_path, readonly=True) as st:
+    with open_existing(store_path, readonly=True) as st:
         data = report_data(st)
     target = out or report_path(store_path)
     _write_new(target, render_report(data).encode("utf-8"))

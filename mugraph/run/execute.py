@@ -18,8 +18,8 @@ from mugraph.run.options import OptimizeOptions
 from mugraph.run.prepare import Prepared, preflight, prepare
 from mugraph.run.setup import children_ignore_sigint, main_not_rerun, staged_exported, versions, workers_memo_url
 from mugraph.storage.memo.url import redact_url
+from mugraph.storage.run.backends import open_store
 from mugraph.storage.run.protocol import RunStoreWriter
-from mugraph.storage.run.store import RunStore
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -54,7 +54,7 @@ def run_prepared(run: Prepared, on_event: EventSink | None = None) -> DoneEvent:
     return _written_beside(run, done)
 
 
-def _open_store(stack: contextlib.ExitStack, run: Prepared) -> RunStore:
+def _open_store(stack: contextlib.ExitStack, run: Prepared) -> RunStoreWriter:
     """The run's store, opened (made, resumed or, with `fresh`, made again). What the store alone does not
     hold (a PyTorch model's exported program) is written before a new store is made, so that the store
     records its digest (which `load` checks)."""
@@ -68,7 +68,7 @@ def _open_store(stack: contextlib.ExitStack, run: Prepared) -> RunStore:
     if staged is not None:
         meta[staged.key] = staged.record()
     st = stack.enter_context(
-        RunStore.open(run.store, run.plan.identity, meta=meta, counter_names=COUNTER_NAMES, fresh=o.fresh)
+        open_store(run.store, run.plan.identity, meta=meta, counter_names=COUNTER_NAMES, fresh=o.fresh)
     )
     if staged is not None:
         staged.place(st.meta)

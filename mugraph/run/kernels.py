@@ -20,9 +20,9 @@ from mugraph.stages.layout.choose import LayoutResult, choose_layouts
 from mugraph.stages.layout.costs import Layouts
 from mugraph.stages.layout.describe import describe_layouts
 from mugraph.stages.layout.facts import LayoutError
+from mugraph.storage.run.backends import open_existing
 from mugraph.storage.run.paths import RunPaths
 from mugraph.storage.run.protocol import RunStoreReader
-from mugraph.storage.run.store import RunStore
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ def _match(digests: list[str], prefix: str, where: str) -> str:
 
 def select_from_store(store: Path, digest: str | None) -> Selection:
     """The stitched program of the store's best μGraphs, or the confirmed μGraph named by `digest`."""
-    with RunStore.open_existing(store, readonly=True) as st:
+    with open_existing(store, readonly=True) as st:
         final = st.final()
         frags = st.fragments()
         ident = st.identity

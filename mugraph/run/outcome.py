@@ -23,8 +23,8 @@ from mugraph.dashboards.console import (
 from mugraph.dashboards.progress_line import ProgressLine
 from mugraph.dashboards.report import write_report
 from mugraph.ir.errors import MugraphError
+from mugraph.storage.run.backends import open_existing
 from mugraph.storage.run.paths import RunPaths
-from mugraph.storage.run.store import RunStore
 
 if TYPE_CHECKING:
     from mugraph.pipeline.events import DoneEvent
@@ -36,7 +36,7 @@ def stored_done(store: Path, t0: float | None = None, *, write_missing_report: b
     invocation's: nothing run, nothing measured. The report is the one beside the store, written again
     where it is missing if `write_missing_report` (else None)."""
     t0 = time.perf_counter() if t0 is None else t0
-    with RunStore.open_existing(store, readonly=True) as st:
+    with open_existing(store, readonly=True) as st:
         final = st.final()
         if final is None:
             raise MugraphError(f"{store}: no result yet; run `mugraph optimize` on it first")
@@ -99,7 +99,7 @@ def finished(store: Path, identity: Mapping[str, str], gpu_profile: str) -> bool
     if not store.is_dir():
         return False
     try:
-        with RunStore.open_existing(store, readonly=True) as st:
+        with open_existing(store, readonly=True) as st:
             final = st.final()
             return (
                 dict(st.identity) == dict(identity)

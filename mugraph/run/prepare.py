@@ -27,8 +27,8 @@ from mugraph.run.options import OptimizeOptions, default_store
 from mugraph.stages.layout.profiles import GpuProfile, get_profile
 from mugraph.stages.search.serial import DEFAULT_BUDGET
 from mugraph.storage.memo.url import check_memo_url
+from mugraph.storage.run.backends import open_existing
 from mugraph.storage.run.paths import RunPaths
-from mugraph.storage.run.store import RunStore
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,7 @@ def _stored_budget(path: Path) -> int | None:
     if not path.is_dir():
         return None
     try:
-        with RunStore.open_existing(path) as st:
+        with open_existing(path) as st:
             return int(st.identity["budget"])
     except (MugraphError, KeyError, ValueError, OSError):
         return None  # opening it for the run says what is wrong

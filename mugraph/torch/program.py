@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from mugraph.ir.serialize import loads
+from mugraph.storage.run.backends import open_existing
 from mugraph.storage.run.paths import RunPaths
-from mugraph.storage.run.store import RunStore
 from mugraph.torch.archive import archive_digest
 from mugraph.torch.capture import Captured, exported_path, load_exported
 from mugraph.torch.errors import TorchError
@@ -76,7 +76,7 @@ def optimized_module(store: Path, captured: Captured | None = None) -> Optimized
     `captured` (the model in this process, whose tensors it then shares) or else the exported program
     saved beside the store (checked against the digest the store recorded, and for anything torch
     would unpickle, before torch reads it); refused where the two were not made together."""
-    with RunStore.open_existing(store, readonly=True) as st:
+    with open_existing(store, readonly=True) as st:
         identity = st.identity
         meta = dict(st.meta)
         final = st.final()
