@@ -32,6 +32,10 @@ from mugraph.stages.prune.oracle import DEFAULT_RLIMIT, ENGINES, Engine
 PRESETS = ("mlp", "lora", "attention")
 BLOCK_INPUTS = ("mirage", "subsets")
 BlockInputs = Literal["mirage", "subsets"]
+# The order a node's kept children are explored in (structures.py): "cost" puts the children that
+# add the least DRAM traffic first, "index" is the order they are listed in.
+SearchOrder = Literal["cost", "index"]
+SEARCH_ORDERS: tuple[SearchOrder, ...] = ("cost", "index")
 MAX_DIM = 3  # tensors have at most 4 dims
 MAX_INT = 2**31 - 1
 
@@ -151,6 +155,9 @@ class SearchConfig:
     # only when not 0, so every config without them keeps its digest.
     rms_eps: float = 0.0
     layer_norm_eps: float = 0.0
+    # Which kept child the search explores first (`structures.Expansion`): the same children, so
+    # a whole space finds the same μGraphs; only when each is found changes.
+    order: SearchOrder = "cost"
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -175,6 +182,9 @@ class SearchConfig:
             # Likewise Z3 is the oracle every space was searched with before the setting existed
             # (grow_only is the normal forms' rule).
             del data["oracle"], data["grow_only"]
+        if data["order"] == "index":
+            # Every space was explored in listing order before the setting existed.
+            del data["order"]
         text = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()[:32]
 
@@ -210,6 +220,8 @@ class SearchConfig:
             eps = getattr(self, name)
             if isinstance(eps, bool) or not isinstance(eps, int | float) or not math.isfinite(eps) or eps < 0:
                 raise ConfigError(f"{name} {eps!r}: an eps is a finite number >= 0")
+        if self.order not in SEARCH_ORDERS:
+            raise ConfigError(f"order {self.order!r}: one of {', '.join(SEARCH_ORDERS)}")
         if self.block_inputs not in BLOCK_INPUTS:
             raise ConfigError(f"block_inputs {self.block_inputs!r}: one of {', '.join(BLOCK_INPUTS)}")
         if self.max_block_graphs < 0:

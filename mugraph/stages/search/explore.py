@@ -64,8 +64,9 @@ from mugraph.stages.verify.check import ReferenceFingerprints
 # Which nodes the search explores. A run store's frontier names nodes of one tree, so a store made
 # under another version is not resumed. 2: children that counting shows cannot reach a candidate
 # (`viable.py`) are dropped with the oracle's verdicts. 3: a block graph's structure is one node for
-# all its grids, maps and for-loop ranges (`structures.py`).
-SEARCH_TREE = "3"
+# all its grids, maps and for-loop ranges (`structures.py`). 4: a node's kept children are explored
+# in the config's `order` (the least DRAM traffic first), and a sibling run follows that order.
+SEARCH_TREE = "4"
 
 
 class SearchPathError(MugraphError):
@@ -282,8 +283,8 @@ class Searcher:
             return [(task, self.replay(task))]
         parent = run.parent
         kids, kept = self.kept_children(parent)
-        at = [j for j, i in enumerate(kept) if run.covers(i)]
-        if not at or kept[at[0]] != run.first or (run.last is not None and kept[at[-1]] != run.last):
+        at = _covered(kids, run)
+        if at is None:
             raise SearchPathError(f"task {show(task)}: its first or last child is not a kept child of {list(parent)}")
         return [(parent + (kept[j],), kids.lazy[j]) for j in reversed(at)]
 
@@ -305,10 +306,13 @@ class Searcher:
     def run_members(self, run: Run) -> list[Path]:
         """The paths of a sibling run's nodes: from the last exploration's frontier where they are
         on it, else from the parent's children."""
-        members = [p for p in self._frontier if p[:-1] == run.parent and run.covers(p[-1])]
-        if members and members[0][-1] == run.first:
-            return sorted(members)
-        return [(*run.parent, i) for i in self.kept_children(run.parent)[1] if run.covers(i)]
+        # The frontier holds a parent's unexplored kept children in exploration order, next last.
+        members = [p for p in reversed(self._frontier) if p[:-1] == run.parent]
+        ends = [p[-1] for p in members]
+        if ends and ends[0] == run.first and (run.last is None or run.last in ends):
+            return members if run.last is None else members[: ends.index(run.last) + 1]
+        kids, kept = self.kept_children(run.parent)
+        return [(*run.parent, kept[j]) for j in _covered(kids, run) or ()]
 
     def explore(self, path: Sequence[int] = (), budget: int | None = None) -> ExploreResult:
         """Depth-first over the subtree (or sibling run) named by `path`, expanding at most
@@ -363,6 +367,16 @@ class Searcher:
             counters.pruned += kids.listed - kids.kept_rows
             stack.extend(zip([p + (i,) for i in reversed(kids.kept)], reversed(kids.lazy), strict=True))
         return found
+
+
+def _covered(kids: Expansion, run: Run) -> range | None:
+    """The positions, in exploration order, of the kept children a sibling run covers: from its
+    first child on, to its last if it names one (None where either is not a kept child)."""
+    first = kids.position(run.first)
+    last = len(kids.kept) - 1 if run.last is None else kids.position(run.last)
+    if first is None or last is None or last < first:
+        return None
+    return range(first, last + 1)
 
 
 # What a searcher keeps for the next task (`lru.py`): the rows of the nodes replayed paths went

@@ -26,7 +26,6 @@ replaying a path judges each node on it again and rebuilds the same rows.
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Callable, Sequence
 from itertools import chain, compress
 from operator import itemgetter
@@ -71,6 +70,12 @@ __all__ = ["BlockNode", "Expansion", "Node", "block_child", "block_expansion", "
 # Operand indices a child's index encodes: a block graph holds fewer tensors than this.
 SPAN = 128
 MACRO_BASE = 1 << 20  # after every block op's code: (kinds) * SPAN**2 stays below it
+# Under the cost order a block node's closings still come before its block ops: a block graph
+# closed now is a candidate or a kernel to build on, where its deeper growths are most of the space
+# and few of them close into candidates. Among the closings, the kernel the cost model would price
+# lowest comes first: its DRAM bytes over the share of the GPU's SMs its grid keeps busy.
+CLOSED = -(1 << 62)
+BUSY_SMS = 132  # an H100's, the cost model's default GPU
 OPS_BASE = 1 << 29  # block ops and macros come after every closing child, however many rows close
 
 
@@ -111,25 +116,43 @@ class Lazy:
 
 class Expansion:
     """A node's children as the search walks them: how many instantiated children its rows listed
-    (`listed`), how many of those it keeps (`kept_rows`), and the indices of the kept children,
-    ascending, each with the way to make it."""
+    (`listed`), how many of those it keeps (`kept_rows`), and the indices of the kept children in
+    the order the search explores them, each with the way to make it.
 
-    __slots__ = ("_made", "kept", "kept_rows", "lazy", "listed")
+    Where `cost` is given (a sort key per kept child, from what the cost model can say of it before
+    it is made: `kernel_expansion` and `block_expansion` give it under the config's cost order), the
+    children are explored lowest first, ties in listing order. The children, and so the whole
+    space and every μGraph in it, stay the same; only when each is reached changes."""
 
-    def __init__(self, listed: int, kept_rows: int, kept: list[int], lazy: list[Lazy]) -> None:
+    __slots__ = ("_at", "_made", "kept", "kept_rows", "lazy", "listed")
+
+    def __init__(
+        self, listed: int, kept_rows: int, kept: list[int], lazy: list[Lazy], cost: list[int] | None = None
+    ) -> None:
+        if cost is not None and any(cost):
+            order = sorted(range(len(kept)), key=cost.__getitem__)  # stable: ties in listing order
+            kept = [kept[j] for j in order]
+            lazy = [lazy[j] for j in order]
         self.listed = listed
         self.kept_rows = kept_rows
         self.kept = kept
         self.lazy = lazy
         self._made: dict[int, Node] = {}
+        self._at: dict[int, int] | None = None
+
+    def position(self, index: int) -> int | None:
+        """Where the kept child at `index` comes in the exploration order (None: not kept)."""
+        if self._at is None:
+            self._at = {i: j for j, i in enumerate(self.kept)}
+        return self._at.get(index)
 
     def child(self, index: int) -> Node | None:
         """The kept child at `index` (made once: a replayed path meets the same node, with the
         tables its rows have built), or None where none is kept there."""
         node = self._made.get(index)
         if node is None:
-            at = bisect.bisect_left(self.kept, index)
-            if at == len(self.kept) or self.kept[at] != index:
+            at = self.position(index)
+            if at is None:
                 return None
             node = self._made[index] = self.lazy[at].build()
         return node
@@ -142,7 +165,9 @@ EMPTY = Expansion(0, 0, [], [])
 def kernel_expansion(s: State, cfg: SearchConfig, outputs: int, judge: Judge) -> Expansion:
     """K2's pre-defined ops (as `child_list` lists them), then one block graph opened per input
     tuple; those that counting rules out (`kernel_viable`) or whose terms the oracle prunes are
-    dropped."""
+    dropped. Under the cost order the openings come first, those reading more tensors first (a
+    block graph can still absorb the ops left to do, a kernel op cannot), then the kernel ops, the
+    fewest output bytes first."""
     if len(s.ops) >= cfg.max_kernel_ops:
         return EMPTY
     room = DEFAULT_LIMITS.dmem_bytes - s.dmem
@@ -157,11 +182,13 @@ def kernel_expansion(s: State, cfg: SearchConfig, outputs: int, judge: Judge) ->
     keep = judge(terms) if terms else frozenset()
     kept = [i for i in judged if keep.issuperset(entries[i][ENTRY_NEW])]
     lazy = [Lazy(_kernel_child, s, entries[i]) for i in kept]
+    traffic = [entries[i][ENTRY_NBYTES] for i in kept]
     for j, (sources, grid) in enumerate(options):
         if viable is None or viable[n + j]:
             kept.append(n + j)
             lazy.append(Lazy(open_node, s, sources, grid, cfg))
-    return Expansion(n + len(options), len(kept), kept, lazy)
+            traffic.append(-len(sources))  # adds nothing yet; the more it reads, the more it can absorb
+    return Expansion(n + len(options), len(kept), kept, lazy, traffic if cfg.order == "cost" else None)
 
 
 def _open_options(s: State, cfg: SearchConfig) -> list[tuple[tuple[int, ...], Dim3]]:
@@ -192,7 +219,8 @@ def open_node(s: State, sources: tuple[int, ...], grid: Dim3, cfg: SearchConfig)
 # -- block level ---------------------------------------------------------------------------------
 def block_expansion(node: BlockNode, cfg: SearchConfig, outputs: int, judge: Judge) -> Expansion:
     """B1 (each row closed, under each omap), then B2 (block ops and the macro), for every row at
-    once. A row that counting shows is barren lists nothing."""
+    once. A row that counting shows is barren lists nothing. Under the cost order the closings are
+    explored cheapest kernel first (`_closed_cost`), still before the block ops."""
     rows = node.rows
     if not rows:
         return EMPTY
@@ -223,12 +251,16 @@ def block_expansion(node: BlockNode, cfg: SearchConfig, outputs: int, judge: Jud
         alive.append((b, room, sizes))
     kept: list[int] = []
     lazy: list[Lazy] = []
+    traffic: list[int] | None = [] if cfg.order == "cost" else None
     if debts.closed_ok:
         kept = list(range(len(closed)))
         lazy = [Lazy(_closed_child, s, b, c) for b, c in closed]
+        if traffic is not None:
+            reads = sum(s.tensors[i].nbytes for i in node.sources)
+            traffic = [CLOSED + _closed_cost(b, reads + c[3]) for b, c in closed]
     kept_rows = len(kept)
     if not open_more or not alive:
-        return Expansion(listed, kept_rows, kept, lazy)
+        return Expansion(listed, kept_rows, kept, lazy, traffic)
     # Each row's block ops and macros that counting keeps, in flat lists (row, entry); then judged
     # in one batch (every block op and macro makes one new term) and grouped by the child they make.
     flat_rows: list[OpenBlock] = []
@@ -296,7 +328,15 @@ def block_expansion(node: BlockNode, cfg: SearchConfig, outputs: int, judge: Jud
         kept.append(base + code)
         lazy.append(made)
         kept_rows += n_rows
-    return Expansion(listed, kept_rows, kept, lazy)
+    if traffic is not None:
+        traffic += [0] * len(children)
+    return Expansion(listed, kept_rows, kept, lazy, traffic)
+
+
+def _closed_cost(b: OpenBlock, nbytes: int) -> int:
+    """A closed block graph's DRAM bytes, scaled up where its grid leaves SMs idle."""
+    blocks = b.grid[0] * b.grid[1] * b.grid[2]
+    return nbytes * BUSY_SMS // min(blocks, BUSY_SMS)
 
 
 def block_child(node: BlockNode, index: int, cfg: SearchConfig, outputs: int, judge: Judge) -> Node | None:

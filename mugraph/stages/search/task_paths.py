@@ -36,14 +36,12 @@ SPREAD = 32  # the most tasks the shallowest siblings of a frontier become
 
 
 class Run(NamedTuple):
-    """A sibling run: `parent`'s kept children from index `first` on, up to `last` where bounded."""
+    """A sibling run: `parent`'s kept children from the child at index `first` on, in the order the
+    search explores them (`structures.Expansion`), up to the child at `last` where bounded."""
 
     parent: Path
     first: int
     last: int | None = None
-
-    def covers(self, index: int) -> bool:
-        return index >= self.first and (self.last is None or index <= self.last)
 
 
 def task_budget(path: Sequence[int], budget: int) -> int:
@@ -61,8 +59,6 @@ def sibling_run(parent: Path, first: int, last: int | None = None) -> Path:
             raise ValueError(f"child index {index} is out of range")
     if last is None:
         return (*parent, first | SIBLINGS)
-    if last < first:
-        raise ValueError(f"a run cannot end at child {last} before its first, {first}")
     return (*parent, first | SIBLINGS, last | SIBLINGS)
 
 
@@ -80,7 +76,7 @@ def frontier_tasks(unexplored: Sequence[Path]) -> list[Path]:
     except at the shallowest depth, whose siblings stay one task each, or become `SPREAD` bounded
     runs where there are more.
 
-    Each depth's entries are the remaining suffix of one parent's kept children, in index order,
+    Each depth's entries are the remaining suffix of one parent's kept children, in exploration order,
     so a run from the first of them covers exactly them. The shallowest entries are the largest
     subtrees, so they are handed out singly: that keeps enough tasks queued for every worker
     while the many small subtrees deeper down travel together. A lone entry stays a plain path

@@ -59,7 +59,7 @@ DIGESTS_BEFORE = {"lora": "5ba2eef97ad63d42eb69eaa04cd9d03e"}
 
 def test_mirages_rule_keeps_the_digest_it_had_before_the_setting() -> None:
     # the oracle and for-loop ranges of those spaces
-    lora = preset_config("lora").with_overrides({"oracle": "z3", "franges": [4, 16, 32, 64]})
+    lora = preset_config("lora").with_overrides({"oracle": "z3", "franges": [4, 16, 32, 64], "order": "index"})
     assert lora.block_inputs == "mirage"
     assert lora.digest == DIGESTS_BEFORE["lora"]
     subsets = lora.with_overrides({"block_inputs": "subsets"})
