@@ -62,7 +62,8 @@ def record(
     from mugraph.stages.search.config import SearchConfig
     from mugraph.stages.search.task_paths import task_budget
 
-    settings = {"oracle": SearchConfig().oracle, **settings}  # named, so a replay on a later tree knows it
+    # named, so a replay on a later tree knows them
+    settings = {"oracle": SearchConfig().oracle, "order": SearchConfig().order, **settings}
     plan = make_plan(get_builtin(program), None, settings, budget)
     state = _state()
     queue: collections.deque[tuple[int, tuple[int, ...]]] = collections.deque(
@@ -156,6 +157,9 @@ settings = dict(header["settings"])
 # A trace that names no oracle was recorded when Z3 was the only one (its tasks' ids say so).
 if "oracle" not in settings and "oracle" in getattr(SearchConfig, "__dataclass_fields__", {}):
     settings["oracle"] = "z3"
+# Likewise one that names no order was explored in listing order.
+if "order" not in settings and "order" in getattr(SearchConfig, "__dataclass_fields__", {}):
+    settings["order"] = "index"
 plan = make_plan(get_builtin(header["program"]), None, settings, header["budget"])
 store_seconds = [0.0]
 commits = [0]
