@@ -92,10 +92,33 @@ def test_a_stored_bad_eps_names_its_field() -> None:
 
 # Every kind's position in OpKind, as searched spaces were recorded with: the search ranks ops by
 # it, so a new kind goes after these and every recorded search tree keeps its order.
-RECORDED_ORDER = (
-    "input output matmul exp square sqrt mul_scalar silu gelu gelu_erf relu clamp add mul div reduction "
-    "rms_norm concat customized accum_no_red accum_sum accum_mean accum_rms accum_redtox layer_norm"
-).split()
+RECORDED_ORDER = [
+    "input",
+    "output",
+    "matmul",
+    "exp",
+    "square",
+    "sqrt",
+    "mul_scalar",
+    "silu",
+    "gelu",
+    "gelu_erf",
+    "relu",
+    "clamp",
+    "add",
+    "mul",
+    "div",
+    "reduction",
+    "rms_norm",
+    "concat",
+    "customized",
+    "accum_no_red",
+    "accum_sum",
+    "accum_mean",
+    "accum_rms",
+    "accum_redtox",
+    "layer_norm",
+]
 
 
 def test_kinds_keep_their_recorded_positions() -> None:
