@@ -71,7 +71,12 @@ def _stack(searcher: Searcher, task: TaskPath, outputs: int) -> list[tuple[TaskP
     if run is None:
         return [(task, instance_at(root, cfg, task))]
     kids = child_list(instance_at(root, cfg, run.parent), cfg, outputs)
-    kept = [i for i in kept_indices(kids, cfg, outputs, searcher.oracle.kept) if run.covers(i)]
+    # the traces this replays were explored in listing order, where a run covers an index range
+    kept = [
+        i
+        for i in kept_indices(kids, cfg, outputs, searcher.oracle.kept)
+        if run.first <= i and (run.last is None or i <= run.last)
+    ]
     return [(run.parent + (i,), kids[i]) for i in reversed(kept)]
 
 
