@@ -11,27 +11,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mugraph.stages.prune.expr import Expr, Head, add, concat, div, mul, red, rms, unary, var
+from mugraph.stages.prune.expr import Expr, Head, add, div, mul, red, rms, unary, var
 from mugraph.stages.prune.models import FiniteModel, all_models
-from tests.helpers.axioms import sub_instances
+from tests.helpers.axioms import sub_instances, terms
 
 UNARY = (Head.EXP, Head.SQRT, Head.SILU, Head.GELU, Head.RELU, Head.CLAMP)
 
 
-def _grow(children: st.SearchStrategy[Expr]) -> st.SearchStrategy[Expr]:
-    pair = st.tuples(children, children)
-    return st.one_of(
-        pair.map(lambda p: add(*p)),
-        pair.map(lambda p: mul(*p)),
-        pair.map(lambda p: div(*p)),
-        st.tuples(st.integers(2, 4096), children).map(lambda p: red(*p)),
-        st.tuples(st.integers(2, 4096), children).map(lambda p: rms(*p)),
-        st.tuples(st.sampled_from(UNARY), children).map(lambda p: unary(*p)),
-        st.tuples(pair, st.integers(1, 2), st.integers(1, 64)).map(lambda p: concat(p[0][0], p[0][1], p[1], p[2])),
-    )
-
-
-TERMS = st.recursive(st.integers(0, 3).map(var), _grow, max_leaves=6)
+TERMS = terms(st.integers(2, 4096), UNARY)
 
 
 MODELS = [m.name for m in all_models()]

@@ -14,27 +14,14 @@ from hypothesis import strategies as st
 from mugraph.stages.prune.decide import Decider
 from mugraph.stages.prune.expr import Expr, Head, add, concat, div, matmul, mul, parse, red, rms, unary, var
 from mugraph.stages.prune.normal_form import NormalForms
-from tests.helpers.axioms import sub_instances
+from tests.helpers.axioms import sub_instances, terms
 
 UNARY = (Head.EXP, Head.SQRT, Head.SILU, Head.GELU, Head.RELU, Head.CLAMP, "layer_norm")
 POW2 = st.integers(1, 12).map(lambda k: 1 << k)
 
 
-def _grow(children: st.SearchStrategy[Expr]) -> st.SearchStrategy[Expr]:
-    pair = st.tuples(children, children)
-    return st.one_of(
-        pair.map(lambda p: add(*p)),
-        pair.map(lambda p: mul(*p)),
-        pair.map(lambda p: div(*p)),
-        st.tuples(POW2, children).map(lambda p: red(*p)),
-        st.tuples(POW2, children).map(lambda p: rms(*p)),
-        st.tuples(st.sampled_from(UNARY), children).map(lambda p: unary(*p)),
-        st.tuples(pair, st.integers(1, 2), st.integers(1, 64)).map(lambda p: concat(p[0][0], p[0][1], p[1], p[2])),
-    )
-
-
-TERMS = st.recursive(st.integers(0, 3).map(var), _grow, max_leaves=6)
-SMALL = st.recursive(st.integers(0, 1).map(var), _grow, max_leaves=3)
+TERMS = terms(POW2, UNARY)
+SMALL = terms(POW2, UNARY, variables=2, max_leaves=3)
 
 
 def sub(a: Expr, b: Expr) -> bool:
