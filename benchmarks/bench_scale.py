@@ -154,12 +154,11 @@ from mugraph.stages.search.config import SearchConfig
 args = json.loads(sys.argv[1])
 header, _ = scale_trace.read_trace(Path(args["trace"]))
 settings = dict(header["settings"])
-# A trace that names no oracle was recorded when Z3 was the only one (its tasks' ids say so).
-if "oracle" not in settings and "oracle" in getattr(SearchConfig, "__dataclass_fields__", {}):
-    settings["oracle"] = "z3"
-# Likewise one that names no order was explored in listing order.
-if "order" not in settings and "order" in getattr(SearchConfig, "__dataclass_fields__", {}):
-    settings["order"] = "index"
+# A trace that names no oracle was recorded when Z3 was the only one, one that names no order was
+# explored in listing order (its tasks' ids say so): each setting as it was before it existed.
+for name, before in (("oracle", "z3"), ("order", "index")):
+    if name not in settings and name in getattr(SearchConfig, "__dataclass_fields__", {}):
+        settings[name] = before
 plan = make_plan(get_builtin(header["program"]), None, settings, header["budget"])
 store_seconds = [0.0]
 commits = [0]

@@ -182,13 +182,13 @@ def kernel_expansion(s: State, cfg: SearchConfig, outputs: int, judge: Judge) ->
     keep = judge(terms) if terms else frozenset()
     kept = [i for i in judged if keep.issuperset(entries[i][ENTRY_NEW])]
     lazy = [Lazy(_kernel_child, s, entries[i]) for i in kept]
-    traffic = [entries[i][ENTRY_NBYTES] for i in kept]
+    cost = [entries[i][ENTRY_NBYTES] for i in kept]
     for j, (sources, grid) in enumerate(options):
         if viable is None or viable[n + j]:
             kept.append(n + j)
             lazy.append(Lazy(open_node, s, sources, grid, cfg))
-            traffic.append(-len(sources))  # adds nothing yet; the more it reads, the more it can absorb
-    return Expansion(n + len(options), len(kept), kept, lazy, traffic if cfg.order == "cost" else None)
+            cost.append(-len(sources))  # adds nothing yet; the more it reads, the more it can absorb
+    return Expansion(n + len(options), len(kept), kept, lazy, cost if cfg.order == "cost" else None)
 
 
 def _open_options(s: State, cfg: SearchConfig) -> list[tuple[tuple[int, ...], Dim3]]:
@@ -251,16 +251,16 @@ def block_expansion(node: BlockNode, cfg: SearchConfig, outputs: int, judge: Jud
         alive.append((b, room, sizes))
     kept: list[int] = []
     lazy: list[Lazy] = []
-    traffic: list[int] | None = [] if cfg.order == "cost" else None
+    cost: list[int] | None = [] if cfg.order == "cost" else None
     if debts.closed_ok:
         kept = list(range(len(closed)))
         lazy = [Lazy(_closed_child, s, b, c) for b, c in closed]
-        if traffic is not None:
+        if cost is not None:
             reads = sum(s.tensors[i].nbytes for i in node.sources)
-            traffic = [CLOSED + _closed_cost(b, reads + c[3]) for b, c in closed]
+            cost = [CLOSED + _closed_cost(b, reads + c[3]) for b, c in closed]
     kept_rows = len(kept)
     if not open_more or not alive:
-        return Expansion(listed, kept_rows, kept, lazy, traffic)
+        return Expansion(listed, kept_rows, kept, lazy, cost)
     # Each row's block ops and macros that counting keeps, in flat lists (row, entry); then judged
     # in one batch (every block op and macro makes one new term) and grouped by the child they make.
     flat_rows: list[OpenBlock] = []
@@ -328,9 +328,9 @@ def block_expansion(node: BlockNode, cfg: SearchConfig, outputs: int, judge: Jud
         kept.append(base + code)
         lazy.append(made)
         kept_rows += n_rows
-    if traffic is not None:
-        traffic += [0] * len(children)
-    return Expansion(listed, kept_rows, kept, lazy, traffic)
+    if cost is not None:
+        cost += [0] * len(children)
+    return Expansion(listed, kept_rows, kept, lazy, cost)
 
 
 def _closed_cost(b: OpenBlock, nbytes: int) -> int:
