@@ -8,30 +8,20 @@ from pathlib import Path
 
 import pytest
 
+from mugraph.storage.run import backends
+from mugraph.storage.run.protocol import RunStoreReader, RunStoreWriter
 from mugraph.storage.run.store import RunStore
-from tests.helpers.memory_run_store import MemoryRunStore, MemoryRunStores
+from tests.helpers.memory_run_store import MemoryRunStores
 from tests.helpers.run_contract import Backend, RunStoreContract
 from tests.helpers.run_store import COUNTERS, IDENTITY
 
 
-class ZarrBackend:
-    def open(
-        self,
-        path: Path,
-        identity: Mapping[str, str] = IDENTITY,
-        *,
-        counter_names: Sequence[str] = COUNTERS,
-        fresh: bool = False,
-    ) -> RunStore:
-        return RunStore.open(path, identity, meta={"argv": ["test"]}, counter_names=counter_names, fresh=fresh)
+class Opened:
+    """A backend's two openers as the contract calls them: the suite's identity and counter names
+    unless it names others."""
 
-    def open_existing(self, path: Path, *, readonly: bool = True) -> RunStore:
-        return RunStore.open_existing(path, readonly=readonly)
-
-
-class MemoryBackend:
-    def __init__(self) -> None:
-        self.stores = MemoryRunStores()
+    def __init__(self, backend: backends.Backend) -> None:
+        self.backend = backend
 
     def open(
         self,
@@ -40,20 +30,21 @@ class MemoryBackend:
         *,
         counter_names: Sequence[str] = COUNTERS,
         fresh: bool = False,
-    ) -> MemoryRunStore:
-        return self.stores.open(path, identity, meta={"argv": ["test"]}, counter_names=counter_names, fresh=fresh)
+    ) -> RunStoreWriter:
+        return self.backend.open(path, identity, meta={"argv": ["test"]}, counter_names=counter_names, fresh=fresh)
 
-    def open_existing(self, path: Path, *, readonly: bool = True) -> MemoryRunStore:
-        return self.stores.open_existing(path, readonly=readonly)
+    def open_existing(self, path: Path, *, readonly: bool = True) -> RunStoreReader:
+        return self.backend.open_existing(path, readonly=readonly)
 
 
 class TestZarrRunStore(RunStoreContract):
     @pytest.fixture
     def backend(self, tmp_path: Path) -> Backend:
-        return ZarrBackend()
+        return Opened(backends.Backend(RunStore.open, RunStore.open_existing))
 
 
 class TestMemoryRunStore(RunStoreContract):
     @pytest.fixture
     def backend(self, tmp_path: Path) -> Backend:
-        return MemoryBackend()
+        stores = MemoryRunStores()
+        return Opened(backends.Backend(stores.open, stores.open_existing))
