@@ -5,6 +5,7 @@ normally, or killed with SIGKILL)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -12,8 +13,6 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-
-import logging
 
 import pytest
 from distributed import Client
