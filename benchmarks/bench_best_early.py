@@ -9,13 +9,17 @@ speedup to compare against (for a space too large to search here).
     python benchmarks/bench_best_early.py --programs rms_norm gated_mlp lora
     python benchmarks/bench_best_early.py --programs gqa --time-limit 180 --whole-best gqa=13.73
 
-The orders alternate per program, so each pair ran under the same load.
+`--tree NAME=DIR` (repeatable) runs another checkout too, say the commit before a change to the
+driver's task order (`git worktree add DIR COMMIT`): the same orders, through that tree's code.
+
+The trees and orders alternate per program, so each pair ran under the same load.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -30,14 +34,20 @@ from mugraph.storage.run.backends import open_existing
 FRACTIONS = (0.05, 0.10, 0.25, 0.50, 1.0)
 
 
-def run(program: str, order: str, workers: int, limit: float | None, where: Path) -> tuple[Path, float, str]:
-    store = where / f"{program}-{order}.zarr"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(
+    program: str, order: str, workers: int, limit: float | None, where: Path, tree: tuple[str, Path] = ("", ROOT)
+) -> tuple[Path, float, str]:
+    store = where / f"{program}-{tree[0]}-{order}.zarr"
     cmd = [sys.executable, "-m", "mugraph", "optimize", program, "--workers", str(workers), "--store", str(store)]
     cmd += ["--fresh", "--json", "--dashboard-address", ":0", "--set", f"order={order}"]
     if limit:
         cmd += ["--time-limit", str(limit)]
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    env = {**os.environ, "PYTHONPATH": str(tree[1])}
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=tree[1], env=env)
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stderr[-2000:]}")
@@ -52,15 +62,18 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--time-limit", type=float, default=None)
     parser.add_argument("--whole-best", action="append", default=[], help="NAME=SPEEDUP of the whole space")
+    parser.add_argument("--tree", action="append", default=[], help="NAME=DIR: another checkout, run the same way")
     args = parser.parse_args()
+    trees = [("", ROOT)] + [(k, Path(v).resolve()) for k, v in (t.split("=", 1) for t in args.tree)]
     whole = {k: float(v) for k, v in (w.split("=", 1) for w in args.whole_best)}
     head = " | ".join(f"{int(f * 100)}%" for f in FRACTIONS)
     print(f"| program | order | run | whole best | {head} |")
     print("|---|---|---|---|" + "---|" * len(FRACTIONS))
     with tempfile.TemporaryDirectory(prefix="best-early-") as tmp:
         for program in args.programs:
-            for order in args.orders:
-                store, wall, what = run(program, order, args.workers, args.time_limit, Path(tmp))
+            for (tree_name, tree_dir), order in [(t, o) for t in trees for o in args.orders]:
+                tree = (tree_name or "this", tree_dir)
+                store, wall, what = run(program, order, args.workers, args.time_limit, Path(tmp), tree)
                 with open_existing(store) as st:
                     names = [f["name"] for f in st.fragments()]
                     for name in names:
@@ -76,7 +89,8 @@ def main() -> None:
                             cells.append("none" if s is None else f"{s:.2f}x ({100 * s / best:.0f}%)")
                         label = program if len(names) == 1 else f"{program} {name}"
                         whole_text = "–" if best is None else f"{best:.2f}x"
-                        print(f"| {label} | {order} | {what}, {wall:.0f} s wall | {whole_text} | {' | '.join(cells)} |")
+                        shown = order if not tree_name else f"{tree_name}: {order}"
+                        print(f"| {label} | {shown} | {what}, {wall:.0f} s wall | {whole_text} | {' | '.join(cells)} |")
                 sys.stdout.flush()
 
 

@@ -4,8 +4,9 @@ simulator (benchmarks/bench_bundles.py) run the same rule.
 
 A bundle is one Dask task carrying several paths, each explored under its own budget, so bundling
 changes how many tasks the scheduler and the driver handle, never which nodes are visited. Paths are
-grouped by depth (a shallower path runs first, see `search_priority`), except the *small* ones, which
-travel together whatever their depth, at the priority of the shallowest among them:
+grouped by depth (a depth's tasks take like times), except the *small* ones, which travel together
+whatever their depth; a task runs at the priority of its first path, the best of its bundle (a
+path's rank where the driver knows it, `rank_priority`, else shallower first, `search_priority`):
 - a path whose depth's recent tasks took a small share of a bundle's seconds (by their median: a
   depth's mean is held up by a few long subtrees);
 - a path of a depth with no finished task yet, while many paths wait for every worker thread (then
@@ -36,6 +37,7 @@ __all__ = [
     "bundles",
     "plan_bundles",
     "queued_seconds",
+    "rank_priority",
     "search_priority",
 ]
 
@@ -45,8 +47,19 @@ SMALL_SHARE = 4
 
 
 def search_priority(path: Sequence[int]) -> int:
-    """A search task's Dask priority (higher runs first): shallower paths first."""
+    """A search task's Dask priority (higher runs first) where its rank is unknown (a replayed trace):
+    shallower paths first."""
     return -len(path)
+
+
+RANK_FLOOR = -(1 << 19)  # the lowest rank priority: above the workers' warm-up tasks (dispatch)
+
+
+def rank_priority(rank: int) -> int:
+    """A search task's Dask priority from its rank (`stages.search.task_paths`): the paths that stray
+    least from the search order's first choices first, so the early part of a run holds the
+    children the cost order puts first at every level, not every shallow subtree."""
+    return max(-rank, RANK_FLOOR)
 
 
 # Paths one search task carries at most. Each task costs the driver a result message, its share of a
@@ -183,29 +196,39 @@ def plan_bundles(
     times: DepthTimes,
     slots: int,
     rule: BundleRule = DEFAULT_RULE,
+    priorities: Sequence[int] | None = None,
 ) -> BundlePlan:
     """Cut a batch of `paths` into search tasks, given the search rows in flight per depth (`queued`,
-    the batch included) and the worker threads (`slots`). Paths keep the batch's order within a task.
-    The small paths (see the module's docstring) form bundles of their own, up to the rule's paths and
-    the bundle's seconds, run at the priority of their shallowest path; the rest are bundled per
-    depth, also by count (`bundle_size`) while few paths wait."""
+    the batch included) and the worker threads (`slots`). The small paths (see the module's
+    docstring) form bundles of their own, up to the rule's paths and the bundle's seconds; the rest
+    are bundled per depth, also by count (`bundle_size`) while few paths wait. A task runs at the
+    priority of its first path: each path's in `priorities` where given (paths then go to bundles
+    highest first, so a bundle holds paths of like priority), else its depth's (`search_priority`;
+    paths keep the batch's order within a task)."""
     waiting = sum(queued.values()) - slots
     span = bundle_seconds(queued_seconds(queued, times.means, slots), slots, rule.max_seconds)
     size = bundle_size(waiting, slots, rule.max_paths)
     small_share = rule.small_share
     small: list[int] = []
-    by_priority: dict[int, list[int]] = {}
+    by_depth: dict[int, list[int]] = {}
     for i, path in enumerate(paths):
         typical = times.median(len(path))
         if small_share is not None and (size > 1 if typical is None else typical <= span / small_share):
             small.append(i)
         else:
-            by_priority.setdefault(search_priority(path), []).append(i)
+            by_depth.setdefault(search_priority(path), []).append(i)
+    if priorities is None:
+        priority = [search_priority(path) for path in paths]
+        small.sort(key=lambda i: len(paths[i]))  # stable: the batch's order within a depth
+    else:
+        priority = list(priorities)
+        small.sort(key=lambda i: -priority[i])
     tasks: list[tuple[int, tuple[int, ...]]] = []
-    for priority, group in sorted(by_priority.items(), reverse=True):
+    for _, group in sorted(by_depth.items(), reverse=True):
+        if priorities is not None:
+            group.sort(key=lambda i: -priority[i])
         for r in bundles([paths[i] for i in group], size, times.means.get, span):
-            tasks.append((priority, tuple(group[j] for j in r)))
-    small.sort(key=lambda i: len(paths[i]))  # stable: the batch's order within a depth
+            tasks.append((priority[group[r.start]], tuple(group[j] for j in r)))
 
     # A depth with no finished task yet is priced at 1/size of a bundle, so its paths go `size` to a
     # bundle: priced at nothing, a whole level would go in one bundle, which one worker thread runs
@@ -215,6 +238,5 @@ def plan_bundles(
         return span / size if mean is None else mean
 
     for r in bundles([paths[i] for i in small], rule.max_paths, price, span):
-        first = small[r.start]
-        tasks.append((search_priority(paths[first]), tuple(small[j] for j in r)))
+        tasks.append((priority[small[r.start]], tuple(small[j] for j in r)))
     return BundlePlan(span, tuple(tasks))

@@ -273,7 +273,10 @@ def start_workers(client: Client, environment: Mapping[str, str] | None = None) 
 
 def _close_workers(client: Client, cluster: LocalCluster) -> None:
     """Close the workers while their scheduler still answers: a worker that outlives it logs a failed
-    heartbeat with a CommClosedError traceback into the terminal. Best effort: the cluster closes after."""
+    heartbeat with a CommClosedError traceback into the terminal. The scheduler is quieted first (see
+    `SchedulerProcess.quiet`). Best effort: the cluster closes after."""
+    if isinstance(cluster.scheduler, SchedulerProcess):
+        cluster.scheduler.quiet()
     if not cluster.workers:
         return
     with contextlib.suppress(Exception):

@@ -189,6 +189,7 @@ class Results:
                     dispatch.confirm(fragment, rec)
                 elif replaces_find(rec.path, have.path):
                     known[f.digest] = first_found(rec, have)
+            dispatch.rank_children(row, kids, result.frontier_ranks)
             children.setdefault(fragment, []).extend(zip(kids, result.frontier, strict=True))
         for fragment, tasks in children.items():
             dispatch.searches(fragment, tasks)

@@ -1,11 +1,14 @@
 """What the driver sends to the cluster, and where: search paths bundled per priority, one confirmation
 per found μGraph, one layout task per confirmed one, and the workers' warm-up tasks.
 
-Search tasks run shallower paths first. A shallow path's subtree is the larger one on average, and
-the run's wall on many workers is bounded by its longest chain of parent and child tasks; starting
-the paths nearer the root first starts those chains first. Replayed on lora's and gqa's whole
-trees at 256 workers with no overhead, deeper-first gave 86% and 70% of the lower bound (total task
-seconds over the workers, or the longest chain) and shallower-first 86% and 86%
+Search tasks run the paths that stray least from the search order's first choices first: each
+task's rank (`stages.search.task_paths`) is the rank of the task that left it plus its rank below
+that task's path, as the worker reports it. A run stopped early (a user's time limit) then holds the
+children the cost order puts first at every level of the tree, where shallower paths first spent it
+on every shallow subtree (gqa, 180 s on 2 workers: see benchmarks/RESULTS.md). A row whose rank is
+unknown (a replayed trace records none) runs shallower first, the order the scale replays measured:
+at 256 workers with no overhead, deeper-first gave lora and gqa 86% and 70% of the lower bound (total
+task seconds over the workers, or the longest chain), shallower-first 86% and 86%
 (benchmarks/RESULTS.md, "Scale"). The nodes visited do not depend on the order.
 
 Every future is watched in one `as_completed` and remembered with the job it is, so the driver's loop
@@ -22,7 +25,7 @@ from typing import Any
 
 from distributed import Client, Future, as_completed
 
-from mugraph.pipeline.bundling import DepthTimes, plan_bundles
+from mugraph.pipeline.bundling import RANK_FLOOR, DepthTimes, plan_bundles, rank_priority
 from mugraph.pipeline.cluster import confirming_worker
 from mugraph.pipeline.jobs import ConfirmJob, Job, LayoutJob, Placement, SearchJob
 from mugraph.pipeline.plan import RunPlan
@@ -38,6 +41,7 @@ __all__ = ["WARM_PRIORITY", "Dispatch", "SearchFn"]
 # (payload, paths, node budget, seconds after which a bundle hands back its unstarted paths)
 SearchFn = Callable[[Any, tuple[tuple[int, ...], ...], int, float], tuple[SearchTaskResult, ...]]
 WARM_PRIORITY = -(1 << 20)  # below every search task: a busy worker warms up once its queue is empty
+assert WARM_PRIORITY < RANK_FLOOR
 
 
 class Dispatch:
@@ -75,6 +79,16 @@ class Dispatch:
         self.times = DepthTimes()  # recent search tasks' seconds, per depth: they size the bundles
         self.span = 0.0  # the seconds of the last batch's bundles
         self.queued_depths: Counter[int] = Counter()  # search rows in flight, per path length
+        self.ranks: dict[int, int] = {}  # a search row's rank, where known, until it is done
+
+    def rank_children(self, row: int, kids: Sequence[int], ranks: Sequence[int] | None) -> None:
+        """Rank the rows `kids` that search row `row` left: its rank (0 where unknown) plus theirs
+        below its path (`ranks`, from the worker; None from a replayed trace: left unranked)."""
+        if ranks is None:
+            return
+        base = self.ranks.pop(row, 0)
+        for kid, rank in zip(kids, ranks, strict=True):
+            self.ranks[kid] = base + rank
 
     def observe(self, path: Sequence[int], seconds: float) -> None:
         """A search path finished in `seconds`: it sizes the bundles of later paths at its depth."""
@@ -96,7 +110,10 @@ class Dispatch:
             batch.append((row, path))
         if not batch:
             return
-        plan = plan_bundles([p for _, p in batch], self.queued_depths, self.times, self.slots)
+        ranks = self.ranks
+        ranked = all(row in ranks for row, _ in batch)
+        priorities = [rank_priority(ranks[row]) for row, _ in batch] if ranked else None
+        plan = plan_bundles([p for _, p in batch], self.queued_depths, self.times, self.slots, priorities=priorities)
         self.span = plan.seconds
         by_priority: dict[int, list[tuple[int, ...]]] = {}
         for priority, members in plan.tasks:

@@ -33,6 +33,7 @@ class SearchTaskResult:
     worker: str = ""
     peak_rss_mib: float = 0.0
     frontier_estimates: tuple[float | None, ...] | None = None  # Knuth-probe sizes, per frontier path
+    frontier_ranks: tuple[int, ...] | None = None  # per frontier path, below `path` (`task_paths`)
 
     @property
     def seconds(self) -> float:

@@ -8,11 +8,17 @@ driver's `sys.path`, then a `SchedulerSpec`: the Scheduler's keyword arguments (
 credentials among them, which so never touch a disk, a command line or an environment), the Dask
 configuration of the moment and the log level. The process answers with its address.
 
-Lifetime: the process ignores SIGINT and SIGTERM (a terminal's Ctrl-C reaches the whole process
-group; the driver then stops the cluster, and the scheduler must answer it to the end), and it is
-started with both blocked, so that there is no instant in which one kills it with a traceback. It
-ends when the cluster terminates it, or when its standard input reaches end of file: the driver
-closed the pipe, or died (even by SIGKILL, the kernel closes the driver's end)."""
+Once the run ends its scheduler has nothing to say: what it logs while the workers close (a `gather`
+the driver abandoned on an interrupt fails as they go) is about work nobody waits for, and would land
+in the user's terminal after the driver's last line. So the process goes quiet on SIGINT or SIGTERM
+(a terminal's Ctrl-C reaches the whole process group, and workers that take SIGTERM close at once),
+and the driver asks it to (`quiet`) before it closes the workers.
+
+Lifetime: the process outlives SIGINT and SIGTERM (they only quiet it: the driver then stops the
+cluster, and the scheduler must answer it to the end), and it is started with both blocked, so that
+there is no instant in which one kills it with a traceback. It ends when the cluster terminates it,
+or when its standard input reaches end of file: the driver closed the pipe, or died (even by SIGKILL,
+the kernel closes the driver's end)."""
 
 from __future__ import annotations
 
@@ -45,6 +51,8 @@ BOOTSTRAP = (
 )
 START_TIMEOUT = 120.0  # a Python start, distributed's and bokeh's imports: seconds on a loaded machine
 CLOSE_TIMEOUT = 10.0  # for the scheduler to close itself once asked; then the process is killed
+QUIET = "quiet"  # the driver's one message before end of file: log nothing more
+QUIET_TIMEOUT = 2.0  # for the process to confirm it is quiet (it answers at once unless overloaded)
 _IGNORED = {signal.SIGINT, signal.SIGTERM}
 
 
@@ -140,6 +148,18 @@ class SchedulerProcess(ProcessInterface):
             proc.kill()
             await asyncio.get_running_loop().run_in_executor(None, proc.wait)
 
+    def quiet(self) -> bool:
+        """Have the scheduler log nothing from now on (its stream handlers raised past CRITICAL);
+        True once the process confirms it. Called from the driver's thread before the workers close."""
+        conn = self._conn
+        if conn is None:
+            return False
+        try:
+            conn.send(QUIET)
+            return bool(conn.poll(QUIET_TIMEOUT)) and conn.recv() == QUIET
+        except (EOFError, OSError):
+            return False
+
     async def close(self) -> None:
         await self._stop()
         await super().close()
@@ -158,11 +178,24 @@ def serve(conn: Connection) -> None:
     spec = conn.recv()
     assert isinstance(spec, SchedulerSpec)
     dask.config.update(dask.config.config, spec.config, priority="new")
-    for root in ("distributed", "bokeh"):  # as SpecCluster's silence_logs does in the driver's process
+    _log_at(spec.log_level)
+    for sig in _IGNORED:
+        signal.signal(sig, _go_quiet)
+    asyncio.run(_serve(conn, spec))
+
+
+def _go_quiet(signum: int, frame: object) -> None:
+    """SIGINT or SIGTERM in the scheduler process: the run is ending, log nothing more."""
+    _log_at(logging.CRITICAL + 1)
+
+
+def _log_at(level: int) -> None:
+    """distributed's and bokeh's stream handlers at `level`, as SpecCluster's silence_logs does in the
+    driver's process."""
+    for root in ("distributed", "bokeh"):
         for handler in logging.getLogger(root).handlers:
             if isinstance(handler, logging.StreamHandler):
-                handler.setLevel(spec.log_level)
-    asyncio.run(_serve(conn, spec))
+                handler.setLevel(level)
 
 
 async def _serve(conn: Connection, spec: SchedulerSpec) -> None:
@@ -189,8 +222,10 @@ async def _serve(conn: Connection, spec: SchedulerSpec) -> None:
 
 
 def _watch(conn: Connection, loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
-    """Wait for end of file (or any message) from the driver, then set `stop` in the loop."""
+    """Answer the driver's `QUIET`; at end of file (or any other message) set `stop` in the loop."""
     with contextlib.suppress(EOFError, OSError):
-        conn.recv()
+        while conn.recv() == QUIET:
+            _log_at(logging.CRITICAL + 1)
+            conn.send(QUIET)
     with contextlib.suppress(RuntimeError):  # the loop has closed already
         loop.call_soon_threadsafe(stop.set)

@@ -193,6 +193,7 @@ def search_task(
                 worker=worker,
                 peak_rss_mib=peak_rss_mib(),
                 frontier_estimates=tuple(estimates),
+                frontier_ranks=tuple(result.ranks),
             )
         )
     return tuple(out)

@@ -22,6 +22,7 @@ from mugraph.pipeline.bundling import (
     bundles,
     plan_bundles,
     queued_seconds,
+    rank_priority,
     search_priority,
 )
 from mugraph.pipeline.dispatch import WARM_PRIORITY
@@ -165,3 +166,20 @@ def test_the_driver_waits_for_a_longer_batch_only_while_the_queue_covers_the_wai
     assert linger_seconds(10_000, 0.1, 2, 8.0) == 8.0 / LINGER_SHARE
     assert linger_seconds(10_000, 0.1, 2, 1.0) == LINGER_SECONDS
     assert linger_seconds(40, 0.1, 2, 8.0) == pytest.approx(40 * 0.1 / 2 / LINGER_COVER)
+
+
+def test_ranked_paths_run_least_straying_first_in_bundles_of_like_rank() -> None:
+    """With ranks, a task's priority is its best path's; a depth's paths go to bundles best first,
+    and every path still goes exactly once."""
+    fresh = DepthTimes()
+    level = [(i,) for i in range(12)]
+    ranks = [7, 0, 3, 11, 1, 5, 2, 9, 4, 10, 6, 8]
+    plan = plan_bundles(level, {1: 100}, fresh, 2, priorities=[rank_priority(r) for r in ranks])
+    members = [i for _, m in plan.tasks for i in m]
+    assert sorted(members) == list(range(12))
+    assert [ranks[i] for i in members] == sorted(ranks)  # best first, within and across bundles
+    for priority, m in plan.tasks:
+        assert priority == max(rank_priority(ranks[i]) for i in m) == rank_priority(ranks[m[0]])
+    unranked = plan_bundles(level, {1: 100}, fresh, 2)
+    assert [i for _, m in unranked.tasks for i in m] == list(range(12))  # the batch's order
+    assert rank_priority(0) > rank_priority(3) > rank_priority(10**9) > WARM_PRIORITY

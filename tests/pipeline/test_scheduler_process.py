@@ -1,9 +1,11 @@
 """The local cluster's scheduler runs in a process of its own: a child of the driver that answers the
-run's client, ignores the interrupts a terminal sends the whole process group, and never outlives the
-driver (ended normally, or killed with SIGKILL)."""
+run's client, outlives the interrupts a terminal sends the whole process group (they only quiet its
+logs, as the driver's `quiet` does before the workers close), and never outlives the driver (ended
+normally, or killed with SIGKILL)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -62,14 +64,33 @@ def test_the_scheduler_is_a_child_process_of_the_driver(running: Client) -> None
     assert list(worker_parents.values()) == [os.getpid()]  # the nannies stay in the driver's process
 
 
-def test_the_scheduler_ignores_the_terminals_interrupts(running: Client) -> None:
+def stream_levels() -> list[int]:
+    """The levels of distributed's stream handlers, in the process this runs in."""
+    return [h.level for h in logging.getLogger("distributed").handlers if isinstance(h, logging.StreamHandler)]
+
+
+def test_the_scheduler_outlives_the_terminals_interrupts_and_goes_quiet(running: Client) -> None:
     pid = scheduler_pid(running)
-    assert {signal.SIGINT, signal.SIGTERM} <= ignored(pid)
+    assert {signal.SIGINT, signal.SIGTERM} & ignored(pid) == set()  # handled, not ignored
+    levels = running.run_on_scheduler(stream_levels)
+    assert levels and max(levels) <= logging.ERROR  # it logs errors while the run goes on
     os.kill(pid, signal.SIGINT)
     os.kill(pid, signal.SIGTERM)
     time.sleep(0.5)
     assert pid_alive(pid) and running.run_on_scheduler(os.getpid) == pid
     assert running.submit(sum, [1, 2], pure=False).result(timeout=60) == 3
+    assert min(running.run_on_scheduler(stream_levels)) > logging.CRITICAL
+
+
+def test_the_driver_quiets_the_scheduler_before_the_workers_close() -> None:
+    with dask_client(workers=1, dashboard_address=":0") as client:
+        assert client.cluster is not None
+        scheduler = client.cluster.scheduler
+        assert isinstance(scheduler, SchedulerProcess)
+        assert max(client.run_on_scheduler(stream_levels)) <= logging.ERROR
+        assert scheduler.quiet()  # confirmed by the process
+        assert min(client.run_on_scheduler(stream_levels)) > logging.CRITICAL
+        assert client.run_on_scheduler(os.getpid) == scheduler.pid  # still serving
 
 
 def test_the_scheduler_exits_with_the_cluster() -> None:

@@ -58,7 +58,7 @@ from mugraph.stages.search.structures import (
     block_expansion,
     kernel_expansion,
 )
-from mugraph.stages.search.task_paths import Path, Run, frontier_tasks, show, split_run
+from mugraph.stages.search.task_paths import Path, Run, ranked_frontier, show, split_run
 from mugraph.stages.verify.check import ReferenceFingerprints
 
 # Which nodes the search explores. A run store's frontier names nodes of one tree, so a store made
@@ -125,6 +125,7 @@ class ExploreResult:
     found: dict[str, Found]
     frontier: list[Path]
     counters: SearchCounters = field(default_factory=SearchCounters)
+    ranks: list[int] = field(default_factory=list)  # each frontier task's rank below `path` (`task_paths`)
 
 
 NORM_EPS_KINDS = (OpKind.RMS_NORM, OpKind.ACCUM_RMS, OpKind.LAYER_NORM)
@@ -275,18 +276,19 @@ class Searcher:
         return Found(canonical_digest(graph), path, dumps(graph))
 
     # -- exploration -------------------------------------------------------------------------
-    def _task_stack(self, task: Path) -> list[tuple[Path, Node | Lazy]]:
+    def _task_stack(self, task: Path) -> tuple[list[tuple[Path, Node | Lazy]], list[int]]:
         """The exploration stack a task starts from: its node, or the kept siblings of its run
-        (their parent expanded and judged again; that node's expansion counted them)."""
+        (their parent expanded and judged again; that node's expansion counted them); with each
+        entry's rank (its place in the run)."""
         run = split_run(task)
         if run is None:
-            return [(task, self.replay(task))]
+            return [(task, self.replay(task))], [0]
         parent = run.parent
         kids, kept = self.kept_children(parent)
         at = _covered(kids, run)
         if at is None:
             raise SearchPathError(f"task {show(task)}: its first or last child is not a kept child of {list(parent)}")
-        return [(parent + (kept[j],), kids.lazy[j]) for j in reversed(at)]
+        return [(parent + (kept[j],), kids.lazy[j]) for j in reversed(at)], [j - at.start for j in reversed(at)]
 
     def kept_children(self, path: Path) -> tuple[Expansion, list[int]]:
         """A node's children and the indices of those the search explores."""
@@ -325,8 +327,8 @@ class Searcher:
         start = tuple(path)
         counters = SearchCounters()
         with _collector_paused():
-            stack = self._task_stack(start)
-            found = self._walk(stack, budget, counters)
+            stack, ranks = self._task_stack(start)
+            found = self._walk(stack, ranks, budget, counters)
         self._frontier = dict(stack)
         o1 = self.oracle.counters
         counters.oracle_queries = o1.queries - before[0]
@@ -340,16 +342,19 @@ class Searcher:
         else:
             counters.undecided_pruned = undecided
         counters.seconds = time.perf_counter() - t0
-        return ExploreResult(start, found, frontier_tasks([p for p, _ in reversed(stack)]), counters)
+        tasks, task_ranks = ranked_frontier([p for p, _ in reversed(stack)], ranks[::-1])
+        return ExploreResult(start, found, tasks, counters, task_ranks)
 
     def _walk(
-        self, stack: list[tuple[Path, Node | Lazy]], budget: int | None, counters: SearchCounters
+        self, stack: list[tuple[Path, Node | Lazy]], ranks: list[int], budget: int | None, counters: SearchCounters
     ) -> dict[str, Found]:
         """Depth first from `stack` (popped from its end) until it is empty or `budget` states are
-        expanded; what is left on it is the frontier."""
+        expanded; what is left on it is the frontier. `ranks` runs beside `stack`: each entry's
+        rank, its parent's plus its place in exploration order (`task_paths`)."""
         found: dict[str, Found] = {}
         while stack and (budget is None or counters.nodes < budget):
             p, top = stack.pop()
+            rank = ranks.pop()
             node = top.build() if isinstance(top, Lazy) else top
             counters.structures += 1
             if isinstance(node, BlockNode):
@@ -366,6 +371,7 @@ class Searcher:
             counters.children += kids.listed
             counters.pruned += kids.listed - kids.kept_rows
             stack.extend(zip([p + (i,) for i in reversed(kids.kept)], reversed(kids.lazy), strict=True))
+            ranks.extend(range(rank + len(kids.kept) - 1, rank - 1, -1))
         return found
 
 

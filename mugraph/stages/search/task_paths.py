@@ -21,6 +21,11 @@ The shallowest siblings are handed out singly while they are few, for every work
 A block structure node has one child per closing of each of its rows, thousands near the root, and
 most are a state or two: one task each made most of a run's tasks, each spending its time replaying
 the path. Past `SPREAD` of them they go as `SPREAD` bounded runs of consecutive siblings.
+
+A frontier task also has a *rank*: the sum, over the steps below the explored path, of each step's
+place among its siblings in exploration order (0 for the child the order puts first). The driver adds
+it to the rank of the task that left it, so a task's rank counts how far its path strays from the
+search order's first choices, and it runs the least-straying paths first (`ranked_frontier`).
 """
 
 from __future__ import annotations
@@ -81,7 +86,19 @@ def frontier_tasks(unexplored: Sequence[Path]) -> list[Path]:
     subtrees, so they are handed out singly: that keeps enough tasks queued for every worker
     while the many small subtrees deeper down travel together. A lone entry stays a plain path
     (its task then needs no look at the parent's children)."""
-    out: list[Path] = []
+    return [task for task, _ in _frontier_groups(unexplored)]
+
+
+def ranked_frontier(unexplored: Sequence[Path], ranks: Sequence[int]) -> tuple[list[Path], list[int]]:
+    """`frontier_tasks`, with each task's rank: that of its first entry (`ranks`, one per entry; a
+    run's later entries come later in exploration order, so they rank no lower)."""
+    groups = _frontier_groups(unexplored)
+    return [task for task, _ in groups], [ranks[i] for _, i in groups]
+
+
+def _frontier_groups(unexplored: Sequence[Path]) -> list[tuple[Path, int]]:
+    """Each frontier task (`frontier_tasks`) with the index of its first entry in `unexplored`."""
+    out: list[tuple[Path, int]] = []
     top = min(map(len, unexplored), default=0)
     i = 0
     while i < len(unexplored):
@@ -90,22 +107,24 @@ def frontier_tasks(unexplored: Sequence[Path]) -> list[Path]:
         while j < len(unexplored) and unexplored[j][:-1] == parent:
             j += 1
         if j == i + 1 or (len(parent) + 1 == top and j - i <= SPREAD):
-            out.extend(unexplored[i:j])
+            out.extend((unexplored[k], k) for k in range(i, j))
         elif len(parent) + 1 == top:
-            out.extend(_spread(unexplored[i:j]))
+            out.extend((task, i + at) for task, at in _spread(unexplored[i:j]))
         else:
-            out.append(sibling_run(parent, unexplored[i][-1]))
+            out.append((sibling_run(parent, unexplored[i][-1]), i))
         i = j
     return out
 
 
-def _spread(siblings: Sequence[Path]) -> list[Path]:
-    """Consecutive siblings (more than `SPREAD`) as `SPREAD` bounded runs of near-equal length."""
+def _spread(siblings: Sequence[Path]) -> list[tuple[Path, int]]:
+    """Consecutive siblings (more than `SPREAD`) as `SPREAD` bounded runs of near-equal length, each
+    with the index of its first sibling."""
     n, out = len(siblings), []
     for k in range(SPREAD):
-        chunk = siblings[k * n // SPREAD : (k + 1) * n // SPREAD]
+        start = k * n // SPREAD
+        chunk = siblings[start : (k + 1) * n // SPREAD]
         first, last = chunk[0], chunk[-1]
-        out.append(first if len(chunk) == 1 else sibling_run(first[:-1], first[-1], last[-1]))
+        out.append((first if len(chunk) == 1 else sibling_run(first[:-1], first[-1], last[-1]), start))
     return out
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from mugraph.stages.search.explore import SearchPathError
+from mugraph.stages.search.explore import Searcher, SearchPathError
 from mugraph.stages.search.serial import run_search
 from mugraph.stages.search.task_paths import (
     ROOT_SHARE,
@@ -13,6 +13,7 @@ from mugraph.stages.search.task_paths import (
     SPREAD,
     Run,
     frontier_tasks,
+    ranked_frontier,
     show,
     sibling_run,
     split_run,
@@ -156,3 +157,52 @@ def test_the_serial_search_stops_the_root_early_and_finds_the_same() -> None:
     report = run_search(searcher("rms_norm"), budget, on_progress=lambda r: nodes_after.append(r.counters.nodes))
     assert nodes_after[0] == budget // ROOT_SHARE
     assert set(report.found) == set(full("rms_norm").found) and report.counters.nodes == full("rms_norm").counters.nodes
+
+
+def test_ranked_frontier_gives_each_task_its_first_entrys_rank() -> None:
+    stack = [(0, 2, 5), (0, 2, 7), (0, 2, 9), (0, 4), (1,), (2,), (3,)]
+    ranks = [5, 6, 7, 3, 1, 2, 3]
+    tasks, task_ranks = ranked_frontier(stack, ranks)
+    assert tasks == frontier_tasks(stack) and task_ranks == [5, 3, 1, 2, 3]
+    siblings = [(7, i) for i in range(3 * SPREAD)]
+    tasks, task_ranks = ranked_frontier(siblings, list(range(100, 100 + 3 * SPREAD)))
+    assert len(tasks) == SPREAD and task_ranks == [100 + 3 * k for k in range(SPREAD)]
+
+
+def rank_of(s: Searcher, task: tuple[int, ...], below: int) -> int:
+    """A task's rank below the first `below` steps of its path, from its parent's children: the sum
+    of each step's place in exploration order (a run's: its first child's)."""
+    run = split_run(task)
+    path = task if run is None else (*run.parent, run.first)
+    total = 0
+    for depth in range(below, len(path)):
+        kids, _ = s.kept_children(tuple(path[:depth]))
+        at = kids.position(path[depth])
+        assert at is not None
+        total += at
+    return total
+
+
+@pytest.mark.parametrize(("name", "budget"), [("lora", 40), ("rms_norm", 30), ("gqa", 60)])
+def test_a_frontier_tasks_rank_sums_its_steps_places_in_exploration_order(name: str, budget: int) -> None:
+    """What the driver orders tasks by: each frontier task's rank is the sum, over its path's steps
+    below the explored task, of each step's place among its kept siblings; a run's rank counts the
+    place of its first child relative to the run's start."""
+    s = searcher(name)
+    r = s.explore((), budget=budget)
+    assert r.frontier and len(r.ranks) == len(r.frontier)
+    assert [rank_of(s, t, 0) for t in r.frontier] == r.ranks
+    assert len(set(r.ranks)) > 1
+    deeper = max((t for t in r.frontier if split_run(t) is None), key=len)
+    below = s.explore(deeper, budget=budget)
+    assert [rank_of(s, t, len(deeper)) for t in below.frontier] == below.ranks
+    runs = [t for t in r.frontier if (run := split_run(t)) is not None]
+    for t in runs[:2]:
+        run = split_run(t)
+        assert run is not None
+        kids, _ = s.kept_children(run.parent)
+        first = kids.position(run.first)
+        assert first is not None
+        inner = s.explore(t, budget=budget)
+        expected = [rank_of(s, u, len(run.parent)) - first for u in inner.frontier]
+        assert inner.ranks == expected
