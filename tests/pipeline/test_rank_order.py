@@ -1,0 +1,66 @@
+"""The driver submits each search task at the priority of its path's rank: the sum, from the root, of
+each step's place among its kept siblings in exploration order (a run's: its first child's). Checked
+in a real run (a Dask cluster, the real search task and driver) against the ranks a searcher computes
+from the tree itself, so the chain from the worker's frontier ranks through the commit to Dask's
+priority is what is tested."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+BUDGET = 5  # tasks of a few states each, so the run makes many tasks at many depths
+
+seen: list[tuple[tuple[tuple[int, ...], ...], int]] = []  # (paths, Dask user priority), per search task
+
+
+def recording(payload: Any, paths: Sequence[tuple[int, ...]], budget: int, seconds: float) -> Any:
+    """The real search task, recording the priority Dask runs it at."""
+    from distributed import get_worker
+    from distributed.utils import thread_state
+
+    from mugraph.pipeline.worker import search_task
+
+    priority = get_worker().state.tasks[thread_state.key].priority
+    assert priority is not None
+    seen.append((tuple(paths), -priority[0]))
+    return search_task(payload, paths, budget, seconds)
+
+
+def test_each_search_task_runs_at_its_best_paths_rank(tmp_path: Path) -> None:
+    from distributed import Client, LocalCluster
+
+    from mugraph.pipeline.bundling import rank_priority, search_priority
+    from mugraph.pipeline.driver import COUNTER_NAMES, Driver
+    from mugraph.pipeline.plan import make_plan
+    from mugraph.pipeline.worker import MugraphPlugin
+    from mugraph.programs import get_builtin
+    from mugraph.stages.search.task_paths import split_run
+    from mugraph.storage.run.store import RunStore
+    from tests.helpers.narrow import NARROW
+    from tests.helpers.search import searcher
+
+    plan = make_plan(get_builtin("rms_norm"), None, NARROW["rms_norm"], BUDGET)
+    with (
+        LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster,
+        Client(cluster) as client,
+    ):
+        client.register_plugin(MugraphPlugin(None, "numpy"), name="mugraph")
+        with RunStore.open(tmp_path / "run.zarr", plan.identity, counter_names=COUNTER_NAMES) as store:
+            assert Driver(plan, store, client, search_fn=recording).run()["complete"]
+    s = searcher("rms_norm")
+
+    def rank(task: tuple[int, ...]) -> int:
+        run = split_run(task)
+        path = task if run is None else (*run.parent, run.first)
+        places = [s.kept_children(path[:d])[0].position(path[d]) for d in range(len(path))]
+        assert None not in places
+        return sum(p for p in places if p is not None)
+
+    assert seen[0] == (((),), search_priority(()))  # the root: no rank known yet
+    ranked = seen[1:]
+    assert len(ranked) > 20 and any(len(paths) > 1 for paths, _ in ranked)
+    for paths, priority in ranked:
+        assert priority == max(rank_priority(rank(p)) for p in paths) == rank_priority(rank(paths[0]))
+    assert len({priority for _, priority in ranked}) > 3  # ranks, not a handful of depths
