@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tree_path import tree_path
 
 from mugraph.dashboards.find_times import best_at
 from mugraph.storage.run.backends import open_existing
@@ -46,7 +48,7 @@ def run(
     if limit:
         cmd += ["--time-limit", str(limit)]
     t0 = time.perf_counter()
-    env = {**os.environ, "PYTHONPATH": str(tree[1])}
+    env = {**os.environ, "PYTHONPATH": tree_path(tree[1])}
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=tree[1], env=env)
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
