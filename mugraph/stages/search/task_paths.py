@@ -76,28 +76,23 @@ def split_run(path: Sequence[int]) -> Run | None:
     return Run(tuple(path[:-1]), path[-1] & (SIBLINGS - 1))
 
 
-def frontier_tasks(unexplored: Sequence[Path]) -> list[Path]:
-    """The unexplored stack entries (next first) as tasks: consecutive siblings become one run,
-    except at the shallowest depth, whose siblings stay one task each, or become `SPREAD` bounded
-    runs where there are more.
+def ranked_frontier(unexplored: Sequence[Path], ranks: Sequence[int]) -> tuple[list[Path], list[int]]:
+    """The unexplored stack entries (next first) as tasks, each with its rank: that of its first
+    entry (`ranks`, one per entry; a run's later entries come later in exploration order, so they
+    rank no lower). Consecutive siblings become one run, except at the shallowest depth, whose
+    siblings stay one task each, or become `SPREAD` bounded runs where there are more.
 
     Each depth's entries are the remaining suffix of one parent's kept children, in exploration order,
     so a run from the first of them covers exactly them. The shallowest entries are the largest
     subtrees, so they are handed out singly: that keeps enough tasks queued for every worker
     while the many small subtrees deeper down travel together. A lone entry stays a plain path
     (its task then needs no look at the parent's children)."""
-    return [task for task, _ in _frontier_groups(unexplored)]
-
-
-def ranked_frontier(unexplored: Sequence[Path], ranks: Sequence[int]) -> tuple[list[Path], list[int]]:
-    """`frontier_tasks`, with each task's rank: that of its first entry (`ranks`, one per entry; a
-    run's later entries come later in exploration order, so they rank no lower)."""
     groups = _frontier_groups(unexplored)
     return [task for task, _ in groups], [ranks[i] for _, i in groups]
 
 
 def _frontier_groups(unexplored: Sequence[Path]) -> list[tuple[Path, int]]:
-    """Each frontier task (`frontier_tasks`) with the index of its first entry in `unexplored`."""
+    """Each frontier task (`ranked_frontier`) with the index of its first entry in `unexplored`."""
     out: list[tuple[Path, int]] = []
     top = min(map(len, unexplored), default=0)
     i = 0

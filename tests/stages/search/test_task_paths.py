@@ -12,7 +12,6 @@ from mugraph.stages.search.task_paths import (
     SIBLINGS,
     SPREAD,
     Run,
-    frontier_tasks,
     ranked_frontier,
     show,
     sibling_run,
@@ -36,6 +35,11 @@ def test_runs_round_trip_and_plain_paths_are_not_runs() -> None:
         sibling_run((), SIBLINGS)
     with pytest.raises(ValueError):
         sibling_run((), 5, -1)
+
+
+def frontier_tasks(unexplored: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
+    """The tasks `ranked_frontier` makes of a stack (ranks aside)."""
+    return ranked_frontier(unexplored, [0] * len(unexplored))[0]
 
 
 def test_consecutive_siblings_become_one_run_and_lone_entries_stay_paths() -> None:
@@ -163,7 +167,7 @@ def test_ranked_frontier_gives_each_task_its_first_entrys_rank() -> None:
     stack = [(0, 2, 5), (0, 2, 7), (0, 2, 9), (0, 4), (1,), (2,), (3,)]
     ranks = [5, 6, 7, 3, 1, 2, 3]
     tasks, task_ranks = ranked_frontier(stack, ranks)
-    assert tasks == frontier_tasks(stack) and task_ranks == [5, 3, 1, 2, 3]
+    assert tasks == [sibling_run((0, 2), 5), (0, 4), (1,), (2,), (3,)] and task_ranks == [5, 3, 1, 2, 3]
     siblings = [(7, i) for i in range(3 * SPREAD)]
     tasks, task_ranks = ranked_frontier(siblings, list(range(100, 100 + 3 * SPREAD)))
     assert len(tasks) == SPREAD and task_ranks == [100 + 3 * k for k in range(SPREAD)]
