@@ -217,16 +217,11 @@ def plan_bundles(
             small.append(i)
         else:
             by_depth.setdefault(search_priority(path), []).append(i)
-    if priorities is None:
-        priority = [search_priority(path) for path in paths]
-        small.sort(key=lambda i: len(paths[i]))  # stable: the batch's order within a depth
-    else:
-        priority = list(priorities)
-        small.sort(key=lambda i: -priority[i])
+    priority = [search_priority(path) for path in paths] if priorities is None else list(priorities)
+    small.sort(key=priority.__getitem__, reverse=True)  # highest first; stable: the batch's order among equals
     tasks: list[tuple[int, tuple[int, ...]]] = []
     for _, group in sorted(by_depth.items(), reverse=True):
-        if priorities is not None:
-            group.sort(key=lambda i: -priority[i])
+        group.sort(key=priority.__getitem__, reverse=True)
         for r in bundles([paths[i] for i in group], size, times.means.get, span):
             tasks.append((priority[group[r.start]], tuple(group[j] for j in r)))
 
