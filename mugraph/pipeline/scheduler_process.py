@@ -53,7 +53,8 @@ START_TIMEOUT = 120.0  # a Python start, distributed's and bokeh's imports: seco
 CLOSE_TIMEOUT = 10.0  # for the scheduler to close itself once asked; then the process is killed
 QUIET = "quiet"  # the driver's one message before end of file: log nothing more
 QUIET_TIMEOUT = 2.0  # for the process to confirm it is quiet (it answers at once unless overloaded)
-_IGNORED = {signal.SIGINT, signal.SIGTERM}
+_INTERRUPTS = {signal.SIGINT, signal.SIGTERM}  # ignored until `serve` takes them (to go quiet)
+QUIET_LEVEL = logging.CRITICAL + 1  # stream handlers at this level print nothing
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,7 @@ def _signals_blocked() -> Iterator[None]:
     from multiprocessing import resource_tracker
 
     resource_tracker.ensure_running()
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, _IGNORED)
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, _INTERRUPTS)
     try:
         yield
     finally:
@@ -179,14 +180,14 @@ def serve(conn: Connection) -> None:
     assert isinstance(spec, SchedulerSpec)
     dask.config.update(dask.config.config, spec.config, priority="new")
     _log_at(spec.log_level)
-    for sig in _IGNORED:
+    for sig in _INTERRUPTS:
         signal.signal(sig, _go_quiet)
     asyncio.run(_serve(conn, spec))
 
 
 def _go_quiet(signum: int, frame: object) -> None:
     """SIGINT or SIGTERM in the scheduler process: the run is ending, log nothing more."""
-    _log_at(logging.CRITICAL + 1)
+    _log_at(QUIET_LEVEL)
 
 
 def _log_at(level: int) -> None:
@@ -225,7 +226,7 @@ def _watch(conn: Connection, loop: asyncio.AbstractEventLoop, stop: asyncio.Even
     """Answer the driver's `QUIET`; at end of file (or any other message) set `stop` in the loop."""
     with contextlib.suppress(EOFError, OSError):
         while conn.recv() == QUIET:
-            _log_at(logging.CRITICAL + 1)
+            _log_at(QUIET_LEVEL)
             conn.send(QUIET)
     with contextlib.suppress(RuntimeError):  # the loop has closed already
         loop.call_soon_threadsafe(stop.set)
