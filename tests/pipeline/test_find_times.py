@@ -27,12 +27,10 @@ Resumed = tuple[Path, dict[str, Any], list[tuple[str, float, int]]]
 def resumed_run(tmp_path_factory: pytest.TempPathFactory) -> Resumed:
     """The store of a run stopped right after its first find was committed and then resumed to the
     end; the find times after the first invocation, and every `found` event in order."""
-    from distributed import Client, LocalCluster
-
-    from mugraph.pipeline.driver import COUNTER_NAMES, Driver
+    from mugraph.pipeline.driver import Driver
     from mugraph.pipeline.plan import make_plan
-    from mugraph.pipeline.worker import MugraphPlugin
     from mugraph.programs import get_builtin
+    from tests.helpers.driven import open_run, search_cluster
 
     class StopAtFirstFind(Driver):
         """Stops as a time limit would, once a μGraph is in the store."""
@@ -48,12 +46,8 @@ def resumed_run(tmp_path_factory: pytest.TempPathFactory) -> Resumed:
             order.append((e["digest"], e["seconds"], e["states"]))
 
     plan = make_plan(get_builtin("rms_norm"), None, WIDER, BUDGET)
-    with (
-        LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster,
-        Client(cluster) as client,
-    ):
-        client.register_plugin(MugraphPlugin(None, "numpy"), name="mugraph")
-        with RunStore.open(store_path, plan.identity, counter_names=COUNTER_NAMES) as store:
+    with search_cluster() as client:
+        with open_run(store_path, plan) as store:
             first = StopAtFirstFind(plan, store, client, on_event=on_event, progress_interval=0.2).run()
             assert not first["complete"]
             before = {
@@ -61,7 +55,7 @@ def resumed_run(tmp_path_factory: pytest.TempPathFactory) -> Resumed:
                 "seconds": run_seconds(store.timeline()),
                 "states": store.task_summary()["counters"]["nodes"],
             }
-        with RunStore.open(store_path, plan.identity, counter_names=COUNTER_NAMES) as store:
+        with open_run(store_path, plan) as store:
             whole = Driver(plan, store, client, on_event=on_event, progress_interval=0.2).run()
             assert whole["complete"]
     return store_path, before, order

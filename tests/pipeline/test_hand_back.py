@@ -22,24 +22,17 @@ def first_path_only(payload: Any, paths: Sequence[tuple[int, ...]], budget: int,
 
 
 def test_paths_handed_back_are_run_again(tmp_path: Path) -> None:
-    from distributed import Client, LocalCluster
-
-    from mugraph.pipeline.driver import COUNTER_NAMES, Driver
+    from mugraph.pipeline.driver import Driver
     from mugraph.pipeline.plan import make_plan
-    from mugraph.pipeline.worker import MugraphPlugin
     from mugraph.programs import get_builtin
-    from mugraph.storage.run.store import RunStore
+    from tests.helpers.driven import open_run, search_cluster
     from tests.helpers.narrow import NARROW
 
     plan = make_plan(get_builtin("rms_norm"), None, NARROW["rms_norm"], BUDGET)
     runs: dict[str, tuple[set[str], set[tuple[int, ...]]]] = {}
-    with (
-        LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster,
-        Client(cluster) as client,
-    ):
-        client.register_plugin(MugraphPlugin(None, "numpy"), name="mugraph")
+    with search_cluster(processes=False) as client:
         for name, fn in (("whole", None), ("handed back", first_path_only)):
-            with RunStore.open(tmp_path / f"{len(runs)}.zarr", plan.identity, counter_names=COUNTER_NAMES) as store:
+            with open_run(tmp_path / f"{len(runs)}.zarr", plan) as store:
                 driver = Driver(plan, store, client) if fn is None else Driver(plan, store, client, search_fn=fn)
                 done = driver.run()
                 assert done["complete"] and store.task_summary().get("pending", 0) == 0

@@ -29,26 +29,18 @@ def recording(payload: Any, paths: Sequence[tuple[int, ...]], budget: int, secon
 
 
 def test_each_search_task_runs_at_its_best_paths_rank(tmp_path: Path) -> None:
-    from distributed import Client, LocalCluster
-
     from mugraph.pipeline.bundling import rank_priority, search_priority
-    from mugraph.pipeline.driver import COUNTER_NAMES, Driver
+    from mugraph.pipeline.driver import Driver
     from mugraph.pipeline.plan import make_plan
-    from mugraph.pipeline.worker import MugraphPlugin
     from mugraph.programs import get_builtin
     from mugraph.stages.search.task_paths import split_run
-    from mugraph.storage.run.store import RunStore
+    from tests.helpers.driven import open_run, search_cluster
     from tests.helpers.narrow import NARROW
     from tests.helpers.search import searcher
 
     plan = make_plan(get_builtin("rms_norm"), None, NARROW["rms_norm"], BUDGET)
-    with (
-        LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster,
-        Client(cluster) as client,
-    ):
-        client.register_plugin(MugraphPlugin(None, "numpy"), name="mugraph")
-        with RunStore.open(tmp_path / "run.zarr", plan.identity, counter_names=COUNTER_NAMES) as store:
-            assert Driver(plan, store, client, search_fn=recording).run()["complete"]
+    with search_cluster(processes=False) as client, open_run(tmp_path / "run.zarr", plan) as store:
+        assert Driver(plan, store, client, search_fn=recording).run()["complete"]
     s = searcher("rms_norm")
 
     def rank(task: tuple[int, ...]) -> int:

@@ -97,21 +97,13 @@ def test_kill_9_at_several_points_then_resume(tmp_path: Path, uninterrupted: Who
 def driven_lora(store_path: Path) -> Iterator[tuple[RunPlan, Client, RunStore]]:
     """The narrowed lora plan, a 2-worker local cluster with the plugin, and a fresh store: the
     parts a test needs to run the Driver in-process and reach into the cluster while it runs."""
-    from distributed import LocalCluster
-
-    from mugraph.pipeline.driver import COUNTER_NAMES
     from mugraph.pipeline.plan import make_plan
-    from mugraph.pipeline.worker import MugraphPlugin
     from mugraph.programs import get_builtin
+    from tests.helpers.driven import open_run, search_cluster
     from tests.helpers.narrow import NARROW
 
     plan = make_plan(get_builtin("lora"), None, NARROW["lora"], BUDGET)
-    with (
-        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster,
-        Client(cluster) as client,
-        RunStore.open(store_path, plan.identity, counter_names=COUNTER_NAMES) as store,
-    ):
-        client.register_plugin(MugraphPlugin(None, "numpy"), name="mugraph")
+    with search_cluster(workers=2) as client, open_run(store_path, plan) as store:
         yield plan, client, store
 
 

@@ -6,21 +6,17 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from mugraph.storage.run.store import RunStore
-
 BUDGET = 5  # tasks of a few states each: workers finish them far faster than this driver handles them
 HANDLING_SECONDS = 0.2
 LIMIT = 6.0
 
 
 def test_a_driver_behind_its_workers_stops_at_the_limit_and_resumes(tmp_path: Path) -> None:
-    from distributed import Client, LocalCluster
-
-    from mugraph.pipeline.driver import COUNTER_NAMES, Driver
+    from mugraph.pipeline.driver import Driver
     from mugraph.pipeline.plan import make_plan
     from mugraph.pipeline.records import SearchTaskResult
-    from mugraph.pipeline.worker import MugraphPlugin
     from mugraph.programs import get_builtin
+    from tests.helpers.driven import open_run, search_cluster
     from tests.helpers.narrow import NARROW
 
     class SlowDriver(Driver):
@@ -38,12 +34,8 @@ def test_a_driver_behind_its_workers_stops_at_the_limit_and_resumes(tmp_path: Pa
     loop_ends: list[float] = []
 
     plan = make_plan(get_builtin("rms_norm"), None, NARROW["rms_norm"], BUDGET)
-    with (
-        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster,
-        Client(cluster) as client,
-    ):
-        client.register_plugin(MugraphPlugin(None, "numpy"), name="mugraph")
-        with RunStore.open(tmp_path / "run.zarr", plan.identity, counter_names=COUNTER_NAMES) as store:
+    with search_cluster(workers=2) as client:
+        with open_run(tmp_path / "run.zarr", plan) as store:
             t0 = time.perf_counter()
             stopped = SlowDriver(plan, store, client, time_limit=LIMIT).run()
             loop_end = t0 + LIMIT + HANDLING_SECONDS  # at most one result past the limit
@@ -54,7 +46,7 @@ def test_a_driver_behind_its_workers_stops_at_the_limit_and_resumes(tmp_path: Pa
             assert time.perf_counter() < loop_end + 10  # cancelling and the final ranking are quick
             pending_after_stop = store.task_summary().get("pending", 0)
             assert pending_after_stop > 0
-        with RunStore.open(tmp_path / "run.zarr", plan.identity, counter_names=COUNTER_NAMES) as store:
+        with open_run(tmp_path / "run.zarr", plan) as store:
             whole = Driver(plan, store, client).run()
             assert whole["complete"] and store.task_summary().get("pending", 0) == 0
             assert whole["tasks_run"] >= pending_after_stop
