@@ -21,6 +21,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -66,8 +67,9 @@ def run_one(tree: Path, program: str, order: str, limit: float) -> dict[str, Any
     return result
 
 
-def price_events(program: str, result: dict[str, Any]) -> list[tuple[float, int, float]]:
-    """(seconds, states, speedup over the reference) of each μGraph, in the order found."""
+def speedups(program: str, graphs: Sequence[str]) -> list[float]:
+    """Each μGraph's (JSON) estimated speedup over the program's reference: `EMITTED.price` on the
+    default profile (H100), default layouts."""
     from mugraph.ir.serialize import loads
     from mugraph.programs import resolve_program
     from mugraph.stages.layout.emitted import EMITTED
@@ -75,10 +77,14 @@ def price_events(program: str, result: dict[str, Any]) -> list[tuple[float, int,
 
     profile = get_profile(DEFAULT_PROFILE)
     ref = EMITTED.price(resolve_program(program).reference(), None, profile)
-    rows = []
-    for _, seconds, states, graph in result["events"]:
-        rows.append((float(seconds), int(states), ref / EMITTED.price(loads(graph), None, profile)))
-    return rows
+    return [ref / EMITTED.price(loads(graph), None, profile) for graph in graphs]
+
+
+def price_events(program: str, result: dict[str, Any]) -> list[tuple[float, int, float]]:
+    """(seconds, states, speedup over the reference) of each μGraph, in the order found."""
+    events = result["events"]
+    priced = speedups(program, [graph for *_, graph in events])
+    return [(float(seconds), int(states), x) for (_, seconds, states, _), x in zip(events, priced, strict=True)]
 
 
 def best_by(rows: list[tuple[float, int, float]], seconds: float, states: int) -> tuple[list[float], list[float]]:

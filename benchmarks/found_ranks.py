@@ -16,11 +16,10 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_order import speedups
 
-from mugraph.ir.serialize import loads
 from mugraph.programs import resolve_program
-from mugraph.stages.layout.emitted import EMITTED
-from mugraph.stages.layout.profiles import DEFAULT_PROFILE, get_profile
 from mugraph.stages.search.config import preset_config
 from mugraph.stages.search.explore import Fragment, Searcher
 from mugraph.storage.run.backends import open_existing
@@ -47,14 +46,10 @@ def main() -> None:
     args = ap.parse_args()
     prog = resolve_program(args.program)
     searcher = Searcher(Fragment(prog.reference(), preset_config(prog.preset), prog.name))
-    profile = get_profile(DEFAULT_PROFILE)
-    ref = EMITTED.price(prog.reference(), None, profile)
     with open_existing(args.store) as store:
         found = list(store.found(args.fragment).values())
-    rows = []
-    for rec in found:
-        at = places(searcher, rec.path)
-        rows.append((ref / EMITTED.price(loads(rec.graph), None, profile), rec, at))
+    priced = speedups(args.program, [rec.graph for rec in found])
+    rows = [(x, rec, places(searcher, rec.path)) for x, rec in zip(priced, found, strict=True)]
     rows.sort(key=lambda r: -r[0])
     print("| speedup | μGraph | found at (s, states) | depth | rank | places |")
     print("|---|---|---|---|---|---|")
