@@ -39,6 +39,7 @@ from mugraph.storage.run.task_records import (
     TaskRecord,
     TaskSummary,
     check_find_time,
+    check_ranks,
     first_found,
 )
 from mugraph.storage.run.task_table import MAX_DEPTH, check_path
@@ -56,6 +57,7 @@ class _Row:
     done: bool = False
     counters: list[float] = field(default_factory=list)
     worker: str = ""
+    rank: int | None = None
 
 
 @dataclass
@@ -199,10 +201,13 @@ class MemoryRunStore:
     def fragments(self) -> list[FragmentRecord]:
         return copy.deepcopy(self._s.fragments) if self._s.fragments is not None else []
 
-    def _stage(self, items: Sequence[tuple[int, tuple[int, ...], int]], rows: list[_Row]) -> list[int]:
-        """Rows for (fragment, path, parent) items, appending new ones to `rows` (a copy of the table)."""
+    def _stage(
+        self, items: Sequence[tuple[int, tuple[int, ...], int]], rows: list[_Row], ranks: Sequence[int] | None = None
+    ) -> list[int]:
+        """Rows for (fragment, path, parent) items, appending new ones (with their ranks) to `rows`
+        (a copy of the table)."""
         index = dict(self._s.index)
-        for fragment, path, parent in items:
+        for k, (fragment, path, parent) in enumerate(items):
             if (fragment, path) in index:
                 continue
             if not -1 <= parent < len(rows):
@@ -210,7 +215,7 @@ class MemoryRunStore:
             if parent >= 0 and rows[parent].fragment != fragment:
                 raise ValueError(f"parent row {parent} belongs to fragment {rows[parent].fragment}, not {fragment}")
             index[(fragment, path)] = len(rows)
-            rows.append(_Row(fragment, path, parent))
+            rows.append(_Row(fragment, path, parent, rank=None if ranks is None else ranks[k]))
         return [index[(f, p)] for f, p, _ in items]
 
     def _commit_rows(self, rows: list[_Row]) -> None:
@@ -241,6 +246,7 @@ class MemoryRunStore:
         rows = [copy.copy(r) for r in self._s.rows]
         best: dict[tuple[int, str], FoundRecord] = {}
         staged: list[tuple[int, list[tuple[int, tuple[int, ...], int]], list[float], str]] = []
+        ranks: list[list[int] | None] = []
         for item in items:
             fragment = self._row(item.row).fragment
             for rec in item.found:
@@ -256,8 +262,9 @@ class MemoryRunStore:
                 if replaces_find(cand.path, None if have is None else have.path):
                     best[(fragment, digest)] = cand if have is None else first_found(cand, have)
             kids = [(fragment, check_path(p, f"child of row {item.row}"), item.row) for p in item.children]
+            ranks.append(check_ranks(item.ranks, len(kids), f"children of row {item.row}"))
             staged.append((item.row, kids, self._counters(item.counters, item.row), str(item.worker)))
-        out = [self._stage(kids, rows) for _, kids, _, _ in staged]
+        out = [self._stage(kids, rows, r) for (_, kids, _, _), r in zip(staged, ranks, strict=True)]
         for row, _, values, worker in staged:
             if not rows[row].done:
                 rows[row].done, rows[row].counters, rows[row].worker = True, values, worker
@@ -271,7 +278,7 @@ class MemoryRunStore:
     def _task(self, row: int) -> TaskRecord:
         r = self._s.rows[row]
         counters = dict(zip(self._s.counter_names, r.counters, strict=True)) if r.done else {}
-        return TaskRecord(row, r.fragment, r.path, r.parent, r.done, counters, r.worker if r.done else "")
+        return TaskRecord(row, r.fragment, r.path, r.parent, r.done, counters, r.worker if r.done else "", r.rank)
 
     def tasks(self) -> list[TaskRecord]:
         return [self._task(r) for r in range(len(self._s.rows))]

@@ -186,6 +186,27 @@ class RunStoreContract:
         assert store.tasks()[root].counters["states"] == 5.0
         assert store.tasks()[root].worker == "w1"
 
+    def test_children_keep_their_ranks(self, store: RunStoreWriter) -> None:
+        store.set_fragments(FRAGMENTS)
+        (root,) = store.add_tasks([(0, (), -1)])
+        assert store.tasks()[root].rank is None  # a root is added unranked
+        done = TaskCompletion(root, {}, "w1", [], [(2,), (0, 1), (5,)], ranks=[0, 3, 2**40])
+        kids = store.complete_tasks([done])[0]
+        assert [(t.row, t.rank) for t in store.pending()] == list(zip(kids, [0, 3, 2**40], strict=True))
+        again = TaskCompletion(kids[0], {}, "w1", [], [(2, 0), (0, 1)], ranks=[7, 9])  # (0, 1) is present
+        (grand,) = store.complete_tasks([again])
+        assert [store.tasks()[r].rank for r in grand] == [7, 3]  # a row present keeps its rank
+        (unranked,) = store.complete_tasks([TaskCompletion(kids[1], {}, "w1", [], [(0, 1, 4)])])
+        assert store.tasks()[unranked[0]].rank is None
+
+    def test_bad_ranks_are_refused_before_anything_is_written(self, store: RunStoreWriter) -> None:
+        store.set_fragments(FRAGMENTS)
+        (root,) = store.add_tasks([(0, (), -1)])
+        for ranks in ([1], [1, 2, 3], [-1, 0], [0, 2**62], [True, 0], [0.5, 1]):
+            with pytest.raises(ValueError):
+                store.complete_tasks([TaskCompletion(root, {}, "w1", [], [(0,), (1,)], ranks=ranks)])  # type: ignore[arg-type]
+        assert [(t.row, t.done) for t in store.tasks()] == [(root, False)]
+
     def test_found_records_round_trip_with_find_times(self, store: RunStoreWriter) -> None:
         _fill(store)
         found = store.found(0)
@@ -299,6 +320,14 @@ class RunStoreContract:
             assert rows == [0, 1, 2]
         with backend.open_existing(where) as reader:
             assert _everything(reader) == written
+
+    def test_resume_keeps_pending_ranks(self, backend: Backend, where: Path) -> None:
+        with backend.open(where) as st:
+            st.set_fragments(FRAGMENTS)
+            (root,) = st.add_tasks([(1, (), -1)])
+            st.complete_tasks([TaskCompletion(root, {}, "w1", [], [(4,), (6,)], ranks=[11, 2])])
+        with backend.open(where) as again:
+            assert [(t.path, t.rank) for t in again.pending()] == [((4,), 11), ((6,), 2)]
 
     def test_resume_keeps_earlier_find_times(self, backend: Backend, where: Path) -> None:
         with backend.open(where) as st:

@@ -58,10 +58,11 @@ def test_a_batch_is_a_few_writes_in_the_safe_order(tmp_path: Path, monkeypatch: 
     assert tasks == [
         "tasks/path/c/0/0",
         "tasks/info/c/0/0",
+        "tasks/rank/c/0/0",
         "tasks/zarr.json",
         "tasks/counters/c/0/0",
         "tasks/info/c/0/0",
-    ]  # 5 task writes for 40 tasks, the statuses last
+    ]  # 6 task writes for 40 tasks, the statuses last
     with RunStore.open_existing(path) as st:
         done = {t.row: t for t in st.tasks() if t.done}
         assert sorted(done) == rows

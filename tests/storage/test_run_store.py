@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 import zarr
+from zarr.core.sync import sync as zarr_sync
 
 from mugraph.ir.errors import MugraphError
 from mugraph.storage.run import records, task_table
@@ -32,6 +33,7 @@ from mugraph.storage.run.store import (
     StoreDamaged,
     StoreError,
     StoreMismatch,
+    TaskCompletion,
     TaskSummary,
 )
 from tests.helpers.graphs import digest_of as D
@@ -325,6 +327,7 @@ def test_complete_task_writes_status_last(tmp_path: Path, monkeypatch: pytest.Mo
         "found/0/dd/zarr.json",
         "tasks/path/c/0/0",
         "tasks/info/c/0/0",
+        "tasks/rank/c/0/0",
         "tasks/zarr.json",
         "tasks/counters/c/0/0",
         "tasks/info/c/0/0",
@@ -468,6 +471,9 @@ def filled(filled_once: Path, tmp_path: Path) -> Path:
         ("tasks/info/c/1/0", "delete"),
         ("tasks/counters/c/0/0", "delete"),
         ("tasks/path/c/0/0", "delete"),
+        ("tasks/rank/c/1/0", "flip"),
+        ("tasks/rank/c/0/0", "delete"),
+        ("tasks/rank/zarr.json", "delete"),
         ("fragments/zarr.json", "json"),
     ],
 )
@@ -632,3 +638,31 @@ def test_a_torn_ledger_line_is_dropped(filled: Path) -> None:
     ledger.write_bytes(whole.replace(b'"crc32": ', b'"crc32": 1', 1))
     with pytest.raises(StoreDamaged, match=f"{LEDGER_NAME}: line 1"):
         RunStore.open_existing(filled)
+
+
+def _make_unranked(path: Path) -> None:
+    """Turn the store at `path` into one written before ranks were kept: no rank array, and a commit
+    record without `ranked` (rewritten as that version wrote it, checksum and all)."""
+    with new_store(path) as st:
+        attrs = zarr_sync(records.read_record(st._store, path, "tasks"))
+        assert attrs is not None and attrs.pop("ranked") is True
+        records.write_record(st._store, "tasks", attrs)
+    shutil.rmtree(path / "tasks" / "rank")
+
+
+def test_a_store_from_before_ranks_resumes_unranked(tmp_path: Path) -> None:
+    path = tmp_path / "s"
+    with new_store(path) as st:
+        run_to_end(st, limit=5)
+        before = [(t.row, t.path, t.done) for t in st.tasks()]
+    _make_unranked(path)
+    with new_store(path) as st:
+        assert [(t.row, t.path, t.done) for t in st.tasks()] == before
+        assert all(t.rank is None for t in st.tasks())
+        pending = st.pending()[0]
+        kids = st.complete_tasks([TaskCompletion(pending.row, {}, "w1", [], [(*pending.path, 9)], ranks=[4])])[0]
+        assert st.tasks()[kids[0]].rank is None  # this table keeps no ranks
+    assert not (path / "tasks" / "rank").exists()
+    with RunStore.open_existing(path) as st:
+        assert st.tasks()[pending.row].done
+        assert (st.tasks()[kids[0]].path, st.tasks()[kids[0]].rank) == ((*pending.path, 9), None)

@@ -123,7 +123,7 @@ from mugraph.storage.run.run_records import (
     MeasurementRecord,
     ProgressSample,
 )
-from mugraph.storage.run.task_records import TaskCompletion, TaskRecord, TaskSummary
+from mugraph.storage.run.task_records import TaskCompletion, TaskRecord, TaskSummary, check_ranks
 from mugraph.storage.run.task_table import CHUNK_ROWS, MAX_DEPTH, TaskTable, check_path
 
 __all__ = [
@@ -359,6 +359,7 @@ class RunStore:
         table = self._table
         best: dict[tuple[int, str], FoundRecord] = {}
         staged: list[tuple[int, list[tuple[int, tuple[int, ...], int]], list[float] | None, str]] = []
+        ranks: list[list[int] | None] = []
         completing: set[int] = set()
         for item in items:
             row = item.row
@@ -380,6 +381,7 @@ class RunStore:
                 if replaces_find(cand.path, None if have is None else have.path):
                     best[(fragment, digest)] = cand if have is None else first_found(cand, have)
             kids = [(fragment, check_path(p, f"child of row {row}"), row) for p in item.children]
+            ranks.append(check_ranks(item.ranks, len(kids), f"children of row {row}"))
             values = table.counter_values(item.counters, row)
             first = not table.is_done(row) and row not in completing
             completing.add(row)
@@ -389,7 +391,7 @@ class RunStore:
             for (f, d), r in best.items()
             if replaces_find(r.path, None if (kept := self._found_for(f).get(d)) is None else kept.path)
         ]
-        rows = [table.stage(kids) for _, kids, _, _ in staged]  # memory only, like the next lines
+        rows = [table.stage(kids, r) for (_, kids, _, _), r in zip(staged, ranks, strict=True)]  # memory only, as below
         done_rows = []
         for row, _, completion, worker in staged:
             if completion is not None:

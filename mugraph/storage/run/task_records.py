@@ -19,8 +19,11 @@ __all__ = [
     "TaskRecord",
     "TaskSummary",
     "check_find_time",
+    "check_ranks",
     "first_found",
 ]
+
+MAX_RANK = 2**62  # a rank sums child places along a path (at most 64 steps of int32 places)
 
 
 @dataclass(frozen=True)
@@ -43,7 +46,10 @@ class FoundRecord:
 
 @dataclass(frozen=True)
 class TaskRecord:
-    """One row of the task table. `counters` is empty and `worker` "" while the task is pending."""
+    """One row of the task table. `counters` is empty and `worker` "" while the task is pending.
+    `rank` is the driver's order for the row (`stages.search.task_paths`: lower runs first), kept so
+    a resumed run submits its pending rows in the order the killed one would have; None where it was
+    not given (a root task, a store written before ranks were kept)."""
 
     row: int
     fragment: int
@@ -52,18 +58,21 @@ class TaskRecord:
     done: bool
     counters: dict[str, float]
     worker: str
+    rank: int | None = None
 
 
 @dataclass(frozen=True)
 class TaskCompletion:
     """A finished search task as the store records it: its counters, the worker that ran it, the
-    μGraphs it found and its frontier (the children to add as pending rows)."""
+    μGraphs it found and its frontier (the children to add as pending rows), with each child's rank
+    where the driver knows it (`TaskRecord.rank`; None: not known)."""
 
     row: int
     counters: Mapping[str, float]
     worker: str
     found: Sequence[FoundRecord]
     children: Sequence[tuple[int, ...]]
+    ranks: Sequence[int] | None = None
 
 
 class FragmentTasks(TypedDict):
@@ -92,6 +101,19 @@ def check_find_time(seconds: Any, states: Any, what: str) -> None:
     ok_states = isinstance(states, int) and not isinstance(states, bool) and states >= 0
     if not (ok_seconds and ok_states):
         raise ValueError(f"{what}: find time ({seconds!r}, {states!r}) is not (seconds ≥ 0, states ≥ 0)")
+
+
+def check_ranks(ranks: Sequence[int] | None, children: int, what: str) -> list[int] | None:
+    """`ranks` as a list of ints in [0, MAX_RANK), one per child; None stays None; ValueError naming
+    `what` otherwise."""
+    if ranks is None:
+        return None
+    out = list(ranks)
+    if len(out) != children:
+        raise ValueError(f"{what}: {len(out)} ranks for {children} children")
+    if any(not isinstance(r, int) or isinstance(r, bool) or not 0 <= r < MAX_RANK for r in out):
+        raise ValueError(f"{what}: ranks {out[:8]} must be ints in [0, {MAX_RANK})")
+    return out
 
 
 def first_found(new: FoundRecord, kept: FoundRecord) -> FoundRecord:

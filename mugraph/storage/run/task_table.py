@@ -1,9 +1,12 @@
-"""The task table of a run store: three growable Zarr arrays, mirrored in memory by the single writer.
+"""The task table of a run store: four growable Zarr arrays, mirrored in memory by the single writer.
 
 Rows are search tasks in the order they were added; row `r` lives in chunk `r // CHUNK_ROWS` of
 every array. `tasks/path` int32 [cap, 64] holds the choice path padded with -1; `tasks/info` int64
 [cap, 5] holds (fragment, parent row or -1, status 0 pending / 1 done, worker index or -1, epoch or
--1); `tasks/counters` float64 [cap, C] holds a done task's counters. The `tasks` group's sealed
+-1); `tasks/counters` float64 [cap, C] holds a done task's counters; `tasks/rank` int64 [cap, 1] the
+row's rank (the driver's order, `TaskRecord.rank`) or -1 where none was given. A table made before
+ranks were kept has no rank array and its commit record no `ranked`: its ranks read as unknown and
+stay so. The `tasks` group's sealed
 attributes are the commit record: the row count `rows`, the `epoch` (how many commits so far), the
 counter names, the worker names, `run` (the run tag of the identity the table was made for, see
 `records.run_tag`: a table copied from another run's store is damage) and `found`, the number of
@@ -74,10 +77,16 @@ class _Spec:
     fill: float
 
     def width(self, counters: int) -> int:
-        return {"path": MAX_DEPTH, "info": INFO_WIDTH}.get(self.name, counters)
+        return {"path": MAX_DEPTH, "info": INFO_WIDTH, "rank": 1}.get(self.name, counters)
 
 
 _SPECS = (_Spec("path", "int32", FILL), _Spec("info", "int64", FILL), _Spec("counters", "float64", math.nan))
+_RANK = _Spec("rank", "int64", FILL)
+UNRANKED = -1  # a row's rank where none was given
+
+
+def _specs(ranked: bool) -> tuple[_Spec, ...]:
+    return (*_SPECS, _RANK) if ranked else _SPECS
 
 
 def check_path(path: Sequence[int], what: str) -> Path_:
@@ -129,11 +138,13 @@ class TaskTable:
         self._flushed = 0  # rows [0, _flushed) are written to their chunks
         self.epoch = int(attrs["epoch"])  # commits so far
         self.found_counts: dict[int, int] = dict(attrs.get("found", {}))  # fragment → found records
+        self.ranked = bool(attrs.get("ranked", False))  # False: made before ranks were kept
         self._committed = self._state(0)  # (rows, number of workers, found counts) as last committed
         width = len(self.counter_names)
         self._path = np.full((0, MAX_DEPTH), FILL, dtype=np.int32)
         self._info = np.full((0, INFO_WIDTH), FILL, dtype=np.int64)
         self._counters = np.full((0, width), math.nan, dtype=np.float64)
+        self._rank = np.full((0, 1), FILL, dtype=np.int64)
         self._index: dict[Key, int] = {}
         self._pending_worker: dict[int, int] = {}  # row → worker index, staged by stage_completion
 
@@ -147,10 +158,18 @@ class TaskTable:
         names = [str(n) for n in counter_names]
         if len(set(names)) != len(names):
             raise ValueError(f"counter names must be distinct, got {names}")
-        attrs = {"rows": 0, "epoch": 0, "counter_names": names, "workers": [], "found": {}, RUN_KEY: run}
+        attrs = {
+            "rows": 0,
+            "epoch": 0,
+            "counter_names": names,
+            "workers": [],
+            "found": {},
+            "ranked": True,
+            RUN_KEY: run,
+        }
         write_record(store, _GROUP, attrs)
         arrays: dict[str, AsyncArray[Any]] = {}
-        for spec in _SPECS:
+        for spec in _specs(True):
             w = spec.width(len(names))
             arrays[spec.name] = await zasync.create_array(
                 store=store,
@@ -186,10 +205,20 @@ class TaskTable:
             if rows < 0 or epoch < 0:
                 raise ValueError(f"negative row count {rows} or epoch {epoch}")
             found = _found_counts(attrs.get("found", {}))  # absent in stores made before it was kept
+            ranked = attrs.get("ranked", False)  # absent likewise
+            if not isinstance(ranked, bool):
+                raise ValueError(f"ranked {ranked!r:.40} is not true or false")
         except (KeyError, TypeError, ValueError) as exc:
             raise damaged(file, exc) from None
-        arrays = {spec.name: await cls._open_array(store, root, spec, len(names), rows) for spec in _SPECS}
-        kept = {"counter_names": names, "workers": workers, "epoch": epoch, "found": found, RUN_KEY: run}
+        arrays = {s.name: await cls._open_array(store, root, s, len(names), rows) for s in _specs(ranked)}
+        kept = {
+            "counter_names": names,
+            "workers": workers,
+            "epoch": epoch,
+            "found": found,
+            "ranked": ranked,
+            RUN_KEY: run,
+        }
         table = cls(store, root, arrays, kept)
         info = await table._read("info", rows, range(-(-rows // CHUNK_ROWS)))
         if not exclusive:
@@ -198,7 +227,8 @@ class TaskTable:
         done_chunks = sorted({int(r) // CHUNK_ROWS for r in np.flatnonzero(info[:, STATUS] == DONE)})
         counters = await table._read("counters", rows, done_chunks if names else [])
         path = await table._read("path", rows, range(-(-rows // CHUNK_ROWS)))
-        table._adopt(rows, path, info, counters, fragments)
+        rank = await table._read("rank", rows, range(-(-rows // CHUNK_ROWS))) if ranked else None
+        table._adopt(rows, path, info, counters, rank, fragments)
         return table
 
     @staticmethod
@@ -259,6 +289,7 @@ class TaskTable:
         path: npt.NDArray[Any],
         info: npt.NDArray[Any],
         counters: npt.NDArray[Any],
+        rank: npt.NDArray[Any] | None,
         fragments: int | None,
     ) -> None:
         """Check the rows read from disk and install them as the mirrors and the index."""
@@ -288,12 +319,17 @@ class TaskTable:
         self._reject(bad_path, "path", "task path is impossible")
         if counters.shape[1]:
             self._reject(done & np.isnan(counters).any(axis=1), "counters", "a done task has no counters")
+        if rank is not None:
+            self._reject(rank[:, 0] < UNRANKED, "rank", "task rank is impossible")
         self.rows = self._flushed = rows
         self._committed = self._state(rows)
         self._path = _grow(self._path, rows, FILL)
         self._info = _grow(self._info, rows, FILL)
         self._counters = _grow(self._counters, rows, math.nan)
         self._path[:rows], self._info[:rows], self._counters[:rows] = path, info, counters
+        if rank is not None:
+            self._rank = _grow(self._rank, rows, FILL)
+            self._rank[:rows] = rank
         depth = int(length.max()) if rows else 0
         for r, (f, p, n) in enumerate(zip(frag.tolist(), path[:, :depth].tolist(), length.tolist(), strict=True)):
             key = (f, tuple(p[:n]))
@@ -335,6 +371,7 @@ class TaskTable:
             done=done,
             counters=dict(zip(self.counter_names, self._counters[row].tolist(), strict=True)) if done else {},
             worker=self.workers[worker] if done else "",
+            rank=int(self._rank[row, 0]) if self.ranked and self._rank[row, 0] >= 0 else None,
         )
 
     def records(self, pending_only: bool = False) -> list[TaskRecord]:
@@ -363,14 +400,16 @@ class TaskTable:
 
     # ---------------------------------------------------------------- writing (the caller orders the phases)
 
-    def stage(self, items: Sequence[tuple[int, Path_, int]]) -> list[int]:
-        """Append the (fragment, path, parent) items not present yet to the mirrors; every item's row.
+    def stage(self, items: Sequence[tuple[int, Path_, int]], ranks: Sequence[int] | None = None) -> list[int]:
+        """Append the (fragment, path, parent) items not present yet to the mirrors, with their
+        `ranks` (checked by the caller; None: unranked) where the table keeps ranks; every item's row.
+        An item already present keeps its row and its rank.
 
         All items are checked before any is staged, so a bad item leaves the table as it was."""
         rows = self.rows
-        planned: dict[Key, tuple[int, int]] = {}  # key → (row, parent)
+        planned: dict[Key, tuple[int, int, int]] = {}  # key → (row, parent, rank)
         fragment_of: dict[int, int] = {}
-        for fragment, path, parent in items:
+        for k, (fragment, path, parent) in enumerate(items):
             if fragment < 0:
                 raise ValueError(f"fragment index {fragment} is negative")
             key = (fragment, path)
@@ -381,17 +420,19 @@ class TaskTable:
             parent_fragment = fragment_of.get(parent, self.fragment_of(parent) if 0 <= parent < self.rows else fragment)
             if parent >= 0 and parent_fragment != fragment:
                 raise ValueError(f"parent row {parent} belongs to fragment {parent_fragment}, not {fragment}")
-            planned[key] = (rows, parent)
+            planned[key] = (rows, parent, UNRANKED if ranks is None else ranks[k])
             fragment_of[rows] = fragment
             rows += 1
         if rows > self.rows:
             self._path = _grow(self._path, rows, FILL)
             self._info = _grow(self._info, rows, FILL)
             self._counters = _grow(self._counters, rows, math.nan)
-        for (fragment, path), (row, parent) in planned.items():
+            self._rank = _grow(self._rank, rows, FILL)
+        for (fragment, path), (row, parent, rank) in planned.items():
             self._path[row] = -1
             self._path[row, : len(path)] = path
             self._info[row] = (fragment, parent, PENDING, -1, -1)
+            self._rank[row] = rank
             self._index[(fragment, path)] = row
         self.rows = rows
         return [self._index[(fragment, path)] for fragment, path, _ in items]
@@ -401,7 +442,8 @@ class TaskTable:
         rows = self.rows
         if self._flushed >= rows:
             return
-        self._write(("path", "info"), range(self._flushed // CHUNK_ROWS, -(-rows // CHUNK_ROWS)))
+        names = ("path", "info", "rank") if self.ranked else ("path", "info")
+        self._write(names, range(self._flushed // CHUNK_ROWS, -(-rows // CHUNK_ROWS)))
         self._flushed = rows
 
     def counter_values(self, counters: Mapping[str, float], row: int) -> list[float]:
@@ -434,6 +476,7 @@ class TaskTable:
             "counter_names": list(self.counter_names),
             "workers": list(self.workers),
             "found": {str(f): n for f, n in sorted(self.found_counts.items())},
+            **({"ranked": True} if self.ranked else {}),
             RUN_KEY: self.run,
         }
         write_record(self._store, _GROUP, attrs)
@@ -465,7 +508,12 @@ class TaskTable:
                 await asyncio.gather(*(a.resize((need, a.shape[1])) for a in grow))
 
             zarr_sync(resize())
-        mirrors: dict[str, npt.NDArray[Any]] = {"path": self._path, "info": self._info, "counters": self._counters}
+        mirrors: dict[str, npt.NDArray[Any]] = {
+            "path": self._path,
+            "info": self._info,
+            "counters": self._counters,
+            "rank": self._rank,
+        }
         for name in names:
             for c in chunks:
                 block = mirrors[name][c * CHUNK_ROWS : (c + 1) * CHUNK_ROWS]
