@@ -143,6 +143,8 @@ class Results:
         staged, self.staged = self.staged, []
         seconds = round(self.run_seconds(), 3)
         states = self.states() + sum(int(s.result.counters.get("nodes", 0)) for s in staged)
+        dispatch = self.dispatch
+        ranks = [dispatch.child_ranks(s.row, s.result.frontier_ranks) for s in staged]
         done = [
             TaskCompletion(
                 s.row,
@@ -153,13 +155,13 @@ class Results:
                     for f in s.result.found
                 ],
                 s.result.frontier,
+                r,
             )
-            for s in staged
+            for s, r in zip(staged, ranks, strict=True)
         ]
         child_rows = self.store.complete_tasks(done)
-        dispatch = self.dispatch
         children: dict[int, list[tuple[int, tuple[int, ...]]]] = {}
-        for s, kids in zip(staged, child_rows, strict=True):
+        for s, kids, kid_ranks in zip(staged, child_rows, ranks, strict=True):
             row, fragment, result = s.row, s.fragment, s.result
             dispatch.finished(row)
             self.totals.add_search(result)
@@ -189,7 +191,7 @@ class Results:
                     dispatch.confirm(fragment, rec)
                 elif replaces_find(rec.path, have.path):
                     known[f.digest] = first_found(rec, have)
-            dispatch.rank_children(row, kids, result.frontier_ranks)
+            dispatch.rank_rows(row, kids, kid_ranks)
             children.setdefault(fragment, []).extend(zip(kids, result.frontier, strict=True))
         for fragment, tasks in children.items():
             dispatch.searches(fragment, tasks)

@@ -5,11 +5,12 @@ Search tasks run the paths that stray least from the search order's first choice
 task's rank (`stages.search.task_paths`) is the rank of the task that left it plus its rank below
 that task's path, as the worker reports it. A run stopped early (a user's time limit) then holds the
 children the cost order puts first at every level of the tree, where shallower paths first spent it
-on every shallow subtree (gqa, 180 s on 2 workers: see benchmarks/RESULTS.md). A row whose rank is
-unknown (a replayed trace records none) runs shallower first, the order the scale replays measured:
-at 256 workers with no overhead, deeper-first gave lora and gqa 86% and 70% of the lower bound (total
-task seconds over the workers, or the longest chain), shallower-first 86% and 86%
-(benchmarks/RESULTS.md, "Scale"). The nodes visited do not depend on the order.
+on every shallow subtree (gqa, 180 s on 2 workers: see benchmarks/RESULTS.md). The store keeps each
+row's rank, so a resumed run's pending rows keep their order. A row whose rank is unknown (a replayed
+trace records none, nor a store written before ranks were kept) runs shallower first, the order the
+scale replays measured: at 256 workers with no overhead, deeper-first gave lora and gqa 86% and 70%
+of the lower bound (total task seconds over the workers, or the longest chain), shallower-first 86%
+and 86% (benchmarks/RESULTS.md, "Scale"). The nodes visited do not depend on the order.
 
 Every future is watched in one `as_completed` and remembered with the job it is, so the driver's loop
 knows what each result belongs to. The frontier's bookkeeping (rows running, rows done) lives here
@@ -81,14 +82,20 @@ class Dispatch:
         self.queued_depths: Counter[int] = Counter()  # search rows in flight, per path length
         self.ranks: dict[int, int] = {}  # a search row's rank, where known, until it is done
 
-    def rank_children(self, row: int, kids: Sequence[int], ranks: Sequence[int] | None) -> None:
-        """Rank the rows `kids` that search row `row` left: its rank (0 where unknown) plus theirs
-        below its path (`ranks`, from the worker; None from a replayed trace: left unranked)."""
-        if ranks is None:
-            return
-        base = self.ranks.pop(row, 0)
-        for kid, rank in zip(kids, ranks, strict=True):
-            self.ranks[kid] = base + rank
+    def child_ranks(self, row: int, below: Sequence[int] | None) -> list[int] | None:
+        """The ranks of the children search row `row` left: its rank (0 where unknown) plus theirs
+        below its path (`below`, from the worker; None from a replayed trace: unranked)."""
+        if below is None:
+            return None
+        base = self.ranks.get(row, 0)
+        return [base + rank for rank in below]
+
+    def rank_rows(self, row: int, kids: Sequence[int], ranks: Sequence[int] | None) -> None:
+        """Search row `row` is done and left the rows `kids` with `ranks` (`child_ranks`); rows
+        resumed from the store come with the ranks it kept (`ranks` None: left unranked)."""
+        self.ranks.pop(row, None)
+        if ranks is not None:
+            self.ranks.update(zip(kids, ranks, strict=True))
 
     def observe(self, path: Sequence[int], seconds: float) -> None:
         """A search path finished in `seconds`: it sizes the bundles of later paths at its depth."""

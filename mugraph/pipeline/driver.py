@@ -167,6 +167,8 @@ class Driver:
         self.on_event(start)
         if results.progress.history:
             self.on_event({"event": "history", "samples": results.progress.past_samples()})
+        # a resumed run's pending rows keep the order the killed one would have run them in
+        dispatch.ranks.update((t.row, t.rank) for t in pending if t.rank is not None)
         for i in range(len(plan.fragments)):
             dispatch.searches(i, [(t.row, t.path) for t in pending if t.fragment == i])
         dispatch.warm({t.fragment for t in pending})  # after: a worker takes its search task first
