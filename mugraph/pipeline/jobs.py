@@ -25,10 +25,11 @@ class SearchJob:
 
 @dataclass(frozen=True, slots=True)
 class ConfirmJob:
-    """The confirmation of one found μGraph."""
+    """The confirmation of one found μGraph, at its Dask priority (`dispatch.confirm_priority`)."""
 
     fragment: int
     digest: str
+    priority: int
 
 
 @dataclass(frozen=True, slots=True)
