@@ -27,6 +27,7 @@ from mugraph.arrays.backend import ArrayModule, to_numpy
 from mugraph.ir.graph import KernelGraph
 from mugraph.ir.types import OpKind
 from mugraph.stages.verify.algebra import Array, Float64Algebra, ZpqAlgebra
+from mugraph.stages.verify.draws import uniform_array
 from mugraph.stages.verify.field import FieldSpec
 from mugraph.stages.verify.interpret import evaluate, probe_outputs
 from mugraph.stages.verify.names import NameOrder, name_order, names_of
@@ -84,38 +85,6 @@ def float_inputs(graph: KernelGraph, seed: int, xp: ArrayModule) -> list[Array]:
     """Random float64 inputs, uniform in [-1, 1) (`uniform_array`)."""
     rng = np.random.default_rng([seed, 0xF64])
     return [xp.asarray(uniform_array(rng, shape, 2.0, -1.0)) for _, shape, _ in graph.input_signature()]
-
-
-FILL_CHUNK = 1 << 16  # elements: 512 KiB of float64, scaled and floored while still in cache
-
-
-def uniform_array(
-    rng: np.random.Generator, shape: Sequence[int], scale: float, shift: float, *, floor: bool = False
-) -> np.ndarray:
-    """A float64 array of `shape` with `rng`'s uniform doubles u in [0, 1) made into u·scale + shift,
-    or floor(u·scale) + shift: filled chunk by chunk into the one array the interpreter reads, so
-    nothing else of its size is touched. (An int32 draw and its float64 copy touched 1.5x the
-    memory and read it twice more; a fresh worker pays most of its first seconds there.) The values
-    are those of one `rng.random(shape)` call, whatever the chunk size.
-
-    floor(u·m) for an integer m is uniform on [0, m) within a negligible bias. u is k/2**53
-    for k uniform in [0, 2**53), and u·m steps by m/2**53 (2.8e-12 for m = 227·113): each integer j
-    is hit by 2**53/m of the k, rounded up or down, and rounding u·m to float64 (half an ulp, below
-    the step) moves at most one k across each boundary, so P(j) = 1/m within a relative 3m/2**53
-    (8.5e-12). u·m < m: u <= 1 - 2**-53, and m·2**-53 is exact below a power-of-two m and more than
-    half the float64 spacing below any other, so the product rounds below m.
-    2u - 1 is exact, in [-1, 1)."""
-    out = np.empty(tuple(shape), dtype=np.float64)
-    flat = out.reshape(-1)
-    for start in range(0, flat.size, FILL_CHUNK):
-        part = flat[start : start + FILL_CHUNK]
-        rng.random(out=part)
-        part *= scale
-        if floor:
-            np.floor(part, out=part)
-        if shift:
-            part += shift
-    return out
 
 
 class ReferenceFingerprints:

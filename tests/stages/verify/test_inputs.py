@@ -8,9 +8,10 @@ import pytest
 
 from mugraph.ir.graph import KernelGraph
 from mugraph.stages.search.config import SearchConfig
-from mugraph.stages.verify import check
-from mugraph.stages.verify.check import ReferenceFingerprints, field_inputs, float_inputs, uniform_array
+from mugraph.stages.verify import draws
+from mugraph.stages.verify.check import ReferenceFingerprints, field_inputs, float_inputs
 from mugraph.stages.verify.confirm import Confirmer
+from mugraph.stages.verify.draws import uniform_array
 from mugraph.stages.verify.field import FieldSpec
 
 SPEC = FieldSpec()
@@ -103,7 +104,7 @@ def test_values_are_one_random_call_whatever_the_chunk(monkeypatch: pytest.Monke
     m = float(SPEC.m)
     u = np.random.default_rng(9).random((300, 70))
     for chunk in (1, 7, 1 << 10, 1 << 16):
-        monkeypatch.setattr(check, "FILL_CHUNK", chunk)
+        monkeypatch.setattr(draws, "FILL_CHUNK", chunk)
         got = uniform_array(np.random.default_rng(9), (300, 70), m, 0.0, floor=True)
         assert np.array_equal(got, np.floor(u * m))
         assert np.array_equal(uniform_array(np.random.default_rng(9), (300, 70), 2.0, -1.0), u * 2.0 - 1.0)
