@@ -3,6 +3,9 @@ seed's values on every call, and fresh values for every seed, every input and th
 
 from __future__ import annotations
 
+import pickle
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -11,7 +14,7 @@ from mugraph.stages.search.config import SearchConfig
 from mugraph.stages.verify import draws
 from mugraph.stages.verify.check import ReferenceFingerprints, field_inputs, float_inputs
 from mugraph.stages.verify.confirm import Confirmer
-from mugraph.stages.verify.draws import uniform_array
+from mugraph.stages.verify.draws import host_array, uniform_array
 from mugraph.stages.verify.field import FieldSpec
 
 SPEC = FieldSpec()
@@ -116,3 +119,31 @@ def test_the_largest_double_below_one_stays_below_m() -> None:
     top = np.array([np.nextafter(1.0, 0.0)])
     for m in (SPEC.m, 227, 2**14, 2**14 + 1, 94_906_265):
         assert np.floor(top * m)[0] == m - 1
+
+
+def vm_flags(address: int) -> list[str]:
+    """The kernel's flags of the mapping that holds `address` (/proc/self/smaps)."""
+    inside = False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()[0]
+        if "-" in head and not head.endswith(":"):
+            lo, hi = (int(x, 16) for x in head.split("-"))
+            inside = lo <= address < hi
+        elif inside and head == "VmFlags:":
+            return line.split()[1:]
+    raise AssertionError(f"no mapping holds {address:#x}")
+
+
+def test_large_arrays_are_kept_off_huge_pages_and_behave_as_any_other() -> None:
+    large = host_array((1024, 1024))
+    assert "nh" in vm_flags(large.ctypes.data)  # MADV_NOHUGEPAGE
+    g = KernelGraph()
+    g.mark_output(g.exp(g.new_input((1024, 1024), name="W")), "O")
+    assert "nh" in vm_flags(field_inputs(g, SPEC, 0, np).inputs[0].ctypes.data)
+    assert "nh" in vm_flags(float_inputs(g, 0, np)[0].ctypes.data)
+    assert large.dtype == np.float64 and large.flags.writeable and large.flags.c_contiguous
+    large[:] = 3.0
+    view = large[:, :8]  # a weight's tiles are views of it
+    assert float(view.sum()) == 3.0 * 1024 * 8
+    assert float(pickle.loads(pickle.dumps(large)).sum()) == 3.0 * 1024 * 1024
+    assert host_array((4, 4)).base is None  # small ones are NumPy's own
