@@ -27,6 +27,7 @@ from mugraph.arrays.backend import ArrayModule, to_numpy
 from mugraph.ir.graph import KernelGraph
 from mugraph.ir.types import OpKind
 from mugraph.stages.verify.algebra import Array, Float64Algebra, ZpqAlgebra
+from mugraph.stages.verify.draws import uniform_array
 from mugraph.stages.verify.field import FieldSpec
 from mugraph.stages.verify.interpret import evaluate, probe_outputs
 from mugraph.stages.verify.names import NameOrder, name_order, names_of
@@ -70,19 +71,20 @@ class FieldInputs:
 
 
 def field_inputs(graph: KernelGraph, spec: FieldSpec, seed: int, xp: ArrayModule) -> FieldInputs:
-    """Random inputs (generated with NumPy, so equal on every backend) and ω for one seed."""
+    """Random inputs (generated with NumPy, so equal on every backend) and ω for one seed: each
+    input's integers in [0, m) as float64 (`uniform_array`)."""
     rng = np.random.default_rng([seed, spec.p, spec.q])
     omega = int(spec.omegas[int(rng.integers(len(spec.omegas)))])
     arrays = tuple(
-        xp.asarray(rng.integers(0, spec.m, size=shape, dtype=np.int32).astype(np.float64))
-        for _, shape, _ in graph.input_signature()
+        xp.asarray(uniform_array(rng, shape, float(spec.m), 0.0, floor=True)) for _, shape, _ in graph.input_signature()
     )
     return FieldInputs(seed, omega, arrays)
 
 
 def float_inputs(graph: KernelGraph, seed: int, xp: ArrayModule) -> list[Array]:
+    """Random float64 inputs, uniform in [-1, 1) (`uniform_array`)."""
     rng = np.random.default_rng([seed, 0xF64])
-    return [xp.asarray(rng.uniform(-1.0, 1.0, size=shape)) for _, shape, _ in graph.input_signature()]
+    return [xp.asarray(uniform_array(rng, shape, 2.0, -1.0)) for _, shape, _ in graph.input_signature()]
 
 
 class ReferenceFingerprints:
