@@ -100,6 +100,7 @@ class Results:
         self.measured: list[dict[str, MeasurementRecord]] = []
         self.staged: list[StagedResult] = []  # handled, not yet committed
         self.reference_seconds: dict[int, float] = {}  # per fragment: the model's time for the reference
+        self.estimated: dict[tuple[int, str], float] = {}  # per found μGraph: the model's time, once
         self.progress = RunProgress([fp.spec.name for fp in plan.fragments], [], [])
         self.estimator = SpaceEstimator()
         self.t0 = time.perf_counter()  # this invocation's start (the driver sets it with the sampler's)
@@ -188,7 +189,7 @@ class Results:
                             "states": states,
                         }
                     )
-                    dispatch.confirm(fragment, rec, confirm_priority(self.speedup(fragment, f.graph)))
+                    self.confirm(fragment, rec)
                 elif replaces_find(rec.path, have.path):
                     known[f.digest] = first_found(rec, have)
             dispatch.rank_rows(row, kids, kid_ranks)
@@ -232,15 +233,23 @@ class Results:
         if "error" in result or digest not in self.found[fragment]:
             return {}
         return {
-            "estimated_seconds": estimate_emitted(loads(self.found[fragment][digest].graph), self.profile).seconds,
+            "estimated_seconds": self._estimated_seconds(fragment, digest),
             "reference_seconds": self._reference_seconds(fragment),
         }
 
-    def speedup(self, fragment: int, graph: str) -> float:
-        """The model's speedup of a found μGraph (its JSON text) over its fragment's reference: what
-        orders the confirmations (about 0.3 ms each)."""
-        seconds = estimate_emitted(loads(graph), self.profile).seconds
-        return self._reference_seconds(fragment) / seconds if seconds > 0 else 0.0
+    def confirm(self, fragment: int, rec: FoundRecord) -> None:
+        """Submit a found μGraph's confirmation at the priority of the model's speedup for it over
+        its fragment's reference (`dispatch.confirm_priority`; about 0.3 ms to price)."""
+        seconds = self._estimated_seconds(fragment, rec.digest)
+        speedup = self._reference_seconds(fragment) / seconds if seconds > 0 else None
+        self.dispatch.confirm(fragment, rec, confirm_priority(speedup))
+
+    def _estimated_seconds(self, fragment: int, digest: str) -> float:
+        """The model's time for a found μGraph, priced once (for its confirmation, then its layout)."""
+        key = (fragment, digest)
+        if key not in self.estimated:
+            self.estimated[key] = estimate_emitted(loads(self.found[fragment][digest].graph), self.profile).seconds
+        return self.estimated[key]
 
     def _reference_seconds(self, fragment: int) -> float:
         ref = self.reference_seconds.get(fragment)

@@ -30,7 +30,7 @@ from distributed import Client, Future
 from mugraph.ir.errors import MugraphError
 from mugraph.pipeline.cluster import confirming_worker, gpu_workers, start_workers
 from mugraph.pipeline.commit import Results, fragment_record
-from mugraph.pipeline.dispatch import Dispatch, SearchFn, confirm_priority
+from mugraph.pipeline.dispatch import Dispatch, SearchFn
 from mugraph.pipeline.events import DoneEvent, EventSink, StartEvent
 from mugraph.pipeline.finish import finish
 from mugraph.pipeline.jobs import ConfirmJob, LayoutJob, SearchJob, StagedResult
@@ -175,7 +175,7 @@ class Driver:
         for i, found in enumerate(results.found):
             for d, rec in sorted(found.items()):
                 if d not in results.confirmed[i]:
-                    dispatch.confirm(i, rec, confirm_priority(results.speedup(i, rec.graph)))
+                    results.confirm(i, rec)
                 elif results.confirmed[i][d]["equivalent"] and not results.layout_current(i, d):
                     dispatch.layout(i, d, rec.graph)
         stopped = self._loop()
