@@ -174,7 +174,8 @@ class Searcher:
             memo,
         )
         self.fingerprints = ReferenceFingerprints(fragment.reference, cfg.seeds, xp=xp)
-        self._kids: WeightedLRU[Path, Expansion] = WeightedLRU(KIDS_WEIGHT, _children)
+        # Listed nodes with their expansions, weighed by both (a kept child holds its parent).
+        self._kids: WeightedLRU[Path, tuple[Node, Expansion]] = WeightedLRU(KIDS_WEIGHT, _listed_weight)
         self._nodes: WeightedLRU[Path, Node] = WeightedLRU(NODE_ROWS, _rows)  # replayed nodes
         # The stack the last exploration stopped with: its frontier's nodes, which the size
         # estimate probes right after (`estimate.py`) without replaying their paths.
@@ -189,10 +190,11 @@ class Searcher:
         return kernel_expansion(node, cfg, outputs, self.oracle.kept)
 
     def _children_cached(self, path: Path, node: Node) -> Expansion:
-        kids = self._kids.get(path)
-        if kids is None:
-            kids = self.expansion(node)
-            self._kids.put(path, kids)
+        listed = self._kids.get(path)
+        if listed is not None:
+            return listed[1]
+        kids = self.expansion(node)
+        self._kids.put(path, (node, kids))
         return kids
 
     def replay(self, path: Sequence[int]) -> Node:
@@ -207,7 +209,11 @@ class Searcher:
             if child is not None:  # the first steps of most tasks' paths are the same few nodes
                 node = child
                 continue
-            if isinstance(node, BlockNode):  # its one child, not its whole expansion
+            listed = self._kids.get(key[:-1]) if isinstance(node, BlockNode) else None
+            if listed is not None:  # listed already (a walk left its children on its frontier)
+                at = listed[1].position(idx)
+                child = None if at is None else listed[1].lazy[at].build()
+            elif isinstance(node, BlockNode):  # its one child, not its whole expansion
                 child = block_child(node, idx, cfg, outputs, self.oracle.kept) if idx >= 0 else None
             else:
                 child = self._children_cached(tuple(path[:depth]), node).child(idx)
@@ -282,7 +288,7 @@ class Searcher:
         entry's rank (its place in the run)."""
         run = split_run(task)
         if run is None:
-            return [(task, self.replay(task))], [0]
+            return [(task, self.node(task))], [0]
         parent = run.parent
         kids, kept = self.kept_children(parent)
         at = _covered(kids, run)
@@ -328,7 +334,9 @@ class Searcher:
         counters = SearchCounters()
         with _collector_paused():
             stack, ranks = self._task_stack(start)
-            found = self._walk(stack, ranks, budget, counters)
+            opened: list[_Opened | None] = [None] * len(stack)
+            found = self._walk(stack, ranks, opened, budget, counters)
+            self._keep_open(opened)
         self._frontier = dict(stack)
         o1 = self.oracle.counters
         counters.oracle_queries = o1.queries - before[0]
@@ -346,15 +354,25 @@ class Searcher:
         return ExploreResult(start, found, tasks, counters, task_ranks)
 
     def _walk(
-        self, stack: list[tuple[Path, Node | Lazy]], ranks: list[int], budget: int | None, counters: SearchCounters
+        self,
+        stack: list[tuple[Path, Node | Lazy]],
+        ranks: list[int],
+        opened: list[_Opened | None],
+        budget: int | None,
+        counters: SearchCounters,
     ) -> dict[str, Found]:
         """Depth first from `stack` (popped from its end) until it is empty or `budget` states are
         expanded; what is left on it is the frontier. `ranks` runs beside `stack`: each entry's
-        rank, its parent's plus its place in exploration order (`task_paths`)."""
+        rank, its parent's plus its place in exploration order (`task_paths`); so does `opened`:
+        the expansion each entry came from (None for the task's own entries), with a count of its
+        children still on the stack."""
         found: dict[str, Found] = {}
         while stack and (budget is None or counters.nodes < budget):
             p, top = stack.pop()
             rank = ranks.pop()
+            parent = opened.pop()
+            if parent is not None:
+                parent.waiting -= 1
             node = top.build() if isinstance(top, Lazy) else top
             counters.structures += 1
             if isinstance(node, BlockNode):
@@ -370,9 +388,33 @@ class Searcher:
             kids = self.expansion(node)
             counters.children += kids.listed
             counters.pruned += kids.listed - kids.kept_rows
+            if not kids.kept:
+                continue
             stack.extend(zip([p + (i,) for i in reversed(kids.kept)], reversed(kids.lazy), strict=True))
             ranks.extend(range(rank + len(kids.kept) - 1, rank - 1, -1))
+            opened.extend([_Opened(p, node, kids)] * len(kids.kept))
         return found
+
+    def _keep_open(self, opened: list[_Opened | None]) -> None:
+        """Keep the nodes and expansions whose children a walk left on its frontier: the next
+        task on this worker is often one of those children or a run of them (serially, always
+        the next one), and would otherwise replay its parent's path and list its children again."""
+        for o in dict.fromkeys(o for o in opened if o is not None and o.waiting):
+            self._nodes.put(o.path, o.node)
+            self._kids.put(o.path, (o.node, o.kids))
+
+
+class _Opened:
+    """A node a walk expanded, its expansion, and how many of its kept children are still on the
+    walk's stack (identity-hashed: one per expansion)."""
+
+    __slots__ = ("kids", "node", "path", "waiting")
+
+    def __init__(self, path: Path, node: Node, kids: Expansion) -> None:
+        self.path = path
+        self.node = node
+        self.kids = kids
+        self.waiting = len(kids.kept)
 
 
 def _covered(kids: Expansion, run: Run) -> range | None:
@@ -386,13 +428,13 @@ def _covered(kids: Expansion, run: Run) -> range | None:
 
 
 # What a searcher keeps for the next task (`lru.py`): the rows of the nodes replayed paths went
-# through, and the children of the expansions a run's task listed again for its parent.
-NODE_ROWS = 16_384
-KIDS_WEIGHT = 16_384
+# through, and the nodes listed (for a run's parent, or left open by a walk) with their children.
+NODE_ROWS = 65_536
+KIDS_WEIGHT = 65_536
 
 
-def _children(kids: Expansion) -> int:
-    return len(kids.lazy)
+def _listed_weight(listed: tuple[Node, Expansion]) -> int:
+    return _rows(listed[0]) + len(listed[1].lazy)
 
 
 def _rows(node: Node) -> int:

@@ -1,7 +1,7 @@
 """A least-recently-used cache bounded by the total weight of what it holds.
 
-A searcher keeps the nodes and expansions it replayed, for the next task's path, which most often
-starts the same way. Counted by entries, such a cache held a worker's memory hostage: one block
+A searcher keeps the nodes and expansions it replayed or left open, for the next task's path,
+which most often starts the same way. Counted by entries, such a cache held a worker's memory hostage: one block
 structure node near the root carries thousands of rows, each with its op and macro tables, and 256
 of them took a lora worker past 6 GB. Weighed by rows (or children), the cache keeps the many small
 nodes that paths share and lets the few huge ones go first when it is full.
