@@ -29,6 +29,7 @@ from mugraph.stages.search.state import (
     Entry,
     OpenBlock,
     OpTable,
+    Rank,
     State,
     TInfo,
     shape_nbytes,
@@ -138,12 +139,18 @@ def _new_tuples_by_arity(start: int, n: int) -> dict[str, tuple[tuple[int, ...],
     return {a: new_tuples(a, start, n) for a in ("unary", "commutative", "ordered")}
 
 
-def _block_extend(base: OpTable | None, cfg: SearchConfig, tensors: Sequence[TInfo], forloop: int) -> OpTable:
+def _block_extend(
+    base: OpTable | None, cfg: SearchConfig, tensors: Sequence[TInfo], forloop: int, last: Rank
+) -> OpTable:
     """The table over `tensors`, extending `base` (over a prefix of them) with the tuples that read
-    a tensor it did not have. Same entries as listing each kind's tuples one by one, in one pass."""
+    a tensor it did not have. Same entries as listing each kind's tuples one by one, in one pass,
+    less those ranked at or below `last`: a block graph's ops come in rank order, so neither the
+    graph whose last op is `last` nor any graph grown from it (the only ones that get this table)
+    lists them."""
     n = len(tensors)
     rdx = cfg.rdx
     start = 0 if base is None else base.n
+    last_ins, last_order = last
     all_keys: list[list[tuple[int, ...]]] = []
     all_entries: list[list[Entry]] = []
     all_big: list[int] = []
@@ -161,8 +168,12 @@ def _block_extend(base: OpTable | None, cfg: SearchConfig, tensors: Sequence[TIn
         new_keys: list[tuple[int, ...]] = []
         add_key = new_keys.append
         big = 0
+        listed = tuples[kind_arity]
+        live = _above(listed, last_ins, order <= last_order)
+        if live:
+            listed = listed[live:]
         if kind_arity == "unary":
-            for ins in tuples[kind_arity]:
+            for ins in listed:
                 a = tensors[ins[0]]
                 if accum is not None:
                     if a.after_accum:
@@ -181,7 +192,7 @@ def _block_extend(base: OpTable | None, cfg: SearchConfig, tensors: Sequence[TIn
                 if nbytes > big:
                     big = nbytes
         else:
-            for ins in tuples[kind_arity]:
+            for ins in listed:
                 a = tensors[ins[0]]
                 b = tensors[ins[1]]
                 flag = a.after_accum
@@ -210,15 +221,29 @@ def _block_extend(base: OpTable | None, cfg: SearchConfig, tensors: Sequence[TIn
             continue
         old_big = base.big[ki]
         all_big.append(big if big > old_big else old_big)
+        old_keys, old_entries = base.keys[ki], base.entries[ki]
+        cut = _above(old_keys, last_ins, order <= last_order)
+        if cut:  # the parent's entries this graph's rank has passed
+            old_keys, old_entries = old_keys[cut:], old_entries[cut:]
         if kind_arity == "ordered" and new_keys[0][0] < start:
-            keys, entries = _merge_ordered(base.keys[ki], base.entries[ki], new_keys, new, start)
+            keys, entries = _merge_ordered(old_keys, old_entries, new_keys, new, start)
             all_keys.append(keys)
             all_entries.append(entries)
         else:
             # A new tuple whose first index is new sorts after every old one.
-            all_keys.append(base.keys[ki] + new_keys)
-            all_entries.append(base.entries[ki] + new)
+            all_keys.append(old_keys + new_keys)
+            all_entries.append(old_entries + new)
     return OpTable(n, tuple(all_keys), tuple(all_entries), tuple(all_big))
+
+
+def _above(keys: Sequence[tuple[int, ...]], last_ins: tuple[int, ...], tie_out: bool) -> int:
+    """Where the operand tuples (sorted) ranked above a last op reading `last_ins` start: past
+    those before it, and past `last_ins` itself where this kind's order does not rank above the
+    last op's (`tie_out`)."""
+    at = bisect.bisect_left(keys, last_ins)
+    if tie_out and at < len(keys) and keys[at] == last_ins:
+        at += 1
+    return at
 
 
 def _merge_ordered(
@@ -292,7 +317,7 @@ def block_table(b: OpenBlock, cfg: SearchConfig) -> OpTable:
     """The block ops over `b`'s tensors, extending the table it inherited from its parent graph."""
     t = b.table
     if t is None or t.n < len(b.tensors):
-        t = b.table = _block_extend(t, cfg, b.tensors, b.forloop)
+        t = b.table = _block_extend(t, cfg, b.tensors, b.forloop, b.last)
     return t
 
 
