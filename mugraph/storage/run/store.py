@@ -38,7 +38,7 @@ rerun finds the same ones and a digest keeps the smaller path, whichever attempt
 commit replaces "use the common length of the task arrays": arrays may differ in capacity after a
 crash mid-resize without consequence, and a deleted tail chunk is reported instead of silently
 shortening the table. Readers (`open_existing`, no lock) may run beside the writer; the epoch keeps
-their view consistent (see `mugraph.storage.run.task_table`).
+their view consistent (see `mugraph.storage.run.task_table_load`).
 
 `run` is the run tag (`records.run_tag`) of the root's identity: these records belong to one run,
 and a table, fragment list, timeline, ranking or final record copied from another run's store, or a
@@ -52,11 +52,11 @@ missing, an impossible value, a committed record that is gone, records that cont
 a symbolic link inside the store) raises StoreDamaged naming the file; nothing is ever guessed.
 
 The pieces: `opening` (checks and the lock before a writer's open), `store_root` (root attributes,
-building and deleting a whole store), `task_table`, `found_records`, `records` (sealed JSON records)
-and `record_files` (reading them), `ledger`, `cross_checks` (records against each other),
-`safe_files` (opening without following links); this module ties them into `RunStore`, the one
-production implementation of `protocol.RunStoreWriter` (its records in `task_records` and
-`run_records`).
+building and deleting a whole store), `task_table` (read back by `task_table_load`), `found_records`,
+`records` (sealed JSON records) and `record_files` (reading them), `ledger`, `cross_checks` (records
+against each other), `safe_files` (opening without following links); this module ties them into
+`RunStore`, the one production implementation of `protocol.RunStoreWriter` (its records in
+`task_records` and `run_records`).
 """
 
 from __future__ import annotations
@@ -124,7 +124,8 @@ from mugraph.storage.run.run_records import (
     ProgressSample,
 )
 from mugraph.storage.run.task_records import TaskCompletion, TaskRecord, TaskSummary, check_ranks
-from mugraph.storage.run.task_table import CHUNK_ROWS, MAX_DEPTH, TaskTable, check_path
+from mugraph.storage.run.task_table import CHUNK_ROWS, MAX_DEPTH, check_path
+from mugraph.storage.run.task_table_load import load_task_table
 
 __all__ = [
     "CHUNK_ROWS",
@@ -183,7 +184,7 @@ class RunStore:
             check_run_tag(frags, self._tag, metadata_file(path, "fragments"))
             self._fragments = check_fragments(frags.get("fragments"), metadata_file(path, "fragments"))
         count = len(self._fragments) if self._fragments is not None else None
-        self._table = run_sync(TaskTable.load(self._store, path, count, exclusive=lock is not None, run=self._tag))
+        self._table = run_sync(load_task_table(self._store, path, count, exclusive=lock is not None, run=self._tag))
         self._reference_digests: dict[int, str] = {}
         final = self.final()  # the final record and the rankings before the listings (see cross_checks)
         rankings = [self.ranking(i) for i in range(count or 0)]
