@@ -38,7 +38,7 @@ rerun finds the same ones and a digest keeps the smaller path, whichever attempt
 commit replaces "use the common length of the task arrays": arrays may differ in capacity after a
 crash mid-resize without consequence, and a deleted tail chunk is reported instead of silently
 shortening the table. Readers (`open_existing`, no lock) may run beside the writer; the epoch keeps
-their view consistent (see `mugraph.storage.run.task_table`).
+their view consistent (see `mugraph.storage.run.task_table_load`).
 
 `run` is the run tag (`records.run_tag`) of the root's identity: these records belong to one run,
 and a table, fragment list, timeline, ranking or final record copied from another run's store, or a
@@ -51,23 +51,23 @@ Damage (invalid JSON, a record whose checksum fails, a chunk failing its crc32c,
 missing, an impossible value, a committed record that is gone, records that contradict each other,
 a symbolic link inside the store) raises StoreDamaged naming the file; nothing is ever guessed.
 
-The pieces: `opening` (checks and the lock before a writer's open), `store_root` (root attributes,
-building and deleting a whole store), `task_table`, `found_records`, `records` (sealed JSON records)
-and `record_files` (reading them), `ledger`, `cross_checks` (records against each other),
-`safe_files` (opening without following links); this module ties them into `RunStore`, the one
-production implementation of `protocol.RunStoreWriter` (its records in `task_records` and
-`run_records`).
+The pieces: `opening` (checks and the lock before a writer's open), `root` (root attributes,
+building and deleting a whole store), `task_table` (read back by `task_table_load`), `found_records`,
+`records` (sealed JSON records) and `record_files` (reading them), `ledger`, `cross_checks` (records
+against each other), `safe_files` (opening without following links), `result_records` (the records
+written whole: confirmations, layouts, measurements, rankings, timeline, final, and the write guards);
+this module ties them into `RunStore`, the one production implementation of `protocol.RunStoreWriter`
+(its records in `task_records` and `run_records`): opening, the fragments, the task table and the
+found μGraphs, whose writes follow the order above.
 """
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, cast
+from typing import Any
 
 from mugraph.ir.canonical import replaces_find
 from mugraph.storage.run.atomic_store import AtomicLocalStore, remove_temp_files
@@ -78,26 +78,18 @@ from mugraph.storage.run.errors import (
     StoreDamaged,
     StoreError,
     StoreMismatch,
-    damaged,
 )
 from mugraph.storage.run.found_records import (
     FoundRecord,
     check_find_time,
     first_found,
     found_attrs,
-    graph_digest,
     load_found,
 )
 from mugraph.storage.run.ledger import Ledger
 from mugraph.storage.run.lock import StoreLock
 from mugraph.storage.run.opening import open_for_writing
-from mugraph.storage.run.record_checks import (
-    check_confirmation,
-    check_fragments,
-    check_layout,
-    check_measurement,
-    check_samples,
-)
+from mugraph.storage.run.record_checks import check_fragments
 from mugraph.storage.run.record_files import RecordFiles, run_sync
 from mugraph.storage.run.records import (
     RUN_KEY,
@@ -108,23 +100,17 @@ from mugraph.storage.run.records import (
     run_tag,
     write_record,
 )
+from mugraph.storage.run.result_records import ResultRecords
 from mugraph.storage.run.root import (
     FORMAT,
     SCHEMA_VERSION,
     RootAttrs,
     read_root,
 )
-from mugraph.storage.run.run_records import (
-    ConfirmationRecord,
-    FinalRecord,
-    FragmentRecord,
-    JsonObject,
-    LayoutRecord,
-    MeasurementRecord,
-    ProgressSample,
-)
+from mugraph.storage.run.run_records import FragmentRecord, JsonObject
 from mugraph.storage.run.task_records import TaskCompletion, TaskRecord, TaskSummary, check_ranks
-from mugraph.storage.run.task_table import CHUNK_ROWS, MAX_DEPTH, TaskTable, check_path
+from mugraph.storage.run.task_table import CHUNK_ROWS, MAX_DEPTH, check_path
+from mugraph.storage.run.task_table_load import load_task_table
 
 __all__ = [
     "CHUNK_ROWS",
@@ -142,13 +128,10 @@ __all__ = [
     "TaskSummary",
 ]
 
-_DIGEST = re.compile(r"[0-9A-Za-z][0-9A-Za-z_.-]{0,127}")
-_SIBLING = re.compile(r"\.(?P<name>.+)\.mugraph-(?:new|old)-(?P<pid>\d+)-[0-9a-f]+")
-_KEYED = ("confirmations", "layouts", "measurements")  # records named by the digest of their μGraph
 
-
-class RunStore:
-    """One run's tasks, found μGraphs, confirmations, rankings and final result, on disk.
+class RunStore(ResultRecords):
+    """One run's tasks, found μGraphs, confirmations, rankings and final result, on disk (the records
+    written whole, from confirmations to the final result, are its base `ResultRecords`).
 
     Used from one thread. Reads of tasks come from memory (loaded at open); found μGraphs are
     loaded per fragment on first use; confirmations, rankings and the final result are read on
@@ -164,33 +147,26 @@ class RunStore:
         created: bool,
         root_attrs: RootAttrs,
     ) -> None:
-        self.path = path
-        self.readonly = readonly
         self.created = created
         self.identity: dict[str, str] = dict(root_attrs["identity"])
         self.meta: JsonObject = dict(root_attrs["meta"])
-        self._tag = run_tag(self.identity)
+        tag = run_tag(self.identity)
         self._lock = lock
-        self._store = AtomicLocalStore(path, read_only=readonly, durable=durable)
-        self._files = RecordFiles(self._store, path)
-        self._closed = False
-        self._broken: str | None = None
+        store = AtomicLocalStore(path, read_only=readonly, durable=durable)
+        files = RecordFiles(store, path)
+        ledger = Ledger.load(path, writer=lock is not None, durable=durable)  # every committed record is there
+        super().__init__(path, readonly=readonly, tag=tag, store=store, files=files, ledger=ledger)
         self._found: dict[int, dict[str, FoundRecord]] = {}
-        self._ledger = Ledger.load(path, writer=lock is not None, durable=durable)  # every committed record is there
         frags = self._files.read("fragments")
-        self._fragments: list[FragmentRecord] | None = None
         if frags is not None:
             check_run_tag(frags, self._tag, metadata_file(path, "fragments"))
             self._fragments = check_fragments(frags.get("fragments"), metadata_file(path, "fragments"))
         count = len(self._fragments) if self._fragments is not None else None
-        self._table = run_sync(TaskTable.load(self._store, path, count, exclusive=lock is not None, run=self._tag))
-        self._reference_digests: dict[int, str] = {}
+        self._table = run_sync(load_task_table(self._store, path, count, exclusive=lock is not None, run=self._tag))
         final = self.final()  # the final record and the rankings before the listings (see cross_checks)
         rankings = [self.ranking(i) for i in range(count or 0)]
         check_records(path, self._fragments or [], final, rankings, self._table.found_counts)
-        for i in range(count or 0):  # each names the μGraph it is about (found records: on first read)
-            for kind in _KEYED:
-                self._files.check_keyed_names(f"{kind}/{i}")
+        self._check_keyed_names(count or 0)  # found records are checked on first read
 
     # ---------------------------------------------------------------- opening and closing
 
@@ -266,39 +242,6 @@ class RunStore:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
-
-    # ---------------------------------------------------------------- internals
-
-    @contextlib.contextmanager
-    def _writing(self) -> Iterator[None]:
-        """Guard a write: after a failed one the memory may be ahead of the disk, so refuse more."""
-        self._check_writable()
-        try:
-            yield
-        except BaseException as exc:
-            self._broken = f"{type(exc).__name__}: {exc}"
-            raise
-
-    def _check_writable(self) -> None:
-        if self._closed:
-            raise StoreError(f"run store {self.path} is closed")
-        if self.readonly:
-            raise StoreError(f"run store {self.path} is open read-only")
-        if self._broken is not None:
-            raise StoreError(f"run store {self.path}: an earlier write failed ({self._broken}); reopen the store")
-
-    def _check_fragment(self, fragment: int) -> int:
-        if isinstance(fragment, bool) or not isinstance(fragment, int) or fragment < 0:
-            raise ValueError(f"fragment index must be a non-negative int, got {fragment!r}")
-        if self._fragments is not None and fragment >= len(self._fragments):
-            raise ValueError(f"fragment {fragment} does not exist (the store has {len(self._fragments)} fragments)")
-        return fragment
-
-    @staticmethod
-    def _check_digest(digest: str) -> str:
-        if not isinstance(digest, str) or not _DIGEST.fullmatch(digest):
-            raise ValueError(f"digest {digest!r} is not a plain name ([0-9A-Za-z_.-], at most 128 characters)")
-        return digest
 
     # ---------------------------------------------------------------- fragments
 
@@ -422,7 +365,7 @@ class RunStore:
         workers: done tasks per worker}; numpy over the in-memory mirrors, no disk access."""
         return self._table.summary()
 
-    # ---------------------------------------------------------------- found, confirmations, rankings, final
+    # ---------------------------------------------------------------- found
 
     def found(self, fragment: int) -> dict[str, FoundRecord]:
         return dict(self._found_for(self._check_fragment(fragment)))
@@ -432,105 +375,6 @@ class RunStore:
             found = load_found(self._store, self.path, fragment, self._table.rows, self.readonly)
             self._found[fragment] = run_sync(found)
         return self._found[fragment]
-
-    def put_confirmation(self, fragment: int, digest: str, result: ConfirmationRecord) -> None:
-        self._put_keyed("confirmations", fragment, digest, result)
-
-    def confirmations(self, fragment: int) -> dict[str, ConfirmationRecord]:
-        return {d: check_confirmation(r, f) for d, (r, f) in self._keyed("confirmations", fragment).items()}
-
-    def put_layout(self, fragment: int, digest: str, layout: LayoutRecord) -> None:
-        """The chosen layouts of a confirmed μGraph (independent of the GPU profile)."""
-        self._put_keyed("layouts", fragment, digest, layout)
-
-    def layouts(self, fragment: int) -> dict[str, LayoutRecord]:
-        return {d: check_layout(r, f) for d, (r, f) in self._keyed("layouts", fragment).items()}
-
-    def put_measurement(self, fragment: int, digest: str, measurement: MeasurementRecord) -> None:
-        """A μGraph's (or the reference's) run time measured on a GPU, which ranks before the model."""
-        self._put_keyed("measurements", fragment, digest, measurement)
-
-    def measurements(self, fragment: int) -> dict[str, MeasurementRecord]:
-        return {d: check_measurement(r, f) for d, (r, f) in self._keyed("measurements", fragment).items()}
-
-    def _put_keyed(self, kind: str, fragment: int, digest: str, result: Mapping[str, Any]) -> None:
-        self._check_writable()
-        path = f"{kind}/{self._check_fragment(fragment)}/{self._check_digest(digest)}"
-        value = normalize(dict(result), kind[:-1])
-        with self._writing():
-            write_record(self._store, path, {"result": value})
-            self._ledger.add([path])
-
-    def _keyed(self, kind: str, fragment: int) -> dict[str, tuple[JsonObject, Path]]:
-        return self._files.keyed(f"{kind}/{self._check_fragment(fragment)}")
-
-    def put_ranking(self, fragment: int, ranking: Sequence[Mapping[str, Any]]) -> None:
-        self._check_writable()
-        path = f"rankings/{self._check_fragment(fragment)}"
-        value = normalize([dict(r) for r in ranking], "ranking")
-        with self._writing():
-            write_record(self._store, path, {"ranking": value, RUN_KEY: self._tag})
-            self._ledger.add([path])
-
-    def ranking(self, fragment: int) -> list[JsonObject] | None:
-        """The stored ranking's rows (stages.layout.rows.RankedRow, which this room cannot import)."""
-        path = f"rankings/{self._check_fragment(fragment)}"
-        attrs = self._files.read(path)
-        if attrs is None:
-            return None
-        check_run_tag(attrs, self._tag, metadata_file(self.path, path))
-        rows = self._files.field(path, attrs, "ranking", list)
-        reference = self._reference_digest(fragment)
-        for row in rows:
-            if isinstance(row, dict) and row.get("reference") and row.get("digest") != reference:
-                raise damaged(
-                    metadata_file(self.path, path),
-                    f"its reference row names {str(row.get('digest'))[:16]!r}, but the reference graph of "
-                    f"fragment {fragment} hashes to {reference[:16]}",
-                )
-        return rows
-
-    def _reference_digest(self, fragment: int) -> str:
-        """The canonical digest of a fragment's reference graph (hashed once per open)."""
-        if fragment not in self._reference_digests:
-            file = metadata_file(self.path, "fragments")
-            if self._fragments is None:
-                raise damaged(file, "missing, though a ranking names the fragments")
-            self._reference_digests[fragment] = graph_digest(self._fragments[fragment]["graph"], file)
-        return self._reference_digests[fragment]
-
-    def put_timeline(self, invocation: int, samples: Sequence[Mapping[str, Any]]) -> None:
-        """The progress samples of one invocation of the run (replaced as it goes on)."""
-        self._check_writable()
-        if not isinstance(invocation, int) or isinstance(invocation, bool) or not 0 <= invocation < 10**6:
-            raise ValueError(f"invocation {invocation!r} must be an int in [0, 10**6)")
-        value = normalize([dict(x) for x in samples], "timeline")
-        with self._writing():
-            write_record(self._store, f"timeline/{invocation:06d}", {"samples": value, RUN_KEY: self._tag})
-            self._ledger.add([f"timeline/{invocation:06d}"])
-
-    def timeline(self) -> list[list[ProgressSample]]:
-        """Every invocation's progress samples, oldest invocation first (as the driver wrote them)."""
-        out = []
-        for name, attrs in self._files.read_all("timeline"):
-            file = metadata_file(self.path, f"timeline/{name}")
-            check_run_tag(attrs or {}, self._tag, file)
-            out.append(check_samples(self._files.field(f"timeline/{name}", attrs, "samples", list), file))
-        return out
-
-    def put_final(self, final: Mapping[str, Any]) -> None:
-        self._check_writable()
-        value = normalize(dict(final), "final result")
-        with self._writing():
-            write_record(self._store, "final", {"final": value, RUN_KEY: self._tag})
-            self._ledger.add(["final"])
-
-    def final(self) -> FinalRecord | None:
-        attrs = self._files.read("final")
-        if attrs is None:
-            return None
-        check_run_tag(attrs, self._tag, metadata_file(self.path, "final"))
-        return cast(FinalRecord, self._files.field("final", attrs, "final", dict))
 
     # ---------------------------------------------------------------- size
 

@@ -23,15 +23,8 @@ completely written; arrays may differ in capacity after a crash mid-resize, whic
 A status flips to done in the same chunk write that records the task's worker and the epoch of the
 commit that made its children and worker name durable, after its counters.
 
-Why a reader beside a live writer sees a consistent table: it reads the commit record first and the
-chunks after, so it may see a task done whose children were committed after its snapshot of `rows`.
-The epoch tells: a reader takes a task as done only if its epoch is within its snapshot, and as
-pending otherwise (the state it had at the snapshot). For the lock holder such a row is damage.
-
-Why damage is detected: the fill value (-2, NaN) is impossible in a written row: paths hold -1 or
-child indices, info holds -1 or more, a done task's counters are never NaN. Zarr returns the fill
-value for a missing chunk without complaint, so the file of every chunk that must exist is checked
-too; chunk contents carry a crc32c.
+Reading a table back on open, and why a reader beside a live writer sees a consistent table and
+damage is detected, is `task_table_load`; it hands the checked rows to `TaskTable.install`.
 """
 
 from __future__ import annotations
@@ -50,9 +43,9 @@ from zarr.core.array import AsyncArray
 from zarr.core.sync import sync as zarr_sync
 
 from mugraph.storage.run.atomic_store import AtomicLocalStore, write_atomic
-from mugraph.storage.run.chunk_codec import CODEC_DICTS, compressors, encode_chunk
-from mugraph.storage.run.errors import StoreError, damaged
-from mugraph.storage.run.records import RUN_KEY, check_run_tag, metadata_file, read_record, write_record
+from mugraph.storage.run.chunk_codec import compressors, encode_chunk
+from mugraph.storage.run.errors import StoreError
+from mugraph.storage.run.records import RUN_KEY, write_record
 from mugraph.storage.run.task_records import FragmentTasks, TaskRecord, TaskSummary
 
 __all__ = ["CHUNK_ROWS", "MAX_DEPTH", "FragmentTasks", "TaskRecord", "TaskSummary", "TaskTable"]
@@ -64,14 +57,14 @@ FRAGMENT, PARENT, STATUS, WORKER, EPOCH = range(5)
 INFO_WIDTH = 5
 PENDING, DONE = 0, 1
 _INT32_MAX = 2**31 - 1
-_GROUP = "tasks"
+GROUP = "tasks"
 
 Path_ = tuple[int, ...]
 Key = tuple[int, Path_]
 
 
 @dataclass(frozen=True)
-class _Spec:
+class ArraySpec:
     name: str
     dtype: str
     fill: float
@@ -80,12 +73,16 @@ class _Spec:
         return {"path": MAX_DEPTH, "info": INFO_WIDTH, "rank": 1}.get(self.name, counters)
 
 
-_SPECS = (_Spec("path", "int32", FILL), _Spec("info", "int64", FILL), _Spec("counters", "float64", math.nan))
-_RANK = _Spec("rank", "int64", FILL)
+_SPECS = (
+    ArraySpec("path", "int32", FILL),
+    ArraySpec("info", "int64", FILL),
+    ArraySpec("counters", "float64", math.nan),
+)
+_RANK = ArraySpec("rank", "int64", FILL)
 UNRANKED = -1  # a row's rank where none was given
 
 
-def _specs(ranked: bool) -> tuple[_Spec, ...]:
+def array_specs(ranked: bool) -> tuple[ArraySpec, ...]:
     return (*_SPECS, _RANK) if ranked else _SPECS
 
 
@@ -99,19 +96,7 @@ def check_path(path: Sequence[int], what: str) -> Path_:
     return out
 
 
-def _found_counts(value: Any) -> dict[int, int]:
-    """The commit record's `found` ({"fragment": count}) as ints; ValueError if it is anything else."""
-    if not isinstance(value, dict):
-        raise ValueError(f"found counts {value!r:.60} are not a mapping")
-    out: dict[int, int] = {}
-    for key, n in value.items():
-        if not (isinstance(key, str) and key.isdigit()) or type(n) is not int or n < 0:
-            raise ValueError(f"found count {key!r}: {n!r} is not a fragment's record count")
-        out[int(key)] = n
-    return out
-
-
-def _grow(a: npt.NDArray[Any], rows: int, fill: float) -> npt.NDArray[Any]:
+def grow_rows(a: npt.NDArray[Any], rows: int, fill: float) -> npt.NDArray[Any]:
     """`a` with at least `rows` rows (a multiple of CHUNK_ROWS), new rows filled."""
     if rows <= a.shape[0]:
         return a
@@ -119,6 +104,12 @@ def _grow(a: npt.NDArray[Any], rows: int, fill: float) -> npt.NDArray[Any]:
     out = np.full((cap, *a.shape[1:]), fill, dtype=a.dtype)
     out[: a.shape[0]] = a
     return out
+
+
+def chunk_file(root: Path, arrays: Mapping[str, AsyncArray[Any]], name: str, chunk: int) -> Path:
+    """The file of chunk `chunk` of array `name` of the table at `root`."""
+    key = str(arrays[name].metadata.encode_chunk_key((chunk, 0)))
+    return root / GROUP / name / key
 
 
 class TaskTable:
@@ -151,7 +142,7 @@ class TaskTable:
     def _state(self, rows: int) -> tuple[int, int, tuple[tuple[int, int], ...]]:
         return rows, len(self.workers), tuple(sorted(self.found_counts.items()))
 
-    # ---------------------------------------------------------------- creation and loading
+    # ---------------------------------------------------------------- creation, and rows read back
 
     @classmethod
     async def create(cls, store: AtomicLocalStore, root: Path, counter_names: Sequence[str], run: str) -> TaskTable:
@@ -167,13 +158,13 @@ class TaskTable:
             "ranked": True,
             RUN_KEY: run,
         }
-        write_record(store, _GROUP, attrs)
+        write_record(store, GROUP, attrs)
         arrays: dict[str, AsyncArray[Any]] = {}
-        for spec in _specs(True):
+        for spec in array_specs(True):
             w = spec.width(len(names))
             arrays[spec.name] = await zasync.create_array(
                 store=store,
-                name=f"{_GROUP}/{spec.name}",
+                name=f"{GROUP}/{spec.name}",
                 shape=(0, w),
                 chunks=(CHUNK_ROWS, max(w, 1)),
                 dtype=spec.dtype,
@@ -183,166 +174,27 @@ class TaskTable:
             )
         return cls(store, root, arrays, attrs)
 
-    @classmethod
-    async def load(
-        cls, store: AtomicLocalStore, root: Path, fragments: int | None, exclusive: bool, run: str
-    ) -> TaskTable:
-        """Read and check the committed rows of the table made for the run tagged `run`; StoreDamaged
-        naming the file at the first problem.
-
-        The commit record first, then info, then the rest: what a done row needs was written before
-        it. Not `exclusive` (no lock: a writer may be running), tasks done after the commit record's
-        epoch are taken as pending."""
-        attrs = await read_record(store, root, _GROUP)
-        file = metadata_file(root, _GROUP)
-        if attrs is None:
-            raise damaged(file, "missing")
-        check_run_tag(attrs, run, file)
-        try:
-            rows, epoch = int(attrs["rows"]), int(attrs["epoch"])
-            names = [str(n) for n in attrs["counter_names"]]
-            workers = [str(w) for w in attrs["workers"]]
-            if rows < 0 or epoch < 0:
-                raise ValueError(f"negative row count {rows} or epoch {epoch}")
-            found = _found_counts(attrs.get("found", {}))  # absent in stores made before it was kept
-            ranked = attrs.get("ranked", False)  # absent likewise
-            if not isinstance(ranked, bool):
-                raise ValueError(f"ranked {ranked!r:.40} is not true or false")
-        except (KeyError, TypeError, ValueError) as exc:
-            raise damaged(file, exc) from None
-        arrays = {s.name: await cls._open_array(store, root, s, len(names), rows) for s in _specs(ranked)}
-        kept = {
-            "counter_names": names,
-            "workers": workers,
-            "epoch": epoch,
-            "found": found,
-            "ranked": ranked,
-            RUN_KEY: run,
-        }
-        table = cls(store, root, arrays, kept)
-        info = await table._read("info", rows, range(-(-rows // CHUNK_ROWS)))
-        if not exclusive:
-            later = (info[:, STATUS] == DONE) & (info[:, EPOCH] > epoch)
-            info[later, STATUS:] = (PENDING, -1, -1)
-        done_chunks = sorted({int(r) // CHUNK_ROWS for r in np.flatnonzero(info[:, STATUS] == DONE)})
-        counters = await table._read("counters", rows, done_chunks if names else [])
-        path = await table._read("path", rows, range(-(-rows // CHUNK_ROWS)))
-        rank = await table._read("rank", rows, range(-(-rows // CHUNK_ROWS))) if ranked else None
-        table._adopt(rows, path, info, counters, rank, fragments)
-        return table
-
-    @staticmethod
-    async def _open_array(
-        store: AtomicLocalStore, root: Path, spec: _Spec, counters: int, rows: int
-    ) -> AsyncArray[Any]:
-        name = f"{_GROUP}/{spec.name}"
-        file = metadata_file(root, name)
-        if not file.is_file():
-            raise damaged(file, "missing")
-        try:
-            arr = await zasync.open_array(store=store, path=name, mode="r" if store.read_only else "r+")
-        except Exception as exc:
-            raise damaged(file, exc) from None
-        w = spec.width(counters)
-        codecs = [c.to_dict() for c in getattr(arr.metadata, "codecs", ())]
-        fill = float(arr.metadata.fill_value)
-        problems = [
-            f"dtype {arr.dtype} is not {spec.dtype}" if arr.dtype != np.dtype(spec.dtype) else "",
-            f"shape {arr.shape} is not [n, {w}]" if len(arr.shape) != 2 or arr.shape[1] != w else "",
-            f"chunks {arr.chunks} are not ({CHUNK_ROWS}, {max(w, 1)})" if arr.chunks != (CHUNK_ROWS, max(w, 1)) else "",
-            f"capacity {arr.shape[0]} is not a multiple of {CHUNK_ROWS}" if arr.shape[0] % CHUNK_ROWS else "",
-            f"capacity {arr.shape[0]} is below the {rows} committed rows" if arr.shape[0] < rows else "",
-            f"codecs {codecs} are not {CODEC_DICTS}" if codecs != CODEC_DICTS else "",
-            f"fill value {fill}" if not (fill == spec.fill or (math.isnan(spec.fill) and math.isnan(fill))) else "",
-        ]
-        bad = [p for p in problems if p]
-        if bad:
-            raise damaged(file, "; ".join(bad))
-        return arr
-
-    def _chunk_file(self, name: str, chunk: int) -> Path:
-        key = str(self._arrays[name].metadata.encode_chunk_key((chunk, 0)))
-        return self._root / _GROUP / name / key
-
-    async def _read(self, name: str, rows: int, chunks: Sequence[int]) -> npt.NDArray[Any]:
-        """Rows [0, rows) of array `name`; the given chunks must exist on disk."""
-        arr = self._arrays[name]
-        for c in chunks:
-            if not self._chunk_file(name, c).is_file():
-                raise damaged(self._chunk_file(name, c), "chunk missing (rows of the table are lost)")
-        if rows == 0 or arr.shape[1] == 0:
-            return np.full((rows, arr.shape[1]), arr.metadata.fill_value, dtype=arr.dtype)
-        try:
-            return np.asarray(await arr.getitem((slice(0, rows), slice(None))))
-        except Exception:
-            pass
-        for c in range(-(-rows // CHUNK_ROWS)):  # find the bad chunk to name it
-            try:
-                await arr.getitem((slice(c * CHUNK_ROWS, min(rows, (c + 1) * CHUNK_ROWS)), slice(None)))
-            except Exception as exc:
-                raise damaged(self._chunk_file(name, c), exc) from None
-        raise damaged(metadata_file(self._root, f"{_GROUP}/{name}"), "unreadable")
-
-    def _adopt(
+    def install(
         self,
         rows: int,
         path: npt.NDArray[Any],
         info: npt.NDArray[Any],
         counters: npt.NDArray[Any],
         rank: npt.NDArray[Any] | None,
-        fragments: int | None,
+        index: dict[Key, int],
     ) -> None:
-        """Check the rows read from disk and install them as the mirrors and the index."""
-        ids = np.arange(rows)
-        frag, parent, status, worker, epoch = (info[:, k] for k in range(INFO_WIDTH))
-        done = status == DONE
-        late = np.flatnonzero(done & (epoch > self.epoch))
-        if late.size:
-            r = int(late[0])
-            problem = f"the commit record (epoch {self.epoch}) is older than done row {r} (epoch {epoch[r]})"
-            raise damaged(metadata_file(self._root, _GROUP), problem)
-        safe_parent = np.where((parent >= 0) & (parent < ids), parent, 0)
-        bad_info = (
-            (frag < 0)
-            | ((frag >= fragments) if fragments is not None else False)
-            | (parent < -1)
-            | (parent >= ids)
-            | ((parent >= 0) & (frag[safe_parent] != frag))
-            | ((status != PENDING) & ~done)
-            | np.where(done, (worker < 0) | (worker >= len(self.workers)), worker != -1)
-            | np.where(done, epoch < 0, epoch != -1)
-        )
-        self._reject(bad_info, "info", "task info is impossible (fragment, parent, status, worker or epoch)")
-        valid = path >= 0
-        length = valid.sum(axis=1)
-        bad_path = (path < -1).any(axis=1) | (valid != (np.arange(MAX_DEPTH) < length[:, None])).any(axis=1)
-        self._reject(bad_path, "path", "task path is impossible")
-        if counters.shape[1]:
-            self._reject(done & np.isnan(counters).any(axis=1), "counters", "a done task has no counters")
-        if rank is not None:
-            self._reject(rank[:, 0] < UNRANKED, "rank", "task rank is impossible")
+        """Take rows [0, rows) read from disk, checked and indexed by `task_table_load`, as committed
+        and written: the mirrors and the (fragment, path) → row index."""
         self.rows = self._flushed = rows
         self._committed = self._state(rows)
-        self._path = _grow(self._path, rows, FILL)
-        self._info = _grow(self._info, rows, FILL)
-        self._counters = _grow(self._counters, rows, math.nan)
+        self._path = grow_rows(self._path, rows, FILL)
+        self._info = grow_rows(self._info, rows, FILL)
+        self._counters = grow_rows(self._counters, rows, math.nan)
         self._path[:rows], self._info[:rows], self._counters[:rows] = path, info, counters
         if rank is not None:
-            self._rank = _grow(self._rank, rows, FILL)
+            self._rank = grow_rows(self._rank, rows, FILL)
             self._rank[:rows] = rank
-        depth = int(length.max()) if rows else 0
-        for r, (f, p, n) in enumerate(zip(frag.tolist(), path[:, :depth].tolist(), length.tolist(), strict=True)):
-            key = (f, tuple(p[:n]))
-            if key in self._index:
-                problem = f"row {r} repeats the task of row {self._index[key]}"
-                raise damaged(self._chunk_file("path", r // CHUNK_ROWS), problem)
-            self._index[key] = r
-
-    def _reject(self, bad: npt.NDArray[np.bool_], name: str, what: str) -> None:
-        rows = np.flatnonzero(bad)
-        if rows.size:
-            r = int(rows[0])
-            raise damaged(self._chunk_file(name, r // CHUNK_ROWS), f"{what} in row {r} ({rows.size} rows bad)")
+        self._index = index
 
     # ---------------------------------------------------------------- queries
 
@@ -424,10 +276,10 @@ class TaskTable:
             fragment_of[rows] = fragment
             rows += 1
         if rows > self.rows:
-            self._path = _grow(self._path, rows, FILL)
-            self._info = _grow(self._info, rows, FILL)
-            self._counters = _grow(self._counters, rows, math.nan)
-            self._rank = _grow(self._rank, rows, FILL)
+            self._path = grow_rows(self._path, rows, FILL)
+            self._info = grow_rows(self._info, rows, FILL)
+            self._counters = grow_rows(self._counters, rows, math.nan)
+            self._rank = grow_rows(self._rank, rows, FILL)
         for (fragment, path), (row, parent, rank) in planned.items():
             self._path[row] = -1
             self._path[row, : len(path)] = path
@@ -479,7 +331,7 @@ class TaskTable:
             **({"ranked": True} if self.ranked else {}),
             RUN_KEY: self.run,
         }
-        write_record(self._store, _GROUP, attrs)
+        write_record(self._store, GROUP, attrs)
         self._committed = state
         self.epoch += 1
 
@@ -517,4 +369,6 @@ class TaskTable:
         for name in names:
             for c in chunks:
                 block = mirrors[name][c * CHUNK_ROWS : (c + 1) * CHUNK_ROWS]
-                write_atomic(self._chunk_file(name, c), encode_chunk(block), durable=self._store.durable)
+                write_atomic(
+                    chunk_file(self._root, self._arrays, name, c), encode_chunk(block), durable=self._store.durable
+                )
