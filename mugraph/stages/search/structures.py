@@ -33,7 +33,6 @@ from typing import Any
 
 from mugraph.ir.limits import DEFAULT_LIMITS
 from mugraph.ir.types import Dim3, OpKind
-from mugraph.stages.prune.expr import Expr
 from mugraph.stages.search import candidates as C
 from mugraph.stages.search.config import SearchConfig
 from mugraph.stages.search.expand import Judge, _kernel_child, _loop_children, close_dangling, row_closings
@@ -46,7 +45,7 @@ from mugraph.stages.search.macros import (
     macro_uses,
 )
 from mugraph.stages.search.op_tables import block_entry, kernel_table
-from mugraph.stages.search.row_tables import Sizes, shared_macros, shared_table
+from mugraph.stages.search.row_tables import Sizes, row_classes
 from mugraph.stages.search.state import (
     ENTRY_NBYTES,
     ENTRY_NEW,
@@ -55,10 +54,8 @@ from mugraph.stages.search.state import (
     BlockSpec,
     Entry,
     KernelOp,
-    MacroTable,
     OpenBlock,
     OpSpec,
-    OpTable,
     Rank,
     State,
     bump,
@@ -261,58 +258,29 @@ def block_expansion(node: BlockNode, cfg: SearchConfig, outputs: int, judge: Jud
     kept_rows = len(kept)
     if not open_more or not alive:
         return Expansion(listed, kept_rows, kept, lazy, cost)
-    # Each row's block ops and macros that counting keeps, in flat lists (row, entry); then judged
-    # in one batch (every block op and macro makes one new term) and grouped by the child they make.
-    flat_rows: list[OpenBlock] = []
-    flat_ops: list[Entry] = []
-    macro_rows: list[OpenBlock] = []
-    flat_macros: list[MacroEntry] = []
-    macro_news: list[Expr] = []
-    ok: dict[object, bool] = {}
-    some_ops, some_macros = debts.some_entry_ok, debts.some_macro_ok
-    all_ops = debts.every_entry_ok
-    with_macros = cfg.concat_matmul and not b0.has_macro
-    flags = [t.after_accum for t in b0.tensors]
-    tables: dict[Sizes, OpTable] = {}
-    macro_tables: dict[tuple[Sizes, int], MacroTable] = {}
-    for b, room, sizes in alive:
-        entries = shared_table(tables, sizes, b, cfg).listed(cfg.block_ops, b.last, room)
-        listed += len(entries)
-        if all_ops:
-            flat_ops += entries
-            flat_rows += [b] * len(entries)
-        elif some_ops:  # else every block-op child is ruled out by counting: only counted
-            good = [e for e in entries if _ok(ok, debts, e)]
-            flat_ops += good
-            flat_rows += [b] * len(good)
-        if not with_macros:
-            continue
-        found = shared_macros(macro_tables, sizes, b, room)
-        listed += len(found)
-        if some_macros:
-            for m in found:
-                ins = m[0]
-                good_m = ok.get(ins)
-                if good_m is None:
-                    good_m = ok[ins] = debts.macro_ok(ins, flags[ins[0]])
-                if good_m:
-                    macro_rows.append(b)
-                    flat_macros.append(m)
-                    macro_news.append(macro_new(b.tensors, m)[0])
-    op_news = list(map(_first, map(_new_of, flat_ops)))
-    terms = dict.fromkeys(op_news)
-    terms.update(dict.fromkeys(macro_news))
+    # The block ops and macros that counting keeps, listed once per class of rows that list the
+    # same (`RowClass`); judged in one batch (every block op and macro makes one new term); then
+    # each row joins the groups of the children its class keeps, in row order.
+    classes = row_classes(alive, debts, cfg, cfg.concat_matmul and not b0.has_macro)
+    for rc in classes.values():
+        listed += rc.listed * rc.rows
+    terms = dict.fromkeys([e[ENTRY_NEW][0] for rc in classes.values() for e in rc.ops])
+    terms.update(dict.fromkeys([x for rc in classes.values() for x in rc.macro_news]))
     keep = judge(terms) if terms else frozenset()
     op_groups: dict[Rank, list[tuple[OpenBlock, Entry]]] = {}
-    for b, e in compress(zip(flat_rows, flat_ops, strict=True), map(keep.__contains__, op_news)):
-        group = op_groups.get(e[1])
-        if group is None:
-            op_groups[e[1]] = [(b, e)]
-        else:
-            group.append((b, e))
     macro_groups: dict[tuple[int, int, int, int], list[tuple[OpenBlock, MacroEntry]]] = {}
-    for b, m in compress(zip(macro_rows, flat_macros, strict=True), map(keep.__contains__, macro_news)):
-        macro_groups.setdefault(m[0], []).append((b, m))
+    for rc in classes.values():
+        rc.targets = [(op_groups.setdefault(e[1], []), e) for e in rc.ops if e[ENTRY_NEW][0] in keep]
+    for rc in classes.values():
+        rc.macro_targets = [
+            (macro_groups.setdefault(m[0], []), m) for m, x in zip(rc.macros, rc.macro_news, strict=True) if x in keep
+        ]
+    for b, room, sizes in alive:
+        rc = classes[(sizes, room)]
+        for group, e in rc.targets:
+            group.append((b, e))
+        for mgroup, m in rc.macro_targets:
+            mgroup.append((b, m))
     codes = _kind_codes(cfg.block_ops)
     base = OPS_BASE
     children: list[tuple[int, Lazy, int]] = []
@@ -397,15 +365,6 @@ def block_child(node: BlockNode, index: int, cfg: SearchConfig, outputs: int, ju
 
 
 _first = itemgetter(0)
-_new_of = itemgetter(ENTRY_NEW)
-
-
-def _ok(cache: dict[object, bool], debts: BlockDebts, e: Entry) -> bool:
-    """`debts.entry_ok` for the entry `e`, cached by its rank (the same child in every row)."""
-    good = cache.get(e[1])
-    if good is None:
-        good = cache[e[1]] = debts.entry_ok(e[0], e[ENTRY_TENSOR].after_accum)
-    return good
 
 
 _CODES: dict[tuple[OpKind, ...], dict[OpKind, int]] = {}
