@@ -15,23 +15,14 @@ a candidate, fingerprinted once; a match is recorded and not extended (Mirage's 
 its children are listed, those that counting shows can never reach a candidate are dropped, the
 oracle judges the rest's new terms in one batch, and the kept children are pushed.
 
-The walk turns Python's cyclic collector off while it runs, and freezes what it leaves alive when
-it ends. It makes no cycles, but it makes acyclic records in bursts (a block node's rows, each with
-its tables), and the collector, woken by every 700 of them, rescanned the worker's caches thousands
-of times a task (half of a warm gated_mlp search's time); re-enabled as it was, it scanned all that
-a task left alive on the first allocation after it (40% of a lora run's time). Reference counting
-frees everything the walk drops, frozen or not, and an occasional full collection frees any
-cycle the rest of the process makes: once a minute, or less often where one takes long enough to
-cost more than 2% of the time between them.
+The walk runs with Python's cyclic collector paused (`collector.py`).
 """
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -46,6 +37,7 @@ from mugraph.ir.types import OpKind
 from mugraph.stages.prune.expr import output_exprs, var
 from mugraph.stages.prune.oracle import OracleConfig, SubexprOracle, Verdict, VerdictMemo
 from mugraph.stages.search.build import build_graph
+from mugraph.stages.search.collector import collector_paused
 from mugraph.stages.search.config import SearchConfig, for_reference, reference_eps
 from mugraph.stages.search.lru import WeightedLRU
 from mugraph.stages.search.state import State, root_state
@@ -332,7 +324,7 @@ class Searcher:
         before = (o0.queries, o0.prefiltered, o0.memo_hits, o0.solver_calls, o0.solver_seconds, o0.verdicts["U"])
         start = tuple(path)
         counters = SearchCounters()
-        with _collector_paused():
+        with collector_paused():
             stack, ranks = self._task_stack(start)
             opened: list[_Opened | None] = [None] * len(stack)
             found = self._walk(stack, ranks, opened, budget, counters)
@@ -439,36 +431,6 @@ def _listed_weight(listed: tuple[Node, Expansion]) -> int:
 
 def _rows(node: Node) -> int:
     return len(node.rows) if isinstance(node, BlockNode) else 1
-
-
-# How often a paused collector gets one full collection (see `_collector_paused`): at most once a
-# minute, and at most 2% of the time.
-FULL_COLLECTION_SECONDS = 60.0
-FULL_COLLECTION_SHARE = 0.02
-_next_full = time.monotonic() + FULL_COLLECTION_SECONDS
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Python's cyclic collector off while a walk runs, and what the walk leaves alive frozen (left
-    out of later collections) when it ends; now and then (at most once a minute, at most 2% of the
-    time), the collector unfreezes and collects everything, so cycles that anything in the process
-    makes are still freed. See the module's docstring for why."""
-    global _next_full
-    if not gc.isenabled():  # the caller runs its own policy
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        if (now := time.monotonic()) >= _next_full:
-            gc.unfreeze()
-            gc.collect()
-            took = time.monotonic() - now
-            _next_full = now + max(FULL_COLLECTION_SECONDS, took / FULL_COLLECTION_SHARE)
-        gc.freeze()
-        gc.enable()
 
 
 def explore(
