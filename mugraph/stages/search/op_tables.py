@@ -32,6 +32,7 @@ from mugraph.stages.search.state import (
     Rank,
     State,
     TInfo,
+    first_above,
     shape_nbytes,
 )
 
@@ -150,7 +151,6 @@ def _block_extend(
     n = len(tensors)
     rdx = cfg.rdx
     start = 0 if base is None else base.n
-    last_ins, last_order = last
     all_keys: list[list[tuple[int, ...]]] = []
     all_entries: list[list[Entry]] = []
     all_big: list[int] = []
@@ -169,7 +169,7 @@ def _block_extend(
         add_key = new_keys.append
         big = 0
         listed = tuples[kind_arity]
-        live = _above(listed, last_ins, order <= last_order)
+        live = first_above(listed, order, last)
         if live:
             listed = listed[live:]
         if kind_arity == "unary":
@@ -222,7 +222,7 @@ def _block_extend(
         old_big = base.big[ki]
         all_big.append(big if big > old_big else old_big)
         old_keys, old_entries = base.keys[ki], base.entries[ki]
-        cut = _above(old_keys, last_ins, order <= last_order)
+        cut = first_above(old_keys, order, last)
         if cut:  # the parent's entries this graph's rank has passed
             old_keys, old_entries = old_keys[cut:], old_entries[cut:]
         if kind_arity == "ordered" and new_keys[0][0] < start:
@@ -234,16 +234,6 @@ def _block_extend(
             all_keys.append(old_keys + new_keys)
             all_entries.append(old_entries + new)
     return OpTable(n, tuple(all_keys), tuple(all_entries), tuple(all_big))
-
-
-def _above(keys: Sequence[tuple[int, ...]], last_ins: tuple[int, ...], tie_out: bool) -> int:
-    """Where the operand tuples (sorted) ranked above a last op reading `last_ins` start: past
-    those before it, and past `last_ins` itself where this kind's order does not rank above the
-    last op's (`tie_out`)."""
-    at = bisect.bisect_left(keys, last_ins)
-    if tie_out and at < len(keys) and keys[at] == last_ins:
-        at += 1
-    return at
 
 
 def _merge_ordered(

@@ -271,7 +271,6 @@ def block_expansion(node: BlockNode, cfg: SearchConfig, outputs: int, judge: Jud
     macro_groups: dict[tuple[int, int, int, int], list[tuple[OpenBlock, MacroEntry]]] = {}
     for rc in classes.values():
         rc.targets = [(op_groups.setdefault(e[1], []), e) for e in rc.ops if e[ENTRY_NEW][0] in keep]
-    for rc in classes.values():
         rc.macro_targets = [
             (macro_groups.setdefault(m[0], []), m) for m, x in zip(rc.macros, rc.macro_news, strict=True) if x in keep
         ]
