@@ -25,7 +25,7 @@ COUNTER_MEANINGS: dict[str, str] = {
     "children": "children listed (canonical order, shape and memory checks passed); a barren node lists none",
     "pruned": "listed children not explored: ruled out by counting or by the abstract-expression oracle",
     "candidates": "complete kernel graphs with as many unused tensors as the reference has outputs",
-    "fingerprints": "candidates whose output shapes matched, fingerprinted in Z_pq",
+    "fingerprints": "candidates whose output shapes and terms matched, fingerprinted in Z_pq",
     "fingerprint_seconds": "seconds spent fingerprinting candidates",
     "verified": "fingerprint matches (before duplicates were merged)",
     "ir_rejects": "complete candidates the IR refused (a search bug if ever above 0)",

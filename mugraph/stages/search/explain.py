@@ -167,7 +167,7 @@ class _Walk:
                     path,
                     "candidate",
                     "the search builds the expert's graph but its outputs do not "
-                    "match the reference's (output count, shapes or fingerprint)",
+                    "match the reference's (output count, shapes, terms or fingerprint)",
                     None,
                 )
                 continue

@@ -36,6 +36,7 @@ from mugraph.ir.serialize import dumps, loads
 from mugraph.ir.types import OpKind
 from mugraph.stages.prune.expr import output_exprs, var
 from mugraph.stages.prune.oracle import OracleConfig, SubexprOracle, Verdict, VerdictMemo
+from mugraph.stages.prune.outputs import OutputForms, terms_exact
 from mugraph.stages.search.build import build_graph
 from mugraph.stages.search.collector import collector_paused
 from mugraph.stages.search.config import SearchConfig, for_reference, reference_eps
@@ -76,7 +77,7 @@ class SearchCounters:
     children: int = 0  # listed children (they passed the order, shape and memory checks)
     pruned: int = 0  # children the oracle pruned
     candidates: int = 0  # kernel graphs with as many unconsumed tensors as outputs
-    fingerprints: int = 0  # candidates fingerprinted (output shapes matched)
+    fingerprints: int = 0  # candidates fingerprinted (output shapes, and normal forms where exact, matched)
     fingerprint_seconds: float = 0.0
     verified: int = 0  # fingerprint matches, before deduplication
     ir_rejects: int = 0  # complete candidates the IR refused (a search bug if ever > 0)
@@ -166,6 +167,8 @@ class Searcher:
             memo,
         )
         self.fingerprints = ReferenceFingerprints(fragment.reference, cfg.seeds, xp=xp)
+        kinds = {*cfg.kernel_ops, *cfg.block_ops, *(op.kind for op in fragment.reference.ops)}
+        self.outputs = OutputForms(fragment.finals, terms_exact(fragment.finals, kinds))
         # Listed nodes with their expansions, weighed by both (a kept child holds its parent).
         self._kids: WeightedLRU[Path, tuple[Node, Expansion]] = WeightedLRU(KIDS_WEIGHT, _listed_weight)
         self._nodes: WeightedLRU[Path, Node] = WeightedLRU(NODE_ROWS, _rows)  # replayed nodes
@@ -250,6 +253,8 @@ class Searcher:
             return None
         counters.candidates += 1
         if sorted(state.tensors[i].shape for i in dangling) != frag.output_shapes:
+            return False
+        if self.outputs.differ([state.tensors[i].expr for i in dangling]):
             return False
         counters.fingerprints += 1
         t0 = time.perf_counter()
