@@ -41,6 +41,7 @@ from mugraph.stages.search.build import build_graph
 from mugraph.stages.search.collector import collector_paused
 from mugraph.stages.search.config import SearchConfig, for_reference, reference_eps
 from mugraph.stages.search.lru import WeightedLRU
+from mugraph.stages.search.op_tables import BlockTables
 from mugraph.stages.search.state import State, root_state
 from mugraph.stages.search.structures import (
     BlockNode,
@@ -169,6 +170,7 @@ class Searcher:
         self.fingerprints = ReferenceFingerprints(fragment.reference, cfg.seeds, xp=xp)
         kinds = {*cfg.kernel_ops, *cfg.block_ops, *(op.kind for op in fragment.reference.ops)}
         self.outputs = OutputForms(fragment.finals, terms_exact(fragment.finals, kinds))
+        self.tables = BlockTables(self.oracle.kept)  # block op tables, judged, shared by graphs alike
         # Listed nodes with their expansions, weighed by both (a kept child holds its parent).
         self._kids: WeightedLRU[Path, tuple[Node, Expansion]] = WeightedLRU(KIDS_WEIGHT, _listed_weight)
         self._nodes: WeightedLRU[Path, Node] = WeightedLRU(NODE_ROWS, _rows)  # replayed nodes
@@ -181,7 +183,7 @@ class Searcher:
         """`node`'s children: listed, ruled out by counting, judged by the oracle."""
         cfg, outputs = self.fragment.config, len(self.fragment.output_names)
         if isinstance(node, BlockNode):
-            return block_expansion(node, cfg, outputs, self.oracle.kept)
+            return block_expansion(node, cfg, outputs, self.oracle.kept, self.tables)
         return kernel_expansion(node, cfg, outputs, self.oracle.kept)
 
     def _children_cached(self, path: Path, node: Node) -> Expansion:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import bisect
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from mugraph.ir import shapes
@@ -24,6 +24,7 @@ from mugraph.stages.search.op_results import accumulator_shape, arity, fast_shap
 from mugraph.stages.search.state import (
     ENTRY_INS,
     ENTRY_NBYTES,
+    ENTRY_NEW,
     TYPE_ORDER,
     Attrs,
     Entry,
@@ -103,6 +104,8 @@ def _block_kinds(kinds: tuple[OpKind, ...], rms_eps: float, layer_norm_eps: floa
 # so each result is worked out once and its tensor shared; terms are hash-consed, so a key holding
 # them compares by identity. Emptied when it grows too large.
 _Made = tuple[TInfo, int, tuple[E.Expr, ...]] | None
+# The search's oracle: of a batch of distinct terms, a collection holding those it keeps.
+Judge = Callable[[dict[E.Expr, None]], Collection[E.Expr]]
 _MADE: dict[tuple[object, ...], _Made] = {}
 _MADE_MAX = 1 << 17
 _MISSING: Any = object()  # typed Any: a `get` default that mypy lets the hits unpack past
@@ -141,33 +144,33 @@ def _new_tuples_by_arity(start: int, n: int) -> dict[str, tuple[tuple[int, ...],
 
 
 def _block_extend(
-    base: OpTable | None, cfg: SearchConfig, tensors: Sequence[TInfo], forloop: int, last: Rank
+    base: OpTable | None,
+    cfg: SearchConfig,
+    tensors: Sequence[TInfo],
+    forloop: int,
+    last: Rank,
+    judge: Judge | None = None,
 ) -> OpTable:
     """The table over `tensors`, extending `base` (over a prefix of them) with the tuples that read
     a tensor it did not have. Same entries as listing each kind's tuples one by one, in one pass,
     less those ranked at or below `last`: a block graph's ops come in rank order, so neither the
     graph whose last op is `last` nor any graph grown from it (the only ones that get this table)
-    lists them."""
+    lists them. With `judge`, less those whose term it prunes too (`block_table`)."""
     n = len(tensors)
     rdx = cfg.rdx
     start = 0 if base is None else base.n
-    all_keys: list[list[tuple[int, ...]]] = []
-    all_entries: list[list[Entry]] = []
-    all_big: list[int] = []
     tuples = _new_tuples_by_arity(start, n)
     made = _MADE
     if len(made) >= _MADE_MAX:
         made.clear()
     get = made.get
     missing = _MISSING
-    for ki, (kind, kind_arity, order, accum, in_place, make, eps, tag) in enumerate(
-        _block_kinds(cfg.block_ops, cfg.rms_eps, cfg.layer_norm_eps)
-    ):
+    kinds = _block_kinds(cfg.block_ops, cfg.rms_eps, cfg.layer_norm_eps)
+    fresh: list[list[Entry]] = []
+    for kind, kind_arity, order, accum, in_place, make, eps, tag in kinds:
         new: list[Entry] = []
         add = new.append
-        new_keys: list[tuple[int, ...]] = []
-        add_key = new_keys.append
-        big = 0
+        fresh.append(new)
         listed = tuples[kind_arity]
         live = first_above(listed, order, last)
         if live:
@@ -184,13 +187,9 @@ def _block_extend(
                 r = get(key, missing)
                 if r is missing:
                     r = made[key] = _made(kind, accum, in_place, make, a, None, forloop, rdx, eps)
-                if r is None:
-                    continue
-                t, nbytes, terms = r
-                add((ins, (ins, order), kind, (), t, nbytes, terms))
-                add_key(ins)
-                if nbytes > big:
-                    big = nbytes
+                if r is not None:
+                    t, nbytes, terms = r
+                    add((ins, (ins, order), kind, (), t, nbytes, terms))
         else:
             for ins in listed:
                 a = tensors[ins[0]]
@@ -202,13 +201,23 @@ def _block_extend(
                 r = get(key, missing)
                 if r is missing:
                     r = made[key] = _made(kind, accum, in_place, make, a, b, forloop, rdx)
-                if r is None:
-                    continue
-                t, nbytes, terms = r
-                add((ins, (ins, order), kind, (), t, nbytes, terms))
-                add_key(ins)
-                if nbytes > big:
-                    big = nbytes
+                if r is not None:
+                    t, nbytes, terms = r
+                    add((ins, (ins, order), kind, (), t, nbytes, terms))
+    keep = judge(dict.fromkeys([e[ENTRY_NEW][0] for new in fresh for e in new])) if judge is not None else None
+    all_keys: list[list[tuple[int, ...]]] = []
+    all_entries: list[list[Entry]] = []
+    all_big: list[int] = []
+    for ki, listed_new in enumerate(fresh):
+        new = []
+        new_keys = []
+        big = 0
+        for e in listed_new:  # a loop, not comprehensions: most of these lists are short or empty
+            if keep is None or e[ENTRY_NEW][0] in keep:
+                new.append(e)
+                new_keys.append(e[ENTRY_INS])
+                if e[ENTRY_NBYTES] > big:
+                    big = e[ENTRY_NBYTES]
         if base is None:
             all_keys.append(new_keys)
             all_entries.append(new)
@@ -222,10 +231,10 @@ def _block_extend(
         old_big = base.big[ki]
         all_big.append(big if big > old_big else old_big)
         old_keys, old_entries = base.keys[ki], base.entries[ki]
-        cut = first_above(old_keys, order, last)
+        cut = first_above(old_keys, kinds[ki][2], last)
         if cut:  # the parent's entries this graph's rank has passed
             old_keys, old_entries = old_keys[cut:], old_entries[cut:]
-        if kind_arity == "ordered" and new_keys[0][0] < start:
+        if kinds[ki][1] == "ordered" and new_keys[0][0] < start:
             keys, entries = _merge_ordered(old_keys, old_entries, new_keys, new, start)
             all_keys.append(keys)
             all_entries.append(entries)
@@ -303,12 +312,54 @@ def block_entry(b: OpenBlock, cfg: SearchConfig, kind: OpKind, ins: tuple[int, .
     return (ins, (ins, order), kind, (), tensor, nbytes, terms)
 
 
-def block_table(b: OpenBlock, cfg: SearchConfig) -> OpTable:
-    """The block ops over `b`'s tensors, extending the table it inherited from its parent graph."""
+def block_table(b: OpenBlock, cfg: SearchConfig, tables: BlockTables | None = None) -> OpTable:
+    """The block ops over `b`'s tensors, extending the table it inherited from its parent graph
+    (with `tables`, a search's: judged, and made once for every graph that needs it)."""
+    if tables is not None:
+        return tables.table(b, cfg)
     t = b.table
     if t is None or t.n < len(b.tensors):
         t = b.table = _block_extend(t, cfg, b.tensors, b.forloop, b.last)
     return t
+
+
+class BlockTables:
+    """One search's block op tables, holding only the ops whose terms its oracle (`judge`) keeps.
+
+    A term is a function of its operands alone and a verdict of its term alone, so an op the oracle
+    prunes in a graph is pruned in every graph grown from it, and the tables need not carry it:
+    gqa's hold 4.5% of the entries counting would keep, lora's 9%. A chain of tables may mix these
+    with unjudged ones (`expand.child_list` makes those): either kind lists every op the judge keeps,
+    and the search judges what it lists in any case.
+
+    And a search meets the same block graph again and again: under kernel graphs that differ only in
+    what it does not read, and on every path that replays it (over half of gqa's tables). So each
+    table is made once, keyed by the table it extends (by identity: the key holds it, so its id is
+    not reused) and what the extension reads: the new tensors' terms (by identity), shapes and
+    flags, the for-loop range and the last op's rank. One search's config and oracle serve every
+    key. Emptied when it holds `limit` tables."""
+
+    __slots__ = ("judge", "limit", "made")
+
+    def __init__(self, judge: Judge, limit: int = 1 << 16) -> None:
+        self.judge = judge
+        self.limit = limit
+        self.made: dict[tuple[object, ...], OpTable] = {}
+
+    def table(self, b: OpenBlock, cfg: SearchConfig) -> OpTable:
+        """`b`'s table, made or found."""
+        t = b.table
+        if t is not None and t.n >= len(b.tensors):
+            return t
+        start = 0 if t is None else t.n
+        key = (t, b.forloop, b.last, *[(x.expr, x.shape, x.after_accum) for x in b.tensors[start:]])
+        made = self.made.get(key)
+        if made is None:
+            if len(self.made) >= self.limit:
+                self.made.clear()
+            made = self.made[key] = _block_extend(t, cfg, b.tensors, b.forloop, b.last, self.judge)
+        b.table = made
+        return made
 
 
 # -- kernel graphs ---------------------------------------------------------------------------------

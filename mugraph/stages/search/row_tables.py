@@ -13,7 +13,7 @@ from mugraph.ir.types import Shape
 from mugraph.stages.prune.expr import Expr
 from mugraph.stages.search.config import SearchConfig
 from mugraph.stages.search.macros import MacroEntry, macro_new, macro_table, table_entries
-from mugraph.stages.search.op_tables import block_table
+from mugraph.stages.search.op_tables import BlockTables, block_table
 from mugraph.stages.search.state import ENTRY_TENSOR, Entry, MacroTable, OpenBlock, OpTable
 from mugraph.stages.search.viable import BlockDebts
 
@@ -22,14 +22,16 @@ __all__ = ["RowClass", "Sizes", "row_classes", "shared_macro_table", "shared_tab
 Sizes = tuple[int, tuple[Shape, ...]]  # a row's for-loop range and its tensors' shapes
 
 
-def shared_table(shared: dict[Sizes, OpTable], sizes: Sizes, b: OpenBlock, cfg: SearchConfig) -> OpTable:
-    """`block_table(b, cfg)`, made once for the rows of one node with `b`'s sizes."""
+def shared_table(
+    shared: dict[Sizes, OpTable], sizes: Sizes, b: OpenBlock, cfg: SearchConfig, tables: BlockTables | None = None
+) -> OpTable:
+    """`block_table(b, cfg, tables)`, made once for the rows of one node with `b`'s sizes."""
     t = b.table
     if t is not None and t.n >= len(b.tensors):
         return shared.setdefault(sizes, t)
     made = shared.get(sizes)
     if made is None:
-        made = shared[sizes] = block_table(b, cfg)
+        made = shared[sizes] = block_table(b, cfg, tables)
     else:
         b.table = made
     return made
@@ -71,18 +73,22 @@ class RowClass:
 
 
 def row_classes(
-    alive: list[tuple[OpenBlock, int, Sizes]], debts: BlockDebts, cfg: SearchConfig, with_macros: bool
+    alive: list[tuple[OpenBlock, int, Sizes]],
+    debts: BlockDebts,
+    cfg: SearchConfig,
+    with_macros: bool,
+    tables: BlockTables | None = None,
 ) -> dict[tuple[Sizes, int], RowClass]:
     """The classes of a node's rows (each with its shared memory left and sizes) that list the
     same children, by sizes and room, in the order of their first rows; each row gets its class's
-    tables (so the graphs grown from it extend them)."""
+    tables (so the graphs grown from it extend them), from the search's `tables` where given."""
     classes: dict[tuple[Sizes, int], RowClass] = {}
-    tables: dict[Sizes, OpTable] = {}
+    shared: dict[Sizes, OpTable] = {}
     macro_tables: dict[tuple[Sizes, int], MacroTable] = {}
     ok: dict[object, bool] = {}
     some_ops, some_macros, all_ops = debts.some_entry_ok, debts.some_macro_ok, debts.every_entry_ok
     for b, room, sizes in alive:
-        table = shared_table(tables, sizes, b, cfg)
+        table = shared_table(shared, sizes, b, cfg, tables)
         macros = shared_macro_table(macro_tables, sizes, b, room) if with_macros else None
         c = classes.get((sizes, room))
         if c is None:

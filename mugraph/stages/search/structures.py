@@ -44,7 +44,7 @@ from mugraph.stages.search.macros import (
     macro_new,
     macro_uses,
 )
-from mugraph.stages.search.op_tables import block_entry, kernel_table
+from mugraph.stages.search.op_tables import BlockTables, block_entry, kernel_table
 from mugraph.stages.search.row_tables import Sizes, row_classes
 from mugraph.stages.search.state import (
     ENTRY_NBYTES,
@@ -214,10 +214,13 @@ def open_node(s: State, sources: tuple[int, ...], grid: Dim3, cfg: SearchConfig)
 
 
 # -- block level ---------------------------------------------------------------------------------
-def block_expansion(node: BlockNode, cfg: SearchConfig, outputs: int, judge: Judge) -> Expansion:
+def block_expansion(
+    node: BlockNode, cfg: SearchConfig, outputs: int, judge: Judge, tables: BlockTables | None = None
+) -> Expansion:
     """B1 (each row closed, under each omap), then B2 (block ops and the macro), for every row at
     once. A row that counting shows is barren lists nothing. Under the cost order the closings are
-    explored cheapest kernel first (`_closed_cost`), still before the block ops."""
+    explored cheapest kernel first (`_closed_cost`), still before the block ops. With the search's
+    `tables` (made with `judge`), the rows list only block ops whose terms it keeps."""
     rows = node.rows
     if not rows:
         return EMPTY
@@ -261,7 +264,7 @@ def block_expansion(node: BlockNode, cfg: SearchConfig, outputs: int, judge: Jud
     # The block ops and macros that counting keeps, listed once per class of rows that list the
     # same (`RowClass`); judged in one batch (every block op and macro makes one new term); then
     # each row joins the groups of the children its class keeps, in row order.
-    classes = row_classes(alive, debts, cfg, cfg.concat_matmul and not b0.has_macro)
+    classes = row_classes(alive, debts, cfg, cfg.concat_matmul and not b0.has_macro, tables)
     for rc in classes.values():
         listed += rc.listed * rc.rows
     terms = dict.fromkeys([e[ENTRY_NEW][0] for rc in classes.values() for e in rc.ops])

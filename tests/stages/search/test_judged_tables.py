@@ -1,0 +1,108 @@
+"""A search's block op tables hold the ops whose terms its oracle keeps, each table made once.
+
+`BlockTables` drops the entries whose terms the oracle prunes and hands one table to every graph
+that extends the same table with the same tensors. Checked against tables made from scratch without
+a judge, and against block expansions made without the search's tables: the same children.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from mugraph.programs import get_builtin
+from mugraph.stages.search.config import preset_config
+from mugraph.stages.search.explore import Fragment, Searcher
+from mugraph.stages.search.op_tables import BlockTables, block_table
+from mugraph.stages.search.state import ENTRY_NEW, TYPE_ORDER, OpenBlock, OpTable, Rank
+from mugraph.stages.search.structures import BlockNode, Node, block_expansion
+
+
+def _searcher(name: str, **overrides: Any) -> Searcher:
+    cfg = preset_config(get_builtin(name).preset).with_overrides(overrides)
+    return Searcher(Fragment(get_builtin(name).reference(), cfg, name))
+
+
+def _live(table: OpTable, s: Searcher, last: Rank) -> list[list[object]]:
+    """The table's entries ranked above `last`, kind by kind."""
+    kinds = s.fragment.config.block_ops
+    return [
+        [e for e in entries if (e[0], TYPE_ORDER[k]) > last] for k, entries in zip(kinds, table.entries, strict=True)
+    ]
+
+
+def _bare(b: OpenBlock) -> OpenBlock:
+    """`b` without the tables it carries."""
+    return replace(b, table=None, macros=None, outlook=None)
+
+
+def _walk(s: Searcher, limit: int) -> list[BlockNode]:
+    """Block nodes of the search tree, depth first, every kept child expanded (up to `limit`)."""
+    out: list[BlockNode] = []
+    stack: list[Node] = [s.fragment.root]
+    while stack and len(out) < limit:
+        node = stack.pop()
+        kids = [lazy.build() for lazy in s.expansion(node).lazy]
+        if isinstance(node, BlockNode) and node.rows:
+            out.append(node)
+        stack += reversed(kids)
+    return out
+
+
+@pytest.mark.parametrize("name", ["lora", "gqa"])
+def test_a_searchs_tables_hold_exactly_the_ops_its_oracle_keeps(name: str) -> None:
+    s = _searcher(name)
+    cfg = s.fragment.config
+    checked = dropped = 0
+    for node in _walk(s, 600):
+        for b in node.rows[:2]:
+            if b.table is None or b.table.n < len(b.tensors):
+                continue
+            full = _live(block_table(_bare(b), cfg), s, b.last)
+            keep = s.oracle.kept(dict.fromkeys(e[ENTRY_NEW][0] for es in full for e in es))
+            want = [[e for e in es if e[ENTRY_NEW][0] in keep] for es in full]
+            assert _live(b.table, s, b.last) == want
+            checked += 1
+            dropped += sum(map(len, full)) - sum(map(len, want))
+    assert checked > 100 and dropped > 1000, (checked, dropped)
+
+
+def test_graphs_alike_share_one_table() -> None:
+    s = _searcher("gqa")
+    tables = BlockTables(s.oracle.kept)
+    node = _walk(s, 50)[-1]
+    b = node.rows[0]
+    first = tables.table(_bare(b), s.fragment.config)
+    assert tables.table(_bare(b), s.fragment.config) is first
+    other = BlockTables(s.oracle.kept, limit=1)
+    made = other.table(_bare(b), s.fragment.config)
+    assert other.table(replace(_bare(b), forloop=b.forloop * 2), s.fragment.config) is not made
+    assert len(other.made) == 1  # emptied at its limit
+
+
+@pytest.mark.parametrize(
+    ("name", "overrides"),
+    [("lora", {}), ("gqa", {}), ("rms_norm", {})],
+)
+def test_expansions_with_and_without_the_tables_agree(name: str, overrides: dict[str, Any]) -> None:
+    """The same kept children, with the same rows, from judged shared tables as from tables made
+    afresh for each node without a judge; fewer listed with them (the pruned ops are not listed)."""
+    s = _searcher(name, **overrides)
+    cfg, outputs = s.fragment.config, len(s.fragment.output_names)
+    fewer = 0
+    for node in _walk(s, 200):
+        mine = block_expansion(node, cfg, outputs, s.oracle.kept, s.tables)
+        bare = BlockNode(node.state, node.sources, tuple(map(_bare, node.rows)), node.label)
+        theirs = block_expansion(bare, cfg, outputs, s.oracle.kept)
+        assert mine.kept == theirs.kept and mine.kept_rows == theirs.kept_rows
+        for index in mine.kept[-3:]:
+            a, b = mine.child(index), theirs.child(index)
+            assert isinstance(a, BlockNode) == isinstance(b, BlockNode)
+            if isinstance(a, BlockNode) and isinstance(b, BlockNode):
+                assert [(r.grid, r.imaps, r.forloop, r.ops, r.tensors) for r in a.rows] == [
+                    (r.grid, r.imaps, r.forloop, r.ops, r.tensors) for r in b.rows
+                ]
+        fewer += mine.listed < theirs.listed
+    assert fewer > 20, fewer
