@@ -16,7 +16,7 @@ from mugraph.programs import get_builtin
 from mugraph.stages.search.config import preset_config
 from mugraph.stages.search.explore import Fragment, Searcher
 from mugraph.stages.search.op_tables import BlockTables, block_table
-from mugraph.stages.search.state import ENTRY_NEW, TYPE_ORDER, OpenBlock, OpTable, Rank
+from mugraph.stages.search.state import ENTRY_NEW, TYPE_ORDER, Entry, OpenBlock, OpTable, Rank
 from mugraph.stages.search.structures import BlockNode, Node, block_expansion
 
 
@@ -25,7 +25,7 @@ def _searcher(name: str, **overrides: Any) -> Searcher:
     return Searcher(Fragment(get_builtin(name).reference(), cfg, name))
 
 
-def _live(table: OpTable, s: Searcher, last: Rank) -> list[list[object]]:
+def _live(table: OpTable, s: Searcher, last: Rank) -> list[list[Entry]]:
     """The table's entries ranked above `last`, kind by kind."""
     kinds = s.fragment.config.block_ops
     return [
