@@ -22,7 +22,8 @@ COUNTER_MEANINGS: dict[str, str] = {
     "structures": "nodes of the search tree expanded (one per block structure, whatever its instantiations)",
     "kernel_nodes": "states at the kernel level (no block graph open)",
     "block_nodes": "states inside an open block graph",
-    "children": "children listed (canonical order, shape and memory checks passed); a barren node lists none",
+    "children": "children listed (canonical order, shape and memory checks passed; block ops whose terms the oracle "
+    "pruned are left out of the block op tables); a barren node lists none",
     "pruned": "listed children not explored: ruled out by counting or by the abstract-expression oracle",
     "candidates": "complete kernel graphs with as many unused tensors as the reference has outputs",
     "fingerprints": "candidates whose output shapes and terms matched, fingerprinted in Z_pq",

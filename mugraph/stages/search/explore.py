@@ -75,7 +75,7 @@ class SearchCounters:
     structures: int = 0  # nodes of the search tree
     kernel_nodes: int = 0
     block_nodes: int = 0
-    children: int = 0  # listed children (they passed the order, shape and memory checks)
+    children: int = 0  # listed children (order, shape and memory checks; block ops only with kept terms)
     pruned: int = 0  # children the oracle pruned
     candidates: int = 0  # kernel graphs with as many unconsumed tensors as outputs
     fingerprints: int = 0  # candidates fingerprinted (output shapes, and normal forms where exact, matched)
