@@ -37,11 +37,11 @@ from mugraph.ir.types import OpKind
 from mugraph.stages.prune.expr import output_exprs, var
 from mugraph.stages.prune.oracle import OracleConfig, SubexprOracle, Verdict, VerdictMemo
 from mugraph.stages.prune.outputs import OutputForms, terms_exact
+from mugraph.stages.search.block_tables import BlockTables
 from mugraph.stages.search.build import build_graph
 from mugraph.stages.search.collector import collector_paused
 from mugraph.stages.search.config import SearchConfig, for_reference, reference_eps
 from mugraph.stages.search.lru import WeightedLRU
-from mugraph.stages.search.op_tables import BlockTables
 from mugraph.stages.search.state import State, root_state
 from mugraph.stages.search.structures import (
     BlockNode,

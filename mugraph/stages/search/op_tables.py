@@ -143,7 +143,7 @@ def _new_tuples_by_arity(start: int, n: int) -> dict[str, tuple[tuple[int, ...],
     return {a: new_tuples(a, start, n) for a in ("unary", "commutative", "ordered")}
 
 
-def _block_extend(
+def extend_block_table(
     base: OpTable | None,
     cfg: SearchConfig,
     tensors: Sequence[TInfo],
@@ -155,7 +155,7 @@ def _block_extend(
     a tensor it did not have. Same entries as listing each kind's tuples one by one, in one pass,
     less those ranked at or below `last`: a block graph's ops come in rank order, so neither the
     graph whose last op is `last` nor any graph grown from it (the only ones that get this table)
-    lists them. With `judge`, less those whose term it prunes too (`block_table`)."""
+    lists them. With `judge`, less those whose term it prunes too (`block_tables.BlockTables`)."""
     n = len(tensors)
     rdx = cfg.rdx
     start = 0 if base is None else base.n
@@ -275,7 +275,7 @@ def _merge_ordered(
 
 def block_entry(b: OpenBlock, cfg: SearchConfig, kind: OpKind, ins: tuple[int, ...]) -> Entry | None:
     """The entry `block_table(b, cfg)` holds for `kind` over the operands `ins`, worked out alone
-    (with `_block_extend`'s keys and results): None where `ins` is not one of the kind's operand
+    (with `extend_block_table`'s keys and results): None where `ins` is not one of the kind's operand
     tuples over `b`'s tensors or the operands are invalid. Replaying a path needs one child's entry
     per row, not the rows' whole tables."""
     found = [k for k in _block_kinds(cfg.block_ops, cfg.rms_eps, cfg.layer_norm_eps) if k[0] is kind]
@@ -312,54 +312,13 @@ def block_entry(b: OpenBlock, cfg: SearchConfig, kind: OpKind, ins: tuple[int, .
     return (ins, (ins, order), kind, (), tensor, nbytes, terms)
 
 
-def block_table(b: OpenBlock, cfg: SearchConfig, tables: BlockTables | None = None) -> OpTable:
+def block_table(b: OpenBlock, cfg: SearchConfig) -> OpTable:
     """The block ops over `b`'s tensors, extending the table it inherited from its parent graph
-    (with `tables`, a search's: judged, and made once for every graph that needs it)."""
-    if tables is not None:
-        return tables.table(b, cfg)
+    (`block_tables.BlockTables` makes a search's: judged, and once for every graph alike)."""
     t = b.table
     if t is None or t.n < len(b.tensors):
-        t = b.table = _block_extend(t, cfg, b.tensors, b.forloop, b.last)
+        t = b.table = extend_block_table(t, cfg, b.tensors, b.forloop, b.last)
     return t
-
-
-class BlockTables:
-    """One search's block op tables, holding only the ops whose terms its oracle (`judge`) keeps.
-
-    A term is a function of its operands alone and a verdict of its term alone, so an op the oracle
-    prunes in a graph is pruned in every graph grown from it, and the tables need not carry it:
-    gqa's hold 4.5% of the entries counting would keep, lora's 9%. A chain of tables may mix these
-    with unjudged ones (`expand.child_list` makes those): either kind lists every op the judge keeps,
-    and the search judges what it lists in any case.
-
-    And a search meets the same block graph again and again: under kernel graphs that differ only in
-    what it does not read, and on every path that replays it (over half of gqa's tables). So each
-    table is made once, keyed by the table it extends (by identity: the key holds it, so its id is
-    not reused) and what the extension reads: the new tensors' terms (by identity), shapes and
-    flags, the for-loop range and the last op's rank. One search's config and oracle serve every
-    key. Emptied when it holds `limit` tables."""
-
-    __slots__ = ("judge", "limit", "made")
-
-    def __init__(self, judge: Judge, limit: int = 1 << 16) -> None:
-        self.judge = judge
-        self.limit = limit
-        self.made: dict[tuple[object, ...], OpTable] = {}
-
-    def table(self, b: OpenBlock, cfg: SearchConfig) -> OpTable:
-        """`b`'s table, made or found."""
-        t = b.table
-        if t is not None and t.n >= len(b.tensors):
-            return t
-        start = 0 if t is None else t.n
-        key = (t, b.forloop, b.last, *[(x.expr, x.shape, x.after_accum) for x in b.tensors[start:]])
-        made = self.made.get(key)
-        if made is None:
-            if len(self.made) >= self.limit:
-                self.made.clear()
-            made = self.made[key] = _block_extend(t, cfg, b.tensors, b.forloop, b.last, self.judge)
-        b.table = made
-        return made
 
 
 # -- kernel graphs ---------------------------------------------------------------------------------

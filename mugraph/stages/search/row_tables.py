@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from mugraph.ir.types import Shape
 from mugraph.stages.prune.expr import Expr
+from mugraph.stages.search.block_tables import BlockTables
 from mugraph.stages.search.config import SearchConfig
 from mugraph.stages.search.macros import MacroEntry, macro_new, macro_table, table_entries
-from mugraph.stages.search.op_tables import BlockTables, block_table
+from mugraph.stages.search.op_tables import block_table
 from mugraph.stages.search.state import ENTRY_TENSOR, Entry, MacroTable, OpenBlock, OpTable
 from mugraph.stages.search.viable import BlockDebts
 
@@ -25,13 +26,14 @@ Sizes = tuple[int, tuple[Shape, ...]]  # a row's for-loop range and its tensors'
 def shared_table(
     shared: dict[Sizes, OpTable], sizes: Sizes, b: OpenBlock, cfg: SearchConfig, tables: BlockTables | None = None
 ) -> OpTable:
-    """`block_table(b, cfg, tables)`, made once for the rows of one node with `b`'s sizes."""
+    """`b`'s block op table (the search's `tables`, else `op_tables.block_table`), made once for
+    the rows of one node with `b`'s sizes."""
     t = b.table
     if t is not None and t.n >= len(b.tensors):
         return shared.setdefault(sizes, t)
     made = shared.get(sizes)
     if made is None:
-        made = shared[sizes] = block_table(b, cfg, tables)
+        made = shared[sizes] = block_table(b, cfg) if tables is None else tables.table(b, cfg)
     else:
         b.table = made
     return made

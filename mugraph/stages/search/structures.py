@@ -34,6 +34,7 @@ from typing import Any
 from mugraph.ir.limits import DEFAULT_LIMITS
 from mugraph.ir.types import Dim3, OpKind
 from mugraph.stages.search import candidates as C
+from mugraph.stages.search.block_tables import BlockTables
 from mugraph.stages.search.config import SearchConfig
 from mugraph.stages.search.expand import Judge, _kernel_child, _loop_children, close_dangling, row_closings
 from mugraph.stages.search.macros import (
@@ -44,7 +45,7 @@ from mugraph.stages.search.macros import (
     macro_new,
     macro_uses,
 )
-from mugraph.stages.search.op_tables import BlockTables, block_entry, kernel_table
+from mugraph.stages.search.op_tables import block_entry, kernel_table
 from mugraph.stages.search.row_tables import Sizes, row_classes
 from mugraph.stages.search.state import (
     ENTRY_NBYTES,

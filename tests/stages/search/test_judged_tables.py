@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 
 from mugraph.programs import get_builtin
+from mugraph.stages.search.block_tables import BlockTables
 from mugraph.stages.search.config import preset_config
 from mugraph.stages.search.explore import Fragment, Searcher
-from mugraph.stages.search.op_tables import BlockTables, block_table
+from mugraph.stages.search.op_tables import block_table
 from mugraph.stages.search.state import ENTRY_NEW, TYPE_ORDER, Entry, OpenBlock, OpTable, Rank
 from mugraph.stages.search.structures import BlockNode, Node, block_expansion
 
