@@ -24,7 +24,7 @@ from mugraph.stages.prune import expr as E
 from mugraph.stages.search import candidates as C
 from mugraph.stages.search.config import SearchConfig
 from mugraph.stages.search.macros import MacroEntry, macro_child, macro_entries, macro_new
-from mugraph.stages.search.op_tables import block_table, kernel_table
+from mugraph.stages.search.op_tables import Judge, block_table, kernel_table
 from mugraph.stages.search.state import (
     ENTRY_INS,
     ENTRY_NEW,
@@ -242,9 +242,6 @@ def _plain(kids: list[Child]) -> ChildList:
 
 def children(state: State, cfg: SearchConfig) -> list[State]:
     return [c.build() for c in child_list(state, cfg)]
-
-
-Judge = Callable[[dict[E.Expr, None]], set[E.Expr] | frozenset[E.Expr]]
 
 
 def kept_indices(kids: ChildList, cfg: SearchConfig, outputs: int, judge: Judge) -> list[int]:

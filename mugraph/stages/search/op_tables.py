@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import bisect
 import functools
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from mugraph.ir import shapes
@@ -104,8 +104,8 @@ def _block_kinds(kinds: tuple[OpKind, ...], rms_eps: float, layer_norm_eps: floa
 # so each result is worked out once and its tensor shared; terms are hash-consed, so a key holding
 # them compares by identity. Emptied when it grows too large.
 _Made = tuple[TInfo, int, tuple[E.Expr, ...]] | None
-# The search's oracle: of a batch of distinct terms, a collection holding those it keeps.
-Judge = Callable[[dict[E.Expr, None]], Collection[E.Expr]]
+# The search's oracle: of a batch of distinct terms, a set holding those it keeps.
+Judge = Callable[[dict[E.Expr, None]], set[E.Expr] | frozenset[E.Expr]]
 _MADE: dict[tuple[object, ...], _Made] = {}
 _MADE_MAX = 1 << 17
 _MISSING: Any = object()  # typed Any: a `get` default that mypy lets the hits unpack past
@@ -228,13 +228,14 @@ def extend_block_table(
             all_entries.append(base.entries[ki])
             all_big.append(base.big[ki])
             continue
+        kind_arity, order = kinds[ki][1], kinds[ki][2]
         old_big = base.big[ki]
         all_big.append(big if big > old_big else old_big)
         old_keys, old_entries = base.keys[ki], base.entries[ki]
-        cut = first_above(old_keys, kinds[ki][2], last)
+        cut = first_above(old_keys, order, last)
         if cut:  # the parent's entries this graph's rank has passed
             old_keys, old_entries = old_keys[cut:], old_entries[cut:]
-        if kinds[ki][1] == "ordered" and new_keys[0][0] < start:
+        if kind_arity == "ordered" and new_keys[0][0] < start:
             keys, entries = _merge_ordered(old_keys, old_entries, new_keys, new, start)
             all_keys.append(keys)
             all_entries.append(entries)

@@ -36,7 +36,7 @@ from mugraph.ir.types import Dim3, OpKind
 from mugraph.stages.search import candidates as C
 from mugraph.stages.search.block_tables import BlockTables
 from mugraph.stages.search.config import SearchConfig
-from mugraph.stages.search.expand import Judge, _kernel_child, _loop_children, close_dangling, row_closings
+from mugraph.stages.search.expand import _kernel_child, _loop_children, close_dangling, row_closings
 from mugraph.stages.search.macros import (
     MacroEntry,
     macro_entries,
@@ -45,7 +45,7 @@ from mugraph.stages.search.macros import (
     macro_new,
     macro_uses,
 )
-from mugraph.stages.search.op_tables import block_entry, kernel_table
+from mugraph.stages.search.op_tables import Judge, block_entry, kernel_table
 from mugraph.stages.search.row_tables import Sizes, row_classes
 from mugraph.stages.search.state import (
     ENTRY_NBYTES,
