@@ -4,7 +4,7 @@ that needs it (`op_tables` makes them; this keeps them)."""
 from __future__ import annotations
 
 from mugraph.stages.search.config import SearchConfig
-from mugraph.stages.search.op_tables import Judge, extend_block_table
+from mugraph.stages.search.op_tables import Judge, Made, extend_block_table
 from mugraph.stages.search.state import OpenBlock, OpTable
 
 __all__ = ["BlockTables"]
@@ -26,12 +26,15 @@ class BlockTables:
     flags, the for-loop range and the last op's rank. One search's config and oracle serve every
     key. Emptied when it holds `limit` tables."""
 
-    __slots__ = ("judge", "limit", "made")
+    __slots__ = ("judge", "limit", "made", "verdicts")
 
     def __init__(self, judge: Judge, limit: int = 1 << 16) -> None:
         self.judge = judge
         self.limit = limit
         self.made: dict[tuple[object, ...], OpTable] = {}
+        # Each block op's result by its operands, or None where invalid or pruned: the judge's
+        # verdict on an op, settled once per search (`extend_block_table`).
+        self.verdicts: dict[tuple[object, ...], Made] = {}
 
     def table(self, b: OpenBlock, cfg: SearchConfig) -> OpTable:
         """`b`'s table, made or found."""
@@ -44,6 +47,6 @@ class BlockTables:
         if made is None:
             if len(self.made) >= self.limit:
                 self.made.clear()
-            made = self.made[key] = extend_block_table(t, cfg, b.tensors, b.forloop, b.last, self.judge)
+            made = self.made[key] = extend_block_table(t, cfg, b.tensors, b.forloop, b.last, self.judge, self.verdicts)
         b.table = made
         return made

@@ -103,10 +103,10 @@ def _block_kinds(kinds: tuple[OpKind, ...], rms_eps: float, layer_norm_eps: floa
 # kernel tensors' terms under every grid, map and for-loop range, and so do most ops over them),
 # so each result is worked out once and its tensor shared; terms are hash-consed, so a key holding
 # them compares by identity. Emptied when it grows too large.
-_Made = tuple[TInfo, int, tuple[E.Expr, ...]] | None
+Made = tuple[TInfo, int, tuple[E.Expr, ...]] | None
 # The search's oracle: of a batch of distinct terms, a set holding those it keeps.
 Judge = Callable[[dict[E.Expr, None]], set[E.Expr] | frozenset[E.Expr]]
-_MADE: dict[tuple[object, ...], _Made] = {}
+_MADE: dict[tuple[object, ...], Made] = {}
 _MADE_MAX = 1 << 17
 _MISSING: Any = object()  # typed Any: a `get` default that mypy lets the hits unpack past
 
@@ -121,7 +121,7 @@ def _made(
     forloop: int,
     rdx: int,
     eps: float = 0.0,
-) -> _Made:
+) -> Made:
     """One `_MADE` result, worked out."""
     if accum is not None:
         if a.after_accum or (shape := accumulator_shape(accum, a.shape, rdx)) is None:
@@ -150,21 +150,27 @@ def extend_block_table(
     forloop: int,
     last: Rank,
     judge: Judge | None = None,
+    verdicts: dict[tuple[object, ...], Made] | None = None,
 ) -> OpTable:
     """The table over `tensors`, extending `base` (over a prefix of them) with the tuples that read
     a tensor it did not have. Same entries as listing each kind's tuples one by one, in one pass,
     less those ranked at or below `last`: a block graph's ops come in rank order, so neither the
     graph whose last op is `last` nor any graph grown from it (the only ones that get this table)
-    lists them. With `judge`, less those whose term it prunes too (`block_tables.BlockTables`)."""
+    lists them. With `judge`, less those whose term it prunes too (`block_tables.BlockTables`):
+    `verdicts` (keyed as `_MADE`, one per judge) then holds each result the judge keeps and None
+    for those it prunes, so an op met again costs one lookup and the judge hears only new terms."""
     n = len(tensors)
     rdx = cfg.rdx
     start = 0 if base is None else base.n
     tuples = _new_tuples_by_arity(start, n)
-    made = _MADE
+    made = _MADE if judge is None else verdicts if verdicts is not None else {}
     if len(made) >= _MADE_MAX:
         made.clear()
     get = made.get
     missing = _MISSING
+    # Results new to `verdicts`, by key, until judged (they are in `fresh` meanwhile).
+    unjudged: dict[tuple[object, ...], Made] = {}
+    pending = None if judge is None else unjudged
     kinds = _block_kinds(cfg.block_ops, cfg.rms_eps, cfg.layer_norm_eps)
     fresh: list[list[Entry]] = []
     for kind, kind_arity, order, accum, in_place, make, eps, tag in kinds:
@@ -186,7 +192,11 @@ def extend_block_table(
                     key = (tag, a.expr, a.shape, a.after_accum)
                 r = get(key, missing)
                 if r is missing:
-                    r = made[key] = _made(kind, accum, in_place, make, a, None, forloop, rdx, eps)
+                    r = _made(kind, accum, in_place, make, a, None, forloop, rdx, eps)
+                    if pending is None or r is None:
+                        made[key] = r
+                    else:
+                        pending[key] = r
                 if r is not None:
                     t, nbytes, terms = r
                     add((ins, (ins, order), kind, (), t, nbytes, terms))
@@ -200,11 +210,27 @@ def extend_block_table(
                 key = (tag, a.expr, a.shape, b.expr, b.shape, flag)
                 r = get(key, missing)
                 if r is missing:
-                    r = made[key] = _made(kind, accum, in_place, make, a, b, forloop, rdx)
+                    r = _made(kind, accum, in_place, make, a, b, forloop, rdx)
+                    if pending is None or r is None:
+                        made[key] = r
+                    else:
+                        pending[key] = r
                 if r is not None:
                     t, nbytes, terms = r
                     add((ins, (ins, order), kind, (), t, nbytes, terms))
-    keep = judge(dict.fromkeys([e[ENTRY_NEW][0] for new in fresh for e in new])) if judge is not None else None
+    # The terms the judge prunes among those new to `verdicts`; every other listed entry is kept.
+    pruned: set[E.Expr] | None = None
+    if judge is not None and unjudged:
+        keep = judge(dict.fromkeys([r[2][0] for r in unjudged.values() if r is not None]))
+        pruned = set()
+        for key, r in unjudged.items():
+            assert r is not None
+            term = r[2][0]
+            if term in keep:
+                made[key] = r
+            else:
+                made[key] = None
+                pruned.add(term)
     all_keys: list[list[tuple[int, ...]]] = []
     all_entries: list[list[Entry]] = []
     all_big: list[int] = []
@@ -213,7 +239,7 @@ def extend_block_table(
         new_keys = []
         big = 0
         for e in listed_new:  # a loop, not comprehensions: most of these lists are short or empty
-            if keep is None or e[ENTRY_NEW][0] in keep:
+            if not pruned or e[ENTRY_NEW][0] not in pruned:
                 new.append(e)
                 new_keys.append(e[ENTRY_INS])
                 if e[ENTRY_NBYTES] > big:

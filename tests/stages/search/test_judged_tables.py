@@ -1,8 +1,9 @@
 """A search's block op tables hold the ops whose terms its oracle keeps, each table made once.
 
-`BlockTables` drops the entries whose terms the oracle prunes and hands one table to every graph
-that extends the same table with the same tensors. Checked against tables made from scratch without
-a judge, and against block expansions made without the search's tables: the same children.
+`BlockTables` drops the entries whose terms the oracle prunes (asking it once per op and search)
+and hands one table to every graph that extends the same table with the same tensors. Checked
+against tables made from scratch without a judge, and against block expansions made without the
+search's tables: the same children.
 """
 
 from __future__ import annotations
@@ -81,6 +82,28 @@ def test_graphs_alike_share_one_table() -> None:
     made = other.table(_bare(b), s.fragment.config)
     assert other.table(replace(_bare(b), forloop=b.forloop * 2), s.fragment.config) is not made
     assert len(other.made) == 1  # emptied at its limit
+
+
+def test_the_judge_hears_an_op_once_per_search() -> None:
+    """An extension met again with the same operands (a fresh table, the verdicts kept) asks the
+    judge nothing and makes the same table; the pruned ops are kept as None."""
+    s = _searcher("lora")
+    heard: list[int] = []
+
+    def judge(terms: dict[Any, None]) -> set[Any]:
+        heard.append(len(terms))
+        return s.oracle.kept(terms)
+
+    tables = BlockTables(judge)
+    cfg = s.fragment.config
+    nodes = _walk(s, 80)
+    firsts = [tables.table(_bare(node.rows[0]), cfg) for node in nodes]
+    asked = sum(heard)
+    assert asked > 0 and None in tables.verdicts.values()
+    tables.made.clear()
+    again = [tables.table(_bare(node.rows[0]), cfg) for node in nodes]
+    assert sum(heard) == asked
+    assert [t.entries for t in again] == [t.entries for t in firsts]
 
 
 @pytest.mark.parametrize(
