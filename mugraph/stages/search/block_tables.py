@@ -4,7 +4,8 @@ that needs it (`op_tables` makes them; this keeps them)."""
 from __future__ import annotations
 
 from mugraph.stages.search.config import SearchConfig
-from mugraph.stages.search.op_tables import Judge, Made, extend_block_table
+from mugraph.stages.search.judged_ops import Kept, judged_fresh
+from mugraph.stages.search.op_tables import Judge, merged_block_table
 from mugraph.stages.search.state import OpenBlock, OpTable
 
 __all__ = ["BlockTables"]
@@ -32,9 +33,9 @@ class BlockTables:
         self.judge = judge
         self.limit = limit
         self.made: dict[tuple[object, ...], OpTable] = {}
-        # Each block op's result by its operands, or None where invalid or pruned: the judge's
-        # verdict on an op, settled once per search (`extend_block_table`).
-        self.verdicts: dict[tuple[object, ...], Made] = {}
+        # What the ops over one operand tuple keep, by the operands: the judge's verdicts on
+        # them, settled once per search (`judged_ops`).
+        self.verdicts: dict[tuple[object, ...], Kept] = {}
 
     def table(self, b: OpenBlock, cfg: SearchConfig) -> OpTable:
         """`b`'s table, made or found."""
@@ -47,6 +48,7 @@ class BlockTables:
         if made is None:
             if len(self.made) >= self.limit:
                 self.made.clear()
-            made = self.made[key] = extend_block_table(t, cfg, b.tensors, b.forloop, b.last, self.judge, self.verdicts)
+            fresh = judged_fresh(t, cfg, b.tensors, b.forloop, b.last, self.judge, self.verdicts)
+            made = self.made[key] = merged_block_table(t, cfg, len(b.tensors), b.last, fresh)
         b.table = made
         return made

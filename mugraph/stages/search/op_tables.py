@@ -24,7 +24,6 @@ from mugraph.stages.search.op_results import accumulator_shape, arity, fast_shap
 from mugraph.stages.search.state import (
     ENTRY_INS,
     ENTRY_NBYTES,
-    ENTRY_NEW,
     TYPE_ORDER,
     Attrs,
     Entry,
@@ -81,12 +80,17 @@ def _extend(
 # shared memory, its term maker for ops that are not accumulators, its eps, and the tag that keys
 # its results in `_MADE`: the rank order, paired with the eps where there is one, since one process
 # searches fragments with different eps).
-_BlockKind = tuple[OpKind, str, int, AccumKind | None, bool, Callable[..., E.Expr] | None, float, object]
+BlockKind = tuple[OpKind, str, int, AccumKind | None, bool, Callable[..., E.Expr] | None, float, object]
+
+
+def block_kinds(cfg: SearchConfig) -> tuple[BlockKind, ...]:
+    """What each of `cfg`'s block kinds' entries need, in its order."""
+    return _block_kinds(cfg.block_ops, cfg.rms_eps, cfg.layer_norm_eps)
 
 
 @functools.cache
-def _block_kinds(kinds: tuple[OpKind, ...], rms_eps: float, layer_norm_eps: float) -> tuple[_BlockKind, ...]:
-    out: list[_BlockKind] = []
+def _block_kinds(kinds: tuple[OpKind, ...], rms_eps: float, layer_norm_eps: float) -> tuple[BlockKind, ...]:
+    out: list[BlockKind] = []
     for k in kinds:
         eps = eps_for(k, rms_eps, layer_norm_eps)
         order = TYPE_ORDER[k]
@@ -111,7 +115,7 @@ _MADE_MAX = 1 << 17
 _MISSING: Any = object()  # typed Any: a `get` default that mypy lets the hits unpack past
 
 
-def _made(
+def made_op(
     kind: OpKind,
     accum: AccumKind | None,
     in_place: bool,
@@ -122,7 +126,7 @@ def _made(
     rdx: int,
     eps: float = 0.0,
 ) -> Made:
-    """One `_MADE` result, worked out."""
+    """What one block op makes over the operands `a` (and `b`): a `_MADE` result, worked out."""
     if accum is not None:
         if a.after_accum or (shape := accumulator_shape(accum, a.shape, rdx)) is None:
             return None
@@ -139,7 +143,7 @@ def _made(
 
 
 @functools.cache
-def _new_tuples_by_arity(start: int, n: int) -> dict[str, tuple[tuple[int, ...], ...]]:
+def new_tuples_by_arity(start: int, n: int) -> dict[str, tuple[tuple[int, ...], ...]]:
     return {a: new_tuples(a, start, n) for a in ("unary", "commutative", "ordered")}
 
 
@@ -149,31 +153,31 @@ def extend_block_table(
     tensors: Sequence[TInfo],
     forloop: int,
     last: Rank,
-    judge: Judge | None = None,
-    verdicts: dict[tuple[object, ...], Made] | None = None,
 ) -> OpTable:
     """The table over `tensors`, extending `base` (over a prefix of them) with the tuples that read
     a tensor it did not have. Same entries as listing each kind's tuples one by one, in one pass,
     less those ranked at or below `last`: a block graph's ops come in rank order, so neither the
     graph whose last op is `last` nor any graph grown from it (the only ones that get this table)
-    lists them. With `judge`, less those whose term it prunes too (`block_tables.BlockTables`):
-    `verdicts` (keyed as `_MADE`, one per judge) then holds each result the judge keeps and None
-    for those it prunes, so an op met again costs one lookup and the judge hears only new terms."""
+    lists them. (`judged_ops` makes a search's tables, less the ops its oracle prunes.)"""
+    return merged_block_table(base, cfg, len(tensors), last, _fresh_entries(base, cfg, tensors, forloop, last))
+
+
+def _fresh_entries(
+    base: OpTable | None, cfg: SearchConfig, tensors: Sequence[TInfo], forloop: int, last: Rank
+) -> list[list[Entry]]:
+    """Per kind, the valid entries over the tuples that read a tensor `base` lacks, ranked above
+    `last`, in operand order."""
     n = len(tensors)
     rdx = cfg.rdx
     start = 0 if base is None else base.n
-    tuples = _new_tuples_by_arity(start, n)
-    made = _MADE if judge is None else verdicts if verdicts is not None else {}
+    tuples = new_tuples_by_arity(start, n)
+    made = _MADE
     if len(made) >= _MADE_MAX:
         made.clear()
     get = made.get
     missing = _MISSING
-    # Results new to `verdicts`, by key, until judged (they are in `fresh` meanwhile).
-    unjudged: dict[tuple[object, ...], Made] = {}
-    pending = None if judge is None else unjudged
-    kinds = _block_kinds(cfg.block_ops, cfg.rms_eps, cfg.layer_norm_eps)
     fresh: list[list[Entry]] = []
-    for kind, kind_arity, order, accum, in_place, make, eps, tag in kinds:
+    for kind, kind_arity, order, accum, in_place, make, eps, tag in block_kinds(cfg):
         new: list[Entry] = []
         add = new.append
         fresh.append(new)
@@ -192,11 +196,7 @@ def extend_block_table(
                     key = (tag, a.expr, a.shape, a.after_accum)
                 r = get(key, missing)
                 if r is missing:
-                    r = _made(kind, accum, in_place, make, a, None, forloop, rdx, eps)
-                    if pending is None or r is None:
-                        made[key] = r
-                    else:
-                        pending[key] = r
+                    r = made[key] = made_op(kind, accum, in_place, make, a, None, forloop, rdx, eps)
                 if r is not None:
                     t, nbytes, terms = r
                     add((ins, (ins, order), kind, (), t, nbytes, terms))
@@ -210,49 +210,40 @@ def extend_block_table(
                 key = (tag, a.expr, a.shape, b.expr, b.shape, flag)
                 r = get(key, missing)
                 if r is missing:
-                    r = _made(kind, accum, in_place, make, a, b, forloop, rdx)
-                    if pending is None or r is None:
-                        made[key] = r
-                    else:
-                        pending[key] = r
+                    r = made[key] = made_op(kind, accum, in_place, make, a, b, forloop, rdx)
                 if r is not None:
                     t, nbytes, terms = r
                     add((ins, (ins, order), kind, (), t, nbytes, terms))
-    # The terms the judge prunes among those new to `verdicts`; every other listed entry is kept.
-    pruned: set[E.Expr] | None = None
-    if judge is not None and unjudged:
-        keep = judge(dict.fromkeys([r[2][0] for r in unjudged.values() if r is not None]))
-        pruned = set()
-        for key, r in unjudged.items():
-            assert r is not None
-            term = r[2][0]
-            if term in keep:
-                made[key] = r
-            else:
-                made[key] = None
-                pruned.add(term)
+    return fresh
+
+
+def merged_block_table(
+    base: OpTable | None, cfg: SearchConfig, n: int, last: Rank, fresh: list[list[Entry]]
+) -> OpTable:
+    """The table over `n` tensors: `base`'s entries ranked above `last` with `fresh` (per kind, the
+    entries over the tuples reading a tensor `base` lacks, in operand order) merged in."""
+    start = 0 if base is None else base.n
+    kinds = block_kinds(cfg)
     all_keys: list[list[tuple[int, ...]]] = []
     all_entries: list[list[Entry]] = []
     all_big: list[int] = []
-    for ki, listed_new in enumerate(fresh):
-        new = []
-        new_keys = []
-        big = 0
-        for e in listed_new:  # a loop, not comprehensions: most of these lists are short or empty
-            if not pruned or e[ENTRY_NEW][0] not in pruned:
-                new.append(e)
-                new_keys.append(e[ENTRY_INS])
-                if e[ENTRY_NBYTES] > big:
-                    big = e[ENTRY_NBYTES]
+    for ki, new in enumerate(fresh):
+        if not new:  # most kinds add nothing
+            if base is None:
+                all_keys.append([])
+                all_entries.append(new)
+                all_big.append(0)
+            else:  # tables are never changed once made: a child shares its parent's
+                all_keys.append(base.keys[ki])
+                all_entries.append(base.entries[ki])
+                all_big.append(base.big[ki])
+            continue
+        new_keys = [e[ENTRY_INS] for e in new]
+        big = max([e[ENTRY_NBYTES] for e in new])
         if base is None:
             all_keys.append(new_keys)
             all_entries.append(new)
             all_big.append(big)
-            continue
-        if not new:  # tables are never changed once made: a child shares its parent's
-            all_keys.append(base.keys[ki])
-            all_entries.append(base.entries[ki])
-            all_big.append(base.big[ki])
             continue
         kind_arity, order = kinds[ki][1], kinds[ki][2]
         old_big = base.big[ki]
@@ -332,7 +323,7 @@ def block_entry(b: OpenBlock, cfg: SearchConfig, kind: OpKind, ins: tuple[int, .
     if r is _MISSING:
         if len(_MADE) >= _MADE_MAX:
             _MADE.clear()
-        r = _MADE[key] = _made(kind, accum, in_place, make, a, other, b.forloop, cfg.rdx, eps)
+        r = _MADE[key] = made_op(kind, accum, in_place, make, a, other, b.forloop, cfg.rdx, eps)
     if r is None:
         return None
     tensor, nbytes, terms = r

@@ -86,7 +86,7 @@ def test_graphs_alike_share_one_table() -> None:
 
 def test_the_judge_hears_an_op_once_per_search() -> None:
     """An extension met again with the same operands (a fresh table, the verdicts kept) asks the
-    judge nothing and makes the same table; the pruned ops are kept as None."""
+    judge nothing and makes the same table; an operand tuple whose ops are all pruned holds none."""
     s = _searcher("lora")
     heard: list[int] = []
 
@@ -99,7 +99,7 @@ def test_the_judge_hears_an_op_once_per_search() -> None:
     nodes = _walk(s, 80)
     firsts = [tables.table(_bare(node.rows[0]), cfg) for node in nodes]
     asked = sum(heard)
-    assert asked > 0 and None in tables.verdicts.values()
+    assert asked > 0 and () in tables.verdicts.values()
     tables.made.clear()
     again = [tables.table(_bare(node.rows[0]), cfg) for node in nodes]
     assert sum(heard) == asked
