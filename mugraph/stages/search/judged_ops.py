@@ -1,11 +1,11 @@
 """The block ops a search's oracle keeps, found with one lookup per operand tuple for every kind.
 
 A block table's new entries are the ops over the operand tuples that read a new tensor, kind by
-kind (`op_tables`). In a search most are pruned (gqa keeps 1.5% of the unary ops it looks up, 1-5%
-of the binary ones), and each lookup, kept or not, costs a key made and hashed. The kinds of one
+kind (`op_tables`). In a search most are pruned (gqa keeps 1.5% of the unary ops it looks up, under
+4% of the binary ones), and each lookup, kept or not, costs a key made and hashed. The kinds of one
 arity read the same tuples, and an op's result and verdict depend only on its operands (their
-terms, shapes and flags, and for an accumulator the for-loop range): so one lookup per tuple
-finds every kind's at once, held per search as the kinds that keep something (most tuples: none).
+terms, shapes and flags, and for an accumulator the for-loop range): so one lookup per tuple finds
+every kind's at once, held per search as the kinds that keep something (most tuples: none).
 """
 
 from __future__ import annotations
