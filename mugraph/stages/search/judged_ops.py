@@ -14,12 +14,12 @@ import functools
 from collections.abc import Sequence
 
 from mugraph.ir.types import OpKind
-from mugraph.stages.prune import expr as E
 from mugraph.stages.search.config import SearchConfig
 from mugraph.stages.search.op_tables import (
     BlockKind,
     Judge,
     Made,
+    OpMade,
     block_kinds,
     made_op,
     new_tuples_by_arity,
@@ -30,8 +30,7 @@ __all__ = ["Kept", "judged_fresh"]
 
 # What the kinds of one arity keep over one operand tuple: (the kind's place among its arity's
 # kinds, its result) for each kind whose op is valid there and whose term the judge keeps.
-Kept = tuple[tuple[int, tuple[TInfo, int, tuple[E.Expr, ...]]], ...]
-_NONE: Kept = ()
+Kept = tuple[tuple[int, OpMade], ...]
 _ARITIES = ("unary", "commutative", "ordered")
 _VERDICTS_MAX = 1 << 17
 
@@ -105,7 +104,7 @@ def judged_fresh(
     found = dict.fromkeys([r[2][0] for made in pending.values() for _, r in made if r is not None])
     keep = judge(found) if found else frozenset()
     for key, made in pending.items():
-        verdicts[key] = tuple((slot, r) for slot, r in made if r is not None and r[2][0] in keep) or _NONE
+        verdicts[key] = tuple([(slot, r) for slot, r in made if r is not None and r[2][0] in keep])
     pruned = {x for x in found if x not in keep} if unsure else None  # `keep` may hold more than `found`
     if pruned:
         fresh = [[e for e in es if e[ENTRY_NEW][0] not in pruned] if es else es for es in fresh]
@@ -129,10 +128,7 @@ def _groups(
 
 def _made_all(specs: list[BlockKind], a: TInfo, b: TInfo | None, forloop: int, rdx: int) -> list[tuple[int, Made]]:
     """Each kind's result over the operands `a` (and `b`), by its place in `specs`."""
-    out: list[tuple[int, Made]] = []
-    for slot, (kind, _, _, accum, in_place, make, eps, _) in enumerate(specs):
-        if b is None:
-            out.append((slot, made_op(kind, accum, in_place, make, a, None, forloop, rdx, eps)))
-        else:
-            out.append((slot, made_op(kind, accum, in_place, make, a, b, forloop, rdx)))
-    return out
+    return [
+        (slot, made_op(kind, accum, in_place, make, a, b, forloop, rdx, eps))
+        for slot, (kind, _, _, accum, in_place, make, eps, _) in enumerate(specs)
+    ]

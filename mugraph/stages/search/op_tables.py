@@ -107,7 +107,8 @@ def _block_kinds(kinds: tuple[OpKind, ...], rms_eps: float, layer_norm_eps: floa
 # kernel tensors' terms under every grid, map and for-loop range, and so do most ops over them),
 # so each result is worked out once and its tensor shared; terms are hash-consed, so a key holding
 # them compares by identity. Emptied when it grows too large.
-Made = tuple[TInfo, int, tuple[E.Expr, ...]] | None
+OpMade = tuple[TInfo, int, tuple[E.Expr, ...]]  # the tensor, the shared memory it adds, its new terms
+Made = OpMade | None
 # The search's oracle: of a batch of distinct terms, a set holding those it keeps.
 Judge = Callable[[dict[E.Expr, None]], set[E.Expr] | frozenset[E.Expr]]
 _MADE: dict[tuple[object, ...], Made] = {}
@@ -296,7 +297,7 @@ def block_entry(b: OpenBlock, cfg: SearchConfig, kind: OpKind, ins: tuple[int, .
     (with `extend_block_table`'s keys and results): None where `ins` is not one of the kind's operand
     tuples over `b`'s tensors or the operands are invalid. Replaying a path needs one child's entry
     per row, not the rows' whole tables."""
-    found = [k for k in _block_kinds(cfg.block_ops, cfg.rms_eps, cfg.layer_norm_eps) if k[0] is kind]
+    found = [k for k in block_kinds(cfg) if k[0] is kind]
     if not found or not all(0 <= i < len(b.tensors) for i in ins):
         return None
     _, kind_arity, order, accum, in_place, make, eps, tag = found[0]
