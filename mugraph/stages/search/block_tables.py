@@ -43,7 +43,11 @@ class BlockTables:
         if t is not None and t.n >= len(b.tensors):
             return t
         start = 0 if t is None else t.n
-        key = (t, b.forloop, b.last, *[(x.expr, x.shape, x.after_accum) for x in b.tensors[start:]])
+        if len(b.tensors) == start + 1:  # most: a child of a block op, one tensor new
+            x = b.tensors[start]
+            key: tuple[object, ...] = (t, b.forloop, b.last, x.expr, x.shape, x.after_accum)
+        else:
+            key = (t, b.forloop, b.last, *[(x.expr, x.shape, x.after_accum) for x in b.tensors[start:]])
         made = self.made.get(key)
         if made is None:
             if len(self.made) >= self.limit:

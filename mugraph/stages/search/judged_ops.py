@@ -20,7 +20,7 @@ from mugraph.stages.search.op_tables import (
     Judge,
     Made,
     OpMade,
-    block_kinds,
+    block_kinds_of,
     made_op,
     new_tuples_by_arity,
 )
@@ -51,14 +51,14 @@ def judged_fresh(
     n = len(tensors)
     rdx = cfg.rdx
     start = 0 if base is None else base.n
-    kinds = block_kinds(cfg)
-    fresh: list[list[Entry]] = [[] for _ in kinds]
+    groups = _groups(cfg.block_ops, cfg.rms_eps, cfg.layer_norm_eps, start, n)
+    fresh: list[list[Entry]] = [[] for _ in cfg.block_ops]
     if len(verdicts) >= _VERDICTS_MAX:
         verdicts.clear()
     # Made this call, not judged yet: by key, each kind's place and result (None: invalid).
     pending: dict[tuple[object, ...], list[tuple[int, Made]]] = {}
     unsure = False  # whether an entry was listed from a pending result (dropped if pruned)
-    for g, listed, group, specs in _groups(kinds, start, n):
+    for g, listed, group, specs in groups:
         # Each kind's first live tuple: a tuple counts for a kind from there on (all of them
         # where the first is above the last op's operands, as where they are all new).
         if not listed:
@@ -113,10 +113,12 @@ def judged_fresh(
 
 @functools.cache
 def _groups(
-    kinds: tuple[BlockKind, ...], start: int, n: int
+    ops: tuple[OpKind, ...], rms_eps: float, layer_norm_eps: float, start: int, n: int
 ) -> tuple[tuple[int, tuple[tuple[int, ...], ...], tuple[tuple[int, OpKind, int], ...], list[BlockKind]], ...]:
     """Per arity with kinds: its place, its tuples reading a tensor at `start` or later of `n`, its
-    kinds' (place, kind, rank order) and what each needs (`op_tables.block_kinds`)."""
+    kinds' (place, kind, rank order) and what each needs (`op_tables.block_kinds`). Keyed by the
+    config's fields rather than its kinds' records, which cost more to hash."""
+    kinds = block_kinds_of(ops, rms_eps, layer_norm_eps)
     tuples = new_tuples_by_arity(start, n)
     out = []
     for g, kind_arity in enumerate(_ARITIES):

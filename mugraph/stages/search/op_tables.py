@@ -14,6 +14,7 @@ from __future__ import annotations
 import bisect
 import functools
 from collections.abc import Callable, Sequence
+from itertools import chain
 from typing import Any
 
 from mugraph.ir import shapes
@@ -85,11 +86,12 @@ BlockKind = tuple[OpKind, str, int, AccumKind | None, bool, Callable[..., E.Expr
 
 def block_kinds(cfg: SearchConfig) -> tuple[BlockKind, ...]:
     """What each of `cfg`'s block kinds' entries need, in its order."""
-    return _block_kinds(cfg.block_ops, cfg.rms_eps, cfg.layer_norm_eps)
+    return block_kinds_of(cfg.block_ops, cfg.rms_eps, cfg.layer_norm_eps)
 
 
 @functools.cache
-def _block_kinds(kinds: tuple[OpKind, ...], rms_eps: float, layer_norm_eps: float) -> tuple[BlockKind, ...]:
+def block_kinds_of(kinds: tuple[OpKind, ...], rms_eps: float, layer_norm_eps: float) -> tuple[BlockKind, ...]:
+    """`block_kinds` of a config with these kinds and eps."""
     out: list[BlockKind] = []
     for k in kinds:
         eps = eps_for(k, rms_eps, layer_norm_eps)
@@ -218,11 +220,18 @@ def _fresh_entries(
     return fresh
 
 
+# The most entries a table holds in one list beside its per-kind lists (`OpTable.flat`): listing
+# passes over each entry, where the per-kind lists cost a bisect per kind.
+FLAT_MAX = 32
+
+
 def merged_block_table(
     base: OpTable | None, cfg: SearchConfig, n: int, last: Rank, fresh: list[list[Entry]]
 ) -> OpTable:
     """The table over `n` tensors: `base`'s entries ranked above `last` with `fresh` (per kind, the
     entries over the tuples reading a tensor `base` lacks, in operand order) merged in."""
+    if base is not None and not any(fresh):  # most extensions of a search's tables add nothing
+        return OpTable(n, base.keys, base.entries, base.big, base.flat)
     start = 0 if base is None else base.n
     kinds = block_kinds(cfg)
     all_keys: list[list[tuple[int, ...]]] = []
@@ -261,7 +270,8 @@ def merged_block_table(
             # A new tuple whose first index is new sorts after every old one.
             all_keys.append(old_keys + new_keys)
             all_entries.append(old_entries + new)
-    return OpTable(n, tuple(all_keys), tuple(all_entries), tuple(all_big))
+    flat = list(chain.from_iterable(all_entries)) if sum(map(len, all_entries)) <= FLAT_MAX else None
+    return OpTable(n, tuple(all_keys), tuple(all_entries), tuple(all_big), flat)
 
 
 def _merge_ordered(
