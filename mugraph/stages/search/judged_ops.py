@@ -47,12 +47,13 @@ def judged_fresh(
     """Per kind of `cfg`, the entries over the tuples that read a tensor `base` lacks, ranked
     above `last`, in operand order, less those whose term `judge` prunes: as
     `op_tables.extend_block_table` lists them, filtered. `verdicts` (one per search and config)
-    holds what each tuple's operands keep, so the judge hears each op's term once."""
+    holds what each tuple's operands keep, so the judge hears each op's term once. Empty where
+    no kind gains an entry (most extensions)."""
     n = len(tensors)
     rdx = cfg.rdx
     start = 0 if base is None else base.n
     groups = _groups(cfg.block_ops, cfg.rms_eps, cfg.layer_norm_eps, start, n)
-    fresh: list[list[Entry]] = [[] for _ in cfg.block_ops]
+    fresh: list[list[Entry]] = []  # one list per kind, once one gains an entry
     if len(verdicts) >= _VERDICTS_MAX:
         verdicts.clear()
     # Made this call, not judged yet: by key, each kind's place and result (None: invalid).
@@ -93,6 +94,8 @@ def judged_fresh(
             if not got:
                 continue
             if outs is None:
+                if not fresh:
+                    fresh += [[] for _ in cfg.block_ops]
                 outs = [(fresh[ki], kind, order, lives[i] if lives else 0) for i, (ki, kind, order) in enumerate(group)]
             for slot, r in got:
                 out, kind, order, live = outs[slot]

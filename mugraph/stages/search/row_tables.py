@@ -18,13 +18,14 @@ from mugraph.stages.search.op_tables import block_table
 from mugraph.stages.search.state import ENTRY_TENSOR, Entry, MacroTable, OpenBlock, OpTable
 from mugraph.stages.search.viable import BlockDebts
 
-__all__ = ["RowClass", "Sizes", "row_classes", "shared_macro_table", "shared_table"]
+__all__ = ["RowClass", "Sizes", "SizesId", "row_classes", "shared_macro_table", "shared_table"]
 
 Sizes = tuple[int, tuple[Shape, ...]]  # a row's for-loop range and its tensors' shapes
+SizesId = int  # a node's number for one `Sizes` of its rows (the tables below key on it)
 
 
 def shared_table(
-    shared: dict[Sizes, OpTable], sizes: Sizes, b: OpenBlock, cfg: SearchConfig, tables: BlockTables | None = None
+    shared: dict[SizesId, OpTable], sizes: SizesId, b: OpenBlock, cfg: SearchConfig, tables: BlockTables | None = None
 ) -> OpTable:
     """`b`'s block op table (the search's `tables`, else `op_tables.block_table`), made once for
     the rows of one node with `b`'s sizes."""
@@ -40,7 +41,7 @@ def shared_table(
 
 
 def shared_macro_table(
-    shared: dict[tuple[Sizes, int], MacroTable], sizes: Sizes, b: OpenBlock, room: int
+    shared: dict[tuple[SizesId, int], MacroTable], sizes: SizesId, b: OpenBlock, room: int
 ) -> MacroTable:
     """`macro_table(b, room)`, made once for the rows of one node with `b`'s sizes and room."""
     t = b.macros
@@ -75,18 +76,18 @@ class RowClass:
 
 
 def row_classes(
-    alive: list[tuple[OpenBlock, int, Sizes]],
+    alive: list[tuple[OpenBlock, int, SizesId]],
     debts: BlockDebts,
     cfg: SearchConfig,
     with_macros: bool,
     tables: BlockTables | None = None,
-) -> dict[tuple[Sizes, int], RowClass]:
-    """The classes of a node's rows (each with its shared memory left and sizes) that list the
+) -> dict[tuple[SizesId, int], RowClass]:
+    """The classes of a node's rows (each with its shared memory left and sizes, numbered) that list the
     same children, by sizes and room, in the order of their first rows; each row gets its class's
     tables (so the graphs grown from it extend them), from the search's `tables` where given."""
-    classes: dict[tuple[Sizes, int], RowClass] = {}
-    shared: dict[Sizes, OpTable] = {}
-    macro_tables: dict[tuple[Sizes, int], MacroTable] = {}
+    classes: dict[tuple[SizesId, int], RowClass] = {}
+    shared: dict[SizesId, OpTable] = {}
+    macro_tables: dict[tuple[SizesId, int], MacroTable] = {}
     ok: dict[object, bool] = {}
     some_ops, some_macros, all_ops = debts.some_entry_ok, debts.some_macro_ok, debts.every_entry_ok
     for b, room, sizes in alive:

@@ -234,12 +234,15 @@ def block_expansion(
     smem = DEFAULT_LIMITS.smem_bytes
     listed = 0
     closed: list[tuple[OpenBlock, tuple[Any, ...]]] = []
-    alive: list[tuple[OpenBlock, int, Sizes]] = []
-    barren: dict[tuple[Sizes, int, bool], bool] = {}
+    alive: list[tuple[OpenBlock, int, int]] = []
+    barren: dict[tuple[int, int, bool], bool] = {}
+    # The rows' sizes, numbered: hashed once per row, where the barren check, the classes and
+    # their tables each key on them.
+    size_ids: dict[Sizes, int] = {}
     for b in rows:
         room = smem - b.smem
         closings = list(row_closings(s, b, dangling, cfg)) if dangling is not None else []
-        sizes = (b.forloop, tuple([t.shape for t in b.tensors]))
+        sizes = size_ids.setdefault((b.forloop, tuple([t.shape for t in b.tensors])), len(size_ids))
         if open_more:
             at = (sizes, room, bool(closings))
             dead = barren.get(at)
