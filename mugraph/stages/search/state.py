@@ -94,7 +94,7 @@ class OpTable:
     def listed(self, kinds: tuple[OpKind, ...], last: Rank, room: int) -> list[Entry]:
         """The entries ranked above `last` that add at most `room` bytes, kind by kind."""
         flat = self.flat
-        if flat is not None:
+        if flat is not None:  # ENTRY_RANK and ENTRY_NBYTES, read at literal positions in the pass
             return [e for e in flat if e[1] > last and e[5] <= room]
         out: list[Entry] = []
         last_ins, last_order = last

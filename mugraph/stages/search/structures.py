@@ -46,7 +46,7 @@ from mugraph.stages.search.macros import (
     macro_uses,
 )
 from mugraph.stages.search.op_tables import Judge, block_entry, kernel_table
-from mugraph.stages.search.row_tables import Sizes, row_classes
+from mugraph.stages.search.row_tables import Sizes, SizesId, row_classes
 from mugraph.stages.search.state import (
     ENTRY_NBYTES,
     ENTRY_NEW,
@@ -234,8 +234,8 @@ def block_expansion(
     smem = DEFAULT_LIMITS.smem_bytes
     listed = 0
     closed: list[tuple[OpenBlock, tuple[Any, ...]]] = []
-    alive: list[tuple[OpenBlock, int, int]] = []
-    barren: dict[tuple[int, int, bool], bool] = {}
+    alive: list[tuple[OpenBlock, int, SizesId]] = []
+    barren: dict[tuple[SizesId, int, bool], bool] = {}
     # The rows' sizes, numbered: hashed once per row, where the barren check, the classes and
     # their tables each key on them.
     size_ids: dict[Sizes, int] = {}

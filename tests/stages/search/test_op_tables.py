@@ -21,7 +21,16 @@ from mugraph.stages.search.expand import child_list
 from mugraph.stages.search.explore import Fragment
 from mugraph.stages.search.op_results import arity, fast_shape, operand_tuples
 from mugraph.stages.search.op_tables import block_table, kernel_table
-from mugraph.stages.search.state import CONCAT_MATMUL_ORDER, TYPE_ORDER, OpTable, Rank, State, shape_nbytes
+from mugraph.stages.search.state import (
+    CONCAT_MATMUL_ORDER,
+    ENTRY_NBYTES,
+    ENTRY_RANK,
+    TYPE_ORDER,
+    OpTable,
+    Rank,
+    State,
+    shape_nbytes,
+)
 
 
 def ranked_tuples(kind: OpKind, n: int, last: Rank) -> list[tuple[int, ...]]:
@@ -189,3 +198,35 @@ def test_operand_arity_agrees_with_the_ir() -> None:
 def test_fast_shape_refuses_kinds_whose_shape_needs_more(kind: OpKind) -> None:
     with pytest.raises(ValueError, match="needs its attributes"):
         fast_shape(kind, (4, 8), None)
+
+
+@pytest.mark.parametrize("name", ["rms_norm", "lora"])
+def test_a_small_tables_one_list_lists_what_its_per_kind_lists_do(name: str) -> None:
+    """A small block table's one-list listing (`OpTable.flat`) gives the entries, in the order, that
+    bisecting its per-kind lists gives, for the rank of every op it holds and its last op's, and
+    rooms at and around its entries' sizes."""
+    prog = get_builtin(name)
+    cfg = preset_config(prog.preset)
+    stack, seen, checked = [Fragment(prog.reference(), cfg, name).root], 0, 0
+    while stack and seen < 600:
+        s = stack.pop()
+        seen += 1
+        b = s.block
+        if b is not None and b.configured:
+            table = block_table(b, cfg)
+            if table.flat is not None:
+                per_kind = OpTable(table.n, table.keys, table.entries, table.big)
+                assert per_kind.flat is None
+                entries = [e for es in table.entries for e in es]
+                assert table.flat == entries
+                sizes = {e[ENTRY_NBYTES] for e in entries}
+                rooms = sorted(sizes | {x - 1 for x in sizes} | {0, DEFAULT_LIMITS.smem_bytes})
+                for last in [b.last, *[e[ENTRY_RANK] for e in entries]]:
+                    for room in rooms:
+                        assert table.listed(cfg.block_ops, last, room) == per_kind.listed(cfg.block_ops, last, room)
+                checked += 1
+        built = [k.build() for k in child_list(s, cfg)]
+        if b is not None and b.configured and len(b.ops) >= 3:
+            built = [k for k in built if k.label.startswith("close(")]
+        stack.extend(k for i, k in reversed(list(enumerate(built))) if i % 3 == 0)
+    assert checked > 50, checked
