@@ -231,11 +231,11 @@ def merged_block_table(
     """The table over `n` tensors: `base`'s entries ranked above `last` with `fresh` (per kind, the
     entries over the tuples reading a tensor `base` lacks, in operand order; or no list where
     none reads one) merged in."""
-    kinds = block_kinds(cfg)
     if not any(fresh):  # most extensions of a search's tables add nothing
         if base is not None:
             return OpTable(n, base.keys, base.entries, base.big, base.flat)
-        fresh = [[] for _ in kinds]
+        fresh = [[] for _ in cfg.block_ops]
+    kinds = block_kinds(cfg)
     start = 0 if base is None else base.n
     all_keys: list[list[tuple[int, ...]]] = []
     all_entries: list[list[Entry]] = []

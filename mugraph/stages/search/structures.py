@@ -238,7 +238,7 @@ def block_expansion(
     barren: dict[tuple[SizesId, int, bool], bool] = {}
     # The rows' sizes, numbered: hashed once per row, where the barren check, the classes and
     # their tables each key on them.
-    size_ids: dict[Sizes, int] = {}
+    size_ids: dict[Sizes, SizesId] = {}
     for b in rows:
         room = smem - b.smem
         closings = list(row_closings(s, b, dangling, cfg)) if dangling is not None else []
