@@ -226,23 +226,36 @@ class OpenBlock:
     outlook: tuple[int, int] | None = field(default=None, compare=False, hash=False, repr=False)
     # The lora macros its tensors admit (`macros.macro_table`), as `table`.
     macros: MacroTable | None = field(default=None, compare=False, hash=False, repr=False)
+    # Its sizes' number among the rows of its structure node (`structures.py`): rows of one node
+    # have the same number exactly where they have the same for-loop range and tensor shapes. Set
+    # when the node is opened and passed on: a child's new tensors' shapes follow from its
+    # parent's sizes, so the parent's numbering numbers the children too. -1: not numbered.
+    sizes_id: int = field(default=-1, compare=False, hash=False, repr=False)
 
     @property
     def configured(self) -> bool:
         return bool(self.inputs)
 
     def grown(
-        self, op: OpSpec, new: tuple[TInfo, ...], uses: tuple[int, ...], last: Rank, smem: int, has_macro: bool
+        self,
+        op: OpSpec,
+        new: tuple[TInfo, ...],
+        uses: tuple[int, ...],
+        last: Rank,
+        smem: int,
+        has_macro: bool,
+        ops: tuple[OpSpec, ...] | None = None,
     ) -> OpenBlock:
         """This block graph with one more op, which appends the tensors `new` (its table is
-        passed on, to be extended)."""
+        passed on, to be extended, and so is its sizes' number). `ops`: its ops with `op`, where
+        the caller grows many rows of one structure alike and made them once."""
         return OpenBlock(
             self.sources,
             self.grid,
             self.imaps,
             self.forloop,
             self.inputs,
-            self.ops + (op,),
+            self.ops + (op,) if ops is None else ops,
             self.tensors + new,
             uses,
             last,
@@ -251,6 +264,7 @@ class OpenBlock:
             self.table,
             self.outlook,
             self.macros,
+            self.sizes_id,
         )
 
     @property

@@ -209,6 +209,9 @@ def open_node(s: State, sources: tuple[int, ...], grid: Dim3, cfg: SearchConfig)
     rows: list[OpenBlock] = []
     for imaps in C.imap_combos(in_shapes, grid, cfg):
         rows += [k.block for k in _loop_children(s, OpenBlock(sources, grid, imaps), cfg) if k.block is not None]
+    numbers: dict[Sizes, SizesId] = {}
+    for b in rows:
+        b.sizes_id = numbers.setdefault(_sizes(b), len(numbers))
     mirage = C.block_sources(len(s.tensors), cfg)
     reads = "" if sources == mirage else f"inputs={list(sources)},"
     return BlockNode(s, sources, tuple(rows), f"open({reads}grid={list(grid)})")
@@ -236,13 +239,14 @@ def block_expansion(
     closed: list[tuple[OpenBlock, tuple[Any, ...]]] = []
     alive: list[tuple[OpenBlock, int, SizesId]] = []
     barren: dict[tuple[SizesId, int, bool], bool] = {}
-    # The rows' sizes, numbered: hashed once per row, where the barren check, the classes and
-    # their tables each key on them.
+    # The rows' sizes, numbered (where the barren check, the classes and their tables each key on
+    # them): as the node was opened, else here.
+    numbered = b0.sizes_id >= 0
     size_ids: dict[Sizes, SizesId] = {}
     for b in rows:
         room = smem - b.smem
         closings = list(row_closings(s, b, dangling, cfg)) if dangling is not None else []
-        sizes = size_ids.setdefault((b.forloop, tuple([t.shape for t in b.tensors])), len(size_ids))
+        sizes = b.sizes_id if numbered else size_ids.setdefault(_sizes(b), len(size_ids))
         if open_more:
             at = (sizes, room, bool(closings))
             dead = barren.get(at)
@@ -305,6 +309,10 @@ def block_expansion(
     if cost is not None:
         cost += [0] * len(children)
     return Expansion(listed, kept_rows, kept, lazy, cost)
+
+
+def _sizes(b: OpenBlock) -> Sizes:
+    return b.forloop, tuple([t.shape for t in b.tensors])
 
 
 def _closed_cost(b: OpenBlock, nbytes: int) -> int:
@@ -391,8 +399,9 @@ def _op_child(node: BlockNode, group: Sequence[tuple[OpenBlock, Entry]]) -> Bloc
     e0 = group[0][1]
     ins, rank, kind = e0[0], e0[1], e0[2]
     op = OpSpec(kind, ins)
-    uses = bump(group[0][0].uses, ins, 1)
-    rows = tuple(b.grown(op, (e[ENTRY_TENSOR],), uses, rank, b.smem + e[ENTRY_NBYTES], b.has_macro) for b, e in group)
+    b0 = group[0][0]
+    uses, ops, flag = bump(b0.uses, ins, 1), b0.ops + (op,), b0.has_macro
+    rows = tuple([b.grown(op, (e[ENTRY_TENSOR],), uses, rank, b.smem + e[ENTRY_NBYTES], flag, ops) for b, e in group])
     return BlockNode(node.state, node.sources, rows, f"{kind}({','.join(map(str, ins))})")
 
 
