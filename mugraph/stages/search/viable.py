@@ -154,6 +154,22 @@ def _pays_two(
     return False
 
 
+def _four_may_pay(b: OpenBlock, pays_pre: list[int], pays_loose: list[int], need_pre: int, need_loose: int) -> bool:
+    """Whether four distinct tensors of one after-accum flag (what a macro reads) could pay
+    `need_loose` loose ends and `need_pre` of the pre-accumulator debt (one more where they come
+    before the accumulators), by counting alone: a bound on `block_viable`'s verdict on every macro
+    child, whatever the sizes, so a structure node asks it once for all its rows."""
+    for flag in (False, True):
+        ids = [i for i, t in enumerate(b.tensors) if t.after_accum == flag]
+        if len(ids) < 4:
+            continue
+        loose = min(4, sum([pays_loose[i] for i in ids]))
+        pre = min(4, sum([pays_pre[i] for i in ids]))
+        if loose >= need_loose and pre >= need_pre + (not flag):
+            return True
+    return False
+
+
 def _pays(b: OpenBlock, cfg: SearchConfig) -> tuple[list[int], list[int]]:
     """What each tensor pays off when a child reads it: toward the pre-accumulator debt, toward the
     loose ends."""
@@ -288,7 +304,13 @@ class BlockDebts:
         # What a block-op child must pay (`block_viable`), and a macro child.
         self.op_loose, self.op_pre_after = over + 1 - op_room, pre - op_room
         self.macro_loose, self.macro_pre = over + 1 - macro_room, pre - macro_room
-        self.macro_free = not cfg.concat_matmul or b.has_macro  # no macro child to come
+        # No macro child that counting keeps to come: none at all, or none whose four tensors
+        # could pay the debts whatever their sizes.
+        self.macro_free = (
+            not cfg.concat_matmul
+            or b.has_macro
+            or not _four_may_pay(b, self.pays_pre, self.pays_loose, self.macro_pre, self.macro_loose)
+        )
 
     @property
     def some_entry_ok(self) -> bool:
@@ -303,6 +325,8 @@ class BlockDebts:
     @property
     def some_macro_ok(self) -> bool:
         """Whether any macro child may be viable: none can where more than four tensors must pay."""
+        if self.macro_free:
+            return False
         return (self.macro_loose <= 0 and self.macro_pre + 1 <= 0) or (self.macro_loose <= 4 and self.macro_pre <= 4)
 
     def entry_ok(self, ins: tuple[int, ...], after_accum: bool) -> bool:
