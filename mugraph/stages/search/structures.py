@@ -234,6 +234,8 @@ def block_expansion(
     debts = BlockDebts(s, b0, cfg, outputs)
     dangling = close_dangling(b0, cfg)
     open_more = b0.op_count < cfg.max_block_ops
+    if dangling is None and (not open_more or debts.barren):
+        return EMPTY  # no row closes, and counting rules out every child whatever the sizes
     smem = DEFAULT_LIMITS.smem_bytes
     listed = 0
     closed: list[tuple[OpenBlock, tuple[Any, ...]]] = []

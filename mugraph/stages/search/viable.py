@@ -323,6 +323,12 @@ class BlockDebts:
         return self.op_loose <= 0 and self.op_pre_after + 1 <= 0
 
     @property
+    def barren(self) -> bool:
+        """Whether every instantiation that lists no closing child is barren (`barren_row`), by
+        counting alone: no block op child can pay the debts, and no macro child."""
+        return self.macro_free and not (self.op_loose <= 2 and self.op_pre_after <= 2)
+
+    @property
     def some_macro_ok(self) -> bool:
         """Whether any macro child may be viable: none can where more than four tensors must pay."""
         if self.macro_free:
