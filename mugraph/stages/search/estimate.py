@@ -46,7 +46,7 @@ def probe(searcher: Searcher, node: Path, rng: random.Random, max_depth: int = 6
     if isinstance(start, BlockNode):
         if not start.rows:
             return 0.0
-        return len(start.rows) * _instance_probe(searcher, start.instance(rng.choice(start.rows)), rng, max_depth)
+        return start.size * _instance_probe(searcher, start.instance(rng.choice(start.rows)), rng, max_depth)
     return _instance_probe(searcher, start, rng, max_depth)
 
 

@@ -375,8 +375,8 @@ class Searcher:
             node = top.build() if isinstance(top, Lazy) else top
             counters.structures += 1
             if isinstance(node, BlockNode):
-                counters.nodes += len(node.rows)
-                counters.block_nodes += len(node.rows)
+                counters.nodes += node.size
+                counters.block_nodes += node.size
             else:
                 counters.nodes += 1
                 counters.kernel_nodes += 1

@@ -80,15 +80,20 @@ OPS_BASE = 1 << 29  # block ops and macros come after every closing child, howev
 class BlockNode:
     """A block graph under construction as a structure: `state` the kernel graph it belongs to,
     `rows` its instantiations (each an `OpenBlock` with its own grid, maps, for-loop range,
-    tensors and tables; all with the same ops, uses and flags)."""
+    tensors and tables; all with the same ops, uses and flags), `size` how many states they are.
+    A node that counting shows barren whatever its sizes (`BlockDebts.barren`) lists nothing, so
+    it is made with its first row only and counted with `size` rows."""
 
-    __slots__ = ("label", "rows", "sources", "state")
+    __slots__ = ("label", "rows", "size", "sources", "state")
 
-    def __init__(self, state: State, sources: tuple[int, ...], rows: tuple[OpenBlock, ...], label: str) -> None:
+    def __init__(
+        self, state: State, sources: tuple[int, ...], rows: tuple[OpenBlock, ...], label: str, size: int = -1
+    ) -> None:
         self.state = state
         self.sources = sources
         self.rows = rows
         self.label = label
+        self.size = len(rows) if size < 0 else size
 
     def instance(self, row: OpenBlock) -> State:
         """The instantiated state that `row` of this node is (`expand.child_list`'s tree)."""
@@ -234,7 +239,7 @@ def block_expansion(
     debts = BlockDebts(s, b0, cfg, outputs)
     dangling = close_dangling(b0, cfg)
     open_more = b0.op_count < cfg.max_block_ops
-    if dangling is None and (not open_more or debts.barren):
+    if _barren(b0, debts, dangling, cfg):
         return EMPTY  # no row closes, and counting rules out every child whatever the sizes
     smem = DEFAULT_LIMITS.smem_bytes
     listed = 0
@@ -299,10 +304,10 @@ def block_expansion(
     for ops in op_groups.values():
         operands, kind = ops[0][1][0], ops[0][1][2]
         code = codes[kind] + operands[0] * SPAN + (operands[1] + 1 if len(operands) > 1 else 0)
-        children.append((code, Lazy(_op_child, node, ops), len(ops)))
+        children.append((code, Lazy(_op_child, node, ops, cfg, outputs), len(ops)))
     for (a, c, d, f), quads in macro_groups.items():
         code = MACRO_BASE + ((a * SPAN + c) * SPAN + d) * SPAN + f
-        children.append((code, Lazy(_macro_child, node, quads), len(quads)))
+        children.append((code, Lazy(_macro_child, node, quads, cfg, outputs), len(quads)))
     children.sort(key=_first)
     for code, made, n_rows in children:
         kept.append(base + code)
@@ -360,7 +365,7 @@ def block_child(node: BlockNode, index: int, cfg: SearchConfig, outputs: int, ju
         news = [macro_new(b.tensors, m)[0] for b, m in macros]
         keep = judge(dict.fromkeys(news)) if news else frozenset()
         quads = list(compress(macros, map(keep.__contains__, news)))
-        return _macro_child(node, quads) if quads else None
+        return _macro_child(node, quads, cfg, outputs) if quads else None
     kind_at, rest = divmod(code, SPAN * SPAN)
     a, second = divmod(rest, SPAN)
     if kind_at >= len(cfg.block_ops):
@@ -377,7 +382,7 @@ def block_child(node: BlockNode, index: int, cfg: SearchConfig, outputs: int, ju
     news = [e[ENTRY_NEW][0] for _, e in ops]
     keep = judge(dict.fromkeys(news))
     kept = list(compress(ops, map(keep.__contains__, news)))
-    return _op_child(node, kept) if kept else None
+    return _op_child(node, kept, cfg, outputs) if kept else None
 
 
 _first = itemgetter(0)
@@ -396,23 +401,39 @@ def _kind_codes(kinds: tuple[OpKind, ...]) -> dict[OpKind, int]:
     return codes
 
 
-def _op_child(node: BlockNode, group: Sequence[tuple[OpenBlock, Entry]]) -> BlockNode:
-    """The block op of `group`'s entries (one per row that keeps it), added to each of those rows."""
+def _op_child(node: BlockNode, group: Sequence[tuple[OpenBlock, Entry]], cfg: SearchConfig, outputs: int) -> BlockNode:
+    """The block op of `group`'s entries (one per row that keeps it), added to each of those rows
+    (to the first only where the child is barren whatever its sizes: its rows are only counted)."""
     e0 = group[0][1]
     ins, rank, kind = e0[0], e0[1], e0[2]
     op = OpSpec(kind, ins)
     b0 = group[0][0]
     uses, ops, flag = bump(b0.uses, ins, 1), b0.ops + (op,), b0.has_macro
+    label = f"{kind}({','.join(map(str, ins))})"
+    first = b0.grown(op, (e0[ENTRY_TENSOR],), uses, rank, b0.smem + e0[ENTRY_NBYTES], flag, ops)
+    if _barren(first, BlockDebts(node.state, first, cfg, outputs), close_dangling(first, cfg), cfg):
+        return BlockNode(node.state, node.sources, (first,), label, len(group))
     rows = tuple([b.grown(op, (e[ENTRY_TENSOR],), uses, rank, b.smem + e[ENTRY_NBYTES], flag, ops) for b, e in group])
-    return BlockNode(node.state, node.sources, rows, f"{kind}({','.join(map(str, ins))})")
+    return BlockNode(node.state, node.sources, rows, label)
 
 
-def _macro_child(node: BlockNode, group: Sequence[tuple[OpenBlock, MacroEntry]]) -> BlockNode:
-    """The macro of `group`'s entries added to each row that keeps it."""
+def _macro_child(
+    node: BlockNode, group: Sequence[tuple[OpenBlock, MacroEntry]], cfg: SearchConfig, outputs: int
+) -> BlockNode:
+    """The macro of `group`'s entries added to each row that keeps it (as `_op_child`)."""
     ins = group[0][1][0]
     uses = macro_uses(group[0][0].uses, ins)
+    first = macro_grown(group[0][0], group[0][1], uses)
+    if _barren(first, BlockDebts(node.state, first, cfg, outputs), close_dangling(first, cfg), cfg):
+        return BlockNode(node.state, node.sources, (first,), macro_label(ins), len(group))
     rows = tuple(macro_grown(b, m, uses) for b, m in group)
     return BlockNode(node.state, node.sources, rows, macro_label(ins))
+
+
+def _barren(b: OpenBlock, debts: BlockDebts, dangling: list[int] | None, cfg: SearchConfig) -> bool:
+    """Whether every row of the structure `b` is one of is barren by counting alone: none can
+    close, and no block op or macro child can pay the debts, whatever the row's sizes."""
+    return dangling is None and (b.op_count >= cfg.max_block_ops or debts.barren)
 
 
 def _closed_child(s: State, b: OpenBlock, closing: tuple[Any, ...]) -> State:

@@ -13,9 +13,11 @@ from typing import Any
 import pytest
 
 from mugraph.programs import get_builtin
+from mugraph.stages.search import structures as S
 from mugraph.stages.search.config import preset_config
 from mugraph.stages.search.expand import child_list, kept_indices
 from mugraph.stages.search.explore import Fragment, Searcher
+from mugraph.stages.search.serial import run_search
 from mugraph.stages.search.state import State
 from mugraph.stages.search.structures import BlockNode, Node, block_child
 
@@ -92,3 +94,32 @@ def test_the_rows_are_the_instantiated_trees_states() -> None:
         states += reversed([kids[i].build() for i in kept_indices(kids, cfg, outputs, s.oracle.kept)])
     assert len(mine) == len(set(mine)) > 100
     assert sorted(map(repr, mine)) == sorted(map(repr, theirs))
+
+
+def test_a_node_barren_by_counting_alone_counts_the_rows_it_is_made_without(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A block op or macro child that counting shows barren whatever its sizes is made with its
+    first row and counted with all of them: the search's counts, finds and frontiers are those of
+    the tree that makes and goes through every row (lora's: three fifths of its rows are in such
+    nodes)."""
+    name = "lora"
+    made: list[BlockNode] = []
+    real_op, real_macro = S._op_child, S._macro_child
+
+    def op_child(*args: Any) -> BlockNode:
+        made.append(real_op(*args))
+        return made[-1]
+
+    def macro_child(*args: Any) -> BlockNode:
+        made.append(real_macro(*args))
+        return made[-1]
+
+    monkeypatch.setattr(S, "_op_child", op_child)
+    monkeypatch.setattr(S, "_macro_child", macro_child)
+    short = run_search(_searcher(name), 10_000, stop=lambda r: r.tasks >= 40)
+    elided = [n for n in made if n.size != len(n.rows)]
+    assert len(elided) > 20 and all(len(n.rows) == 1 and n.size > 1 for n in elided)
+    monkeypatch.setattr(S, "_barren", lambda *args: False)  # every row made and gone through
+    full = run_search(_searcher(name), 10_000, stop=lambda r: r.tasks >= 40)
+    keys = ("nodes", "block_nodes", "kernel_nodes", "structures", "children", "pruned")
+    assert [getattr(short.counters, k) for k in keys] == [getattr(full.counters, k) for k in keys]
+    assert sorted(short.found) == sorted(full.found) and short.frontier == full.frontier
