@@ -77,6 +77,11 @@ BUSY_SMS = 132  # an H100's, the cost model's default GPU
 OPS_BASE = 1 << 29  # block ops and macros come after every closing child, however many rows close
 
 
+# What counting says of a block structure node, for all its rows: its debts, and the tensors it
+# would close with (None: it cannot close).
+Counted = tuple[BlockDebts, list[int] | None]
+
+
 class BlockNode:
     """A block graph under construction as a structure: `state` the kernel graph it belongs to,
     `rows` its instantiations (each an `OpenBlock` with its own grid, maps, for-loop range,
@@ -84,16 +89,30 @@ class BlockNode:
     A node that counting shows barren whatever its sizes (`BlockDebts.barren`) lists nothing, so
     it is made with its first row only and counted with `size` rows."""
 
-    __slots__ = ("label", "rows", "size", "sources", "state")
+    __slots__ = ("counted", "label", "rows", "size", "sources", "state")
 
     def __init__(
-        self, state: State, sources: tuple[int, ...], rows: tuple[OpenBlock, ...], label: str, size: int = -1
+        self,
+        state: State,
+        sources: tuple[int, ...],
+        rows: tuple[OpenBlock, ...],
+        label: str,
+        size: int = -1,
+        counted: Counted | None = None,
     ) -> None:
         self.state = state
         self.sources = sources
         self.rows = rows
         self.label = label
         self.size = len(rows) if size < 0 else size
+        self.counted = counted  # what counting says of it, where its maker worked that out
+
+    def counts(self, cfg: SearchConfig, outputs: int) -> Counted:
+        """Its debts and dangling tensors (the same for every row), worked out once."""
+        if self.counted is None:
+            b0 = self.rows[0]
+            self.counted = BlockDebts(self.state, b0, cfg, outputs), close_dangling(b0, cfg)
+        return self.counted
 
     def instance(self, row: OpenBlock) -> State:
         """The instantiated state that `row` of this node is (`expand.child_list`'s tree)."""
@@ -236,8 +255,7 @@ def block_expansion(
     s, b0 = node.state, rows[0]
     if len(b0.tensors) >= SPAN - 1:
         raise ValueError(f"a block graph of {len(b0.tensors)} tensors is more than a child index can encode")
-    debts = BlockDebts(s, b0, cfg, outputs)
-    dangling = close_dangling(b0, cfg)
+    debts, dangling = node.counts(cfg, outputs)
     open_more = b0.op_count < cfg.max_block_ops
     if _barren(b0, debts, dangling, cfg):
         return EMPTY  # no row closes, and counting rules out every child whatever the sizes
@@ -319,6 +337,7 @@ def block_expansion(
 
 
 def _sizes(b: OpenBlock) -> Sizes:
+    """What a row's op tables and barrenness depend on besides its structure."""
     return b.forloop, tuple([t.shape for t in b.tensors])
 
 
@@ -337,9 +356,8 @@ def block_child(node: BlockNode, index: int, cfg: SearchConfig, outputs: int, ju
     if not rows:
         return None
     s, b0 = node.state, rows[0]
-    debts = BlockDebts(s, b0, cfg, outputs)
+    debts, dangling = node.counts(cfg, outputs)
     if index < OPS_BASE:
-        dangling = close_dangling(b0, cfg)
         if not debts.closed_ok or dangling is None:
             return None
         for b in rows:
@@ -411,10 +429,14 @@ def _op_child(node: BlockNode, group: Sequence[tuple[OpenBlock, Entry]], cfg: Se
     uses, ops, flag = bump(b0.uses, ins, 1), b0.ops + (op,), b0.has_macro
     label = f"{kind}({','.join(map(str, ins))})"
     first = b0.grown(op, (e0[ENTRY_TENSOR],), uses, rank, b0.smem + e0[ENTRY_NBYTES], flag, ops)
-    if _barren(first, BlockDebts(node.state, first, cfg, outputs), close_dangling(first, cfg), cfg):
-        return BlockNode(node.state, node.sources, (first,), label, len(group))
-    rows = tuple([b.grown(op, (e[ENTRY_TENSOR],), uses, rank, b.smem + e[ENTRY_NBYTES], flag, ops) for b, e in group])
-    return BlockNode(node.state, node.sources, rows, label)
+    counted = BlockDebts(node.state, first, cfg, outputs), close_dangling(first, cfg)
+    if _barren(first, *counted, cfg):
+        return BlockNode(node.state, node.sources, (first,), label, len(group), counted)
+    rows = (
+        first,
+        *[b.grown(op, (e[ENTRY_TENSOR],), uses, rank, b.smem + e[ENTRY_NBYTES], flag, ops) for b, e in group[1:]],
+    )
+    return BlockNode(node.state, node.sources, rows, label, -1, counted)
 
 
 def _macro_child(
@@ -424,14 +446,15 @@ def _macro_child(
     ins = group[0][1][0]
     uses = macro_uses(group[0][0].uses, ins)
     first = macro_grown(group[0][0], group[0][1], uses)
-    if _barren(first, BlockDebts(node.state, first, cfg, outputs), close_dangling(first, cfg), cfg):
-        return BlockNode(node.state, node.sources, (first,), macro_label(ins), len(group))
-    rows = tuple(macro_grown(b, m, uses) for b, m in group)
-    return BlockNode(node.state, node.sources, rows, macro_label(ins))
+    counted = BlockDebts(node.state, first, cfg, outputs), close_dangling(first, cfg)
+    if _barren(first, *counted, cfg):
+        return BlockNode(node.state, node.sources, (first,), macro_label(ins), len(group), counted)
+    rows = (first, *[macro_grown(b, m, uses) for b, m in group[1:]])
+    return BlockNode(node.state, node.sources, rows, macro_label(ins), -1, counted)
 
 
 def _barren(b: OpenBlock, debts: BlockDebts, dangling: list[int] | None, cfg: SearchConfig) -> bool:
-    """Whether every row of the structure `b` is one of is barren by counting alone: none can
+    """Whether every row of the node whose first row is `b` is barren by counting alone: none can
     close, and no block op or macro child can pay the debts, whatever the row's sizes."""
     return dangling is None and (b.op_count >= cfg.max_block_ops or debts.barren)
 
