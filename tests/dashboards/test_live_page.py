@@ -79,7 +79,7 @@ LORA = [
     "local",
     "--json",
 ]
-# lora's whole default space: half an hour on 2 cores, so it is still running when the test kills it
+# lora's whole default space: about 2.5 minutes on 2 cores, so it is still running when the test kills it
 LONG_LORA = ["optimize", "lora", "--budget", "200", "--memo-url", "local", "--json"]
 
 
