@@ -82,6 +82,11 @@ OPS_BASE = 1 << 29  # block ops and macros come after every closing child, howev
 Counted = tuple[BlockDebts, list[int] | None]
 
 
+def _counted(s: State, b: OpenBlock, cfg: SearchConfig, outputs: int) -> Counted:
+    """What counting says of the node of kernel graph `s` whose first row is `b`."""
+    return BlockDebts(s, b, cfg, outputs), close_dangling(b, cfg)
+
+
 class BlockNode:
     """A block graph under construction as a structure: `state` the kernel graph it belongs to,
     `rows` its instantiations (each an `OpenBlock` with its own grid, maps, for-loop range,
@@ -110,8 +115,7 @@ class BlockNode:
     def counts(self, cfg: SearchConfig, outputs: int) -> Counted:
         """Its debts and dangling tensors (the same for every row), worked out once."""
         if self.counted is None:
-            b0 = self.rows[0]
-            self.counted = BlockDebts(self.state, b0, cfg, outputs), close_dangling(b0, cfg)
+            self.counted = _counted(self.state, self.rows[0], cfg, outputs)
         return self.counted
 
     def instance(self, row: OpenBlock) -> State:
@@ -233,9 +237,7 @@ def open_node(s: State, sources: tuple[int, ...], grid: Dim3, cfg: SearchConfig)
     rows: list[OpenBlock] = []
     for imaps in C.imap_combos(in_shapes, grid, cfg):
         rows += [k.block for k in _loop_children(s, OpenBlock(sources, grid, imaps), cfg) if k.block is not None]
-    numbers: dict[Sizes, SizesId] = {}
-    for b in rows:
-        b.sizes_id = numbers.setdefault(_sizes(b), len(numbers))
+    _number_sizes(rows)
     mirage = C.block_sources(len(s.tensors), cfg)
     reads = "" if sources == mirage else f"inputs={list(sources)},"
     return BlockNode(s, sources, tuple(rows), f"open({reads}grid={list(grid)})")
@@ -264,14 +266,12 @@ def block_expansion(
     closed: list[tuple[OpenBlock, tuple[Any, ...]]] = []
     alive: list[tuple[OpenBlock, int, SizesId]] = []
     barren: dict[tuple[SizesId, int, bool], bool] = {}
-    # The rows' sizes, numbered (where the barren check, the classes and their tables each key on
-    # them): as the node was opened, else here.
-    numbered = b0.sizes_id >= 0
-    size_ids: dict[Sizes, SizesId] = {}
+    if b0.sizes_id < 0:  # rows made other than by `open_node` and the child makers
+        _number_sizes(rows)
     for b in rows:
         room = smem - b.smem
         closings = list(row_closings(s, b, dangling, cfg)) if dangling is not None else []
-        sizes = b.sizes_id if numbered else size_ids.setdefault(_sizes(b), len(size_ids))
+        sizes = b.sizes_id
         if open_more:
             at = (sizes, room, bool(closings))
             dead = barren.get(at)
@@ -336,9 +336,12 @@ def block_expansion(
     return Expansion(listed, kept_rows, kept, lazy, cost)
 
 
-def _sizes(b: OpenBlock) -> Sizes:
-    """What a row's op tables and barrenness depend on besides its structure."""
-    return b.forloop, tuple([t.shape for t in b.tensors])
+def _number_sizes(rows: Sequence[OpenBlock]) -> None:
+    """Number the rows of one node by their sizes (for-loop range and tensor shapes: what a row's
+    op tables and barrenness depend on besides its structure), in order of first appearance."""
+    numbers: dict[Sizes, SizesId] = {}
+    for b in rows:
+        b.sizes_id = numbers.setdefault((b.forloop, tuple([t.shape for t in b.tensors])), len(numbers))
 
 
 def _closed_cost(b: OpenBlock, nbytes: int) -> int:
@@ -427,16 +430,18 @@ def _op_child(node: BlockNode, group: Sequence[tuple[OpenBlock, Entry]], cfg: Se
     op = OpSpec(kind, ins)
     b0 = group[0][0]
     uses, ops, flag = bump(b0.uses, ins, 1), b0.ops + (op,), b0.has_macro
-    label = f"{kind}({','.join(map(str, ins))})"
     first = b0.grown(op, (e0[ENTRY_TENSOR],), uses, rank, b0.smem + e0[ENTRY_NBYTES], flag, ops)
-    counted = BlockDebts(node.state, first, cfg, outputs), close_dangling(first, cfg)
-    if _barren(first, *counted, cfg):
-        return BlockNode(node.state, node.sources, (first,), label, len(group), counted)
-    rows = (
+    return _child(
+        node,
         first,
-        *[b.grown(op, (e[ENTRY_TENSOR],), uses, rank, b.smem + e[ENTRY_NBYTES], flag, ops) for b, e in group[1:]],
+        lambda: [
+            b.grown(op, (e[ENTRY_TENSOR],), uses, rank, b.smem + e[ENTRY_NBYTES], flag, ops) for b, e in group[1:]
+        ],
+        f"{kind}({','.join(map(str, ins))})",
+        len(group),
+        cfg,
+        outputs,
     )
-    return BlockNode(node.state, node.sources, rows, label, -1, counted)
 
 
 def _macro_child(
@@ -446,11 +451,27 @@ def _macro_child(
     ins = group[0][1][0]
     uses = macro_uses(group[0][0].uses, ins)
     first = macro_grown(group[0][0], group[0][1], uses)
-    counted = BlockDebts(node.state, first, cfg, outputs), close_dangling(first, cfg)
+    return _child(
+        node, first, lambda: [macro_grown(b, m, uses) for b, m in group[1:]], macro_label(ins), len(group), cfg, outputs
+    )
+
+
+def _child(
+    node: BlockNode,
+    first: OpenBlock,
+    rest: Callable[[], list[OpenBlock]],
+    label: str,
+    size: int,
+    cfg: SearchConfig,
+    outputs: int,
+) -> BlockNode:
+    """The child of `node` whose rows are `first` and those `rest` grows; where counting shows it
+    barren whatever its sizes, made with `first` alone and counted with `size` rows. Either way it
+    keeps what counting said of it, for its expansion."""
+    counted = _counted(node.state, first, cfg, outputs)
     if _barren(first, *counted, cfg):
-        return BlockNode(node.state, node.sources, (first,), macro_label(ins), len(group), counted)
-    rows = (first, *[macro_grown(b, m, uses) for b, m in group[1:]])
-    return BlockNode(node.state, node.sources, rows, macro_label(ins), -1, counted)
+        return BlockNode(node.state, node.sources, (first,), label, size, counted)
+    return BlockNode(node.state, node.sources, (first, *rest()), label, -1, counted)
 
 
 def _barren(b: OpenBlock, debts: BlockDebts, dangling: list[int] | None, cfg: SearchConfig) -> bool:
