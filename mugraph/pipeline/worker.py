@@ -27,7 +27,7 @@ from mugraph.stages.layout.facts import LayoutError
 from mugraph.stages.prune.heap import keep_context_memory
 from mugraph.stages.prune.oracle import VERDICT_BYTES
 from mugraph.stages.search.estimate import frontier_estimates
-from mugraph.stages.search.explore import Searcher
+from mugraph.stages.search.explore import CACHE_WEIGHT, Searcher
 from mugraph.stages.search.task_paths import Path
 from mugraph.stages.verify.confirm import Confirmer
 from mugraph.storage.memo.auth import ENV_SECRET, attach_secret, split_secret
@@ -44,12 +44,25 @@ logger = logging.getLogger(__name__)
 _WORKER_ENVIRONMENT: dict[str, str] = {}
 MAX_SEARCHERS = 8
 MEASURE_REPEATS = 50
+# A worker takes search tasks in the driver's order by rank, so most start away from the frontier the
+# last one left, and the nodes its searchers hold spare it replaying their paths and working their
+# tables out again. lora's whole space in that order, in one process: 257 s of CPU with 65,536 rows in
+# each cache (`explore.CACHE_WEIGHT`), 190 s with 262,144 (1.5 GB peak), 166 s with 1,048,576 (3.7 GB);
+# depth first with 65,536, 174 s (benchmarks/RESULTS.md, "Searcher caches sized by the worker's
+# memory"). So the caches get a share of the worker's memory limit, at a conservative size per unit
+# of weight (lora's rows take about 2.9 KB in the two caches together).
+CACHE_SHARE = 0.3
+CACHE_BYTES = 4096
+CACHE_MAX = 1 << 20
+# Where rows weigh more than that: past this share of the memory limit after a task, every searcher's
+# caches are halved (not below `explore.CACHE_WEIGHT`), well before Dask pauses the worker (80%).
+CACHE_GUARD = 0.6
 
 
 class WorkerState:
     """One per worker process."""
 
-    def __init__(self, memo_url: str | None, backend: str) -> None:
+    def __init__(self, memo_url: str | None, backend: str, memory_limit: int | None = None) -> None:
         store: MemoStore | None = None
         if memo_url not in (None, "local"):
             store = open_memo_store(memo_url)
@@ -57,17 +70,28 @@ class WorkerState:
         self.xp: ArrayModule = get_array_module(backend)
         self._searchers: OrderedDict[str, Searcher] = OrderedDict()
         self._confirmers: OrderedDict[str, Confirmer] = OrderedDict()
+        self.memory_limit = memory_limit
+        self.cache_weight = cache_weight(memory_limit)
 
     def searcher(self, payload: FragmentPayload) -> Searcher:
         s = self._searchers.get(payload.digest)
         if s is None:
-            s = Searcher(payload.fragment(), self.memo, xp=self.xp)
+            s = Searcher(payload.fragment(), self.memo, xp=self.xp, cache_weight=self.cache_weight)
             self._searchers[payload.digest] = s
             if len(self._searchers) > MAX_SEARCHERS:
                 self._searchers.popitem(last=False)
         else:
             self._searchers.move_to_end(payload.digest)
         return s
+
+    def fit_caches(self, rss: int) -> None:
+        """Halve every searcher's caches (and those of searchers made later) where the process holds
+        `rss` bytes, past `CACHE_GUARD` of the memory limit."""
+        if not self.memory_limit or rss <= CACHE_GUARD * self.memory_limit or self.cache_weight <= CACHE_WEIGHT:
+            return
+        self.cache_weight = max(CACHE_WEIGHT, self.cache_weight // 2)
+        for s in self._searchers.values():
+            s.resize_caches(min(s.cache_weight, self.cache_weight))
 
     def confirmer(self, payload: FragmentPayload) -> Confirmer:
         c = self._confirmers.get(payload.digest)
@@ -80,6 +104,22 @@ class WorkerState:
 
     def close(self) -> None:
         self.memo.close()
+
+
+def cache_weight(memory_limit: int | None) -> int:
+    """The weight a worker's searcher caches hold at most under a memory limit of `memory_limit` bytes
+    (None or 0: none, and the worker's share of the machine is taken as its memory over its cores)."""
+    if not memory_limit:
+        memory_limit = _machine_memory() // (os.cpu_count() or 1)
+    return max(CACHE_WEIGHT, min(CACHE_MAX, int(memory_limit * CACHE_SHARE) // CACHE_BYTES))
+
+
+def _machine_memory() -> int:
+    """The machine's physical memory in bytes (0 where the system does not say)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):  # no such sysconf names (Windows): the least weight
+        return 0
 
 
 def worker_environment() -> dict[str, str]:
@@ -132,7 +172,7 @@ class MugraphPlugin(WorkerPlugin):
     def setup(self, worker: Any) -> None:
         keep_context_memory()  # for every task's Z3 contexts, the layout stage's among them
         logging.getLogger("distributed.worker").addFilter(_NoHeartbeatNoise())
-        self.state = WorkerState(worker_memo_url(self.memo_url), self.backend)
+        self.state = WorkerState(worker_memo_url(self.memo_url), self.backend, worker.memory_manager.memory_limit)
 
     def teardown(self, worker: Any) -> None:
         if self.state is not None:
@@ -181,6 +221,7 @@ def search_task(
             break
         m0 = state.memo.counters.as_dict()
         result = searcher.explore(path, budget)
+        state.fit_caches(_rss())
         m1 = state.memo.counters.as_dict()
         estimates = frontier_estimates(searcher, result.frontier)  # the run's size estimate (Knuth probes)
         out.append(
@@ -291,6 +332,15 @@ def measure_task(
         "worker": _worker_name(),
         "wall_seconds": _since(t0),
     }
+
+
+def _rss() -> int:
+    """This process's resident bytes now, as the worker's memory monitor reads them (0 outside a
+    worker: no limit to keep to there)."""
+    try:
+        return int(get_worker().monitor.get_process_memory())
+    except ValueError:
+        return 0
 
 
 def peak_rss_mib() -> float:

@@ -148,6 +148,15 @@ class Fragment:
         self.digest = hashlib.sha256(f"{self.reference_digest}|{config.digest}".encode()).hexdigest()[:32]
 
 
+# What a searcher keeps for the next task (`lru.py`), at most this weight in each of two caches: the
+# rows of the nodes replayed paths went through, and the nodes listed (for a run's parent, or left
+# open by a walk) with their rows and children. Enough where tasks run depth first, each taking up
+# the frontier the last one left (`serial.run_search`); a worker taking tasks in the driver's order
+# by rank starts most tasks elsewhere in the tree and gains from holding more (`pipeline.worker`
+# sizes its searchers' caches by its memory).
+CACHE_WEIGHT = 65_536
+
+
 class Searcher:
     """Explores subtrees of one fragment; holds the oracle and reference fingerprints, which a
     worker builds once and reuses for every task."""
@@ -158,6 +167,7 @@ class Searcher:
         memo: VerdictMemo | None = None,
         oracle: SubexprOracle | None = None,
         xp: ArrayModule = np,
+        cache_weight: int = CACHE_WEIGHT,
     ) -> None:
         self.fragment = fragment
         cfg = fragment.config
@@ -172,11 +182,21 @@ class Searcher:
         self.outputs = OutputForms(fragment.finals, terms_exact(fragment.finals, kinds))
         self.tables = BlockTables(self.oracle.kept)  # block op tables, judged, shared by graphs alike
         # Listed nodes with their expansions, weighed by both (a kept child holds its parent).
-        self._kids: WeightedLRU[Path, tuple[Node, Expansion]] = WeightedLRU(KIDS_WEIGHT, _listed_weight)
-        self._nodes: WeightedLRU[Path, Node] = WeightedLRU(NODE_ROWS, _rows)  # replayed nodes
+        self._kids: WeightedLRU[Path, tuple[Node, Expansion]] = WeightedLRU(cache_weight, _listed_weight)
+        self._nodes: WeightedLRU[Path, Node] = WeightedLRU(cache_weight, _rows)  # replayed nodes
         # The stack the last exploration stopped with: its frontier's nodes, which the size
         # estimate probes right after (`estimate.py`) without replaying their paths.
         self._frontier: dict[Path, Node | Lazy] = {}
+
+    @property
+    def cache_weight(self) -> int:
+        """The weight each of the searcher's two caches holds at most (`CACHE_WEIGHT`)."""
+        return self._nodes.limit
+
+    def resize_caches(self, weight: int) -> None:
+        """Let each cache hold at most `weight` from now on (the least recently used go first)."""
+        self._nodes.resize(max(1, weight))
+        self._kids.resize(max(1, weight))
 
     # -- paths -------------------------------------------------------------------------------
     def expansion(self, node: Node) -> Expansion:
@@ -424,12 +444,6 @@ def _covered(kids: Expansion, run: Run) -> range | None:
     if first is None or last is None or last < first:
         return None
     return range(first, last + 1)
-
-
-# What a searcher keeps for the next task (`lru.py`): the rows of the nodes replayed paths went
-# through, and the nodes listed (for a run's parent, or left open by a walk) with their children.
-NODE_ROWS = 65_536
-KIDS_WEIGHT = 65_536
 
 
 def _listed_weight(listed: tuple[Node, Expansion]) -> int:

@@ -46,6 +46,14 @@ class WeightedLRU(Generic[K, V]):
             return
         self._items[key] = (value, w)
         self.weight += w
+        self._fit()
+
+    def resize(self, limit: int) -> None:
+        """Hold at most `limit` weight from now on, the least recently used entries dropped first."""
+        self.limit = limit
+        self._fit()
+
+    def _fit(self) -> None:
         while self.weight > self.limit:
             _, (_, dropped) = self._items.popitem(last=False)
             self.weight -= dropped
