@@ -86,12 +86,13 @@ class WorkerState:
 
     def fit_caches(self, rss: int) -> None:
         """Halve every searcher's caches (and those of searchers made later) where the process holds
-        `rss` bytes, past `CACHE_GUARD` of the memory limit."""
+        `rss` bytes, past `CACHE_GUARD` of the memory limit. Every searcher was made with the weight of
+        its time, which only falls, so all of them hold the new one."""
         if not self.memory_limit or rss <= CACHE_GUARD * self.memory_limit or self.cache_weight <= CACHE_WEIGHT:
             return
         self.cache_weight = max(CACHE_WEIGHT, self.cache_weight // 2)
         for s in self._searchers.values():
-            s.resize_caches(min(s.cache_weight, self.cache_weight))
+            s.resize_caches(self.cache_weight)
 
     def confirmer(self, payload: FragmentPayload) -> Confirmer:
         c = self._confirmers.get(payload.digest)
