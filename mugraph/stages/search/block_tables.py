@@ -1,5 +1,5 @@
-"""A search's block op tables: only the ops its oracle keeps, each table made once for every graph
-that needs it (`op_tables` makes them; this keeps them)."""
+"""A search's block op tables: only the ops its oracle keeps (`op_tables` makes them; this judges
+them once per operand tuple)."""
 
 from __future__ import annotations
 
@@ -20,39 +20,25 @@ class BlockTables:
     with unjudged ones (`expand.child_list` makes those): either kind lists every op the judge keeps,
     and the search judges what it lists in any case.
 
-    And a search meets the same block graph again and again: under kernel graphs that differ only in
-    what it does not read, and on every path that replays it (over half of gqa's tables). So each
-    table is made once, keyed by the table it extends (by identity: the key holds it, so its id is
-    not reused) and what the extension reads: the new tensors' terms (by identity), shapes and
-    flags, the for-loop range and the last op's rank. One search's config and oracle serve every
-    key. Emptied when it holds `limit` tables."""
+    What the ops over one operand tuple keep is settled once per search (`verdicts`), so a table
+    met again costs its listing, not its verdicts. The tables themselves are not kept here: the
+    rows of one node share theirs (`row_tables`), a graph grown from a row extends the row's, and
+    the searcher's node caches hold the nodes a replay would meet again; a cache of tables by what
+    they extend met 0.2% of lora's lookups again and cost it about 5% of its search time."""
 
-    __slots__ = ("judge", "limit", "made", "verdicts")
+    __slots__ = ("judge", "verdicts")
 
-    def __init__(self, judge: Judge, limit: int = 1 << 16) -> None:
+    def __init__(self, judge: Judge) -> None:
         self.judge = judge
-        self.limit = limit
-        self.made: dict[tuple[object, ...], OpTable] = {}
         # What the ops over one operand tuple keep, by the operands: the judge's verdicts on
         # them, settled once per search (`judged_ops`).
         self.verdicts: dict[tuple[object, ...], Kept] = {}
 
     def table(self, b: OpenBlock, cfg: SearchConfig) -> OpTable:
-        """`b`'s table, made or found."""
+        """`b`'s table: its own where it covers every tensor, else made by extending it."""
         t = b.table
         if t is not None and t.n >= len(b.tensors):
             return t
-        start = 0 if t is None else t.n
-        if len(b.tensors) == start + 1:  # most: a child of a block op, one tensor new
-            x = b.tensors[start]
-            key: tuple[object, ...] = (t, b.forloop, b.last, x.expr, x.shape, x.after_accum)
-        else:
-            key = (t, b.forloop, b.last, *[(x.expr, x.shape, x.after_accum) for x in b.tensors[start:]])
-        made = self.made.get(key)
-        if made is None:
-            if len(self.made) >= self.limit:
-                self.made.clear()
-            fresh = judged_fresh(t, cfg, b.tensors, b.forloop, b.last, self.judge, self.verdicts)
-            made = self.made[key] = merged_block_table(t, cfg, len(b.tensors), b.last, fresh)
-        b.table = made
-        return made
+        fresh = judged_fresh(t, cfg, b.tensors, b.forloop, b.last, self.judge, self.verdicts)
+        b.table = merged_block_table(t, cfg, len(b.tensors), b.last, fresh)
+        return b.table

@@ -180,7 +180,7 @@ class Searcher:
         self.fingerprints = ReferenceFingerprints(fragment.reference, cfg.seeds, xp=xp)
         kinds = {*cfg.kernel_ops, *cfg.block_ops, *(op.kind for op in fragment.reference.ops)}
         self.outputs = OutputForms(fragment.finals, terms_exact(fragment.finals, kinds))
-        self.tables = BlockTables(self.oracle.kept)  # block op tables, judged, shared by graphs alike
+        self.tables = BlockTables(self.oracle.kept)  # block op tables, judged once per operand tuple
         # Listed nodes with their expansions, weighed by both (a kept child holds its parent).
         self._kids: WeightedLRU[Path, tuple[Node, Expansion]] = WeightedLRU(cache_weight, _listed_weight)
         self._nodes: WeightedLRU[Path, Node] = WeightedLRU(cache_weight, _rows)  # replayed nodes

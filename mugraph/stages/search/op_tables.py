@@ -346,7 +346,7 @@ def block_entry(b: OpenBlock, cfg: SearchConfig, kind: OpKind, ins: tuple[int, .
 
 def block_table(b: OpenBlock, cfg: SearchConfig) -> OpTable:
     """The block ops over `b`'s tensors, extending the table it inherited from its parent graph
-    (`block_tables.BlockTables` makes a search's: judged, and once for every graph alike)."""
+    (`block_tables.BlockTables` makes a search's: judged once per operand tuple)."""
     t = b.table
     if t is None or t.n < len(b.tensors):
         t = b.table = extend_block_table(t, cfg, b.tensors, b.forloop, b.last)
