@@ -305,43 +305,49 @@ def _merge_ordered(
     return out_keys, out_entries
 
 
-def block_entry(b: OpenBlock, cfg: SearchConfig, kind: OpKind, ins: tuple[int, ...]) -> Entry | None:
-    """The entry `block_table(b, cfg)` holds for `kind` over the operands `ins`, worked out alone
-    (with `extend_block_table`'s keys and results): None where `ins` is not one of the kind's operand
-    tuples over `b`'s tensors or the operands are invalid. Replaying a path needs one child's entry
-    per row, not the rows' whole tables."""
+def block_entries(
+    rows: Sequence[OpenBlock], cfg: SearchConfig, kind: OpKind, ins: tuple[int, ...]
+) -> list[Entry | None]:
+    """Per row, the entry `block_table(row, cfg)` holds for `kind` over the operands `ins`, worked
+    out alone (with `extend_block_table`'s keys and results): None where `ins` is not one of the
+    kind's operand tuples over the row's tensors or the operands are invalid. Replaying a path needs
+    one child's entry per row, not the rows' whole tables; the kind is looked up once for them all."""
     found = [k for k in block_kinds(cfg) if k[0] is kind]
-    if not found or not all(0 <= i < len(b.tensors) for i in ins):
-        return None
+    if not found or min(ins) < 0:
+        return [None] * len(rows)
     _, kind_arity, order, accum, in_place, make, eps, tag = found[0]
-    tensors = b.tensors
-    a = tensors[ins[0]]
-    if kind_arity == "unary":
-        if len(ins) != 1:
-            return None
-        if accum is not None:
-            if a.after_accum:
-                return None
-            key: tuple[object, ...] = (tag, a.expr, a.shape, b.forloop, cfg.rdx)
-        else:
-            key = (tag, a.expr, a.shape, a.after_accum)
+    if len(ins) != (1 if kind_arity == "unary" else 2) or (kind_arity == "commutative" and ins[1] > ins[0]):
+        return [None] * len(rows)
+    top, rank, rdx = max(ins), (ins, order), cfg.rdx
+    out: list[Entry | None] = []
+    for b in rows:
+        tensors = b.tensors
+        if top >= len(tensors):
+            out.append(None)
+            continue
+        a = tensors[ins[0]]
         other = None
-    else:
-        if len(ins) != 2 or (kind_arity == "commutative" and ins[1] > ins[0]):
-            return None
-        other = tensors[ins[1]]
-        if a.after_accum != other.after_accum:
-            return None
-        key = (tag, a.expr, a.shape, other.expr, other.shape, a.after_accum)
-    r = _MADE.get(key, _MISSING)
-    if r is _MISSING:
-        if len(_MADE) >= _MADE_MAX:
-            _MADE.clear()
-        r = _MADE[key] = made_op(kind, accum, in_place, make, a, other, b.forloop, cfg.rdx, eps)
-    if r is None:
-        return None
-    tensor, nbytes, terms = r
-    return (ins, (ins, order), kind, (), tensor, nbytes, terms)
+        if kind_arity == "unary":
+            if accum is not None:
+                if a.after_accum:
+                    out.append(None)
+                    continue
+                key: tuple[object, ...] = (tag, a.expr, a.shape, b.forloop, rdx)
+            else:
+                key = (tag, a.expr, a.shape, a.after_accum)
+        else:
+            other = tensors[ins[1]]
+            if a.after_accum != other.after_accum:
+                out.append(None)
+                continue
+            key = (tag, a.expr, a.shape, other.expr, other.shape, a.after_accum)
+        r = _MADE.get(key, _MISSING)
+        if r is _MISSING:
+            if len(_MADE) >= _MADE_MAX:
+                _MADE.clear()
+            r = _MADE[key] = made_op(kind, accum, in_place, make, a, other, b.forloop, rdx, eps)
+        out.append(None if r is None else (ins, rank, kind, (), r[0], r[1], r[2]))
+    return out
 
 
 def block_table(b: OpenBlock, cfg: SearchConfig) -> OpTable:

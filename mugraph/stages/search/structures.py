@@ -45,7 +45,7 @@ from mugraph.stages.search.macros import (
     macro_new,
     macro_uses,
 )
-from mugraph.stages.search.op_tables import Judge, block_entry, kernel_table
+from mugraph.stages.search.op_tables import Judge, block_entries, kernel_table
 from mugraph.stages.search.row_tables import Sizes, SizesId, row_classes
 from mugraph.stages.search.state import (
     ENTRY_NBYTES,
@@ -396,7 +396,9 @@ def block_child(node: BlockNode, index: int, cfg: SearchConfig, outputs: int, ju
     if (ins, TYPE_ORDER[kind]) <= b0.last:
         return None
     ops = [
-        (b, e) for b in rows if (e := block_entry(b, cfg, kind, ins)) is not None and e[ENTRY_NBYTES] <= smem - b.smem
+        (b, e)
+        for b, e in zip(rows, block_entries(rows, cfg, kind, ins), strict=True)
+        if e is not None and e[ENTRY_NBYTES] <= smem - b.smem
     ]
     if not ops or not debts.entry_ok(ins, ops[0][1][ENTRY_TENSOR].after_accum):
         return None
