@@ -15,7 +15,9 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
+from dask.system import CPU_COUNT
 from distributed import WorkerPlugin, get_worker
+from distributed.system import MEMORY_LIMIT
 
 from mugraph.arrays.backend import ArrayModule, cupy_available, get_array_module
 from mugraph.ir.serialize import loads
@@ -113,18 +115,11 @@ class WorkerState:
 
 def cache_weight(memory_limit: int | None) -> int:
     """The weight a worker's searcher caches hold at most under a memory limit of `memory_limit` bytes
-    (None or 0: none, and the worker's share of the machine is taken as its memory over its cores)."""
+    (None or 0: none, and the worker's share of the machine is taken as its memory over its cores, as
+    Dask sees them: cgroup and rlimit bounds included)."""
     if not memory_limit:
-        memory_limit = _machine_memory() // (os.cpu_count() or 1)
+        memory_limit = MEMORY_LIMIT // max(1, CPU_COUNT)
     return max(CACHE_WEIGHT, min(CACHE_MAX, int(memory_limit * CACHE_SHARE) // CACHE_BYTES))
-
-
-def _machine_memory() -> int:
-    """The machine's physical memory in bytes (0 where the system does not say)."""
-    try:
-        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
-    except (ValueError, OSError, AttributeError):  # no such sysconf names (Windows): the least weight
-        return 0
 
 
 def worker_environment() -> dict[str, str]:
