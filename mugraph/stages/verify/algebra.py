@@ -78,14 +78,16 @@ def folded_matmul(xp: ArrayModule, a: Array, b: Array, mm: Callable[[Array, Arra
 
 
 def mod_exact(xp: ArrayModule, x: Array, m: int) -> Array:
-    """x mod m for a float64 array of integers in [0, m*m], with m*m < 2**53, in one new array.
+    """x mod m for a float64 array of integers in [0, 2**53 - m], in one new array.
 
-    x - floor(x / m) * m is exact there, and in NumPy about 2.4x faster than `%`, which also
-    handles signs and fractions. Write x = k*m + r with 0 <= r < m. The quotient x / m is rounded
-    to nearest. For r = 0 it is k exactly. Otherwise k <= m - 1, and k + r/m lies at least 1/m
-    below k + 1. Half an ulp at k + 1 is at most (k + 1) / 2**53 <= m / 2**53 < 1/m. So the
-    quotient cannot round up to k + 1, and its floor is k. Then k*m and x - k*m are integers
-    below 2**53, exact."""
+    x - floor(x / m) * m is exact there, and in NumPy 12x to 18x faster than `%`, which also handles
+    signs and fractions (16x4096 sums, products and GEMM outputs: 0.05 ms against 0.58-0.90 ms).
+    Write x = k*m + r with 0 <= r < m. The quotient x / m is rounded to nearest, and rounding is
+    monotone, so it is at least k. For r = 0 it is k exactly. Otherwise k + r/m lies at least 1/m
+    below k + 1, and (k + 1)*m <= x + m - 1 < 2**53, so half an ulp there is at most
+    (k + 1) / 2**53 < 1/m: the quotient cannot round up to k + 1, and its floor is k. Then k*m and
+    x - k*m are integers below 2**53, exact. Products and sums of residues (below m*m, or a GEMM's
+    `field.matmul_chunk` terms) stay in range."""
     q = x / m
     if getattr(q, "ndim", 0) == 0:
         return x % m
@@ -167,15 +169,15 @@ class ZpqAlgebra:
         xp, k = self.xp, a.shape[-1]
         af, bf = self._float(a), self._float(b)
         if k <= self._chunk:
-            return xp.matmul(af, bf) % self.m
+            return mod_exact(xp, xp.matmul(af, bf), self.m)
         out = None
         for s in range(0, k, self._chunk):
-            part = xp.matmul(af[..., s : s + self._chunk], bf[..., s : s + self._chunk, :]) % self.m
+            part = mod_exact(xp, xp.matmul(af[..., s : s + self._chunk], bf[..., s : s + self._chunk, :]), self.m)
             out = part if out is None else self.add(out, part)
         return out
 
     def sum(self, a: Array, axis: int) -> Array:
-        return self.xp.sum(self._float(a), axis=axis, keepdims=True) % self.m
+        return mod_exact(self.xp, self.xp.sum(self._float(a), axis=axis, keepdims=True), self.m)
 
 
 def _erf(xp: ArrayModule, a: Array) -> Array:

@@ -143,5 +143,6 @@ def tables(spec: FieldSpec, omega: int) -> Tables:
 
 
 def matmul_chunk(spec: FieldSpec) -> int:
-    """Largest contraction length whose float64 dot products of residues stay exact (< 2**53)."""
-    return max(1, (EXACT_BELOW - 1) // ((spec.m - 1) ** 2))
+    """Largest contraction length whose float64 dot products of residues stay exact and reducible by
+    `algebra.mod_exact` (at most 2**53 - m; one product, below m*m <= 2**53, always is)."""
+    return max(1, (EXACT_BELOW - spec.m) // ((spec.m - 1) ** 2))

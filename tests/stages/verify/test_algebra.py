@@ -90,6 +90,35 @@ def test_mod_exact_matches_integer_remainder_up_to_m_squared(m: int) -> None:
     assert [int(v) for v in got] == [x % m for x in xs]
 
 
+@pytest.mark.parametrize("m", [SPEC.m, 167 * 83, 94_906_263, 3])
+def test_mod_exact_holds_up_to_the_top_of_its_range(m: int) -> None:
+    """A GEMM's output reaches far above m*m: the quotients there are near 2**53 / m, where an ulp
+    is widest. The largest x = k*m + r allowed (at most 2**53 - m) for r at 0, 1 and m - 1, the
+    bound itself, and random integers below it, against Python's int %."""
+    top = 2**53 - m
+    k_top = top // m
+    xs = [k * m + r for k in (k_top - 1, k_top) for r in (0, 1, m - 1) if k * m + r <= top] + [top]
+    rng = np.random.default_rng(m)
+    xs += [int(v) for v in rng.integers(0, top + 1, 2000, dtype=np.int64)]
+    got = mod_exact(np, np.array(xs, dtype=np.float64), m)
+    assert [int(v) for v in got] == [x % m for x in xs]
+
+
+def test_zpq_matmul_and_sum_match_big_integer_arithmetic() -> None:
+    """matmul (one chunk, and several under a small chunk) and sum against Python ints, on operands
+    full of m - 1, where the float64 sums are largest."""
+    z = ZpqAlgebra(np, SPEC, SPEC.omegas[0])
+    m = SPEC.m
+    rng = np.random.default_rng(2)
+    a = np.concatenate([np.full((2, 64), m - 1), rng.integers(0, m, (6, 64))]).astype(np.float64)
+    b = np.concatenate([np.full((64, 2), m - 1), rng.integers(0, m, (64, 5))], axis=1).astype(np.float64)
+    want = [[sum(int(x) * int(y) for x, y in zip(row, col, strict=True)) % m for col in b.T] for row in a]
+    assert z.matmul(a, b).astype(np.int64).tolist() == want
+    z._chunk = 7  # several chunks, summed with `add`
+    assert z.matmul(a, b).astype(np.int64).tolist() == want
+    assert z.sum(a, 1).astype(np.int64)[:, 0].tolist() == [sum(int(x) for x in row) % m for row in a]
+
+
 def test_zpq_ops_match_big_integer_arithmetic() -> None:
     """add, mul, div and scale in Z_pq against Python ints, on residues that include m - 1."""
     z = ZpqAlgebra(np, SPEC, SPEC.omegas[0])

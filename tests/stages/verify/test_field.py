@@ -100,7 +100,7 @@ def test_matmul_is_exact_and_chunk_invariant(data: st.DataObject) -> None:
 
 def test_matmul_chunk_keeps_float64_exact() -> None:
     c = matmul_chunk(SPEC)
-    assert c * (M - 1) ** 2 < 2**53 <= (c + 1) * (M - 1) ** 2
+    assert c * (M - 1) ** 2 <= 2**53 - M < (c + 1) * (M - 1) ** 2  # `mod_exact`'s range
     big = np.full((1, 4096), M - 1, dtype=np.int64)
     assert int(alg().matmul(big, big.T)[0, 0]) == 4096 * (M - 1) ** 2 % M
 
