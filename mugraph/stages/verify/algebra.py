@@ -165,7 +165,8 @@ class ZpqAlgebra:
         return folded_matmul(self.xp, a, b, self._matmul)
 
     def _matmul(self, a: Array, b: Array) -> Array:
-        """Exact: float64 GEMM on contraction chunks short enough that no sum exceeds 2**53."""
+        """Exact: float64 GEMM on contraction chunks short enough (`field.matmul_chunk`) that every sum
+        stays within `mod_exact`'s range."""
         xp, k = self.xp, a.shape[-1]
         af, bf = self._float(a), self._float(b)
         if k <= self._chunk:
