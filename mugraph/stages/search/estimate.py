@@ -21,6 +21,7 @@ import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from mugraph.stages.search.collector import collector_paused
 from mugraph.stages.search.expand import child_list, kept_indices
 from mugraph.stages.search.explore import Searcher
 from mugraph.stages.search.state import State
@@ -57,7 +58,7 @@ def _instance_probe(searcher: Searcher, state: State, rng: random.Random, max_de
     cfg, outputs = searcher.fragment.config, len(searcher.fragment.output_names)
     size, weight = 1.0, 1.0
     for _ in range(max_depth):
-        kids = child_list(state, cfg, outputs)
+        kids = child_list(state, cfg, outputs, searcher.tables.table)
         kept = kept_indices(kids, cfg, outputs, searcher.oracle.kept)
         if not kept:
             break
@@ -99,7 +100,8 @@ def frontier_estimates(searcher: Searcher, frontier: Sequence[Path], limit: int 
     spends a bounded time on probes."""
     n = len(frontier)
     chosen = set(range(n)) if n <= limit else {round(i * (n - 1) / (limit - 1)) for i in range(limit)}
-    return [task_size(searcher, t) if i in chosen else None for i, t in enumerate(frontier)]
+    with collector_paused():
+        return [task_size(searcher, t) if i in chosen else None for i, t in enumerate(frontier)]
 
 
 def _add(acc: list[float], value: float) -> None:

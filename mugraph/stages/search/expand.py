@@ -36,11 +36,14 @@ from mugraph.stages.search.state import (
     KernelOp,
     OpenBlock,
     OpSpec,
+    OpTable,
     State,
     TInfo,
     bump,
 )
 from mugraph.stages.search.viable import KernelStep, block_barren, block_viable, kernel_viable
+
+TableOf = Callable[[OpenBlock, SearchConfig], OpTable]  # a block graph's op table (`child_list`)
 
 __all__ = [
     "Barren",
@@ -212,10 +215,12 @@ class Barren(ChildList):
         return self._listed()[i]
 
 
-def child_list(state: State, cfg: SearchConfig, outputs: int | None = None) -> ChildList:
+def child_list(state: State, cfg: SearchConfig, outputs: int | None = None, table: TableOf = block_table) -> ChildList:
     """The children of `state`, in their fixed order (a child's index is its choice in a path).
     Given the reference's number of `outputs`, a block node whose children counting rules out
-    all at once lists none (`Barren`)."""
+    all at once lists none (`Barren`). `table` gives a block graph's op table: every op by default;
+    a search's judged tables (`BlockTables.table`) list only the ops its oracle keeps, so the kept
+    children come in the same order from fewer listed."""
     if state.block is None:
         return _kernel_children(state, cfg)
     if not state.block.configured:
@@ -229,7 +234,7 @@ def child_list(state: State, cfg: SearchConfig, outputs: int | None = None) -> C
         and block_barren(state, b, cfg, outputs, bool(closings), room)
     ):
         return Barren((state, cfg))
-    return _block_op_children(state, b, cfg, _closed(state, b, closings))
+    return _block_op_children(state, b, cfg, _closed(state, b, closings), table)
 
 
 def _closed(state: State, b: OpenBlock, closings: list[Closing]) -> list[Child]:
@@ -452,13 +457,15 @@ def _block_child(s: State, b: OpenBlock, e: Entry) -> State:
 _entry_new = itemgetter(ENTRY_NEW)
 
 
-def _block_op_children(s: State, b: OpenBlock, cfg: SearchConfig, closed: list[Child]) -> ChildList:
+def _block_op_children(
+    s: State, b: OpenBlock, cfg: SearchConfig, closed: list[Child], table: TableOf = block_table
+) -> ChildList:
     """B1's `closed` children, then B2: one block op or accumulator over every operand tuple ranked
     above the last op, whose output fits in shared memory, then the lora macro."""
     if b.op_count >= cfg.max_block_ops:
         return _plain(closed)
     room = DEFAULT_LIMITS.smem_bytes - b.smem
-    listed = block_table(b, cfg).listed(cfg.block_ops, b.last, room)
+    listed = table(b, cfg).listed(cfg.block_ops, b.last, room)
     news = [k.new for k in closed]
     news += map(_entry_new, listed)
     macros = macro_entries(b, room) if cfg.concat_matmul and not b.has_macro else []

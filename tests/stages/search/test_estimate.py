@@ -4,17 +4,22 @@ run proceeds, reaching it exactly at the end."""
 
 from __future__ import annotations
 
+import gc
 import math
 import random
 from functools import cache
 
 import pytest
 
+import mugraph.stages.search.estimate as estimate
 from mugraph.programs import get_builtin
 from mugraph.stages.search.config import preset_config
 from mugraph.stages.search.estimate import SpaceEstimator, frontier_estimates, probe, task_size
+from mugraph.stages.search.expand import child_list, kept_indices
 from mugraph.stages.search.explore import Fragment, Searcher
-from mugraph.stages.search.task_paths import Path, task_budget
+from mugraph.stages.search.state import State
+from mugraph.stages.search.structures import BlockNode
+from mugraph.stages.search.task_paths import Path, split_run, task_budget
 from tests.helpers.builtin import reference
 from tests.helpers.narrow import NARROW
 
@@ -123,3 +128,61 @@ def test_the_running_sums_match_a_sum_over_every_pending_task() -> None:
             assert e.pending_tasks == len(pending)
     e = est.estimate()
     assert e is not None and e.total == est.done and e.pending_tasks == 0  # exact once none is pending
+
+
+def _members(s: Searcher, frontier: list[Path]) -> list[Path]:
+    """The nodes of a frontier's tasks: a node's task, or each member of a run of siblings."""
+    out: list[Path] = []
+    for p in frontier:
+        run = split_run(p)
+        out += [p] if run is None else s.run_members(run)
+    return out
+
+
+@pytest.mark.parametrize("name", ["lora", "gqa"])
+def test_probes_over_the_judged_tables_meet_the_children_the_full_tables_keep(name: str) -> None:
+    """A probe lists a block graph's ops from the search's judged tables: at every level of a
+    descent, the kept children (and so each choice and weight) are those the full tables keep,
+    in the same order. Two searchers walk alike, so each descent builds its own states."""
+    full, judged = searcher(name), searcher(name)
+    frontier = full.explore((), budget=400).frontier
+    assert judged.explore((), budget=400).frontier == frontier
+    cfg, outputs = full.fragment.config, len(full.fragment.output_names)
+    rng, levels, shorter = random.Random(3), 0, 0
+    nodes = _members(full, frontier)
+    assert nodes == _members(judged, frontier)
+    for path in nodes[:40]:
+        a, b = full.node(path), judged.node(path)
+        if isinstance(a, BlockNode) and isinstance(b, BlockNode):
+            k = rng.randrange(len(a.rows)) if a.rows else None
+            if k is None:
+                continue
+            a, b = a.instance(a.rows[k]), b.instance(b.rows[k])
+        assert isinstance(a, State) and isinstance(b, State)
+        for _ in range(12):
+            ka = child_list(a, cfg, outputs)
+            kb = child_list(b, cfg, outputs, judged.tables.table)
+            kept_a = kept_indices(ka, cfg, outputs, full.oracle.kept)
+            kept_b = kept_indices(kb, cfg, outputs, judged.oracle.kept)
+            assert len(kb) <= len(ka)
+            assert [ka[i].build().label for i in kept_a] == [kb[i].build().label for i in kept_b]
+            levels, shorter = levels + 1, shorter + (len(kb) < len(ka))
+            if not kept_a:
+                break
+            j = rng.randrange(len(kept_a))
+            a, b = ka[kept_a[j]].build(), kb[kept_b[j]].build()
+    assert levels >= 20 and shorter >= 5, (levels, shorter)  # the judged tables did list fewer
+
+
+def test_probes_run_with_the_collector_paused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Probes make records in bursts, as walks do: the collector waits while they run."""
+    seen: list[bool] = []
+
+    def size(_searcher: object, _task: Path) -> float:
+        seen.append(gc.isenabled())
+        return 1.0
+
+    monkeypatch.setattr(estimate, "task_size", size)
+    assert gc.isenabled()
+    assert frontier_estimates(searcher("rms_norm"), [(0,), (1,)]) == [1.0, 1.0]
+    assert seen == [False, False] and gc.isenabled()
