@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import logging
 import signal
 import subprocess
@@ -55,6 +56,10 @@ QUIET = "quiet"  # the driver's one message before end of file: log nothing more
 QUIET_TIMEOUT = 2.0  # for the process to confirm it is quiet (it answers at once unless overloaded)
 _INTERRUPTS = {signal.SIGINT, signal.SIGTERM}  # ignored until `serve` takes them (to go quiet)
 QUIET_LEVEL = logging.CRITICAL + 1  # stream handlers at this level print nothing
+# The module of the functions the driver submits. The scheduler unpickles each task it is sent, so the
+# first one imported this module and everything under it (the search, Z3, NumPy: 0.25 s) while the run's
+# first task waited; imported beside the workers' start instead (`_preload`).
+TASK_MODULES = ("mugraph.pipeline.worker",)
 
 
 @dataclass(frozen=True)
@@ -209,6 +214,7 @@ async def _serve(conn: Connection, spec: SchedulerSpec) -> None:
         conn.send(_Failed(f"{type(e).__name__}: {e}"))
         return
     conn.send(_Started(str(scheduler.address)))
+    threading.Thread(target=_preload, args=(TASK_MODULES,), name="task-imports", daemon=True).start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     threading.Thread(target=_watch, args=(conn, loop, stop), name="driver-watch", daemon=True).start()
@@ -220,6 +226,15 @@ async def _serve(conn: Connection, spec: SchedulerSpec) -> None:
         with contextlib.suppress(Exception):  # the driver is gone: close what can be closed, quickly
             await asyncio.wait_for(scheduler.close(), CLOSE_TIMEOUT / 2)
     finished.cancel()
+
+
+def _preload(modules: tuple[str, ...]) -> None:
+    """Import the task functions' modules while the workers start, not on the run's first task (the
+    import lock makes a task unpickled meanwhile wait for the same import). A failure here is left to
+    the task that needs the module, where it is reported."""
+    for name in modules:
+        with contextlib.suppress(Exception):
+            importlib.import_module(name)
 
 
 def _watch(conn: Connection, loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:

@@ -18,7 +18,7 @@ import pytest
 from distributed import Client
 
 from mugraph.pipeline.cluster import dask_client, start_workers
-from mugraph.pipeline.scheduler_process import SchedulerProcess
+from mugraph.pipeline.scheduler_process import TASK_MODULES, SchedulerProcess
 from mugraph.storage.processes import pid_alive
 
 
@@ -62,6 +62,26 @@ def test_the_scheduler_is_a_child_process_of_the_driver(running: Client) -> None
     assert running.run_on_scheduler(os.getpid) == pid
     worker_parents = running.run(os.getppid)
     assert list(worker_parents.values()) == [os.getpid()]  # the nannies stay in the driver's process
+
+
+def imported(names: tuple[str, ...]) -> list[bool]:
+    """Whether each module is imported, in the process this runs in."""
+    return [n in sys.modules for n in names]
+
+
+def test_the_scheduler_has_the_task_functions_module_before_any_task(running: Client) -> None:
+    """The scheduler unpickles every task it is sent: the module of the driver's task functions is
+    imported as the cluster starts, not on the run's first task (which waited for it). This test
+    module, which the scheduler imports to run `imported`, must not import it itself."""
+    from mugraph.pipeline import worker  # here only: in the driver's process, not the scheduler's
+
+    tasks = (worker.search_task, worker.warm_task, worker.confirm_task, worker.layout_task, worker.measure_task)
+    assert {f.__module__ for f in tasks} <= set(TASK_MODULES)
+    deadline = time.monotonic() + 60
+    while not all(running.run_on_scheduler(imported, TASK_MODULES)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert all(running.run_on_scheduler(imported, TASK_MODULES))
+    assert all(running.run_on_scheduler(imported, ("z3", "mugraph.stages.search.explore")))
 
 
 def stream_levels() -> list[int]:
