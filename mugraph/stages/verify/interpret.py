@@ -16,6 +16,7 @@ from typing import assert_never
 from mugraph.ir.families import BOUNDARY, PREDEFINED
 from mugraph.ir.graph import BlockGraph, KernelGraph, Op, Tensor, eps_of
 from mugraph.ir.types import ACCUMULATORS, AccumKind, OpKind
+from mugraph.stages.verify import products
 from mugraph.stages.verify.algebra import Algebra, Array
 from mugraph.stages.verify.reuse import ValueCache
 
@@ -227,6 +228,15 @@ def run_block(
                 missing.add(op.outputs[0])
             else:
                 env[op.outputs[0]] = hit[:1, :1, :1] if probe else hit
+    # Accumulated products that are tiles of their inputs' device product (products.py). A probe
+    # takes them only from a cache, where the product it pays for in full serves later candidates.
+    if products.SHORTCUTS and (cache is not None or not probe):
+        for out, dp in products.device_products(bg, missing, [len(x.shape) for x in inputs]).items():
+            tiles = partition(alg, products.product(alg, dp, inputs, input_keys, cache), bg, dp.imap, -1)
+            env[out] = tiles[:1, :1, :1] if probe else tiles
+            missing.discard(out)
+            if cache is not None and not probe:
+                cache.put(keys[out], tiles)
     # The loop body: every op up to and including the accumulators (their outputs are the
     # only after-accumulation tensors whose inputs are not), as far as a missing one needs it.
     body = _needed([op for op in bg.ops if op.kind in ACCUMULATORS or _in_loop(op, tensors)], missing)
@@ -325,7 +335,11 @@ def _loop_at_once(
             case _:
                 it[out] = apply_common(alg, op, [it[i] for i in op.inputs], len(tensors[out].shape))
     for out, product in merged.items():
-        a, b = (every_iteration(it[i]) for i in product.inputs)
+        a, b = (it[i] for i in product.inputs)
+        if products.SHORTCUTS and (a.shape[T] == 1 or b.shape[T] == 1):  # an operand the iterations share
+            acc[out] = products.shared_operand_product(alg, a, b, T, F)
+            continue
+        a, b = every_iteration(a), every_iteration(b)
         a = xp.moveaxis(a, T, -2)  # (..., m, F, k)
         a = a.reshape(tuple(a.shape[:-2]) + (F * a.shape[-1],))
         b = xp.moveaxis(b, T, -3)  # (..., F, k, n)
@@ -426,7 +440,13 @@ def _evaluate(
                 key = cache.key("kernel", op.kind, op.attrs, *(keys[i] for i in op.inputs)) if cache is not None else -1
                 value = cache.get(key) if cache is not None else None
                 if value is None:
-                    value = apply_common(alg, op, [env[i] for i in op.inputs], len(graph.tensors[out].shape))
+                    args = [env[i] for i in op.inputs]
+                    by_content = products.content_key(op, args, [keys.get(i, -1) for i in op.inputs], cache)
+                    value = cache.get(by_content) if cache is not None and by_content >= 0 else None
+                    if value is None:
+                        value = apply_common(alg, op, args, len(graph.tensors[out].shape))
+                        if cache is not None and by_content >= 0:
+                            cache.put(by_content, value)
                     if cache is not None:
                         cache.put(key, value)
                 env[out] = value

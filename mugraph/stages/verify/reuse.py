@@ -12,8 +12,11 @@ inputs (one seed), since values depend on them.
 
 from __future__ import annotations
 
+import hashlib
 from collections import OrderedDict
 from collections.abc import Hashable
+
+import numpy as np
 
 from mugraph.stages.verify.algebra import Array
 
@@ -38,6 +41,13 @@ class ValueCache:
         if found is None:
             found = self._ids[parts] = len(self._ids)
         return found
+
+    def content_key(self, value: Array) -> int:
+        """A small integer naming this host array's contents (shape, dtype and a 128-bit BLAKE2b digest
+        of its bytes): values that different structures computed alike share it."""
+        data = np.ascontiguousarray(value)
+        digest = hashlib.blake2b(data.data, digest_size=16).digest()
+        return self.key("content", data.shape, data.dtype.str, digest)
 
     def start(self) -> None:
         """Call before an evaluation: forget everything once the key table grows too large."""

@@ -1,0 +1,186 @@
+"""Products the interpreter takes from whole tensors give the values the graph's tiles give.
+
+Every block tiling of a small X·Y (each grid, imap, fmap and for-loop range that validates) is
+evaluated in Z_pq with the shortcuts and without them (`products.SHORTCUTS`): bit for bit equal,
+with and without a value cache; and the candidates whole searches fingerprint, and the experts of
+the built-in programs with their mutants, likewise. The cases the device product must decline are
+named one by one.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from mugraph.ir.errors import MugraphError
+from mugraph.ir.graph import BlockGraph, KernelGraph
+from mugraph.ir.serialize import from_json
+from mugraph.ir.types import OpKind
+from mugraph.programs import get_builtin
+from mugraph.stages.search.config import preset_config
+from mugraph.stages.search.explore import Fragment, Searcher
+from mugraph.stages.verify import products
+from mugraph.stages.verify.algebra import Algebra, Array, Float64Algebra, ZpqAlgebra
+from mugraph.stages.verify.check import ReferenceFingerprints
+from mugraph.stages.verify.field import FieldSpec
+from mugraph.stages.verify.interpret import evaluate
+from mugraph.stages.verify.products import COLS, ROWS, DeviceProduct, device_products
+from mugraph.stages.verify.reuse import ValueCache
+from tests.helpers.builtin import PROGRAMS, reference
+from tests.helpers.mutants import mutants
+
+M, K, N = 6, 12, 6
+MAPS = [-1, 0, 1]
+
+
+Maps = tuple[int, ...]
+Grid = tuple[int, int, int]
+
+
+def _tiling(grid: Grid, forloop: int, ia: Maps, fa: int, ib: Maps, fb: int) -> KernelGraph:
+    g = KernelGraph()
+    x_d, y_d = g.new_input((M, K), name="X"), g.new_input((K, N), name="Y")
+    b = BlockGraph(grid=grid, forloop=forloop)
+    x, y = b.new_input(x_d, ia, fmap=fa), b.new_input(y_d, ib, fmap=fb)
+    acc = b.accum_no_red(b.matmul(x, y))
+    omap = [0 if ia[a] == 0 else 1 if ib[a] == 1 else ia[a] if ia[a] >= 0 else ib[a] for a in range(3)]
+    b.new_output(acc, omap)
+    g.mark_output(g.customized(b)[0])
+    return g
+
+
+def tilings() -> Iterator[KernelGraph]:
+    """Every block graph X·Y (X 6x12, Y 12x6) accumulated over a for-loop that validates."""
+    for grid in [(1, 1, 1), (2, 1, 1), (2, 2, 1), (3, 1, 1), (2, 3, 1)]:
+        for forloop in (1, 2, 3):
+            for ia, ib in itertools.product(itertools.product(MAPS, repeat=2), repeat=2):
+                for fa, fb in itertools.product(MAPS, repeat=2):
+                    try:
+                        yield _tiling(grid, forloop, (*ia, -1), fa, (*ib, -1), fb)
+                    except MugraphError:
+                        continue
+
+
+def _plain(monkeypatch: pytest.MonkeyPatch, graph: KernelGraph, alg: Algebra, inputs: list[np.ndarray]) -> list[Array]:
+    with monkeypatch.context() as m:
+        m.setattr(products, "SHORTCUTS", False)
+        return evaluate(alg, graph, inputs)
+
+
+def test_every_tiling_of_a_product_gives_the_tile_by_tile_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = FieldSpec()
+    alg = ZpqAlgebra(np, spec, spec.omegas[0])
+    rng = np.random.default_rng(0)
+    inputs = [rng.integers(0, spec.m, size=s).astype(np.float64) for s in ((M, K), (K, N))]
+    cache = ValueCache()
+    taken = declined = 0
+    for graph in tilings():
+        (block,) = [op.block for op in graph.ops if op.block is not None]
+        accum = next(op.outputs[0] for op in block.ops if op.kind is OpKind.ACCUM_NO_RED)
+        shortcut = device_products(block, {accum}, [2, 2])
+        taken += bool(shortcut)
+        declined += not shortcut
+        want = _plain(monkeypatch, graph, alg, inputs)
+        for got in (evaluate(alg, graph, inputs), evaluate(alg, graph, inputs, cache)):
+            assert len(got) == len(want)
+            for g, w in zip(got, want, strict=True):
+                assert g.shape == w.shape and np.array_equal(g, w), graph
+    assert taken >= 20 and declined >= 100  # both kinds were exercised (27 and 273 of them)
+    assert cache.hits > 0
+
+
+def test_a_float64_tiling_agrees_within_rounding(monkeypatch: pytest.MonkeyPatch) -> None:
+    alg = Float64Algebra(np)
+    rng = np.random.default_rng(1)
+    inputs = [rng.uniform(-1, 1, s) for s in ((M, K), (K, N))]
+    for graph in itertools.islice(tilings(), 0, None, 7):
+        want = _plain(monkeypatch, graph, alg, inputs)
+        for g, w in zip(evaluate(alg, graph, inputs), want, strict=True):
+            np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)
+
+
+def _only_block(grid: Grid, forloop: int, ia: Maps, fa: int, ib: Maps, fb: int) -> dict[int, DeviceProduct]:
+    (block,) = [op.block for op in _tiling(grid, forloop, ia, fa, ib, fb).ops if op.block is not None]
+    accum = next(op.outputs[0] for op in block.ops if op.kind is OpKind.ACCUM_NO_RED)
+    return dict(device_products(block, {accum}, [2, 2]))
+
+
+def test_the_cases_a_device_product_declines() -> None:
+    # the loop walks the contraction, rows and columns split by the grid: a tile of X·Y
+    (dp,) = _only_block((2, 2, 1), 3, (0, -1, -1), 1, (-1, 1, -1), 0).values()
+    assert dp.imap == (ROWS, COLS, -1)
+    # a grid axis splits the contraction: each block sums a part of it
+    assert not _only_block((2, 1, 1), 1, (1, -1, -1), -1, (0, -1, -1), -1)
+    # the loop walks X's rows and Y's columns, not the contraction
+    assert not _only_block((1, 1, 1), 2, (-1, -1, -1), 0, (-1, -1, -1), 1)
+    # one axis over X's rows and Y's columns: the diagonal tiles
+    assert not _only_block((2, 1, 1), 1, (0, -1, -1), -1, (1, -1, -1), -1)
+
+
+def _candidates(name: str) -> list[KernelGraph]:
+    """The candidates a whole search of `name`'s default space fingerprints, in order."""
+    seen: list[KernelGraph] = []
+    program = get_builtin(name)
+    searcher = Searcher(Fragment(program.reference(), preset_config(program.preset), name))
+    match = searcher.fingerprints.match
+
+    def recording(candidate: KernelGraph) -> tuple[int, ...] | None:
+        seen.append(candidate)
+        return match(candidate)
+
+    searcher.fingerprints.match = recording  # type: ignore[method-assign]
+    searcher.explore((), None)
+    return seen
+
+
+@pytest.mark.parametrize("name", ["rms_norm", "gated_mlp"])
+def test_a_search_s_candidates_fingerprint_alike_and_share_their_products(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    graphs = _candidates(name)
+    assert len(graphs) >= 40
+    fast = ReferenceFingerprints(reference(name), (0,))
+    slow = ReferenceFingerprints(reference(name), (0,), cache_bytes=0)
+    with monkeypatch.context() as m:
+        m.setattr(products, "SHORTCUTS", False)
+        want = [slow.fingerprint(g)[0] for g in graphs]
+    alg = fast.algebras[0]
+    large = 0
+    exact = alg._matmul
+
+    def counted(a: Array, b: Array) -> Array:
+        nonlocal large
+        large += a.shape[-2] * a.shape[-1] * b.shape[-1] >= 1 << 22
+        return exact(a, b)
+
+    alg._matmul = counted  # type: ignore[method-assign]
+    for g, w in zip(graphs, want, strict=True):
+        for a, b in zip(fast.fingerprint(g)[0], w, strict=True):
+            assert a.shape == b.shape and np.array_equal(a, b)
+    # one large product per operand pair and its variants, not one per candidate (5 of 52 and 65
+    # when written; 44 and 31 tile by tile)
+    assert large <= len(graphs) // 8
+
+
+@pytest.mark.parametrize("name", ["lora", "gqa", "ntrans"])
+def test_experts_and_mutants_fingerprint_alike_with_and_without(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    graphs = []
+    for build in PROGRAMS[name].experts.values():
+        expert = build()
+        graphs.append(expert)
+        for _, _, data in mutants(expert):
+            try:
+                graphs.append(from_json(data))
+            except MugraphError:
+                continue
+    fast = ReferenceFingerprints(reference(name), (0,))
+    slow = ReferenceFingerprints(reference(name), (0,), cache_bytes=0)
+    with monkeypatch.context() as m:
+        m.setattr(products, "SHORTCUTS", False)
+        want = [slow.fingerprint(g)[0] for g in graphs]
+    for g, w in zip(graphs + graphs[::-1], want + want[::-1], strict=True):
+        for a, b in zip(fast.fingerprint(g)[0], w, strict=True):
+            assert a.shape == b.shape and np.array_equal(a, b)
