@@ -8,8 +8,8 @@ many ways; three identities let the interpreter compute each once (a pass confir
   up over a for-loop that walks the contraction (ACCUM_NO_RED of a MATMUL of two block inputs) holds
   Σ_t Σ_k X[r, t·K/F + k] · Y[t·K/F + k, c] = (X·Y)[r, c] for each block's rows r and columns c,
   provided no grid axis splits the contraction: X·Y is computed once per set of inputs (cached
-  under its inputs' keys) and each block's tile taken as a view. Only 2-d X and Y, and only where
-  those conditions are read off the block graph's maps.
+  under its inputs' keys) and each block's tile taken as a view. Batched products too, where the
+  grid splits the batches X and Y share alike; only where all this is read off the block's maps.
 - A product by content. A kernel-level product whose small operand different candidates compute
   differently (rms_norm's normalised x, by a block graph on each grid) is found in the cache by that
   operand's contents (a 128-bit BLAKE2b digest), which structural keys cannot see alike.
@@ -39,7 +39,6 @@ __all__ = ["SHORTCUTS", "DeviceProduct", "content_key", "device_products", "prod
 # Off, the interpreter evaluates every product as the graph writes it, tile by tile (the tests compare
 # the two bit for bit).
 SHORTCUTS = True
-ROWS, COLS = 0, 1  # X·Y's dims: X's rows, Y's columns
 CONTENT_MIN_MACS = 1 << 22  # a kernel-level product at least this large is looked up by its operands' contents
 CONTENT_MAX_BYTES = 4 << 20  # operands up to this size are hashed for it (about 4 ms), larger ones named
 
@@ -47,7 +46,7 @@ CONTENT_MAX_BYTES = 4 << 20  # operands up to this size are hashed for it (about
 @dataclass(frozen=True, slots=True)
 class DeviceProduct:
     """An accumulator whose value is a tile of X·Y: X and Y by their places among the block graph's
-    inputs, and the map that partitions X·Y over the grid (each axis: ROWS, COLS or -1)."""
+    inputs, and the map that partitions X·Y over the grid (each axis: a dim of X·Y, or -1)."""
 
     left: int
     right: int
@@ -58,12 +57,26 @@ def _maps(op: Op) -> tuple[tuple[int, ...], int]:
     return op.dims_attr("imap"), op.int_attr("fmap")
 
 
+def _dims_in_product(rank: int, out_rank: int, contraction: int, kept: int, kept_to: int) -> dict[int, int]:
+    """An operand's dims as X·Y's dims (batch dims aligned from the end, as matmul broadcasts them);
+    its contraction dim as -2, which no grid axis may split."""
+    dims = {d: out_rank - rank + d for d in range(rank - 2)}
+    dims[contraction] = -2
+    dims[kept] = kept_to
+    return dims
+
+
 def device_product(
-    bg: BlockGraph, accum: Op, makers: Mapping[int, Op], places: Mapping[int, int], ranks: Sequence[int]
+    bg: BlockGraph,
+    accum: Op,
+    makers: Mapping[int, Op],
+    places: Mapping[int, int],
+    shapes: Sequence[Sequence[int]],
 ) -> DeviceProduct | None:
     """The device product `accum`'s value is a tile of, or None. `makers`: each block tensor's op;
-    `places`: each block input tensor's place among the graph's inputs; `ranks`: the device inputs'
-    ranks."""
+    `places`: each block input tensor's place among the graph's inputs; `shapes`: the device inputs'
+    shapes. Batched products too: a batch dim that both operands hold with more than one entry is
+    split by the same grid axis in both or in neither, so each block pairs the batches X·Y pairs."""
     if accum.kind is not OpKind.ACCUM_NO_RED:
         return None
     mm = makers.get(accum.inputs[0])
@@ -73,23 +86,34 @@ def device_product(
     if a is None or b is None or a.kind is not OpKind.INPUT or b.kind is not OpKind.INPUT:
         return None
     left, right = places[a.outputs[0]], places[b.outputs[0]]
-    if ranks[left] != 2 or ranks[right] != 2:
+    xs, ys = shapes[left], shapes[right]
+    rx, ry = len(xs), len(ys)
+    if rx < 2 or ry < 2:
         return None
+    rank = max(rx, ry)
     (imap_a, fmap_a), (imap_b, fmap_b) = _maps(a), _maps(b)
-    if 1 in imap_a or 0 in imap_b:  # a grid axis splits the contraction: each block sums a part of it
+    if bg.forloop > 1 and (fmap_a != rx - 1 or fmap_b != ry - 2):  # the loop must walk the contraction in both
         return None
-    if bg.forloop > 1 and (fmap_a != 1 or fmap_b != 0):  # the loop must walk the contraction in both
-        return None
+    in_x = _dims_in_product(rx, rank, rx - 1, rx - 2, rank - 2)
+    in_y = _dims_in_product(ry, rank, ry - 2, ry - 1, rank - 1)
+    size_x = {in_x[d]: n for d, n in enumerate(xs)}
+    size_y = {in_y[d]: n for d, n in enumerate(ys)}
     imap: list[int] = []
     for axis in range(len(bg.grid)):
-        rows, cols = imap_a[axis] == 0, imap_b[axis] == 1
-        if rows and cols:  # one axis over both rows and columns: a diagonal of tiles, not a partition
+        px = in_x[imap_a[axis]] if imap_a[axis] >= 0 else -1
+        py = in_y[imap_b[axis]] if imap_b[axis] >= 0 else -1
+        if px == -2 or py == -2:  # a grid axis splits the contraction: each block sums a part of it
             return None
-        imap.append(ROWS if rows else COLS if cols else -1)
+        if px >= 0 and py >= 0 and px != py:  # rows and columns (or two batch dims) on one axis
+            return None
+        dim = max(px, py)
+        if 0 <= dim < rank - 2 and size_x.get(dim, 1) > 1 and size_y.get(dim, 1) > 1 and (px < 0 or py < 0):
+            return None  # a batch dim both hold, split in one only: blocks would pair other batches
+        imap.append(dim)
     return DeviceProduct(left, right, (imap[0], imap[1], imap[2]))
 
 
-def device_products(bg: BlockGraph, wanted: set[int], ranks: Sequence[int]) -> dict[int, DeviceProduct]:
+def device_products(bg: BlockGraph, wanted: set[int], shapes: Sequence[Sequence[int]]) -> dict[int, DeviceProduct]:
     """The accumulators among `wanted` (output tensor indices) whose values are tiles of a device
     product, each with how (`device_product`)."""
     makers = {op.outputs[0]: op for op in bg.ops if op.outputs}
@@ -100,7 +124,7 @@ def device_products(bg: BlockGraph, wanted: set[int], ranks: Sequence[int]) -> d
     out = {}
     for op in bg.ops:
         if op.outputs and op.outputs[0] in wanted:
-            found = device_product(bg, op, makers, places, ranks)
+            found = device_product(bg, op, makers, places, shapes)
             if found is not None:
                 out[op.outputs[0]] = found
     return out

@@ -10,7 +10,7 @@ named one by one.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import pytest
@@ -27,39 +27,67 @@ from mugraph.stages.verify.algebra import Algebra, Array, Float64Algebra, ZpqAlg
 from mugraph.stages.verify.check import ReferenceFingerprints
 from mugraph.stages.verify.field import FieldSpec
 from mugraph.stages.verify.interpret import evaluate
-from mugraph.stages.verify.products import COLS, ROWS, DeviceProduct, device_products
+from mugraph.stages.verify.products import DeviceProduct, device_products
 from mugraph.stages.verify.reuse import ValueCache
 from tests.helpers.builtin import PROGRAMS, reference
 from tests.helpers.mutants import mutants
 
 M, K, N = 6, 12, 6
 MAPS = [-1, 0, 1]
-
-
 Maps = tuple[int, ...]
 Grid = tuple[int, int, int]
+Shape = tuple[int, ...]
+PLAIN = ((M, K), (K, N))
+# Batched products (the IR's block matmul takes equal ranks): batches both hold, and X's broadcast
+# over Y's and Y's over X's.
+BATCHED = [((2, 4, 6), (2, 6, 4)), ((1, 4, 6), (2, 6, 4)), ((2, 4, 6), (1, 6, 4))]
 
 
-def _tiling(grid: Grid, forloop: int, ia: Maps, fa: int, ib: Maps, fb: int) -> KernelGraph:
+def _in_product(d: int, rank: int, out_rank: int, kept_to: int) -> int:
+    """Operand dim `d` as a dim of the output (its contraction dim to `kept_to`, for the omap)."""
+    return out_rank - rank + d if d < rank - 2 else out_rank - 2 if d == rank - 2 else kept_to
+
+
+def _tiling(xs: Shape, ys: Shape, grid: Grid, forloop: int, ia: Maps, fa: int, ib: Maps, fb: int) -> KernelGraph:
     g = KernelGraph()
-    x_d, y_d = g.new_input((M, K), name="X"), g.new_input((K, N), name="Y")
+    x_d, y_d = g.new_input(xs, name="X"), g.new_input(ys, name="Y")
     b = BlockGraph(grid=grid, forloop=forloop)
     x, y = b.new_input(x_d, ia, fmap=fa), b.new_input(y_d, ib, fmap=fb)
     acc = b.accum_no_red(b.matmul(x, y))
-    omap = [0 if ia[a] == 0 else 1 if ib[a] == 1 else ia[a] if ia[a] >= 0 else ib[a] for a in range(3)]
+    rank = max(len(xs), len(ys))
+    omap = []
+    for a in range(3):
+        if ia[a] >= 0:
+            omap.append(_in_product(ia[a], len(xs), rank, rank - 2))
+        elif ib[a] >= 0:  # Y's dims: its rows are the contraction, its columns the output's last
+            d = ib[a]
+            omap.append(rank - len(ys) + d if d < len(ys) - 2 else rank - 1)
+        else:
+            omap.append(-1)
     b.new_output(acc, omap)
     g.mark_output(g.customized(b)[0])
     return g
 
 
-def tilings() -> Iterator[KernelGraph]:
-    """Every block graph X·Y (X 6x12, Y 12x6) accumulated over a for-loop that validates."""
+def tilings() -> Iterator[tuple[KernelGraph, tuple[Shape, Shape]]]:
+    """Every block graph X·Y (X 6x12, Y 12x6) accumulated over a for-loop that validates, then
+    the batched ones on two grid axes and for-loop ranges 1 and 2."""
     for grid in [(1, 1, 1), (2, 1, 1), (2, 2, 1), (3, 1, 1), (2, 3, 1)]:
         for forloop in (1, 2, 3):
             for ia, ib in itertools.product(itertools.product(MAPS, repeat=2), repeat=2):
                 for fa, fb in itertools.product(MAPS, repeat=2):
                     try:
-                        yield _tiling(grid, forloop, (*ia, -1), fa, (*ib, -1), fb)
+                        yield _tiling(*PLAIN, grid, forloop, (*ia, -1), fa, (*ib, -1), fb), PLAIN
+                    except MugraphError:
+                        continue
+    for shapes in BATCHED:
+        for grid, forloop in itertools.product([(2, 1, 1), (2, 2, 1)], (1, 2)):
+            dims = [[-1, *range(len(s))] for s in shapes]
+            fmaps = [[-1] if forloop == 1 else d for d in dims]
+            for ia, ib in itertools.product(*(itertools.product(d, repeat=2) for d in dims)):
+                for fa, fb in itertools.product(*fmaps):
+                    try:
+                        yield _tiling(*shapes, grid, forloop, (*ia, -1), fa, (*ib, -1), fb), shapes
                     except MugraphError:
                         continue
 
@@ -70,54 +98,69 @@ def _plain(monkeypatch: pytest.MonkeyPatch, graph: KernelGraph, alg: Algebra, in
         return evaluate(alg, graph, inputs)
 
 
+def _taken(graph: KernelGraph, shapes: tuple[Shape, Shape]) -> dict[int, DeviceProduct]:
+    (block,) = [op.block for op in graph.ops if op.block is not None]
+    accum = next(op.outputs[0] for op in block.ops if op.kind is OpKind.ACCUM_NO_RED)
+    return device_products(block, {accum}, shapes)
+
+
 def test_every_tiling_of_a_product_gives_the_tile_by_tile_value(monkeypatch: pytest.MonkeyPatch) -> None:
     spec = FieldSpec()
     alg = ZpqAlgebra(np, spec, spec.omegas[0])
     rng = np.random.default_rng(0)
-    inputs = [rng.integers(0, spec.m, size=s).astype(np.float64) for s in ((M, K), (K, N))]
-    cache = ValueCache()
-    taken = declined = 0
-    for graph in tilings():
-        (block,) = [op.block for op in graph.ops if op.block is not None]
-        accum = next(op.outputs[0] for op in block.ops if op.kind is OpKind.ACCUM_NO_RED)
-        shortcut = device_products(block, {accum}, [2, 2])
-        taken += bool(shortcut)
-        declined += not shortcut
+    caches: dict[tuple[Shape, Shape], tuple[list[np.ndarray], ValueCache]] = {}
+    taken = {False: 0, True: 0}
+    for graph, shapes in tilings():
+        if shapes not in caches:
+            caches[shapes] = ([rng.integers(0, spec.m, size=s).astype(np.float64) for s in shapes], ValueCache())
+        inputs, cache = caches[shapes]
+        taken[len(shapes[0]) > 2] += bool(_taken(graph, shapes))
         want = _plain(monkeypatch, graph, alg, inputs)
         for got in (evaluate(alg, graph, inputs), evaluate(alg, graph, inputs, cache)):
             assert len(got) == len(want)
             for g, w in zip(got, want, strict=True):
                 assert g.shape == w.shape and np.array_equal(g, w), graph
-    assert taken >= 20 and declined >= 100  # both kinds were exercised (27 and 273 of them)
-    assert cache.hits > 0
+    # the shortcut was taken often enough to be tested, plain and batched (27 of 233 and 38 of 609
+    # when written)
+    assert taken[False] >= 20 and taken[True] >= 30, taken
+    assert all(cache.hits > 0 for _, cache in caches.values())
 
 
 def test_a_float64_tiling_agrees_within_rounding(monkeypatch: pytest.MonkeyPatch) -> None:
     alg = Float64Algebra(np)
     rng = np.random.default_rng(1)
-    inputs = [rng.uniform(-1, 1, s) for s in ((M, K), (K, N))]
-    for graph in itertools.islice(tilings(), 0, None, 7):
+    for graph, shapes in itertools.islice(tilings(), 0, None, 7):
+        inputs = [rng.uniform(-1, 1, s) for s in shapes]
         want = _plain(monkeypatch, graph, alg, inputs)
         for g, w in zip(evaluate(alg, graph, inputs), want, strict=True):
             np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)
 
 
-def _only_block(grid: Grid, forloop: int, ia: Maps, fa: int, ib: Maps, fb: int) -> dict[int, DeviceProduct]:
-    (block,) = [op.block for op in _tiling(grid, forloop, ia, fa, ib, fb).ops if op.block is not None]
-    accum = next(op.outputs[0] for op in block.ops if op.kind is OpKind.ACCUM_NO_RED)
-    return dict(device_products(block, {accum}, [2, 2]))
+def _decided(
+    grid: Grid, forloop: int, ia: Maps, fa: int, ib: Maps, fb: int, shapes: Sequence[Shape] = PLAIN
+) -> Grid | None:
+    """The map a device product partitions X·Y by in this tiling, or None where it declines."""
+    found = _taken(_tiling(shapes[0], shapes[1], grid, forloop, ia, fa, ib, fb), (shapes[0], shapes[1]))
+    return next(iter(found.values())).imap if found else None
 
 
 def test_the_cases_a_device_product_declines() -> None:
     # the loop walks the contraction, rows and columns split by the grid: a tile of X·Y
-    (dp,) = _only_block((2, 2, 1), 3, (0, -1, -1), 1, (-1, 1, -1), 0).values()
-    assert dp.imap == (ROWS, COLS, -1)
+    assert _decided((2, 2, 1), 3, (0, -1, -1), 1, (-1, 1, -1), 0) == (0, 1, -1)
     # a grid axis splits the contraction: each block sums a part of it
-    assert not _only_block((2, 1, 1), 1, (1, -1, -1), -1, (0, -1, -1), -1)
+    assert _decided((2, 1, 1), 1, (1, -1, -1), -1, (0, -1, -1), -1) is None
     # the loop walks X's rows and Y's columns, not the contraction
-    assert not _only_block((1, 1, 1), 2, (-1, -1, -1), 0, (-1, -1, -1), 1)
+    assert _decided((1, 1, 1), 2, (-1, -1, -1), 0, (-1, -1, -1), 1) is None
     # one axis over X's rows and Y's columns: the diagonal tiles
-    assert not _only_block((2, 1, 1), 1, (0, -1, -1), -1, (1, -1, -1), -1)
+    assert _decided((2, 1, 1), 1, (0, -1, -1), -1, (1, -1, -1), -1) is None
+    batched = BATCHED[0]
+    # the batches split alike in both: a batch tile of X·Y
+    assert _decided((2, 2, 1), 1, (0, 1, -1), -1, (0, -1, -1), -1, batched) == (0, 1, -1)
+    # the batches split in X only would pair each X batch with both of Y's: no such block graph
+    with pytest.raises(MugraphError):
+        _decided((2, 1, 1), 1, (0, -1, -1), -1, (-1, -1, -1), -1, batched)
+    # X's batch broadcast over Y's: split in Y only
+    assert _decided((2, 1, 1), 1, (-1, -1, -1), -1, (0, -1, -1), -1, BATCHED[1]) == (0, -1, -1)
 
 
 def _candidates(name: str) -> list[KernelGraph]:
