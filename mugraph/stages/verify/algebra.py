@@ -6,8 +6,9 @@ domains on both backends.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from fractions import Fraction
+from itertools import pairwise
 from math import erf, prod
 from typing import Any, Protocol
 
@@ -40,37 +41,49 @@ class Algebra(Protocol):
     def sum(self, a: Array, axis: int) -> Array: ...
 
 
+def merges(x: Array, axes: Sequence[int]) -> bool:
+    """Whether `axes` of `x` (consecutive once transposed into this order) merge into one axis as a
+    view: each one's stride is the next one's times its length (axes of length 1 aside)."""
+    dims = [(x.shape[i], x.strides[i]) for i in axes if x.shape[i] != 1]
+    return all(s0 == s1 * n1 for (_, s0), (n1, s1) in pairwise(dims))
+
+
 def folded_matmul(xp: ArrayModule, a: Array, b: Array, mm: Callable[[Array, Array], Array]) -> Array:
     """a @ b (batched, broadcasting) with `mm` doing the products, each batch axis along which
-    only one operand varies folded into that operand's matrix: an axis only `a` varies along
-    joins its rows, one only `b` varies along joins its columns.
+    only one operand varies folded into that operand's matrix where that is a view: an axis only
+    `a` varies along joins its rows, one only `b` varies along joins its columns.
 
     A block graph's matmul is batched over the grid. A grid that tiles the output's columns
     gives one small product per block, each reading the whole shared left operand (768 products
     of 16x4096 by 4096x8 for rms_norm's W tiled by 8): 8x slower in BLAS than the one product
     of 16x4096 by 4096x6144 they add up to. Folding rebuilds that product; the tiles of a weight
-    are usually a view of it, so nothing is copied."""
+    are usually a view of it. Where they are not (a computed (g, k, n) operand, whose fold is a
+    transposed copy: 134 MB for gated_mlp's W), the products stay batched, which reads it once."""
     batch = tuple(np.broadcast_shapes(tuple(a.shape[:-2]), tuple(b.shape[:-2])))
     if prod(batch) <= 1 or a.ndim < 2 or b.ndim < 2:
         return mm(a, b)
     nb = len(batch)
     a_ = a.reshape((1,) * (nb + 2 - a.ndim) + tuple(a.shape))
     b_ = b.reshape((1,) * (nb + 2 - b.ndim) + tuple(b.shape))
-    both = [i for i in range(nb) if a_.shape[i] > 1 and b_.shape[i] > 1]
     rows = [i for i in range(nb) if a_.shape[i] > 1 and b_.shape[i] == 1]
     cols = [i for i in range(nb) if a_.shape[i] == 1 and b_.shape[i] > 1]
+    rows = rows if merges(a_, [*rows, nb]) else []
+    cols = cols if merges(b_, [*cols, nb + 1]) else []
     if not rows and not cols:
         return mm(a, b)
     m, k, n = a_.shape[-2], a_.shape[-1], b_.shape[-1]
-    rest = [i for i in range(nb) if i not in both + rows + cols]  # size 1 in both operands
-    pb = tuple(batch[i] for i in both)
+    keep = [i for i in range(nb) if batch[i] > 1 and i not in rows and i not in cols]  # axes `mm` broadcasts
+    rest = [i for i in range(nb) if batch[i] == 1]  # length 1 in both
     rn, cn = prod(batch[i] for i in rows), prod(batch[i] for i in cols)
-    # a: (both, rows, m, k) -> (both, rows*m, k); b: (both, k, cols, n) -> (both, k, cols*n)
-    a2 = xp.transpose(a_, both + cols + rest + rows + [nb, nb + 1]).reshape(pb + (rn * m, k))
-    b2 = xp.transpose(b_, both + rows + rest + [nb] + cols + [nb + 1]).reshape(pb + (k, cn * n))
-    p, r, c = len(both), len(rows), len(cols)
-    out = mm(a2, b2).reshape(pb + tuple(batch[i] for i in rows) + (m,) + tuple(batch[i] for i in cols) + (n,))
-    pos = {ax: j for j, ax in enumerate(both)}
+    # a: (keep, rows, m, k) -> (keep, rows*m, k); b: (keep, k, cols, n) -> (keep, k, cols*n)
+    a2 = xp.transpose(a_, keep + cols + rest + rows + [nb, nb + 1])
+    a2 = a2.reshape(tuple(a_.shape[i] for i in keep) + (rn * m, k))
+    b2 = xp.transpose(b_, keep + rows + rest + [nb] + cols + [nb + 1])
+    b2 = b2.reshape(tuple(b_.shape[i] for i in keep) + (k, cn * n))
+    p, r, c = len(keep), len(rows), len(cols)
+    pk = tuple(batch[i] for i in keep)
+    out = mm(a2, b2).reshape(pk + tuple(batch[i] for i in rows) + (m,) + tuple(batch[i] for i in cols) + (n,))
+    pos = {ax: j for j, ax in enumerate(keep)}
     pos.update({ax: p + j for j, ax in enumerate(rows)})
     pos.update({ax: p + r + 1 + j for j, ax in enumerate(cols)})
     out = xp.transpose(out, [pos[i] for i in sorted(pos)] + [p + r, p + r + 1 + c])

@@ -17,7 +17,7 @@ from mugraph.ir.families import BOUNDARY, PREDEFINED
 from mugraph.ir.graph import BlockGraph, KernelGraph, Op, Tensor, eps_of
 from mugraph.ir.types import ACCUMULATORS, AccumKind, OpKind
 from mugraph.stages.verify import products
-from mugraph.stages.verify.algebra import Algebra, Array
+from mugraph.stages.verify.algebra import Algebra, Array, merges
 from mugraph.stages.verify.reuse import ValueCache
 
 GRID_AXES = 3
@@ -341,8 +341,13 @@ def _loop_at_once(
             continue
         a, b = every_iteration(a), every_iteration(b)
         a = xp.moveaxis(a, T, -2)  # (..., m, F, k)
-        a = a.reshape(tuple(a.shape[:-2]) + (F * a.shape[-1],))
         b = xp.moveaxis(b, T, -3)  # (..., F, k, n)
+        if not (merges(a, [a.ndim - 2, a.ndim - 1]) and merges(b, [b.ndim - 3, b.ndim - 2])):
+            # merging would copy an operand (a weight tiled along its columns by the loop): the
+            # iterations' products batched, then added up
+            acc[out] = xp.squeeze(alg.sum(alg.matmul(xp.moveaxis(a, -2, T), xp.moveaxis(b, -3, T)), T), axis=T)
+            continue
+        a = a.reshape(tuple(a.shape[:-2]) + (F * a.shape[-1],))
         b = b.reshape(tuple(b.shape[:-3]) + (F * b.shape[-2], b.shape[-1]))
         acc[out] = alg.matmul(a, b)
     return acc

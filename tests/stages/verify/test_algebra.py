@@ -67,6 +67,23 @@ def test_column_tiles_of_a_shared_operand_are_one_product_on_a_view() -> None:
     assert np.allclose(got, np.matmul(x, tiles))
 
 
+def test_operands_whose_fold_would_copy_stay_batched() -> None:
+    """A computed (g, k, n) operand (contiguous per block) would fold into (k, g·n) only as a
+    transposed copy: the product then stays batched, on the operands as they are."""
+    rng = np.random.default_rng(2)
+    x = rng.random((1, 8, 64))
+    tiles = rng.random((12, 64, 16))
+    calls: list[tuple[Any, Any]] = []
+
+    def mm(p: Any, q: Any) -> Any:
+        calls.append((p, q))
+        return np.matmul(p, q)
+
+    got = folded_matmul(np, x, tiles, mm)
+    assert len(calls) == 1 and calls[0][1] is tiles
+    assert np.allclose(got, np.matmul(x, tiles))
+
+
 def test_both_algebras_fold_block_matmuls() -> None:
     rng = np.random.default_rng(1)
     a = rng.integers(0, SPEC.m, (3, 1, 4, 40)).astype(np.float64)

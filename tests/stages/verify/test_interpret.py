@@ -7,7 +7,7 @@ import pytest
 
 from mugraph.ir.graph import BlockGraph, KernelGraph
 from mugraph.stages.verify import interpret
-from mugraph.stages.verify.algebra import Float64Algebra, ZpqAlgebra
+from mugraph.stages.verify.algebra import Float64Algebra, ZpqAlgebra, merges
 from mugraph.stages.verify.check import field_inputs, match_outputs
 from mugraph.stages.verify.field import FieldSpec
 from mugraph.stages.verify.interpret import assemble, evaluate, partition
@@ -124,3 +124,25 @@ def test_a_value_fixed_across_iterations_adds_up_once_per_iteration(loop_mode: s
     xs, ws = rng.uniform(-1, 1, (2, 8)), rng.uniform(-1, 1, (8, 4))
     (out,) = evaluate(ALG, g, [xs, ws])
     np.testing.assert_allclose(out, 4 * xs @ ws, rtol=1e-12)
+
+
+def test_a_loop_whose_merge_would_copy_gives_the_values_of_its_iterations(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A weight split by the grid along its rows and walked by the loop along its columns cannot be
+    merged into one contraction without a copy (gated_mlp's candidates: 134 MB of W each); the
+    iterations' products are then batched and added up. The same Z_pq values either way."""
+    g = KernelGraph()
+    x_d, w_d = g.new_input((8, 64), name="X"), g.new_input((64, 64), name="W")
+    b = BlockGraph(grid=(4, 1, 1), forloop=4)
+    x = b.new_input(x_d, (-1, -1, -1), fmap=1)  # (8, 16) per iteration
+    w = b.new_input(w_d, (0, -1, -1), fmap=1)  # rows by the grid, columns by the loop: (16, 16)
+    b.new_output(b.accum_no_red(b.matmul(x, w)), (1, -1, -1))
+    g.mark_output(g.customized(b)[0])
+    spec = FieldSpec()
+    case = field_inputs(g, spec, 3, np)
+    alg = ZpqAlgebra(np, spec, case.omega)
+    view = interpret.partition(alg, case.inputs[1], b, (0, -1, -1), 1)  # (4, 1, 1, F, 16, 16)
+    assert not merges(view, [3, 4])  # the case this test is about
+    at_once = evaluate(alg, g, list(case.inputs))
+    monkeypatch.setattr(interpret, "LOOP_AT_ONCE_BYTES", -1)
+    by_iteration = evaluate(alg, g, list(case.inputs))
+    assert all(np.array_equal(p, q) for p, q in zip(at_once, by_iteration, strict=True))
