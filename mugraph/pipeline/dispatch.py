@@ -91,7 +91,6 @@ class Dispatch:
         self.confirmer: str | None = None  # the worker all confirmations go to (no GPU)
         self.confirm_moves = 0
         self.slots = 1  # worker threads in the cluster (`refresh`)
-        self.workers: list[str] = []  # their addresses (`refresh`)
         self.times = DepthTimes()  # recent search tasks' seconds, per depth: they size the bundles
         self.span = 0.0  # the seconds of the last batch's bundles
         self.queued_depths: Counter[int] = Counter()  # search rows in flight, per path length
@@ -143,7 +142,6 @@ class Dispatch:
         for priority, split in sorted(by_priority.items(), reverse=True):
             rows = [tuple(batch[i][0] for i in m) for m in split]
             paths = [tuple(batch[i][1] for i in m) for m in split]
-            roots = all(ps == ((),) for ps in paths)
             futs = self.client.map(
                 self.search_fn,
                 [fp.payload] * len(split),
@@ -153,21 +151,10 @@ class Dispatch:
                 key=[bundle_key(fp, ps) for ps in paths],
                 pure=False,
                 priority=priority,
-                **(self._away_from_confirmer() if roots else {}),
             )
             for fut, rs, ps in zip(futs, rows, paths, strict=True):
                 self.what[fut] = SearchJob(rs, fragment, ps)
             self.ac.update(futs)
-
-    def _away_from_confirmer(self) -> Placement:
-        """Where a fragment's root task should run: on a worker other than the confirming one where
-        there is one (a preference, not a pin). The confirming worker's warm-up draws the confirm
-        stage's inputs (rms_norm: 0.8 s of a 3-s run); run beside the root task rather than after
-        it, it no longer holds that worker off the root's children."""
-        others = [w for w in self.workers if w != self.confirmer]
-        if self.gpu or self.confirmer is None or not others:
-            return {}
-        return {"workers": others, "allow_other_workers": True}
 
     def handed_back(self, job: SearchJob, explored: int) -> None:
         """Submit again the paths of a bundle that stopped after its first `explored` ones."""
@@ -252,7 +239,6 @@ class Dispatch:
         would ever run them). `Client.scheduler_info()` is a round trip to the scheduler, not a cache."""
         workers = self.client.scheduler_info()["workers"]
         self.slots = sum(int(w.get("nthreads", 1)) for w in workers.values()) or 1
-        self.workers = sorted(workers)
         if self.confirmer is None or self.confirmer in workers:
             return
         self.confirmer = confirming_worker(self.client)
