@@ -7,8 +7,10 @@ import copy
 from collections.abc import Iterator
 from typing import Any
 
+from mugraph.ir.errors import MugraphError
 from mugraph.ir.graph import KernelGraph
-from mugraph.ir.serialize import to_json
+from mugraph.ir.serialize import from_json, to_json
+from tests.helpers.builtin import PROGRAMS
 
 MAPS = [
     (-1, -1, -1),
@@ -68,3 +70,17 @@ def mutants(graph: KernelGraph) -> Iterator[Mutant]:
     for i, op in enumerate(base["ops"]):
         if op["kind"] == "matmul":
             yield "matmul_swap", f"ops[{i}] swapped", variant(f"ops[{i}]", "inputs", op["inputs"][::-1])
+
+
+def experts_and_mutants(name: str) -> list[KernelGraph]:
+    """Every expert of the built-in program `name`, each followed by its mutants the IR accepts."""
+    graphs = []
+    for build in PROGRAMS[name].experts.values():
+        expert = build()
+        graphs.append(expert)
+        for _, _, data in mutants(expert):
+            try:
+                graphs.append(from_json(data))
+            except MugraphError:
+                continue
+    return graphs

@@ -4,27 +4,11 @@ changes a verdict. Checked on every expert and every valid mutant of the built-i
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-from mugraph.ir.errors import MugraphError
 from mugraph.ir.graph import BlockGraph, KernelGraph
-from mugraph.ir.serialize import from_json
 from mugraph.stages.verify.check import ReferenceFingerprints, match_outputs
 from mugraph.stages.verify.interpret import evaluate, probe_outputs
-from tests.helpers.builtin import EXPERTS, PROGRAMS, reference_fingerprints
-from tests.helpers.mutants import mutants
-
-
-def _graphs(name: str) -> Iterator[KernelGraph]:
-    """Every expert of the program and every mutant of it the IR accepts."""
-    for label in PROGRAMS[name].experts:
-        expert = PROGRAMS[name].experts[label]()
-        yield expert
-        for _, _, data in mutants(expert):
-            try:
-                yield from_json(data)
-            except MugraphError:
-                continue
+from tests.helpers.builtin import EXPERTS, reference_fingerprints
+from tests.helpers.mutants import experts_and_mutants
 
 
 def test_probe_tiles_are_the_corners_of_the_outputs() -> None:
@@ -32,7 +16,7 @@ def test_probe_tiles_are_the_corners_of_the_outputs() -> None:
     for name in sorted({n for n, _ in EXPERTS}):
         fp = reference_fingerprints(name, (0,))
         alg, inputs = fp.algebras[0], fp.cases[0].inputs
-        for graph in _graphs(name):
+        for graph in experts_and_mutants(name):
             tiles = probe_outputs(alg, graph, inputs)
             if tiles is None:
                 continue
@@ -53,7 +37,7 @@ def test_rejecting_on_corners_keeps_every_verdict() -> None:
     rejected = fell_through = 0
     for name in sorted({n for n, _ in EXPERTS}):
         fp = reference_fingerprints(name, (0,))
-        for graph in _graphs(name):
+        for graph in experts_and_mutants(name):
             whole = match_outputs(fp.fingerprint(graph), fp.outputs, fp.xp)
             assert fp.match(graph) == whole, f"{name}: the probe changed a verdict"
             differs = fp.probe_differs(graph)

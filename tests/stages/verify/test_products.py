@@ -17,7 +17,6 @@ import pytest
 
 from mugraph.ir.errors import MugraphError
 from mugraph.ir.graph import BlockGraph, KernelGraph
-from mugraph.ir.serialize import from_json
 from mugraph.ir.types import OpKind
 from mugraph.programs import get_builtin
 from mugraph.stages.search.config import preset_config
@@ -29,8 +28,8 @@ from mugraph.stages.verify.field import FieldSpec
 from mugraph.stages.verify.interpret import evaluate
 from mugraph.stages.verify.products import DeviceProduct, device_products
 from mugraph.stages.verify.reuse import ValueCache
-from tests.helpers.builtin import PROGRAMS, reference
-from tests.helpers.mutants import mutants
+from tests.helpers.builtin import reference
+from tests.helpers.mutants import experts_and_mutants
 
 M, K, N = 6, 12, 6
 MAPS = [-1, 0, 1]
@@ -210,15 +209,7 @@ def test_a_search_s_candidates_fingerprint_alike_and_share_their_products(
 
 @pytest.mark.parametrize("name", ["lora", "gqa", "ntrans"])
 def test_experts_and_mutants_fingerprint_alike_with_and_without(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    graphs = []
-    for build in PROGRAMS[name].experts.values():
-        expert = build()
-        graphs.append(expert)
-        for _, _, data in mutants(expert):
-            try:
-                graphs.append(from_json(data))
-            except MugraphError:
-                continue
+    graphs = experts_and_mutants(name)
     fast = ReferenceFingerprints(reference(name), (0,))
     slow = ReferenceFingerprints(reference(name), (0,), cache_bytes=0)
     with monkeypatch.context() as m:

@@ -19,22 +19,14 @@ from mugraph.stages.verify.field import FieldSpec
 from mugraph.stages.verify.interpret import evaluate
 from mugraph.stages.verify.reuse import ValueCache
 from tests.helpers.builtin import PROGRAMS, reference
-from tests.helpers.mutants import mutants
+from tests.helpers.mutants import experts_and_mutants, mutants
 
 
 @pytest.mark.parametrize("name", ["lora", "gqa", "ntrans"])
 def test_warm_cache_gives_the_same_fingerprints(name: str) -> None:
     cached = ReferenceFingerprints(reference(name), (0,))
     plain = ReferenceFingerprints(reference(name), (0,), cache_bytes=0)
-    graphs = []
-    for build in PROGRAMS[name].experts.values():
-        expert = build()
-        graphs.append(expert)
-        for _, _, data in mutants(expert):
-            try:
-                graphs.append(from_json(data))
-            except MugraphError:
-                continue
+    graphs = experts_and_mutants(name)
     for g in graphs + graphs[::-1]:
         for warm, cold in zip(cached.fingerprint(g)[0], plain.fingerprint(g)[0], strict=True):
             assert warm.shape == cold.shape and np.array_equal(warm, cold)
