@@ -230,7 +230,7 @@ def run_block(
                 env[op.outputs[0]] = hit[:1, :1, :1] if probe else hit
     # Accumulated products that are tiles of their inputs' device product (products.py). A probe
     # takes them only from a cache, where the product it pays for in full serves later candidates.
-    if products.SHORTCUTS and (cache is not None or not probe):
+    if products.SHORTCUTS and missing and (cache is not None or not probe):
         for out, dp in products.device_products(bg, missing, [tuple(x.shape) for x in inputs]).items():
             tiles = partition(alg, products.product(alg, dp, inputs, input_keys, cache), bg, dp.imap, -1)
             env[out] = tiles[:1, :1, :1] if probe else tiles
