@@ -74,6 +74,9 @@ class Expr:
     args: tuple[Expr, ...]
     param: tuple[int, ...]  # (input index,) for VAR, (degree,) for SUM, (degree[, eps bits]) for RMS, see concat
     sexpr: str = field(repr=False)
+    # Ops in the term as a tree (a shared subterm counted where it occurs): how much of a program a
+    # tensor computes, which the search's cost order reads to try the furthest-reaching ops first.
+    size: int = field(default=1, repr=False)
 
     def __str__(self) -> str:
         return self.sexpr
@@ -117,7 +120,7 @@ def _make_slow(head: str, args: tuple[Expr, ...], param: tuple[int, ...]) -> Exp
         text = "(" + " ".join([head, *map(str, param), *(a.sexpr for a in args)]) + ")"
     found = _TABLE.get(text)
     if found is None:
-        found = Expr(head, args, param, text)
+        found = Expr(head, args, param, text, 1 + sum([a.size for a in args]))
         _TABLE[text] = found
     return found
 

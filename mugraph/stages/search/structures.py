@@ -249,7 +249,10 @@ def block_expansion(
 ) -> Expansion:
     """B1 (each row closed, under each omap), then B2 (block ops and the macro), for every row at
     once. A row that counting shows is barren lists nothing. Under the cost order the closings are
-    explored cheapest kernel first (`_closed_cost`), still before the block ops. With the search's
+    explored cheapest kernel first (`_closed_cost`), still before the block ops, and the block ops
+    and macros whose new term holds the most of the program (`Expr.size`) first: every op the
+    oracle keeps computes a subterm of an output, and the larger its term, the fewer ops are left
+    between it and a closing that is a candidate. With the search's
     `tables` (made with `judge`), the rows list only block ops whose terms it keeps."""
     rows = node.rows
     if not rows:
@@ -305,11 +308,14 @@ def block_expansion(
     keep = judge(terms) if terms else frozenset()
     op_groups: dict[Rank, list[tuple[OpenBlock, Entry]]] = {}
     macro_groups: dict[tuple[int, int, int, int], list[tuple[OpenBlock, MacroEntry]]] = {}
+    macro_reach: dict[tuple[int, int, int, int], int] = {}  # a macro's new term's size (`Expr.size`)
     for rc in classes.values():
         rc.targets = [(op_groups.setdefault(e[1], []), e) for e in rc.ops if e[ENTRY_NEW][0] in keep]
-        rc.macro_targets = [
-            (macro_groups.setdefault(m[0], []), m) for m, x in zip(rc.macros, rc.macro_news, strict=True) if x in keep
-        ]
+        rc.macro_targets = []
+        for m, x in zip(rc.macros, rc.macro_news, strict=True):
+            if x in keep:
+                rc.macro_targets.append((macro_groups.setdefault(m[0], []), m))
+                macro_reach[m[0]] = x.size
     for b, room, sizes in alive:
         rc = classes[(sizes, room)]
         for group, e in rc.targets:
@@ -318,21 +324,23 @@ def block_expansion(
             mgroup.append((b, m))
     codes = _kind_codes(cfg.block_ops)
     base = OPS_BASE
-    children: list[tuple[int, Lazy, int]] = []
+    children: list[tuple[int, Lazy, int, int]] = []  # (code, child, rows, reach)
     for ops in op_groups.values():
         operands, kind = ops[0][1][0], ops[0][1][2]
         code = codes[kind] + operands[0] * SPAN + (operands[1] + 1 if len(operands) > 1 else 0)
-        children.append((code, Lazy(_op_child, node, ops, cfg, outputs), len(ops)))
-    for (a, c, d, f), quads in macro_groups.items():
+        reach = ops[0][1][ENTRY_NEW][0].size
+        children.append((code, Lazy(_op_child, node, ops, cfg, outputs), len(ops), reach))
+    for key, quads in macro_groups.items():
+        a, c, d, f = key
         code = MACRO_BASE + ((a * SPAN + c) * SPAN + d) * SPAN + f
-        children.append((code, Lazy(_macro_child, node, quads, cfg, outputs), len(quads)))
+        children.append((code, Lazy(_macro_child, node, quads, cfg, outputs), len(quads), macro_reach[key]))
     children.sort(key=_first)
-    for code, made, n_rows in children:
+    for code, made, n_rows, _ in children:
         kept.append(base + code)
         lazy.append(made)
         kept_rows += n_rows
     if cost is not None:
-        cost += [0] * len(children)
+        cost += [-reach for *_, reach in children]
     return Expansion(listed, kept_rows, kept, lazy, cost)
 
 

@@ -11,6 +11,7 @@ from mugraph.ir.serialize import loads
 from mugraph.programs import get_builtin
 from mugraph.stages.layout.emitted import EMITTED
 from mugraph.stages.layout.profiles import DEFAULT_PROFILE, get_profile
+from mugraph.stages.prune import expr as E
 from mugraph.stages.search.config import ConfigError, SearchConfig, preset_config
 from mugraph.stages.search.explore import Fragment, Searcher
 from mugraph.stages.search.serial import SearchReport, run_search
@@ -81,6 +82,38 @@ def test_a_block_nodes_closings_come_first_cheapest_kernel_first() -> None:
         if isinstance(n, State) and n.ops[-1].block is not None
     ]
     assert costs == sorted(costs) and len(set(costs)) > 1
+
+
+def test_a_block_nodes_ops_come_after_its_closings_the_largest_new_term_first() -> None:
+    """Among a block node's block ops and macros, the one whose new term holds the most of the
+    program comes first (`Expr.size`), ties in listing order; the children are the same."""
+    cfg = preset_config(get_builtin("gated_mlp").preset)
+    s = Searcher(Fragment(reference("gated_mlp"), cfg, "gated_mlp"))
+    queue: list[object] = [s.fragment.root]
+    checked = moved = 0
+    while queue and checked < 40:  # breadth first over block nodes whose ops grow terms of several sizes
+        node = queue.pop(0)
+        kids = s.expansion(node)  # type: ignore[arg-type]
+        made = [lazy.build() for lazy in kids.lazy]
+        queue += made
+        grown = [(i, n) for i, n in zip(kids.kept, made, strict=True) if isinstance(n, BlockNode)]
+        if not isinstance(node, BlockNode) or len(grown) < 2:
+            continue
+        checked += 1
+        closed = [isinstance(n, State) for n in made]
+        assert closed == sorted(closed, reverse=True)  # closings still first
+        keys = [(-n.rows[0].tensors[-1].expr.size, i) for i, n in grown]
+        assert keys == sorted(keys)
+        moved += [i for i, _ in grown] != sorted(i for i, _ in grown)
+    assert checked == 40 and moved > 0
+
+
+def test_a_terms_size_counts_its_ops_as_a_tree() -> None:
+    x, w = E.var(0), E.var(1)
+    xw = E.matmul(x, w, 64)
+    both = E.mul(xw, xw)
+    assert (x.size, xw.size, both.size) == (1, 4, 9)
+    assert E.mul(E.matmul(x, w, 64), xw) is both and both.size == 9
 
 
 @pytest.mark.parametrize(("name", "share"), [("rms_norm", 2), pytest.param("gated_mlp", 10, marks=pytest.mark.slow)])
