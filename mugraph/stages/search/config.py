@@ -155,7 +155,7 @@ class SearchConfig:
     # only when not 0, so every config without them keeps its digest.
     rms_eps: float = 0.0
     layer_norm_eps: float = 0.0
-    # Which kept child the search explores first (`structures.Expansion`): the same children, so
+    # Which kept child the search explores first (`nodes.Expansion`): the same children, so
     # a whole space finds the same μGraphs; only when each is found changes.
     order: SearchOrder = "cost"
 

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from mugraph.stages.search.collector import collector_paused
 from mugraph.stages.search.expand import child_list, kept_indices
 from mugraph.stages.search.explore import Searcher
+from mugraph.stages.search.nodes import BlockNode
 from mugraph.stages.search.state import State
-from mugraph.stages.search.structures import BlockNode
 from mugraph.stages.search.task_paths import Path, split_run
 
 PROBES = 4  # probes per task: each costs about one node expansion per level of the tree

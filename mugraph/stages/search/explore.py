@@ -42,16 +42,9 @@ from mugraph.stages.search.build import build_graph
 from mugraph.stages.search.collector import collector_paused
 from mugraph.stages.search.config import SearchConfig, for_reference, reference_eps
 from mugraph.stages.search.lru import WeightedLRU
+from mugraph.stages.search.nodes import BlockNode, Expansion, Lazy, Node
 from mugraph.stages.search.state import State, root_state
-from mugraph.stages.search.structures import (
-    BlockNode,
-    Expansion,
-    Lazy,
-    Node,
-    block_child,
-    block_expansion,
-    kernel_expansion,
-)
+from mugraph.stages.search.structures import block_child, block_expansion, kernel_expansion
 from mugraph.stages.search.task_paths import Path, Run, ranked_frontier, show, split_run
 from mugraph.stages.verify.check import ReferenceFingerprints
 

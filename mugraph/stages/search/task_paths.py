@@ -42,7 +42,7 @@ SPREAD = 32  # the most tasks the shallowest siblings of a frontier become
 
 class Run(NamedTuple):
     """A sibling run: `parent`'s kept children from the child at index `first` on, in the order the
-    search explores them (`structures.Expansion`), up to the child at `last` where bounded."""
+    search explores them (`nodes.Expansion`), up to the child at `last` where bounded."""
 
     parent: Path
     first: int

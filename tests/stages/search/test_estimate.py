@@ -17,8 +17,8 @@ from mugraph.stages.search.config import preset_config
 from mugraph.stages.search.estimate import SpaceEstimator, frontier_estimates, probe, task_size
 from mugraph.stages.search.expand import child_list, kept_indices
 from mugraph.stages.search.explore import Fragment, Searcher
+from mugraph.stages.search.nodes import BlockNode
 from mugraph.stages.search.state import State
-from mugraph.stages.search.structures import BlockNode
 from mugraph.stages.search.task_paths import Path, split_run, task_budget
 from tests.helpers.builtin import reference
 from tests.helpers.narrow import NARROW

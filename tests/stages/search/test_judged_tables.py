@@ -17,9 +17,10 @@ from mugraph.programs import get_builtin
 from mugraph.stages.search.block_tables import BlockTables
 from mugraph.stages.search.config import preset_config
 from mugraph.stages.search.explore import Fragment, Searcher
+from mugraph.stages.search.nodes import BlockNode, Node
 from mugraph.stages.search.op_tables import block_table
 from mugraph.stages.search.state import ENTRY_NEW, TYPE_ORDER, Entry, OpenBlock, OpTable, Rank
-from mugraph.stages.search.structures import BlockNode, Node, block_expansion
+from mugraph.stages.search.structures import block_expansion
 
 
 def _searcher(name: str, **overrides: Any) -> Searcher:

@@ -14,9 +14,10 @@ from mugraph.stages.layout.profiles import DEFAULT_PROFILE, get_profile
 from mugraph.stages.prune import expr as E
 from mugraph.stages.search.config import ConfigError, SearchConfig, preset_config
 from mugraph.stages.search.explore import Fragment, Searcher
+from mugraph.stages.search.nodes import BlockNode
 from mugraph.stages.search.serial import SearchReport, run_search
 from mugraph.stages.search.state import State
-from mugraph.stages.search.structures import BUSY_SMS, BlockNode, kernel_expansion
+from mugraph.stages.search.structures import BUSY_SMS, kernel_expansion
 from tests.helpers.builtin import reference
 
 

@@ -17,9 +17,10 @@ from mugraph.stages.search import structures as S
 from mugraph.stages.search.config import preset_config
 from mugraph.stages.search.expand import child_list, kept_indices
 from mugraph.stages.search.explore import Fragment, Searcher
+from mugraph.stages.search.nodes import BlockNode, Node
 from mugraph.stages.search.serial import run_search
 from mugraph.stages.search.state import State
-from mugraph.stages.search.structures import BlockNode, Node, block_child
+from mugraph.stages.search.structures import block_child
 
 
 def _searcher(name: str, **overrides: Any) -> Searcher:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import mugraph.stages.search.explore as explore_module
-from mugraph.stages.search.structures import BlockNode, Lazy, Node
+from mugraph.stages.search.nodes import BlockNode, Lazy, Node
 from mugraph.stages.search.task_paths import split_run
 from tests.helpers.search import searcher
 
