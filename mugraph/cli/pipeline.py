@@ -13,7 +13,7 @@ from mugraph.dashboards.console import not_confident_line as not_confident_line
 from mugraph.dashboards.experts import expert_labels, expert_note
 from mugraph.dashboards.find_times import find_line, run_seconds
 from mugraph.dashboards.report import write_report
-from mugraph.dashboards.summary import eta_text, headline, held_back_reason, rows_to_show
+from mugraph.dashboards.summary import eta_rate, eta_text, headline, held_back_reason, rows_to_show
 from mugraph.ir.errors import MugraphError
 from mugraph.ir.names import check_tensor_name, printable, shown
 from mugraph.ir.render import render
@@ -221,7 +221,14 @@ def status(store: Path, as_json: bool) -> None:
         size = (
             {
                 k: last.get(k)
-                for k in ("estimated_states", "estimated_fraction", "eta_seconds", "states", "states_per_s")
+                for k in (
+                    "estimated_states",
+                    "estimated_fraction",
+                    "eta_seconds",
+                    "states",
+                    "states_per_s",
+                    "states_per_s_searching",
+                )
             }
             if last
             else None
@@ -249,9 +256,7 @@ def status(store: Path, as_json: bool) -> None:
     if out["complete"] or not summary.get("pending", 0):
         click.echo(f"  size: {states:,} states, the whole space")
     elif last is not None and last.get("estimated_states") is not None:
-        eta = eta_text(
-            states, last["estimated_states"], int(summary.get("pending", 0)), float(last.get("states_per_s") or 0.0)
-        )
+        eta = eta_text(states, last["estimated_states"], int(summary.get("pending", 0)), eta_rate(last))
         click.echo(f"  size: {eta} (at the last invocation's rate)")
     for p in per:
         best = "the reference program" if p["best_is_reference"] else (p["best"] or "-")[:16]

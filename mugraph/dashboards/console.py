@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from mugraph.dashboards.summary import eta_text, held_back_reason, memo_text
+from mugraph.dashboards.summary import eta_rate, eta_text, held_back_reason, memo_text
 from mugraph.stages.layout.describe import seconds_text
 from mugraph.stages.layout.rows import RankRow
 
@@ -52,7 +52,7 @@ def size_text(e: Mapping[str, Any]) -> str:
         e["states"],
         e["estimated_states"],
         int(e.get("tasks_pending", 0)) + int(e.get("tasks_running", 0)),
-        float(e.get("states_per_s") or 0.0),
+        eta_rate(e),
     )
 
 

@@ -27,7 +27,7 @@ from bokeh.palettes import Category10_10
 from bokeh.plotting import figure
 
 from mugraph.dashboards.live_state import RATE_WINDOW, LiveState
-from mugraph.dashboards.summary import eta_text
+from mugraph.dashboards.summary import eta_rate, eta_text
 
 logger = logging.getLogger(__name__)
 
@@ -345,7 +345,7 @@ class LivePage:
                         _number(latest.get("states")) or 0,
                         _number(latest.get("estimated_states")),
                         int(_number(latest.get("tasks_pending")) or 0) + int(_number(latest.get("tasks_running")) or 0),
-                        _number(latest.get("states_per_s")) or 0.0,
+                        eta_rate(latest),
                     )
                 )
             )

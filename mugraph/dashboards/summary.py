@@ -299,6 +299,14 @@ def size_line(size: SizeRecord | None) -> str:
     return f"search complete: {states:,} states; the size estimate (Knuth probes) was {checks}"
 
 
+def eta_rate(sample: Mapping[str, Any]) -> float:
+    """The states per second an ETA is reckoned at: the rate since the invocation's first states
+    (0.0, unknown, before there is one); a sample written before that rate was kept, its average."""
+    if "states_per_s_searching" in sample:
+        return float(sample["states_per_s_searching"] or 0.0)
+    return float(sample.get("states_per_s") or 0.0)
+
+
 def eta_text(states: float, estimated: float | None, pending_tasks: int, states_per_s: float) -> str:
     """`about 1.2 M states, 34% done, ETA 5 min` (or what of it is known)."""
     if estimated is None:

@@ -45,6 +45,7 @@ class RunProgress:
         self.history = [list(inv) for inv in history]
         self.samples: list[ProgressSample] = []
         self.states_this_run = 0
+        self._searching_since: tuple[float, int] | None = None  # (seconds, states) at the first event with states
 
     @property
     def invocation(self) -> int:
@@ -72,6 +73,8 @@ class RunProgress:
         """A progress event; `running` and `pending` count search tasks per fragment (running: held by a
         worker; pending: the rest of the submitted frontier)."""
         total = sum(self.counts.values(), Counter())
+        if self._searching_since is None and self.states_this_run > 0:
+            self._searching_since = (seconds, self.states_this_run)
         lookups = sum(self.memo[k] for k in MEMO_LEVELS)
         per: dict[str, FragmentProgress] = {
             f: {
@@ -95,6 +98,7 @@ class RunProgress:
             "tasks_run": tasks_run,
             "states": total["nodes"],
             "states_per_s": round(self.states_this_run / seconds, 1) if seconds > 0 else 0.0,
+            "states_per_s_searching": self._searching_rate(seconds),
             "mugraphs": sum(found.values()),
             "confirmed": sum(confirmed.values()),
             "solver_calls": total["solver_calls"],
@@ -106,6 +110,16 @@ class RunProgress:
             "worker_busy_seconds": {w: round(s, 3) for w, s in sorted(self.busy.items()) if w},
             "estimated_states": None,  # the driver sets the space-size estimate once there is one
         }
+
+    def _searching_rate(self, seconds: float) -> float | None:
+        """States per second since the first event that had any: the ETA's rate. The invocation's
+        average also counts its start (workers starting, the first task drawing its inputs), in
+        which a short run spends most of its first seconds: on gated_mlp's 4.5-s run it made the
+        first ETA 25 min. None until two events have states."""
+        if self._searching_since is None:
+            return None
+        since, states = self._searching_since
+        return round((self.states_this_run - states) / (seconds - since), 1) if seconds > since else None
 
     def record(self, event: ProgressEvent) -> None:
         """Keep a sample; past MAX_SAMPLES every other inner sample goes, so they stay even in time."""

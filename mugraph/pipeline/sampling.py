@@ -108,7 +108,7 @@ class Sampler:
         )
         size = results.estimator.estimate()  # the space's estimated size and the ETA, once known
         if size:  # as_json's keys are the sample's estimated_states, estimated_fraction and eta_seconds
-            event.update(cast(ProgressEvent, size.as_json(float(event["states_per_s"]))))
+            event.update(cast(ProgressEvent, size.as_json(event.get("states_per_s_searching") or 0.0)))
         return event
 
     def sample(self, now: float, final: bool = False) -> None:

@@ -37,7 +37,8 @@ class ProgressSample(TypedDict):
     tasks_pending: int
     tasks_run: int
     states: int
-    states_per_s: float
+    states_per_s: float  # this invocation's average
+    states_per_s_searching: NotRequired[float | None]  # since its first states: the ETA's rate
     mugraphs: int
     confirmed: int
     solver_calls: int
