@@ -54,10 +54,11 @@ def _shape_text(shape: Sequence[int]) -> str:
 class _Body:
     """The kernel body being written: four sections (set-up, before the loop, the loop, after)."""
 
-    def __init__(self, bg: BlockGraph, name: str, tf32: bool = False) -> None:
+    def __init__(self, bg: BlockGraph, name: str, tf32: bool = False, interpreted: bool = False) -> None:
         self.bg = bg
         self.name = name
         self.tf32 = tf32
+        self.interpreted = interpreted
         self.setup: list[str] = []
         self.before: list[str] = []
         self.loop: list[str] = []
@@ -99,6 +100,10 @@ class _Body:
         opts = "out_dtype=tl.float32"
         if self.bg.tensors[a].dtype is DType.FLOAT32:
             opts += f", input_precision={'tf32' if self.tf32 else 'ieee'!r}"
+        elif self.bg.tensors[a].dtype is DType.BFLOAT16 and self.interpreted:
+            # Triton's interpreter multiplies bfloat16 operands' bit patterns in tl.dot (3.x); as float32
+            # the products are the same (8-bit significands multiply exactly in float32's 24)
+            fa, fb, opts = f"{fa}.to(tl.float32)", f"{fb}.to(tl.float32)", opts + ", input_precision='ieee'"
         if min(m, k, n) >= MIN_DOT:
             if rank == 3 and batch == 1:  # a batch of one: a 2-d dot, reshaped back
                 dot = f"tl.dot(tl.reshape({fa}, ({m}, {k})), tl.reshape({fb}, ({k}, {n})), {opts})"
@@ -276,15 +281,17 @@ def emit_kernel(
     strides: Sequence[Shape] = (),
     *,
     tf32: bool = False,
+    interpreted: bool = False,
 ) -> KernelSource:
     """The kernel of `bg`; `sources` names each input's device tensor and `comment` adds lines (both only
     in comments, through `inert`: a name holding a newline would otherwise end its comment and run the
     rest as code); `strides` gives the element strides of its inputs then its outputs (default: row-major);
-    `tf32`: float32 tiles enter tl.dot as TF32 (faster, 10-bit mantissa) rather than as full float32."""
+    `tf32`: float32 tiles enter tl.dot as TF32 (faster, 10-bit mantissa) rather than as full float32;
+    `interpreted`: for Triton's interpreter, whose tl.dot of bfloat16 tiles is wrong, they enter it as float32."""
     n_inputs = len(bg.sources)
     in_strides: list[Shape | None] = [*strides[:n_inputs]] or [None] * n_inputs
     out_strides: list[Shape | None] = [*strides[n_inputs:]] or [None] * len(bg.output_shapes)
-    body = _Body(bg, name, tf32)
+    body = _Body(bg, name, tf32, interpreted)
     head = [
         f"# grid {list(bg.grid)} (tl.program_id per axis), for-loop range {bg.forloop}",
         *[f"# {inert(c)}" for c in comment],

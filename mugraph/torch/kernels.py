@@ -33,12 +33,12 @@ TORCH_DTYPES = {DType.FLOAT16: torch.float16, DType.BFLOAT16: torch.bfloat16, DT
 
 
 def kernels_source(
-    graph: KernelGraph, strides: Mapping[int, Shape] = {}
+    graph: KernelGraph, strides: Mapping[int, Shape] = {}, *, interpreted: bool = False
 ) -> tuple[str, dict[int, tuple[str, list[tuple[int, ...]]]]]:
     """The Triton kernels of `graph`'s graph-defined ops as one module's text, and per op its kernel's
     name and the shapes of its float32 scratch tiles (one per concat). `strides` gives the element
     strides a kernel reads a program tensor with where they are not row-major (a transposed weight,
-    read in place)."""
+    read in place). `interpreted`: for Triton's interpreter (`emit_kernel`)."""
     lines = ["import triton", "import triton.language as tl", ""]
     kernels: dict[int, tuple[str, list[tuple[int, ...]]]] = {}
     for index, op in enumerate(graph.ops):
@@ -46,7 +46,14 @@ def kernels_source(
             assert op.block is not None
             name = f"kernel_{len(kernels)}"
             layout = [strides.get(t) or row_major_strides(graph.tensors[t].shape) for t in (*op.inputs, *op.outputs)]
-            ks = emit_kernel(op.block, name, [f"t{i}" for i in op.inputs], [f"op {index}: graph-defined"], layout)
+            ks = emit_kernel(
+                op.block,
+                name,
+                [f"t{i}" for i in op.inputs],
+                [f"op {index}: graph-defined"],
+                layout,
+                interpreted=interpreted,
+            )
             lines += ["", *ks.lines, ""]
             kernels[index] = (name, [tuple(s) for s in ks.scratch])
     return "\n".join(lines) + "\n", kernels
@@ -155,7 +162,7 @@ class Launcher:
             if op.kind is OpKind.CUSTOMIZED
             for t in op.inputs
         }
-        source, self.info = kernels_source(program, strides)
+        source, self.info = kernels_source(program, strides, interpreted=not torch.cuda.is_available())
         self.module = load_kernels(source) if self.info else None
 
     def run(self, index: int, tensors: dict[int, torch.Tensor], device: torch.device | None) -> tuple[int, ...]:

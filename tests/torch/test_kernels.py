@@ -1,0 +1,52 @@
+"""The drop-in module's graph-defined ops as Triton kernels on the CPU (Triton's interpreter): a
+block graph with a matmul gives torch's product in every dtype the PyTorch route takes, bfloat16
+included (whose tl.dot the interpreter gets wrong unless its tiles enter it as float32)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from mugraph.ir.graph import BlockGraph, KernelGraph
+from mugraph.ir.types import DType
+from mugraph.torch.kernels import TORCH_DTYPES, Launcher, kernels_source
+
+NONE = (-1, -1, -1)
+
+
+def silu_of_product(dtype: DType) -> KernelGraph:
+    """silu(X @ W) in one kernel: 4 blocks over W's columns, 4 iterations over the contraction."""
+    g = KernelGraph()
+    x_d, w_d = g.new_input((16, 64), dtype, name="X"), g.new_input((64, 128), dtype, name="W")
+    b = BlockGraph(grid=(4, 1, 1), forloop=4)
+    x = b.new_input(x_d, NONE, fmap=1)
+    w = b.new_input(w_d, (1, -1, -1), fmap=0)
+    b.new_output(b.silu(b.accum_no_red(b.matmul(x, w))), (1, -1, -1))
+    g.mark_output(g.customized(b)[0], "O")
+    return g
+
+
+@pytest.mark.parametrize("dtype", [DType.FLOAT16, DType.BFLOAT16, DType.FLOAT32])
+def test_a_fused_product_computes_torchs_product(dtype: DType) -> None:
+    graph = silu_of_product(dtype)
+    launcher = Launcher(graph, {})
+    torch.manual_seed(0)
+    x = torch.randn(16, 64).to(TORCH_DTYPES[dtype])
+    w = (torch.randn(64, 128) / 8).to(TORCH_DTYPES[dtype])
+    tensors = {0: x, 1: w}
+    (index,) = [i for i, op in enumerate(graph.ops) if op.block is not None]
+    (made,) = launcher.run(index, tensors, None)
+    expected = torch.nn.functional.silu(x.double() @ w.double())
+    out = tensors[made]
+    assert out.dtype == TORCH_DTYPES[dtype]
+    err = ((out.double() - expected).abs().max() / expected.abs().max()).item()
+    assert err <= {DType.FLOAT16: 2e-3, DType.BFLOAT16: 1e-2, DType.FLOAT32: 1e-5}[dtype], err
+
+
+def test_bfloat16_tiles_enter_tl_dot_as_float32_only_in_the_interpreter() -> None:
+    graph = silu_of_product(DType.BFLOAT16)
+    compiled, _ = kernels_source(graph)
+    interpreted, _ = kernels_source(graph, interpreted=True)
+    assert "tl.dot(" in compiled and ".to(tl.float32), " not in compiled.split("tl.dot(")[1].split("\n")[0]
+    dot_line = next(ln for ln in interpreted.splitlines() if "tl.dot(" in ln)
+    assert dot_line.count(".to(tl.float32)") == 2 and "input_precision='ieee'" in dot_line
