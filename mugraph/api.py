@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mugraph.programs import Program
+from mugraph.programs.program import suggest_preset
 from mugraph.run.execute import run_optimize, run_prepared
 from mugraph.run.options import DEFAULT_RUNS, OptimizeOptions, OptionError, check_options, default_store
 from mugraph.run.prepare import Prepared, prepare, require_triton_for_torch
@@ -65,7 +66,7 @@ def optimize(
     prog = Program(
         captured.name,
         f"PyTorch model {captured.name}",
-        "mlp",
+        suggest_preset(captured.lowering.graph),
         captured.builder(),
         {},
         source="torch",

@@ -96,7 +96,9 @@ def kept_reason(done: Mapping[str, Any], fragment: str) -> str | None:
     if not chosen_row(done, fragment).get("reference"):
         return None
     if fragment in done.get("not_confident", ()):
-        return f"the best candidate, {ranking[0]['digest'][:16]}, is {why_not_confident(ranking[0])}"
+        top = ranking[0]
+        estimate = f"is estimated {top['speedup']:.2f}x, but {why_not_confident(top)}"
+        return f"the best candidate, {top['digest'][:16]}, {estimate}"
     if not ranking:
         if done["complete"]:
             return "the search found no μGraph equal to it"

@@ -13,7 +13,7 @@ from mugraph.ir.errors import MugraphError
 from mugraph.ir.graph import KernelGraph
 from mugraph.ir.serialize import SCHEMA, digest, dumps, loads
 from mugraph.ir.types import OpKind
-from mugraph.programs.program import Program
+from mugraph.programs.program import Program, suggest_preset
 from mugraph.stages.fragments import FragmentSpec, Split, split_program
 from mugraph.stages.search.config import SearchConfig, for_reference, preset_config
 from mugraph.stages.search.explore import SEARCH_TREE, Fragment
@@ -65,16 +65,6 @@ class RunPlan:
             "ir_schema": str(SCHEMA),
             "search_tree": SEARCH_TREE,
         }
-
-
-def suggest_preset(graph: KernelGraph) -> str:
-    """A preset for a fragment of a larger program: attention for an exp, lora for four inputs, else mlp."""
-    kinds = {op.kind for op in graph.ops}
-    if OpKind.EXP in kinds:
-        return "attention"
-    if len(graph.input_signature()) >= 4:
-        return "lora"
-    return "mlp"
 
 
 def make_plan(program: Program, preset: str | None, overrides: Mapping[str, Any], budget: int) -> RunPlan:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from mugraph.ir.graph import KernelGraph
 from mugraph.ir.names import check_label
+from mugraph.ir.types import OpKind
 
 GraphBuilder = Callable[[], KernelGraph]
 
@@ -32,6 +33,18 @@ class Program:
         check_label(self.name, "program")  # names are data: see `ir.names`
         for label in self.experts:
             check_label(label, "expert")
+
+
+def suggest_preset(graph: KernelGraph) -> str:
+    """The search preset for a graph that names none (a fragment of a larger program, a user's program
+    or PyTorch model): attention for an exp, lora for four inputs or more, else mlp. Under mlp's five
+    kernel ops (inputs counted), four inputs leave room for one op: a space of one state."""
+    kinds = {op.kind for op in graph.ops}
+    if OpKind.EXP in kinds:
+        return "attention"
+    if len(graph.input_signature()) >= 4:
+        return "lora"
+    return "mlp"
 
 
 REGISTRY: dict[str, Program] = {}

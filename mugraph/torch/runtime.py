@@ -178,9 +178,14 @@ class OptimizedModule(torch.nn.Module):
                     f"{self._model_name}: input {name} must be a tensor, got {type(value).__name__}"
                 )
             if (tuple(value.shape), value.dtype) != want:
+                fix = (
+                    f"pass {want[1]}, or optimise again for {value.dtype}"
+                    if tuple(value.shape) == want[0]
+                    else "shapes are fixed: optimise again for another batch size"
+                )
                 raise InputMismatchError(
                     f"{self._model_name}: input {name} is {list(value.shape)} {value.dtype}; this module was optimised "
-                    f"for {list(want[0])} {want[1]} (shapes are fixed: optimise again for another batch size)"
+                    f"for {list(want[0])} {want[1]} ({fix})"
                 )
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:

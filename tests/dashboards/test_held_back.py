@@ -60,6 +60,18 @@ def test_console_and_report_give_one_reason() -> None:
     assert why_not_confident(row) == held_back_reason(row) == "its tiles do not fit the GPU's memory"
 
 
+def test_a_kept_reference_gives_the_held_back_candidate_s_estimate_and_reason() -> None:
+    from mugraph.dashboards.console import kept_reason
+
+    top = {"digest": "c" * 64, "speedup": 1.66, "fits": True, "emitted_spill_bytes": 53_760, "emitted_registers": 255}
+    done = {"ranking": {"f0": [top]}, "reference": {"f0": {"digest": "r", "reference": True}}, "complete": True}
+    done |= {"best_per_fragment": {"f0": "r"}, "not_confident": ["f0"]}
+    assert kept_reason(done, "f0") == (
+        f"the best candidate, {'c' * 16}, is estimated 1.66x, but its tiles spill 53,760 bytes of registers per "
+        "program, which the model prices least surely"
+    )
+
+
 def test_a_stopped_search_without_a_mugraph_is_said_plainly() -> None:
     from mugraph.dashboards.console import kept_reason
 

@@ -189,6 +189,33 @@ def test_python_bad_preset(tmp_path: Path) -> None:
     assert load_error(path) == f"{path}: preset 'conv' is not one of mlp, lora, attention"
 
 
+FOUR_INPUTS = """\
+from mugraph.ir import KernelGraph
+g = KernelGraph()
+x, w, a, b = (g.new_input(s, name=n) for s, n in [((16, 64), "X"), ((64, 64), "W"), ((64, 16), "A"), ((16, 64), "B")])
+g.mark_output(g.add(g.matmul(x, w), g.matmul(g.matmul(x, a), b)), "O")
+reference = g
+"""
+
+WITH_EXP = """\
+from mugraph.ir import KernelGraph
+g = KernelGraph()
+g.mark_output(g.exp(g.matmul(g.new_input((16, 64), name="X"), g.new_input((64, 64), name="W"))), "O")
+reference = g
+"""
+
+
+@pytest.mark.parametrize(
+    ("text", "preset"),
+    [(FOUR_INPUTS, "lora"), (FOUR_INPUTS + "preset = 'mlp'\n", "mlp"), (WITH_EXP, "attention")],
+    ids=["four-inputs", "named", "exp"],
+)
+def test_a_program_that_names_no_preset_gets_the_one_its_ops_suggest(tmp_path: Path, text: str, preset: str) -> None:
+    """Under mlp's five kernel ops (inputs counted) a four-input program's space is one state: a file
+    that names no preset is searched as a fragment of a larger program would be."""
+    assert load_program(write(tmp_path, "prog.py", text)).preset == preset
+
+
 @pytest.mark.parametrize(
     ("filename", "expected"),
     [

@@ -16,8 +16,8 @@ from mugraph.ir.errors import MugraphError
 from mugraph.ir.graph import BlockGraph, KernelGraph
 from mugraph.ir.serialize import digest, from_json, to_json
 from mugraph.ir.types import OpKind
-from mugraph.pipeline.plan import suggest_preset
 from mugraph.programs.benchmarks import NONE, lora_expert_saved, rms_norm_expert
+from mugraph.programs.program import suggest_preset
 from mugraph.programs.transformer import transformer_block_reference
 from mugraph.stages.combine import stitch
 from mugraph.stages.fragments import (
