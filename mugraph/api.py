@@ -4,13 +4,14 @@ too; this module re-exports its names (`OptimizeOptions`, `run_optimize`) for sc
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mugraph.programs import Program
-from mugraph.programs.program import suggest_preset
+from mugraph.programs.program import default_preset
 from mugraph.run.execute import run_optimize, run_prepared
 from mugraph.run.options import DEFAULT_RUNS, OptimizeOptions, OptionError, check_options, default_store
 from mugraph.run.prepare import Prepared, prepare, require_triton_for_torch
@@ -60,13 +61,15 @@ def optimize(
     from mugraph.run.outcome import Console, finished, stored_done, verdict_of
     from mugraph.torch.capture import capture
     from mugraph.torch.program import optimized_module
+    from mugraph.torch.runtime import OptimizedModule
+    from mugraph.torch.self_check import output_mismatch
 
     t0 = time.perf_counter()
     captured = capture(model, example_inputs, name)
     prog = Program(
         captured.name,
         f"PyTorch model {captured.name}",
-        suggest_preset(captured.lowering.graph),
+        default_preset(captured.lowering.graph),
         captured.builder(),
         {},
         source="torch",
@@ -91,7 +94,13 @@ def optimize(
         finally:
             console.close()
     module = optimized_module(Path(done["store"]), captured)
-    module.verdict = verdict_of(done, module.heavy_glue, reused)
+    verdict = verdict_of(done, module.heavy_glue, reused)
+    args = tuple(example_inputs) if isinstance(example_inputs, Sequence) else (example_inputs,)
+    mismatch = output_mismatch(module, model, args)
+    if mismatch is not None:  # the model's own program, in torch, rather than kernels that disagree
+        module = OptimizedModule(captured, captured.lowering.graph, "reference", share=True)
+        verdict = dataclasses.replace(verdict, self_check=mismatch)
+    module.verdict = verdict
     console.verdict(done, module.verdict)
     return module
 

@@ -22,3 +22,19 @@ def test_a_block_graph_that_reads_one_tensor_twice(rule: str, capsys: pytest.Cap
     reason = row["reason"]
     assert "reads X more than once" in reason and "reads each tensor once: X, W1, W3" in reason, reason
     assert "reads X, W1, W3, but" not in reason
+
+
+def test_the_readme_s_own_program_has_its_expert_inside_its_default_space(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The program README.md shows under 'Your own program', as a user saves it: with no preset named,
+    `explain` finds its expert inside the space its file gets."""
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Your own program", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    assert "preset" not in code and "experts = " in code
+    path = tmp_path / "my_program.py"
+    path.write_text(code, encoding="utf-8")
+    main(["explain", str(path), "--memo-url", "local", "--json"])
+    rows = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()]
+    assert rows and all(r["inside"] for r in rows), rows

@@ -29,7 +29,7 @@ from mugraph.ir.graph import KernelGraph
 from mugraph.ir.names import check_label, printable, shown
 from mugraph.ir.serialize import SCHEMA, from_json, to_json
 from mugraph.ir.types import OpKind
-from mugraph.programs.program import Program, suggest_preset
+from mugraph.programs.program import Program, default_preset
 from mugraph.programs.registry import get_builtin
 
 PROGRAM_SCHEMA = "mugraph.program/1"
@@ -216,7 +216,7 @@ def _program(
     except MugraphError as e:
         hint = "" if name else " (a program is named after its file unless the file sets `name`)"
         raise ProgramLoadError(f"{_at(path)}: {e}{hint}") from None
-    chosen = preset or suggest_preset(reference)
+    chosen = preset or default_preset(reference)
     return Program(label, f"program from {_at(path)}", chosen, _frozen(reference), experts, source=_at(path))
 
 

@@ -52,11 +52,14 @@ class Verdict:
     store: str
     report: str | None
     gpu_profile: str
+    # what differed where the module's outputs disagreed with the model's on the example inputs (the
+    # module then runs the model's own program, `self_check`); None where they agreed
+    self_check: str | None = None
 
     @property
     def faster(self) -> bool:
         """True where some fragment runs a μGraph estimated faster than its reference."""
-        return any(not f.kept_reference and f.speedup > 1.0 for f in self.fragments)
+        return self.self_check is None and any(not f.kept_reference and f.speedup > 1.0 for f in self.fragments)
 
     def summary(self) -> str:
         """One phrase per fragment, for the module's repr: "f0 1.84x, f1 reference"."""
@@ -65,6 +68,11 @@ class Verdict:
     def notes(self) -> list[str]:
         """What a reader should not miss: heavy ops never searched, and a module that runs the reference."""
         out = []
+        if self.self_check is not None:
+            out.append(
+                f"the optimised module's outputs differed from the model's on the example inputs ({self.self_check}): "
+                "it runs the model's own program instead (a fault of mugraph on this machine; please report it)"
+            )
         if self.heavy_glue:
             out.append(
                 f"{len(self.heavy_glue)} heavy op(s) stay glue, run by PyTorch as written and not searched: "

@@ -207,12 +207,12 @@ reference = g
 
 @pytest.mark.parametrize(
     ("text", "preset"),
-    [(FOUR_INPUTS, "lora"), (FOUR_INPUTS + "preset = 'mlp'\n", "mlp"), (WITH_EXP, "attention")],
+    [(FOUR_INPUTS, "lora"), (FOUR_INPUTS + "preset = 'mlp'\n", "mlp"), (WITH_EXP, "mlp")],
     ids=["four-inputs", "named", "exp"],
 )
 def test_a_program_that_names_no_preset_gets_the_one_its_ops_suggest(tmp_path: Path, text: str, preset: str) -> None:
     """Under mlp's five kernel ops (inputs counted) a four-input program's space is one state: a file
-    that names no preset is searched as a fragment of a larger program would be."""
+    that names none gets lora's. An exp keeps mlp (attention's grids miss the README's exp(X·W))."""
     assert load_program(write(tmp_path, "prog.py", text)).preset == preset
 
 

@@ -1,0 +1,52 @@
+"""The drop-in module's outputs against the model's own, once, on the example inputs, when
+`mugraph.optimize` hands the module over. Fingerprints prove a μGraph equal to its fragment; they do
+not prove that this machine runs its kernels right (Triton's interpreter once multiplied bfloat16
+tiles' bit patterns in tl.dot, and a fused bf16 module returned 5e11 where the model gave 0.7). A
+module that disagrees is not handed over: the model's own program runs instead, and the run says so.
+
+The bound is far above rounding (fused kernels round differently from PyTorch's ops, a few ulps of
+the output's dtype, summed over a few fragments) and far below a wrong kernel's error (an
+inequivalent program differs by the order of the values themselves)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+# max |module - model| / max |model|, per output, by the output's dtype: 8-16x the tolerance a single
+# fused program keeps against float64 (fp16 5e-3, bf16 4e-2, float32 1e-5 with IEEE products)
+BOUNDS = {torch.float16: 4e-2, torch.bfloat16: 0.25, torch.float32: 1e-3}
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    """The tensors of an output, in a fixed order (tuples, lists and dicts by key, as torch flattens)."""
+    leaves, _ = torch.utils._pytree.tree_flatten(value)
+    return [t for t in leaves if isinstance(t, torch.Tensor)]
+
+
+def output_mismatch(
+    run: Callable[..., Any], model: Callable[..., Any], example_inputs: Sequence[torch.Tensor]
+) -> str | None:
+    """None where `run` gives `model`'s outputs on `example_inputs` within BOUNDS, else what differs."""
+    with torch.no_grad():
+        got, want = _tensors(run(*example_inputs)), _tensors(model(*example_inputs))
+    if len(got) != len(want):
+        return f"{len(got)} output tensor(s) where the model gives {len(want)}"
+    for k, (g, w) in enumerate(zip(got, want, strict=True)):
+        if g.shape != w.shape or g.dtype != w.dtype:
+            return f"output {k} is {list(g.shape)} {g.dtype} where the model's is {list(w.shape)} {w.dtype}"
+        if not w.is_floating_point():
+            if not torch.equal(g, w):
+                return f"output {k} differs from the model's"
+            continue
+        gd, wd = g.detach().double(), w.detach().double()
+        if not bool(torch.isfinite(gd).all()) and bool(torch.isfinite(wd).all()):
+            return f"output {k} holds inf or nan where the model's is finite"
+        scale = float(wd.abs().max()) if wd.numel() else 0.0
+        err = float((gd - wd).abs().max()) if wd.numel() else 0.0
+        bound = BOUNDS.get(w.dtype, 1e-3)
+        if scale > 0 and err / scale > bound:
+            return f"output {k} differs from the model's by {err / scale:.2g} of its largest value (bound {bound:g})"
+    return None

@@ -1,0 +1,50 @@
+"""The check `mugraph.optimize` makes of the module it hands over: the module's outputs against the
+model's on the example inputs, rounding let through, a wrong kernel's values not; a verdict that
+records a disagreement says so and claims no speedup."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from mugraph.torch.self_check import output_mismatch
+from mugraph.torch.verdict import FragmentVerdict, Verdict
+
+
+def model(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.nn.functional.silu(x @ x.t()), x * 2
+
+
+X = (torch.randn(16, 32, generator=torch.Generator().manual_seed(0)).to(torch.float16),)
+
+
+def test_outputs_rounded_otherwise_pass() -> None:
+    def fused(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # in float32, rounded once
+        return torch.nn.functional.silu(x.float() @ x.float().t()).half(), x * 2
+
+    assert output_mismatch(fused, model, X) is None
+
+
+def test_wrong_values_nan_and_a_missing_output_are_caught() -> None:
+    def garbage(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.full((16, 16), 5e4, dtype=torch.float16), x * 2
+
+    def nan(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y, z = model(x)
+        return y, z.masked_fill(z > 1, float("nan"))
+
+    said = output_mismatch(garbage, model, X)
+    assert said is not None and said.startswith("output 0 differs from the model's by") and "bound 0.04" in said
+    assert output_mismatch(nan, model, X) == "output 1 holds inf or nan where the model's is finite"
+    assert output_mismatch(lambda x: model(x)[0], model, X) == "1 output tensor(s) where the model gives 2"
+
+
+def test_a_verdict_with_a_disagreement_says_so_and_claims_nothing() -> None:
+    f0 = FragmentVerdict("f0", "a" * 64, 2.0, 1, 1e-5, 3)
+    verdict = Verdict("m", True, False, (f0,), (), "runs/m.zarr", None, "H100")
+    assert verdict.faster and verdict.notes() == []
+    checked = dataclasses.replace(verdict, self_check="output 0 differs from the model's by 1e+06")
+    assert not checked.faster
+    assert "differed from the model's on the example inputs (output 0 differs" in checked.notes()[0]
+    assert "runs the model's own program instead" in checked.notes()[0]
