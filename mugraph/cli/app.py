@@ -126,7 +126,7 @@ class WorkflowGroup(click.Group):
 @click.group(
     cls=WorkflowGroup,
     context_settings={"help_option_names": ["-h", "--help"]},
-    epilog="\b\nFirst run (about two minutes on 2 cores):\n"
+    epilog="\b\nFirst run (under a minute on 2 cores):\n"
     "  mugraph optimize rms_norm          # search, confirm, rank; prints the best μGraph\n"
     "  mugraph show runs/rms_norm-*.zarr  # the ranking and the chosen μGraph\n"
     "`mugraph COMMAND --help` gives each command's options and examples.",

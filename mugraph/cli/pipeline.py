@@ -253,7 +253,9 @@ def status(store: Path, as_json: bool) -> None:
     )
     click.echo(f"  tasks: {summary.get('done', 0):,} done, {summary.get('pending', 0):,} pending")
     states = int(summary.get("counters", {}).get("nodes", 0))
-    if out["complete"] or not summary.get("pending", 0):
+    if not summary.get("done", 0) and not summary.get("pending", 0):
+        click.echo("  size: not started (no task recorded yet: run optimize again)")
+    elif out["complete"] or not summary.get("pending", 0):
         click.echo(f"  size: {states:,} states, the whole space")
     elif last is not None and last.get("estimated_states") is not None:
         eta = eta_text(states, last["estimated_states"], int(summary.get("pending", 0)), eta_rate(last))

@@ -128,6 +128,9 @@ def _written_beside(run: Prepared, done: DoneEvent) -> DoneEvent:
     done["report"] = str(write_report(run.store))
     done["kernels"] = str(write_store_module(run.store)) if o.emit_kernels else None
     done["expert"] = expert_line(
-        run.program, [(fp.payload.reference, fp.config) for fp in plan.fragments], set(done["mugraphs"])
+        run.program,
+        [(fp.payload.reference, fp.config) for fp in plan.fragments],
+        set(done["mugraphs"]),
+        complete=done["complete"],
     )
     return done

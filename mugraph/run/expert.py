@@ -32,9 +32,12 @@ def as_found(reference: KernelGraph, expert: KernelGraph) -> KernelGraph:
     return in_reference_order(expert, reference)
 
 
-def expert_line(prog: Program, fragments: Sequence[tuple[str, SearchConfig]], found: set[str]) -> str | None:
+def expert_line(
+    prog: Program, fragments: Sequence[tuple[str, SearchConfig]], found: set[str], *, complete: bool = True
+) -> str | None:
     """What `optimize` says of the program's first expert: found, or not found and why (`explain`'s
-    one-line reason). Only for a program searched as one fragment, where the expert and the
+    one-line reason; for a search stopped at its time limit with the expert inside the space, that
+    it is not found yet). Only for a program searched as one fragment, where the expert and the
     fragment are the same program; None otherwise."""
     if not prog.experts or len(fragments) != 1:
         return None
@@ -48,4 +51,8 @@ def expert_line(prog: Program, fragments: Sequence[tuple[str, SearchConfig]], fo
         return f"expert {label!r} found"
     text, config = fragments[0]
     searcher = Searcher(Fragment(loads(text), config, prog.name))
-    return f"expert {label!r} NOT found: {explain_expert(searcher, label, expert).line()}"
+    why = explain_expert(searcher, label, expert)
+    if why.inside and not complete:
+        stopped = "the search stopped at its time limit; it lies"
+        return f"expert {label!r} not found yet: {stopped} {why.line()}"
+    return f"expert {label!r} NOT found: {why.line()}"

@@ -108,7 +108,7 @@ def read_root(path: Path) -> RootAttrs:
     if not file.is_file():
         if ours:
             raise damaged(file, "missing")
-        raise StoreError(f"{path} is not a mugraph run store (it has no zarr.json); choose another --store")
+        raise StoreError(f"{path} is not a mugraph run store (it has no zarr.json); give a run store's path")
     store = AtomicLocalStore(path, read_only=True)
     try:
         group = zarr_sync(zasync.open_group(store=store, path="", mode="r"))
@@ -118,7 +118,7 @@ def read_root(path: Path) -> RootAttrs:
     if attrs.get("format") != FORMAT:
         if ours:
             raise damaged(file, "the root has lost its run-store attributes")
-        raise StoreError(f"{path} is a Zarr store but not a mugraph run store; choose another --store")
+        raise StoreError(f"{path} is a Zarr store but not a mugraph run store; give a run store's path")
     if attrs.get("schema") != SCHEMA_VERSION:
         raise StoreMismatch(
             f"run store {path} has schema version {attrs.get('schema')!r}; this mugraph reads version "
