@@ -17,6 +17,7 @@ import dataclasses
 import json
 import runpy
 import signal
+import sys
 import threading
 import traceback
 from collections.abc import Callable, Iterator
@@ -153,9 +154,23 @@ def _load_python(path: Path) -> Program:
         return _run_python(path, seen)
 
 
+@contextlib.contextmanager
+def _folder_on_path(path: Path) -> Iterator[None]:
+    """The file's folder first on sys.path while it runs, as `python FILE` has it, so the file can import
+    a helper module kept beside it."""
+    folder = str(path.resolve().parent)
+    sys.path.insert(0, folder)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError):
+            sys.path.remove(folder)
+
+
 def _run_python(path: Path, seen: list[int]) -> Program:
     try:
-        ns = runpy.run_path(str(path), run_name="mugraph_program")
+        with _folder_on_path(path):
+            ns = runpy.run_path(str(path), run_name="mugraph_program")
     except SyntaxError as e:
         raise ProgramLoadError(f"{_at(path)}:{e.lineno}: syntax error: {printable(str(e.msg))}") from None
     except MugraphError as e:

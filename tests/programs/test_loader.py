@@ -216,6 +216,25 @@ def test_a_program_that_names_no_preset_gets_the_one_its_ops_suggest(tmp_path: P
     assert load_program(write(tmp_path, "prog.py", text)).preset == preset
 
 
+def test_a_program_imports_a_helper_module_kept_beside_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As `python FILE` would: the file's folder is on the path while it runs (and only then)."""
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    write(folder, "shapes_helper_for_test.py", "X_SHAPE = (4, 16)\n")
+    text = (
+        PROGRAM.format(scale="acc")
+        .replace(
+            "from mugraph.ir import BlockGraph, KernelGraph\n",
+            "from mugraph.ir import BlockGraph, KernelGraph\nfrom shapes_helper_for_test import X_SHAPE\n",
+        )
+        .replace('g.new_input((4, 16), name="X")', 'g.new_input(X_SHAPE, name="X")')
+    )
+    monkeypatch.chdir(tmp_path)  # not the program's folder
+    prog = load_program(write(folder, "uses_helper.py", text))
+    assert prog.reference().tensors[0].shape == (4, 16)
+    assert str(folder) not in sys.path
+
+
 @pytest.mark.parametrize(
     ("filename", "expected"),
     [
