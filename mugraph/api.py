@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mugraph.programs import Program
-from mugraph.programs.program import default_preset
+from mugraph.programs.program import default_preset, default_settings
 from mugraph.run.execute import run_optimize, run_prepared
 from mugraph.run.options import DEFAULT_RUNS, OptimizeOptions, OptionError, check_options, default_store
 from mugraph.run.prepare import Prepared, prepare, require_triton_for_torch
@@ -74,6 +74,7 @@ def optimize(
         {},
         source="torch",
         save_beside=captured.save_beside,
+        settings=default_settings(captured.lowering.graph),
     )
     opts = OptimizeOptions(**{"command": ("optimize", f"<torch model {captured.name}>"), **options})
     run = prepare(prog, opts)

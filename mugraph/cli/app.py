@@ -31,11 +31,12 @@ from mugraph.pipeline.interrupts import (  # noqa: F401  (_interrupted: the hand
     install_interrupt_handlers,
     quiet_event_loop_logs,
 )
+from mugraph.pipeline.plan import program_config
 from mugraph.programs import Program, builtin_programs, resolve_program
 from mugraph.run.checks import parse_duration
 from mugraph.stages.prune.expr import labelled_exprs, output_exprs
 from mugraph.stages.prune.oracle import DEFAULT_RLIMIT, VERDICT_BYTES, OracleConfig, SubexprOracle
-from mugraph.stages.search.config import PRESETS, parse_override, preset_config
+from mugraph.stages.search.config import PRESETS, parse_override
 from mugraph.stages.search.explain import explain_expert
 from mugraph.stages.search.explore import Fragment, Searcher
 from mugraph.stages.search.serial import DEFAULT_BUDGET, SearchReport, run_search
@@ -400,9 +401,7 @@ def search(
     if memo_url is not None:
         check_memo_url(memo_url)
     prog = resolve_program(program)
-    config = preset_config(preset or prog.preset)
-    if settings:
-        config = config.with_overrides(dict(parse_override(s) for s in settings))
+    config = program_config(prog, preset, dict(parse_override(s) for s in settings or ()))
     fragment = Fragment(prog.reference(), config, prog.name)
     experts = {label: build() for label, build in prog.experts.items()}
     xp = get_array_module(backend)  # the device is checked before the memo directory is made

@@ -10,10 +10,11 @@ import click
 
 from mugraph.cli.options import memo_options
 from mugraph.ir.errors import MugraphError
+from mugraph.pipeline.plan import program_config
 from mugraph.programs import resolve_program
 from mugraph.run.expert import as_found, not_equivalent
 from mugraph.stages.prune.oracle import VERDICT_BYTES
-from mugraph.stages.search.config import PRESETS, parse_override, preset_config
+from mugraph.stages.search.config import PRESETS, parse_override
 from mugraph.stages.search.explain import explain_expert
 from mugraph.stages.search.explore import Fragment, Searcher
 from mugraph.storage.memo.session import verdict_memo
@@ -53,9 +54,7 @@ def explain(
         raise MugraphError(f"{program}: the program has no expert μGraphs to explain")
     if only is not None and only not in prog.experts:
         raise MugraphError(f"{prog.name} has no expert {only!r}; its experts: {', '.join(prog.experts)}")
-    config = preset_config(preset or prog.preset)
-    if settings:
-        config = config.with_overrides(dict(parse_override(s) for s in settings))
+    config = program_config(prog, preset, dict(parse_override(s) for s in settings or ()))
     labels = [only] if only is not None else list(prog.experts)
     with verdict_memo(memo_url, memo_dir, VERDICT_BYTES) as memo:
         reference = prog.reference()

@@ -67,15 +67,27 @@ class RunPlan:
         }
 
 
+def program_config(program: Program, preset: str | None, overrides: Mapping[str, Any]) -> SearchConfig:
+    """The config of a program searched whole: `preset` (`--preset`) as it is, else the program's own
+    with the settings that come with it; `overrides` (`--set`) over either."""
+    if preset is not None:
+        return preset_config(preset).with_overrides(overrides)
+    return preset_config(program.preset).with_overrides({**program.settings, **overrides})
+
+
 def make_plan(program: Program, preset: str | None, overrides: Mapping[str, Any], budget: int) -> RunPlan:
     """`preset` None: the program's own for a one-fragment program, else one suggested per fragment.
     `overrides` (the `--set` settings) apply to every fragment."""
     reference = program.reference()
     split = split_program(reference)
     plans = []
+    whole = len(split.fragments) == 1
     for spec in split.fragments:
-        name = preset or (program.preset if len(split.fragments) == 1 else suggest_preset(spec.graph))
-        config = preset_config(name).with_overrides(overrides) if overrides else preset_config(name)
+        config = (
+            program_config(program, preset, overrides)
+            if whole
+            else preset_config(preset or suggest_preset(spec.graph)).with_overrides(overrides)
+        )
         config = for_reference(config, {op.kind for op in spec.graph.ops})
         ref_json = dumps(spec.graph)
         frag_digest = hashlib.sha256(f"{digest(spec.graph)}|{config.digest}".encode()).hexdigest()[:32]

@@ -30,7 +30,7 @@ from mugraph.ir.graph import KernelGraph
 from mugraph.ir.names import check_label, printable, shown
 from mugraph.ir.serialize import SCHEMA, from_json, to_json
 from mugraph.ir.types import OpKind
-from mugraph.programs.program import Program, default_preset
+from mugraph.programs.program import Program, default_preset, default_settings
 from mugraph.programs.registry import get_builtin
 
 PROGRAM_SCHEMA = "mugraph.program/1"
@@ -231,8 +231,10 @@ def _program(
     except MugraphError as e:
         hint = "" if name else " (a program is named after its file unless the file sets `name`)"
         raise ProgramLoadError(f"{_at(path)}: {e}{hint}") from None
-    chosen = preset or default_preset(reference)
-    return Program(label, f"program from {_at(path)}", chosen, _frozen(reference), experts, source=_at(path))
+    chosen, settings = (preset, {}) if preset else (default_preset(reference), default_settings(reference))
+    return Program(
+        label, f"program from {_at(path)}", chosen, _frozen(reference), experts, source=_at(path), settings=settings
+    )
 
 
 def _label(path: Path, key: Any) -> str:

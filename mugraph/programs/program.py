@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from mugraph.ir.graph import KernelGraph
 from mugraph.ir.names import check_label
@@ -28,6 +29,9 @@ class Program:
     # Writes what a run needs beside its store that the graph does not hold (a captured PyTorch model's
     # exported program), given the store's path; called once the store is open.
     save_beside: Callable[[Path], None] | None = None
+    # Search settings over the preset's, where the program is searched whole with its own preset (the
+    # `--set` settings still win; an explicit `--preset` drops them)
+    settings: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         check_label(self.name, "program")  # names are data: see `ir.names`
@@ -45,11 +49,24 @@ def suggest_preset(graph: KernelGraph) -> str:
 
 def default_preset(graph: KernelGraph) -> str:
     """The search preset for a whole program that names none (a program file, a PyTorch model): lora
-    for four inputs or more, else mlp. Under mlp's five kernel ops (inputs counted) four inputs leave
-    room for one op, a space of one state. An exp alone does not make it attention's: that preset is
-    shaped for attention (its grids and imaps), and on the README's exp(X·W) it found nothing in 30 s
-    where mlp finds 104 μGraphs in 6 s."""
+    for four inputs or more (with `WIDE_FOUR_INPUTS`), else mlp. Under mlp's five kernel ops (inputs
+    counted) four inputs leave room for one op, a space of one state. An exp alone does not make it
+    attention's: that preset is shaped for attention (its grids and imaps), and on the README's
+    exp(X·W) it found nothing in 30 s where mlp finds 104 μGraphs in 6 s."""
     return "lora" if len(graph.input_signature()) >= 4 else "mlp"
+
+
+# Over lora's settings, for a whole program of four inputs that names no preset: lora's own (five kernel
+# ops, Mirage's block-input rule) fit LoRA's shape alone. An RMSNorm then a linear with bias has its
+# one fused kernel outside them (the bias is added after the accumulation, a kernel op of its own): lora
+# searched 1.5 M states and found nothing; with these, 2.1 M states and 18 μGraphs, the fused one among
+# them. A LoRA model (x·W + x·A·B) keeps its best, 2.42x at 60 s with either.
+WIDE_FOUR_INPUTS: Mapping[str, Any] = {"max_kernel_ops": 6, "block_inputs": "subsets"}
+
+
+def default_settings(graph: KernelGraph) -> Mapping[str, Any]:
+    """The settings that go with `default_preset` for this graph."""
+    return WIDE_FOUR_INPUTS if default_preset(graph) == "lora" else {}
 
 
 REGISTRY: dict[str, Program] = {}

@@ -14,9 +14,14 @@ import pytest
 
 from mugraph.cli import main
 from mugraph.ir import SCHEMA, MugraphError, digest, dumps, to_json
+from mugraph.pipeline.plan import program_config
 from mugraph.programs import builtin_programs, get_builtin, load_program, resolve_program
 from mugraph.programs.benchmarks import gqa_expert, lora_reference
 from mugraph.programs.loader import PROGRAM_SCHEMA, ProgramLoadError
+from mugraph.programs.program import WIDE_FOUR_INPUTS
+from mugraph.stages.search.config import preset_config
+
+FILES = Path(__file__).parent / "files"
 
 # A small matmul program whose expert splits N over 2 blocks and K over a for-loop of 2.
 # {scale} lets a test make the expert wrong.
@@ -212,8 +217,28 @@ reference = g
 )
 def test_a_program_that_names_no_preset_gets_the_one_its_ops_suggest(tmp_path: Path, text: str, preset: str) -> None:
     """Under mlp's five kernel ops (inputs counted) a four-input program's space is one state: a file
-    that names none gets lora's. An exp keeps mlp (attention's grids miss the README's exp(X·W))."""
-    assert load_program(write(tmp_path, "prog.py", text)).preset == preset
+    that names none gets lora's, widened (`WIDE_FOUR_INPUTS`); one that names its preset gets it as
+    it is. An exp keeps mlp (attention's grids miss the README's exp(X·W))."""
+    prog = load_program(write(tmp_path, "prog.py", text))
+    assert prog.preset == preset
+    assert prog.settings == (WIDE_FOUR_INPUTS if text == FOUR_INPUTS else {})
+    config = program_config(prog, None, {})
+    assert config.preset == preset and (config.max_kernel_ops == 6) == (text == FOUR_INPUTS)
+    assert program_config(prog, "lora", {}) == preset_config("lora")  # --preset: the preset as it is
+    assert program_config(prog, None, {"max_kernel_ops": 7}).max_kernel_ops == 7  # --set wins
+
+
+def test_a_four_input_norm_then_linear_with_bias_has_its_fused_kernel_in_its_default_space(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The program a PyTorch RMSNorm + Linear(bias=True) lowers to: under lora's own settings its
+    fused kernel lies outside the space (the whole space held no μGraph); under the default it is in."""
+    main(["explain", str(FILES / "norm_linear_bias.py"), "--memo-url", "local", "--json"])
+    rows = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()]
+    assert [r["inside"] for r in rows] == [True], rows
+    main(["explain", str(FILES / "norm_linear_bias.py"), "--memo-url", "local", "--json", "--preset", "lora"])
+    rows = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()]
+    assert [r["inside"] for r in rows] == [False], rows
 
 
 def test_a_program_imports_a_helper_module_kept_beside_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
