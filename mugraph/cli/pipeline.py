@@ -401,6 +401,10 @@ def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) ->
         click.echo("layouts (shape:innermost dim~swizzled dim):")
         for line in describe_layouts(g, Layouts.from_json(best["layouts"])):
             click.echo(f"  {line}")
+    if len(rows) > 1:  # the glue between fragments (ops no fragment holds) shows only here
+        click.echo(
+            render(loads(final["program_graph"]), "the whole program: the chosen μGraphs and the glue between them")
+        )
     state = "complete" if final["complete"] else "NOT complete (best so far)"
     click.echo(f"run {state}; stitched program checked in float64, max rel err {final['end_to_end_max_rel_err']:.2e}")
 

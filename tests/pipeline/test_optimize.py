@@ -206,3 +206,8 @@ def test_transformer_block_is_split_searched_and_stitched(tmp_path: Path) -> Non
     status = json.loads(st.stdout)
     assert status["complete"] is False and status["tasks"]["pending"] > 0
     assert [f["name"] for f in status["fragments"]] == ["f0", "f1", "f2", "f3"]
+    shown = mugraph("show", str(tmp_path / "t.zarr"), cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    whole = shown.stdout.split("the whole program: the chosen μGraphs and the glue between them\n", 1)[1]
+    names = ("X", "Wq", "Kt", "V", "Wo", "W1", "W2", "W3")  # the program's own inputs and output, no g0:o0
+    assert all(f"input {n} [" in whole for n in names) and "as O [" in whole and "g0:" not in whole
