@@ -36,7 +36,9 @@ DTYPES = {torch.float16: DType.FLOAT16, torch.bfloat16: DType.BFLOAT16, torch.fl
 class InputSource:
     """How PyTorch computes one program input: an fx value as it is (`value`), its 2-d transpose
     (`transpose`: a linear layer's weight), reshaped with leading 1-dims (`reshape`: a bias), times a
-    scalar (`scale`: attention's Q), or a constant (`const`: a scalar operand)."""
+    scalar (`scale`: attention's Q), reshaped or transposed then times a scalar (`reshape_scale`:
+    a norm's weight with the constant its output was multiplied by; `transpose_scale`: LoRA's B
+    with alpha/r), or a constant (`const`: a scalar operand)."""
 
     kind: str
     node: str | None

@@ -32,6 +32,12 @@ from mugraph.torch.norms import Norm
 aten = torch.ops.aten
 
 
+# The input kinds a scale folds into, and the kind each becomes: a value or a scaled value times s, a
+# reshaped one (a norm's weight [D] as [1, D]) reshaped then times s, a linear layer's transposed weight
+# (LoRA's B) as a scaled row-major copy (no larger than the product, by `_fold_into_weight`'s rule).
+SCALABLE = {"value": "scale", "scale": "scale", "reshape": "reshape_scale", "transpose": "transpose_scale"}
+
+
 class OpLowering(Operands):
     """The handlers, by ATen op."""
 
@@ -194,6 +200,40 @@ class OpLowering(Operands):
         name = next((n for n, v in self.inputs.items() if v == src), None) or self._fresh(f"{a.name}_s")
         return self.g.matmul(self._new_input(name, src, a.name not in self.late), self.tensor(b, dt))
 
+    def _fold_into_weight(self, x: Any, s: float, dt: DType) -> Value | None:
+        """(a · w) * s or (a @ w) * s as a · (w * s) or a @ (w * s), where w is a program input that
+        PyTorch holds (a parameter, as it is or reshaped) no larger than the product, and the product
+        has no other reader: the scale runs in torch on w, as `_scale` runs attention's on Q, and the
+        search sees the product alone (it has no scalar op to build one from). An RMSNorm's output times
+        a constant, or a LoRA update times alpha/r, is then searched as the product it scales."""
+        if not (isinstance(x, fx.Node) and len(x.users) == 1 and isinstance(self.values.get(x.name), Tensor)):
+            return None
+        made = cast(Tensor, self.values[x.name]).index
+        op = next((o for o in reversed(self.g.ops) if made in o.outputs), None)
+        if op is None or op.kind not in (OpKind.MUL, OpKind.MATMUL) or any(made in o.inputs for o in self.g.ops):
+            return None
+        by_tensor = {t.index: n for n, t in self.input_tensor.items()}
+        size = prod(self.g.tensors[made].shape)
+        best: tuple[int, int, str] | None = None  # (size, operand position, input name)
+        for k, t in enumerate(op.inputs):
+            name = by_tensor.get(t)
+            src = self.inputs.get(name) if name is not None else None
+            if name is None or src is None or src.kind not in SCALABLE or src.dtype is not dt:
+                continue
+            n = prod(src.shape)
+            if n <= size and (best is None or n < best[0]):
+                best = (n, k, name)
+        if best is None:
+            return None
+        _, k, name = best
+        src = self.inputs[name]
+        factor = (src.value if src.kind == "scale" else 1.0) * s
+        scaled = InputSource(SCALABLE[src.kind], src.node, src.shape, dt, factor)
+        new = next((n for n, v in self.inputs.items() if v == scaled), None) or self._fresh(f"{name}_s")
+        w = self._new_input(new, scaled, name in self.early_inputs)
+        args = [w if j == k else self.g.tensors[t] for j, t in enumerate(op.inputs)]
+        return self.g.mul(*args) if op.kind is OpKind.MUL else self.g.matmul(*args)
+
     def mul(self, node: fx.Node) -> Value:
         a, b = node.args[0], node.args[1]
         dt = self.out_dtype(node)
@@ -207,7 +247,11 @@ class OpLowering(Operands):
         for x, y in ((a, b), (b, a)):
             s = scalar(y)
             if s is not None and isinstance(x, fx.Node):
-                return self._scale(x, s, dt) or self.g.mul_scalar(self.operand(x, dt, f), s)
+                return (
+                    self._scale(x, s, dt)
+                    or self._fold_into_weight(x, s, dt)
+                    or self.g.mul_scalar(self.operand(x, dt, f), s)
+                )
         return self._binary(node, OpKind.MUL, a, b)
 
     def div(self, node: fx.Node) -> Value:
@@ -221,7 +265,11 @@ class OpLowering(Operands):
                 raise Skip
             dt = self.out_dtype(node)
             f = self.frame(node, [a])
-            return self._scale(a, 1.0 / s, dt) or self.g.mul_scalar(self.operand(a, dt, f), 1.0 / s)
+            return (
+                self._scale(a, 1.0 / s, dt)
+                or self._fold_into_weight(a, 1.0 / s, dt)
+                or self.g.mul_scalar(self.operand(a, dt, f), 1.0 / s)
+            )
         return self._binary(node, OpKind.DIV, a, d)
 
     def _only(self, node: fx.Node, a: Any) -> Tensor:

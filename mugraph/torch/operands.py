@@ -100,4 +100,8 @@ class InputMaker:
             return value.reshape(src.shape).contiguous()
         if src.kind == "scale":
             return (value.float() * src.value).to(dtype).contiguous()
+        if src.kind == "transpose_scale":
+            return (value.t().float() * src.value).to(dtype).contiguous()
+        if src.kind == "reshape_scale":
+            return (value.reshape(src.shape).float() * src.value).to(dtype).contiguous()
         return value.contiguous()

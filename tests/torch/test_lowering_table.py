@@ -71,6 +71,16 @@ def attention_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     return q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
 
 
+class ScaledNorm(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = nn.RMSNorm(64)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = self.norm(x) * 2.0 + x
+        return out
+
+
 def rotary(q: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     half = q.shape[-1] // 2
     rotated = torch.cat((-q[..., half:], q[..., :half]), dim=-1)
@@ -202,6 +212,14 @@ ROWS: list[Row] = [
         lambda: attention_scores,
         ((2, 8, 32), (2, 8, 32)),
         Expect((K.MATMUL,), glue=("transpose",)),
+    ),
+    Row(
+        "a product with a weight times a constant: `norm(x) * 2.0`, LoRA's `lora_b(lora_a(x)) * alpha / r`",
+        "lowered without a scalar op: the constant folded into the weight (w, B) where the product has no other "
+        "reader and the weight is no larger than it",
+        _half(ScaledNorm()),
+        ((16, 64),),
+        Expect((K.RMS_NORM, K.MUL, K.ADD)),
     ),
     Row(
         "`torch.softmax`, `F.softmax`",
