@@ -23,6 +23,7 @@ DEEP = 100_000
 # `afile` (a plain file) and the program files written by `scratch`.
 CASES: list[tuple[str, list[str], str]] = [
     ("set-1e400", ["search", "lora", "--set", "max_kernel_ops=1e400"], "expected an integer"),
+    ("optimize-glue-only", ["optimize", "glue_only.py"], "nothing to search: every op of the program is glue (relu)"),
     ("set-neg-infinity", ["search", "lora", "--set", "max_block_ops=-Infinity"], "expected an integer"),
     ("set-huge", ["search", "lora", "--set", "rlimit=1e300"], "out of range"),
     ("set-fraction", ["search", "lora", "--set", "max_kernel_ops=2.5"], "expected an integer"),
@@ -201,6 +202,10 @@ def scratch(directory: Path) -> None:
         "    g = KernelGraph()\n    g.mark_output(g.exp(g.new_input((4, 4), name='X')), 'O')\n    return g\n"
     )
     (directory / "bad\nname.json").write_text(json.dumps(_graph_json()))
+    (directory / "glue_only.py").write_text(
+        "from mugraph.ir import KernelGraph\n\n\ndef reference():\n    g = KernelGraph()\n"
+        "    g.mark_output(g.relu(g.new_input((16, 64), name='X')), 'O')\n    return g\n"
+    )
     (directory / "expert_newline.json").write_text(_program_json("p", experts=("e\nimport os",)))
     (directory / "dup_out.json").write_text(json.dumps(_graph_json(outputs=("O", "O"))))
     (directory / "dup_in.json").write_text(json.dumps(_graph_json(inputs=("X", "X"))))

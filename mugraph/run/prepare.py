@@ -13,6 +13,7 @@ from mugraph.arrays.backend import cupy_available
 from mugraph.codegen.check import require_triton
 from mugraph.codegen.errors import CodegenError
 from mugraph.ir.errors import MugraphError
+from mugraph.ir.families import BOUNDARY
 from mugraph.pipeline.plan import RunPlan, fragment_io_layouts, make_plan
 from mugraph.programs import Program, resolve_program
 from mugraph.run.checks import (
@@ -117,6 +118,12 @@ def prepare(program: Program | str, options: OptimizeOptions | None = None) -> P
     if prog.save_beside is not None:
         require_triton_for_torch()  # the module a PyTorch model's run makes runs Triton kernels
     plan = make_plan(prog, o.preset, o.overrides(), o.budget or DEFAULT_BUDGET)
+    if not plan.fragments:
+        kinds = sorted({op.kind.value for g in plan.split.glue for op in g.graph.ops if op.kind not in BOUNDARY})
+        raise MugraphError(
+            f"{prog.name}: nothing to search: every op of the program is glue ({', '.join(kinds) or 'none'}), which "
+            "stays as written (docs/semantics.md: relu and clamp are not LAX)"
+        )
     io = tuple(fragment_io_layouts(plan, o.layouts))  # refuses unknown names and dims before anything starts
     path = (
         check_store_path(str(o.store))
