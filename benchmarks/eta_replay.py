@@ -52,7 +52,7 @@ def main() -> None:
     args = ap.parse_args()
     for path in args.stores:
         with open_existing(path, readonly=True) as st:
-            samples = [dict(s) for s in st.timeline()[-1]]
+            samples: list[dict[str, Any]] = [dict(s) for s in st.timeline()[-1]]
         cells = []
         for since_first in (False, True):
             f, unknown = factors(samples, since_first)
