@@ -145,8 +145,9 @@ def check_eval_mode(module: torch.nn.Module, name: str) -> None:
     training = [sub or "the model itself" for sub, m in module.named_modules() if m.training]
     if training:
         shown = ", ".join(training[:3]) + (f" and {len(training) - 3} more" if len(training) > 3 else "")
+        what = f"{name} is in training mode" if module.training else f"{name} has submodules in training mode"
         raise TrainingModeError(
-            f"{name} is in training mode; call model.eval() first (mugraph optimises inference, where dropout "
+            f"{what}; call model.eval() first (mugraph optimises inference, where dropout "
             f"and batch norm compute otherwise; in training mode: {shown})"
         )
 

@@ -113,6 +113,9 @@ def test_a_model_in_training_mode_is_refused_before_capture(tmp_path: Path) -> N
     model.fc.eval()  # one submodule still training is enough to refuse
     with pytest.raises(TrainingModeError, match=r"in training mode: the model itself, drop\)"):
         mugraph.optimize(model, x, store=tmp_path / "s.zarr")
+    model.training = False  # the model itself in eval mode, its dropout not
+    with pytest.raises(TrainingModeError, match=r"^DropoutMLP has submodules in training mode; .*: drop\)$"):
+        mugraph.optimize(model, x, store=tmp_path / "s.zarr")
     model.eval()
     assert capture(model, x).lowering.graph.ops  # in eval mode the same model is captured
 
