@@ -119,6 +119,9 @@ def verdict_lines(done: Mapping[str, Any], gpu_name: str) -> list[str]:
     for name, ranking in done["ranking"].items():
         best = chosen_row(done, name)
         what = "the reference itself" if best["reference"] else f"μGraph {best['digest'][:16]}"
+        if not best["kernels"]:  # its outputs are its inputs: nothing runs, no ratio to give
+            lines.append(f"  {name}: best is {what}, no kernel: its outputs are its inputs ({len(ranking)} ranked)")
+            continue
         lines.append(
             f"  {name}: best is {what}, {best['kernels']} kernel(s), estimated "
             f"{seconds_text(best['estimated_seconds'])} on {gpu_name}, speedup {best['speedup']:.2f}x "

@@ -63,7 +63,8 @@ def require_triton_for_torch() -> None:
         raise CodegenError(
             "Triton was imported before mugraph (transformers, for one, imports it), so its interpreter, "
             "which runs the kernels on a machine without a CUDA device, cannot be chosen any more; "
-            "import mugraph first, or set TRITON_INTERPRET=1 in the environment"
+            "import mugraph.torch first (before transformers or anything that imports Triton), or set "
+            "TRITON_INTERPRET=1 in the environment"
         )
 
 

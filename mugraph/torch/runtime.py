@@ -125,7 +125,15 @@ class OptimizedModule(torch.nn.Module):
                     stack.pop()
                     continue
                 if n in self._lowering.outputs:
-                    if self._out_index[n] not in made:
+                    t = self._out_index[n]
+                    if t not in made and t in self._input_names:  # an output that is an input (an identity μGraph)
+                        src = self._lowering.inputs[self._input_names[t]]
+                        if src.node is not None and src.node not in ready:
+                            stack.append(src.node)
+                            continue
+                        steps.append(_Step("input", self._input_names[t], t))
+                        made.add(t)
+                    if t not in made:
                         raise TorchError(f"{self._model_name}: glue reads {n} before the program computes it (a bug)")
                     ready.add(n)
                     stack.pop()

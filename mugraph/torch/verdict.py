@@ -37,6 +37,8 @@ class FragmentVerdict:
     def line(self) -> str:
         if self.kept_reference:
             return f"{self.name}: kept the reference, because {self.reason or 'it ranks first'}"
+        if not self.kernels:
+            return f"{self.name}: μGraph {self.chosen[:16]}, no kernel (its outputs are its inputs)"
         return f"{self.name}: μGraph {self.chosen[:16]}, {self.kernels} kernel(s), estimated {self.speedup:.2f}x faster"
 
 
