@@ -145,10 +145,12 @@ def free_dashboard(address: str) -> tuple[str, str | None]:
     return f"{host}:0", port
 
 
-def probe_scheduler(address: str, timeout: float = 20.0) -> None:
+def probe_scheduler(address: str, timeout: float = 20.0, handshake_timeout: float = 10.0) -> None:
     """A MugraphError unless something accepts a TCP connection at the scheduler's host and port within
-    `timeout` seconds (a scheduler started together with the command may take a few to listen), before
-    the run's store exists. A host that does not resolve fails at once."""
+    `timeout` seconds (a scheduler started together with the command may take a few to listen) and
+    answers Dask's handshake within `handshake_timeout`, before the run's store exists. A host that does
+    not resolve fails at once; a port where something else listens (the dashboard's, an HTTP proxy) is
+    said to be no Dask scheduler, where the client hung on it or read its reply as a 3-EiB frame."""
     rest = address.split("://", 1)[-1]
     host, _, port = rest.rpartition(":")
     host = host.strip("[]")
@@ -156,7 +158,7 @@ def probe_scheduler(address: str, timeout: float = 20.0) -> None:
     while True:
         try:
             with socket.create_connection((host, int(port)), timeout=max(0.1, deadline - time.monotonic())):
-                return
+                break
         except (OSError, ValueError) as e:
             if isinstance(e, OSError) and not isinstance(e, socket.gaierror) and time.monotonic() < deadline:
                 time.sleep(0.2)
@@ -166,6 +168,43 @@ def probe_scheduler(address: str, timeout: float = 20.0) -> None:
                 f"cannot reach the Dask scheduler at {address} ({reason}); start it, or leave "
                 "out --scheduler to run on a local cluster"
             ) from None
+    problem = _dask_handshake(address, handshake_timeout)
+    if problem is not None:
+        raise MugraphError(
+            f"{address} accepts connections but does not answer as a Dask scheduler ({problem}); is it the "
+            "scheduler's port (8786 by default, not the dashboard's 8787)?"
+        )
+
+
+def _dask_handshake(address: str, timeout: float) -> str | None:
+    """None where the peer at `address` completes Dask's connection handshake within `timeout` seconds,
+    else what went wrong. In a thread of its own, so a caller's running event loop (a notebook's) is
+    not disturbed."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    from distributed.comm.core import connect
+
+    security = external_security(address)
+    kwargs = security.get_connection_args("client") if security is not None else {}
+
+    async def shake() -> None:
+        comm = await connect(address, timeout=timeout, **kwargs)
+        await comm.close()
+
+    def run() -> None:
+        asyncio.run(asyncio.wait_for(shake(), timeout))
+
+    pool = ThreadPoolExecutor(1, thread_name_prefix="mugraph-probe")
+    try:
+        pool.submit(run).result(timeout + 5)
+    except TimeoutError:  # the future's, asyncio's and the socket's are one class since Python 3.11
+        return f"no handshake within {timeout:g} s"
+    except Exception as e:  # garbage read as frames can fail anywhere in deserialisation
+        return f"{type(e).__name__}: {str(e)[:120]}"
+    finally:
+        pool.shutdown(wait=False)
+    return None
 
 
 def external_security(address: str) -> Security | None:

@@ -1,0 +1,95 @@
+"""`--scheduler ADDRESS` is checked before the run's store exists: a port where nothing listens, one
+where something that is not Dask listens (silent, like a dashboard's; or answering HTTP, like a proxy)
+and a real Dask scheduler, each on a real socket."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+from distributed import Scheduler
+
+from mugraph.ir.errors import MugraphError
+from mugraph.pipeline.cluster import probe_scheduler
+
+
+def _serve(reply: bytes | None) -> Iterator[str]:
+    """A listener on a free port that accepts connections and sends `reply` (or nothing)."""
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    held: list[socket.socket] = []
+
+    def accept() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            held.append(conn)
+            if reply is not None:
+                conn.sendall(reply)
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield f"tcp://127.0.0.1:{port}"
+    finally:
+        server.close()
+        for c in held:
+            c.close()
+
+
+@pytest.fixture
+def silent() -> Iterator[str]:
+    yield from _serve(None)
+
+
+@pytest.fixture
+def http() -> Iterator[str]:
+    yield from _serve(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+
+
+def test_a_silent_listener_is_said_to_be_no_scheduler(silent: str) -> None:
+    t0 = time.monotonic()
+    with pytest.raises(MugraphError, match="accepts connections but does not answer as a Dask scheduler"):
+        probe_scheduler(silent, timeout=5, handshake_timeout=2)
+    assert time.monotonic() - t0 < 30
+
+
+def test_an_http_reply_is_said_to_be_no_scheduler(http: str) -> None:
+    with pytest.raises(MugraphError, match="not the dashboard's 8787"):
+        probe_scheduler(http, timeout=5, handshake_timeout=2)
+
+
+def test_nothing_listening_is_said_so() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as s:
+        port = s.getsockname()[1]  # closed below: nothing listens there any more
+    with pytest.raises(MugraphError, match="cannot reach the Dask scheduler"):
+        probe_scheduler(f"tcp://127.0.0.1:{port}", timeout=1)
+
+
+def test_a_real_scheduler_passes() -> None:
+    import asyncio
+
+    ready = threading.Event()
+    stop: list[asyncio.Event] = []
+    address: list[str] = []
+
+    async def run() -> None:
+        async with Scheduler(host="127.0.0.1", port=0, dashboard_address=":0") as s:
+            address.append(s.address)
+            stop.append(asyncio.Event())
+            ready.set()
+            await stop[0].wait()
+
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_until_complete, args=(run(),), daemon=True)
+    thread.start()
+    assert ready.wait(30)
+    try:
+        probe_scheduler(address[0], timeout=5, handshake_timeout=5)  # raises nothing
+    finally:
+        loop.call_soon_threadsafe(stop[0].set)
+        thread.join(30)
