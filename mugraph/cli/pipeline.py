@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 
 import click
 
@@ -233,6 +233,13 @@ def status(store: Path, as_json: bool) -> None:
             if last
             else None
         )
+        done_states = int(summary.get("counters", {}).get("nodes", 0))
+        if size is not None and done_states > float(cast(float, size.get("states") or 0)):
+            # the tasks done since the timeline's last write (beside a run): their states are exact
+            size["states"] = done_states
+            estimated = size.get("estimated_states")
+            if estimated is not None:
+                size["estimated_states"] = int(max(float(cast(float, estimated)), done_states))
         out = {
             "store": str(store),
             "identity": st.identity,

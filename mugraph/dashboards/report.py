@@ -153,7 +153,11 @@ def report_data(store: RunStoreReader) -> ReportData:
         "fragments": fragments,
         "timeline": samples,
         "restarts": restarts,
-        "size": size_record(samples, bool((last := store.final()) is not None and last.get("complete"))),
+        "size": size_record(
+            samples,
+            bool((last := store.final()) is not None and last.get("complete")),
+            int(summary.get("counters", {}).get("nodes", 0)),
+        ),
         "invocations": len(invocations),
         "workers": {w: {"busy_seconds": round(busy[w], 3), "tasks": done_per_worker[w]} for w in sorted(busy)},
         "best_so_far": {

@@ -249,18 +249,19 @@ def _exact_best_so_far(
     return out
 
 
-def size_record(samples: Sequence[Mapping[str, Any]], complete: bool) -> SizeRecord | None:
+def size_record(samples: Sequence[Mapping[str, Any]], complete: bool, done_states: int = 0) -> SizeRecord | None:
     """The space-size estimate from a run's progress samples (`elapsed` run time, `states`,
     `estimated_states`): the latest, and for a complete run the estimate against the actual size
-    at 10%, 25%, 50% and 90% of the run time."""
+    at 10%, 25%, 50% and 90% of the run time. `done_states`: the done tasks' states, exact, which
+    are ahead of the last sample written where a run is still going."""
     est = [s for s in samples if s.get("estimated_states") is not None]
     if not est:
         return None
     last = est[-1]
-    states = int(samples[-1]["states"])
+    states = max(int(samples[-1]["states"]), done_states)
     out: SizeRecord = {
         "states": states,
-        "estimated_states": int(last["estimated_states"]),
+        "estimated_states": max(int(last["estimated_states"]), states),
         "eta_seconds": last.get("eta_seconds"),
         "complete": complete,
         "checkpoints": [],

@@ -60,3 +60,17 @@ def test_eta_text() -> None:
     assert eta_text(5, 5, 0, 0.0) == "about 5 states, 100% done, done"
     assert eta_text(5, 15, 1, 0.0).endswith("ETA unknown")
     assert eta_text(5, None, 1, 10.0) == "not estimated yet"
+
+
+def test_the_size_beside_a_run_counts_the_tasks_done_since_the_last_sample() -> None:
+    """status and report beside a run read the timeline, written every 5-30 s early on: the done tasks'
+    states (exact) are ahead of its last sample, and the size says them."""
+    from mugraph.dashboards.summary import size_record
+
+    samples = [{"elapsed": 1.0, "states": 6_099, "estimated_states": 5_735_065, "eta_seconds": 900.0}]
+    ahead = size_record(samples, False, 76_407)
+    assert ahead is not None and ahead["states"] == 76_407 and ahead["estimated_states"] == 5_735_065
+    behind = size_record(samples, False, 100)  # a sample is never taken back
+    assert behind is not None and behind["states"] == 6_099
+    overtaken = size_record(samples, False, 6_000_000)  # an estimate below what is done is raised to it
+    assert overtaken is not None and overtaken["estimated_states"] == 6_000_000
