@@ -200,13 +200,15 @@ class OpLowering(Operands):
         name = next((n for n, v in self.inputs.items() if v == src), None) or self._fresh(f"{a.name}_s")
         return self.g.matmul(self._new_input(name, src, a.name not in self.late), self.tensor(b, dt))
 
-    def _fold_into_weight(self, x: Any, s: float, dt: DType) -> Value | None:
+    def _fold_into_weight(self, node: fx.Node, x: Any, s: float, dt: DType) -> Value | None:
         """(a · w) * s or (a @ w) * s as a · (w * s) or a @ (w * s), where w is a program input that
         PyTorch holds (a parameter, as it is or reshaped) no larger than the product, and the product
         has no other reader: the scale runs in torch on w, as `_scale` runs attention's on Q, and the
         search sees the product alone (it has no scalar op to build one from). An RMSNorm's output times
         a constant, or a LoRA update times alpha/r, is then searched as the product it scales."""
         if not (isinstance(x, fx.Node) and len(x.users) == 1 and isinstance(self.values.get(x.name), Tensor)):
+            return None
+        if self.is_flat(x) and node.name not in self.flat_ok:  # the product's 2-d form, where node needs dims
             return None
         made = cast(Tensor, self.values[x.name]).index
         op = next((o for o in reversed(self.g.ops) if made in o.outputs), None)
@@ -249,7 +251,7 @@ class OpLowering(Operands):
             if s is not None and isinstance(x, fx.Node):
                 return (
                     self._scale(x, s, dt)
-                    or self._fold_into_weight(x, s, dt)
+                    or self._fold_into_weight(node, x, s, dt)
                     or self.g.mul_scalar(self.operand(x, dt, f), s)
                 )
         return self._binary(node, OpKind.MUL, a, b)
@@ -267,7 +269,7 @@ class OpLowering(Operands):
             f = self.frame(node, [a])
             return (
                 self._scale(a, 1.0 / s, dt)
-                or self._fold_into_weight(a, 1.0 / s, dt)
+                or self._fold_into_weight(node, a, 1.0 / s, dt)
                 or self.g.mul_scalar(self.operand(a, dt, f), 1.0 / s)
             )
         return self._binary(node, OpKind.DIV, a, d)

@@ -68,10 +68,12 @@ class LargeWeight(nn.Module):
     [
         (ScaledNorm, (16, 64), {"reshape_scale": 2.0}),
         (ScaledLoRA, (16, 64), {"transpose_scale": 0.25}),
+        (ScaledNorm, (2, 8, 64), {"reshape_scale": 2.0}),  # 3-d: the products on their 2-d forms
+        (ScaledLoRA, (2, 8, 64), {"transpose_scale": 0.25}),
         (TwoReaders, (16, 64), {}),
         (LargeWeight, (4, 64), {}),
     ],
-    ids=["norm-times-2", "lora-over-4", "two-readers", "large-weight"],
+    ids=["norm-times-2", "lora-over-4", "norm-3d", "lora-3d", "two-readers", "large-weight"],
 )
 def test_a_constant_folds_into_a_parameter_no_larger_than_the_product(
     cls: type[nn.Module], shape: tuple[int, ...], folded: dict[str, float]
