@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from mugraph.dashboards import live
 from mugraph.dashboards.report import write_report
+from mugraph.ir.errors import MugraphError
 from mugraph.programs import Program
 from mugraph.run.expert import expert_line
 from mugraph.run.kernels import write_store_module
@@ -83,8 +84,32 @@ def _start_cluster(stack: contextlib.ExitStack, run: Prepared, memo_url: str | N
     o = run.options
     with children_ignore_sigint():
         client = stack.enter_context(dask_client(o.workers, o.scheduler, o.dashboard_address))
-    client.register_plugin(MugraphPlugin(memo_url, o.backend), name="mugraph")
+    register_plugin(client, MugraphPlugin(memo_url, o.backend), o.scheduler)
     return client
+
+
+PLUGIN_TIMEOUT = 120.0  # seconds for every worker to take mugraph's plugin (a local one takes under 1)
+
+
+def register_plugin(client: Client, plugin: Any, scheduler: str | None, timeout: float = PLUGIN_TIMEOUT) -> None:
+    """Mugraph's worker plugin on every worker, or one error that says what a cluster's machines lack: a
+    scheduler that cannot import mugraph answered with a traceback, and one whose worker could not
+    hung the run with no output (the worker stops; the registration waits on it)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    where = f"the Dask cluster at {scheduler}" if scheduler else "the local Dask cluster"
+    need = "every worker and the scheduler need mugraph installed, the version this command runs"
+    pool = ThreadPoolExecutor(1, thread_name_prefix="mugraph-plugin")
+    try:
+        pool.submit(client.register_plugin, plugin, name="mugraph").result(timeout)
+    except TimeoutError:
+        raise MugraphError(
+            f"{where} did not start mugraph on its workers within {timeout:g} s; {need} (a worker's log says why)"
+        ) from None
+    except Exception as e:  # what the scheduler or a worker raised, sent back as text
+        raise MugraphError(f"{where} could not start mugraph on its workers ({str(e)[:200]}); {need}") from None
+    finally:
+        pool.shutdown(wait=False)
 
 
 def _drive(run: Prepared, st: RunStoreWriter, client: Client, on_event: EventSink | None) -> DoneEvent:
