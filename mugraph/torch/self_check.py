@@ -4,6 +4,9 @@ not prove that this machine runs its kernels right (Triton's interpreter once mu
 tiles' bit patterns in tl.dot, and a fused bf16 module returned 5e11 where the model gave 0.7). A
 module that disagrees is not handed over: the model's own program runs instead, and the run says so.
 
+A model that writes to its buffers or inputs (a KV cache, running statistics) is not checked: the
+check would run it, and the module, once more than its user did.
+
 The bound is far above rounding (fused kernels round differently from PyTorch's ops, a few ulps of
 the output's dtype, summed over a few fragments) and far below a wrong kernel's error (an
 inequivalent program differs by the order of the values themselves)."""
@@ -24,6 +27,14 @@ def _tensors(value: Any) -> list[torch.Tensor]:
     """The tensors of an output, in a fixed order (tuples, lists and dicts by key, as torch flattens)."""
     leaves, _ = torch.utils._pytree.tree_flatten(value)
     return [t for t in leaves if isinstance(t, torch.Tensor)]
+
+
+def writes_state(exported: torch.export.ExportedProgram) -> bool:
+    """Whether the program writes to a buffer or an input when it runs."""
+    from torch.export.graph_signature import OutputKind
+
+    writes = (OutputKind.BUFFER_MUTATION, OutputKind.USER_INPUT_MUTATION)
+    return any(spec.kind in writes for spec in exported.graph_signature.output_specs)
 
 
 def output_mismatch(

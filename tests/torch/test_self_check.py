@@ -48,3 +48,24 @@ def test_a_verdict_with_a_disagreement_says_so_and_claims_nothing() -> None:
     assert not checked.faster
     assert "differed from the model's on the example inputs (output 0 differs" in checked.notes()[0]
     assert "runs the model's own program instead" in checked.notes()[0]
+
+
+class Counter(torch.nn.Module):
+    """Counts its calls in a buffer: running it to check the module would count one call more."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("calls", torch.zeros(1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        calls = self.get_buffer("calls")
+        calls.add_(1)
+        return x * 2
+
+
+def test_a_model_that_writes_its_buffers_is_not_run_by_the_check() -> None:
+    from mugraph.torch.capture import export
+    from mugraph.torch.self_check import writes_state
+
+    assert writes_state(export(Counter().eval(), X))
+    assert not writes_state(export(lambda x: model(x)[0], X))
