@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -59,7 +59,7 @@ def optimize(
     require_torch()
     require_triton_for_torch()  # before the capture and the search: the module runs Triton kernels
     from mugraph.run.outcome import Console, finished, stored_done, verdict_of
-    from mugraph.torch.capture import capture
+    from mugraph.torch.capture import capture, example_args
     from mugraph.torch.program import optimized_module
     from mugraph.torch.runtime import OptimizedModule
     from mugraph.torch.self_check import output_mismatch, writes_state
@@ -96,7 +96,7 @@ def optimize(
             console.close()
     module = optimized_module(Path(done["store"]), captured)
     verdict = verdict_of(done, module.heavy_glue, reused)
-    args = tuple(example_inputs) if isinstance(example_inputs, Sequence) else (example_inputs,)
+    args = example_args(example_inputs)
     mismatch = None if writes_state(captured.exported) else output_mismatch(module, model, args)
     if mismatch is not None:  # the model's own program, in torch, rather than kernels that disagree
         module = OptimizedModule(captured, captured.lowering.graph, "reference", share=True)

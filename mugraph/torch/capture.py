@@ -152,6 +152,11 @@ def check_eval_mode(module: torch.nn.Module, name: str) -> None:
         )
 
 
+def example_args(example_inputs: Any) -> tuple[Any, ...]:
+    """The model's positional arguments: `example_inputs` as a tuple (a lone tensor is one argument)."""
+    return tuple(example_inputs) if isinstance(example_inputs, Sequence) else (example_inputs,)
+
+
 def export(model: Any, example_inputs: Any) -> torch.export.ExportedProgram:
     """torch.export of a module (in eval mode: one in training mode is refused) or function at the
     example inputs' shapes."""
@@ -161,7 +166,7 @@ def export(model: Any, example_inputs: Any) -> torch.export.ExportedProgram:
         module = _as_module(model).eval()  # our wrapper of a function: no state that training changes
     else:
         raise CaptureError(f"model must be a torch.nn.Module or a function, not {type(model).__name__}")
-    args = tuple(example_inputs) if isinstance(example_inputs, Sequence) else (example_inputs,)
+    args = example_args(example_inputs)
     if not all(isinstance(a, torch.Tensor) for a in args):
         kinds = ", ".join(type(a).__name__ for a in args)
         raise CaptureError(f"example_inputs must be tensors (a tensor or a tuple of them), got ({kinds})")
