@@ -96,12 +96,11 @@ class InputMaker:
         value = cast(torch.Tensor, env[str(src.node)])
         if src.kind == "transpose":
             return value.t()  # read in place by the kernels (see kernel_strides)
-        if src.kind == "reshape":
-            return value.reshape(src.shape).contiguous()
-        if src.kind == "scale":
-            return (value.float() * src.value).to(dtype).contiguous()
-        if src.kind == "transpose_scale":
-            return (value.t().float() * src.value).to(dtype).contiguous()
-        if src.kind == "reshape_scale":
-            return (value.reshape(src.shape).float() * src.value).to(dtype).contiguous()
+        base, scaled = src.kind.removesuffix("_scale"), src.kind.endswith("scale")  # "scale": as it is, scaled
+        if base == "transpose":
+            value = value.t()
+        elif base == "reshape":
+            value = value.reshape(src.shape)
+        if scaled:
+            value = (value.float() * src.value).to(dtype)
         return value.contiguous()
