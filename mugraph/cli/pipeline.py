@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, TypedDict, cast
+from typing import Any, TypedDict
 
 import click
 
@@ -13,7 +13,7 @@ from mugraph.dashboards.console import not_confident_line as not_confident_line
 from mugraph.dashboards.experts import expert_labels, expert_note
 from mugraph.dashboards.find_times import find_line, run_seconds
 from mugraph.dashboards.report import write_report
-from mugraph.dashboards.summary import eta_rate, eta_text, headline, held_back_reason, rows_to_show
+from mugraph.dashboards.summary import eta_rate, eta_text, headline, held_back_reason, rows_to_show, states_so_far
 from mugraph.ir.errors import MugraphError
 from mugraph.ir.names import check_tensor_name, printable, shown
 from mugraph.ir.render import render
@@ -233,13 +233,12 @@ def status(store: Path, as_json: bool) -> None:
             if last
             else None
         )
-        done_states = int(summary.get("counters", {}).get("nodes", 0))
-        if size is not None and done_states > float(cast(float, size.get("states") or 0)):
-            # the tasks done since the timeline's last write (beside a run): their states are exact
-            size["states"] = done_states
-            estimated = size.get("estimated_states")
+        if last is not None and size is not None:  # the done tasks' states, beside a run ahead of the sample
+            estimated = last.get("estimated_states")
+            done_states = int(summary.get("counters", {}).get("nodes", 0))
+            size["states"], ahead = states_so_far(int(last["states"]), estimated or 0, done_states)
             if estimated is not None:
-                size["estimated_states"] = int(max(float(cast(float, estimated)), done_states))
+                size["estimated_states"] = ahead
         out = {
             "store": str(store),
             "identity": st.identity,

@@ -258,10 +258,10 @@ def size_record(samples: Sequence[Mapping[str, Any]], complete: bool, done_state
     if not est:
         return None
     last = est[-1]
-    states = max(int(samples[-1]["states"]), done_states)
+    states, estimated = states_so_far(int(samples[-1]["states"]), int(last["estimated_states"]), done_states)
     out: SizeRecord = {
         "states": states,
-        "estimated_states": max(int(last["estimated_states"]), states),
+        "estimated_states": estimated,
         "eta_seconds": last.get("eta_seconds"),
         "complete": complete,
         "checkpoints": [],
@@ -279,6 +279,13 @@ def size_record(samples: Sequence[Mapping[str, Any]], complete: bool, done_state
                 }
             )
     return out
+
+
+def states_so_far(sampled: int, estimated: int, done_states: int) -> tuple[int, int]:
+    """The states explored and the space's estimated size, where the done tasks' states (exact) may be
+    ahead of the last sample written (beside a running search): the larger, and an estimate no smaller."""
+    states = max(sampled, done_states)
+    return states, max(estimated, states)
 
 
 def size_line(size: SizeRecord | None) -> str:
