@@ -18,9 +18,10 @@ import socket
 import sys
 import time
 import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TypedDict
+from typing import Any, TypedDict, TypeVar
 
 import dask.config
 from distributed import Client, LocalCluster, Scheduler
@@ -30,6 +31,8 @@ from mugraph.arrays.backend import cupy_available
 from mugraph.ir.errors import MugraphError
 from mugraph.pipeline import interrupts
 from mugraph.pipeline.scheduler_process import SchedulerProcess
+
+T = TypeVar("T")
 
 DEFAULT_DASHBOARD = "127.0.0.1:8787"
 LOCAL_HOST = "127.0.0.1"
@@ -181,7 +184,6 @@ def _dask_handshake(address: str, timeout: float) -> str | None:
     else what went wrong. In a thread of its own, so a caller's running event loop (a notebook's) is
     not disturbed."""
     import asyncio
-    from concurrent.futures import ThreadPoolExecutor
 
     from distributed.comm.core import connect
 
@@ -192,19 +194,24 @@ def _dask_handshake(address: str, timeout: float) -> str | None:
         comm = await connect(address, timeout=timeout, **kwargs)
         await comm.close()
 
-    def run() -> None:
-        asyncio.run(asyncio.wait_for(shake(), timeout))
-
-    pool = ThreadPoolExecutor(1, thread_name_prefix="mugraph-probe")
     try:
-        pool.submit(run).result(timeout + 5)
+        call_within(timeout + 5, asyncio.run, asyncio.wait_for(shake(), timeout))
     except TimeoutError:  # the future's, asyncio's and the socket's are one class since Python 3.11
         return f"no handshake within {timeout:g} s"
     except Exception as e:  # garbage read as frames can fail anywhere in deserialisation
         return f"{type(e).__name__}: {str(e)[:120]}"
+    return None
+
+
+def call_within(timeout: float, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """fn(*args, **kwargs) in a thread of its own: its result or its exception, or TimeoutError after
+    `timeout` seconds. A call that hangs on the network cannot be cancelled: its thread is left to end
+    on its own. The caller's thread, and any event loop running there (a notebook's), stay free."""
+    pool = ThreadPoolExecutor(1, thread_name_prefix="mugraph-within")
+    try:
+        return pool.submit(fn, *args, **kwargs).result(timeout)
     finally:
         pool.shutdown(wait=False)
-    return None
 
 
 def external_security(address: str) -> Security | None:

@@ -95,21 +95,18 @@ def register_plugin(client: Client, plugin: Any, scheduler: str | None, timeout:
     """Mugraph's worker plugin on every worker, or one error that says what a cluster's machines lack: a
     scheduler that cannot import mugraph answered with a traceback, and one whose worker could not
     hung the run with no output (the worker stops; the registration waits on it)."""
-    from concurrent.futures import ThreadPoolExecutor
+    from mugraph.pipeline.cluster import call_within
 
     where = f"the Dask cluster at {scheduler}" if scheduler else "the local Dask cluster"
     need = "every worker and the scheduler need mugraph installed, the version this command runs"
-    pool = ThreadPoolExecutor(1, thread_name_prefix="mugraph-plugin")
     try:
-        pool.submit(client.register_plugin, plugin, name="mugraph").result(timeout)
+        call_within(timeout, client.register_plugin, plugin, name="mugraph")
     except TimeoutError:
         raise MugraphError(
             f"{where} did not start mugraph on its workers within {timeout:g} s; {need} (a worker's log says why)"
         ) from None
     except Exception as e:  # what the scheduler or a worker raised, sent back as text
         raise MugraphError(f"{where} could not start mugraph on its workers ({str(e)[:200]}); {need}") from None
-    finally:
-        pool.shutdown(wait=False)
 
 
 def _drive(run: Prepared, st: RunStoreWriter, client: Client, on_event: EventSink | None) -> DoneEvent:
