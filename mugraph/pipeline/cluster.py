@@ -253,9 +253,8 @@ def dask_client(
     """A client on the cluster at `scheduler` (whose workers were started with `dask worker`), or on a
     fresh TLS LocalCluster whose `workers` processes `start_workers` starts; both are closed (the
     LocalCluster's workers first, then its scheduler) on exit."""
-    if scheduler is not None:
+    if scheduler is not None:  # probed already, before the run's store was made (`run.prepare.preflight`)
         security = external_security(scheduler)
-        probe_scheduler(scheduler)
         try:
             client = Client(scheduler, timeout=connect_timeout, security=security)
         except (OSError, TimeoutError) as e:
