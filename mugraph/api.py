@@ -60,11 +60,13 @@ def optimize(
     require_triton_for_torch()  # before the capture and the search: the module runs Triton kernels
     from mugraph.run.outcome import Console, finished, stored_done, verdict_of
     from mugraph.torch.capture import capture, example_args
+    from mugraph.torch.kernels import check_model_device
     from mugraph.torch.program import optimized_module
     from mugraph.torch.runtime import OptimizedModule
     from mugraph.torch.self_check import output_mismatch, writes_state
 
     t0 = time.perf_counter()
+    check_model_device(model, example_args(example_inputs))  # before the search: its module could not run them
     captured = capture(model, example_inputs, name)
     prog = Program(
         captured.name,

@@ -9,6 +9,7 @@ import functools
 import importlib.util
 import itertools
 import math
+import os
 import shutil
 import sys
 import tempfile
@@ -30,6 +31,37 @@ from mugraph.ir.types import DType, OpKind, Shape
 from mugraph.torch.errors import TorchError
 
 TORCH_DTYPES = {DType.FLOAT16: torch.float16, DType.BFLOAT16: torch.bfloat16, DType.FLOAT32: torch.float32}
+
+
+@functools.cache
+def interpreting() -> bool:
+    """Whether this process runs the kernels in Triton's interpreter (no CUDA device, or chosen with
+    TRITON_INTERPRET=1): they then take tensors on any device; compiled, only CUDA tensors."""
+    return not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def check_device(tensors: Sequence[torch.Tensor]) -> None:
+    """Refuse, in words, tensors that compiled kernels cannot read: Triton compiles for the GPU where
+    this machine has one, and its kernels take CUDA tensors only (the interpreter was not chosen)."""
+    if interpreting():
+        return
+    other = sorted({str(t.device) for t in tensors if t.device.type != "cuda"})
+    if other:
+        raise TorchError(
+            f"this machine has a CUDA device, so the kernels are compiled for it and take CUDA tensors, "
+            f"but tensors are on {', '.join(other)}: move the model and its inputs to the GPU "
+            f"(model.cuda(), x.cuda()), or set TRITON_INTERPRET=1 before Python starts to run the kernels "
+            f"on the CPU in Triton's interpreter (slowly)"
+        )
+
+
+def check_model_device(model: object, args: Sequence[object]) -> None:
+    """`check_device` over a model's parameters and buffers and its tensor arguments: before a search
+    whose module could not run them."""
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    if isinstance(model, torch.nn.Module):
+        tensors += [*model.parameters(), *model.buffers()]
+    check_device(tensors)
 
 
 def kernels_source(
@@ -162,7 +194,7 @@ class Launcher:
             if op.kind is OpKind.CUSTOMIZED
             for t in op.inputs
         }
-        source, self.info = kernels_source(program, strides, interpreted=not torch.cuda.is_available())
+        source, self.info = kernels_source(program, strides, interpreted=interpreting())
         self.module = load_kernels(source) if self.info else None
 
     def run(self, index: int, tensors: dict[int, torch.Tensor], device: torch.device | None) -> tuple[int, ...]:
@@ -173,6 +205,7 @@ class Launcher:
             tensors[op.outputs[0]] = torch_op(op, args, TORCH_DTYPES[self.program.tensors[op.outputs[0]].dtype])
             return op.outputs
         assert op.block is not None and self.module is not None
+        check_device(args)
         where = args[0].device if args else device
         outs = [
             torch.empty(self.program.tensors[o].shape, dtype=TORCH_DTYPES[self.program.tensors[o].dtype], device=where)

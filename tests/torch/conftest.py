@@ -1,14 +1,19 @@
 """The torch tests need the torch extra; CI installs it (scripts/test.sh), so they skip only where torch
 cannot be imported at all.
 
-`mugraph.torch` is imported here, before any test module: on a machine without CUDA it chooses Triton's
-interpreter, which must happen before Triton is first imported, and some test modules import libraries
-that import Triton themselves (transformers)."""
+They run the kernels in Triton's interpreter on CPU tensors, on any machine: TRITON_INTERPRET=1 is set
+here, before `mugraph.torch` is imported (the choice must come before Triton is first imported, and
+some test modules import libraries that import Triton themselves, transformers). On a CUDA machine the
+compiled kernels are checked by `test_cuda.py`, in processes of their own (`-m gpu`)."""
 
 from __future__ import annotations
+
+import os
 
 import pytest
 
 pytest.importorskip("torch")
+
+os.environ["TRITON_INTERPRET"] = "1"
 
 import mugraph.torch  # noqa: F401
