@@ -7,6 +7,11 @@ A built-in case (`builtin:NAME`) runs `mugraph optimize NAME` the same way, so t
 a built-in program is timed side by side with it. One JSON line per case on stdout; `--table` prints
 them as a Markdown table for RESULTS.md.
 
+`--device cuda` puts each model and its inputs on the GPU (the kernels compiled by Triton) and times
+the module against the model: CUDA events around each call, in alternating rounds, the median; once
+as called from Python (`eager`, launches included), once replayed as a CUDA graph (`graph`, the GPU's
+time alone). A store left in `--scratch` by an earlier run of the same case is reused, not searched.
+
     python benchmarks/bench_torch_models.py --cases builtin:rms_norm readme_rms_norm
     python benchmarks/bench_torch_models.py --cases prenorm_mlp_fp16 prenorm_mlp_fp32 --time-limit 10m
 """
@@ -33,6 +38,7 @@ CASES = [
     "prenorm_mlp_fp32_3d",
     "prenorm_gelu_mlp_fp16",
     "llama_half_block",
+    "prenorm_mlp_bf16",
 ]
 
 # Runs in the child: builds the case's model, optimizes it, checks the module against the model.
@@ -44,8 +50,44 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-case, store, workers, limit = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] or None
+case, store, workers, limit, device = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] or None, sys.argv[5]
 torch.manual_seed(0)
+
+
+def median_ms(fns, x, rounds=5, reps=20):
+    """Per function, the median of CUDA-event times of single calls, rounds alternating between them."""
+    times = [[] for _ in fns]
+    with torch.no_grad():
+        for f in fns:
+            for _ in range(3):
+                f(x)
+        torch.cuda.synchronize()
+        for _ in range(rounds):
+            for k, f in enumerate(fns):
+                for _ in range(reps):
+                    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    a.record(); f(x); b.record(); b.synchronize()
+                    times[k].append(a.elapsed_time(b))
+    return [sorted(t)[len(t) // 2] for t in times]
+
+
+def graphed(f, x):
+    """`f` at `x` captured as a CUDA graph, and the call that replays it (None where capture fails)."""
+    try:
+        with torch.no_grad():
+            s = torch.cuda.Stream()
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                for _ in range(3):
+                    f(x)
+            torch.cuda.current_stream().wait_stream(s)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                f(x)
+        return lambda _x: g.replay()
+    except Exception as e:
+        print("graph capture failed:", repr(e)[:300], file=sys.stderr)
+        return None
 
 
 class ReadmeRMSNorm(nn.Module):
@@ -96,7 +138,7 @@ def build(case):
     if case == "llama_half_block":
         return llama_half_block().to(fp16), (16, 256), fp16
     act = "gelu" if "gelu" in case else "silu"
-    dtype = fp32 if "fp32" in case else fp16
+    dtype = fp32 if "fp32" in case else torch.bfloat16 if "bf16" in case else fp16
     shape = (2, 8, 256) if case.endswith("_3d") else (16, 256)
     return PreNormMLP(act=act).to(dtype), shape, dtype
 
@@ -116,14 +158,22 @@ if case.startswith("builtin:"):
            "states": done["states"], "solver_calls": done["solver_calls"], "rel_error": None}
 else:
     model, shape, dtype = build(case)
-    model = model.eval()
-    x = torch.randn(*shape, dtype=dtype)
+    model = model.eval().to(device)
+    x = torch.randn(*shape, dtype=dtype).to(device)
+    t_opt = time.perf_counter()
     fast = mugraph.optimize(model, (x,), store=store, workers=workers, time_limit=limit, verbose=False)
+    optimize_s = time.perf_counter() - t_opt
     v = fast.verdict
-    x2 = torch.randn(*shape, dtype=dtype)
+    x2 = torch.randn(*shape, dtype=dtype).to(device)
+    timing = None
+    if device == "cuda":
+        eager = median_ms([model, fast], x2)
+        gm, gf = graphed(model, x2), graphed(fast, x2)
+        graph = median_ms([gm, gf], x2) if gm and gf else [None, None]
+        timing = {"model_ms": eager[0], "module_ms": eager[1], "model_graph_ms": graph[0], "module_graph_ms": graph[1]}
     with torch.no_grad():
+        got = mugraph.load(store).to(device)(x2).double()
         want = model.double()(x2.double())
-        got = mugraph.load(store)(x2).double()
     err = float((got - want).abs().max() / want.abs().max())
     out = {
         "fragments": [
@@ -132,6 +182,9 @@ else:
             for f in v.fragments
         ],
         "complete": v.complete,
+        "self_check": v.self_check,
+        "optimize_s": round(optimize_s, 2),
+        "timing": timing,
         "heavy_glue": list(v.heavy_glue),
         "rel_error": err,
         "dtype": str(dtype).removeprefix("torch."),
@@ -142,13 +195,13 @@ print("RESULT " + json.dumps(out, default=str))
 '''
 
 
-def run_case(case: str, workers: int, limit: str, scratch: Path) -> dict[str, Any]:
+def run_case(case: str, workers: int, limit: str, scratch: Path, device: str = "cpu") -> dict[str, Any]:
     store = scratch / f"{case.replace(':', '-')}.zarr"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
     env.pop("TRITON_INTERPRET", None)
     t0 = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-c", CHILD, case, str(store), str(workers), limit],
+        [sys.executable, "-c", CHILD, case, str(store), str(workers), limit, device],
         capture_output=True,
         text=True,
         cwd=scratch,
@@ -202,6 +255,27 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
+def timing_table(rows: list[dict[str, Any]]) -> str:
+    """Measured on the GPU: the model against the module, per call (eager) and as CUDA graphs."""
+    out = [
+        "| case | model ms | module ms | measured speedup | model graph ms | module graph ms | graph speedup "
+        "| estimated | self-check |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        t = r.get("timing")
+        if not t:
+            continue
+        est = ", ".join(f"{f['name']} {f['speedup']:.2f}x" for f in r.get("fragments", []) if "speedup" in f)
+        gm, gf = t["model_graph_ms"], t["module_graph_ms"]
+        graph = f"{gm:.4f} | {gf:.4f} | {gm / gf:.2f}x" if gm is not None and gf is not None else "| | capture failed"
+        out.append(
+            f"| {r['case']} | {t['model_ms']:.4f} | {t['module_ms']:.4f} | {t['model_ms'] / t['module_ms']:.2f}x "
+            f"| {graph} | {est} | {r.get('self_check') or 'agreed'} |"
+        )
+    return "\n".join(out)
+
+
 def _tenth(at: dict[str, list[float | None]]) -> str:
     return ", ".join(
         f"{name} {'none' if got is None else f'{got:.2f}x'} of {whole:.2f}x" for name, (got, whole) in at.items()
@@ -215,15 +289,18 @@ def main() -> None:
     ap.add_argument("--time-limit", default="", help="per case, as --time-limit takes it (default: none)")
     ap.add_argument("--scratch", type=Path, default=Path("/tmp/bench_torch_models"))
     ap.add_argument("--table", action="store_true", help="print a Markdown table at the end")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where the models run (cuda: timed)")
     a = ap.parse_args()
     a.scratch.mkdir(parents=True, exist_ok=True)
     rows = []
     for case in a.cases:
-        row = run_case(case, a.workers, a.time_limit, a.scratch)
+        row = run_case(case, a.workers, a.time_limit, a.scratch, a.device)
         rows.append(row)
         print(json.dumps(row, default=str), flush=True)
     if a.table:
         print(table(rows))
+        if any(r.get("timing") for r in rows):
+            print(timing_table(rows))
 
 
 if __name__ == "__main__":

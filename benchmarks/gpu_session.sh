@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU figures of benchmarks/RESULTS.md, on a CUDA machine whose python3 has CuPy and Triton.
 #   bash benchmarks/gpu_session.sh STEP...
-#   (steps: info tests kernels fingerprints optimize long scale replay workers)
+#   (steps: info tests torch kernels fingerprints optimize long scale replay workers)
 # Writes logs and JSON under $OUT (default /tmp/mugraph-gpu). On a machine without network, the other
 # dependencies come as wheels in .whl/ (see benchmarks/RESULTS.md, "On a GPU").
 set -uo pipefail
@@ -22,6 +22,13 @@ for step in "$@"; do
     info) nvidia-smi -L; python3 -c "import cupy, triton, numpy; print(cupy.__version__, triton.__version__, numpy.__version__)";;
     tests) python3 -m pytest -m gpu -q -p no:cacheprovider ${TESTS:-tests/codegen/test_gpu.py tests/stages/verify/test_cupy.py \
              tests/stages/layout/test_measure.py tests/pipeline/test_measure.py} 2>&1 | tee "$OUT/gpu_tests.log" | tail -25;;
+    torch)  # PyTorch models on the GPU: the module's compiled kernels tested, then each model optimized
+      # (searched on WORKERS workers, or a store left in TORCH_SCRATCH reused) and timed against the module
+      timeout ${TORCH_TESTS_T:-240} python3 -m pytest -m gpu -q -p no:cacheprovider tests/torch/test_cuda.py 2>&1 \
+        | tee "$OUT/torch_tests.log" | tail -15
+      timeout ${TORCH_BENCH_T:-300} python3 benchmarks/bench_torch_models.py --device cuda --workers ${WORKERS:-8} \
+        --scratch ${TORCH_SCRATCH:-/tmp/bench_torch_models} --table ${TORCH_CASES:+--cases $TORCH_CASES} 2>"$OUT/torch_bench.err" | tee "$OUT/torch_bench.md"
+      tail -5 "$OUT/torch_bench.err";;
     kernels) STORES=""; [ -d /tmp/rms-cupy.zarr/final ] && STORES="--store rms_norm=/tmp/rms-cupy.zarr"
              for p in rms_norm gated_mlp gqa lora; do [ -d /tmp/$p.zarr/final ] && STORES="$STORES --store $p=/tmp/$p.zarr"; done
              python3 benchmarks/bench_gpu_kernels.py --json "$OUT/kernels.json" $STORES 2>"$OUT/kernels.err" \
