@@ -128,14 +128,22 @@ def load_kernels(source: str) -> ModuleType:
     return module
 
 
+# Pre-defined ops that torch, given fp16 or bf16 tensors, would compute through intermediates rounded to
+# that dtype: widened to float32 on every device.
+WIDENED = frozenset({OpKind.RMS_NORM, OpKind.LAYER_NORM})
+
+
 def torch_op(op: Op, args: list[torch.Tensor], dtype: torch.dtype) -> torch.Tensor:
-    """A pre-defined op in torch: float32 arithmetic, the result stored in the program's dtype."""
+    """A pre-defined op in torch: float32 arithmetic, the result stored in the program's dtype. On CUDA
+    tensors torch's own kernels already compute fp16 and bf16 that way (float32 arithmetic and
+    accumulation, one rounding), so the tensors go in as they are: a matmul on the tensor cores, not a
+    float32 copy of its weight made at every call. Norms are widened everywhere."""
     k = op.kind
     if k not in PREDEFINED:
         raise TorchError(f"{k} is not a pre-defined op: the launcher runs it otherwise")
     if k is OpKind.CONCAT:
         return torch.cat(args, dim=op.int_attr("dim"))
-    f = [a.float() for a in args]
+    f = args if args and args[0].is_cuda and k not in WIDENED else [a.float() for a in args]
     eps = op.float_attr("eps") if any(k == "eps" for k, _ in op.attrs) else 0.0  # a norm's; 0 if none
     match k:
         case OpKind.MATMUL:

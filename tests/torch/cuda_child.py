@@ -42,6 +42,34 @@ def fused_product() -> None:
         assert err <= {DType.FLOAT16: 2e-3, DType.BFLOAT16: 1e-2, DType.FLOAT32: 1e-5}[dtype], (dtype, err)
 
 
+def predefined() -> None:
+    """Pre-defined ops on CUDA tensors in their own dtype (torch's kernels compute in float32): the
+    float32 path's results on the CPU, within a rounding of the dtype."""
+    from mugraph.ir.graph import KernelGraph
+
+    for dtype in (DType.FLOAT16, DType.BFLOAT16):
+        g = KernelGraph()
+        x, w = g.new_input((16, 256), dtype), g.new_input((256, 512), dtype)
+        made = {"matmul": g.matmul(x, w)}
+        made["add"] = g.add(made["matmul"], made["matmul"])
+        made["silu"] = g.silu(made["matmul"])
+        made["rms_norm"] = g.rms_norm(made["matmul"], 1e-6)
+        td = kernels.TORCH_DTYPES[dtype]
+        torch.manual_seed(0)
+        values = {0: torch.randn(16, 256).to(td), 1: (torch.randn(256, 512) / 16).to(td)}
+        gpu = {k: v.cuda() for k, v in values.items()}
+        for op in g.ops:
+            if op.kind in (OpKind.INPUT, OpKind.OUTPUT):
+                continue
+            for env, dev in ((values, "cpu"), (gpu, "cuda")):
+                out = kernels.torch_op(op, [env[i] for i in op.inputs], td)
+                assert out.dtype == td and out.device.type == dev
+                env[op.outputs[0]] = out
+        for name, t in made.items():
+            err = rel_err(gpu[t.index].cpu(), values[t.index])
+            assert err <= (4e-3 if dtype is DType.FLOAT16 else 3e-2), (dtype, name, err)
+
+
 def optimize(dtype: torch.dtype, store: Path) -> None:
     """A linear layer with erf-GELU on the GPU through `mugraph.optimize` (a real run: Dask workers, the
     private Redis memo, a Zarr store): one compiled kernel, the model's outputs, a self-check that
@@ -81,6 +109,8 @@ if __name__ == "__main__":
     check, *rest = sys.argv[1:]
     if check == "fused_product":
         fused_product()
+    elif check == "predefined":
+        predefined()
     elif check == "optimize":
         optimize(getattr(torch, rest[0]), Path(rest[1]))
     elif check == "refuse":

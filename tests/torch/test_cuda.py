@@ -42,6 +42,10 @@ def test_a_fused_product_compiles_and_computes_torchs_product_in_every_dtype() -
     child("fused_product")
 
 
+def test_predefined_ops_on_the_gpu_keep_their_dtype_and_the_float32_results() -> None:
+    child("predefined")
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
 def test_optimize_on_the_gpu_gives_a_module_of_compiled_kernels(dtype: str, tmp_path: Path) -> None:
     child("optimize", dtype, str(tmp_path / f"gelu-{dtype}.zarr"))
