@@ -51,6 +51,7 @@ import torch.nn.functional as F
 from torch import nn
 
 case, store, workers, limit, device = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] or None, sys.argv[5]
+profile_calls = sys.argv[6] == "1"
 torch.manual_seed(0)
 
 
@@ -171,6 +172,16 @@ else:
         gm, gf = graphed(model, x2), graphed(fast, x2)
         graph = median_ms([gm, gf], x2) if gm and gf else [None, None]
         timing = {"model_ms": eager[0], "module_ms": eager[1], "model_graph_ms": graph[0], "module_graph_ms": graph[1]}
+        if profile_calls:  # the GPU's kernels in ten calls of each, on stderr
+            from torch.profiler import ProfilerActivity, profile
+
+            for label, f in (("model", model), ("module", fast)):
+                with torch.no_grad(), profile(activities=[ProfilerActivity.CUDA]) as prof:
+                    for _ in range(10):
+                        f(x2)
+                    torch.cuda.synchronize()
+                table = prof.key_averages().table(sort_by="cuda_time_total", row_limit=10)
+                print(f"== {case} {label}\n{table}", file=sys.stderr)
     with torch.no_grad():
         got = mugraph.load(store).to(device)(x2).double()
         want = model.double()(x2.double())
@@ -195,13 +206,15 @@ print("RESULT " + json.dumps(out, default=str))
 '''
 
 
-def run_case(case: str, workers: int, limit: str, scratch: Path, device: str = "cpu") -> dict[str, Any]:
+def run_case(
+    case: str, workers: int, limit: str, scratch: Path, device: str = "cpu", profile: bool = False
+) -> dict[str, Any]:
     store = scratch / f"{case.replace(':', '-')}.zarr"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
     env.pop("TRITON_INTERPRET", None)
     t0 = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-c", CHILD, case, str(store), str(workers), limit, device],
+        [sys.executable, "-c", CHILD, case, str(store), str(workers), limit, device, str(int(profile))],
         capture_output=True,
         text=True,
         cwd=scratch,
@@ -209,6 +222,8 @@ def run_case(case: str, workers: int, limit: str, scratch: Path, device: str = "
     )
     wall = time.perf_counter() - t0
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    if profile:
+        sys.stderr.write("\n".join(ln for ln in proc.stderr.splitlines() if not ln.startswith("mugraph")) + "\n")
     if proc.returncode != 0 or not lines:
         return {"case": case, "failed": proc.stderr[-1500:], "wall": round(wall, 1)}
     result: dict[str, Any] = {"case": case, "wall": round(wall, 1), **json.loads(lines[-1][len("RESULT ") :])}
@@ -290,11 +305,12 @@ def main() -> None:
     ap.add_argument("--scratch", type=Path, default=Path("/tmp/bench_torch_models"))
     ap.add_argument("--table", action="store_true", help="print a Markdown table at the end")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where the models run (cuda: timed)")
+    ap.add_argument("--profile", action="store_true", help="with --device cuda: the kernels of ten calls, on stderr")
     a = ap.parse_args()
     a.scratch.mkdir(parents=True, exist_ok=True)
     rows = []
     for case in a.cases:
-        row = run_case(case, a.workers, a.time_limit, a.scratch, a.device)
+        row = run_case(case, a.workers, a.time_limit, a.scratch, a.device, a.profile)
         rows.append(row)
         print(json.dumps(row, default=str), flush=True)
     if a.table:

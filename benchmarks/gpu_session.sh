@@ -24,10 +24,10 @@ for step in "$@"; do
              tests/stages/layout/test_measure.py tests/pipeline/test_measure.py} 2>&1 | tee "$OUT/gpu_tests.log" | tail -25;;
     torch)  # PyTorch models on the GPU: the module's compiled kernels tested, then each model optimized
       # (searched on WORKERS workers, or a store left in TORCH_SCRATCH reused) and timed against the module
-      timeout ${TORCH_TESTS_T:-240} python3 -m pytest -m gpu -q -p no:cacheprovider tests/torch/test_cuda.py 2>&1 \
+      [ "${TORCH_TESTS:-1}" = 1 ] && timeout ${TORCH_TESTS_T:-240} python3 -m pytest -m gpu -q -p no:cacheprovider tests/torch/test_cuda.py 2>&1 \
         | tee "$OUT/torch_tests.log" | tail -15
       timeout ${TORCH_BENCH_T:-300} python3 benchmarks/bench_torch_models.py --device cuda --workers ${WORKERS:-8} \
-        --scratch ${TORCH_SCRATCH:-/tmp/bench_torch_models} --table ${TORCH_CASES:+--cases $TORCH_CASES} 2>"$OUT/torch_bench.err" | tee "$OUT/torch_bench.md"
+        --scratch ${TORCH_SCRATCH:-/tmp/bench_torch_models} --table ${TORCH_PROFILE:+--profile} ${TORCH_CASES:+--cases $TORCH_CASES} 2>"$OUT/torch_bench.err" | tee "$OUT/torch_bench.md"
       tail -5 "$OUT/torch_bench.err";;
     kernels) STORES=""; [ -d /tmp/rms-cupy.zarr/final ] && STORES="--store rms_norm=/tmp/rms-cupy.zarr"
              for p in rms_norm gated_mlp gqa lora; do [ -d /tmp/$p.zarr/final ] && STORES="$STORES --store $p=/tmp/$p.zarr"; done
