@@ -194,6 +194,7 @@ else:
         ],
         "complete": v.complete,
         "self_check": v.self_check,
+        "measured": None if v.measured is None else [v.measured.module_seconds, v.measured.model_seconds],
         "optimize_s": round(optimize_s, 2),
         "timing": timing,
         "heavy_glue": list(v.heavy_glue),

@@ -60,10 +60,11 @@ def optimize(
     require_triton_for_torch()  # before the capture and the search: the module runs Triton kernels
     from mugraph.run.outcome import Console, finished, stored_done, verdict_of
     from mugraph.torch.capture import capture, example_args
-    from mugraph.torch.kernels import check_model_device
+    from mugraph.torch.kernels import check_model_device, interpreting
     from mugraph.torch.program import optimized_module
     from mugraph.torch.runtime import OptimizedModule
     from mugraph.torch.self_check import output_mismatch, writes_state
+    from mugraph.torch.timing import measure
 
     t0 = time.perf_counter()
     check_model_device(model, example_args(example_inputs))  # before the search: its module could not run them
@@ -99,10 +100,13 @@ def optimize(
     module = optimized_module(Path(done["store"]), captured)
     verdict = verdict_of(done, module.heavy_glue, reused)
     args = example_args(example_inputs)
-    mismatch = None if writes_state(captured.exported) else output_mismatch(module, model, args)
+    stateless = not writes_state(captured.exported)
+    mismatch = output_mismatch(module, model, args) if stateless else None
     if mismatch is not None:  # the model's own program, in torch, rather than kernels that disagree
         module = OptimizedModule(captured, captured.lowering.graph, "reference", share=True)
         verdict = dataclasses.replace(verdict, self_check=mismatch)
+    elif stateless and not interpreting():  # compiled on a GPU: what a call costs, beside the estimate
+        verdict = dataclasses.replace(verdict, measured=measure(module, model, args))
     module.verdict = verdict
     console.verdict(done, module.verdict)
     return module

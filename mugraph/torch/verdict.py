@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from torch import fx
 
 from mugraph.torch.capture import Captured
+from mugraph.torch.timing import Measured
 
 # ATen ops that carry a model's FLOPs: where they stay glue, the search never saw them.
 HEAVY_OPS = frozenset(
@@ -57,11 +58,19 @@ class Verdict:
     # what differed where the module's outputs disagreed with the model's on the example inputs (the
     # module then runs the model's own program, `self_check`); None where they agreed
     self_check: str | None = None
+    # the module against the model, timed on the example inputs where the kernels ran compiled on a GPU
+    measured: Measured | None = None
 
     @property
     def faster(self) -> bool:
-        """True where some fragment runs a μGraph estimated faster than its reference."""
-        return self.self_check is None and any(not f.kept_reference and f.speedup > 1.0 for f in self.fragments)
+        """True where some fragment runs a μGraph estimated faster than its reference, and the module,
+        where it was timed, took less time a call than the model."""
+        slower = self.measured is not None and self.measured.ratio < 1.0
+        return (
+            self.self_check is None
+            and not slower
+            and any(not f.kept_reference and f.speedup > 1.0 for f in self.fragments)
+        )
 
     def summary(self) -> str:
         """One phrase per fragment, for the module's repr: "f0 1.84x, f1 reference"."""
@@ -75,6 +84,14 @@ class Verdict:
                 f"the optimised module's outputs differed from the model's on the example inputs ({self.self_check}): "
                 "it runs the model's own program instead (a fault of mugraph on this machine; please report it)"
             )
+        if self.measured is not None:
+            out.append(self.measured.line())
+            if self.measured.ratio < 1.0 and self.self_check is None:
+                out.append(
+                    "the module is slower than the model as called from Python: its kernels' launches cost more "
+                    "than the estimate counts at these sizes; a CUDA graph of the module replays them without "
+                    'Python (docs/torch.md, "On a GPU")'
+                )
         if self.heavy_glue:
             out.append(
                 f"{len(self.heavy_glue)} heavy op(s) stay glue, run by PyTorch as written and not searched: "

@@ -80,6 +80,9 @@ def optimize(dtype: torch.dtype, store: Path) -> None:
         model, x, store=store, workers=1, settings=GELU_LINEAR_SETTINGS, dashboard_address=":0", verbose=False
     )
     assert module.verdict is not None and module.verdict.self_check is None, module.verdict
+    measured = module.verdict.measured  # timed beside the model, the kernels compiled
+    assert measured is not None and measured.calls >= 3 and measured.device.startswith("NVIDIA"), measured
+    assert measured.line() in "\n".join(module.verdict.lines())
     assert [op.kind for op in module.program.ops if op.kind not in (OpKind.INPUT, OpKind.OUTPUT)] == [OpKind.CUSTOMIZED]
     out = module(*x)
     assert out.is_cuda and out.dtype == dtype and out.shape == (16, 64)
