@@ -13,10 +13,11 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import assert_never
+from typing import Any, assert_never
 
 import torch
 import torch.nn.functional as F
@@ -43,7 +44,7 @@ def interpreting() -> bool:
 def check_device(tensors: Sequence[torch.Tensor]) -> None:
     """Refuse, in words, tensors that compiled kernels cannot read: Triton compiles for the GPU where
     this machine has one, and its kernels take CUDA tensors only (the interpreter was not chosen)."""
-    if interpreting():
+    if interpreting() or all(t.device.type == "cuda" for t in tensors):
         return
     other = sorted({str(t.device) for t in tensors if t.device.type != "cuda"})
     if other:
@@ -186,9 +187,21 @@ def torch_op(op: Op, args: list[torch.Tensor], dtype: torch.dtype) -> torch.Tens
 def fitted(t: torch.Tensor, strides: Sequence[int]) -> torch.Tensor:
     """`t` as a kernel reads it, with these element strides: itself where it has them (dims of extent 1
     aside, whose stride is never used), else a copy laid out so."""
-    if all(n == 1 or s == w for n, s, w in zip(t.shape, t.stride(), strides, strict=True)):
+    have = t.stride()
+    if have == strides or all(n == 1 or s == w for n, s, w in zip(t.shape, have, strides, strict=True)):
         return t
     return torch.empty_strided(t.shape, tuple(strides), dtype=t.dtype, device=t.device).copy_(t)
+
+
+@dataclass(frozen=True, slots=True)
+class _KernelCall:
+    """One graph-defined op's launch: the kernel indexed by its grid, the outputs' shapes and dtypes,
+    the float32 scratch tiles' shapes, and the strides its inputs are read with."""
+
+    launch: Callable[..., Any]
+    outputs: tuple[tuple[Shape, torch.dtype], ...]
+    scratch: tuple[tuple[int, ...], ...]
+    strides: tuple[Shape, ...]
 
 
 class Launcher:
@@ -204,6 +217,7 @@ class Launcher:
         }
         source, self.info = kernels_source(program, strides, interpreted=interpreting())
         self.module = load_kernels(source) if self.info else None
+        self._calls: dict[int, _KernelCall] = {}
 
     def run(self, index: int, tensors: dict[int, torch.Tensor], device: torch.device | None) -> tuple[int, ...]:
         """Run op `index` on `tensors` (program tensor -> value), adding what it makes; returns those."""
@@ -212,20 +226,30 @@ class Launcher:
         if op.kind is not OpKind.CUSTOMIZED:
             tensors[op.outputs[0]] = torch_op(op, args, TORCH_DTYPES[self.program.tensors[op.outputs[0]].dtype])
             return op.outputs
-        assert op.block is not None and self.module is not None
+        call = self._calls.get(index) or self._call(index)
         check_device(args)
         where = args[0].device if args else device
-        outs = [
-            torch.empty(self.program.tensors[o].shape, dtype=TORCH_DTYPES[self.program.tensors[o].dtype], device=where)
-            for o in op.outputs
-        ]
-        name, scratch_shapes = self.info[index]
-        blocks = math.prod(op.block.grid)
-        scratch = [torch.empty((blocks, *shape), dtype=torch.float32, device=where) for shape in scratch_shapes]
-        ins = [fitted(a, self.strides[i]) for a, i in zip(args, op.inputs, strict=True)]
-        getattr(self.module, name)[op.block.grid](*ins, *outs, *scratch)
+        outs = [torch.empty(shape, dtype=dtype, device=where) for shape, dtype in call.outputs]
+        scratch = [torch.empty(shape, dtype=torch.float32, device=where) for shape in call.scratch]
+        call.launch(*[fitted(a, s) for a, s in zip(args, call.strides, strict=True)], *outs, *scratch)
         tensors.update(zip(op.outputs, outs, strict=True))
         return op.outputs
+
+    def _call(self, index: int) -> _KernelCall:
+        """What a launch of op `index`'s kernel needs, worked out at its first call (the kernel's grid
+        launcher, its tensors' shapes and strides), so that later calls only allocate and launch."""
+        op = self.program.ops[index]
+        assert op.block is not None and self.module is not None
+        name, scratch_shapes = self.info[index]
+        blocks = math.prod(op.block.grid)
+        call = _KernelCall(
+            getattr(self.module, name)[op.block.grid],
+            tuple((self.program.tensors[o].shape, TORCH_DTYPES[self.program.tensors[o].dtype]) for o in op.outputs),
+            tuple((blocks, *shape) for shape in scratch_shapes),
+            tuple(self.strides[i] for i in op.inputs),
+        )
+        self._calls[index] = call
+        return call
 
     @property
     def kernels(self) -> int:

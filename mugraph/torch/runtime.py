@@ -197,7 +197,9 @@ class OptimizedModule(torch.nn.Module):
                 )
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        flat, _ = pytree.tree_flatten((args, kwargs))
+        # tensors alone, as models are mostly called: their own flattening (pytree's costs about 10 μs)
+        plain = not kwargs and all(isinstance(a, torch.Tensor) for a in args)
+        flat = list(args) if plain else pytree.tree_flatten((args, kwargs))[0]
         self._check(flat)
         with torch.no_grad():  # an inference module: the kernels have no backward
             return self._run(flat)
