@@ -17,8 +17,8 @@ from math import prod
 import torch
 from torch import fx
 
+from mugraph.torch.composite import Composite
 from mugraph.torch.lower_operands import bind, flat_shape, meta
-from mugraph.torch.norms import Norm
 
 aten = torch.ops.aten
 
@@ -61,15 +61,15 @@ def _last_dim_only(node: fx.Node, rank: int) -> bool:
     return isinstance(dims, list | tuple) and len(dims) == 1 and isinstance(dims[0], int) and dims[0] % rank == rank - 1
 
 
-def row_operands(node: fx.Node, norm: Norm | None = None) -> list[fx.Node] | None:
+def row_operands(node: fx.Node, composite: Composite | None = None) -> list[fx.Node] | None:
     """The tensor operands `node` reads row by row, where it is a row-wise op on 3 or more dims whose
     operands all have 2-d forms; else None."""
     out = _shape(node)
     if out is None or len(out) < 3:
         return None
     t = node.target
-    if norm is not None:
-        ops = [a for a in (norm.x, norm.weight, norm.bias) if a is not None]
+    if composite is not None:
+        ops = [a for a in (composite.x, composite.weight, composite.bias) if a is not None]
     elif t in ELEMENTWISE:
         ops = list(node.all_input_nodes)
     elif t is aten.linear.default:
@@ -101,9 +101,10 @@ def row_operands(node: fx.Node, norm: Norm | None = None) -> list[fx.Node] | Non
     return ops
 
 
-def held_flat(nodes: Sequence[fx.Node], norms: Mapping[str, Norm], lowerable: Collection[object]) -> set[str]:
+def held_flat(nodes: Sequence[fx.Node], norms: Mapping[str, Composite], lowerable: Collection[object]) -> set[str]:
     """The nodes whose ops are lowered on 2-d forms: row-wise ones that no lowerable op needing the
-    dims reads (`lowerable`: the ATen ops with a lowering; a norm's root counts as one)."""
+    dims reads (`lowerable`: the ATen ops with a lowering; a composite's root, a norm or a written
+    activation, counts as one)."""
     part_of = {name: root for root, n in norms.items() for name in n.nodes if name != root}
     by_name = {n.name: n for n in nodes}
     flat = {

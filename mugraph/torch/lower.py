@@ -30,11 +30,13 @@ from mugraph.ir.errors import MugraphError
 from mugraph.ir.graph import KernelGraph
 from mugraph.ir.serialize import SCHEMA, JSONDict, from_json, to_json
 from mugraph.ir.types import OpKind
+from mugraph.torch.activations import find_activations
+from mugraph.torch.composite import Composite
 from mugraph.torch.errors import CaptureError
 from mugraph.torch.flatten import held_flat
 from mugraph.torch.lower_operands import InputSource, Skip, Value, source_line
 from mugraph.torch.lower_ops import OpLowering
-from mugraph.torch.norms import Norm, find_norms
+from mugraph.torch.norms import find_norms
 from mugraph.torch.patterns import ASSERTS
 
 __all__ = ["InputSource", "Lowering", "lower", "source_line"]
@@ -63,6 +65,7 @@ class _Lowerer(OpLowering):
     def run(self) -> Lowering:
         lowered: list[str] = []
         norms = find_norms(self.nodes)
+        norms |= find_activations(self.nodes, {name for n in norms.values() for name in n.nodes})
         self.flat_ok = held_flat(self.nodes, norms, set(self.handlers))
         part_of = {name: root for root, n in norms.items() for name in n.nodes if name != root}
         waiting: dict[str, list[fx.Node]] = {root: [] for root in norms}
@@ -92,11 +95,11 @@ class _Lowerer(OpLowering):
             )
         graph, used = _compact(self.g, self.early_inputs)
         inputs = {n: s for n, s in self.inputs.items() if n in used}
-        live = set(_live_lowered(self.nodes, self.values, outputs))
+        live = set(_live_lowered(self.nodes, self.values, outputs, waiting))
         live |= {name for name, root in part_of.items() if root in live and root in self.values}
         return Lowering(graph, inputs, outputs, tuple(n for n in lowered if n in live), tuple(self.glue))
 
-    def _visit(self, node: fx.Node, lowered: list[str], norm: Norm | None = None) -> bool:
+    def _visit(self, node: fx.Node, lowered: list[str], norm: Composite | None = None) -> bool:
         """Lower `node` (as `norm` where given) or leave it to torch as glue; True where lowered. A norm
         that cannot be lowered whole is left to the caller, which visits its pieces."""
         if node.op in ("placeholder", "output") or (
@@ -117,7 +120,7 @@ class _Lowerer(OpLowering):
         value: Value | None = None
         try:
             if norm is not None:
-                value = self.norm(norm)
+                value = self.composite(norm)
             elif handler is not None:
                 value = handler(node)
         except Skip:
@@ -137,12 +140,16 @@ class _Lowerer(OpLowering):
         return False
 
 
-def _live_lowered(nodes: Sequence[fx.Node], values: dict[str, Value], outputs: dict[str, str]) -> list[str]:
-    """Lowered nodes some program output depends on, in graph order."""
+def _live_lowered(
+    nodes: Sequence[fx.Node], values: dict[str, Value], outputs: dict[str, str], pieces: dict[str, list[fx.Node]]
+) -> list[str]:
+    """Lowered nodes some program output depends on, in graph order (a composite's root reads what its
+    pieces read)."""
     live: set[str] = set(outputs)
     for node in reversed(nodes):
         if node.name in live:
-            live.update(a.name for a in node.all_input_nodes if a.name in values)
+            for n in (node, *pieces.get(node.name, ())):
+                live.update(a.name for a in n.all_input_nodes if a.name in values)
     return [n.name for n in nodes if n.name in live]
 
 

@@ -6,13 +6,14 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Sequence
 from math import prod
-from typing import Any, cast
+from typing import Any, assert_never, cast
 
 import torch
 from torch import fx
 
 from mugraph.ir.graph import Tensor
 from mugraph.ir.types import DType, OpKind
+from mugraph.torch.composite import Composite
 from mugraph.torch.lower_operands import (
     DTYPES,
     Frame,
@@ -27,7 +28,6 @@ from mugraph.torch.lower_operands import (
     need,
     scalar,
 )
-from mugraph.torch.norms import Norm
 
 aten = torch.ops.aten
 
@@ -364,12 +364,24 @@ class OpLowering(Operands):
     def mean(self, node: fx.Node) -> Value:
         return self._reduce(node, True)
 
-    def norm(self, n: Norm) -> Value:
-        """One normalisation found in the graph: its IR op, times its weight, plus its bias."""
+    def composite(self, n: Composite) -> Value:
+        """One composite found in the graph: its IR op, times its weight, plus its bias (a norm's)."""
         dt = self.out_dtype(n.root)
         f = self.frame(n.root, [n.x, n.weight, n.bias])
         x = self.operand(n.x, dt, f)
-        y = self.g.rms_norm(x, eps=n.eps) if n.kind == "rms_norm" else self.g.layer_norm(x, eps=n.eps)
+        match n.kind:
+            case "rms_norm":
+                y = self.g.rms_norm(x, eps=n.eps)
+            case "layer_norm":
+                y = self.g.layer_norm(x, eps=n.eps)
+            case "gelu":
+                y = self.g.gelu(x)
+            case "gelu_erf":
+                y = self.g.gelu_erf(x)
+            case "silu":
+                y = self.g.silu(x)
+            case _ as unreachable:
+                assert_never(unreachable)
         if n.weight is not None:
             y = self.g.mul(y, self.operand(n.weight, dt, f))
         if n.bias is not None:

@@ -15,12 +15,12 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
 from torch import fx
 
+from mugraph.torch.composite import Composite
 from mugraph.torch.lower_operands import bind, meta
 from mugraph.torch.patterns import (
     Capture,
@@ -37,19 +37,6 @@ from mugraph.torch.patterns import (
 aten = torch.ops.aten
 
 NormKind = Literal["rms_norm", "layer_norm"]
-
-
-@dataclass(frozen=True)
-class Norm:
-    """One normalisation over the last dim: `kind(x, eps)` · weight + bias, replacing `nodes`."""
-
-    kind: NormKind
-    root: fx.Node
-    x: fx.Node
-    eps: float
-    weight: fx.Node | None
-    bias: fx.Node | None
-    nodes: frozenset[str]  # the fx nodes it replaces, the root among them
 
 
 def _last_dim(node: fx.Node) -> bool:
@@ -158,8 +145,8 @@ def _operand(m: Match, names: Sequence[str], d: int, dtype: torch.dtype) -> fx.N
     return w
 
 
-def _accept(kind: NormKind, native: bool) -> Callable[[fx.Node, Match], Norm | None]:
-    def accept(root: fx.Node, m: Match) -> Norm | None:
+def _accept(kind: NormKind, native: bool) -> Callable[[fx.Node, Match], Composite | None]:
+    def accept(root: fx.Node, m: Match) -> Composite | None:
         x, out = m.get("x"), meta(root)
         xv = meta(x) if isinstance(x, fx.Node) else None
         if not (isinstance(xv, torch.Tensor) and isinstance(out, torch.Tensor)) or x in m.nodes:
@@ -178,7 +165,7 @@ def _accept(kind: NormKind, native: bool) -> Callable[[fx.Node, Match], Norm | N
         bias = _operand(m, ("native_bias", "bias"), d, out.dtype)
         if weight is False or bias is False:
             return None
-        return Norm(kind, root, x, eps, weight, bias, frozenset(n.name for n in m.nodes))
+        return Composite(kind, root, x, eps, weight, bias, frozenset(n.name for n in m.nodes))
 
     return accept
 
@@ -194,7 +181,7 @@ def _eps(m: Match, native: bool) -> float | None:
 
 
 # LayerNorm first: a written one is also the RMSNorm of its centred values, which covers less of it.
-RULES: tuple[tuple[Pattern, Callable[[fx.Node, Match], Norm | None]], ...] = (
+RULES: tuple[tuple[Pattern, Callable[[fx.Node, Match], Composite | None]], ...] = (
     (LAYER_NATIVE, _accept("layer_norm", True)),
     (LAYER_WRITTEN, _accept("layer_norm", False)),
     (RMS_NATIVE, _accept("rms_norm", True)),
@@ -202,6 +189,6 @@ RULES: tuple[tuple[Pattern, Callable[[fx.Node, Match], Norm | None]], ...] = (
 )
 
 
-def find_norms(nodes: Sequence[fx.Node]) -> dict[str, Norm]:
+def find_norms(nodes: Sequence[fx.Node]) -> dict[str, Composite]:
     """Every normalisation in `nodes` whose pieces nothing else reads, by its root node's name."""
     return {norm.root.name: norm for norm, _ in find(nodes, RULES)}

@@ -54,6 +54,16 @@ class Row:
         return re.sub(r"[^a-z0-9]+", "-", self.construct.lower()).strip("-")[:40]
 
 
+def _gelu_written(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    h = x @ w
+    return 0.5 * h * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (h + 0.044715 * h**3)))
+
+
+def _silu_written(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    h = x @ w
+    return h * torch.sigmoid(h)
+
+
 def _half(m: nn.Module) -> Callable[[], nn.Module]:
     return lambda: m.half().eval()
 
@@ -170,6 +180,21 @@ ROWS: list[Row] = [
         lambda: lambda x, w: F.gelu(x @ w, approximate="tanh"),
         ((8, 64), (64, 32)),
         Expect((K.MATMUL, K.GELU)),
+    ),
+    Row(
+        "GELU written out: GPT-2's `0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x**3)))`, Hugging Face "
+        "`NewGELUActivation`, `FastGELUActivation`; BERT's `x * 0.5 * (1 + erf(x / sqrt(2)))`",
+        "lowered: `gelu` (tanh) or `gelu_erf`, one op: recognised by its values, whatever the spelling",
+        lambda: _gelu_written,
+        ((8, 64), (64, 32)),
+        Expect((K.MATMUL, K.GELU)),
+    ),
+    Row(
+        "SiLU written out: `x * torch.sigmoid(x)`, `x / (1 + exp(-x))`",
+        "lowered: `silu`, one op (`torch.sigmoid` alone, or `x * sigmoid(1.702 * x)`, stays glue)",
+        lambda: _silu_written,
+        ((8, 64), (64, 32)),
+        Expect((K.MATMUL, K.SILU)),
     ),
     Row(
         "`F.relu`, `nn.ReLU`",
