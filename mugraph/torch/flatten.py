@@ -49,6 +49,9 @@ ELEMENTWISE = frozenset(
 )
 
 
+VIEWS = frozenset({aten.view.default, aten.reshape.default, aten._unsafe_view.default})
+
+
 def _shape(a: fx.Node) -> tuple[int, ...] | None:
     val = meta(a)
     return tuple(int(d) for d in val.shape) if isinstance(val, torch.Tensor) else None
@@ -68,6 +71,13 @@ def row_operands(node: fx.Node, composite: Composite | None = None) -> list[fx.N
     if out is None or len(out) < 3:
         return None
     t = node.target
+    if t in VIEWS:  # a view keeping the 2-d form: its operand read as it is held
+        src = node.args[0]
+        ins = _shape(src) if isinstance(src, fx.Node) else None
+        if ins is None or len(ins) < 2 or (prod(ins[:-1]), ins[-1]) != (prod(out[:-1]), out[-1]):
+            return None
+        assert isinstance(src, fx.Node)
+        return [src]
     if composite is not None:
         ops = [a for a in (composite.x, composite.weight, composite.bias) if a is not None]
     elif t in ELEMENTWISE:
@@ -119,7 +129,8 @@ def held_flat(nodes: Sequence[fx.Node], norms: Mapping[str, Composite], lowerabl
 
     def needs_dims(reader: str) -> bool:
         node = by_name[reader]
-        return reader not in flat and (reader in norms or node.target in lowerable)
+        # a view not held flat is glue (the program keeps no other view), so it reads the torch value
+        return reader not in flat and (reader in norms or (node.target in lowerable and node.target not in VIEWS))
 
     changed = True
     while changed:

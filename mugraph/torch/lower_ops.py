@@ -73,6 +73,9 @@ class OpLowering(Operands):
             aten.cat.default: self.cat,
             aten.clamp.default: self.clamp,
             aten.clone.default: self.clone,
+            aten.view.default: self.view,
+            aten.reshape.default: self.view,
+            aten._unsafe_view.default: self.view,
         }
 
     def out_dtype(self, node: fx.Node) -> DType:
@@ -291,6 +294,21 @@ class OpLowering(Operands):
             raise Skip
         self.out_dtype(node)
         return self.values[x.name]
+
+    def view(self, node: fx.Node) -> Value:
+        """A view of a lowered value that keeps its 2-d form (GPT-2's Conv1D flattens x to [B·S, D]
+        around its addmm and back) is that value: the same shape, or held on the 2-d form of a view
+        of 3 or more dims. Any other view is glue."""
+        x = node.args[0]
+        if not isinstance(x, fx.Node) or x.name not in self.values:
+            raise Skip
+        out = self._shape(node)
+        t = self.values[x.name] = self.materialize(self.values[x.name])
+        if t.dtype is not self.out_dtype(node):
+            raise Skip
+        if t.shape == out or (node.name in self.flat_ok and t.shape == (prod(out[:-1]), out[-1])):
+            return t
+        raise Skip
 
     def unary(self, kind: OpKind) -> Callable[[fx.Node], Value]:
         def lower(node: fx.Node) -> Value:

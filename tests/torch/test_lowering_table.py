@@ -190,6 +190,15 @@ ROWS: list[Row] = [
         Expect((K.MATMUL, K.GELU)),
     ),
     Row(
+        "`x.view(-1, d)` and back around a matmul (GPT-2's `Conv1D`: `addmm` on [B·S, D]), "
+        "a `reshape` keeping the rows",
+        "lowered: the value itself, no op (a view of a model input stays glue, as does a view that changes the rows: "
+        "heads split out)",
+        lambda: lambda x, w, b: torch.relu(torch.addmm(b, x.view(-1, 64), w).view(2, 8, 32)),
+        ((2, 8, 64), (64, 32), (32,)),
+        Expect((K.MATMUL, K.ADD, K.RELU), glue=("view",)),
+    ),
+    Row(
         "SiLU written out: `x * torch.sigmoid(x)`, `x / (1 + exp(-x))`",
         "lowered: `silu`, one op (`torch.sigmoid` alone, or `x * sigmoid(1.702 * x)`, stays glue)",
         lambda: _silu_written,

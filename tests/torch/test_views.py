@@ -1,0 +1,49 @@
+"""Views that keep a value's 2-d form are the value itself: GPT-2's Conv1D flattens x to [B·S, D] for
+its addmm and views the result back, and those views no longer cut the MLP into fragments around
+glue. A view that changes the rows (heads split out of a projection) stays glue."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+from transformers import GPT2Config
+from transformers.models.gpt2.modeling_gpt2 import GPT2MLP
+
+from mugraph.ir.types import OpKind
+from mugraph.stages.fragments import split_program
+from mugraph.torch.capture import capture
+from tests.helpers.torch_float64 import only_output
+from tests.helpers.torch_models import inputs, rel_err
+
+K = OpKind
+
+
+@pytest.mark.parametrize("shape", [(16, 32), (2, 8, 32)])
+def test_gpt2s_mlp_is_one_program_of_its_two_linears_and_gelu(shape: tuple[int, ...]) -> None:
+    torch.manual_seed(0)
+    mlp = GPT2MLP(128, GPT2Config(n_embd=32, activation_function="gelu_new")).half().eval()  # type: ignore[no-untyped-call]
+    x = inputs(shape)
+    c = capture(mlp, x)
+    ops = [op.kind for op in c.lowering.graph.ops if op.kind not in (K.INPUT, K.OUTPUT)]
+    assert ops == [K.MATMUL, K.ADD, K.GELU, K.MATMUL, K.ADD], c.lowering.describe()
+    assert [n for n in c.lowering.glue if not n.startswith("view")] == []  # the input's view alone, if any
+    assert len(split_program(c.lowering.graph).parts) <= 2  # before: five, split at the views and tanh
+    got, want = only_output(c, x), mlp.double()(x[0].double())
+    assert rel_err(got, want) <= 1e-9
+
+
+class Heads(nn.Module):
+    """A projection split into heads: the view changes what a row is."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.q = nn.Linear(64, 64, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.q(x).view(16, 2, 32))
+
+
+def test_a_view_that_changes_the_rows_stays_glue() -> None:
+    c = capture(Heads().half().eval(), inputs((16, 64)))
+    assert "view" in c.lowering.glue and "linear" in c.lowering.lowered
