@@ -24,3 +24,4 @@ class Composite:
     weight: fx.Node | None
     bias: fx.Node | None
     nodes: frozenset[str]  # the fx nodes it replaces, the root among them
+    weight_shift: float = 0.0  # the output is multiplied by weight + this (Gemma's 1 + w)

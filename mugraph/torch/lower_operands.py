@@ -38,13 +38,15 @@ class InputSource:
     (`transpose`: a linear layer's weight), reshaped with leading 1-dims (`reshape`: a bias), times a
     scalar (`scale`: attention's Q), reshaped or transposed then times a scalar (`reshape_scale`:
     a norm's weight with the constant its output was multiplied by; `transpose_scale`: LoRA's B
-    with alpha/r), or a constant (`const`: a scalar operand)."""
+    with alpha/r), or a constant (`const`: a scalar operand). `shift` is added before any scale: a
+    Gemma norm's weight, which its output is multiplied by as (1 + w)."""
 
     kind: str
     node: str | None
     shape: tuple[int, ...]
     dtype: DType
     value: float = 0.0
+    shift: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ returns the op's program value, or raises `Skip` to leave the node to PyTorch as
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable, Sequence
 from math import prod
 from typing import Any, assert_never, cast
@@ -233,7 +234,7 @@ class OpLowering(Operands):
         _, k, name = best
         src = self.inputs[name]
         factor = (src.value if src.kind == "scale" else 1.0) * s
-        scaled = InputSource(SCALABLE[src.kind], src.node, src.shape, dt, factor)
+        scaled = InputSource(SCALABLE[src.kind], src.node, src.shape, dt, factor, src.shift)
         new = next((n for n, v in self.inputs.items() if v == scaled), None) or self._fresh(f"{name}_s")
         w = self._new_input(new, scaled, name in self.early_inputs)
         args = [w if j == k else self.g.tensors[t] for j, t in enumerate(op.inputs)]
@@ -401,10 +402,22 @@ class OpLowering(Operands):
             case _ as unreachable:
                 assert_never(unreachable)
         if n.weight is not None:
-            y = self.g.mul(y, self.operand(n.weight, dt, f))
+            y = self.g.mul(y, self._shifted(self.operand(n.weight, dt, f), n.weight_shift))
         if n.bias is not None:
             y = self.g.add(y, self.operand(n.bias, dt, f))
         return y
+
+    def _shifted(self, w: Tensor, shift: float) -> Tensor:
+        """Program input `w` plus `shift`, computed by torch as the input is made (Gemma's 1 + w)."""
+        if not shift:
+            return w
+        name = next((n for n, t in self.input_tensor.items() if t.index == w.index), None)
+        src = self.inputs.get(name) if name is not None else None
+        if name is None or src is None or src.kind not in ("value", "reshape") or src.shift:
+            raise Skip  # a computed weight: the norm's pieces are lowered one by one
+        shifted = dataclasses.replace(src, shift=shift)
+        new = next((n for n, v in self.inputs.items() if v == shifted), None) or self._fresh(f"{name}_p1")
+        return self._new_input(new, shifted, name in self.early_inputs)
 
     def cat(self, node: fx.Node) -> Value:
         b = bind(node)

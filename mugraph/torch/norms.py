@@ -98,7 +98,8 @@ def _affine(core: Pattern) -> Pattern:
     """core, times a weight and plus a bias where present, each step possibly cast."""
     c = Cast(core)
     one = Num(1.0)
-    scaled = Cast(commuted(aten.mul.Tensor, c, Capture("weight")))
+    plus_one = commuted(aten.add.Tensor, Cast(Capture("weight")), Capture("weight_shift", Num(1.0)), alpha=one)
+    scaled = Cast(commuted(aten.mul.Tensor, c, either(plus_one, Capture("weight"))))
     return Cast(
         either(
             commuted(aten.add.Tensor, scaled, Capture("bias"), alpha=one),
@@ -165,7 +166,8 @@ def _accept(kind: NormKind, native: bool) -> Callable[[fx.Node, Match], Composit
         bias = _operand(m, ("native_bias", "bias"), d, out.dtype)
         if weight is False or bias is False:
             return None
-        return Composite(kind, root, x, eps, weight, bias, frozenset(n.name for n in m.nodes))
+        shift = 1.0 if m.has("weight_shift") and weight is not None else 0.0
+        return Composite(kind, root, x, eps, weight, bias, frozenset(n.name for n in m.nodes), shift)
 
     return accept
 

@@ -101,6 +101,8 @@ class InputMaker:
             value = value.t()
         elif base == "reshape":
             value = value.reshape(src.shape)
+        if src.shift:
+            value = value.float() + src.shift
         if scaled:
-            value = (value.float() * src.value).to(dtype)
-        return value.contiguous()
+            value = value.float() * src.value
+        return value.to(dtype).contiguous()

@@ -165,6 +165,12 @@ def is_cast(value: Any) -> bool:
     if value.target is aten._to_copy.default:
         extra = {k: v for k, v in value.kwargs.items() if k != "dtype"}
         dtype = value.kwargs.get("dtype")
+    elif value.target is aten.type_as.default:  # x.type_as(y): x in y's dtype
+        other = value.args[1] if len(value.args) == 2 else None
+        target = other.meta.get("val") if isinstance(other, fx.Node) else None
+        if not isinstance(target, torch.Tensor) or value.kwargs:
+            return False
+        extra, dtype = {}, target.dtype
     elif value.target is aten.to.dtype:
         b = bind(value)
         extra = {k: b[k] for k in ("non_blocking", "copy") if b.get(k)} | (
@@ -174,7 +180,8 @@ def is_cast(value: Any) -> bool:
     else:
         return False
     src = value.args[0].meta.get("val") if isinstance(value.args[0], fx.Node) else None
-    if extra or len(value.args) != 1 + (value.target is aten.to.dtype) or not isinstance(src, torch.Tensor):
+    two = value.target in (aten.to.dtype, aten.type_as.default)  # the dtype (or a tensor of it) as an argument
+    if extra or len(value.args) != 1 + two or not isinstance(src, torch.Tensor):
         return False
     return dtype in FLOATS and src.dtype in FLOATS
 

@@ -32,14 +32,16 @@ def program_in_float64(c: Captured, args: tuple[torch.Tensor, ...]) -> dict[str,
     for name, _, _ in c.lowering.graph.input_signature():
         src = c.lowering.inputs[name]
         value = glue(src.node) if src.node is not None else torch.full(src.shape, src.value, dtype=torch.float64)
-        if src.kind == "transpose":
+        base = src.kind.removesuffix("_scale")
+        if base == "transpose":
             made = value.t()
-        elif src.kind == "reshape":
+        elif base == "reshape":
             made = value.reshape(src.shape)
-        elif src.kind == "scale":
-            made = value * src.value
         else:
             made = value
+        made = made + src.shift  # a Gemma norm's 1 + w
+        if src.kind.endswith("scale"):
+            made = made * src.value
         arrays.append(made.detach().numpy())
     outs = evaluate(Float64Algebra(np), c.lowering.graph, arrays)
     names = [str(op.attr("name")) for op in c.lowering.graph.ops_of(OpKind.OUTPUT)]

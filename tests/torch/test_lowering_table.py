@@ -15,6 +15,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
+from transformers.models.gemma.modeling_gemma import GemmaRMSNorm
 from transformers.models.llama.modeling_llama import LlamaRMSNorm
 
 from mugraph.ir.types import DType, OpKind
@@ -144,6 +145,13 @@ ROWS: list[Row] = [
         _half(LlamaRMSNorm(64, eps=1e-5)),
         ((2, 4, 64),),
         Expect((K.RMS_NORM, K.MUL), eps=1e-5),
+    ),
+    Row(
+        "Hugging Face `GemmaRMSNorm` (to float32, normalise, times `1 + w`, back with `type_as`)",
+        "lowered: `rms_norm(x, eps)` · (1 + w); torch makes 1 + w as the weight input",
+        _half(GemmaRMSNorm(64, eps=1e-6)),
+        ((2, 4, 64),),
+        Expect((K.RMS_NORM, K.MUL), eps=1e-6),
     ),
     Row(
         "`nn.LayerNorm`, `F.layer_norm` (with weight and bias)",

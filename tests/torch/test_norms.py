@@ -150,3 +150,40 @@ def test_a_float32_result_of_a_half_input_keeps_its_cast_in_torch() -> None:
     ep = export(fn, inputs((8, 64)))
     (norm,) = find_norms(list(ep.graph.nodes)).values()
     assert norm.x.meta["val"].dtype == torch.float32 and norm.x.target is torch.ops.aten._to_copy.default
+
+
+def gemma_written(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """Gemma's RMSNorm without its casts: the output times (1 + w)."""
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * (1.0 + w)
+
+
+@pytest.mark.parametrize("shape", [(8, 64), (2, 4, 64)])
+@pytest.mark.parametrize("which", ["GemmaRMSNorm", "written"])
+def test_gemmas_norm_times_one_plus_w_is_one_norm_with_its_weight_shifted(shape: tuple[int, ...], which: str) -> None:
+    """Hugging Face's GemmaRMSNorm (x to float32, normalised, times 1 + w, back with type_as): one
+    rms_norm times an input torch makes as w + 1; the program and the module compute the model's values."""
+    from transformers.models.gemma.modeling_gemma import GemmaRMSNorm
+
+    from mugraph.codegen import FP16_TOLERANCE
+    from mugraph.torch.runtime import OptimizedModule
+    from tests.helpers.torch_float64 import only_output
+    from tests.helpers.torch_models import rel_err
+
+    torch.manual_seed(0)
+    if which == "GemmaRMSNorm":
+        norm = GemmaRMSNorm(64, eps=1e-6)
+        with torch.no_grad():
+            norm.weight.normal_()  # Gemma initialises w to 0: 1 + w would hide a missing shift
+        model: Any = norm.half().eval()
+        args = inputs(shape)
+    else:
+        model, args = gemma_written, inputs(shape, (64,))
+    c = capture(model, args)
+    assert program_kinds(c) == [RMS, OpKind.MUL] and not c.lowering.glue, c.lowering.describe()
+    (shifted,) = [s for s in c.lowering.inputs.values() if s.shift]
+    assert shifted.shift == 1.0 and shifted.kind == "reshape" and shifted.shape == (1, 64)
+    wide = model.double() if isinstance(model, nn.Module) else model
+    want = wide(*(a.double() for a in args))
+    # GemmaRMSNorm in float64 still normalises in float32 (its x.float()): 1e-6 is float32's rounding
+    assert rel_err(only_output(c, args), want) <= (1e-6 if which == "GemmaRMSNorm" else 1e-9)
+    assert rel_err(OptimizedModule(c, c.lowering.graph)(*args), want) <= FP16_TOLERANCE
