@@ -231,9 +231,25 @@ class Launcher:
         where = args[0].device if args else device
         outs = [torch.empty(shape, dtype=dtype, device=where) for shape, dtype in call.outputs]
         scratch = [torch.empty(shape, dtype=torch.float32, device=where) for shape in call.scratch]
-        call.launch(*[fitted(a, s) for a, s in zip(args, call.strides, strict=True)], *outs, *scratch)
+        try:
+            call.launch(*[fitted(a, s) for a, s in zip(args, call.strides, strict=True)], *outs, *scratch)
+        except Exception as e:  # Triton's own words for a tensor of another dtype are about tl.dot operands
+            self._refuse_dtypes(op, args, e)
+            raise
         tensors.update(zip(op.outputs, outs, strict=True))
         return op.outputs
+
+    def _refuse_dtypes(self, op: Op, args: Sequence[torch.Tensor], error: Exception) -> None:
+        """Raise a TorchError where a kernel failed on a tensor whose dtype is not the program's: the
+        model's parameters converted after optimize (model.double()), which the module shares."""
+        for a, i in zip(args, op.inputs, strict=True):
+            want = TORCH_DTYPES[self.program.tensors[i].dtype]
+            if a.dtype != want:
+                raise TorchError(
+                    f"a kernel was given a {a.dtype} tensor where the program computes in {want}: the model's "
+                    f"parameters or buffers were converted after it was optimised (the module shares them); "
+                    f"convert them back, or optimise the model again in its new dtype"
+                ) from error
 
     def _call(self, index: int) -> _KernelCall:
         """What a launch of op `index`'s kernel needs, worked out at its first call (the kernel's grid

@@ -50,3 +50,15 @@ def test_bfloat16_tiles_enter_tl_dot_as_float32_only_in_the_interpreter() -> Non
     assert "tl.dot(" in compiled and ".to(tl.float32), " not in compiled.split("tl.dot(")[1].split("\n")[0]
     dot_line = next(ln for ln in interpreted.splitlines() if "tl.dot(" in ln)
     assert dot_line.count(".to(tl.float32)") == 2 and "input_precision='ieee'" in dot_line
+
+
+def test_a_weight_converted_after_optimising_is_named_not_left_to_tritons_words() -> None:
+    """The module shares the model's parameters: after model.double() a kernel gets a float64 weight."""
+    from mugraph.torch.errors import TorchError
+
+    graph = silu_of_product(DType.FLOAT16)
+    launcher = Launcher(graph, {})
+    tensors = {0: torch.zeros(16, 64, dtype=torch.float16), 1: torch.zeros(64, 128, dtype=torch.float64)}
+    (index,) = [i for i, op in enumerate(graph.ops) if op.block is not None]
+    with pytest.raises(TorchError, match=r"torch.float64 tensor where the program computes in torch.float16"):
+        launcher.run(index, tensors, None)
