@@ -14,8 +14,8 @@ import mugraph.torch.kernels as kernels
 from mugraph.codegen import FP16_TOLERANCE
 from mugraph.ir.types import DType, OpKind
 from mugraph.torch.errors import TorchError
+from tests.helpers.torch_kernels import silu_of_product
 from tests.helpers.torch_models import GELU_LINEAR_SETTINGS, GeluLinear, build, float64_output, inputs, rel_err
-from tests.torch.test_kernels import silu_of_product
 
 TOLERANCE = {torch.float16: FP16_TOLERANCE, torch.bfloat16: 4e-2, torch.float32: 1e-5}
 

@@ -15,8 +15,8 @@ import mugraph
 import mugraph.torch.kernels as kernels
 from mugraph.torch.errors import TorchError
 from mugraph.torch.kernels import Launcher, check_device, check_model_device
+from tests.helpers.torch_kernels import silu_of_product
 from tests.helpers.torch_models import GeluLinear, build, inputs
-from tests.torch.test_kernels import silu_of_product
 
 
 @pytest.fixture
