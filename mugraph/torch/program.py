@@ -88,8 +88,9 @@ def optimized_module(store: Path, captured: Captured | None = None) -> Optimized
         captured = load_exported(exported_path(store), name, recorded_digest(meta))
     if captured.digest != identity.get("program_digest"):
         raise TorchError(
-            f"{store}: the exported program beside it ({exported_path(store).name}) is not the program "
-            "the store was made for; optimise the model again"
+            f"{store}: the exported program beside it ({exported_path(store).name}) lowers to another program "
+            "than the one the store was made for (the model changed, or this version of mugraph lowers it "
+            "differently from the one that made the store); optimise the model again"
         )
     chosen = ", ".join(f"{k}={v[:12]}" for k, v in sorted(final.get("best_per_fragment", {}).items()))
     return OptimizedModule(captured, loads(final["program_graph"]), chosen, share=share)
