@@ -45,6 +45,14 @@ class _Step:
     index: int = -1
 
 
+# Glue ops run as another op that gives the same values on any strides: the program hands glue its
+# values contiguous, where the model's own tensors may have kept a permuted layout that `view` needed.
+GLUE_AS = {
+    torch.ops.aten.view.default: torch.ops.aten.reshape.default,
+    torch.ops.aten._unsafe_view.default: torch.ops.aten.reshape.default,
+}
+
+
 class OptimizedModule(torch.nn.Module):
     """A captured model as its optimised program, for inference: called as the model is (same inputs,
     same outputs, same structure), with the model's parameters and buffers under the model's names.
@@ -170,7 +178,7 @@ class OptimizedModule(torch.nn.Module):
                 self._glue_value(a.name, env)
             args = fx.node.map_arg(node.args, lambda a: env[a.name])
             kwargs = fx.node.map_arg(node.kwargs, lambda a: env[a.name])
-            env[name] = node.target(*args, **kwargs)
+            env[name] = GLUE_AS.get(node.target, node.target)(*args, **kwargs)
         return env[name]
 
     # -- running ----------------------------------------------------------------------------------

@@ -69,3 +69,13 @@ def test_a_model_that_writes_its_buffers_is_not_run_by_the_check() -> None:
 
     assert writes_state(export(Counter().eval(), X))
     assert not writes_state(export(lambda x: model(x)[0], X))
+
+
+def test_a_module_that_raises_where_the_model_runs_is_a_mismatch_not_a_crash() -> None:
+    def broken(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        raise RuntimeError("view size is not compatible with input tensor's size and stride\nmore")
+
+    said = output_mismatch(broken, model, X)
+    assert said == (
+        "the module failed with RuntimeError: view size is not compatible with input tensor's size and stride"
+    )

@@ -47,3 +47,29 @@ class Heads(nn.Module):
 def test_a_view_that_changes_the_rows_stays_glue() -> None:
     c = capture(Heads().half().eval(), inputs((16, 64)))
     assert "view" in c.lowering.glue and "linear" in c.lowering.lowered
+
+
+class PermutedSquare(nn.Module):
+    """An element-wise op on a transposed value, then a reshape torch exports as a view: torch's own
+    tensor kept the permuted layout (a view of it works); the program's is contiguous (a view fails)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.q = nn.Linear(64, 64, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q = self.q(x).view(2, 8, 4, 16).transpose(1, 2)
+        q = q * q + q
+        return q.transpose(1, 2).reshape(2, 8, -1)
+
+
+def test_a_glue_view_of_a_value_the_program_made_contiguous_runs() -> None:
+    from mugraph.codegen import FP16_TOLERANCE
+    from mugraph.torch.runtime import OptimizedModule
+
+    torch.manual_seed(0)
+    model = PermutedSquare().half().eval()
+    x = inputs((2, 8, 64))
+    c = capture(model, x)
+    assert "view_1" in c.lowering.glue and {K.MUL, K.ADD} <= {op.kind for op in c.lowering.graph.ops}
+    assert rel_err(OptimizedModule(c, c.lowering.graph)(*x), model(*x)) <= FP16_TOLERANCE
