@@ -101,7 +101,9 @@ def kept_reason(done: Mapping[str, Any], fragment: str) -> str | None:
         return f"the best candidate, {top['digest'][:16]}, {estimate}"
     if not ranking:
         if done["complete"]:
-            return "the search found no μGraph equal to it"
+            # the space holds none (a constant multiply with no weight to fold into is one such op:
+            # the search has no scalar op to build it with)
+            return "its whole search space holds no μGraph equal to it other than the reference itself"
         return "the search stopped at its time limit before finding any μGraph equal to it"
     return f"no μGraph found is estimated faster (the best, {ranking[0]['digest'][:16]}, {ranking[0]['speedup']:.2f}x)"
 

@@ -79,3 +79,13 @@ def test_a_stopped_search_without_a_mugraph_is_said_plainly() -> None:
     done["best_per_fragment"] = {"f0": "r"}
     reason = kept_reason(done, "f0")
     assert reason == "the search stopped at its time limit before finding any μGraph equal to it"
+
+
+def test_a_whole_space_without_a_mugraph_is_not_read_as_a_failed_search() -> None:
+    """Not "found no μGraph equal to it", which reads as if even the reference was not reproduced."""
+    from mugraph.dashboards.console import kept_reason
+
+    done = {"ranking": {"f0": []}, "reference": {"f0": {"digest": "r", "reference": True}}, "complete": True}
+    done["best_per_fragment"] = {"f0": "r"}
+    said = kept_reason(done, "f0")
+    assert said == "its whole search space holds no μGraph equal to it other than the reference itself"
