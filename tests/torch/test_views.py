@@ -58,7 +58,7 @@ class PermutedSquare(nn.Module):
         self.q = nn.Linear(64, 64, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        q = self.q(x).view(2, 8, 4, 16).transpose(1, 2)
+        q: torch.Tensor = self.q(x).view(2, 8, 4, 16).transpose(1, 2)
         q = q * q + q
         return q.transpose(1, 2).reshape(2, 8, -1)
 
