@@ -50,6 +50,8 @@ ELEMENTWISE = frozenset(
 
 
 VIEWS = frozenset({aten.view.default, aten.reshape.default, aten._unsafe_view.default})
+# ops with a lowering that are glue wherever they read a lowered value (not held flat, for a view)
+GLUE_READS = VIEWS | {aten.t.default, aten.permute.default, aten.transpose.int}
 
 
 def _shape(a: fx.Node) -> tuple[int, ...] | None:
@@ -129,8 +131,8 @@ def held_flat(nodes: Sequence[fx.Node], norms: Mapping[str, Composite], lowerabl
 
     def needs_dims(reader: str) -> bool:
         node = by_name[reader]
-        # a view not held flat is glue (the program keeps no other view), so it reads the torch value
-        return reader not in flat and (reader in norms or (node.target in lowerable and node.target not in VIEWS))
+        # a view not held flat, or a transpose, of a lowered value is glue: it reads the torch value
+        return reader not in flat and (reader in norms or (node.target in lowerable and node.target not in GLUE_READS))
 
     changed = True
     while changed:

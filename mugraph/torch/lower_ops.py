@@ -74,6 +74,9 @@ class OpLowering(Operands):
             aten.cat.default: self.cat,
             aten.clamp.default: self.clamp,
             aten.clone.default: self.clone,
+            aten.t.default: self.transpose,
+            aten.permute.default: self.transpose,
+            aten.transpose.int: self.transpose,
             aten.view.default: self.view,
             aten.reshape.default: self.view,
             aten._unsafe_view.default: self.view,
@@ -93,16 +96,35 @@ class OpLowering(Operands):
             raise Skip
         f = self.frame(node, [x, b.get("bias")])
         xt = self.operand(x, dt, f)
+        y = self.g.matmul(xt, self._transposed(w, dt))
+        if b.get("bias") is not None:
+            y = self.g.add(y, self.operand(b["bias"], dt, f))
+        return y
+
+    def _transposed(self, w: fx.Node, dt: DType) -> Tensor:
+        """A 2-d torch value's transpose as a program input, a view the kernels read in place (one per
+        value, shared by every reader)."""
         name = self._fresh(f"{w.name}_t")
         for n, s in self.inputs.items():
             if s.kind == "transpose" and s.node == w.name:
                 name = n
         n_out, k = self._shape(w)
-        wt = self._new_input(name, InputSource("transpose", w.name, (k, n_out), dt), w.name not in self.late)
-        y = self.g.matmul(xt, wt)
-        if b.get("bias") is not None:
-            y = self.g.add(y, self.operand(b["bias"], dt, f))
-        return y
+        return self._new_input(name, InputSource("transpose", w.name, (k, n_out), dt), w.name not in self.late)
+
+    def transpose(self, node: fx.Node) -> Value:
+        """`w.T`, `w.t()`, `w.permute(1, 0)`, `w.transpose(0, 1)` of a 2-d value torch holds (Falcon's
+        `x @ self.weight.T`): the transposed input a linear layer's weight is. Of a lowered value: glue."""
+        w = node.args[0]
+        if not isinstance(w, fx.Node) or w.name in self.values or len(self._shape(w)) != 2:
+            raise Skip
+        if node.target is aten.permute.default and [d % 2 for d in cast(Sequence[int], node.args[1])] != [1, 0]:
+            raise Skip
+        if node.target is aten.transpose.int and {int(cast(int, d)) % 2 for d in node.args[1:3]} != {0, 1}:
+            raise Skip
+        dt = self.out_dtype(node)
+        if self._dtype(w) is not dt:
+            raise Skip
+        return self._transposed(w, dt)
 
     def matmul(self, node: fx.Node) -> Value:
         """a @ b: a batched matmul where the batch dims agree; a [.., m, k] of 3 or more dims times a

@@ -228,6 +228,13 @@ ROWS: list[Row] = [
         Expect((K.MATMUL, K.ADD)),
     ),
     Row(
+        "`x @ w.T`, `w.t()`, `w.permute(1, 0)` of a 2-d weight or input (Falcon's linear)",
+        "lowered: matmul with W.T read in place, as `nn.Linear`'s; a transpose of a lowered value stays glue",
+        lambda: lambda x, w: x @ w.T,
+        ((8, 64), (32, 64)),
+        Expect((K.MATMUL,)),
+    ),
+    Row(
         "`nn.Linear` on `[B, S, D]`",
         "lowered: matmul on `[B·S, D]` (the program of the 2-d input)",
         _half(nn.Linear(64, 32)),
@@ -282,7 +289,7 @@ ROWS: list[Row] = [
         "glue (the program computes in the model's dtype)",
         lambda: float32_island,
         ((8, 64), (64, 64)),
-        Expect((K.MATMUL,), glue=("_to_copy", "exp", "_to_copy", "matmul", "_to_copy", "t")),
+        Expect((K.MATMUL,), glue=("_to_copy", "exp", "_to_copy", "matmul", "_to_copy")),
     ),
     Row(
         "a float32 model",

@@ -73,3 +73,28 @@ def test_a_glue_view_of_a_value_the_program_made_contiguous_runs() -> None:
     c = capture(model, x)
     assert "view_1" in c.lowering.glue and {K.MUL, K.ADD} <= {op.kind for op in c.lowering.graph.ops}
     assert rel_err(OptimizedModule(c, c.lowering.graph)(*x), model(*x)) <= FP16_TOLERANCE
+
+
+class WeightT(nn.Module):
+    """Falcon's linear, `x @ self.weight.T` on a weight [out, in] (no nn.Linear), and a permute."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(128, 64) / 8)
+        self.down = nn.Parameter(torch.randn(64, 128) / 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x @ self.weight.T) @ self.down.permute(1, 0)
+
+
+def test_a_weights_transpose_written_out_is_read_in_place_as_a_linear_layers_is() -> None:
+    from mugraph.codegen import FP16_TOLERANCE
+    from mugraph.torch.runtime import OptimizedModule
+
+    torch.manual_seed(0)
+    model = WeightT().half().eval()
+    x = inputs((16, 64))
+    c = capture(model, x)
+    assert [s.kind for s in c.lowering.inputs.values()].count("transpose") == 2 and not c.lowering.glue
+    assert rel_err(OptimizedModule(c, c.lowering.graph)(*x), model(*x)) <= FP16_TOLERANCE
+    assert rel_err(only_output(c, x), model.double()(x[0].double())) <= 1e-9
