@@ -13,7 +13,7 @@ from mugraph.ir.errors import MugraphError
 from mugraph.ir.graph import KernelGraph
 from mugraph.ir.serialize import SCHEMA, digest, dumps, loads
 from mugraph.ir.types import OpKind
-from mugraph.programs.program import Program, suggest_preset
+from mugraph.programs.program import Program, suggest_preset, suggest_settings
 from mugraph.stages.fragments import FragmentSpec, Split, split_program
 from mugraph.stages.search.config import SearchConfig, for_reference, preset_config
 from mugraph.stages.search.explore import SEARCH_TREE, Fragment
@@ -75,6 +75,12 @@ def program_config(program: Program, preset: str | None, overrides: Mapping[str,
     return preset_config(program.preset).with_overrides({**program.settings, **overrides})
 
 
+def fragment_settings(program: Program, graph: KernelGraph, preset: str | None) -> Mapping[str, Any]:
+    """The settings over the suggested preset for one fragment of a split program: those the same graph
+    would get whole, for a program that is not built in and names no preset (`--preset` drops them)."""
+    return suggest_settings(graph) if preset is None and program.source != "built-in" else {}
+
+
 def make_plan(program: Program, preset: str | None, overrides: Mapping[str, Any], budget: int) -> RunPlan:
     """`preset` None: the program's own for a one-fragment program, else one suggested per fragment.
     `overrides` (the `--set` settings) apply to every fragment."""
@@ -86,7 +92,9 @@ def make_plan(program: Program, preset: str | None, overrides: Mapping[str, Any]
         config = (
             program_config(program, preset, overrides)
             if whole
-            else preset_config(preset or suggest_preset(spec.graph)).with_overrides(overrides)
+            else preset_config(preset or suggest_preset(spec.graph)).with_overrides(
+                {**fragment_settings(program, spec.graph, preset), **overrides}
+            )
         )
         config = for_reference(config, {op.kind for op in spec.graph.ops})
         ref_json = dumps(spec.graph)

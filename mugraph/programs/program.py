@@ -69,6 +69,14 @@ def default_settings(graph: KernelGraph) -> Mapping[str, Any]:
     return WIDE_FOUR_INPUTS if default_preset(graph) == "lora" else {}
 
 
+def suggest_settings(graph: KernelGraph) -> Mapping[str, Any]:
+    """The settings that go with `suggest_preset` for a fragment of a program that is not built in:
+    a four-input fragment (a norm's product then a linear with bias, CLIP's (a·b)·W + bias) is searched
+    as the same graph would be whole, where lora's own settings found nothing. Built-in programs'
+    fragments keep their presets' own (their stores and figures are keyed by those configs)."""
+    return WIDE_FOUR_INPUTS if suggest_preset(graph) == "lora" else {}
+
+
 REGISTRY: dict[str, Program] = {}
 
 
