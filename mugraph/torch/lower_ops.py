@@ -175,7 +175,18 @@ class OpLowering(Operands):
             return a
         if not isinstance(a, fx.Node):
             return need(a) * s
-        return self.g.mul_scalar(self.operand(a, self.out_dtype(node), f), s)
+        dt = self.out_dtype(node)
+        return self._times(self.operand(a, dt, f), s, dt)
+
+    def _times(self, t: Tensor, s: float, dt: DType) -> Tensor:
+        """t times a constant the fold into a weight could not take (a product with another reader, a
+        negation, a mean's 1/n): a mul by a constant input [1, ..., 1] of the program's dtype, which
+        the search can build (it has no scalar op: with mul_scalar, CLIP's linear + bias then times
+        1.702 held no μGraph, and the linear was not fused). Times 1.0 (Llama's rotary scaling) stays
+        mul_scalar, whose term is its operand's: the search finds its input itself, no kernel."""
+        if s == 1.0:
+            return self.g.mul_scalar(t, s)
+        return self.g.mul(t, self.const(s, dt, len(t.shape)))
 
     def _add_values(self, node: fx.Node, f: Frame, a: Any, b: Any) -> Value:
         """a + b where either may already be a program tensor."""
@@ -278,7 +289,7 @@ class OpLowering(Operands):
                 return (
                     self._scale(x, s, dt)
                     or self._fold_into_weight(node, x, s, dt)
-                    or self.g.mul_scalar(self.operand(x, dt, f), s)
+                    or self._times(self.operand(x, dt, f), s, dt)
                 )
         return self._binary(node, OpKind.MUL, a, b)
 
@@ -296,7 +307,7 @@ class OpLowering(Operands):
             return (
                 self._scale(a, 1.0 / s, dt)
                 or self._fold_into_weight(node, a, 1.0 / s, dt)
-                or self.g.mul_scalar(self.operand(a, dt, f), 1.0 / s)
+                or self._times(self.operand(a, dt, f), 1.0 / s, dt)
             )
         return self._binary(node, OpKind.DIV, a, d)
 
@@ -307,7 +318,8 @@ class OpLowering(Operands):
         return self.operand(a, self.out_dtype(node), self.frame(node, [a]))
 
     def neg(self, node: fx.Node) -> Value:
-        return self.g.mul_scalar(self._only(node, node.args[0]), -1.0)
+        x = self._only(node, node.args[0])
+        return self._times(x, -1.0, x.dtype)
 
     def clone(self, node: fx.Node) -> Value:
         """A copy (what dropout is in eval mode) of a lowered value is that value."""
@@ -397,7 +409,7 @@ class OpLowering(Operands):
         for d in dims:
             count *= x.shape[d]
             x = self.g.reduction(x, d)
-        return self.g.mul_scalar(x, 1.0 / count) if mean and count > 1 else x
+        return self._times(x, 1.0 / count, x.dtype) if mean and count > 1 else x
 
     def sum(self, node: fx.Node) -> Value:
         return self._reduce(node, False)

@@ -55,6 +55,11 @@ class Row:
         return re.sub(r"[^a-z0-9]+", "-", self.construct.lower()).strip("-")[:40]
 
 
+def _scaled_twice(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    h = x @ w
+    return h, h * 1.702
+
+
 def _gelu_written(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     h = x @ w
     return 0.5 * h * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (h + 0.044715 * h**3)))
@@ -271,6 +276,14 @@ ROWS: list[Row] = [
         Expect((K.RMS_NORM, K.MUL, K.ADD)),
     ),
     Row(
+        "any other constant multiply or divide, `-x`, a mean's 1/n (`h * 1.702`, where h has another reader)",
+        "lowered: a mul by a constant input [1, 1] of the program's dtype (the search has no scalar op); "
+        "times 1.0 is its operand",
+        lambda: _scaled_twice,
+        ((8, 64), (64, 32)),
+        Expect((K.MATMUL, K.MUL)),
+    ),
+    Row(
         "`torch.softmax`, `F.softmax`",
         "glue (the IR has no max: exp without torch's max shift overflows fp16)",
         lambda: lambda x, y: torch.softmax(x @ y, dim=-1),
@@ -318,7 +331,7 @@ ROWS: list[Row] = [
         "slices: glue; neg, cat, the products and the sum: lowered",
         lambda: rotary,
         ((1, 2, 8, 32), (8, 32), (8, 32)),
-        Expect((K.MUL_SCALAR, K.CONCAT, K.MUL, K.MUL, K.ADD), glue=("slice", "slice"), exact=False),
+        Expect((K.MUL, K.CONCAT, K.MUL, K.MUL, K.ADD), glue=("slice", "slice"), exact=False),
     ),
     Row(
         "`torch.cond`, `while_loop`, other higher-order ops",
