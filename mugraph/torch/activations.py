@@ -21,7 +21,7 @@ from torch import fx
 
 from mugraph.torch.composite import Composite, CompositeKind
 from mugraph.torch.lower_operands import meta
-from mugraph.torch.patterns import ASSERTS, is_cast
+from mugraph.torch.patterns import Match, closed, is_cast
 
 aten = torch.ops.aten
 
@@ -67,14 +67,11 @@ POINTS = torch.cat(
     [torch.linspace(-8.0, 8.0, 161, dtype=torch.float64), torch.tensor([-50.0, -20.0, -1e-3, 1e-3, 20.0, 50.0])]
 )
 TOLERANCE = 1e-6
+KNOWN_VALUES = tuple((kind, f(POINTS)) for kind, f in KNOWN)  # each activation at POINTS, made once
 
 
 def _member(node: fx.Node) -> bool:
     return node.op == "call_function" and (node.target in ELEMENTWISE or is_cast(node))
-
-
-def _tensor_args(node: fx.Node) -> list[fx.Node]:
-    return list(node.all_input_nodes)
 
 
 def _cone(root: fx.Node) -> list[fx.Node]:
@@ -82,7 +79,7 @@ def _cone(root: fx.Node) -> list[fx.Node]:
     seen = [root]
     stack = [root]
     while stack and len(seen) < MAX_REGION:
-        for a in _tensor_args(stack.pop()):
+        for a in stack.pop().all_input_nodes:
             if a not in seen and _member(a):
                 seen.append(a)
                 stack.append(a)
@@ -97,11 +94,11 @@ def _region(root: fx.Node, cone: Sequence[fx.Node], x: fx.Node) -> set[fx.Node] 
         if n is x:
             return True
         if n not in reach:
-            reach[n] = n in cone and any(depends(a) for a in _tensor_args(n))
+            reach[n] = n in cone and any(depends(a) for a in n.all_input_nodes)
         return reach[n]
 
     region = {n for n in cone if depends(n)}
-    if any(a is not x and a not in region for n in region for a in _tensor_args(n)):
+    if any(a is not x and a not in region for n in region for a in n.all_input_nodes):
         return None
     return region if root in region else None
 
@@ -124,8 +121,7 @@ def _evaluate(order: Sequence[fx.Node], x: fx.Node) -> torch.Tensor | None:
 
 
 def _which(value: torch.Tensor) -> CompositeKind | None:
-    for kind, f in KNOWN:
-        want = f(POINTS)
+    for kind, want in KNOWN_VALUES:
         if float((value - want).abs().max()) <= TOLERANCE * max(1.0, float(want.abs().max())):
             return kind
     return None
@@ -136,11 +132,6 @@ def _same_kind(node: fx.Node, root_val: torch.Tensor) -> bool:
     return isinstance(v, torch.Tensor) and v.dtype == root_val.dtype and tuple(v.shape) == tuple(root_val.shape)
 
 
-def _closed(region: set[fx.Node], root: fx.Node) -> bool:
-    """Every node of the region but its root is read only inside it (or by asserts)."""
-    return all(u in region or u.target in ASSERTS for n in region - {root} for u in n.users)
-
-
 def _match(root: fx.Node, taken: Collection[fx.Node]) -> Composite | None:
     root_val = meta(root)
     if not (isinstance(root_val, torch.Tensor) and root_val.is_floating_point()):
@@ -148,7 +139,7 @@ def _match(root: fx.Node, taken: Collection[fx.Node]) -> Composite | None:
     cone = _cone(root)
     if not any(n.target in TRANSCENDENTAL for n in cone):
         return None
-    leaves = [a for n in cone for a in _tensor_args(n)] + cone[1:]
+    leaves = [a for n in cone for a in n.all_input_nodes] + cone[1:]
     regions = []
     for x in dict.fromkeys(leaves):  # each candidate x once, in order
         if x in taken or not _same_kind(x, root_val):
@@ -158,9 +149,7 @@ def _match(root: fx.Node, taken: Collection[fx.Node]) -> Composite | None:
             continue
         regions.append((x, region))
     for x, region in sorted(regions, key=lambda r: -len(r[1])):  # the widest region first
-        if region & set(taken) or any(
-            u not in region and u.target not in ASSERTS for n in region - {root} for u in n.users
-        ):
+        if not region.isdisjoint(taken) or not closed(Match(nodes=frozenset(region)), root):
             continue
         order = [n for n in root.graph.nodes if n in region]
         value = _evaluate(order, x)
