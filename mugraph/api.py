@@ -67,7 +67,8 @@ def optimize(
     from mugraph.torch.timing import measure
 
     t0 = time.perf_counter()
-    check_model_device(model, example_args(example_inputs))  # before the search: its module could not run them
+    args = example_args(example_inputs)
+    check_model_device(model, args)  # before the search: its module could not run them
     captured = capture(model, example_inputs, name)
     prog = Program(
         captured.name,
@@ -99,7 +100,6 @@ def optimize(
             console.close()
     module = optimized_module(Path(done["store"]), captured)
     verdict = verdict_of(done, module.heavy_glue, reused)
-    args = example_args(example_inputs)
     stateless = not writes_state(captured.exported)
     mismatch = output_mismatch(module, model, args) if stateless else None
     if mismatch is not None:  # the model's own program, in torch, rather than kernels that disagree

@@ -47,13 +47,12 @@ def check_device(tensors: Sequence[torch.Tensor]) -> None:
     if interpreting() or all(t.device.type == "cuda" for t in tensors):
         return
     other = sorted({str(t.device) for t in tensors if t.device.type != "cuda"})
-    if other:
-        raise TorchError(
-            f"this machine has a CUDA device, so the kernels are compiled for it and take CUDA tensors, "
-            f"but tensors are on {', '.join(other)}: move the model and its inputs to the GPU "
-            f"(model.cuda(), x.cuda()), or set TRITON_INTERPRET=1 before Python starts to run the kernels "
-            f"on the CPU in Triton's interpreter (slowly)"
-        )
+    raise TorchError(
+        f"this machine has a CUDA device, so the kernels are compiled for it and take CUDA tensors, "
+        f"but tensors are on {', '.join(other)}: move the model and its inputs to the GPU "
+        f"(model.cuda(), x.cuda()), or set TRITON_INTERPRET=1 before Python starts to run the kernels "
+        f"on the CPU in Triton's interpreter (slowly)"
+    )
 
 
 def check_model_device(model: object, args: Sequence[object]) -> None:
