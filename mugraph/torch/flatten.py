@@ -50,8 +50,9 @@ ELEMENTWISE = frozenset(
 
 
 VIEWS = frozenset({aten.view.default, aten.reshape.default, aten._unsafe_view.default})
+TRANSPOSES = frozenset({aten.t.default, aten.permute.default, aten.transpose.int})
 # ops with a lowering that are glue wherever they read a lowered value (not held flat, for a view)
-GLUE_READS = VIEWS | {aten.t.default, aten.permute.default, aten.transpose.int}
+GLUE_READS = VIEWS | TRANSPOSES
 
 
 def _shape(a: fx.Node) -> tuple[int, ...] | None:

@@ -15,6 +15,7 @@ from torch import fx
 from mugraph.ir.graph import Tensor
 from mugraph.ir.types import DType, OpKind
 from mugraph.torch.composite import Composite
+from mugraph.torch.flatten import TRANSPOSES, VIEWS
 from mugraph.torch.lower_operands import (
     DTYPES,
     Frame,
@@ -74,12 +75,8 @@ class OpLowering(Operands):
             aten.cat.default: self.cat,
             aten.clamp.default: self.clamp,
             aten.clone.default: self.clone,
-            aten.t.default: self.transpose,
-            aten.permute.default: self.transpose,
-            aten.transpose.int: self.transpose,
-            aten.view.default: self.view,
-            aten.reshape.default: self.view,
-            aten._unsafe_view.default: self.view,
+            **dict.fromkeys(TRANSPOSES, self.transpose),
+            **dict.fromkeys(VIEWS, self.view),
         }
 
     def out_dtype(self, node: fx.Node) -> DType:

@@ -22,6 +22,7 @@ from mugraph.ir.graph import KernelGraph
 from mugraph.ir.types import OpKind
 from mugraph.torch.capture import Captured
 from mugraph.torch.errors import TorchError
+from mugraph.torch.flatten import VIEWS
 from mugraph.torch.kernels import Launcher
 from mugraph.torch.operands import InputMaker, Slot, kernel_strides, register_state
 from mugraph.torch.verdict import Verdict, heavy_glue
@@ -47,10 +48,7 @@ class _Step:
 
 # Glue ops run as another op that gives the same values on any strides: the program hands glue its
 # values contiguous, where the model's own tensors may have kept a permuted layout that `view` needed.
-GLUE_AS = {
-    torch.ops.aten.view.default: torch.ops.aten.reshape.default,
-    torch.ops.aten._unsafe_view.default: torch.ops.aten.reshape.default,
-}
+GLUE_AS = dict.fromkeys(VIEWS, torch.ops.aten.reshape.default)
 
 
 class OptimizedModule(torch.nn.Module):
