@@ -176,6 +176,11 @@ class Operands:
                 self.early_inputs.add(name)
         return self.input_tensor[name]
 
+    def _made(self, src: InputSource) -> str | None:
+        """The name of the program input already made as `src`, if any: one input per way torch computes
+        a value, shared by every reader."""
+        return next((n for n, s in self.inputs.items() if s == src), None)
+
     def _fresh(self, base: str) -> str:
         name, k = base, 1
         while name in self.names or name in self.inputs:
@@ -226,9 +231,8 @@ class Operands:
         if fs == shape:
             return self._new_input(a.name, InputSource("value", a.name, shape, dtype), early)
         src = InputSource("reshape", a.name, fs, dtype)
-        for n, s in self.inputs.items():  # one 2-d form per value
-            if s == src:
-                return self.input_tensor[n]
+        if (made := self._made(src)) is not None:  # one 2-d form per value
+            return self.input_tensor[made]
         if fs == (1,) * (2 - len(shape)) + shape:  # only leading 1-dims: named as `tensor` names them
             name = self._fresh(f"{a.name}_r2")
         else:  # rows folded: the value's own name where free, as the 2-d model's input has it
@@ -256,20 +260,16 @@ class Operands:
         if len(shape) > rank:
             raise Skip
         full = (1,) * (rank - len(shape)) + shape
-        name = self._fresh(f"{a.name}_r{rank}")
-        for n, s in self.inputs.items():  # one reshaped input per value and rank
-            if s.kind == "reshape" and s.node == a.name and s.shape == full:
-                return self.input_tensor[n]
-        return self._new_input(name, InputSource("reshape", a.name, full, dtype), early)
+        src = InputSource("reshape", a.name, full, dtype)  # one reshaped input per value and rank
+        return self._new_input(self._made(src) or self._fresh(f"{a.name}_r{rank}"), src, early)
 
     def const(self, value: float, dtype: DType, rank: int) -> Tensor:
-        shape = (1,) * rank
-        for n, s in self.inputs.items():
-            if s.kind == "const" and s.value == value and s.dtype is dtype and s.shape == shape:
-                return self.input_tensor[n]
+        src = InputSource("const", None, (1,) * rank, dtype, value)
+        if (made := self._made(src)) is not None:
+            return self.input_tensor[made]
         name = self._fresh(f"const{self.n_consts}")
         self.n_consts += 1
-        return self._new_input(name, InputSource("const", None, shape, dtype, value), True)
+        return self._new_input(name, src, True)
 
     def materialize(self, v: Value) -> Tensor:
         """A value as a program tensor (1/t as a division, made once by the callers that store it)."""

@@ -101,12 +101,9 @@ class OpLowering(Operands):
     def _transposed(self, w: fx.Node, dt: DType) -> Tensor:
         """A 2-d torch value's transpose as a program input, a view the kernels read in place (one per
         value, shared by every reader)."""
-        name = self._fresh(f"{w.name}_t")
-        for n, s in self.inputs.items():
-            if s.kind == "transpose" and s.node == w.name:
-                name = n
         n_out, k = self._shape(w)
-        return self._new_input(name, InputSource("transpose", w.name, (k, n_out), dt), w.name not in self.late)
+        src = InputSource("transpose", w.name, (k, n_out), dt)
+        return self._new_input(self._made(src) or self._fresh(f"{w.name}_t"), src, w.name not in self.late)
 
     def transpose(self, node: fx.Node) -> Value:
         """`w.T`, `w.t()`, `w.permute(1, 0)`, `w.transpose(0, 1)` of a 2-d value torch holds (Falcon's
@@ -145,7 +142,7 @@ class OpLowering(Operands):
         if b.name in self.values or self._dtype(b) is not dt:
             raise Skip
         src = InputSource("reshape", b.name, self._shape(b)[-2:], dt)
-        name = next((n for n, s in self.inputs.items() if s == src), None) or self._fresh(f"{b.name}_2d")
+        name = self._made(src) or self._fresh(f"{b.name}_2d")
         return self._new_input(name, src, b.name not in self.late)
 
     def addmm(self, node: fx.Node) -> Value:
@@ -231,7 +228,7 @@ class OpLowering(Operands):
         if not isinstance(a, fx.Node) or a.name in self.values or self._dtype(a) is not dt:
             return None
         src = InputSource("scale", a.name, self._shape(a), dt, s)
-        name = next((n for n, v in self.inputs.items() if v == src), None) or self._fresh(f"{a.name}_s")
+        name = self._made(src) or self._fresh(f"{a.name}_s")
         return self.g.matmul(self._new_input(name, src, a.name not in self.late), self.tensor(b, dt))
 
     def _fold_into_weight(self, node: fx.Node, x: Any, s: float, dt: DType) -> Value | None:
@@ -265,7 +262,7 @@ class OpLowering(Operands):
         src = self.inputs[name]
         factor = (src.value if src.kind == "scale" else 1.0) * s
         scaled = InputSource(SCALABLE[src.kind], src.node, src.shape, dt, factor, src.shift)
-        new = next((n for n, v in self.inputs.items() if v == scaled), None) or self._fresh(f"{name}_s")
+        new = self._made(scaled) or self._fresh(f"{name}_s")
         w = self._new_input(new, scaled, name in self.early_inputs)
         args = [w if j == k else self.g.tensors[t] for j, t in enumerate(op.inputs)]
         return self.g.mul(*args) if op.kind is OpKind.MUL else self.g.matmul(*args)
@@ -447,7 +444,7 @@ class OpLowering(Operands):
         if name is None or src is None or src.kind not in ("value", "reshape") or src.shift:
             raise Skip  # a computed weight: the norm's pieces are lowered one by one
         shifted = dataclasses.replace(src, shift=shift)
-        new = next((n for n, v in self.inputs.items() if v == shifted), None) or self._fresh(f"{name}_p1")
+        new = self._made(shifted) or self._fresh(f"{name}_p1")
         return self._new_input(new, shifted, name in self.early_inputs)
 
     def cat(self, node: fx.Node) -> Value:
