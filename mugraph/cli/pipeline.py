@@ -21,11 +21,12 @@ from mugraph.ir.serialize import loads
 from mugraph.run.checks import WORKERS_PER_CORE_LIMIT, check_output_file, check_store_name
 from mugraph.run.options import OptimizeOptions
 from mugraph.run.printed import run_printed
+from mugraph.run.provisional import stored_or_provisional
 from mugraph.stages.layout.costs import Layouts
 from mugraph.stages.layout.describe import describe_layouts, seconds_text
 from mugraph.stages.layout.profiles import DEFAULT_PROFILE, PROFILES, get_profile
 from mugraph.stages.layout.rank import MODEL_ERROR, rerank
-from mugraph.stages.layout.rows import RankedRow, ranked_rows
+from mugraph.stages.layout.rows import RankedRow
 from mugraph.stages.search.config import PRESETS
 from mugraph.stages.search.serial import DEFAULT_BUDGET
 from mugraph.storage.run.backends import open_existing
@@ -45,6 +46,7 @@ class FragmentStatus(TypedDict):
     best: str | None  # the best row's digest so far (the reference's where it ranks first)
     best_is_reference: bool
     best_found: str | None  # when the fastest ranked μGraph was found (stores that keep find times)
+    provisional: bool  # ranked from the store's confirmed μGraphs: the run stopped before ranking them
 
 
 class ShownFragment(TypedDict):
@@ -188,6 +190,13 @@ def optimize(program: str, as_json: bool, layouts: tuple[str, ...], **flags: Any
     run_printed(program, options, as_json=as_json, echo=click.echo)
 
 
+STOPPED_EARLY = (
+    "the run stopped before its end (interrupted or killed): the rankings below are of the μGraphs confirmed "
+    "and laid out so far, not stitched or checked end to end; run the same `mugraph optimize` command to "
+    "continue, or add `--time-limit 1` to it to only rank and stitch what the store holds"
+)
+
+
 def _open(store: Path) -> RunStoreReader:
     return open_existing(store, readonly=True)
 
@@ -205,7 +214,7 @@ def status(store: Path, as_json: bool) -> None:
         total = run_seconds(st.timeline())
         for i, f in enumerate(frags):
             conf = st.confirmations(i)
-            ranking = st.ranking(i)
+            ranking, so_far = stored_or_provisional(st, i, get_profile(DEFAULT_PROFILE))
             per.append(
                 {
                     "name": f["name"],
@@ -215,9 +224,14 @@ def status(store: Path, as_json: bool) -> None:
                     "best": ranking[0]["digest"] if ranking else None,
                     "best_is_reference": bool(ranking and ranking[0].get("reference")),
                     "best_found": find_line(st.found(i), ranking or [], total),
+                    "provisional": so_far,
                 }
             )
-        last = next((inv[-1] for inv in reversed(st.timeline()) if inv), None)
+        # the last sample with a size estimate: an invocation that ran no task (a finished run resumed,
+        # or one stopped at once) samples no estimate, and the earlier one still holds
+        samples = [s for inv in st.timeline() for s in inv]
+        last = next((s for s in reversed(samples) if s.get("estimated_states") is not None), None)
+        last = last or (samples[-1] if samples else None)
         size = (
             {
                 k: last.get(k)
@@ -270,6 +284,7 @@ def status(store: Path, as_json: bool) -> None:
         best = "the reference program" if p["best_is_reference"] else (p["best"] or "-")[:16]
         name, preset = printable(str(p["name"])), printable(str(p["preset"]))
         when = f"; {p['best_found']}" if p["best_found"] else ""
+        when += " (ranked now from what the store holds: the run stopped before its end)" if p["provisional"] else ""
         click.echo(f"  {name} ({preset}): {p['found']} found, {p['confirmed']} confirmed, best {best}{when}")
 
 
@@ -348,17 +363,19 @@ def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) ->
     """The ranking of every fragment of a run STORE (each μGraph's kernels, DRAM bytes, FLOPs and
     estimated time on a GPU profile, best first), then the chosen μGraph with its layouts."""
     gpu = get_profile(gpu_profile) if gpu_profile is not None else None
+    provisional = False
     with _open(store) as st:
         frags = st.fragments()
         rows: list[ShownFragment] = []
         for i, f in enumerate(frags):
-            ranking = ranked_rows(st.ranking(i) or [])
+            ranking, so_far = stored_or_provisional(st, i, gpu or get_profile(DEFAULT_PROFILE))
+            provisional |= so_far
             found = st.found(i)
             graphs = {d: rec.graph for d, rec in found.items()}
             for r in ranking:
                 if r.get("reference"):
                     graphs[r["digest"]] = f["graph"]
-            if gpu is not None and ranking:
+            if gpu is not None and ranking and not so_far:
                 ranking = rerank(ranking, {r["digest"]: loads(graphs[r["digest"]]) for r in ranking}, gpu)
             best = ranking[0] if ranking else None
             rows.append(
@@ -371,11 +388,13 @@ def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) ->
             )
         final = st.final()
         experts = expert_labels(st.identity, frags)
-    if final is None:
+    if final is None and not any(r["ranking"] for r in rows):
         raise MugraphError(f"{store}: no result yet; run `mugraph optimize` on it first")
     if as_json:
-        click.echo(json.dumps({"store": str(store), "fragments": rows, "final": final}))
+        click.echo(json.dumps({"store": str(store), "fragments": rows, "final": final, "provisional": provisional}))
         return
+    if final is None:
+        click.echo(STOPPED_EARLY)
     for shown_frag in rows:
         ranking = shown_frag["ranking"]
         profile = ranking[0]["profile"] if ranking else "-"
@@ -407,6 +426,9 @@ def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) ->
         click.echo("layouts (shape:innermost dim~swizzled dim):")
         for line in describe_layouts(g, Layouts.from_json(best["layouts"])):
             click.echo(f"  {line}")
+    if final is None:
+        click.echo(STOPPED_EARLY)
+        return
     if len(rows) > 1:  # the glue between fragments (ops no fragment holds) shows only here
         click.echo(
             render(loads(final["program_graph"]), "the whole program: the chosen μGraphs and the glue between them")

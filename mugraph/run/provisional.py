@@ -1,0 +1,53 @@
+"""A run stopped before its end (Ctrl-C, `kill`, `kill -9`) holds confirmed μGraphs and their layouts
+but no ranking: the ranking is written when a run finishes or reaches its time limit. `show` and
+`status` rank what such a store holds, here, as the run's end would (the same cost model and
+reference row), without a cluster and without writing anything: the answer so far."""
+
+from __future__ import annotations
+
+from mugraph.ir.canonical import canonical_digest
+from mugraph.ir.graph import KernelGraph
+from mugraph.ir.serialize import loads
+from mugraph.stages.layout.choose import LayoutResult, choose_layouts
+from mugraph.stages.layout.facts import LayoutError
+from mugraph.stages.layout.profiles import GpuProfile
+from mugraph.stages.layout.rank import combined, measured_first, rank
+from mugraph.stages.layout.rows import RankedRow, ranked_rows
+from mugraph.storage.run.protocol import RunStoreReader
+
+__all__ = ["provisional_ranking", "stored_or_provisional"]
+
+
+def provisional_ranking(st: RunStoreReader, fragment: int, profile: GpuProfile) -> list[RankedRow] | None:
+    """The fragment's confirmed μGraphs that have a stored layout, ranked with its reference's row;
+    None where the reference has no layout under the run's strides. Confirmed μGraphs whose layout
+    task had not run yet are left out (the run's end solves those)."""
+    record = st.fragments()[fragment]
+    reference = loads(record["graph"])
+    found, layouts = st.found(fragment), st.layouts(fragment)
+    io = next((dict(rec["io_layouts"]) for rec in layouts.values() if "io_layouts" in rec), {})
+    candidates: dict[str, tuple[KernelGraph, LayoutResult]] = {}
+    for digest, confirmation in sorted(st.confirmations(fragment).items()):
+        rec = layouts.get(digest)
+        if not confirmation["equivalent"] or digest not in found or rec is None or rec.get("io_layouts", {}) != io:
+            continue
+        try:
+            candidates[digest] = (loads(found[digest].graph), LayoutResult.from_json(rec))
+        except LayoutError:  # no layout fits the strides, or a record of an older schema
+            continue
+    try:
+        ref_layout = choose_layouts(reference, io)
+    except LayoutError:
+        return None
+    rows, ref_row = rank(candidates, (reference, ref_layout), profile)
+    ref_row["digest"] = canonical_digest(reference)
+    return ranked_rows(measured_first(combined(rows, ref_row), st.measurements(fragment)))
+
+
+def stored_or_provisional(st: RunStoreReader, fragment: int, profile: GpuProfile) -> tuple[list[RankedRow], bool]:
+    """The fragment's ranking: the stored one where the run wrote it, else the provisional one (and
+    True). Empty where neither exists."""
+    stored = st.ranking(fragment)
+    if stored is not None:
+        return ranked_rows(stored), False
+    return provisional_ranking(st, fragment, profile) or [], True

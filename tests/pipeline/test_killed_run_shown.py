@@ -1,0 +1,69 @@
+"""A run killed before its end (`kill -9`: no ranking, no final record) still answers `show` and
+`status` with what it holds: its confirmed, laid-out μGraphs ranked as the run's end would rank them."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.helpers.cli_runs import mugraph
+
+
+def killed_after_layouts(store: Path, cwd: Path, wanted: int) -> set[str]:
+    """Run lora's whole default space (minutes) until `wanted` μGraphs are laid out, then SIGKILL the
+    driver, its workers and its memo server; the digests the run reported laid out."""
+    args = ["optimize", "lora", "--store", str(store), "--json", "--dashboard-address", ":0", "--workers", "2"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mugraph.cli", *args],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    laid: set[str] = set()
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            event = json.loads(line) if line.startswith("{") else {}
+            if event.get("event") == "layout" and event.get("error") is None:
+                laid.add(event["digest"])
+            if len(laid) >= wanted or event.get("event") == "done":
+                break
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    return laid
+
+
+def test_show_and_status_rank_a_killed_run(tmp_path: Path) -> None:
+    store = tmp_path / "run.zarr"
+    laid = killed_after_layouts(store, tmp_path, wanted=3)
+    assert len(laid) >= 3
+
+    shown = mugraph("show", str(store), "--json", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    out = json.loads(shown.stdout)
+    assert out["final"] is None and out["provisional"] is True
+    (frag,) = out["fragments"]
+    digests = [r["digest"] for r in frag["ranking"] if not r["reference"]]
+    assert laid <= set(digests)  # every μGraph laid out before the kill is ranked
+    assert sum(r["reference"] for r in frag["ranking"]) == 1
+    assert frag["best"] == frag["ranking"][0]
+    times = [r["estimated_seconds"] for r in frag["ranking"] if r["confident"]]
+    assert times == sorted(times)
+
+    text = mugraph("show", str(store), cwd=tmp_path)
+    assert text.returncode == 0, text.stderr
+    assert "the run stopped before its end" in text.stdout
+    assert frag["ranking"][0]["digest"][:16] in text.stdout or frag["ranking"][0]["reference"]
+
+    status = mugraph("status", str(store), "--json", cwd=tmp_path)
+    assert status.returncode == 0, status.stderr
+    (per,) = json.loads(status.stdout)["fragments"]
+    assert per["provisional"] is True and per["best"] == frag["best"]["digest"]
