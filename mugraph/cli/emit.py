@@ -13,7 +13,7 @@ import click
 from mugraph.arrays.backend import cupy_available
 from mugraph.cli.records import EmitResult
 from mugraph.codegen import FP16_TOLERANCE, check_source, emit_module
-from mugraph.codegen.check import require_triton
+from mugraph.codegen.check import FP32_TOLERANCE, default_tolerance, require_triton
 from mugraph.codegen.errors import CodegenError
 from mugraph.codegen.timing import time_source
 from mugraph.ir.canonical import canonical_digest
@@ -45,9 +45,9 @@ from mugraph.stages.layout.describe import seconds_text
 @click.option(
     "--check",
     is_flag=True,
-    help=f"Run the module and compare with the float64 reference (fp16 tolerance {FP16_TOLERANCE:g} of the "
-    "output's largest magnitude): compiled on a CUDA device where CuPy finds one, else in Triton's "
-    "interpreter on the CPU.",
+    help=f"Run the module and compare with the float64 reference (tolerance {FP16_TOLERANCE:g} of the "
+    f"output's largest magnitude, {FP32_TOLERANCE:g} where every input is float32): compiled on a CUDA "
+    "device where CuPy finds one, else in Triton's interpreter on the CPU.",
 )
 @click.option("--interpret", is_flag=True, help="With --check: use Triton's interpreter even where a GPU is present.")
 @click.option(
@@ -89,7 +89,7 @@ def emit(
         "ok": None,
         "max_rel_err": None,
         "interpreted": None,
-        "tolerance": FP16_TOLERANCE,
+        "tolerance": default_tolerance(sel.reference) if sel.reference is not None else FP16_TOLERANCE,
     }
     if check or time_it:
         _run_module(result, text, sel, source, check=check, time_it=time_it, native=native)
@@ -134,6 +134,7 @@ def _run_module(
         result["interpreted"] = report.interpreted
         result["per_output"] = report.per_output
         result["run_seconds"] = round(report.seconds, 3)
+        result["tolerance"] = report.tolerance
     if time_it:
         timing = time_source(text, sel.reference)
         result["timing"] = timing.as_dict()
@@ -153,7 +154,7 @@ def _verdict_lines(result: EmitResult, target: Path | None, *, check: bool, time
         where = "in Triton's interpreter" if result["interpreted"] else "compiled, on the GPU (first run)"
         lines.append(
             f"mugraph: check: the module {verdict} the float64 reference; max rel err "
-            f"{result['max_rel_err']:.3g} (tolerance {FP16_TOLERANCE:g}), {result['run_seconds']:.2f} s "
+            f"{result['max_rel_err']:.3g} (tolerance {result['tolerance']:g}), {result['run_seconds']:.2f} s "
             f"{where}"
         )
     if time_it:

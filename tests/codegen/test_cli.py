@@ -15,6 +15,7 @@ import pytest
 
 from mugraph.cli.records import EmitResult
 from mugraph.codegen import FP16_TOLERANCE
+from mugraph.codegen.check import FP32_TOLERANCE
 from mugraph.codegen.timing import KernelTiming, TimingRecord
 from tests.helpers.cli_runs import done, mugraph, optimize_args
 
@@ -70,6 +71,30 @@ def test_emit_program_check_json(tmp_path: Path) -> None:
     assert fits(EmitResult, out) and {"per_output", "run_seconds", "seconds"} <= set(out)
     text = mugraph("emit", "lora", "--expert", "saved", cwd=tmp_path).stdout
     assert text.startswith('"""lora: a μGraph as Triton kernels') and "def run(inputs" in text
+
+
+FLOAT32_PROGRAM = """
+from mugraph.ir import KernelGraph
+
+def reference():
+    g = KernelGraph()
+    x = g.new_input((16, 64), dtype="float32", name="X")
+    w = g.new_input((64, 32), dtype="float32", name="W")
+    g.mark_output(g.exp(g.matmul(x, w)), "O")
+    return g
+"""
+
+
+def test_emit_check_says_the_tolerance_it_applied(tmp_path: Path) -> None:
+    """A float32 program is checked to FP32_TOLERANCE, and that is the tolerance printed."""
+    (tmp_path / "f32.py").write_text(FLOAT32_PROGRAM)
+    proc = mugraph("emit", "f32.py", "--expert", "reference", "--check", "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert last_json(proc)["tolerance"] == FP32_TOLERANCE != FP16_TOLERANCE
+    text = mugraph("emit", "f32.py", "--expert", "reference", "--check", "--out", "k.py", cwd=tmp_path)
+    assert f"(tolerance {FP32_TOLERANCE:g})" in text.stderr, text.stderr
+    lora = mugraph("emit", "lora", "--expert", "saved", "--check", "--out", "l.py", cwd=tmp_path)
+    assert f"(tolerance {FP16_TOLERANCE:g})" in lora.stderr, lora.stderr
 
 
 def test_timing_record_names_every_field_of_a_timing() -> None:
