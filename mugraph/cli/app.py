@@ -221,7 +221,8 @@ def check(program: str, as_json: bool, seeds: str, backend: str, p: int, q: int,
     t0 = time.perf_counter()
     reference = prog.reference()
     if show:
-        click.echo(render(reference, f"reference {prog.name}  {digest(reference)[:16]}"))
+        ref_digests = f"{canonical_digest(reference)[:16]} (program digest {digest(reference)[:16]})"
+        click.echo(render(reference, f"reference {prog.name}  {ref_digests}"))
     if not prog.experts:
         _check_reference_only(prog.name, reference, seed_list, spec, xp, as_json, t0)
         return
@@ -229,12 +230,12 @@ def check(program: str, as_json: bool, seeds: str, backend: str, p: int, q: int,
     for label, build in prog.experts.items():
         expert = build()
         if show:
-            click.echo(render(expert, f"expert {label}  {digest(expert)[:16]}"))
+            click.echo(render(expert, f"expert {label}  {canonical_digest(expert)[:16]}"))
         r = check_equivalence(reference, expert, seed_list, spec, xp)
         rows.append(
             {
                 "expert": label,
-                "digest": digest(expert),
+                "digest": canonical_digest(expert),
                 "equivalent": r.equivalent,
                 "float_max_rel_err": r.float_max_rel_err,
                 "fingerprint_seconds": round(r.fingerprint_seconds, 4),

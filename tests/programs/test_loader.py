@@ -14,6 +14,7 @@ import pytest
 
 from mugraph.cli import main
 from mugraph.ir import SCHEMA, MugraphError, digest, dumps, to_json
+from mugraph.ir.canonical import canonical_digest
 from mugraph.pipeline.plan import program_config
 from mugraph.programs import builtin_programs, get_builtin, load_program, resolve_program
 from mugraph.programs.benchmarks import gqa_expert, lora_reference
@@ -411,6 +412,10 @@ def test_cli_check_valid_program_is_equivalent(good_program: Path) -> None:
     assert isinstance(summary["seconds"], float) and summary["seconds"] >= 0
     assert [row["expert"] for row in summary["experts"]] == ["fused"]
     assert proc.stderr == ""
+    # the digests every other command prints and `emit --digest` takes: canonical ones
+    prog = resolve_program(str(good_program))
+    assert summary["experts"][0]["digest"] == canonical_digest(prog.experts["fused"]())
+    assert summary["reference_digest"] == digest(prog.reference())  # the program digest store names hold
 
 
 def test_cli_check_non_equivalent_expert_exits_1(tmp_path: Path) -> None:
