@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -40,3 +41,22 @@ def backend_option(help_text: str) -> Callable[[F], F]:
         show_default=True,
         help=help_text,
     )
+
+
+def store_argument(f: F) -> F:
+    """STORE: one run store. A shell glob such as `runs/rms_norm-*.zarr` (as README writes it) expands
+    to every store of that program once there are several (another `--set`, a file edited): that is
+    said, with the stores and the newest, rather than click's "unexpected extra argument"."""
+
+    def one(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> Path:
+        if not values:
+            raise click.MissingParameter(ctx=ctx, param=param)
+        if len(values) > 1:
+            newest = max(values, key=lambda p: os.stat(p).st_mtime if os.path.exists(p) else 0.0)
+            given = ", ".join(values)
+            raise click.UsageError(f"{len(values)} stores given ({given}); name one (the newest is {newest})", ctx)
+        if not values[0].strip():
+            raise click.UsageError("STORE is empty; give a path such as runs/my-run.zarr", ctx)
+        return Path(values[0])
+
+    return click.argument("store", nargs=-1, callback=one, metavar="STORE")(f)

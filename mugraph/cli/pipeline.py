@@ -8,7 +8,7 @@ from typing import Any, TypedDict
 
 import click
 
-from mugraph.cli.options import backend_option
+from mugraph.cli.options import backend_option, store_argument
 from mugraph.dashboards.console import not_confident_line as not_confident_line
 from mugraph.dashboards.experts import expert_labels, expert_note
 from mugraph.dashboards.find_times import find_line, run_seconds
@@ -202,7 +202,7 @@ def _open(store: Path) -> RunStoreReader:
 
 
 @click.command()
-@click.argument("store", type=click.Path(path_type=Path))
+@store_argument
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 def status(store: Path, as_json: bool) -> None:
     """What is done and pending in a run STORE, and the best μGraphs so far."""
@@ -344,7 +344,7 @@ def _ranking_lines(ranking: list[RankedRow], limit: int | None, experts: dict[st
 
 
 @click.command()
-@click.argument("store", type=click.Path(path_type=Path))
+@store_argument
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout (rankings and graphs).")
 @click.option(
     "--gpu-profile",
@@ -438,17 +438,17 @@ def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) ->
 
 
 @click.command()
-@click.argument("store")
+@store_argument
 @click.option(
     "--out",
     type=click.Path(path_type=Path),
     default=None,
     help="Where to write the HTML (default: beside the store, NAME.report.html).",
 )
-def report(store: str, out: Path | None) -> None:
+def report(store: Path, out: Path | None) -> None:
     """Write the HTML report of a run STORE: configuration, fragments, timeline of states/s and memo hit
     rates, per-worker busy time, rankings, the chosen μGraphs drawn, counters. One self-contained file
     (no network needed); `optimize` writes it at the end of every run. Works beside a running search."""
-    path = check_store_name(store, "STORE")
+    path = check_store_name(str(store), "STORE")
     target = check_output_file(out, "--out") if out is not None else check_output_file(RunPaths(path).report, "report")
     click.echo(str(write_report(path, target)))
