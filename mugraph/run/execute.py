@@ -15,11 +15,13 @@ from mugraph.ir.errors import MugraphError
 from mugraph.programs import Program
 from mugraph.run.expert import expert_line
 from mugraph.run.kernels import write_store_module
+from mugraph.run.mismatch import setting_changes
 from mugraph.run.options import OptimizeOptions
 from mugraph.run.prepare import Prepared, preflight, prepare
 from mugraph.run.setup import children_ignore_sigint, main_not_rerun, staged_exported, versions, workers_memo_url
 from mugraph.storage.memo.url import redact_url
 from mugraph.storage.run.backends import open_store
+from mugraph.storage.run.errors import StoreMismatch
 from mugraph.storage.run.protocol import RunStoreWriter
 
 if TYPE_CHECKING:
@@ -68,9 +70,15 @@ def _open_store(stack: contextlib.ExitStack, run: Prepared) -> RunStoreWriter:
     staged = stack.enter_context(staged_exported(run.program, run.store))
     if staged is not None:
         meta[staged.key] = staged.record()
-    st = stack.enter_context(
-        open_store(run.store, run.plan.identity, meta=meta, counter_names=COUNTER_NAMES, fresh=o.fresh)
-    )
+    try:
+        st = stack.enter_context(
+            open_store(run.store, run.plan.identity, meta=meta, counter_names=COUNTER_NAMES, fresh=o.fresh)
+        )
+    except StoreMismatch as e:
+        changes = setting_changes(run.store, run.plan)
+        if not changes:
+            raise
+        raise StoreMismatch(f"{e} (the search settings that differ: {'; '.join(changes)})") from None
     if staged is not None:
         staged.place(st.meta)
     return st

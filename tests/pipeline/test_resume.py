@@ -209,6 +209,11 @@ def test_wrong_store_bad_program_bad_preset_are_one_line_and_status_2(tmp_path: 
         (["optimize", "lora", "--preset", "nope"], "nope"),
         (["optimize", "no_such_program"], "unknown program"),
         (["status", str(tmp_path / "missing.zarr")], "missing.zarr"),
+        # another search setting: named with both values, not only the two config digests
+        (
+            optimize_args("rms_norm", store, "--set", "franges=[16]", "--memo-url", "local"),
+            "f0 franges: stored [64], given [16]",
+        ),
     ]:
         proc = mugraph(*args, cwd=tmp_path)
         assert proc.returncode == 2, (args, proc.stderr)
