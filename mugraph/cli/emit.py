@@ -91,12 +91,16 @@ def emit(
         "interpreted": None,
         "tolerance": default_tolerance(sel.reference) if sel.reference is not None else FP16_TOLERANCE,
     }
+    if sel.note:
+        result["note"] = sel.note
     if check or time_it:
         _run_module(result, text, sel, source, check=check, time_it=time_it, native=native)
     result["seconds"] = round(time.perf_counter() - t0, 3)
     if as_json:
         click.echo(json.dumps(result))
     else:
+        if sel.note:
+            click.echo(f"mugraph: note: {sel.note}", err=True)
         for line in _verdict_lines(result, target, check=check, time_it=time_it):
             click.echo(line, err=True)
     if (check or time_it) and not result["ok"]:

@@ -152,7 +152,8 @@ def _parse_layout(text: str) -> tuple[str, int]:
     multiple=True,
     metavar="NAME=DIM",
     help="The innermost (stride-1) dim of a program input or output, as your tensors have it (default: "
-    "row-major, the last dim). Layouts are chosen around it; not part of the run's identity.",
+    "row-major, the last dim). Layouts are chosen and ranked around it; not part of the run's identity. "
+    "Emitted kernels (--emit, `mugraph emit`) still take and return row-major tensors.",
 )
 @click.option(
     "--gpu-profile",

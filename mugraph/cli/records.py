@@ -73,6 +73,7 @@ class EmitResult(TypedDict):
     max_rel_err: float | None
     interpreted: bool | None  # run in Triton's interpreter rather than compiled for a GPU
     tolerance: float
+    note: NotRequired[str]  # the module takes other strides than the run's ranking assumed (--layout)
     per_output: NotRequired[dict[str, float]]  # --check
     run_seconds: NotRequired[float]
     timing: NotRequired[TimingRecord]  # --time

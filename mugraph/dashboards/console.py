@@ -144,4 +144,6 @@ def verdict_lines(done: Mapping[str, Any], gpu_name: str) -> list[str]:
     lines.append(f"  report: {done['report']}")
     if done.get("kernels"):
         lines.append(f"  kernels: {done['kernels']}  (Triton; mugraph emit {done['store']} --check runs them)")
+        if done.get("kernels_note"):
+            lines.append(f"  note: {done['kernels_note']}")
     return lines

@@ -149,6 +149,7 @@ class DoneEvent(TypedDict):
     profile: NotRequired[str | None]
     report: NotRequired[str]
     kernels: NotRequired[str | None]
+    kernels_note: NotRequired[str | None]  # the kernels take other strides than the ranking assumed
     expert: NotRequired[str | None]
 
 

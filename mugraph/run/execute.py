@@ -156,7 +156,10 @@ def _written_beside(run: Prepared, done: DoneEvent) -> DoneEvent:
     o, plan = run.options, run.plan
     done["profile"] = str(o.profile) if o.profile else None
     done["report"] = str(write_report(run.store))
-    done["kernels"] = str(write_store_module(run.store)) if o.emit_kernels else None
+    done["kernels"] = done["kernels_note"] = None
+    if o.emit_kernels:
+        kernels, done["kernels_note"] = write_store_module(run.store)
+        done["kernels"] = str(kernels)
     done["expert"] = expert_line(
         run.program,
         [(fp.payload.reference, fp.config) for fp in plan.fragments],

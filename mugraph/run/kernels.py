@@ -5,6 +5,7 @@ around this."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from mugraph.ir.errors import MugraphError
 from mugraph.ir.graph import KernelGraph
 from mugraph.ir.serialize import digest as json_digest
 from mugraph.ir.serialize import loads
+from mugraph.ir.types import OpKind
 from mugraph.programs import resolve_program
 from mugraph.stages.layout.choose import LayoutResult, choose_layouts
 from mugraph.stages.layout.costs import Layouts
@@ -35,6 +37,31 @@ class Selection:
     info: EmitInfo
     default_out: Path | None
     layouts: Layouts | None = None
+    note: str | None = None
+
+
+def row_major_note(io_layouts: Mapping[str, int], graph: KernelGraph) -> str | None:
+    """What to tell a user whose run was ranked for other strides (`--layout`) than the ones the emitted
+    module takes (its program inputs and outputs are row-major, whatever the ranking assumed)."""
+    ndim = {name: len(shape) for name, shape, _ in graph.input_signature()}
+    ndim.update({str(op.attr("name")): len(graph.tensors[op.inputs[0]].shape) for op in graph.ops_of(OpKind.OUTPUT)})
+    other = {name: dim for name, dim in io_layouts.items() if name in ndim and dim != ndim[name] - 1}
+    if not other:
+        return None
+    given = ", ".join(f"{name} dim {dim}" for name, dim in sorted(other.items()))
+    return (
+        f"the ranking assumed the innermost dims given by --layout ({given}); the emitted module takes and "
+        "returns its program inputs and outputs row-major (pass them contiguous)"
+    )
+
+
+def _run_io_layouts(st: RunStoreReader) -> dict[str, int]:
+    """The innermost dims the run's layouts were chosen around (`--layout`), by tensor name."""
+    io: dict[str, int] = {}
+    for i, _ in enumerate(st.fragments()):
+        for rec in st.layouts(i).values():
+            io.update({str(k): int(v) for k, v in rec.get("io_layouts", {}).items()})
+    return io
 
 
 def _layouts(
@@ -96,10 +123,16 @@ def select_from_store(store: Path, digest: str | None) -> Selection:
             layout = LayoutResult.from_json(rec) if rec and "error" not in rec else None
             lines, inner, chosen = _layouts(graph, layout)
             info = EmitInfo(f"{ident.get('program')} {frags[i]['name']}", config, d, lines, inner)
-            return Selection(graph, loads(frags[i]["graph"]), info, None, chosen)
+            note = row_major_note(dict(rec.get("io_layouts", {})), graph) if rec else None
+            return Selection(graph, loads(frags[i]["graph"]), info, None, chosen, note)
         if final is None:
-            raise MugraphError(f"{store}: no result yet; run `mugraph optimize` on it first")
+            raise MugraphError(
+                f"{store}: no result yet (the run stopped before ranking what it found); `mugraph show "
+                f"{store}` ranks what it holds so far and `--digest D` emits one of those, or run the same "
+                "`mugraph optimize` command again to finish it"
+            )
         reference = _store_reference(st)
+        io = _run_io_layouts(st)
     # the stitched program's layouts, solved as the layout stage solves each fragment's (the same
     # layouts for a one-fragment program, whose stitched program is its best μGraph)
     graph = loads(final["program_graph"])
@@ -111,7 +144,7 @@ def select_from_store(store: Path, digest: str | None) -> Selection:
         lines,
         inner,
     )
-    return Selection(graph, reference, info, RunPaths(store).kernels, chosen)
+    return Selection(graph, reference, info, RunPaths(store).kernels, chosen, row_major_note(io, graph))
 
 
 def select_from_program(spec: str, digest: str | None, expert: str | None) -> Selection:
@@ -134,10 +167,11 @@ def select_from_program(spec: str, digest: str | None, expert: str | None) -> Se
     return Selection(graph, prog.reference(), info, None, chosen)
 
 
-def write_store_module(store: Path) -> Path:
-    """Emit the store's stitched best program beside it (what `optimize --emit` does at the end)."""
+def write_store_module(store: Path) -> tuple[Path, str | None]:
+    """Emit the store's stitched best program beside it (what `optimize --emit` does at the end); the
+    file and what the user should know of its strides (`row_major_note`)."""
     require_triton()
     sel = select_from_store(store, None)
     out = RunPaths(store).kernels
     out.write_text(emit_module(sel.graph, sel.info))
-    return out
+    return out, sel.note

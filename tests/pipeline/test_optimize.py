@@ -148,8 +148,13 @@ def test_user_strides_are_kept_and_change_the_layouts(two_workers: Run, tmp_path
     assert all(r["layouts"]["kernel"][1] == 0 and r["layouts"]["kernel"][0] == 1 for r in rows)  # W, X
     with RunStore.open_existing(tmp_path / "run.zarr") as st:
         assert all(rec["io_layouts"] == {"W": 0} for rec in st.layouts(0).values())
+    # the emitted module takes W row-major whatever the ranking assumed: said, not left to be found
+    emitted = mugraph("emit", str(tmp_path / "run.zarr"), "--out", "k.py", "--json", cwd=tmp_path)
+    assert "W dim 0" in json.loads(emitted.stdout.splitlines()[-1])["note"], emitted.stderr
     back = done(mugraph(*args, cwd=tmp_path))
     assert back["layouts_run"] == len(last["mugraphs"]) and back["ranking"] == last["ranking"]
+    again = mugraph("emit", str(tmp_path / "run.zarr"), "--out", "k.py", "--json", cwd=tmp_path)
+    assert "note" not in json.loads(again.stdout.splitlines()[-1]), again.stderr
     bad = mugraph(*args, "--layout", "Y=0", cwd=tmp_path)
     assert bad.returncode == 2 and "not an input or output of rms_norm (they are: X, W, O)" in bad.stderr
 
