@@ -519,19 +519,25 @@ def _warning_line(
     return f"mugraph: warning: {message}\n"
 
 
+RESUMABLE = ("optimize", "search", "prune")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: MugraphErrors become one line on stderr and exit status 2, never a traceback;
     warnings are one line each."""
     warnings.formatwarning = _warning_line
     if threading.current_thread() is threading.main_thread():
         install_interrupt_handlers()
+    args = list(sys.argv[1:] if argv is None else argv)
     try:
         # not click's `main`: on an interrupt it writes an empty line before the command's one line
-        with cli.make_context("mugraph", list(sys.argv[1:] if argv is None else argv)) as top:
+        with cli.make_context("mugraph", args) as top:
             cli.invoke(top)
     except (KeyboardInterrupt, click.exceptions.Abort):
-        # Every `with` block (store, memo server, cluster) has closed on the way here.
-        click.echo(f"mugraph: {INTERRUPTED}", err=True)
+        # Every `with` block (store, memo server, cluster) has closed on the way here. Only a search
+        # has work to continue (its store, or its memo's verdicts); other commands simply stopped.
+        resumable = bool(args) and args[0] in RESUMABLE
+        click.echo(f"mugraph: {INTERRUPTED if resumable else 'interrupted'}", err=True)
         sys.exit(EXIT_INTERRUPTED)
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)

@@ -138,3 +138,18 @@ def test_a_signal_to_the_process_group_mid_search_adds_one_line(tmp_path: Path, 
     assert lines[-1] == LINE, lines
     others = [line for line in lines[1:-1] if not line.startswith("tasks ")]  # progress lines
     assert others == [], lines
+
+
+def test_ctrl_c_of_a_command_with_nothing_to_resume_does_not_say_resume(tmp_path: Path) -> None:
+    """`check` of a program whose reference never returns: Ctrl-C ends it with "interrupted", not with
+    advice to resume what has nothing to continue."""
+    (tmp_path / "spin.py").write_text(
+        "import sys\n\ndef reference():\n    print('spinning', file=sys.stderr, flush=True)\n"
+        "    while True:\n        pass\n"
+    )
+    proc = start(["check", "spin.py"], tmp_path)
+    assert proc.stderr is not None
+    assert proc.stderr.readline().strip() == "spinning"
+    os.killpg(proc.pid, signal.SIGINT)
+    err = finish(proc, 60)
+    assert proc.returncode == 130 and err.strip().splitlines()[-1] == "mugraph: interrupted", err
