@@ -258,6 +258,8 @@ def _load_json(path: Path) -> Program:
         raise ProgramLoadError(f"{_at(path)}: cannot read: {e.strerror or e}") from None
     try:
         if isinstance(data, dict) and data.get("schema") == PROGRAM_SCHEMA:
+            if "reference" not in data:
+                raise SchemaError(f"reference: missing (a {PROGRAM_SCHEMA} file holds the reference graph)")
             reference = _checked(path, "reference", from_json(data.get("reference"), path="reference"))
             experts_raw = data.get("experts", {})
             if not isinstance(experts_raw, dict):

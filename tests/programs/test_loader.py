@@ -388,6 +388,12 @@ def test_json_program_file(tmp_path: Path, good_program: Path) -> None:
     bad = write(tmp_path, "bad_prog2.json", json.dumps(data))
     assert load_error(bad) == f"{bad}: experts: expected an object of label to graph"
 
+    no_reference = write(tmp_path, "noref.json", json.dumps({"schema": PROGRAM_SCHEMA}))
+    assert (
+        load_error(no_reference)
+        == f"{no_reference}: reference: missing (a {PROGRAM_SCHEMA} file holds the reference graph)"
+    )
+
 
 def test_schema_constants() -> None:
     assert SCHEMA == "mugraph.kernel-graph/1" and PROGRAM_SCHEMA == "mugraph.program/1"
