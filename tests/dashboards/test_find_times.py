@@ -80,6 +80,12 @@ def test_find_line_names_the_fastest_ranked_find() -> None:
     assert find_line(found, [r for r in ranking if not r["reference"]], 60.0) is None
     kept = [ranking[-1], *ranking[:-1]]  # the reference ranked first (kept within the model's error)
     assert find_line(found, kept, 60.0) == "fastest μGraph found at 50% of the run (30.0 s, 5,000 states)"
+    # the reference first, and the search found the reference's own graph: still the fastest μGraph's find,
+    # not "best found at" beside "best the reference program"
+    ref = next(r for r in ranking if r["reference"])
+    own = [{**ref, "digest": D("best")}, *(r for r in ranking if not r["reference"])]
+    line = find_line(found, own, 60.0)
+    assert line is not None and line.startswith("fastest μGraph found at"), line
 
 
 def test_best_so_far_is_exact_with_find_times() -> None:
