@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from mugraph.programs import Program
 from mugraph.programs.program import default_preset, default_settings
-from mugraph.run.execute import run_optimize, run_prepared
+from mugraph.run.execute import reused, run_optimize, run_prepared
 from mugraph.run.options import DEFAULT_RUNS, OptimizeOptions, OptionError, check_options, default_store
 from mugraph.run.prepare import Prepared, prepare, require_triton_for_torch
 
@@ -58,7 +58,7 @@ def optimize(
 
     require_torch()
     require_triton_for_torch()  # before the capture and the search: the module runs Triton kernels
-    from mugraph.run.outcome import Console, finished, stored_done, verdict_of
+    from mugraph.run.outcome import Console, verdict_of
     from mugraph.torch.capture import capture, example_args
     from mugraph.torch.kernels import check_model_device, interpreting
     from mugraph.torch.program import optimized_module
@@ -83,9 +83,9 @@ def optimize(
     opts = OptimizeOptions(**{"command": ("optimize", f"<torch model {captured.name}>"), **options})
     run = prepare(prog, opts)
     console = Console(verbose)
-    reused = run.options.reuses_finished() and finished(run.store, run.plan.identity, run.gpu.name)
-    if reused:
-        done = stored_done(run.store, t0)
+    stored = reused(run, t0)
+    if stored is not None:
+        done = stored
         console.reused(done)
     else:
 
@@ -99,7 +99,7 @@ def optimize(
         finally:
             console.close()
     module = optimized_module(Path(done["store"]), captured)
-    verdict = verdict_of(done, module.heavy_glue, reused)
+    verdict = verdict_of(done, module.heavy_glue, stored is not None)
     stateless = not writes_state(captured.exported)
     mismatch = output_mismatch(module, model, args) if stateless else None
     if mismatch is not None:  # the model's own program, in torch, rather than kernels that disagree

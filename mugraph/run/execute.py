@@ -17,6 +17,7 @@ from mugraph.run.expert import expert_line
 from mugraph.run.kernels import write_store_module
 from mugraph.run.mismatch import setting_changes
 from mugraph.run.options import OptimizeOptions
+from mugraph.run.outcome import finished, stored_done
 from mugraph.run.prepare import Prepared, preflight, prepare
 from mugraph.run.setup import children_ignore_sigint, main_not_rerun, staged_exported, versions, workers_memo_url
 from mugraph.storage.memo.url import redact_url
@@ -43,6 +44,21 @@ def run_optimize(
     (start, progress, found, confirmed, layout, measured); the return value is the `done` event, with
     `report` and `kernels` (paths or None) added."""
     return run_prepared(prepare(program, options), on_event)
+
+
+def reused(run: Prepared, t0: float) -> DoneEvent | None:
+    """The answer a finished store already holds for this run, read without a cluster, where nothing is
+    asked that only a run does (`OptimizeOptions.reuses_finished`); None where the run must go on."""
+    if not (run.options.reuses_finished() and finished(run.store, run.plan.identity, run.gpu.name)):
+        return None
+    done = stored_done(run.store, t0)
+    done["expert"] = expert_line(
+        run.program,
+        [(fp.payload.reference, fp.config) for fp in run.plan.fragments],
+        set(done["mugraphs"]),
+        complete=done["complete"],
+    )
+    return done
 
 
 def run_prepared(run: Prepared, on_event: EventSink | None = None) -> DoneEvent:

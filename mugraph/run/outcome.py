@@ -94,8 +94,8 @@ def stored_done(store: Path, t0: float | None = None, *, write_missing_report: b
 
 
 def finished(store: Path, identity: Mapping[str, str], gpu_profile: str) -> bool:
-    """True where `store` holds a complete result for this identity, ranked for this GPU profile: the
-    same call would search nothing and rank nothing again."""
+    """True where `store` holds a complete result for this identity, ranked for this GPU profile and the
+    default (row-major) strides: the same call without `--layout` would search and rank nothing again."""
     if not store.is_dir():
         return False
     try:
@@ -107,6 +107,7 @@ def finished(store: Path, identity: Mapping[str, str], gpu_profile: str) -> bool
                 and bool(final["complete"])
                 and final.get("gpu_profile") == gpu_profile
                 and not st.task_summary().get("pending", 0)
+                and not any(rec.get("io_layouts") for i in range(len(st.fragments())) for rec in st.layouts(i).values())
             )
     except (MugraphError, OSError, KeyError):
         return False  # the run opens it and says what is wrong

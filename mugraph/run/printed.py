@@ -5,14 +5,16 @@ at the end, the verdict. The command only turns its flags into options and hands
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from mugraph.dashboards.console import verdict_lines
 from mugraph.programs import Program
-from mugraph.run.execute import run_optimize
+from mugraph.run.execute import reused, run_prepared
 from mugraph.run.options import OptimizeOptions
 from mugraph.run.outcome import Console
+from mugraph.run.prepare import prepare
 
 if TYPE_CHECKING:
     from mugraph.pipeline.events import DoneEvent, Event
@@ -22,7 +24,8 @@ def run_printed(
     program: Program | str, options: OptimizeOptions, *, as_json: bool, echo: Callable[[str], None]
 ) -> DoneEvent:
     """`run_optimize` with the command line's output, `echo` writing stdout's lines; the `done` event.
-    The `history` event (earlier invocations' samples, for the live page) is not printed."""
+    The `history` event (earlier invocations' samples, for the live page) is not printed. A finished
+    store that already holds the answer is read back without starting a cluster."""
     console = Console(verbose=True)
 
     def emit(e: Event) -> None:
@@ -30,10 +33,17 @@ def run_printed(
             echo(json.dumps(e))
         console.event(e)
 
-    try:
-        done = run_optimize(program, options, emit)
-    finally:
-        console.close()
+    t0 = time.perf_counter()
+    run = prepare(program, options)
+    stored = reused(run, t0)
+    if stored is not None:
+        console.reused(stored)
+        done = stored
+    else:
+        try:
+            done = run_prepared(run, emit)
+        finally:
+            console.close()
     if as_json:
         echo(json.dumps(done))
     else:

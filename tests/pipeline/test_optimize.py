@@ -82,6 +82,16 @@ def test_rerun_of_a_finished_store_runs_nothing(two_workers: Run) -> None:
     assert again["ranking"] == last["ranking"]  # same store, same ranking
 
 
+def test_rerun_of_a_finished_store_reads_it_back_without_a_cluster(two_workers: Run) -> None:
+    """Nothing asked that only a run does: the stored answer, no cluster started (no start event)."""
+    cwd, last, _ = two_workers
+    proc = mugraph(*optimize_args("rms_norm", cwd / "run.zarr", "--workers", "1", budget=BUDGET), cwd=cwd)
+    again = done(proc)
+    assert "reused, nothing searched" in proc.stderr and not any(e["event"] == "start" for e in events(proc))
+    assert again["tasks_run"] == 0 and again["ranking"] == last["ranking"] and again["best"] == last["best"]
+    assert again["expert"] == last["expert"] and again["report"] == last["report"]
+
+
 def test_a_store_resumes_with_its_own_budget_when_none_is_given(two_workers: Run) -> None:
     cwd, last, _ = two_workers
     args = optimize_args("rms_norm", cwd / "run.zarr", "--workers", "1", budget=BUDGET)
