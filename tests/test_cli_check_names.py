@@ -50,3 +50,31 @@ def test_explain_says_a_swapped_expert_is_not_equivalent(capsys: pytest.CaptureF
     # the others are one μGraph, found at one path, whatever order they mark or declare things in
     assert all(rows[label]["inside"] for label in ("right", "reordered", "inputs_reordered")), rows
     assert len({tuple(rows[label]["path"]) for label in ("right", "reordered", "inputs_reordered")}) == 1
+
+
+RENAMED = """
+from mugraph.ir import KernelGraph
+
+def reference():
+    g = KernelGraph()
+    x, w = g.new_input((16, 64), name="X"), g.new_input((64, 32), name="W")
+    g.mark_output(g.matmul(x, w), "O")
+    return g
+
+def renamed():
+    g = KernelGraph()
+    x, w = g.new_input((16, 64), name="X"), g.new_input((64, 32), name="W")
+    g.mark_output(g.matmul(x, w), "Y")
+    return g
+"""
+
+
+def test_explain_of_an_expert_with_other_output_names_gives_no_seeds_advice(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Names that differ differ on every seed: more seeds would not change the verdict."""
+    (tmp_path / "renamed.py").write_text(RENAMED)
+    status, out, _ = run(["explain", str(tmp_path / "renamed.py"), "--memo-url", "local", "--json"], capsys)
+    row = json.loads(out.strip().splitlines()[-1])
+    assert status == 0 and row["rule"] == "not equivalent" and "output names differ" in row["reason"], row
+    assert "more seeds" not in row["reason"]
