@@ -66,6 +66,8 @@ def renamed():
     x, w = g.new_input((16, 64), name="X"), g.new_input((64, 32), name="W")
     g.mark_output(g.matmul(x, w), "Y")
     return g
+
+experts = {"renamed": renamed}
 """
 
 
