@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib.util
 import json
+import re
 import runpy
 import signal
 import sys
@@ -167,7 +169,24 @@ def _folder_on_path(path: Path) -> Iterator[None]:
             sys.path.remove(folder)
 
 
+# A file that names these may import Triton (transformers' modeling modules do) before mugraph.torch
+# could choose Triton's interpreter for a machine without a CUDA device; mugraph.torch is imported first.
+_TORCH_WORDS = re.compile(r"\b(torch|transformers|diffusers|timm)\b")
+
+
+def _before_a_torch_file(path: Path) -> None:
+    """Import mugraph.torch before running a file that looks like a PyTorch model's, so that its imports
+    cannot take the choice of Triton's interpreter away (the run would then be refused)."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return  # running it says what is wrong
+    if _TORCH_WORDS.search(text) and importlib.util.find_spec("torch") is not None:
+        import mugraph.torch  # noqa: F401  (chooses the interpreter when imported)
+
+
 def _run_python(path: Path, seen: list[int]) -> Program:
+    _before_a_torch_file(path)
     try:
         with _folder_on_path(path):
             ns = runpy.run_path(str(path), run_name="mugraph_program")

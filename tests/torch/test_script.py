@@ -57,3 +57,33 @@ def test_a_script_without_a_main_guard_runs_once(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip().splitlines()[-1] == "OK OptimizedModule"
     assert (tmp_path / "runs.txt").read_text() == "ran\n"
+
+
+def test_a_model_file_that_imports_triton_first_still_gets_the_interpreter(tmp_path: Path) -> None:
+    """`mugraph optimize model.py` where model.py imports what imports Triton (transformers' modeling
+    modules do) before mugraph could choose Triton's interpreter: the loader imports mugraph.torch
+    before it runs the file, so the choice is made in time (on a machine without a CUDA device)."""
+    (tmp_path / "model.py").write_text(
+        "import triton  # as transformers' modeling modules do\n"
+        "import torch\n\n"
+        "model = torch.nn.Linear(64, 32).eval()\n"
+        "example_inputs = (torch.randn(16, 64),)\n"
+    )
+    code = (
+        "import sys\n"
+        "from mugraph.programs import resolve_program\n"
+        "resolve_program('model.py')\n"
+        "import mugraph.torch, torch\n"
+        "print(torch.cuda.is_available() or not mugraph.torch.TRITON_IMPORTED_TOO_EARLY)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+        env={**env, "PYTHONPATH": str(ROOT)},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-1] == "True"
