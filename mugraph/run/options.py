@@ -44,6 +44,16 @@ class OptimizeOptions:
     measure: int = 0
     command: tuple[str, ...] | None = None
 
+    def __post_init__(self) -> None:
+        """The counts a keyword can give wrong that the command line's types refuse (workers=-1 would
+        start a cluster of no workers that never runs a task)."""
+        for name, low in (("workers", 1), ("budget", 1), ("measure", 0)):
+            value = getattr(self, name)
+            if value is None and name != "measure":
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise OptionError(f"{name}={value!r}: give a whole number of at least {low}")
+
     def overrides(self) -> dict[str, object]:
         """The search-limit overrides by config field, each value as JSON gives it."""
         if isinstance(self.settings, Mapping):
@@ -77,15 +87,16 @@ def default_store(program: str, identity: Mapping[str, str]) -> Path:
 
 
 class OptionError(MugraphError, TypeError):
-    """`mugraph.optimize` was given an option it does not have."""
+    """`mugraph.optimize` was given an option it does not have, or a count it cannot take."""
 
 
 def check_options(options: Mapping[str, Any]) -> None:
     """Refuse option names OptimizeOptions does not have, naming each and the valid ones (a misspelt
-    option would otherwise be silently ignored or fail deep inside the run)."""
+    option would otherwise be silently ignored or fail deep inside the run), and counts out of range."""
     valid = sorted(f.name for f in dataclasses.fields(OptimizeOptions) if f.name != "command")
     unknown = sorted(k for k in options if k not in valid)
     if not unknown:
+        OptimizeOptions(**options)  # the counts, before a model is captured or anything started
         return
     hints = []
     for k in unknown:

@@ -35,6 +35,15 @@ def test_a_misspelt_option_is_refused_naming_it_and_the_valid_ones(tmp_path: Pat
     assert not (tmp_path / "s.zarr").exists()  # refused before the store was made
 
 
+@pytest.mark.parametrize("option", [{"workers": -1}, {"workers": 0}, {"budget": 0}, {"measure": -1}])
+def test_a_count_out_of_range_is_refused_before_anything_starts(tmp_path: Path, option: dict[str, int]) -> None:
+    """workers=-1 once started a cluster of no workers that never ran a task."""
+    ((name, value),) = option.items()
+    with pytest.raises(OptionError, match=f"{name}={value}: give a whole number of at least"):
+        mugraph.optimize(build(GeluLinear), inputs((16, 32)), store=tmp_path / "s.zarr", **option)
+    assert not (tmp_path / "s.zarr").exists()
+
+
 def _line_of(text: str) -> int:
     """The line of `text` in the file that defines the models (where the error must point)."""
     source = Path(torch_models.__file__)
