@@ -16,6 +16,15 @@ from mugraph.torch.timing import Measured
 HEAVY_OPS = frozenset(
     {"linear", "matmul", "mm", "bmm", "addmm", "baddbmm", "conv1d", "conv2d", "conv3d", "convolution", "einsum"}
 )
+_HEAVY_WORDS = frozenset({"matmul", "linear", "einsum", "attention", "convolution"})
+
+
+def is_heavy(op: str) -> bool:
+    """Whether an op runs a GEMM, a convolution or attention: the ATen ones by name, and ops of other
+    libraries by their words (transformers' `grouped_mm_fallback` for MoE experts, `_scaled_mm`,
+    `scaled_dot_product_attention`, `cudnn_convolution`)."""
+    words = [w for w in op.lower().split("_") if w]
+    return op in HEAVY_OPS or any(w.endswith("mm") or w in _HEAVY_WORDS or w.startswith("conv") for w in words)
 
 
 @dataclass(frozen=True)
@@ -123,7 +132,7 @@ def heavy_glue(captured: Captured) -> tuple[str, ...]:
     for name in captured.lowering.glue:
         node = nodes.get(name)
         op = _op_name(node) if node is not None else ""
-        if op in HEAVY_OPS:
+        if is_heavy(op):
             out.append(f"{op} ({name})")
     return tuple(out)
 

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from mugraph.torch.capture import capture
-from mugraph.torch.verdict import heavy_glue
+from mugraph.torch.verdict import heavy_glue, is_heavy
 from tests.helpers.torch_models import inputs
 
 
@@ -29,3 +29,11 @@ def test_heavy_ops_left_as_glue_are_named() -> None:
     glue = heavy_glue(captured)
     assert len(glue) == 1 and glue[0].startswith("linear (") and glue[0][len("linear (") : -1] in captured.lowering.glue
     assert all(not g.endswith(f"({n})") for g in glue for n in captured.lowering.lowered)
+
+
+def test_heavy_ops_of_other_libraries_are_known_by_their_words() -> None:
+    heavy = ["linear", "addmm", "grouped_mm_fallback", "_grouped_mm", "_scaled_mm", "scaled_dot_product_attention"]
+    heavy += ["cudnn_convolution", "conv2d", "einsum", "bmm"]
+    light = ["mul", "add", "sum", "mean", "silu", "gelu", "layer_norm", "softmax", "split", "view", "comma", "summary"]
+    assert all(is_heavy(op) for op in heavy), [op for op in heavy if not is_heavy(op)]
+    assert not any(is_heavy(op) for op in light), [op for op in light if is_heavy(op)]
