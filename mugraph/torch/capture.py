@@ -138,6 +138,45 @@ def _quiet_torch() -> Iterator[None]:
         logging.disable(previous)
 
 
+@contextlib.contextmanager
+def _export_log(into: list[str]) -> Iterator[None]:
+    """torch.export.load logs why it failed (an op it cannot resolve) and raises an error that only
+    points at that log: its logger's records, with their tracebacks, are kept in `into` instead."""
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            into.append(record.getMessage() + "\n" + "".join(traceback.format_exception(*record.exc_info or (None,))))
+
+    logger = logging.getLogger("torch.export")
+    handler, previous = Keep(), logging.root.manager.disable
+    logger.addHandler(handler)
+    logging.disable(logging.NOTSET)
+    propagate, logger.propagate = logger.propagate, False
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = propagate
+        logging.disable(previous)
+
+
+_UNRESOLVED = re.compile(r"failed to resolve (torch\.ops\.(\w+)\.\w+)(?:\.\w+)? to an operator")
+
+
+def _load_failure(error: Exception, logged: list[str]) -> str:
+    """Why torch.export.load failed: an op registered by a library not imported in this process (the
+    usual cause: a model's custom op), named with what to import; else torch's first line."""
+    found = _UNRESOLVED.search("\n".join(logged))
+    if found is None:
+        return _first_line(error)
+    op, namespace = found.groups()
+    return (
+        f"it calls {op}, an op that the library defining it registers (namespace {namespace!r}) and that "
+        f"is not registered in this process; import that library's module that defines it before "
+        f"mugraph.load (for {namespace!r} ops, the module the model imported them from)"
+    )
+
+
 def check_eval_mode(module: torch.nn.Module, name: str) -> None:
     """Refuse a module in training mode: captured in eval mode it would compute something else (dropout
     off, batch norm on running statistics) and the returned module would differ from the model as the
@@ -200,11 +239,12 @@ def load_exported(path: Path, name: str, recorded: str | None) -> Captured:
             f"{path}: no exported program (the run was not made from a PyTorch model, or the file was removed)"
         )
     data = read_recorded(path, recorded)
+    logged: list[str] = []
     try:
-        with _quiet_torch():
+        with _quiet_torch(), _export_log(logged):
             ep = torch.export.load(io.BytesIO(data))
     except Exception as e:
-        raise CaptureError(f"{path}: cannot read the exported program: {_first_line(e)}") from None
+        raise CaptureError(f"{path}: cannot read the exported program: {_load_failure(e, logged)}") from None
     for node in ep.graph.nodes:
         if node.op == "call_function" and not _is_operator(node.target):
             raise UnsafeArchiveError(
