@@ -9,6 +9,7 @@ the module always computes with their current values.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any, Literal, assert_never
 
@@ -35,6 +36,22 @@ class InputMismatchError(TorchError, ValueError):
 # The values of one forward pass by fx node name: what torch computed for the node (a tensor, a
 # scalar, a tuple of them: an fx argument), read where a glue op, a program input or the outputs need it.
 Values = dict[str, fx.node.Argument]
+
+
+_WARNED_NO_BACKWARD: set[str] = set()
+
+
+def _no_backward_warning(model: str) -> None:
+    """Once per model: an input that requires grad is a sign of training, and the outputs, made by
+    inference kernels, are cut from autograd (backward() would fail far from here)."""
+    if model in _WARNED_NO_BACKWARD:
+        return
+    _WARNED_NO_BACKWARD.add(model)
+    warnings.warn(
+        f"{model}: an input requires grad, but the optimised module is for inference: its outputs do not "
+        "require grad and no gradient flows through it; train with the model itself",
+        stacklevel=3,
+    )
 
 
 @dataclass(frozen=True)
@@ -207,6 +224,8 @@ class OptimizedModule(torch.nn.Module):
         plain = not kwargs and all(isinstance(a, torch.Tensor) for a in args)
         flat = list(args) if plain else pytree.tree_flatten((args, kwargs))[0]
         self._check(flat)
+        if torch.is_grad_enabled() and any(isinstance(v, torch.Tensor) and v.requires_grad for v in flat):
+            _no_backward_warning(self._model_name)
         with torch.no_grad():  # an inference module: the kernels have no backward
             return self._run(flat)
 

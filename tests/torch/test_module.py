@@ -5,6 +5,7 @@ state_dict."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -64,3 +65,19 @@ def test_other_shapes_or_dtypes_are_refused(call: tuple[Any, ...], message: str)
     captured = capture(model, inputs((16, 64)))
     with pytest.raises(InputMismatchError, match=message):
         OptimizedModule(captured, captured.lowering.graph)(*call)
+
+
+def test_an_input_that_requires_grad_is_warned_once_that_no_gradient_flows() -> None:
+    model = build(GeluMLP)
+    (x,) = inputs((16, 64))
+    captured = capture(model, (x,))
+    module = OptimizedModule(captured, captured.lowering.graph)
+    x.requires_grad_(True)
+    with pytest.warns(UserWarning, match="requires grad, but the optimised module is for inference"):
+        out = module(x)
+    assert not out.requires_grad
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        module(x)  # once per model, not at every call
+        with torch.no_grad():
+            module(x)
