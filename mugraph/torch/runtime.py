@@ -223,6 +223,12 @@ class OptimizedModule(torch.nn.Module):
         # tensors alone, as models are mostly called: their own flattening (pytree's costs about 10 μs)
         plain = not kwargs and all(isinstance(a, torch.Tensor) for a in args)
         flat = list(args) if plain else pytree.tree_flatten((args, kwargs))[0]
+        if kwargs and len(flat) != len(self._user_inputs):
+            raise InputMismatchError(
+                f"{self._model_name}: keyword argument(s) {', '.join(map(repr, kwargs))} were not in the example "
+                "inputs it was optimised for (their values then are part of the module); call it with the "
+                "example inputs' arguments, or optimise again with these in the example inputs"
+            )
         self._check(flat)
         if torch.is_grad_enabled() and any(isinstance(v, torch.Tensor) and v.requires_grad for v in flat):
             _no_backward_warning(self._model_name)

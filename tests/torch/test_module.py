@@ -59,6 +59,7 @@ def test_a_function_with_a_weight_argument() -> None:
         ((torch.zeros(16, 64),), r"torch.float32; this module was optimised for \[16, 64\] torch.float16 \(pass "),
         ((), r"takes 1 input\(s\), got 0"),
     ],
+    ids=["shape", "dtype", "arity"],
 )
 def test_other_shapes_or_dtypes_are_refused(call: tuple[Any, ...], message: str) -> None:
     model = build(GeluMLP)
@@ -81,3 +82,12 @@ def test_an_input_that_requires_grad_is_warned_once_that_no_gradient_flows() -> 
         module(x)  # once per model, not at every call
         with torch.no_grad():
             module(x)
+
+
+def test_a_keyword_argument_not_in_the_example_inputs_is_named() -> None:
+    model = build(GeluMLP)
+    (x,) = inputs((16, 64))
+    captured = capture(model, (x,))
+    module = OptimizedModule(captured, captured.lowering.graph)
+    with pytest.raises(InputMismatchError, match="keyword argument\\(s\\) 'scale' were not in the example inputs"):
+        module(x, scale=3.0)
