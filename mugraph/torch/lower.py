@@ -91,13 +91,24 @@ class _Lowerer(OpLowering):
         if not outputs:
             raise CaptureError(
                 "no op of the model can be lowered to mugraph's IR (fp16, bf16 or fp32 matmul, linear, "
-                "element-wise ops, sum, mean, rms_norm, layer_norm, concat): nothing to optimise"
+                "element-wise ops, sum, mean, rms_norm, layer_norm, concat): nothing to optimise" + self._why_none()
             )
         graph, used = _compact(self.g, self.early_inputs)
         inputs = {n: s for n, s in self.inputs.items() if n in used}
         live = set(_live_lowered(self.nodes, self.values, outputs, waiting))
         live |= {name for name, root in part_of.items() if root in live and root in self.values}
         return Lowering(graph, inputs, outputs, tuple(n for n in lowered if n in live), tuple(self.glue))
+
+    def _why_none(self) -> str:
+        """Where no op was lowered, a cause the model's tensors show: their rank or their dtype."""
+        vals = [n.meta.get("val") for n in self.nodes if n.op in ("placeholder", "call_function")]
+        tensors = [v for v in vals if isinstance(v, torch.Tensor)]
+        high = sorted({v.dim() for v in tensors if v.dim() > 4})
+        if high:
+            return f"; its values have {'/'.join(map(str, high))} dims, and mugraph lowers tensors of 1 to 4 dims"
+        if tensors and not any(v.dtype in (torch.float16, torch.bfloat16, torch.float32) for v in tensors):
+            return f"; its tensors are {', '.join(sorted({str(v.dtype) for v in tensors}))}, not fp16, bf16 or fp32"
+        return ""
 
     def _visit(self, node: fx.Node, lowered: list[str], norm: Composite | None = None) -> bool:
         """Lower `node` (as `norm` where given) or leave it to torch as glue; True where lowered. A norm

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from torch import nn
 
 import mugraph
 from mugraph.api import OptionError
@@ -189,3 +190,17 @@ def test_triton_imported_before_mugraph_is_refused_before_the_search(tmp_path: P
     assert proc.stdout.startswith("Triton was imported before mugraph"), proc.stdout + proc.stderr[-2000:]
     assert "TRITON_INTERPRET=1" in proc.stdout
     assert not (tmp_path / "s.zarr").exists()
+
+
+@pytest.mark.parametrize(
+    "model, x, cause",
+    [
+        (nn.Linear(128, 64).half(), torch.randn(2, 2, 2, 2, 128, dtype=torch.float16), "its values have 5 dims"),
+        (nn.Linear(8, 4).double(), torch.randn(4, 8, dtype=torch.float64), "its tensors are torch.float64"),
+    ],
+    ids=["five-dims", "float64"],
+)
+def test_a_model_with_nothing_lowered_is_told_why(model: nn.Module, x: torch.Tensor, cause: str) -> None:
+    with pytest.raises(CaptureError, match="nothing to optimise") as e:
+        capture(model.eval(), (x,))
+    assert cause in str(e.value)
