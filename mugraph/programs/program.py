@@ -33,6 +33,12 @@ class Program:
     # `--set` settings still win; an explicit `--preset` drops them)
     settings: Mapping[str, Any] = field(default_factory=dict)
 
+    @property
+    def from_torch(self) -> bool:
+        """A captured PyTorch model's program (it keeps its exported program beside the store): its
+        kept ops run in PyTorch, one kernel each, which is how its candidates are priced."""
+        return self.save_beside is not None
+
     def __post_init__(self) -> None:
         check_label(self.name, "program")  # names are data: see `ir.names`
         for label in self.experts:

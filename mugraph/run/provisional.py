@@ -9,10 +9,12 @@ from mugraph.ir.canonical import canonical_digest
 from mugraph.ir.graph import KernelGraph
 from mugraph.ir.serialize import loads
 from mugraph.stages.layout.choose import LayoutResult, choose_layouts
+from mugraph.stages.layout.emitted import model_for
 from mugraph.stages.layout.facts import LayoutError
 from mugraph.stages.layout.profiles import GpuProfile
 from mugraph.stages.layout.rank import combined, measured_first, rank
 from mugraph.stages.layout.rows import RankedRow, ranked_rows
+from mugraph.storage.run.paths import EXPORTED_META_KEY
 from mugraph.storage.run.protocol import RunStoreReader
 
 __all__ = ["provisional_ranking", "stored_or_provisional"]
@@ -39,7 +41,8 @@ def provisional_ranking(st: RunStoreReader, fragment: int, profile: GpuProfile) 
         ref_layout = choose_layouts(reference, io)
     except LayoutError:
         return None
-    rows, ref_row = rank(candidates, (reference, ref_layout), profile)
+    torch_run = EXPORTED_META_KEY in st.meta  # a PyTorch model's run: its ops run in PyTorch
+    rows, ref_row = rank(candidates, (reference, ref_layout), profile, model_for(torch_run))
     ref_row["digest"] = canonical_digest(reference)
     return ranked_rows(measured_first(combined(rows, ref_row), st.measurements(fragment)))
 

@@ -11,13 +11,13 @@ from typing import Any
 
 from mugraph.ir.serialize import loads
 from mugraph.storage.run.backends import open_existing
-from mugraph.storage.run.paths import RunPaths
+from mugraph.storage.run.paths import EXPORTED_META_KEY, RunPaths
 from mugraph.torch.archive import archive_digest
 from mugraph.torch.capture import Captured, exported_path, load_exported
 from mugraph.torch.errors import TorchError
 from mugraph.torch.runtime import OptimizedModule
 
-META_KEY = "exported_program"  # in the store's meta: {"file": NAME.torch.pt2, "sha256": its archive digest}
+META_KEY = EXPORTED_META_KEY
 
 
 def recorded_digest(meta: Mapping[str, Any]) -> str | None:

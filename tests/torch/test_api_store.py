@@ -23,6 +23,7 @@ import pytest
 import torch
 
 import mugraph
+from mugraph.stages.layout.emitted import CONSTANTS, TORCH_MODEL
 from mugraph.storage.run.store import RunStore
 from mugraph.torch.archive import UnsafeArchiveError
 from mugraph.torch.capture import capture, exported_path
@@ -93,6 +94,15 @@ def test_the_module_carries_the_verdict_and_describes_it(run: Run) -> None:
     assert f"  f0: μGraph {f0.chosen[:16]}, 1 kernel(s), estimated {f0.speedup:.2f}x faster" in text.splitlines()
     assert "verdict:" in text and f"store: runs/{run.store.name}" in text
     assert f"verdict='f0 {f0.speedup:.2f}x'" in repr(run.module)  # printed, the module says it too
+
+
+def test_a_pytorch_model_is_ranked_with_its_ops_priced_as_pytorch_runs_them(run: Run) -> None:
+    """One call per pre-defined op (PyTorch's fused GELU), not the emitted module's seven array calls."""
+    with RunStore.open_existing(run.store) as st:
+        ranking = st.ranking(0) or []
+    assert ranking and {r["model"] for r in ranking} == {TORCH_MODEL}
+    reference = next(r for r in ranking if r["reference"])
+    assert reference["emitted_launch_seconds"] == pytest.approx(2 * CONSTANTS.call_seconds)  # matmul, GELU: a call each
 
 
 def test_a_second_optimize_reuses_the_finished_store_without_a_search(

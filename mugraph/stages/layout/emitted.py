@@ -30,6 +30,7 @@ rest are the profile's data-sheet numbers.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from math import ceil, gcd, prod
 from typing import assert_never
@@ -44,6 +45,7 @@ from mugraph.stages.layout.profiles import GpuProfile
 from mugraph.stages.layout.residency import residency
 
 MODEL = "emitted-v2"
+TORCH_MODEL = "emitted-v2-torch"  # the same, each pre-defined op priced as one call: a PyTorch model's ops
 SECTOR = 32
 CUBLAS_TILE = 128  # output tile of one cuBLAS thread block (M and N)
 
@@ -62,6 +64,9 @@ class EmittedConstants:
     elementwise_efficiency: float = 0.2  # share of DRAM bandwidth a CuPy element-wise or reduction call reaches
     library_sm_share: float = 0.5  # DRAM bandwidth one cuBLAS thread block draws, in units of bandwidth / SMs
     launch_seconds: float = 3e-6  # one Triton launch
+    # Each pre-defined op one call, as PyTorch runs a model's ops (its own fused kernels for norms and
+    # activations), not the several array calls of the emitted module: the estimate for a PyTorch model.
+    fused_pre_defined: bool = False
 
 
 CONSTANTS = EmittedConstants()
@@ -229,7 +234,7 @@ def _pre_defined(g: KernelGraph, index: int, op: Op, p: GpuProfile, c: EmittedCo
             raise ValueError(f"{op.kind} is not a pre-defined kernel op")
         case _ as unreachable:
             assert_never(unreachable)
-    calls = kind.array_calls
+    calls = 1 if c.fused_pre_defined else kind.array_calls
     traffic = sum(g.tensors[i].nbytes for i in (*op.inputs, *op.outputs)) * calls
     dram = traffic / (p.dram_bytes_per_s * efficiency)
     if op.kind is OpKind.MATMUL:
@@ -249,6 +254,7 @@ EmittedTerms = CostTerms  # the sums of this model's estimate: the breakdown eve
 class EmittedEstimate:
     profile: str
     kernels: tuple[KernelCost, ...]
+    model: str = MODEL
 
     @property
     def seconds(self) -> float:
@@ -258,7 +264,7 @@ class EmittedEstimate:
         """The sums that say why one μGraph is estimated faster than another."""
         ks = self.kernels
         return {
-            "model": MODEL,
+            "model": self.model,
             "estimated_seconds": self.seconds,
             "launches": len(ks),
             "launch_seconds": sum(k.launch_seconds for k in ks),
@@ -289,7 +295,7 @@ def estimate_emitted(
                 kernels.append(_pre_defined(graph, index, op, profile, constants))
             case _ as unreachable:
                 assert_never(unreachable)
-    return EmittedEstimate(profile.name, tuple(kernels))
+    return EmittedEstimate(profile.name, tuple(kernels), TORCH_MODEL if constants.fused_pre_defined else MODEL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,7 +307,7 @@ class EmittedModel:
 
     @property
     def name(self) -> str:
-        return MODEL
+        return TORCH_MODEL if self.constants.fused_pre_defined else MODEL
 
     def predict(self, graph: KernelGraph, layouts: Layouts | None, profile: GpuProfile) -> CostTerms:
         return estimate_emitted(graph, profile, self.constants).terms()
@@ -311,3 +317,16 @@ class EmittedModel:
 
 
 EMITTED = EmittedModel()
+EMITTED_TORCH = EmittedModel(dataclasses.replace(CONSTANTS, fused_pre_defined=True))
+MODELS = {m.name: m for m in (EMITTED, EMITTED_TORCH)}
+
+
+def model_for(torch_ops: bool) -> EmittedModel:
+    """The model that prices a run's μGraphs: `EMITTED_TORCH` where the kept ops run in PyTorch (a
+    PyTorch model's run), else `EMITTED` (the emitted module's array calls)."""
+    return EMITTED_TORCH if torch_ops else EMITTED
+
+
+def model_named(name: str | None) -> EmittedModel:
+    """The model a stored ranking row names (rows from before the PyTorch variant name emitted-v2)."""
+    return MODELS.get(name or MODEL, EMITTED)

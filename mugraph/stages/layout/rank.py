@@ -20,7 +20,7 @@ from mugraph.ir.graph import KernelGraph
 from mugraph.stages.layout.choose import LayoutResult
 from mugraph.stages.layout.cost_model import CostModel
 from mugraph.stages.layout.costs import Layouts
-from mugraph.stages.layout.emitted import EMITTED
+from mugraph.stages.layout.emitted import EMITTED, model_named
 from mugraph.stages.layout.profiles import GpuProfile
 from mugraph.stages.layout.residency import MAX_REGISTERS
 from mugraph.stages.layout.roofline import MODEL, estimate
@@ -147,15 +147,16 @@ def rerank(
     stored: Sequence[RankedRow],
     graphs: Mapping[str, KernelGraph],
     profile: GpuProfile,
-    model: CostModel = EMITTED,
+    model: CostModel | None = None,
 ) -> list[RankedRow]:
-    """A stored combined ranking again under another profile (or model), from the layouts its rows
-    keep (no solver needed). `graphs` maps each row's digest to its graph."""
+    """A stored combined ranking again under another profile (or model; default: the one its rows name),
+    from the layouts its rows keep (no solver needed). `graphs` maps each row's digest to its graph."""
 
     def result(row: RankedRow) -> LayoutResult:
         return LayoutResult(Layouts.from_json(row["layouts"]), dict(row["layout_terms"]), int(row["layout_cost"]), 0.0)
 
     ref = next(r for r in stored if r.get("reference"))
+    model = model or model_named(ref.get("model"))
     candidates = {r["digest"]: (graphs[r["digest"]], result(r)) for r in stored if not r.get("reference")}
     rows, ref_row = rank(candidates, (graphs[ref["digest"]], result(ref)), profile, model)
     ref_row["digest"] = ref["digest"]

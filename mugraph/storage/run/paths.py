@@ -10,7 +10,11 @@ from pathlib import Path
 
 from mugraph.storage.run.lock import LOCK_NAME
 
-__all__ = ["RunPaths"]
+__all__ = ["EXPORTED_META_KEY", "RunPaths"]
+
+# The key of the store's meta that records a PyTorch model's exported program beside it ({"file":
+# NAME.torch.pt2, "sha256": its archive digest}): only a run made from a PyTorch model has it.
+EXPORTED_META_KEY = "exported_program"
 
 
 @dataclass(frozen=True)

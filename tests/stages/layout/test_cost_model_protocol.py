@@ -6,15 +6,26 @@ from __future__ import annotations
 import json
 from functools import cache
 
+import pytest
+
 from mugraph.ir.families import PROPS, CostClass
 from mugraph.ir.graph import KernelGraph
 from mugraph.programs import builtin_programs
 from mugraph.stages.layout.choose import LayoutResult, choose_layouts
 from mugraph.stages.layout.cost_model import CostModel, CostTerms
 from mugraph.stages.layout.costs import Layouts
-from mugraph.stages.layout.emitted import EMITTED, MODEL, estimate_emitted
+from mugraph.stages.layout.emitted import (
+    CONSTANTS,
+    EMITTED,
+    EMITTED_TORCH,
+    MODEL,
+    TORCH_MODEL,
+    estimate_emitted,
+    model_for,
+    model_named,
+)
 from mugraph.stages.layout.profiles import PROFILES, GpuProfile
-from mugraph.stages.layout.rank import rank
+from mugraph.stages.layout.rank import combined, rank, rerank
 from mugraph.stages.layout.rows import RankRow
 from tests.helpers.layout_corpus import corpus, graph
 
@@ -88,3 +99,23 @@ def test_every_term_of_a_cost_model_has_its_field_on_a_ranking_row() -> None:
     """A term added to `CostTerms` without its `emitted_*` field on `RankRow` fails here."""
     row_terms = {k.removeprefix("emitted_") for k in RankRow.__annotations__ if k.startswith("emitted_")}
     assert row_terms == set(CostTerms.__annotations__) - {"estimated_seconds"}
+
+
+def test_the_pytorch_variant_prices_each_pre_defined_op_as_one_call() -> None:
+    """A layer_norm is six array calls in the emitted module and one kernel in PyTorch; a stored row names
+    its model, and ranking it again keeps that model."""
+    g = KernelGraph()
+    x, w = g.new_input((16, 256), name="X"), g.new_input((256, 64), name="W")
+    g.mark_output(g.matmul(g.layer_norm(x), w), "O")
+    emitted, torch_run = EMITTED.predict(g, None, PROFILES["H100"]), EMITTED_TORCH.predict(g, None, PROFILES["H100"])
+    assert (emitted["model"], torch_run["model"]) == (MODEL, TORCH_MODEL)
+    assert emitted["launch_seconds"] == pytest.approx(7 * CONSTANTS.call_seconds)  # six calls, and the matmul
+    assert torch_run["launch_seconds"] == pytest.approx(2 * CONSTANTS.call_seconds)
+    assert (
+        model_named(TORCH_MODEL) is EMITTED_TORCH and model_named(None) is EMITTED and model_for(True) is EMITTED_TORCH
+    )
+    layout = choose_layouts(g)
+    _, ref_row = rank({}, (g, layout), PROFILES["H100"], EMITTED_TORCH)
+    ref_row["digest"] = "ref"
+    again = rerank(combined([], ref_row), {"ref": g}, PROFILES["A100"])
+    assert again[0]["model"] == TORCH_MODEL and again[0]["profile"] == "A100"
