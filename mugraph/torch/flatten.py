@@ -11,6 +11,7 @@ linear layer on [B, S, D] then reads 2-d forms, and the element-wise ops between
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Collection, Mapping, Sequence
 from math import prod
 
@@ -50,6 +51,7 @@ ELEMENTWISE = frozenset(
 
 
 VIEWS = frozenset({aten.view.default, aten.reshape.default, aten._unsafe_view.default})
+SPLITS = frozenset({aten.split.Tensor, aten.split_with_sizes.default, aten.chunk.default})
 TRANSPOSES = frozenset({aten.t.default, aten.permute.default, aten.transpose.int})
 # ops with a lowering that are glue wherever they read a lowered value (not held flat, for a view)
 GLUE_READS = VIEWS | TRANSPOSES
@@ -88,6 +90,18 @@ def row_operands(node: fx.Node, composite: Composite | None = None) -> list[fx.N
     elif t is aten.linear.default:
         b = bind(node)
         ops = [a for a in (b["input"], b.get("bias")) if isinstance(a, fx.Node)]
+    elif t is operator.getitem:  # a piece of a linear's output split along the last dim: that linear
+        split = node.args[0]
+        if not isinstance(split, fx.Node) or split.target not in SPLITS or not split.args:
+            return None
+        lin = split.args[0]
+        if not isinstance(lin, fx.Node) or lin.target is not aten.linear.default:
+            return None
+        dim = split.args[2] if len(split.args) > 2 else split.kwargs.get("dim", 0)
+        if not isinstance(dim, int) or dim % len(out) != len(out) - 1:
+            return None
+        x = bind(lin)["input"]
+        ops = [x] if isinstance(x, fx.Node) else []
     elif t is aten.matmul.default:
         rhs = _shape(node.args[1]) if isinstance(node.args[1], fx.Node) else None
         if rhs is None or len(rhs) < 2 or any(d != 1 for d in rhs[:-2]) or not isinstance(node.args[0], fx.Node):

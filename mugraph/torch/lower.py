@@ -97,7 +97,8 @@ class _Lowerer(OpLowering):
         inputs = {n: s for n, s in self.inputs.items() if n in used}
         live = set(_live_lowered(self.nodes, self.values, outputs, waiting))
         live |= {name for name, root in part_of.items() if root in live and root in self.values}
-        return Lowering(graph, inputs, outputs, tuple(n for n in lowered if n in live), tuple(self.glue))
+        needed = _needed_glue(self.nodes, self.glue, inputs)
+        return Lowering(graph, inputs, outputs, tuple(n for n in lowered if n in live), tuple(needed))
 
     def _why_none(self) -> str:
         """Where no op was lowered, a cause the model's tensors show: their rank or their dtype."""
@@ -149,6 +150,19 @@ class _Lowerer(OpLowering):
             self.late.add(node.name)
             self._arrives(node)
         return False
+
+
+def _needed_glue(nodes: Sequence[fx.Node], glue: Sequence[str], inputs: dict[str, InputSource]) -> list[str]:
+    """The glue nodes the module runs: those the model's outputs or the program's inputs read, directly
+    or through other glue (a fused linear whose pieces were lowered one by one, and its split, are read
+    by nothing and never run), in graph order."""
+    read = {src.node for src in inputs.values() if src.node is not None}
+    is_glue, needed = set(glue), set()
+    for node in reversed(nodes):
+        readers = node.users
+        if node.name in is_glue and (node.name in read or any(u.op == "output" or u.name in needed for u in readers)):
+            needed.add(node.name)
+    return [n for n in glue if n in needed]
 
 
 def _live_lowered(

@@ -39,7 +39,9 @@ class InputSource:
     scalar (`scale`: attention's Q), reshaped or transposed then times a scalar (`reshape_scale`:
     a norm's weight with the constant its output was multiplied by; `transpose_scale`: LoRA's B
     with alpha/r), or a constant (`const`: a scalar operand). `shift` is added before any scale: a
-    Gemma norm's weight, which its output is multiplied by as (1 + w)."""
+    Gemma norm's weight, which its output is multiplied by as (1 + w). `rows` (start, stop) takes those
+    rows of the value first: the part of a fused linear layer's weight (and bias) that one piece of its
+    split output reads (a SwiGLU's gate and up projections in one `nn.Linear`, then `chunk`)."""
 
     kind: str
     node: str | None
@@ -47,6 +49,7 @@ class InputSource:
     dtype: DType
     value: float = 0.0
     shift: float = 0.0
+    rows: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)

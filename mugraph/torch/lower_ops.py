@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import operator
 from collections.abc import Callable, Sequence
 from math import prod
 from typing import Any, assert_never, cast
@@ -20,7 +21,6 @@ from mugraph.torch.lower_operands import (
     DTYPES,
     Frame,
     InputSource,
-    Operands,
     Recip,
     Skip,
     Value,
@@ -30,6 +30,7 @@ from mugraph.torch.lower_operands import (
     need,
     scalar,
 )
+from mugraph.torch.lower_split import SplitPieces
 
 aten = torch.ops.aten
 
@@ -40,7 +41,7 @@ aten = torch.ops.aten
 SCALABLE = {"value": "scale", "scale": "scale", "reshape": "reshape_scale", "transpose": "transpose_scale"}
 
 
-class OpLowering(Operands):
+class OpLowering(SplitPieces):
     """The handlers, by ATen op."""
 
     def __init__(self, ep: torch.export.ExportedProgram) -> None:
@@ -75,6 +76,7 @@ class OpLowering(Operands):
             aten.cat.default: self.cat,
             aten.clamp.default: self.clamp,
             aten.clone.default: self.clone,
+            operator.getitem: self.piece,
             **dict.fromkeys(TRANSPOSES, self.transpose),
             **dict.fromkeys(VIEWS, self.view),
         }
@@ -89,6 +91,8 @@ class OpLowering(Operands):
         x, w = b["input"], b["weight"]
         if not isinstance(w, fx.Node) or w.name in self.values or len(self._shape(w)) != 2:
             raise Skip
+        if node.users and all(self._split_rows(u) is not None for u in node.users):
+            raise Skip  # lowered piece by piece (`piece`): the whole output is never needed
         if not isinstance(x, fx.Node) or len(self._shape(x)) < 2 or self._dtype(w) is not dt:
             raise Skip
         f = self.frame(node, [x, b.get("bias")])
@@ -97,13 +101,6 @@ class OpLowering(Operands):
         if b.get("bias") is not None:
             y = self.g.add(y, self.operand(b["bias"], dt, f))
         return y
-
-    def _transposed(self, w: fx.Node, dt: DType) -> Tensor:
-        """A 2-d torch value's transpose as a program input, a view the kernels read in place (one per
-        value, shared by every reader)."""
-        n_out, k = self._shape(w)
-        src = InputSource("transpose", w.name, (k, n_out), dt)
-        return self._new_input(self._made(src) or self._fresh(f"{w.name}_t"), src, w.name not in self.late)
 
     def transpose(self, node: fx.Node) -> Value:
         """`w.T`, `w.t()`, `w.permute(1, 0)`, `w.transpose(0, 1)` of a 2-d value torch holds (Falcon's

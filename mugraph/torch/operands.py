@@ -94,6 +94,8 @@ class InputMaker:
                 self._consts[key] = torch.full(src.shape, src.value, dtype=dtype, device=device)
             return self._consts[key]
         value = cast(torch.Tensor, env[str(src.node)])
+        if src.rows is not None:  # a view: rows of a row-major value stay row-major
+            value = value[src.rows[0] : src.rows[1]]
         if src.kind == "transpose":
             return value.t()  # read in place by the kernels (see kernel_strides)
         base, scaled = src.kind.removesuffix("_scale"), src.kind.endswith("scale")  # "scale": as it is, scaled
