@@ -57,6 +57,30 @@ TRANSPOSES = frozenset({aten.t.default, aten.permute.default, aten.transpose.int
 GLUE_READS = VIEWS | TRANSPOSES
 
 
+def einsum_matmul(node: fx.Node) -> tuple[fx.Node, fx.Node, bool] | None:
+    """(a, b, b transposed) where `node` is an einsum that is a matmul of `a` [.., k] and a matrix `b`
+    [k, n] (or [n, k]: transposed): `bsd,df->bsf`, `...d,fd->...f`, `ij,jk->ik`; None otherwise."""
+    if node.target is not aten.einsum.default or len(node.args) < 2:
+        return None
+    equation, operands = node.args[0], node.args[1]
+    if not isinstance(equation, str) or not isinstance(operands, list | tuple) or len(operands) != 2:
+        return None
+    lhs, arrow, out = equation.replace(" ", "").partition("->")
+    parts = lhs.split(",")
+    a_node, b_node = operands
+    if not arrow or len(parts) != 2 or not isinstance(a_node, fx.Node) or not isinstance(b_node, fx.Node):
+        return None
+    a, b = parts
+    letters = a.replace("...", "")
+    if len(b) != 2 or not letters or len(set(letters)) != len(letters) or a.endswith("."):
+        return None
+    k = a[-1]
+    n = b.replace(k, "")
+    if b.count(k) != 1 or len(n) != 1 or n in a or out != a[:-1] + n:
+        return None
+    return a_node, b_node, b == n + k
+
+
 def _shape(a: fx.Node) -> tuple[int, ...] | None:
     val = meta(a)
     return tuple(int(d) for d in val.shape) if isinstance(val, torch.Tensor) else None
@@ -102,6 +126,8 @@ def row_operands(node: fx.Node, composite: Composite | None = None) -> list[fx.N
             return None
         x = bind(lin)["input"]
         ops = [x] if isinstance(x, fx.Node) else []
+    elif (mm := einsum_matmul(node)) is not None:
+        ops = [mm[0]]
     elif t is aten.matmul.default:
         rhs = _shape(node.args[1]) if isinstance(node.args[1], fx.Node) else None
         if rhs is None or len(rhs) < 2 or any(d != 1 for d in rhs[:-2]) or not isinstance(node.args[0], fx.Node):

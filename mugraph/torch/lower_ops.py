@@ -16,7 +16,7 @@ from torch import fx
 from mugraph.ir.graph import Tensor
 from mugraph.ir.types import DType, OpKind
 from mugraph.torch.composite import Composite
-from mugraph.torch.flatten import TRANSPOSES, VIEWS
+from mugraph.torch.flatten import TRANSPOSES, VIEWS, einsum_matmul
 from mugraph.torch.lower_operands import (
     DTYPES,
     Frame,
@@ -51,6 +51,7 @@ class OpLowering(SplitPieces):
             aten.matmul.default: self.matmul,
             aten.mm.default: self.matmul,
             aten.bmm.default: self.matmul,
+            aten.einsum.default: self.einsum,
             aten.addmm.default: self.addmm,
             aten.add.Tensor: self.add,
             aten.add.Scalar: self.add,
@@ -133,6 +134,25 @@ class OpLowering(SplitPieces):
         if len(sa) != len(sb) or len(sa) < 2 or sa[:-2] != sb[:-2]:
             raise Skip
         return self.g.matmul(self.tensor(a, dt), self.tensor(b, dt))
+
+    def einsum(self, node: fx.Node) -> Value:
+        """An einsum that is a matmul by a matrix (`bsd,df->bsf`; `...d,fd->...f` reads the matrix as a
+        linear layer's weight, transposed in place); other einsums are glue."""
+        mm = einsum_matmul(node)
+        if mm is None:
+            raise Skip
+        a, b, transposed = mm
+        dt = self.out_dtype(node)
+        if len(self._shape(b)) != 2 or len(self._shape(a)) < 2:
+            raise Skip
+        f = self.frame(node, [a])
+        if len(self._shape(a)) > 2 and not f.flat:
+            raise Skip
+        if transposed:
+            if b.name in self.values or self._dtype(b) is not dt:
+                raise Skip
+            return self.g.matmul(self.operand(a, dt, f), self._transposed(b, dt))
+        return self.g.matmul(self.operand(a, dt, f), self.tensor(b, dt))
 
     def _matrix(self, b: fx.Node, dt: DType) -> Tensor:
         """A torch value [1, .., k, n] as the matrix [k, n]."""

@@ -254,6 +254,20 @@ ROWS: list[Row] = [
         Expect((K.MATMUL,)),
     ),
     Row(
+        "`torch.einsum` that is a matmul by a matrix: `bsd,df->bsf`, `...d,fd->...f`",
+        "lowered: matmul on `[B·S, D]` (a `fd` matrix read transposed in place); any other einsum stays glue",
+        lambda: lambda x, w: torch.einsum("bsd,fd->bsf", x, w),
+        ((2, 4, 64), (32, 64)),
+        Expect((K.MATMUL,)),
+    ),
+    Row(
+        "a linear's output split along its last dim: `gate, up = self.w12(x).chunk(2, -1)` (`split` too)",
+        "lowered: one matmul (+ bias) per piece, over its rows of W (and b); the whole linear never runs",
+        lambda: lambda x, w: [torch.relu(p) for p in F.linear(x, w).chunk(2, dim=-1)],
+        ((2, 4, 64), (64, 64)),
+        Expect((K.MATMUL, K.MATMUL, K.RELU, K.RELU)),
+    ),
+    Row(
         "`torch.bmm`, `a @ b` with equal batch dims",
         "lowered: batched matmul",
         lambda: torch.bmm,
