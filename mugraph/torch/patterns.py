@@ -47,12 +47,39 @@ class Match:
         """This match with `name` bound to `value`; None where it is bound to something else."""
         if self.has(name):
             old = self.get(name)
-            same = old is value if isinstance(value, fx.Node) or isinstance(old, fx.Node) else old == value
+            same = same_value(old, value) if isinstance(value, fx.Node) or isinstance(old, fx.Node) else old == value
             return self if same else None
         return Match((*self.binds, (name, value)), self.nodes)
 
     def covering(self, node: fx.Node) -> Match:
         return Match(self.binds, self.nodes | {node})
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """Whether two fx values are one value: the same node, or two calls of one pure ATen op on the same
+    values (DeBERTa's LayerNorm computes `x - mean` twice); a seeded random op never is."""
+    if a is b:
+        return True
+    if not (isinstance(a, fx.Node) and isinstance(b, fx.Node)) or a.op != "call_function" or b.op != "call_function":
+        return False
+    target = a.target
+    if target is not b.target or not isinstance(target, torch._ops.OpOverload):
+        return False
+    if target._schema.is_mutable or torch.Tag.nondeterministic_seeded in target.tags:
+        return False
+    return (
+        _same_args(a.args, b.args)
+        and a.kwargs.keys() == b.kwargs.keys()
+        and all(_same_args(a.kwargs[k], b.kwargs[k]) for k in a.kwargs)
+    )
+
+
+def _same_args(a: Any, b: Any) -> bool:
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(_same_args(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, fx.Node) or isinstance(b, fx.Node):
+        return same_value(a, b)
+    return type(a) is type(b) and a == b
 
 
 class Pattern:

@@ -83,6 +83,14 @@ def written_ln(x: torch.Tensor) -> torch.Tensor:
     return d / torch.sqrt(d.pow(2).mean(-1, keepdim=True) + 1e-5)
 
 
+def deberta_ln(x: torch.Tensor) -> torch.Tensor:
+    """DeBERTa's LayerNorm: `x - mean` written twice, in float32."""
+    h = x.float()
+    mean = h.mean(-1, keepdim=True)
+    var = (h - mean).pow(2).mean(-1, keepdim=True)
+    return ((h - mean) / torch.sqrt(var + 1e-7)).to(x.dtype)
+
+
 def attention_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     return q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
 
@@ -178,6 +186,13 @@ ROWS: list[Row] = [
         lambda: written_ln,
         ((8, 64),),
         Expect((K.LAYER_NORM,), eps=1e-5),
+    ),
+    Row(
+        "LayerNorm with `x - mean` written twice, in float32 (DeBERTa's)",
+        "lowered: `layer_norm(x, eps)`, one op (one value computed twice is one value)",
+        lambda: deberta_ln,
+        ((8, 64),),
+        Expect((K.LAYER_NORM,), eps=1e-7),
     ),
     Row("`F.silu`, `nn.SiLU`", "lowered: `silu`", _half(nn.SiLU()), ((8, 64),), Expect((K.SILU,), only_glue=False)),
     Row(

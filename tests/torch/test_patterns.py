@@ -11,7 +11,7 @@ import torch
 from torch import fx
 
 from mugraph.torch.capture import export
-from mugraph.torch.patterns import Capture, Cast, Match, Num, Pattern, call, commuted, find
+from mugraph.torch.patterns import Capture, Cast, Match, Num, Pattern, call, commuted, find, same_value
 from tests.helpers.torch_models import inputs
 
 aten = torch.ops.aten
@@ -62,3 +62,16 @@ def test_matches_do_not_overlap_and_the_latest_root_wins() -> None:
     chain = nodes(lambda x: torch.exp(torch.exp(x)), (4, 8))
     assert [r for r, _ in matches(call(aten.exp.default, exp_of), chain)] == ["exp_1"]
     assert Match().bound("a", 1) == Match((("a", 1),))
+
+
+def test_one_value_computed_twice_is_one_value_but_two_random_draws_are_not() -> None:
+    def twice(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        m = x.mean(-1, keepdim=True)
+        return x - m, x - m, torch.rand_like(x), torch.rand_like(x), x - 2 * m
+
+    graph = nodes(twice, (8, 64))
+    subs = [n for n in graph if n.target is aten.sub.Tensor]
+    draws = [n for n in graph if n.target is aten.rand_like.default]
+    assert len(subs) == 3 and len(draws) == 2
+    assert same_value(subs[0], subs[1]) and not same_value(subs[0], subs[2])
+    assert not same_value(draws[0], draws[1])
