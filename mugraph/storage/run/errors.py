@@ -8,7 +8,7 @@ from mugraph.ir.errors import MugraphError
 
 __all__ = ["RECOVERY_HINT", "StoreBusy", "StoreDamaged", "StoreError", "StoreMismatch", "damaged"]
 
-RECOVERY_HINT = "start over with --fresh or choose another --store"
+RECOVERY_HINT = "start over with --fresh (fresh=True from Python) or choose another --store (store=)"
 
 
 class StoreError(MugraphError):
