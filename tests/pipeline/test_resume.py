@@ -79,15 +79,18 @@ def test_kill_9_at_several_points_then_resume(tmp_path: Path, uninterrupted: Who
         # everything reported done before the kill is durable; done counts never go back
         assert n_done >= seen.get("tasks_done", 0) and n_done >= done_before
         done_before = n_done
-    last = done(mugraph(*args, cwd=tmp_path))
+    final = mugraph(*args, cwd=tmp_path)
+    last = done(final)
+    # where the last kill came after the run's end, the store is read back: no fourth invocation
+    invocations = 3 if "reused, nothing searched" in final.stderr else 4
     paths, n_done = table(store)
     assert last["complete"] and last["mugraphs"] == whole["mugraphs"] and last["best"] == whole["best"]
     assert paths == whole_paths and n_done == len(paths)
     # no task marked done ran again: the last run did exactly the rest
     assert done_before + last["tasks_run"] == len(whole_paths)
-    # the report covers the whole run: four invocations, one timeline, ending at the full task count
+    # the report covers the whole run: every invocation, one timeline, ending at the full task count
     data = read_report_data(Path(last["report"]).read_text())
-    assert data["invocations"] == 4 and len(data["restarts"]) == 3
+    assert data["invocations"] == invocations and len(data["restarts"]) == invocations - 1
     elapsed = [s["elapsed"] for s in data["timeline"]]
     assert elapsed == sorted(elapsed) and data["timeline"][-1]["tasks_done"] == len(whole_paths)
     assert data["restarts"] == sorted(data["restarts"]) and data["restarts"][0] > 0
