@@ -210,6 +210,7 @@ def export(model: Any, example_inputs: Any) -> torch.export.ExportedProgram:
         kinds = ", ".join(type(a).__name__ for a in args)
         raise CaptureError(f"example_inputs must be tensors (a tensor or a tuple of them), got ({kinds})")
     check_eval_mode(module, model_name(model))
+    _check_binds(module, args, model_name(model))
     try:
         with _quiet_torch():
             # functional form, ops kept whole: in-place writes become outputs (a buffer's new value)
@@ -221,6 +222,22 @@ def export(model: Any, example_inputs: Any) -> torch.export.ExportedProgram:
         raise CaptureError(
             f"torch.export cannot capture {model_name(model)}{' at ' + where if where else ''}: "
             f"{type(e).__name__}: {_first_line(e)}"
+        ) from None
+
+
+def _check_binds(module: torch.nn.Module, args: tuple[Any, ...], name: str) -> None:
+    """Example inputs are passed positionally: a forward that needs more (a keyword-only tensor) or takes
+    fewer is said so here, where torch.export would fail inside `inspect`."""
+    try:
+        signature = inspect.signature(module.forward)
+    except (TypeError, ValueError):
+        return
+    try:
+        signature.bind(*args)
+    except TypeError as e:
+        raise CaptureError(
+            f"{name}.forward cannot take the example inputs ({len(args)} tensor(s), passed by position): {e}; "
+            "example_inputs are the positional arguments of one call (a keyword-only argument keeps its default)"
         ) from None
 
 

@@ -204,3 +204,19 @@ def test_a_model_with_nothing_lowered_is_told_why(model: nn.Module, x: torch.Ten
     with pytest.raises(CaptureError, match="nothing to optimise") as e:
         capture(model.eval(), (x,))
     assert cause in str(e.value)
+
+
+class _KeywordOnly(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(32, 64)
+
+    def forward(self, x: torch.Tensor, *, bias: torch.Tensor) -> torch.Tensor:
+        return self.a(x) + bias
+
+
+def test_example_inputs_a_forward_cannot_take_are_named_before_export() -> None:
+    """torch.export failed inside the standard library's `inspect`, and said so as the place."""
+    with pytest.raises(CaptureError, match="missing a required argument: 'bias'") as e:
+        capture(_KeywordOnly().half().eval(), inputs((16, 32)))
+    assert "passed by position" in str(e.value) and "inspect.py" not in str(e.value)
