@@ -99,7 +99,8 @@ def kept_reason(done: Mapping[str, Any], fragment: str) -> str | None:
         top = ranking[0]
         estimate = f"is estimated {top['speedup']:.2f}x, but {why_not_confident(top)}"
         return f"the best candidate, {top['digest'][:16]}, {estimate}"
-    if not ranking:
+    reference = done.get("reference", {}).get(fragment, {}).get("digest")
+    if not [r for r in ranking if r["digest"] != reference]:  # nothing found but the reference's own graph
         if done["complete"]:
             # the space holds none (a constant multiply with no weight to fold into is one such op:
             # the search has no scalar op to build it with)

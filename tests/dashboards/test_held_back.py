@@ -89,3 +89,16 @@ def test_a_whole_space_without_a_mugraph_is_not_read_as_a_failed_search() -> Non
     done["best_per_fragment"] = {"f0": "r"}
     said = kept_reason(done, "f0")
     assert said == "its whole search space holds no μGraph equal to it other than the reference itself"
+
+
+def test_a_space_whose_only_find_is_the_reference_s_own_graph_says_so() -> None:
+    """The search found the reference program itself (its digest ranked as a candidate at 1.00x): not
+    "no μGraph found is estimated faster (the best, ..., 1.00x)"."""
+    from mugraph.dashboards.console import kept_reason
+
+    own = {"digest": "r", "speedup": 1.0, "fits": True}
+    done = {"ranking": {"f0": [own]}, "reference": {"f0": {"digest": "r", "reference": True}}, "complete": True}
+    done["best_per_fragment"] = {"f0": "r"}
+    assert (
+        kept_reason(done, "f0") == "its whole search space holds no μGraph equal to it other than the reference itself"
+    )
