@@ -401,7 +401,8 @@ def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) ->
         profile = ranking[0]["profile"] if ranking else "-"
         devices = sorted({str(e["measured_device"]) for e in ranking if e.get("measured_device")})
         click.echo(
-            f"== {printable(shown_frag['name'])}: {len(ranking)} ranked on {printable(str(profile))} "
+            f"== {printable(shown_frag['name'])}: {sum(not r.get('reference') for r in ranking)} μGraphs and the "
+            f"reference ranked on {printable(str(profile))} "
             f"({ranking[0]['model'] if ranking else '-'}"
             f"; speedup over the reference program)"
             + (f"; timed rows first, by time measured on {', '.join(devices)}" if devices else "")
