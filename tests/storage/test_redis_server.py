@@ -163,17 +163,22 @@ def test_stops_when_the_parent_is_signalled(tmp_path: Path, script: str, sig: si
             os.kill(pid, signal.SIGKILL)
 
 
+def _write_then_kill_9(parent: subprocess.Popen[str], data: Path) -> None:
+    """Write "kept" through the owner's server, then kill the owner with SIGKILL: no finally, no atexit."""
+    client = redis.Redis(unix_socket_path=str(data / redis_server.SOCKET_NAME), protocol=2)
+    client.set("kept", b"Y")
+    client.close()
+    parent.kill()
+    parent.wait(10)
+
+
 def test_server_of_a_killed_owner_stops_with_it(tmp_path: Path) -> None:
     """kill -9 of the owner: no finally, no atexit; the kernel's SIGTERM stops the server, which
     flushes its AOF, so the next owner has the memo."""
     data = tmp_path / "r"
     parent, pid = _start_parent(_PARENT, data)
     try:
-        client = redis.Redis(unix_socket_path=str(data / redis_server.SOCKET_NAME), protocol=2)
-        client.set("kept", b"Y")
-        client.close()
-        parent.kill()
-        parent.wait(10)
+        _write_then_kill_9(parent, data)
         assert wait_dead(pid)
         with EmbeddedRedis(data) as server:
             assert _client(server).get("kept") == b"Y"
@@ -318,11 +323,7 @@ def test_orphan_started_just_before_its_state_is_found_by_its_pidfile(tmp_path: 
     data = tmp_path / "r"
     parent, orphan = _start_parent(_PARENT_NO_DEATH_SIGNAL, data)
     try:
-        client = redis.Redis(unix_socket_path=str(data / redis_server.SOCKET_NAME), protocol=2)
-        client.set("kept", b"Y")
-        client.close()
-        parent.kill()
-        parent.wait(10)
+        _write_then_kill_9(parent, data)
         state = json.loads((data / redis_server.STATE_NAME).read_text())
         (data / redis_server.STATE_NAME).write_text(json.dumps({**state, "pid": None}))
         assert (data / redis_server.PID_NAME).read_text().strip() == str(orphan)
