@@ -21,7 +21,7 @@ import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from mugraph.ir.canonical import canonical_digest
 from mugraph.ir.graph import KernelGraph
@@ -173,7 +173,7 @@ def fit(rows: list[dict[str, Any]], graphs: Mapping[str, KernelGraph]) -> Emitte
     """The grid point with the least loss on `rows` (the first on a tie: deterministic)."""
     best, best_loss = CONSTANTS, math.inf
     for values in itertools.product(*GRID.values()):
-        c = replace(CONSTANTS, **dict(zip(GRID, values, strict=True)))
+        c = replace(CONSTANTS, **cast(dict[str, Any], dict(zip(GRID, values, strict=True))))
         value = loss(evaluate(rows, graphs, c))
         if value < best_loss - 1e-12:
             best, best_loss = c, value

@@ -212,7 +212,8 @@ class _KeywordOnly(nn.Module):
         self.a = nn.Linear(32, 64)
 
     def forward(self, x: torch.Tensor, *, bias: torch.Tensor) -> torch.Tensor:
-        return self.a(x) + bias
+        out: torch.Tensor = self.a(x) + bias
+        return out
 
 
 def test_example_inputs_a_forward_cannot_take_are_named_before_export() -> None:

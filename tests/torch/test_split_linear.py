@@ -32,7 +32,8 @@ class FusedGateUp(nn.Module):
             a, b = h.split(128, dim=-1)
         else:
             a, b = torch.split(h, [128, 128], dim=2)
-        return self.w3(F.silu(a) * b)
+        out: torch.Tensor = self.w3(F.silu(a) * b)
+        return out
 
 
 class ReadWhole(nn.Module):
@@ -57,12 +58,13 @@ class SplitRows(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         a, b = self.w(x).chunk(2, dim=0)
-        return a + b
+        out: torch.Tensor = a + b
+        return out
 
 
 def _module(model: nn.Module, x: torch.Tensor) -> tuple[OptimizedModule, list[OpKind]]:
     captured = capture(model.half().eval(), (x,))
-    ops = [op.kind for op in captured.lowering.graph.ops if op.kind not in (OpKind.INPUT, OpKind.OUTPUT)]
+    ops: list[OpKind] = [op.kind for op in captured.lowering.graph.ops if op.kind not in (OpKind.INPUT, OpKind.OUTPUT)]
     return OptimizedModule(captured, captured.lowering.graph), ops
 
 
