@@ -20,6 +20,7 @@ from mugraph.run.options import OptimizeOptions
 from mugraph.run.outcome import finished, stored_done
 from mugraph.run.prepare import Prepared, preflight, prepare
 from mugraph.run.setup import children_ignore_sigint, main_not_rerun, staged_exported, versions, workers_memo_url
+from mugraph.stages.layout.emitted import model_for
 from mugraph.storage.memo.url import redact_url
 from mugraph.storage.run.backends import open_store
 from mugraph.storage.run.errors import StoreMismatch
@@ -49,7 +50,8 @@ def run_optimize(
 def reused(run: Prepared, t0: float) -> DoneEvent | None:
     """The answer a finished store already holds for this run, read without a cluster, where nothing is
     asked that only a run does (`OptimizeOptions.reuses_finished`); None where the run must go on."""
-    if not (run.options.reuses_finished() and finished(run.store, run.plan.identity, run.gpu.name)):
+    model = model_for(run.program.from_torch).name
+    if not (run.options.reuses_finished() and finished(run.store, run.plan.identity, run.gpu.name, model)):
         return None
     done = stored_done(run.store, t0)
     done["expert"] = expert_line(

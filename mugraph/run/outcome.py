@@ -93,21 +93,24 @@ def stored_done(store: Path, t0: float | None = None, *, write_missing_report: b
     return done  # type: ignore[return-value]
 
 
-def finished(store: Path, identity: Mapping[str, str], gpu_profile: str) -> bool:
-    """True where `store` holds a complete result for this identity, ranked for this GPU profile and the
-    default (row-major) strides: the same call without `--layout` would search and rank nothing again."""
+def finished(store: Path, identity: Mapping[str, str], gpu_profile: str, model: str) -> bool:
+    """True where `store` holds a complete result for this identity, ranked for this GPU profile by this
+    cost model and for the default (row-major) strides: the same call without `--layout` would search
+    and rank nothing again (a store ranked by an earlier model is ranked again by the run)."""
     if not store.is_dir():
         return False
     try:
         with open_existing(store, readonly=True) as st:
             final = st.final()
+            fragments = range(len(st.fragments()))
             return (
                 dict(st.identity) == dict(identity)
                 and final is not None
                 and bool(final["complete"])
                 and final.get("gpu_profile") == gpu_profile
                 and not st.task_summary().get("pending", 0)
-                and not any(rec.get("io_layouts") for i in range(len(st.fragments())) for rec in st.layouts(i).values())
+                and not any(rec.get("io_layouts") for i in fragments for rec in st.layouts(i).values())
+                and all(row.get("model") == model for i in fragments for row in st.ranking(i) or [])
             )
     except (MugraphError, OSError, KeyError):
         return False  # the run opens it and says what is wrong

@@ -144,6 +144,21 @@ def test_status_and_show_read_the_store(two_workers: Run) -> None:
     assert nope.returncode == 2 and "known profiles are" in nope.stderr
 
 
+def test_a_store_ranked_by_another_cost_model_is_ranked_again(two_workers: Run, tmp_path: Path) -> None:
+    """A store from a mugraph whose cost model had another name is not read back as finished: the run
+    ranks it again (no task), by today's model."""
+    cwd, last, _ = two_workers
+    shutil.copytree(cwd / "run.zarr", tmp_path / "run.zarr")
+    with RunStore.open_existing(tmp_path / "run.zarr", readonly=False) as st:
+        st.put_ranking(0, [{**row, "model": "emitted-v1"} for row in st.ranking(0) or []])
+    args = optimize_args("rms_norm", tmp_path / "run.zarr", "--workers", "1", "--memo-url", "local", budget=BUDGET)
+    proc = mugraph(*args, cwd=tmp_path)
+    again = done(proc)
+    assert "reused, nothing searched" not in proc.stderr and again["tasks_run"] == 0
+    assert {r["model"] for r in again["ranking"]["f0"]} == {last["ranking"]["f0"][0]["model"]} != {"emitted-v1"}
+    assert again["ranking"] == last["ranking"]
+
+
 def test_user_strides_are_kept_and_change_the_layouts(two_workers: Run, tmp_path: Path) -> None:
     """--layout W=0 (W column-major): every μGraph is laid out again around it, and a finished
     store asked for other strides solves again instead of reusing layouts made for row-major."""
