@@ -54,12 +54,7 @@ def reused(run: Prepared, t0: float) -> DoneEvent | None:
     if not (run.options.reuses_finished() and finished(run.store, run.plan.identity, run.gpu.name, model)):
         return None
     done = stored_done(run.store, t0)
-    done["expert"] = expert_line(
-        run.program,
-        [(fp.payload.reference, fp.config) for fp in run.plan.fragments],
-        set(done["mugraphs"]),
-        complete=done["complete"],
-    )
+    done["expert"] = _expert(run, done)
     return done
 
 
@@ -171,17 +166,18 @@ def _drive(run: Prepared, st: RunStoreWriter, client: Client, on_event: EventSin
 def _written_beside(run: Prepared, done: DoneEvent) -> DoneEvent:
     """The `done` event with what the run wrote beside its store: the report, the kernels (`--emit`),
     Dask's profile, and the line on the program's expert."""
-    o, plan = run.options, run.plan
+    o = run.options
     done["profile"] = str(o.profile) if o.profile else None
     done["report"] = str(write_report(run.store))
     done["kernels"] = done["kernels_note"] = None
     if o.emit_kernels:
         kernels, done["kernels_note"] = write_store_module(run.store)
         done["kernels"] = str(kernels)
-    done["expert"] = expert_line(
-        run.program,
-        [(fp.payload.reference, fp.config) for fp in plan.fragments],
-        set(done["mugraphs"]),
-        complete=done["complete"],
-    )
+    done["expert"] = _expert(run, done)
     return done
+
+
+def _expert(run: Prepared, done: DoneEvent) -> str | None:
+    """The line on the program's expert: found among the run's μGraphs, or why not."""
+    fragments = [(fp.payload.reference, fp.config) for fp in run.plan.fragments]
+    return expert_line(run.program, fragments, set(done["mugraphs"]), complete=done["complete"])
