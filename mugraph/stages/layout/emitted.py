@@ -68,6 +68,11 @@ class EmittedConstants:
     # activations), not the several array calls of the emitted module: the estimate for a PyTorch model.
     fused_pre_defined: bool = False
 
+    @property
+    def model(self) -> str:
+        """The name rows priced with these constants carry."""
+        return TORCH_MODEL if self.fused_pre_defined else MODEL
+
 
 CONSTANTS = EmittedConstants()
 
@@ -295,7 +300,7 @@ def estimate_emitted(
                 kernels.append(_pre_defined(graph, index, op, profile, constants))
             case _ as unreachable:
                 assert_never(unreachable)
-    return EmittedEstimate(profile.name, tuple(kernels), TORCH_MODEL if constants.fused_pre_defined else MODEL)
+    return EmittedEstimate(profile.name, tuple(kernels), constants.model)
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,7 +312,7 @@ class EmittedModel:
 
     @property
     def name(self) -> str:
-        return TORCH_MODEL if self.constants.fused_pre_defined else MODEL
+        return self.constants.model
 
     def predict(self, graph: KernelGraph, layouts: Layouts | None, profile: GpuProfile) -> CostTerms:
         return estimate_emitted(graph, profile, self.constants).terms()
