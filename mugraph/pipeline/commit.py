@@ -25,7 +25,7 @@ from mugraph.pipeline.jobs import StagedResult
 from mugraph.pipeline.plan import FragmentPlan, RunPlan
 from mugraph.pipeline.progress import RunProgress
 from mugraph.pipeline.records import SearchTaskResult
-from mugraph.stages.layout.emitted import EmittedConstants, estimate_emitted, model_for
+from mugraph.stages.layout.emitted import EmittedModel, model_for
 from mugraph.stages.layout.profiles import GpuProfile
 from mugraph.stages.search.estimate import SpaceEstimator
 from mugraph.stages.search.explore import SearchCounters
@@ -249,17 +249,17 @@ class Results:
         key = (fragment, digest)
         if key not in self.estimated:
             graph = loads(self.found[fragment][digest].graph)
-            self.estimated[key] = estimate_emitted(graph, self.profile, self._cost_constants).seconds
+            self.estimated[key] = self.cost_model.price(graph, None, self.profile)
         return self.estimated[key]
 
     @property
-    def _cost_constants(self) -> EmittedConstants:
-        """The cost model's constants the run's end ranks with (a PyTorch model's: its ops as PyTorch runs them)."""
-        return model_for(self.plan.program.from_torch).constants
+    def cost_model(self) -> EmittedModel:
+        """The model the run prices and ranks with (a PyTorch model's: its ops as PyTorch runs them)."""
+        return model_for(self.plan.program.from_torch)
 
     def _reference_seconds(self, fragment: int) -> float:
         ref = self.reference_seconds.get(fragment)
         if ref is None:
-            ref = estimate_emitted(self.plan.fragments[fragment].spec.graph, self.profile, self._cost_constants).seconds
+            ref = self.cost_model.price(self.plan.fragments[fragment].spec.graph, None, self.profile)
             self.reference_seconds[fragment] = ref
         return ref

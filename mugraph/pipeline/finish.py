@@ -26,7 +26,6 @@ from mugraph.pipeline.plan import RunPlan
 from mugraph.pipeline.worker import peak_rss_mib
 from mugraph.stages.combine import stitch
 from mugraph.stages.layout.choose import LayoutResult, choose_layouts
-from mugraph.stages.layout.emitted import model_for
 from mugraph.stages.layout.facts import LayoutError
 from mugraph.stages.layout.rank import combined, measured_first, rank
 from mugraph.stages.layout.rows import RankedRow, ranked_rows
@@ -114,8 +113,7 @@ def _ranked(
     candidates = {d: (g, lay) for d, (g, lay) in laid.items() if lay is not None}
     unlaid = sorted(d for d, (_, lay) in laid.items() if lay is None)
     ref_layout = _reference_layout(results, fragment)
-    model = model_for(results.plan.program.from_torch)
-    rows, ref_row = rank(candidates, (fp.spec.graph, ref_layout), results.profile, model)
+    rows, ref_row = rank(candidates, (fp.spec.graph, ref_layout), results.profile, results.cost_model)
     ref_row["digest"] = ref_digest
     ordered = ranked_rows(combined(rows, ref_row))
     if measured:
