@@ -14,6 +14,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Collection, Mapping, Sequence
 from math import prod
+from typing import Any
 
 import torch
 from torch import fx
@@ -55,6 +56,18 @@ SPLITS = frozenset({aten.split.Tensor, aten.split_with_sizes.default, aten.chunk
 TRANSPOSES = frozenset({aten.t.default, aten.permute.default, aten.transpose.int})
 # ops with a lowering that are glue wherever they read a lowered value (not held flat, for a view)
 GLUE_READS = VIEWS | TRANSPOSES
+
+
+def split_linear(split: Any) -> fx.Node | None:
+    """The linear layer whose output `split` splits along its last dim (`chunk`, `split`,
+    `split_with_sizes`); None for any other value."""
+    if not isinstance(split, fx.Node) or split.target not in SPLITS or not split.args:
+        return None
+    lin, shape = split.args[0], _shape(split.args[0]) if isinstance(split.args[0], fx.Node) else None
+    if not isinstance(lin, fx.Node) or lin.target is not aten.linear.default or not shape:
+        return None
+    dim = split.args[2] if len(split.args) > 2 else split.kwargs.get("dim", 0)
+    return lin if isinstance(dim, int) and dim % len(shape) == len(shape) - 1 else None
 
 
 def einsum_matmul(node: fx.Node) -> tuple[fx.Node, fx.Node, bool] | None:
@@ -115,14 +128,8 @@ def row_operands(node: fx.Node, composite: Composite | None = None) -> list[fx.N
         b = bind(node)
         ops = [a for a in (b["input"], b.get("bias")) if isinstance(a, fx.Node)]
     elif t is operator.getitem:  # a piece of a linear's output split along the last dim: that linear
-        split = node.args[0]
-        if not isinstance(split, fx.Node) or split.target not in SPLITS or not split.args:
-            return None
-        lin = split.args[0]
-        if not isinstance(lin, fx.Node) or lin.target is not aten.linear.default:
-            return None
-        dim = split.args[2] if len(split.args) > 2 else split.kwargs.get("dim", 0)
-        if not isinstance(dim, int) or dim % len(out) != len(out) - 1:
+        lin = split_linear(node.args[0])
+        if lin is None:
             return None
         x = bind(lin)["input"]
         ops = [x] if isinstance(x, fx.Node) else []

@@ -16,7 +16,7 @@ from torch import fx
 
 from mugraph.ir.graph import Tensor
 from mugraph.ir.types import DType
-from mugraph.torch.flatten import SPLITS
+from mugraph.torch.flatten import split_linear
 from mugraph.torch.lower_operands import InputSource, Operands, Skip, Value, bind
 
 aten = torch.ops.aten
@@ -39,19 +39,13 @@ class SplitPieces(Operands):
         """The (start, stop) of each piece of a split of a linear layer's output along its last dim, where
         the linear can be lowered piece by piece (its weight a 2-d torch value, so each piece is the
         linear over those rows of it); None for any other split."""
-        if split.target not in SPLITS or not split.args:
-            return None
-        lin = split.args[0]
-        if not isinstance(lin, fx.Node) or lin.target is not aten.linear.default:
+        lin = split_linear(split)
+        if lin is None:
             return None
         w = bind(lin)["weight"]
-        shape = self._shape(lin)
-        if not isinstance(w, fx.Node) or w.name in self.values or len(self._shape(w)) != 2 or not shape:
+        if not isinstance(w, fx.Node) or w.name in self.values or len(self._shape(w)) != 2:
             return None
-        size, spec = shape[-1], split.args[1] if len(split.args) > 1 else None
-        dim = split.args[2] if len(split.args) > 2 else split.kwargs.get("dim", 0)
-        if not isinstance(dim, int) or dim % len(shape) != len(shape) - 1:
-            return None
+        size, spec = self._shape(lin)[-1], split.args[1] if len(split.args) > 1 else None
         if split.target is aten.chunk.default and isinstance(spec, int) and spec > 0:
             spec = -(-size // spec)  # chunk: pieces of ceil(size / chunks)
         if isinstance(spec, int) and spec > 0:
