@@ -29,6 +29,13 @@ class ProgressLine:
             self.stream.write(text + "\n")
         self.stream.flush()
 
+    def erase(self) -> None:
+        """Take a terminal's line back (for a wait that ends in another message, or in nothing)."""
+        if self.tty and self._width:
+            self.stream.write("\r" + " " * self._width + "\r")
+            self.stream.flush()
+        self._width = 0
+
     def close(self) -> None:
         if self.tty and self._width:
             self.stream.write("\n")

@@ -148,12 +148,19 @@ def free_dashboard(address: str) -> tuple[str, str | None]:
     return f"{host}:0", port
 
 
-def probe_scheduler(address: str, timeout: float = 20.0, handshake_timeout: float = 10.0) -> None:
+def probe_scheduler(
+    address: str,
+    timeout: float = 20.0,
+    handshake_timeout: float = 10.0,
+    waiting: Callable[[str, float], None] | None = None,
+) -> None:
     """A MugraphError unless something accepts a TCP connection at the scheduler's host and port within
     `timeout` seconds (a scheduler started together with the command may take a few to listen) and
     answers Dask's handshake within `handshake_timeout`, before the run's store exists. A host that does
     not resolve fails at once; a port where something else listens (the dashboard's, an HTTP proxy) is
-    said to be no Dask scheduler, where the client hung on it or read its reply as a 3-EiB frame."""
+    said to be no Dask scheduler, where the client hung on it or read its reply as a 3-EiB frame.
+    `waiting(reason, seconds_left)` is told of each refused attempt, so that a mistyped address is
+    not 20 silent seconds."""
     rest = address.split("://", 1)[-1]
     host, _, port = rest.rpartition(":")
     host = host.strip("[]")
@@ -163,10 +170,13 @@ def probe_scheduler(address: str, timeout: float = 20.0, handshake_timeout: floa
             with socket.create_connection((host, int(port)), timeout=max(0.1, deadline - time.monotonic())):
                 break
         except (OSError, ValueError) as e:
-            if isinstance(e, OSError) and not isinstance(e, socket.gaierror) and time.monotonic() < deadline:
+            reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e) or type(e).__name__
+            left = deadline - time.monotonic()
+            if isinstance(e, OSError) and not isinstance(e, socket.gaierror) and left > 0:
+                if waiting is not None:
+                    waiting(reason, left)
                 time.sleep(0.2)
                 continue
-            reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e) or type(e).__name__
             raise MugraphError(
                 f"cannot reach the Dask scheduler at {address} ({reason}); start it, or leave "
                 "out --scheduler to run on a local cluster"

@@ -142,7 +142,7 @@ def preflight(run: Prepared) -> None:
     """What the run would otherwise find only once its store, memo server or cluster exists: the
     dashboard's host, the scheduler (reached now, with the TLS credentials a tls:// one needs) and an
     unreadable memo secret beside the store."""
-    from mugraph.pipeline.cluster import external_security, probe_scheduler
+    from mugraph.pipeline.cluster import external_security
     from mugraph.storage.memo.session import check_memo_reachable
 
     o = run.options
@@ -150,8 +150,29 @@ def preflight(run: Prepared) -> None:
         check_dashboard_host(o.dashboard_address)
     else:
         external_security(o.scheduler)
-        probe_scheduler(o.scheduler)
+        _probe_scheduler_live(o.scheduler)
     if o.memo_url != "local":
         check_memo_secret(run.paths.memo_dir)
     if o.memo_url not in (None, "local"):
         check_memo_reachable(o.memo_url)
+
+
+def _probe_scheduler_live(address: str) -> None:
+    """`probe_scheduler`, counting down on a terminal while the scheduler refuses connections (one may
+    be starting alongside); the line is taken back before whatever follows. A log or a pipe gets only
+    the outcome, as for any bad input."""
+    from mugraph.dashboards.progress_line import ProgressLine
+    from mugraph.pipeline.cluster import probe_scheduler
+
+    line = ProgressLine()
+    if not line.tty:
+        probe_scheduler(address)
+        return
+
+    def waiting(reason: str, left: float) -> None:
+        line.update(f"waiting for the Dask scheduler at {address} ({reason}): giving up in {left:.0f} s")
+
+    try:
+        probe_scheduler(address, waiting=waiting)
+    finally:
+        line.erase()

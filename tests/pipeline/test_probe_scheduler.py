@@ -4,6 +4,7 @@ and a real Dask scheduler, each on a real socket."""
 
 from __future__ import annotations
 
+import io
 import socket
 import threading
 import time
@@ -68,6 +69,44 @@ def test_nothing_listening_is_said_so() -> None:
         port = s.getsockname()[1]  # closed below: nothing listens there any more
     with pytest.raises(MugraphError, match="cannot reach the Dask scheduler"):
         probe_scheduler(f"tcp://127.0.0.1:{port}", timeout=1)
+
+
+def test_each_refused_attempt_is_told_with_the_seconds_left() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as s:
+        port = s.getsockname()[1]
+    told: list[tuple[str, float]] = []
+    with pytest.raises(MugraphError, match="cannot reach the Dask scheduler"):
+        probe_scheduler(f"tcp://127.0.0.1:{port}", timeout=1, waiting=lambda r, left: told.append((r, left)))
+    assert len(told) >= 2 and all("refused" in r.lower() for r, _ in told)
+    lefts = [left for _, left in told]
+    assert lefts == sorted(lefts, reverse=True) and 0 < lefts[-1] < lefts[0] <= 1
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("tty", [True, False])
+def test_a_terminal_sees_the_wait_counted_down_then_taken_back(tty: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mugraph.pipeline import cluster
+    from mugraph.run import prepare
+
+    with socket.create_server(("127.0.0.1", 0)) as s:
+        port = s.getsockname()[1]
+    address = f"tcp://127.0.0.1:{port}"
+    err = _Terminal() if tty else io.StringIO()
+    monkeypatch.setattr("sys.stderr", err)
+    real = cluster.probe_scheduler
+    monkeypatch.setattr(cluster, "probe_scheduler", lambda a, **kw: real(a, **{**kw, "timeout": 1.0}))
+    with pytest.raises(MugraphError, match="cannot reach the Dask scheduler"):
+        prepare._probe_scheduler_live(address)
+    written = err.getvalue()
+    if not tty:  # a log gets only the outcome
+        assert written == ""
+        return
+    assert f"waiting for the Dask scheduler at {address}" in written and "): giving up in " in written
+    assert written.endswith("\r") and written.rsplit("\r", 2)[-2].strip() == ""  # the line is blanked
 
 
 def test_a_real_scheduler_passes() -> None:
