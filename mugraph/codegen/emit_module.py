@@ -41,17 +41,31 @@ class EmitInfo:
     tf32: bool = False  # float32 programs: tl.dot takes TF32 operands (docs/semantics.md)
 
 
+# Triton makes its language functions when it is first imported, in the mode TRITON_INTERPRET says
+# then: the module imports it once its own choice is made, and says so where a process imported it
+# before in the other mode (its interpreter cannot call compiled language functions).
+TRITON_IMPORT = """import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+"""
+TRITON_IMPORTED_BEFORE = """    if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
+        raise ImportError(
+            "Triton was imported in this process without TRITON_INTERPRET=1, so its interpreter cannot run "
+            "these kernels on the CPU: import this module before Triton, or set TRITON_INTERPRET=1"
+        )
+"""
+
 PRELUDE = '''
 from __future__ import annotations
 
 import importlib
 import math
 import os
-from collections.abc import Mapping
+{sys}from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-{triton}
+
 
 def _on_gpu() -> bool:
     if os.environ.get("TRITON_INTERPRET") == "1":
@@ -64,8 +78,8 @@ def _on_gpu() -> bool:
 
 ON_GPU = _on_gpu()
 if not ON_GPU:
-    os.environ["TRITON_INTERPRET"] = "1"  # read when the kernels below are decorated
-xp: Any = importlib.import_module("cupy") if ON_GPU else np
+{interpret}    os.environ["TRITON_INTERPRET"] = "1"  # read when Triton is first imported, below
+{triton}xp: Any = importlib.import_module("cupy") if ON_GPU else np
 DEVICE_DTYPE: Any = xp.{dtype}  # every device tensor's
 
 
@@ -354,8 +368,10 @@ def emit_module(graph: KernelGraph, info: EmitInfo) -> str:
                 body.append(f"t{out} = {call}  # op {index}: {op.kind} {shapes}")
                 n_calls += 1
     header = [w for x in _header(graph, info, len(kernels), n_calls) for w in wrap_text(x)]
-    triton = "import triton\nimport triton.language as tl\n" if kernels else ""
-    lines = PRELUDE.replace("{triton}", triton).replace("{dtype}", dtype.value).rstrip("\n").split("\n")
+    triton, interpret = (TRITON_IMPORT, TRITON_IMPORTED_BEFORE) if kernels else ("", "")
+    prelude = PRELUDE.replace("{sys}", "import sys\n" if kernels else "").replace("{interpret}", interpret)
+    prelude = prelude.replace("{triton}", triton)
+    lines = prelude.replace("{dtype}", dtype.value).rstrip("\n").split("\n")
     lines += [
         "",
         "",
