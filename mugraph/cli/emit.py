@@ -27,8 +27,9 @@ from mugraph.stages.layout.describe import seconds_text
     "--digest",
     default=None,
     metavar="D",
-    help="Emit the μGraph with this canonical digest (a prefix will do): a confirmed one of the STORE, "
-    "or the PROGRAM's reference or an expert.",
+    help="Emit the μGraph with this canonical digest (a prefix will do): a confirmed one of the STORE "
+    "(stitched into the whole program in place of its fragment's best), or the PROGRAM's reference or "
+    "an expert.",
 )
 @click.option(
     "--expert",

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from mugraph.codegen import EmitInfo, emit_module
 from mugraph.codegen.check import require_triton
@@ -15,9 +16,11 @@ from mugraph.ir.canonical import canonical_digest
 from mugraph.ir.errors import MugraphError
 from mugraph.ir.graph import KernelGraph
 from mugraph.ir.serialize import digest as json_digest
-from mugraph.ir.serialize import loads
+from mugraph.ir.serialize import dumps, loads
 from mugraph.ir.types import OpKind
 from mugraph.programs import resolve_program
+from mugraph.stages.combine import stitch
+from mugraph.stages.fragments import split_program
 from mugraph.stages.layout.choose import LayoutResult, choose_layouts
 from mugraph.stages.layout.costs import Layouts
 from mugraph.stages.layout.describe import describe_layouts
@@ -94,6 +97,32 @@ def _store_reference(st: RunStoreReader) -> KernelGraph | None:
     return None
 
 
+def _stitched_with(
+    st: RunStoreReader, fragment: int, graph: KernelGraph, final: Mapping[str, Any] | None
+) -> tuple[KernelGraph, KernelGraph] | None:
+    """The whole program with `graph` in place of fragment `fragment`'s choice, each other fragment's
+    best as the run ranked it (its reference before the run's end), and the program's reference; None
+    where the store's program cannot be had again (a moved program file) or no longer splits into the
+    store's fragments, so that only the fragment itself, with its own names, can be emitted."""
+    reference = _store_reference(st)
+    if reference is None:
+        return None
+    split = split_program(reference)
+    frags = st.fragments()
+    if [(f.name, dumps(f.graph)) for f in split.fragments] != [(f["name"], f["graph"]) for f in frags]:
+        return None
+    best = dict(final["best_per_fragment"]) if final is not None else {}
+    chosen: dict[str, KernelGraph] = {}
+    for j, f in enumerate(frags):
+        confirmed = st.confirmations(j)
+        d = best.get(f["name"])
+        if j == fragment:
+            chosen[f["name"]] = graph
+        elif d is not None and d in confirmed and confirmed[d]["equivalent"] and (rec := st.found(j).get(d)):
+            chosen[f["name"]] = loads(rec.graph)  # else its reference (the run kept it, or has not ranked)
+    return stitch(split, chosen), reference
+
+
 def _match(digests: list[str], prefix: str, where: str) -> str:
     hits = sorted({d for d in digests if d.startswith(prefix)})
     if len(hits) != 1:
@@ -119,6 +148,17 @@ def select_from_store(store: Path, digest: str | None) -> Selection:
             d = _match(list(found), digest, f"the confirmed μGraphs of {store}")
             i, text = found[d]
             graph = loads(text)
+            whole = _stitched_with(st, i, graph, final)
+            if whole is not None:  # the program's own inputs and outputs, the other fragments as ranked
+                program, program_reference = whole
+                lines, inner, chosen = _layouts(program)
+                label = str(ident.get("program"))
+                if len(frags) > 1:
+                    rest = "best" if final is not None else "references"
+                    label += f" ({frags[i]['name']} from --digest, the other fragments' {rest})"
+                info = EmitInfo(label, config, d, lines, inner)
+                note = row_major_note(_run_io_layouts(st), program)
+                return Selection(program, program_reference, info, None, chosen, note)
             rec = st.layouts(i).get(d)
             layout = LayoutResult.from_json(rec) if rec and "error" not in rec else None
             lines, inner, chosen = _layouts(graph, layout)
