@@ -22,7 +22,7 @@ from mugraph.ir.graph import KernelGraph
 from mugraph.ir.types import COMMUTATIVE_OPS, Dim3, OpKind
 from mugraph.stages.prune.oracle import Verdict
 from mugraph.stages.search import candidates as C
-from mugraph.stages.search.config import SearchConfig
+from mugraph.stages.search.config import ConfigError, SearchConfig
 from mugraph.stages.search.expand import child_list, describe_instances
 from mugraph.stages.search.expert_target import (
     BlockTarget,
@@ -367,19 +367,32 @@ class _Walk:
         self._dead(path, "grid", f"no listed choice opens the expert's block graph (grid {list(bt.grid)})", None)
 
     def _grid_setting(self, grid: Dim3, shapes: Sequence[tuple[int, ...]]) -> str:
+        """The one setting, of the few that bound the grids, that makes `grid` a candidate here, tried
+        on the candidates themselves; else the candidates here with `grid` added as `grids`."""
         cfg = self.cfg
-        if cfg.grids is not None:
-            return _setting_list("grids", cfg.grids, grid)
-        blocks = grid[0] * grid[1] * grid[2]
-        if blocks < cfg.min_blocks:
-            return f"min_blocks={blocks}"
-        if blocks > cfg.max_blocks:
-            return f"max_blocks={blocks}"
-        if grid[1:] == (1, 1):
-            for d in sorted({d for s in shapes for d in s}):
-                if d % grid[0] == 0 and d // grid[0] not in cfg.grid_divisors:
-                    return _setting_list("grid_divisors", cfg.grid_divisors, d // grid[0])
-        return f"grids={[list(grid)]}".replace(" ", "")
+        tries: list[tuple[dict[str, Any], str]] = []
+        if cfg.grids is None:
+            blocks = grid[0] * grid[1] * grid[2]
+            if blocks < cfg.min_blocks:
+                tries.append(({"min_blocks": blocks}, f"min_blocks={blocks}"))
+            if blocks > cfg.max_blocks:
+                tries.append(({"max_blocks": blocks}, f"max_blocks={blocks}"))
+            if grid[1:] == (1, 1):
+                for d in sorted({d for s in shapes for d in s}):
+                    if d % grid[0] == 0 and d // grid[0] not in cfg.grid_divisors:
+                        divisors = [*cfg.grid_divisors, d // grid[0]]
+                        tries.append(
+                            ({"grid_divisors": divisors}, _setting_list("grid_divisors", divisors[:-1], d // grid[0]))
+                        )
+                        break
+        for overrides, text in tries:
+            try:
+                admits = grid in C.grid_candidates(shapes, cfg.with_overrides(overrides))
+            except ConfigError:
+                continue
+            if admits:
+                return text
+        return _setting_list("grids", C.grid_candidates(shapes, cfg), grid)
 
     def _loop_rule(self, path: Path, state: State, bt: BlockTarget) -> None:
         cfg, b = self.cfg, state.block

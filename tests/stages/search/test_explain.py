@@ -113,3 +113,39 @@ def test_optimize_says_why_its_expert_was_not_found(tmp_path: Path) -> None:
     assert last["complete"]
     assert last["expert"].startswith("expert 'expert' NOT found: outside the space (for-loop range)")
     assert "--set 'franges=[16,64]' would admit it" in last["expert"]
+
+
+def _batched() -> tuple[Any, Any]:
+    """O = A·B + C over a batch of 3, and an expert on a grid [3, 2, 1], which no grid divisor makes
+    (only [batch, 1, 1] and [d / divisor, 1, 1] grids are derived)."""
+    from mugraph.ir.graph import BlockGraph, KernelGraph
+
+    def inputs() -> tuple[KernelGraph, Any, Any, Any]:
+        g = KernelGraph()
+        shapes = (("A", (3, 96, 80)), ("B", (3, 80, 48)), ("C", (3, 96, 48)))
+        a, b, c = (g.new_input(s, name=n) for n, s in shapes)
+        return g, a, b, c
+
+    g, a, b, c = inputs()
+    g.mark_output(g.add(g.matmul(a, b), c), "O")
+    e, a, b, c = inputs()
+    bg = BlockGraph(grid=(3, 2, 1), forloop=1)
+    ta, tb, tc = bg.new_input(a, (0, 1, -1), -1), bg.new_input(b, (0, -1, -1), -1), bg.new_input(c, (0, 1, -1), -1)
+    bg.new_output(bg.accum_no_red(bg.add(bg.matmul(ta, tb), tc)), (0, 1, -1))
+    e.mark_output(e.customized(bg)[0], "O")
+    return g, e
+
+
+@pytest.mark.parametrize("extra", [{}, {"min_blocks": 8}, {"grid_divisors": [8, 16]}])
+def test_a_grid_no_bound_admits_is_suggested_as_grids_that_do(extra: dict[str, Any]) -> None:
+    reference_graph, expert = _batched()
+
+    def explained(more: dict[str, Any]) -> Explanation:
+        cfg = preset_config("mlp").with_overrides({**extra, **more})
+        return explain_expert(Searcher(Fragment(reference_graph, cfg, "batched")), "per_batch", expert)
+
+    e = explained({})
+    assert e.rule == "grid" and e.setting is not None and e.setting.startswith("grids="), e.line()
+    key, _, value = e.setting.partition("=")
+    assert [3, 2, 1] in json.loads(value) and [3, 1, 1] in json.loads(value)  # a superset here
+    assert explained({key: json.loads(value)}).inside
