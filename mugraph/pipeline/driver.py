@@ -34,6 +34,7 @@ from mugraph.pipeline.dispatch import Dispatch, SearchFn
 from mugraph.pipeline.events import DoneEvent, EventSink, StartEvent
 from mugraph.pipeline.finish import finish
 from mugraph.pipeline.jobs import ConfirmJob, LayoutJob, SearchJob, StagedResult
+from mugraph.pipeline.lost_scheduler import scheduler_loss_said
 from mugraph.pipeline.measuring import NO_GPU
 from mugraph.pipeline.plan import RunPlan
 from mugraph.pipeline.records import SearchTaskResult
@@ -178,7 +179,8 @@ class Driver:
                     results.confirm(i, rec)
                 elif results.confirmed[i][d]["equivalent"] and not results.layout_current(i, d):
                     dispatch.layout(i, d, rec.graph)
-        stopped = self._loop()
+        with scheduler_loss_said(self.client):
+            stopped = self._loop()
         self.client.cancel(dispatch.warming)
         if stopped:
             self.client.cancel(list(dispatch.what))

@@ -1,0 +1,74 @@
+"""A run on an external Dask scheduler that is killed (kill -9) in the middle of the search: the
+command ends with one line saying so, not the client's reconnection tracebacks, and the store keeps
+the tasks done (real `dask scheduler` and `dask worker` processes, the real command)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from mugraph.storage.run.store import RunStore
+
+
+def _wait_for(predicate: Callable[[], bool], seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while not predicate() and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
+def _done(store: Path) -> int:
+    """Tasks done in the store as a reader sees it now (0 before it exists)."""
+    try:
+        with RunStore.open_existing(store) as st:
+            return int(st.task_summary()["done"])
+    except Exception:
+        return 0
+
+
+def test_a_killed_scheduler_ends_the_run_with_one_line(tmp_path: Path) -> None:
+    sched_file = tmp_path / "scheduler.json"
+    scheduler = subprocess.Popen(
+        [sys.executable, "-m", "distributed.cli.dask_scheduler", "--scheduler-file", str(sched_file)]
+        + ["--port", "0", "--dashboard-address", ":0"],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    procs = [scheduler]
+    try:
+        _wait_for(sched_file.exists, 60)
+        address = json.loads(sched_file.read_text())["address"]
+        worker = [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nworkers", "1", "--nthreads", "1"]
+        procs.append(subprocess.Popen(worker, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        err = tmp_path / "err.txt"
+        store = tmp_path / "run.zarr"
+        with err.open("w") as f:  # lora's whole space: minutes, so the scheduler goes in the middle
+            run = subprocess.Popen(
+                [sys.executable, "-m", "mugraph.cli", "optimize", "lora", "--scheduler", address]
+                + ["--store", str(store), "--dashboard-address", ":0"],
+                cwd=tmp_path,
+                stdout=subprocess.DEVNULL,
+                stderr=f,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+        procs.append(run)
+        _wait_for(lambda: "mugraph: starting" in err.read_text(), 120)
+        _wait_for(lambda: _done(store) >= 3, 120)
+        scheduler.send_signal(signal.SIGKILL)
+        run.wait(timeout=180)
+        text = err.read_text()
+        assert run.returncode == 2, text[-3000:]
+        assert text.rstrip().splitlines()[-1].startswith("mugraph: error: lost the Dask scheduler at " + address)
+        assert "Traceback" not in text and "distributed.client - ERROR" not in text, text[-3000:]
+        assert _done(store) >= 3
+    finally:
+        for p in reversed(procs):
+            if p.poll() is None:
+                p.terminate()
+                p.wait(timeout=30)
