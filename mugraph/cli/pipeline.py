@@ -12,6 +12,7 @@ from mugraph.cli.options import backend_option, store_argument
 from mugraph.dashboards.console import not_confident_line as not_confident_line
 from mugraph.dashboards.experts import expert_labels, expert_note
 from mugraph.dashboards.find_times import find_line, run_seconds
+from mugraph.dashboards.provisional import stored_or_provisional
 from mugraph.dashboards.report import write_report
 from mugraph.dashboards.summary import eta_rate, eta_text, headline, held_back_reason, rows_to_show, states_so_far
 from mugraph.ir.errors import MugraphError
@@ -21,7 +22,6 @@ from mugraph.ir.serialize import loads
 from mugraph.run.checks import WORKERS_PER_CORE_LIMIT, check_output_file, check_store_name
 from mugraph.run.options import OptimizeOptions
 from mugraph.run.printed import run_printed
-from mugraph.run.provisional import stored_or_provisional
 from mugraph.stages.layout.costs import Layouts
 from mugraph.stages.layout.describe import describe_layouts, seconds_text
 from mugraph.stages.layout.profiles import DEFAULT_PROFILE, PROFILES, get_profile

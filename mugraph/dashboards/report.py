@@ -21,6 +21,7 @@ from typing import Any, cast
 
 from mugraph.dashboards import report_html
 from mugraph.dashboards.experts import expert_labels, expert_note
+from mugraph.dashboards.provisional import stored_or_provisional
 from mugraph.dashboards.report_html import CHART_WIDTH as CHART_WIDTH
 from mugraph.dashboards.report_records import ChosenGraph as ChosenGraph
 from mugraph.dashboards.report_records import FragmentSummary as FragmentSummary
@@ -31,7 +32,8 @@ from mugraph.dashboards.report_records import TimelineSample as TimelineSample
 from mugraph.dashboards.report_records import WorkerBusy as WorkerBusy
 from mugraph.dashboards.summary import best_so_far, headline, size_record
 from mugraph.ir.errors import MugraphError
-from mugraph.stages.layout.rows import RankedRow, ranked_rows
+from mugraph.stages.layout.profiles import DEFAULT_PROFILE, get_profile
+from mugraph.stages.layout.rows import RankedRow
 from mugraph.storage.memo.url import redact_url
 from mugraph.storage.run.backends import open_existing
 from mugraph.storage.run.paths import RunPaths
@@ -102,10 +104,15 @@ def report_data(store: RunStoreReader) -> ReportData:
     experts = expert_labels(store.identity, frags)
     found_order: dict[str, list[str]] = {}
     found_at: dict[str, dict[str, float]] = {}  # run seconds of each find, where the store kept them
+    provisional: list[str] = []
+    final = store.final()
+    profile = get_profile(str(final.get("gpu_profile") or DEFAULT_PROFILE) if final else DEFAULT_PROFILE)
     for i, f in enumerate(frags):
         conf = store.confirmations(i)
         found = store.found(i)
-        ranking = ranked_rows(store.ranking(i) or [])
+        ranking, so_far = stored_or_provisional(store, i, profile)
+        if so_far and ranking:
+            provisional.append(f["name"])
         per = summary.get("fragments", {}).get(i, {"done": 0, "pending": 0})
         best = ranking[0] if ranking else None
         fragments.append(
@@ -143,7 +150,7 @@ def report_data(store: RunStoreReader) -> ReportData:
         "store": str(store.path),
         "identity": store.identity,
         "meta": _redacted(store.meta),
-        "final": store.final(),
+        "final": final,
         "tasks": {
             "total": summary.get("tasks", 0),
             "done": summary.get("done", 0),
@@ -166,6 +173,7 @@ def report_data(store: RunStoreReader) -> ReportData:
         "experts": experts,
         "expert_notes": {name: expert_note(experts, rows) for name, rows in rankings.items()},
         "ranking": rankings,
+        "provisional": provisional,
         "headlines": {name: headline(rows) for name, rows in rankings.items()},
         "chosen": chosen,
         "generated": time.strftime("%Y-%m-%d %H:%M:%S %Z"),

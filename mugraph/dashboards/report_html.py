@@ -54,6 +54,12 @@ def section(key: str, title: str, body: str) -> str:
     return f'<section id="{key}"><h2>{html.escape(title)}</h2>{body}</section>'
 
 
+PROVISIONAL = (
+    "Provisional: the run has not ended (it is running, or stopped before its end); this ranks the "
+    "μGraphs confirmed and laid out so far, as its end would. Run the same command to finish it."
+)
+
+
 def answer(data: ReportData) -> str:
     """Per fragment: the headline, best and reference side by side, the model's reason, and ties."""
     out = []
@@ -81,6 +87,9 @@ def answer(data: ReportData) -> str:
         ties = f'<p class="note">{html.escape(h["tie_note"])}</p>' if h["tie_note"] else ""
         note = (data.get("expert_notes") or {}).get(name)
         ties += f'<p class="note">{html.escape(note)}</p>' if note else ""
+        if name in (data.get("provisional") or []):
+            ties += f'<p class="note">{html.escape(PROVISIONAL)}</p>'
+
         out.append(
             f'<div class="answer"><div class="big">{html.escape(name)}: {html.escape(h["line"])}</div>'
             + table(["", f"time ({h['timing']})", "speedup", "kernels", "DRAM bytes"], rows, 1, [False, True])

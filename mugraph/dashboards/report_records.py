@@ -79,6 +79,7 @@ class ReportData(TypedDict):
     experts: dict[str, str]
     expert_notes: dict[str, str]
     ranking: dict[str, list[RankedRow]]
+    provisional: list[str]  # fragments ranked from what the store holds so far (the run has not ended)
     headlines: dict[str, Headline | None]
     chosen: dict[str, ChosenGraph]
     generated: str

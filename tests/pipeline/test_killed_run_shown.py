@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from mugraph.dashboards.report import read_report_data
 from tests.helpers.cli_runs import mugraph
 
 
@@ -67,3 +68,13 @@ def test_show_and_status_rank_a_killed_run(tmp_path: Path) -> None:
     assert status.returncode == 0, status.stderr
     (per,) = json.loads(status.stdout)["fragments"]
     assert per["provisional"] is True and per["best"] == frag["best"]["digest"]
+
+    # the report answers with the same ranking, and says it is provisional
+    report = mugraph("report", str(store), "--out", str(tmp_path / "r.html"), cwd=tmp_path)
+    assert report.returncode == 0, report.stderr
+    page = (tmp_path / "r.html").read_text()
+    data = read_report_data(page)
+    assert data["provisional"] == ["f0"] and data["final"] is None
+    assert [r["digest"] for r in data["ranking"]["f0"]] == [r["digest"] for r in frag["ranking"]]
+    assert data["chosen"]["f0"]["digest"] == frag["best"]["digest"]
+    assert "no ranking yet" not in page and "Provisional: the run has not ended" in page

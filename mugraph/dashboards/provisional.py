@@ -1,7 +1,7 @@
 """A run stopped before its end (Ctrl-C, `kill`, `kill -9`) holds confirmed μGraphs and their layouts
-but no ranking: the ranking is written when a run finishes or reaches its time limit. `show` and
-`status` rank what such a store holds, here, as the run's end would (the same cost model and
-reference row), without a cluster and without writing anything: the answer so far."""
+but no ranking: the ranking is written when a run finishes or reaches its time limit. `show`, `status`
+and the report rank what such a store (or a running one) holds, here, as the run's end would (the
+same cost model and reference row), without a cluster and without writing anything: the answer so far."""
 
 from __future__ import annotations
 
