@@ -116,7 +116,8 @@ def _parse_layout(text: str) -> tuple[str, int]:
     "--store",
     default=None,
     metavar="PATH",
-    help="The run store (Zarr). Default: runs/PROGRAM-DIGEST.zarr; an existing one is resumed.",
+    help="The run store (Zarr). Default: runs/PROGRAM-<program digest>-<config digest>-t<search tree>.zarr; "
+    "an existing one for the same program and settings is resumed.",
 )
 @click.option(
     "--time-limit",
