@@ -199,6 +199,16 @@ STOPPED_EARLY = (
 )
 
 
+def _before_end(writer: int | None) -> str:
+    """What `show` says above rankings made before the run's end: that it is still going, or stopped."""
+    if writer is None:
+        return STOPPED_EARLY
+    return (
+        f"the run is still going (pid {writer}): the rankings below are of the μGraphs confirmed and laid out "
+        "so far, not stitched or checked end to end"
+    )
+
+
 def _open(store: Path) -> RunStoreReader:
     return open_existing(store, readonly=True)
 
@@ -212,6 +222,7 @@ def status(store: Path, as_json: bool) -> None:
         summary = st.task_summary()
         frags = st.fragments()
         final = st.final()
+        writer = st.writer()
         per: list[FragmentStatus] = []
         total = run_seconds(st.timeline())
         for i, f in enumerate(frags):
@@ -261,6 +272,7 @@ def status(store: Path, as_json: bool) -> None:
             "tasks": summary,
             "fragments": per,
             "complete": bool(final and final.get("complete")),
+            "running": writer,
             "best": final.get("best") if final else None,
             "size": size,
         }
@@ -271,7 +283,13 @@ def status(store: Path, as_json: bool) -> None:
     click.echo(
         f"{printable(str(store))}: program {printable(str(ident.get('program')))}, "
         f"budget {printable(str(ident.get('budget')))}, "
-        f"{'complete' if out['complete'] else 'not complete (run optimize again to resume)'}"
+        + (
+            "complete"
+            if out["complete"]
+            else f"running (pid {writer})"
+            if writer is not None
+            else "not complete (run optimize again to resume)"
+        )
     )
     click.echo(f"  tasks: {summary.get('done', 0):,} done, {summary.get('pending', 0):,} pending")
     states = int(summary.get("counters", {}).get("nodes", 0))
@@ -286,7 +304,8 @@ def status(store: Path, as_json: bool) -> None:
         best = "the reference program" if p["best_is_reference"] else (p["best"] or "-")[:16]
         name, preset = printable(str(p["name"])), printable(str(p["preset"]))
         when = f"; {p['best_found']}" if p["best_found"] else ""
-        when += " (ranked now from what the store holds: the run stopped before its end)" if p["provisional"] else ""
+        going = "the run is still going" if writer is not None else "the run stopped before its end"
+        when += f" (ranked now from what the store holds: {going})" if p["provisional"] else ""
         click.echo(f"  {name} ({preset}): {p['found']} found, {p['confirmed']} confirmed, best {best}{when}")
 
 
@@ -389,14 +408,16 @@ def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) ->
                 }
             )
         final = st.final()
+        writer = st.writer()
         experts = expert_labels(st.identity, frags)
     if final is None and not any(r["ranking"] for r in rows):
         raise MugraphError(f"{store}: no result yet; run `mugraph optimize` on it first")
     if as_json:
-        click.echo(json.dumps({"store": str(store), "fragments": rows, "final": final, "provisional": provisional}))
+        shown = {"store": str(store), "fragments": rows, "final": final, "provisional": provisional, "running": writer}
+        click.echo(json.dumps(shown))
         return
     if final is None:
-        click.echo(STOPPED_EARLY)
+        click.echo(_before_end(writer))
     for shown_frag in rows:
         ranking = shown_frag["ranking"]
         profile = ranking[0]["profile"] if ranking else "-"
@@ -430,7 +451,7 @@ def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) ->
         for line in describe_layouts(g, Layouts.from_json(best["layouts"])):
             click.echo(f"  {line}")
     if final is None:
-        click.echo(STOPPED_EARLY)
+        click.echo(_before_end(writer))
         return
     if len(rows) > 1:  # the glue between fragments (ops no fragment holds) shows only here
         click.echo(

@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -128,7 +129,9 @@ class MemoryRunStores:
                 raise StoreBusy(f"run store {path} is in use by another writer")
             state.writer = True
             return MemoryRunStore(path, state, readonly=False, created=False)
-        return MemoryRunStore(path, copy.deepcopy(state), readonly=True, created=False)
+        reader = MemoryRunStore(path, copy.deepcopy(state), readonly=True, created=False)
+        reader.live = state  # for `writer`, which asks about now
+        return reader
 
 
 class MemoryRunStore:
@@ -141,7 +144,11 @@ class MemoryRunStore:
         self.created = created
         self.readonly = readonly
         self._s = state
+        self.live = state  # the shared state (a reader's `_s` is a copy taken at open)
         self._closed = False
+
+    def writer(self) -> int | None:
+        return os.getpid() if self.live.writer else None
 
     def close(self) -> None:
         if not self._closed and not self.readonly:

@@ -10,6 +10,7 @@ relies on (rows in the order added, the same calls giving the same rows and reco
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -371,6 +372,15 @@ class RunStoreContract:
         store.close()
         with backend.open(where) as st:
             assert not st.created
+
+    def test_a_reader_is_told_of_the_writer_now(self, backend: Backend, where: Path, store: RunStoreWriter) -> None:
+        _fill(store)
+        with backend.open_existing(where) as reader:
+            assert store.writer() == os.getpid() and reader.writer() == os.getpid()
+            store.close()
+            assert reader.writer() is None
+        with backend.open_existing(where) as later:
+            assert later.writer() is None
 
     def test_a_reader_cannot_write(self, backend: Backend, where: Path) -> None:
         with backend.open(where) as st:

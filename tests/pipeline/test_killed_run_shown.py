@@ -78,3 +78,23 @@ def test_show_and_status_rank_a_killed_run(tmp_path: Path) -> None:
     assert [r["digest"] for r in data["ranking"]["f0"]] == [r["digest"] for r in frag["ranking"]]
     assert data["chosen"]["f0"]["digest"] == frag["best"]["digest"]
     assert "no ranking yet" not in page and "Provisional: the run has not ended" in page
+
+
+def test_a_run_going_on_is_said_to_be_going(tmp_path: Path) -> None:
+    """While a writer holds the store (here this process, through the store's real lock), `status`
+    and `show` say the run is going, with its pid; once it lets go, that it stopped."""
+    from mugraph.storage.run.backends import open_existing
+
+    store = tmp_path / "run.zarr"
+    killed_after_layouts(store, tmp_path, wanted=1)
+    stopped = json.loads(mugraph("status", str(store), "--json", cwd=tmp_path).stdout)
+    assert stopped["running"] is None and not stopped["complete"]
+    with open_existing(store, readonly=False):
+        status = mugraph("status", str(store), cwd=tmp_path)
+        shown = mugraph("show", str(store), cwd=tmp_path)
+        shown_json = json.loads(mugraph("show", str(store), "--json", cwd=tmp_path).stdout)
+    assert status.returncode == 0 and shown.returncode == 0, status.stderr + shown.stderr
+    assert f"running (pid {os.getpid()})" in status.stdout.splitlines()[0]
+    assert "the run is still going" in status.stdout and "stopped before its end" not in status.stdout
+    assert f"the run is still going (pid {os.getpid()})" in shown.stdout and "interrupted or killed" not in shown.stdout
+    assert shown_json["running"] == os.getpid() and shown_json["provisional"] is True

@@ -16,7 +16,7 @@ from pathlib import Path
 from mugraph.storage.run.errors import StoreBusy, damaged
 from mugraph.storage.safe_files import LinkFound, open_nofollow
 
-__all__ = ["LOCK_NAME", "StoreLock"]
+__all__ = ["LOCK_NAME", "StoreLock", "writer_pid"]
 
 LOCK_NAME = "mugraph.lock"
 
@@ -67,3 +67,21 @@ class StoreLock:
                 fcntl.flock(fd, fcntl.LOCK_UN)
             finally:
                 os.close(fd)
+
+
+def writer_pid(directory: Path) -> int | None:
+    """The pid of the process holding `directory`'s lock now, read from the kernel's table of locks
+    (/proc/locks, Linux) without taking the lock: a reader that took it, even shared and for an
+    instant, would refuse a writer starting then. None where no process holds it, or where the table
+    cannot be read (another system)."""
+    try:
+        st = os.stat(directory / LOCK_NAME, follow_symlinks=False)
+        table = Path("/proc/locks").read_text()
+    except OSError:
+        return None
+    where = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    for line in table.splitlines():  # "1: FLOCK  ADVISORY  WRITE <pid> <major>:<minor>:<inode> 0 EOF"
+        parts = line.split()
+        if len(parts) >= 6 and parts[1] == "FLOCK" and parts[3] == "WRITE" and parts[5] == where:
+            return int(parts[4]) if parts[4].isdigit() else None
+    return None

@@ -69,6 +69,10 @@ class RunStoreReader(Protocol):
 
     def final(self) -> FinalRecord | None: ...
 
+    def writer(self) -> int | None:
+        """The pid of the process that has the store open for writing now (a run going on), if any."""
+        ...
+
 
 @runtime_checkable
 class RunStoreWriter(RunStoreReader, Protocol):

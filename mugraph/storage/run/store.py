@@ -64,6 +64,7 @@ found μGraphs, whose writes follow the order above.
 from __future__ import annotations
 
 import copy
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -87,7 +88,7 @@ from mugraph.storage.run.found_records import (
     load_found,
 )
 from mugraph.storage.run.ledger import Ledger
-from mugraph.storage.run.lock import StoreLock
+from mugraph.storage.run.lock import StoreLock, writer_pid
 from mugraph.storage.run.opening import open_for_writing
 from mugraph.storage.run.record_checks import check_fragments
 from mugraph.storage.run.record_files import RecordFiles, run_sync
@@ -375,6 +376,9 @@ class RunStore(ResultRecords):
             found = load_found(self._store, self.path, fragment, self._table.rows, self.readonly)
             self._found[fragment] = run_sync(found)
         return self._found[fragment]
+
+    def writer(self) -> int | None:
+        return os.getpid() if self._lock is not None and self._lock.held else writer_pid(self.path)
 
     # ---------------------------------------------------------------- size
 
