@@ -22,7 +22,14 @@ def start_line(e: Mapping[str, Any]) -> str:
         f"mugraph: {verb} {e['program']} in {e['store']}: {len(e['fragments'])} fragment(s), "
         f"{e['tasks_done']} tasks done, {e['tasks_pending']} pending; {e['workers']} workers; "
         f"dashboard {e['dashboard']}, search page {e.get('live_page') or '-'}"
-    )
+    ) + (NO_WORKERS if not e["workers"] else "")
+
+
+# after the start line where the cluster (an external scheduler) has no worker yet: nothing would run
+NO_WORKERS = (
+    "\nmugraph: the scheduler has no workers yet: the tasks wait until one joins (start one with "
+    "`dask worker SCHEDULER-ADDRESS`; --time-limit bounds the wait)"
+)
 
 
 def reused_line(program: str, store: str, fragments: int, tasks_done: int) -> str:

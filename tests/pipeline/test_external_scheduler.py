@@ -1,6 +1,7 @@
-"""A run on an external Dask scheduler that is killed (kill -9) in the middle of the search: the
-command ends with one line saying so, not the client's reconnection tracebacks, and the store keeps
-the tasks done (real `dask scheduler` and `dask worker` processes, the real command)."""
+"""Runs on an external Dask scheduler (real `dask scheduler` and `dask worker` processes, the real
+command): one with no worker says so and waits to its time limit; one whose scheduler is killed
+(kill -9) in the middle of the search ends with one line saying so, not the client's reconnection
+tracebacks, and the store keeps the tasks done."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ def _done(store: Path) -> int:
         return 0
 
 
-def test_a_killed_scheduler_ends_the_run_with_one_line(tmp_path: Path) -> None:
+def _scheduler(tmp_path: Path) -> tuple[subprocess.Popen[bytes], str]:
     sched_file = tmp_path / "scheduler.json"
     scheduler = subprocess.Popen(
         [sys.executable, "-m", "distributed.cli.dask_scheduler", "--scheduler-file", str(sched_file)]
@@ -40,10 +41,33 @@ def test_a_killed_scheduler_ends_the_run_with_one_line(tmp_path: Path) -> None:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    _wait_for(sched_file.exists, 60)
+    return scheduler, json.loads(sched_file.read_text())["address"]
+
+
+def test_a_scheduler_with_no_workers_is_said_to_have_none(tmp_path: Path) -> None:
+    scheduler, address = _scheduler(tmp_path)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "mugraph.cli", "optimize", "rms_norm", "--scheduler", address]
+            + ["--store", str(tmp_path / "run.zarr"), "--time-limit", "3", "--dashboard-address", ":0"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    finally:
+        scheduler.terminate()
+        scheduler.wait(timeout=30)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stderr.splitlines()
+    assert "0 workers" in lines[0] and lines[1].startswith("mugraph: the scheduler has no workers yet")
+
+
+def test_a_killed_scheduler_ends_the_run_with_one_line(tmp_path: Path) -> None:
+    scheduler, address = _scheduler(tmp_path)
     procs = [scheduler]
     try:
-        _wait_for(sched_file.exists, 60)
-        address = json.loads(sched_file.read_text())["address"]
         worker = [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nworkers", "1", "--nthreads", "1"]
         procs.append(subprocess.Popen(worker, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         err = tmp_path / "err.txt"
