@@ -98,6 +98,8 @@ def optimize(
             done = run_prepared(run, emit)
         finally:
             console.close()
+    if on_event is not None:  # last, as the command line's --json ends with it; alone for a reused store
+        on_event(done)
     module = optimized_module(Path(done["store"]), captured)
     verdict = verdict_of(done, module.heavy_glue, stored is not None)
     stateless = not writes_state(captured.exported)

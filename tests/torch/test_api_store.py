@@ -116,7 +116,7 @@ def test_a_second_optimize_reuses_the_finished_store_without_a_search(
             run.model, run.x, on_event=lambda e: events.append(e["event"]), verbose=False, **OPTIONS
         )
     seconds = time.perf_counter() - t0
-    assert events == []  # no run: no start, no search task, no progress
+    assert events == ["done"]  # no run: no start, no search task, no progress; the answer alone
     assert _task_count(run.store) == before  # no task added, no invocation recorded
     assert torch.equal(again(*run.x), run.module(*run.x))
     assert again.verdict is not None and again.verdict.reused

@@ -52,7 +52,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
         dashboard_address=":0",
         on_event=lambda e: events.append(e["event"]),
     )
-    assert "start" in events
+    assert events[0] == "start" and events[-1] == "done" and events.count("done") == 1
     return Run(model, x, module, store, module(*x))
 
 
