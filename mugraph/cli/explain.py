@@ -12,7 +12,8 @@ from mugraph.cli.options import memo_options
 from mugraph.ir.errors import MugraphError
 from mugraph.pipeline.plan import program_config
 from mugraph.programs import resolve_program
-from mugraph.run.expert import as_found, not_equivalent
+from mugraph.run.expert import as_found, not_equivalent, split_note
+from mugraph.stages.fragments import split_program
 from mugraph.stages.prune.oracle import VERDICT_BYTES
 from mugraph.stages.search.config import PRESETS, parse_override
 from mugraph.stages.search.explain import explain_expert
@@ -56,6 +57,9 @@ def explain(
         raise MugraphError(f"{prog.name} has no expert {only!r}; its experts: {', '.join(prog.experts)}")
     config = program_config(prog, preset, dict(parse_override(s) for s in settings or ()))
     labels = [only] if only is not None else list(prog.experts)
+    parts = len(split_program(prog.reference()).fragments)
+    if parts > 1 and not as_json:  # what follows is of a search `optimize` does not run
+        click.echo(f"note: {split_note(parts)}; below, the search of the whole program as one fragment")
     with verdict_memo(memo_url, memo_dir, VERDICT_BYTES) as memo:
         reference = prog.reference()
         searcher = Searcher(Fragment(reference, config, prog.name), memo)
@@ -63,7 +67,7 @@ def explain(
             expert = prog.experts[label]()
             e = not_equivalent(label, reference, expert) or explain_expert(searcher, label, as_found(reference, expert))
             if as_json:
-                click.echo(json.dumps({"program": prog.name, **e.as_json()}))
+                click.echo(json.dumps({"program": prog.name, "fragments": parts, **e.as_json()}))
                 continue
             click.echo(f"{prog.name} [{label}]: {e.line()}")
             if e.labels:

@@ -34,16 +34,26 @@ def as_found(reference: KernelGraph, expert: KernelGraph) -> KernelGraph:
     return in_reference_order(expert, reference)
 
 
+def split_note(fragments: int) -> str:
+    """Why an expert of a program that splits is neither found nor explained by the search."""
+    return (
+        f"the program splits into {fragments} fragments, each searched alone, and an expert is the whole "
+        "program (`mugraph check` checks it; `mugraph search` searches the whole program as one)"
+    )
+
+
 def expert_line(
     prog: Program, fragments: Sequence[tuple[str, SearchConfig]], found: set[str], *, complete: bool = True
 ) -> str | None:
     """What `optimize` says of the program's first expert: found, or not found and why (`explain`'s
     one-line reason; for a search stopped at its time limit with the expert inside the space, that
-    it is not found yet). Only for a program searched as one fragment, where the expert and the
-    fragment are the same program; None otherwise."""
-    if not prog.experts or len(fragments) != 1:
+    it is not found yet). Found only for a program searched as one fragment, where the expert and the
+    fragment are the same program; for one that splits, that it is not looked for; None without one."""
+    if not prog.experts:
         return None
     label, build = next(iter(prog.experts.items()))
+    if len(fragments) != 1:
+        return f"expert {label!r} not looked for: {split_note(len(fragments))}"
     reference = prog.reference()  # the fragment's names its outputs o0, o1, ...: the expert uses the program's
     wrong = not_equivalent(label, reference, build())
     if wrong is not None:

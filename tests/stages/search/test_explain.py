@@ -149,3 +149,54 @@ def test_a_grid_no_bound_admits_is_suggested_as_grids_that_do(extra: dict[str, A
     key, _, value = e.setting.partition("=")
     assert [3, 2, 1] in json.loads(value) and [3, 1, 1] in json.loads(value)  # a superset here
     assert explained({key: json.loads(value)}).inside
+
+
+SPLITS = """
+from mugraph.ir import BlockGraph, KernelGraph
+
+
+def _inputs():
+    g = KernelGraph()
+    return g, g.new_input((16, 256), name="X"), g.new_input((256, 512), name="W1"), g.new_input((512, 256), name="W2")
+
+
+def reference():
+    g, x, w1, w2 = _inputs()
+    g.mark_output(g.matmul(g.gelu(g.matmul(x, w1)), w2), "Y")
+    return g
+
+
+def fused_up():
+    g, x_d, w1_d, w2_d = _inputs()
+    b = BlockGraph(grid=(8, 1, 1), forloop=4)
+    x = b.new_input(x_d, imap=(-1, -1, -1), fmap=1)
+    w = b.new_input(w1_d, imap=(1, -1, -1), fmap=0)
+    b.new_output(b.gelu(b.accum_no_red(b.matmul(x, w))), omap=(1, -1, -1))
+    g.mark_output(g.matmul(g.customized(b)[0], w2_d), "Y")
+    return g
+
+
+experts = {"fused_up": fused_up}
+"""
+
+
+def test_an_expert_of_a_program_that_splits_is_said_not_looked_for(tmp_path: Path) -> None:
+    """optimize searches each fragment alone, so it cannot find an expert of the whole program: it says
+    so, and `explain` says that what it explains is a search optimize does not run."""
+    from mugraph.pipeline.plan import make_plan
+    from mugraph.programs import resolve_program
+    from mugraph.run.expert import expert_line
+    from mugraph.stages.search.serial import DEFAULT_BUDGET
+
+    path = tmp_path / "mlp.py"
+    path.write_text(SPLITS)
+    prog = resolve_program(str(path))
+    plan = make_plan(prog, None, {}, DEFAULT_BUDGET)
+    fragments = [(fp.payload.reference, fp.config) for fp in plan.fragments]
+    assert len(fragments) == 2
+    line = expert_line(prog, fragments, set())
+    assert line is not None and line.startswith("expert 'fused_up' not looked for: the program splits into 2")
+    proc = run("explain", "mlp.py", "--set", "min_blocks=8", "--memo-url", "local", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    first, second = proc.stdout.splitlines()[:2]
+    assert first.startswith("note: the program splits into 2 fragments") and second.startswith("mlp [fused_up]: ")
