@@ -20,7 +20,7 @@ from mugraph.cli.pipeline import optimize, report, show, status
 from mugraph.cli.records import ExpertCheck, ExpertOutcome, ExpertReach, SearchSummary
 from mugraph.dashboards.progress_line import ProgressLine
 from mugraph.ir.canonical import canonical_digest
-from mugraph.ir.errors import MugraphError
+from mugraph.ir.errors import MugraphError, warning_line
 from mugraph.ir.graph import KernelGraph
 from mugraph.ir.render import render
 from mugraph.ir.serialize import digest
@@ -513,19 +513,13 @@ cli.add_command(emit)
 cli.add_command(explain)
 
 
-def _warning_line(
-    message: Warning | str, category: type[Warning], filename: str, lineno: int, line: str | None = None
-) -> str:
-    return f"mugraph: warning: {message}\n"
-
-
 RESUMABLE = ("optimize", "search", "prune")
 
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: MugraphErrors become one line on stderr and exit status 2, never a traceback;
     warnings are one line each."""
-    warnings.formatwarning = _warning_line
+    warnings.formatwarning = warning_line
     if threading.current_thread() is threading.main_thread():
         install_interrupt_handlers()
     args = list(sys.argv[1:] if argv is None else argv)

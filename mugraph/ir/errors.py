@@ -49,3 +49,10 @@ class GraphStructureError(IRError):
 
 class SchemaError(MugraphError, ValueError):
     """A stored graph does not follow the JSON schema; the message names the field."""
+
+
+def warning_line(
+    message: Warning | str, category: type[Warning], filename: str, lineno: int, line: str | None = None
+) -> str:
+    """A warning as the command line prints it (`warnings.formatwarning`): one line, no source."""
+    return f"mugraph: warning: {message}\n"

@@ -11,6 +11,7 @@ import logging
 import os
 import resource
 import time
+import warnings
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
@@ -20,6 +21,7 @@ from distributed import WorkerPlugin, get_worker
 from distributed.system import MEMORY_LIMIT
 
 from mugraph.arrays.backend import ArrayModule, cupy_available, get_array_module
+from mugraph.ir.errors import warning_line
 from mugraph.ir.serialize import loads
 from mugraph.pipeline.plan import FragmentPayload
 from mugraph.pipeline.records import MEMO_KEYS, SearchTaskResult
@@ -152,6 +154,24 @@ class _NoHeartbeatNoise(logging.Filter):
         return not str(record.msg).startswith(HEARTBEAT_FAILURE)
 
 
+_PLAIN_FORMAT = warnings.formatwarning
+_OURS = f"{os.sep}mugraph{os.sep}"
+
+
+def worker_warning_line(
+    message: Warning | str, category: type[Warning], filename: str, lineno: int, line: str | None = None
+) -> str:
+    """A warning raised in mugraph's code, on a worker, as the command line prints its own (one line,
+    on the terminal the local cluster's workers share); anyone else's as Python formats it."""
+    if _OURS in filename:
+        return warning_line(message, category, filename, lineno, line)
+    return _PLAIN_FORMAT(message, category, filename, lineno, line)
+
+
+def one_line_warnings() -> None:
+    warnings.formatwarning = worker_warning_line
+
+
 class MugraphPlugin(WorkerPlugin):
     """Installed on every worker (also on workers that join later, and on restarted ones). Holds the
     memo URL without its secret (a client can read a plugin through the scheduler): the secret is in
@@ -171,6 +191,7 @@ class MugraphPlugin(WorkerPlugin):
 
     def setup(self, worker: Any) -> None:
         keep_context_memory()  # for every task's Z3 contexts, the layout stage's among them
+        one_line_warnings()
         logging.getLogger("distributed.worker").addFilter(_NoHeartbeatNoise())
         self.state = WorkerState(worker_memo_url(self.memo_url), self.backend, worker.memory_manager.memory_limit)
 
