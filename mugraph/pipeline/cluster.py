@@ -183,9 +183,10 @@ def probe_scheduler(
             ) from None
     problem = _dask_handshake(address, handshake_timeout)
     if problem is not None:
+        tls = "; or, if the scheduler uses TLS, give a tls:// address" if address.startswith("tcp://") else ""
         raise MugraphError(
             f"{address} accepts connections but does not answer as a Dask scheduler ({problem}); is it the "
-            "scheduler's port (8786 by default, not the dashboard's 8787)?"
+            f"scheduler's port (8786 by default, not the dashboard's 8787){tls}?"
         )
 
 

@@ -60,7 +60,7 @@ def test_a_silent_listener_is_said_to_be_no_scheduler(silent: str) -> None:
 
 
 def test_an_http_reply_is_said_to_be_no_scheduler(http: str) -> None:
-    with pytest.raises(MugraphError, match="not the dashboard's 8787"):
+    with pytest.raises(MugraphError, match=r"not the dashboard's 8787\); or, if the scheduler uses TLS, give a tls://"):
         probe_scheduler(http, timeout=5, handshake_timeout=2)
 
 
