@@ -139,7 +139,8 @@ def _checked(path: Path, label: str, graph: KernelGraph) -> KernelGraph:
     """Refuse a graph with nothing to optimise: no outputs, or no op besides inputs and outputs."""
     kinds = {op.kind for op in graph.ops}
     if OpKind.OUTPUT not in kinds:
-        raise ProgramLoadError(f"{_at(path)}: {label} has no outputs (mark one with mark_output)")
+        how = 'an op {"kind": "output", "inputs": [i], "name": ...}' if path.suffix == ".json" else "mark_output"
+        raise ProgramLoadError(f"{_at(path)}: {label} has no outputs (mark one with {how})")
     if not kinds - BOUNDARY:
         raise ProgramLoadError(f"{_at(path)}: {label} has no ops besides its inputs and outputs")
     return graph
