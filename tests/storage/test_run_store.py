@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
 import os
@@ -666,3 +667,19 @@ def test_a_store_from_before_ranks_resumes_unranked(tmp_path: Path) -> None:
     with RunStore.open_existing(path) as st:
         assert st.tasks()[pending.row].done
         assert (st.tasks()[kids[0]].path, st.tasks()[kids[0]].rank) == ((*pending.path, 9), None)
+
+
+def test_a_store_deleted_under_its_run_says_to_remove_what_is_left(tmp_path: Path) -> None:
+    """`--fresh` refuses to delete what a run writes after its store was deleted (no run store any
+    more), so the message names the removal instead."""
+    from mugraph.storage.run.errors import StoreDamaged
+
+    path = tmp_path / "run.zarr"
+    st = RunStore.open(path, IDENTITY, meta={"argv": ["test"]}, counter_names=COUNTERS)
+    try:
+        shutil.rmtree(path)
+        with pytest.raises(StoreDamaged, match=r"removed while the run was writing.*remove .*run\.zarr \(rm -r\)"):
+            st.set_fragments(FRAGMENTS)  # a record the ledger lists
+    finally:
+        with contextlib.suppress(Exception):
+            st.close()
