@@ -20,6 +20,7 @@ from mugraph.ir.names import check_tensor_name, printable, shown
 from mugraph.ir.render import render
 from mugraph.ir.serialize import loads
 from mugraph.run.checks import WORKERS_PER_CORE_LIMIT, check_output_file, check_store_name
+from mugraph.run.kernels import program_outputs
 from mugraph.run.options import OptimizeOptions
 from mugraph.run.printed import run_printed
 from mugraph.stages.layout.costs import Layouts
@@ -410,6 +411,7 @@ def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) ->
         final = st.final()
         writer = st.writer()
         experts = expert_labels(st.identity, frags)
+        names = program_outputs(st)
     if final is None and not any(r["ranking"] for r in rows):
         raise MugraphError(f"{store}: no result yet; run `mugraph optimize` on it first")
     if as_json:
@@ -447,6 +449,11 @@ def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) ->
         click.echo(f"   layout cost {best['layout_cost']:,} ({terms or 'nothing'})")
         g = loads(graph)
         click.echo(render(g, f"chosen for {printable(shown_frag['name'])}"))
+        given = names.get(shown_frag["name"], {})
+        if any(o != p for o, p in given.items()):  # the fragment's own names, beside the program's
+            click.echo(
+                "outputs: " + ", ".join(f"{printable(o)} is the program's {printable(p)}" for o, p in given.items())
+            )
         click.echo("layouts (shape:innermost dim~swizzled dim):")
         for line in describe_layouts(g, Layouts.from_json(best["layouts"])):
             click.echo(f"  {line}")

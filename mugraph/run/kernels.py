@@ -123,6 +123,20 @@ def _stitched_with(
     return stitch(split, chosen), reference
 
 
+def program_outputs(st: RunStoreReader) -> dict[str, dict[str, str]]:
+    """Per fragment, the program output each of its outputs is (`o0` is `H`), where the store's
+    program can be had again; empty where it cannot."""
+    reference = _store_reference(st)
+    if reference is None:
+        return {}
+    out: dict[str, dict[str, str]] = {}
+    for name, src in split_program(reference).outputs:
+        fragment, _, tensor = src.partition(":")
+        if tensor:
+            out.setdefault(fragment, {})[tensor] = name
+    return out
+
+
 def _match(digests: list[str], prefix: str, where: str) -> str:
     hits = sorted({d for d in digests if d.startswith(prefix)})
     if len(hits) != 1:

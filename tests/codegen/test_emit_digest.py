@@ -62,3 +62,11 @@ def test_a_fragments_mugraph_is_emitted_as_the_whole_program(run: tuple[Path, di
     text = out.read_text()
     assert _io(text) == (["X", "W1", "W2"], ["Y"])
     assert f"({fragment} from --digest, the other fragments' best)" in text.split("\n", 1)[0]
+
+
+def test_show_names_the_program_output_a_fragments_output_is(run: tuple[Path, dict[str, Any]]) -> None:
+    cwd, _ = run
+    proc = mugraph("show", "m.zarr", cwd=cwd)
+    assert proc.returncode == 0, proc.stderr
+    assert "outputs: o0 is the program's Y" in proc.stdout  # the second fragment's; the first feeds it
+    assert proc.stdout.count("outputs: ") == 1
