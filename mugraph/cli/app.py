@@ -237,6 +237,7 @@ def check(program: str, as_json: bool, seeds: str, backend: str, p: int, q: int,
                 "expert": label,
                 "digest": canonical_digest(expert),
                 "equivalent": r.equivalent,
+                "undecided": r.undecided,
                 "float_max_rel_err": r.float_max_rel_err,
                 "fingerprint_seconds": round(r.fingerprint_seconds, 4),
                 "float_seconds": round(r.float_seconds, 4),
@@ -244,7 +245,8 @@ def check(program: str, as_json: bool, seeds: str, backend: str, p: int, q: int,
             }
         )
         if not as_json:
-            verdict = "EQUIVALENT" if r.equivalent else f"NOT equivalent ({r.reason})"
+            said = "UNDECIDED" if r.undecided else "NOT equivalent"
+            verdict = "EQUIVALENT" if r.equivalent else f"{said} ({r.reason})"
             err = "n/a" if r.float_max_rel_err is None else f"{r.float_max_rel_err:.2e}"
             click.echo(
                 f"{prog.name} [{label}]: {verdict}; fingerprints on seeds "
@@ -269,10 +271,9 @@ def check(program: str, as_json: bool, seeds: str, backend: str, p: int, q: int,
     if as_json:
         click.echo(json.dumps(summary))
     else:
-        click.echo(
-            f"{prog.name}: {'all experts equivalent' if equivalent else 'MISMATCH'} "
-            f"({seconds:.2f} s on {backend_name(xp)})"
-        )
+        undecided = not equivalent and all(row["equivalent"] or row["undecided"] for row in rows)
+        outcome = "all experts equivalent" if equivalent else "UNDECIDED (not accepted)" if undecided else "MISMATCH"
+        click.echo(f"{prog.name}: {outcome} ({seconds:.2f} s on {backend_name(xp)})")
     if not equivalent:
         sys.exit(1)
 

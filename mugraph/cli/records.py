@@ -16,7 +16,8 @@ class ExpertCheck(TypedDict):
     expert: str
     digest: str
     equivalent: bool
-    float_max_rel_err: float | None  # None where the fingerprints already differ
+    undecided: bool  # fingerprints differ, float64 agrees (an identity through exp or sqrt, maybe)
+    float_max_rel_err: float | None  # None where the names do not line up
     fingerprint_seconds: float
     float_seconds: float
     reason: str

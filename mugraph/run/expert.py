@@ -23,6 +23,8 @@ def not_equivalent(label: str, reference: KernelGraph, expert: KernelGraph) -> E
     r = check_equivalence(reference, expert, seeds=(0,))
     if r.equivalent:
         return None
+    if r.undecided:  # float64 agrees: no seed would tell, and the search, which fingerprints, cannot keep it
+        return Explanation(label, False, "undecided by fingerprints", r.reason)
     # names that differ hold on every seed; a value that differs may be a seed's chance
     more = "" if "names differ" in r.reason else "; `mugraph check` tests it on more seeds"
     return Explanation(label, False, "not equivalent", f"{r.reason}{more}")

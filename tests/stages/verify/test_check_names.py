@@ -132,3 +132,25 @@ def test_nans_where_the_reference_has_them_are_equal_and_quiet() -> None:
     assert np.isnan(rel_err(np.array([1.0, 2.0, np.inf]), ref))  # a NaN on one side only
     assert rel_err(np.array([np.nan, 2.0, 1.0]), ref) == np.inf
     assert rel_err(np.array([np.nan, 3.0, np.inf]), ref) == 0.5
+
+
+def _norms(scale_outside: bool, factor: float) -> KernelGraph:
+    """sqrt(Σx²/64) over rows of a [16, 64] input, or sqrt(Σx²)·`factor` (1/8 computes the same)."""
+    g = KernelGraph()
+    x = g.new_input((16, 64), name="X")
+    s = g.reduction(g.square(x), 1)
+    g.mark_output(g.mul_scalar(g.sqrt(s), factor) if scale_outside else g.sqrt(g.mul_scalar(s, factor)), "O")
+    return g
+
+
+def test_an_identity_through_sqrt_is_undecided_not_refuted() -> None:
+    """Fingerprints take sqrt as a table over Z_q, where sqrt(a·b) = sqrt(a)·sqrt(b) does not hold:
+    the expert differs there, float64 agrees, and the verdict says both without accepting it."""
+    reference = _norms(False, 1 / 64)
+    same = check_equivalence(reference, _norms(True, 1 / 8))
+    assert not same.equivalent and same.undecided
+    assert same.float_max_rel_err is not None and same.float_max_rel_err < 1e-12
+    assert "fingerprints differ on output 'O'; yet float64 agrees" in same.reason
+    wrong = check_equivalence(reference, _norms(True, 1 / 7))
+    assert not wrong.equivalent and not wrong.undecided and "float64 agrees" not in wrong.reason
+    assert wrong.float_max_rel_err is not None and wrong.float_max_rel_err > 0.1
