@@ -93,7 +93,9 @@ def optimized_module(store: Path, captured: Captured | None = None) -> Optimized
             "differently from the one that made the store); optimise the model again"
         )
     chosen = ", ".join(f"{k}={v[:12]}" for k, v in sorted(final.get("best_per_fragment", {}).items()))
-    return OptimizedModule(captured, loads(final["program_graph"]), chosen, share=share)
+    module = OptimizedModule(captured, loads(final["program_graph"]), chosen, share=share)
+    module.store_path = store.resolve()  # where pickling finds it again, whatever the working directory
+    return module
 
 
 def load_store(store: Path) -> OptimizedModule:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import Any, Literal, assert_never
+from pathlib import Path
+from typing import Any, Literal, Self, SupportsIndex, assert_never
 
 import torch
 from torch import fx
@@ -22,7 +23,7 @@ from mugraph.ir.families import BOUNDARY, PREDEFINED
 from mugraph.ir.graph import KernelGraph
 from mugraph.ir.types import OpKind
 from mugraph.torch.capture import Captured
-from mugraph.torch.errors import TorchError
+from mugraph.torch.errors import TorchError, TrainingModeError
 from mugraph.torch.flatten import VIEWS
 from mugraph.torch.kernels import Launcher
 from mugraph.torch.operands import InputMaker, Slot, kernel_strides, register_state
@@ -80,11 +81,14 @@ class OptimizedModule(torch.nn.Module):
     μGraph chosen and its estimated speedup, or the reference kept and why."""
 
     verdict: Verdict | None
+    store_path: Path | None  # the run store it was made from (absolute), where there is one
 
     def __init__(self, captured: Captured, program: KernelGraph, chosen: str = "", share: bool = False) -> None:
         super().__init__()
+        self.training = False  # what it computes: the model's forward as captured, in eval mode
         ep = captured.exported
         self.verdict = None
+        self.store_path = None
         self.heavy_glue = heavy_glue(captured)  # heavy ops torch runs as written (never searched)
         self._model_name = captured.name
         self._chosen = chosen  # what the program is (the μGraph digests), for repr
@@ -111,6 +115,29 @@ class OptimizedModule(torch.nn.Module):
         self._launcher = Launcher(program, kernel_strides(program, self._lowering.inputs))
         self._inputs = InputMaker(self._lowering.inputs)
         self._steps = self._schedule()
+
+    def train(self, mode: bool = True) -> Self:
+        """Eval mode only (`eval()` works): the module computes the model's forward as it was captured
+        in eval mode (batch norm from its running statistics, no dropout), so training mode would
+        silently compute something else."""
+        if mode:
+            raise TrainingModeError(
+                f"{self._model_name}: an optimized module computes the model's eval-mode forward only; "
+                "train the model itself, then optimize it again (or mugraph.load its store)"
+            )
+        return super().train(False)
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> tuple[Any, ...]:
+        """Pickled (`torch.save`, `copy.deepcopy`) as its run's store and its current weights: the
+        kernels and the exported program are the store's, made again by `mugraph.load` on the way
+        back (on a machine that can read the store)."""
+        store = self.store_path
+        if store is None:
+            raise TypeError(
+                f"{self._model_name}: an optimized module without a run store cannot be pickled; save "
+                "its state_dict() and the store's path, and use mugraph.load(store)"
+            )
+        return (_restored, (str(store), self.state_dict(), self.verdict))
 
     @property
     def model_name(self) -> str:
@@ -279,3 +306,14 @@ class OptimizedModule(torch.nn.Module):
             + (f", chosen={self._chosen!r}" if self._chosen else "")
             + (f", verdict={self.verdict.summary()!r}" if self.verdict is not None else "")
         )
+
+
+def _restored(store: str, state: dict[str, torch.Tensor], verdict: Verdict | None) -> OptimizedModule:
+    """An unpickled optimized module: its store loaded again, with the weights and verdict it had when
+    pickled."""
+    from mugraph.torch.program import load_store
+
+    module = load_store(Path(store))
+    module.load_state_dict(state)
+    module.verdict = verdict
+    return module

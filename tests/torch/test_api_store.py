@@ -239,3 +239,45 @@ def test_a_stopped_search_is_resumed_not_reused(tmp_path: Path) -> None:
     )
     assert [s["resumed"] for s in starts] == [True]  # the same store, searched on
     assert done.verdict is not None and done.verdict.complete and not done.verdict.reused
+
+
+def test_the_module_is_eval_only(run: Run) -> None:
+    """It computes the model's eval-mode forward: training mode is refused, not ignored."""
+    from mugraph.torch.errors import TrainingModeError
+
+    fast = run.module
+    assert fast.training is False
+    with pytest.raises(TrainingModeError, match="eval-mode forward only"):
+        fast.train()
+    with pytest.raises(TrainingModeError):
+        torch.nn.Sequential(fast).train()  # a model holding it, set to train
+    assert fast.eval() is fast and fast.training is False
+
+
+def test_the_module_pickles_as_its_store_and_its_weights(run: Run) -> None:
+    """torch.save, pickle and deepcopy give a module loaded from the run's store again, with the
+    weights the module had (here one changed after the run), computing what it computed."""
+    import copy
+
+    fast = run.module
+    name, weight = next(iter(fast.state_dict().items()))
+    saved = weight.clone()
+    try:
+        with torch.no_grad():
+            weight.mul_(0.5)  # the module's own weights, changed since the run (shared with the model)
+        want = fast(*run.x)
+        buffer = io.BytesIO()
+        torch.save(fast, buffer)
+        buffer.seek(0)
+        copies = [
+            torch.load(buffer, weights_only=False),
+            pickle.loads(pickle.dumps(fast)),
+            copy.deepcopy(fast),
+        ]
+        for again in copies:
+            assert isinstance(again, OptimizedModule) and again is not fast
+            assert torch.equal(again.state_dict()[name], weight) and torch.equal(again(*run.x), want)
+            assert again.verdict == fast.verdict and again.training is False
+    finally:
+        with torch.no_grad():
+            weight.copy_(saved)
