@@ -297,8 +297,10 @@ def check(program: str, as_json: bool, seeds: str, backend: str, p: int, q: int,
 def prune(program: str, as_json: bool, memo_url: str | None, memo_dir: Path, rlimit: int, unknown_keeps: bool) -> None:
     """Ask the abstract-expression oracle about every intermediate tensor of PROGRAM's experts.
 
-    An expert the search can reach has every intermediate kept: its abstract expression is a
-    subexpression of the reference's output under Mirage's axioms."""
+    An expert the search can reach has every intermediate kept (its abstract expression is a
+    subexpression of the reference's output under Mirage's axioms), except a concat read by a matmul,
+    which the search makes and judges with the matmul as one step (concat_matmul). Every intermediate
+    kept is necessary, not sufficient: `explain` says whether the search reaches the expert."""
     if memo_url is not None:
         check_memo_url(memo_url)
     prog = _program_with_experts(program, "ask about")
@@ -318,7 +320,7 @@ def prune(program: str, as_json: bool, memo_url: str | None, memo_dir: Path, rli
             if not as_json:
                 click.echo(
                     f"{prog.name} [{label}]: {len(exprs) - len(pruned)} of {len(exprs)} intermediates "
-                    f"kept{'' if pruned else ' (reachable by the search)'}"
+                    f"kept{'' if pruned else ' (none pruned; `mugraph explain` says whether the search reaches it)'}"
                 )
                 for name, e, v in pruned:
                     click.echo(f"  pruned {name}: {v.name.lower()}  {e.sexpr}")
