@@ -519,13 +519,15 @@ class _Walk:
                 _setting_list("omaps", cfg.omaps, omap),
             )
             return
-        dangling = [i for i in range(len(b.inputs), len(b.tensors)) if b.uses[i] == 0]
-        if {bs[i] for i in dangling} != {s for s, _ in bt.outputs}:
+        dangling = {bs[i] for i in range(len(b.inputs), len(b.tensors)) if b.uses[i] == 0}
+        outputs = {s for s, _ in bt.outputs}
+        if dangling != outputs:
+            what = "outputs a tensor that it also reads" if outputs - dangling else "leaves a computed tensor unread"
             self._dead(
                 path,
                 "block outputs",
-                "the search makes every unused block tensor an output; the expert's "
-                "block graph leaves a computed tensor unused",
+                f"the search makes exactly the block tensors nothing reads its outputs; the expert's block "
+                f"graph {what}",
                 None,
             )
             return

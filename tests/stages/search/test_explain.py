@@ -11,6 +11,7 @@ import pytest
 
 from mugraph.ir.canonical import canonical_digest
 from mugraph.programs import get_builtin
+from mugraph.run.expert import as_found
 from mugraph.stages.search.config import preset_config
 from mugraph.stages.search.explain import Explanation, explain_expert
 from mugraph.stages.search.explore import Fragment, Searcher
@@ -200,3 +201,37 @@ def test_an_expert_of_a_program_that_splits_is_said_not_looked_for(tmp_path: Pat
     assert proc.returncode == 0, proc.stderr
     first, second = proc.stdout.splitlines()[:2]
     assert first.startswith("note: the program splits into 2 fragments") and second.startswith("mlp [fused_up]: ")
+
+
+def test_a_block_output_the_block_also_reads_is_named_so() -> None:
+    """The search makes exactly the unread block tensors outputs: an expert that outputs a tensor its
+    block graph also reads (a gated MLP that returns X·W2 beside the product) is told that, not that
+    it leaves a tensor unused."""
+    from mugraph.ir.graph import BlockGraph, KernelGraph
+
+    def inputs() -> tuple[KernelGraph, Any, Any, Any]:
+        g = KernelGraph()
+        return (
+            g,
+            g.new_input((8, 512), name="X"),
+            g.new_input((512, 512), name="W1"),
+            g.new_input((512, 512), name="W2"),
+        )
+
+    g, x, w1, w2 = inputs()
+    u = g.matmul(x, w2)
+    g.mark_output(g.mul(g.silu(g.matmul(x, w1)), u), "O")
+    g.mark_output(u, "U")
+    e, xd, w1d, w2d = inputs()
+    b = BlockGraph(grid=(8, 1, 1), forloop=8)
+    bx = b.new_input(xd, imap=(-1, -1, -1), fmap=1)
+    a1 = b.accum_no_red(b.matmul(bx, b.new_input(w1d, imap=(1, -1, -1), fmap=0)))
+    a2 = b.accum_no_red(b.matmul(bx, b.new_input(w2d, imap=(1, -1, -1), fmap=0)))
+    b.new_output(b.mul(b.silu(a1), a2), omap=(1, -1, -1))
+    b.new_output(a2, omap=(1, -1, -1))
+    o, uu = e.customized(b)
+    e.mark_output(o, "O")
+    e.mark_output(uu, "U")
+    cfg = preset_config("mlp").with_overrides({"grids": [[8, 1, 1]], "franges": [8]})
+    why = explain_expert(Searcher(Fragment(g, cfg, "gated2")), "two_outputs", as_found(g, e))
+    assert why.rule == "block outputs" and "outputs a tensor that it also reads" in why.reason, why.line()
