@@ -253,8 +253,9 @@ class OptimizedModule(torch.nn.Module):
         if kwargs and len(flat) != len(self._user_inputs):
             raise InputMismatchError(
                 f"{self._model_name}: keyword argument(s) {', '.join(map(repr, kwargs))} were not in the example "
-                "inputs it was optimised for (their values then are part of the module); call it with the "
-                "example inputs' arguments, or optimise again with these in the example inputs"
+                "inputs it was optimised for: the forward was captured with their defaults, which are part of "
+                "the module. Call it without them; for a tensor, optimise again with it in the example inputs; "
+                "for another value (a flag, a scale), optimise a small wrapper module whose forward passes it"
             )
         self._check(flat)
         if torch.is_grad_enabled() and any(isinstance(v, torch.Tensor) and v.requires_grad for v in flat):
