@@ -26,7 +26,7 @@ from mugraph.stages.layout.costs import Layouts
 from mugraph.stages.layout.describe import describe_layouts
 from mugraph.stages.layout.facts import LayoutError
 from mugraph.storage.run.backends import open_existing
-from mugraph.storage.run.paths import RunPaths
+from mugraph.storage.run.paths import EXPORTED_META_KEY, RunPaths
 from mugraph.storage.run.protocol import RunStoreReader
 
 
@@ -125,7 +125,10 @@ def _stitched_with(
 
 def program_outputs(st: RunStoreReader) -> dict[str, dict[str, str]]:
     """Per fragment, the program output each of its outputs is (`o0` is `H`), where the store's
-    program can be had again; empty where it cannot."""
+    program can be had again; empty where it cannot, and for a PyTorch model's store (its program is
+    had again only by running the model's file)."""
+    if EXPORTED_META_KEY in st.meta:
+        return {}
     reference = _store_reference(st)
     if reference is None:
         return {}
