@@ -33,6 +33,7 @@ from mugraph.stages.search.serial import DEFAULT_BUDGET
 from mugraph.storage.run.backends import open_existing
 from mugraph.storage.run.paths import RunPaths
 from mugraph.storage.run.protocol import RunStoreReader
+from mugraph.storage.run.run_records import ProgressSample
 
 SHOW_ROWS = 10  # ranking rows `show` prints without --all (the reference's row is always added)
 
@@ -214,6 +215,33 @@ def _open(store: Path) -> RunStoreReader:
     return open_existing(store, readonly=True)
 
 
+SIZE_KEYS = (
+    "estimated_states",
+    "estimated_fraction",
+    "eta_seconds",
+    "states",
+    "states_per_s",
+    "states_per_s_searching",
+)
+
+
+def _size(st: RunStoreReader, done_states: int) -> tuple[ProgressSample | None, dict[str, Any] | None]:
+    """The last progress sample with a size estimate (an invocation that ran no task, a finished run
+    resumed or one stopped at once, samples none, and the earlier one still holds), and the size
+    `status` reports from it: the done tasks' states, beside a run ahead of the sample."""
+    samples = [s for inv in st.timeline() for s in inv]
+    last = next((s for s in reversed(samples) if s.get("estimated_states") is not None), None)
+    last = last or (samples[-1] if samples else None)
+    if last is None:
+        return None, None
+    size = {k: last.get(k) for k in SIZE_KEYS}
+    estimated = last.get("estimated_states")
+    size["states"], ahead = states_so_far(int(last["states"]), estimated or 0, done_states)
+    if estimated is not None:
+        size["estimated_states"] = ahead
+    return last, size
+
+
 @click.command()
 @store_argument
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
@@ -241,32 +269,7 @@ def status(store: Path, as_json: bool) -> None:
                     "provisional": so_far,
                 }
             )
-        # the last sample with a size estimate: an invocation that ran no task (a finished run resumed,
-        # or one stopped at once) samples no estimate, and the earlier one still holds
-        samples = [s for inv in st.timeline() for s in inv]
-        last = next((s for s in reversed(samples) if s.get("estimated_states") is not None), None)
-        last = last or (samples[-1] if samples else None)
-        size = (
-            {
-                k: last.get(k)
-                for k in (
-                    "estimated_states",
-                    "estimated_fraction",
-                    "eta_seconds",
-                    "states",
-                    "states_per_s",
-                    "states_per_s_searching",
-                )
-            }
-            if last
-            else None
-        )
-        if last is not None and size is not None:  # the done tasks' states, beside a run ahead of the sample
-            estimated = last.get("estimated_states")
-            done_states = int(summary.get("counters", {}).get("nodes", 0))
-            size["states"], ahead = states_so_far(int(last["states"]), estimated or 0, done_states)
-            if estimated is not None:
-                size["estimated_states"] = ahead
+        last, size = _size(st, int(summary.get("counters", {}).get("nodes", 0)))
         out = {
             "store": str(store),
             "identity": st.identity,
@@ -365,6 +368,23 @@ def _ranking_lines(ranking: list[RankedRow], limit: int | None, experts: dict[st
     return lines
 
 
+def _print_chosen(shown_frag: ShownFragment, given: dict[str, str]) -> None:
+    """The chosen μGraph of a fragment as `show` draws it: layout cost, graph, which program output each
+    of its outputs is (where they have names of their own), layouts."""
+    best, graph = shown_frag["best"], shown_frag["graph"]
+    if best is None or graph is None:
+        return
+    terms = ", ".join(f"{k} {v:,}" for k, v in best["layout_terms"].items() if v)
+    click.echo(f"   layout cost {best['layout_cost']:,} ({terms or 'nothing'})")
+    g = loads(graph)
+    click.echo(render(g, f"chosen for {printable(shown_frag['name'])}"))
+    if any(o != p for o, p in given.items()):  # the fragment's own names, beside the program's
+        click.echo("outputs: " + ", ".join(f"{printable(o)} is the program's {printable(p)}" for o, p in given.items()))
+    click.echo("layouts (shape:innermost dim~swizzled dim):")
+    for line in describe_layouts(g, Layouts.from_json(best["layouts"])):
+        click.echo(f"  {line}")
+
+
 @click.command()
 @store_argument
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout (rankings and graphs).")
@@ -442,21 +462,7 @@ def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) ->
             click.echo(f"   {expert_note(experts, ranking)}")
         for line in _ranking_lines(ranking, None if show_all else SHOW_ROWS, experts):
             click.echo(line)
-        best, graph = shown_frag["best"], shown_frag["graph"]
-        if best is None or graph is None:
-            continue
-        terms = ", ".join(f"{k} {v:,}" for k, v in best["layout_terms"].items() if v)
-        click.echo(f"   layout cost {best['layout_cost']:,} ({terms or 'nothing'})")
-        g = loads(graph)
-        click.echo(render(g, f"chosen for {printable(shown_frag['name'])}"))
-        given = names.get(shown_frag["name"], {})
-        if any(o != p for o, p in given.items()):  # the fragment's own names, beside the program's
-            click.echo(
-                "outputs: " + ", ".join(f"{printable(o)} is the program's {printable(p)}" for o, p in given.items())
-            )
-        click.echo("layouts (shape:innermost dim~swizzled dim):")
-        for line in describe_layouts(g, Layouts.from_json(best["layouts"])):
-            click.echo(f"  {line}")
+        _print_chosen(shown_frag, names.get(shown_frag["name"], {}))
     if final is None:
         click.echo(_before_end(writer))
         return

@@ -26,11 +26,12 @@ class SchedulerLost(MugraphError):
 
 
 class _NoReconnectTracebacks(logging.Filter):
-    """Drops the client's log records of a connection that failed, traceback and all."""
+    """Drops the client's log records of a connection that failed, traceback and all, and of its
+    giving up reconnecting ("Failed to reconnect to scheduler after 20.00 seconds")."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
-        return not isinstance(exc, _LOGGED_ERRORS)
+        return not isinstance(exc, _LOGGED_ERRORS) and "reconnect" not in record.getMessage()
 
 
 def _lost(client: Client, exc: BaseException) -> bool:

@@ -10,6 +10,7 @@ the module always computes with their current values.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Self, SupportsIndex, assert_never
@@ -82,6 +83,7 @@ class OptimizedModule(torch.nn.Module):
 
     verdict: Verdict | None
     store_path: Path | None  # the run store it was made from (absolute), where there is one
+    store_loader: Callable[[Path], OptimizedModule] | None  # what makes it again from that store
 
     def __init__(self, captured: Captured, program: KernelGraph, chosen: str = "", share: bool = False) -> None:
         super().__init__()
@@ -89,6 +91,7 @@ class OptimizedModule(torch.nn.Module):
         ep = captured.exported
         self.verdict = None
         self.store_path = None
+        self.store_loader = None
         self.heavy_glue = heavy_glue(captured)  # heavy ops torch runs as written (never searched)
         self._model_name = captured.name
         self._chosen = chosen  # what the program is (the μGraph digests), for repr
@@ -131,13 +134,13 @@ class OptimizedModule(torch.nn.Module):
         """Pickled (`torch.save`, `copy.deepcopy`) as its run's store and its current weights: the
         kernels and the exported program are the store's, made again by `mugraph.load` on the way
         back (on a machine that can read the store)."""
-        store = self.store_path
-        if store is None:
+        store, loader = self.store_path, self.store_loader
+        if store is None or loader is None:
             raise TypeError(
                 f"{self._model_name}: an optimized module without a run store cannot be pickled; save "
                 "its state_dict() and the store's path, and use mugraph.load(store)"
             )
-        return (_restored, (str(store), self.state_dict(), self.verdict))
+        return (_restored, (loader, str(store), self.state_dict(), self.verdict))
 
     @property
     def model_name(self) -> str:
@@ -309,12 +312,12 @@ class OptimizedModule(torch.nn.Module):
         )
 
 
-def _restored(store: str, state: dict[str, torch.Tensor], verdict: Verdict | None) -> OptimizedModule:
+def _restored(
+    loader: Callable[[Path], OptimizedModule], store: str, state: dict[str, torch.Tensor], verdict: Verdict | None
+) -> OptimizedModule:
     """An unpickled optimized module: its store loaded again, with the weights and verdict it had when
     pickled."""
-    from mugraph.torch.program import load_store
-
-    module = load_store(Path(store))
+    module = loader(Path(store))
     module.load_state_dict(state)
     module.verdict = verdict
     return module
