@@ -237,12 +237,14 @@ def float_max_rel_err(
     return FloatReference(reference, xp, seed).max_rel_err(candidate, perm)
 
 
-# Fingerprints evaluate exp and sqrt as tables over Z_q (as Mirage's do), so identities through them
-# (sqrt(a·b) = sqrt(a)·sqrt(b), exp(a+b) = exp(a)·exp(b)) do not hold there: an expert that needs one
-# differs in fingerprints while it computes the reference. Such an expert is said to be undecided.
+# Fingerprints evaluate sqrt as a table over Z_q and silu and gelu as x·exp(x) and x·exp(2x) (as Mirage
+# does; exp is ω^x, so exp(a+b) = exp(a)·exp(b) does hold), so an identity through sqrt
+# (sqrt(a·b) = sqrt(a)·sqrt(b)) or through an activation's true form (silu(x) written as x/(1+exp(-x)))
+# does not hold there: an expert that needs one differs in fingerprints while it computes the
+# reference. Such an expert is said to be undecided.
 UNSEEN = (
     "it may be equivalent through an identity the fingerprints do not model, such as "
-    "sqrt(a·b) = sqrt(a)·sqrt(b) or exp(a+b) = exp(a)·exp(b); it is not accepted"
+    "sqrt(a·b) = sqrt(a)·sqrt(b) or an activation written out (silu(x) as x/(1+exp(-x))); it is not accepted"
 )
 
 

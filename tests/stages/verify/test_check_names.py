@@ -154,3 +154,16 @@ def test_an_identity_through_sqrt_is_undecided_not_refuted() -> None:
     wrong = check_equivalence(reference, _norms(True, 1 / 7))
     assert not wrong.equivalent and not wrong.undecided and "float64 agrees" not in wrong.reason
     assert wrong.float_max_rel_err is not None and wrong.float_max_rel_err > 0.1
+
+
+def test_exp_of_a_sum_is_a_product_in_the_fingerprints_too() -> None:
+    """exp is ω^x there, a homomorphism: that identity is seen (what the UNDECIDED message leaves out)."""
+
+    def graph(product: bool) -> KernelGraph:
+        g = KernelGraph()
+        a, b = g.new_input((16, 64), name="A"), g.new_input((16, 64), name="B")
+        g.mark_output(g.mul(g.exp(a), g.exp(b)) if product else g.exp(g.add(a, b)), "O")
+        return g
+
+    r = check_equivalence(graph(False), graph(True))
+    assert r.equivalent and not r.undecided
