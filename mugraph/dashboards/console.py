@@ -18,8 +18,10 @@ from mugraph.stages.layout.rows import RankRow
 def start_line(e: Mapping[str, Any]) -> str:
     """`mugraph: starting PROGRAM in STORE: ...` from a `start` event."""
     verb = "resuming" if e["resumed"] else "starting"
+    presets = e.get("presets") or {}
+    named = f" ({', '.join(f'{f} {presets[f]}' for f in e['fragments'])})" if len(e["fragments"]) > 1 else ""
     return (
-        f"mugraph: {verb} {e['program']} in {e['store']}: {len(e['fragments'])} fragment(s), "
+        f"mugraph: {verb} {e['program']} in {e['store']}: {len(e['fragments'])} fragment(s){named}, "
         f"{e['tasks_done']} tasks done, {e['tasks_pending']} pending; {e['workers']} workers; "
         f"dashboard {e['dashboard']}, search page {e.get('live_page') or '-'}"
     ) + (NO_WORKERS if not e["workers"] else "")
