@@ -102,3 +102,13 @@ def test_a_space_whose_only_find_is_the_reference_s_own_graph_says_so() -> None:
     assert (
         kept_reason(done, "f0") == "its whole search space holds no μGraph equal to it other than the reference itself"
     )
+
+
+def test_a_reference_no_mugraph_beats_names_the_fastest_one_found() -> None:
+    """docs/commands.md: where the reference is kept, the headline names the fastest μGraph and its
+    estimate, also where none beats it (a tie, or all slower)."""
+    for seconds, ratio in ((13.7e-6, "1.00x"), (27.4e-6, "0.50x")):
+        h = headline([REFERENCE, row("b" * 64, seconds)])
+        assert h is not None and h["best_is_reference"]
+        assert "(no μGraph beats it)" in h["line"]
+        assert f"; the fastest μGraph, {'b' * 16}, is estimated " in h["line"] and f"({ratio})" in h["line"]
