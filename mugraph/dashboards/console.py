@@ -149,7 +149,7 @@ def verdict_lines(done: Mapping[str, Any], gpu_name: str) -> list[str]:
                 + f" ({done['measured'].get(name, 0)} timed; ranked by measured time)"
             )
     if done.get("expert"):
-        lines.append(f"  {done['expert']}")
+        lines.extend(f"  {line}" for line in str(done["expert"]).splitlines())
     lines.append(f"  store: {done['store']}  (mugraph show {done['store']})")
     lines.append(f"  report: {done['report']}")
     if done.get("kernels"):

@@ -162,9 +162,8 @@ def headline(ranking: Sequence[Mapping[str, Any]]) -> Headline | None:
         )
     elif runner is not None:  # none beats it: the closest, so that the answer names what was found
         t_run = row_seconds(runner)[0]
-        fastest = (
-            f"; the fastest μGraph, {runner['digest'][:16]}, is estimated {seconds_text(t_run)}"
-            + (f" ({t_ref / t_run:.2f}x)" if t_run > 0 else "")
+        fastest = f"; the fastest μGraph, {runner['digest'][:16]}, is estimated {seconds_text(t_run)}" + (
+            f" ({t_ref / t_run:.2f}x)" if t_run > 0 else ""
         )
     what = (
         ("the reference program itself" + (" (no μGraph beats it)" if not kept else ""))

@@ -47,26 +47,33 @@ def split_note(fragments: int) -> str:
 def expert_line(
     prog: Program, fragments: Sequence[tuple[str, SearchConfig]], found: set[str], *, complete: bool = True
 ) -> str | None:
-    """What `optimize` says of the program's first expert: found, or not found and why (`explain`'s
-    one-line reason; for a search stopped at its time limit with the expert inside the space, that
-    it is not found yet). Found only for a program searched as one fragment, where the expert and the
-    fragment are the same program; for one that splits, that it is not looked for; None without one."""
+    """What `optimize` says of each of the program's experts, a line each: found, or not found and why
+    (`explain`'s one-line reason; for a search stopped at its time limit with the expert inside the
+    space, that it is not found yet). Found only for a program searched as one fragment, where an
+    expert and the fragment are the same program; for one that splits, that it is not looked for;
+    None without an expert."""
     if not prog.experts:
         return None
-    label, build = next(iter(prog.experts.items()))
     if len(fragments) != 1:
-        return f"expert {label!r} not looked for: {split_note(len(fragments))}"
+        return "\n".join(f"expert {label!r} not looked for: {split_note(len(fragments))}" for label in prog.experts)
     reference = prog.reference()  # the fragment's names its outputs o0, o1, ...: the expert uses the program's
-    wrong = not_equivalent(label, reference, build())
-    if wrong is not None:
-        return f"expert {label!r} NOT found: {wrong.line()}"
-    expert = as_found(reference, build())
-    if canonical_digest(expert) in found:
-        return f"expert {label!r} found"
     text, config = fragments[0]
-    searcher = Searcher(Fragment(loads(text), config, prog.name))
-    why = explain_expert(searcher, label, expert)
-    if why.inside and not complete:
-        stopped = "the search stopped at its time limit; it lies"
-        return f"expert {label!r} not found yet: {stopped} {why.line()}"
-    return f"expert {label!r} NOT found: {why.line()}"
+    searcher: list[Searcher] = []  # made once, for the first expert that needs explaining
+    lines = []
+    for label, build in prog.experts.items():
+        wrong = not_equivalent(label, reference, build())
+        if wrong is not None:
+            lines.append(f"expert {label!r} NOT found: {wrong.line()}")
+            continue
+        expert = as_found(reference, build())
+        if canonical_digest(expert) in found:
+            lines.append(f"expert {label!r} found")
+            continue
+        searcher = searcher or [Searcher(Fragment(loads(text), config, prog.name))]
+        why = explain_expert(searcher[0], label, expert)
+        if why.inside and not complete:
+            stopped = "the search stopped at its time limit; it lies"
+            lines.append(f"expert {label!r} not found yet: {stopped} {why.line()}")
+        else:
+            lines.append(f"expert {label!r} NOT found: {why.line()}")
+    return "\n".join(lines)
