@@ -244,7 +244,26 @@ def _check_binds(module: torch.nn.Module, args: tuple[Any, ...], name: str) -> N
 def capture(model: Any, example_inputs: Any, name: str | None = None) -> Captured:
     """Export `model` at `example_inputs` and lower it to a mugraph program."""
     ep = export(model, example_inputs)
-    return Captured(name or model_name(model), ep, lower(ep))
+    try:
+        lowering = lower(ep)
+    except CaptureError as e:
+        failure = _eager_failure(model, example_inputs) if "nothing to optimise" in str(e) else None
+        if failure is not None:  # the model itself does not run: that, not the lowering, is the news
+            raise CaptureError(f"the model fails on its example inputs, run as written: {failure}") from None
+        raise
+    return Captured(name or model_name(model), ep, lowering)
+
+
+def _eager_failure(model: Any, example_inputs: Any) -> str | None:
+    """What running the model on its example inputs raises (an export traces shapes and may pass a
+    model whose ops refuse its dtypes), or None where it runs."""
+    try:
+        with torch.no_grad():
+            model(*example_args(example_inputs))
+    except Exception as e:
+        first = (str(e).strip().splitlines() or [""])[0]
+        return f"{type(e).__name__}: {first}"
+    return None
 
 
 def load_exported(path: Path, name: str, recorded: str | None) -> Captured:

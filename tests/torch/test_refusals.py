@@ -221,3 +221,26 @@ def test_example_inputs_a_forward_cannot_take_are_named_before_export() -> None:
     with pytest.raises(CaptureError, match="missing a required argument: 'bias'") as e:
         capture(_KeywordOnly().half().eval(), inputs((16, 32)))
     assert "passed by position" in str(e.value) and "inspect.py" not in str(e.value)
+
+
+class _MixedDtypes(nn.Module):
+    """An fp16 model whose norm computes in float32 and never casts back: the linear after it refuses
+    the float32 value when run, which an export (shapes and dtypes traced, no matmul run) lets pass."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(64))
+        self.fc = nn.Linear(64, 128, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = x.to(torch.float32)
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)
+        out: torch.Tensor = self.fc(self.weight * h)
+        return out
+
+
+def test_a_model_that_fails_when_run_is_told_so_not_nothing_to_optimise() -> None:
+    model = _MixedDtypes().half().eval()
+    x = torch.randn(2, 8, 64, dtype=torch.float16)
+    with pytest.raises(CaptureError, match="the model fails on its example inputs, run as written: RuntimeError: "):
+        capture(model, (x,))
