@@ -397,6 +397,9 @@ class OpLowering(SplitPieces):
             return Recip(x)
         if e == -0.5:
             return Recip(self.g.sqrt(x))
+        if e in (3.0, 4.0):  # x³ (GELU written out, polynomial features) and x⁴ as products of squares
+            sq = self.g.square(x)
+            return self.g.mul(sq, x) if e == 3.0 else self.g.square(sq)
         raise Skip
 
     def _dims(self, node: fx.Node, dims: Any, rank: int) -> list[int]:

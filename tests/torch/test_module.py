@@ -92,3 +92,25 @@ def test_a_keyword_argument_not_in_the_example_inputs_is_named() -> None:
     with pytest.raises(InputMismatchError, match="keyword argument\\(s\\) 'scale' were not in the example inputs") as e:
         module(x, scale=3.0)
     assert "captured with their defaults" in str(e.value) and "wrapper module" in str(e.value)  # a way that works
+
+
+class _Cubes(nn.Module):
+    """x³ and x⁴ (GELU written out, polynomial features) before a linear layer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(64, 32)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = self.fc(0.044715 * torch.pow(x, 3.0) + x.pow(4))
+        return out
+
+
+def test_integer_powers_are_lowered_and_compute_what_the_model_does() -> None:
+    model = _Cubes().float().eval()
+    x = torch.randn(16, 64)
+    captured = capture(model, (x,))
+    assert not any(name.startswith("pow") for name in captured.lowering.glue), captured.lowering.describe()
+    module = OptimizedModule(captured, captured.lowering.graph)
+    with torch.no_grad():
+        assert rel_err(module(x), model(x)) < 1e-5
