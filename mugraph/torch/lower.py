@@ -20,6 +20,7 @@ torch's max shift overflows fp16 at x > 11.1.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -33,7 +34,7 @@ from mugraph.ir.types import OpKind
 from mugraph.torch.activations import find_activations
 from mugraph.torch.composite import Composite
 from mugraph.torch.errors import CaptureError
-from mugraph.torch.flatten import held_flat
+from mugraph.torch.flatten import held_flat, split_linear
 from mugraph.torch.lower_operands import InputSource, Skip, Value, source_line
 from mugraph.torch.lower_ops import OpLowering
 from mugraph.torch.norms import find_norms
@@ -51,12 +52,18 @@ class Lowering:
     outputs: dict[str, str]  # fx node name -> program output name (lowered values torch reads)
     lowered: tuple[str, ...]  # fx nodes computed by the program, in graph order
     glue: tuple[str, ...]  # fx nodes PyTorch runs, in graph order
+    split: tuple[str, ...] = ()  # linear layers never run whole: their split pieces are lowered
 
     def describe(self) -> list[str]:
         """One line per kind of node, for the run's note."""
         return [
             f"lowered ({len(self.lowered)}): {', '.join(self.lowered) or '-'}",
             f"glue run by PyTorch ({len(self.glue)}): {', '.join(self.glue) or '-'}",
+            *(
+                [f"split linear layers, lowered as their pieces ({len(self.split)}): {', '.join(self.split)}"]
+                if self.split
+                else []
+            ),
         ]
 
 
@@ -98,7 +105,9 @@ class _Lowerer(OpLowering):
         live = set(_live_lowered(self.nodes, self.values, outputs, waiting))
         live |= {name for name, root in part_of.items() if root in live and root in self.values}
         needed = _needed_glue(self.nodes, self.glue, inputs)
-        return Lowering(graph, inputs, outputs, tuple(n for n in lowered if n in live), tuple(needed))
+        pieces = [split_linear(n.args[0]) for n in self.nodes if n.name in live and n.target is operator.getitem]
+        split = tuple(dict.fromkeys(lin.name for lin in pieces if lin is not None and lin.name not in needed))
+        return Lowering(graph, inputs, outputs, tuple(n for n in lowered if n in live), tuple(needed), split)
 
     def _why_none(self) -> str:
         """Where no op was lowered, a cause the model's tensors show: their rank or their dtype."""

@@ -75,7 +75,9 @@ def test_each_piece_is_the_linear_over_its_rows(how: str, bias: bool) -> None:
     model, x = FusedGateUp(how, bias), torch.randn(2, 8, 64, dtype=torch.float16)
     module, ops = _module(model, x)
     assert ops.count(OpKind.MATMUL) == 3 and ops.count(OpKind.ADD) == (2 if bias else 0)
-    assert module.describe().splitlines()[1] == "glue run by PyTorch (0): -"  # the whole linear never runs
+    lines = module.describe().splitlines()
+    assert lines[1] == "glue run by PyTorch (0): -"  # the whole linear never runs
+    assert lines[2] == "split linear layers, lowered as their pieces (1): linear"  # nor goes unnamed
     assert rel_err(module(x), float64_output(model, (x,))) <= FP16_TOLERANCE
 
 
