@@ -20,7 +20,7 @@ from mugraph.ir.serialize import dumps, loads
 from mugraph.ir.types import OpKind
 from mugraph.programs import resolve_program
 from mugraph.stages.combine import stitch
-from mugraph.stages.fragments import split_program
+from mugraph.stages.fragments import Split, split_program
 from mugraph.stages.layout.choose import LayoutResult, choose_layouts
 from mugraph.stages.layout.costs import Layouts
 from mugraph.stages.layout.describe import describe_layouts
@@ -97,6 +97,17 @@ def _store_reference(st: RunStoreReader) -> KernelGraph | None:
     return None
 
 
+def _store_split(st: RunStoreReader) -> tuple[KernelGraph, Split] | None:
+    """The store's program and its split into the store's fragments; None where the program cannot be
+    had again (a moved program file) or no longer splits into them (another release's split)."""
+    reference = _store_reference(st)
+    if reference is None:
+        return None
+    split = split_program(reference)
+    stored = [(f["name"], f["graph"]) for f in st.fragments()]
+    return (reference, split) if [(f.name, dumps(f.graph)) for f in split.fragments] == stored else None
+
+
 def _stitched_with(
     st: RunStoreReader, fragment: int, graph: KernelGraph, final: Mapping[str, Any] | None
 ) -> tuple[KernelGraph, KernelGraph] | None:
@@ -104,13 +115,11 @@ def _stitched_with(
     best as the run ranked it (its reference before the run's end), and the program's reference; None
     where the store's program cannot be had again (a moved program file) or no longer splits into the
     store's fragments, so that only the fragment itself, with its own names, can be emitted."""
-    reference = _store_reference(st)
-    if reference is None:
+    had = _store_split(st)
+    if had is None:
         return None
-    split = split_program(reference)
+    reference, split = had
     frags = st.fragments()
-    if [(f.name, dumps(f.graph)) for f in split.fragments] != [(f["name"], f["graph"]) for f in frags]:
-        return None
     best = dict(final["best_per_fragment"]) if final is not None else {}
     chosen: dict[str, KernelGraph] = {}
     for j, f in enumerate(frags):
@@ -127,13 +136,11 @@ def program_outputs(st: RunStoreReader) -> dict[str, dict[str, str]]:
     """Per fragment, the program output each of its outputs is (`o0` is `H`), where the store's
     program can be had again; empty where it cannot, and for a PyTorch model's store (its program is
     had again only by running the model's file)."""
-    if EXPORTED_META_KEY in st.meta:
-        return {}
-    reference = _store_reference(st)
-    if reference is None:
+    had = None if EXPORTED_META_KEY in st.meta else _store_split(st)
+    if had is None:
         return {}
     out: dict[str, dict[str, str]] = {}
-    for name, src in split_program(reference).outputs:
+    for name, src in had[1].outputs:
         fragment, _, tensor = src.partition(":")
         if tensor:
             out.setdefault(fragment, {})[tensor] = name
