@@ -25,7 +25,7 @@ from mugraph.ir.graph import KernelGraph
 from mugraph.ir.serialize import digest, from_json, to_json
 from mugraph.storage.run.paths import RunPaths
 from mugraph.torch.archive import UnsafeArchiveError, read_recorded
-from mugraph.torch.errors import CaptureError, TrainingModeError
+from mugraph.torch.errors import CaptureError, NothingLowered, TrainingModeError
 from mugraph.torch.lower import Lowering, lower
 
 
@@ -246,8 +246,8 @@ def capture(model: Any, example_inputs: Any, name: str | None = None) -> Capture
     ep = export(model, example_inputs)
     try:
         lowering = lower(ep)
-    except CaptureError as e:
-        failure = _eager_failure(model, example_inputs) if "nothing to optimise" in str(e) else None
+    except NothingLowered:
+        failure = _eager_failure(model, example_inputs)
         if failure is not None:  # the model itself does not run: that, not the lowering, is the news
             raise CaptureError(f"the model fails on its example inputs, run as written: {failure}") from None
         raise

@@ -18,6 +18,10 @@ class CaptureError(TorchError):
     mugraph's IR nor run by PyTorch as glue. The message names the op and its source line."""
 
 
+class NothingLowered(CaptureError):
+    """No op of the captured model lowers to mugraph's IR: nothing to optimise."""
+
+
 class TrainingModeError(CaptureError):
     """The model (or one of its submodules) is in training mode: the user calls `model.eval()` first."""
 

@@ -33,7 +33,7 @@ from mugraph.ir.serialize import SCHEMA, JSONDict, from_json, to_json
 from mugraph.ir.types import OpKind
 from mugraph.torch.activations import find_activations
 from mugraph.torch.composite import Composite
-from mugraph.torch.errors import CaptureError
+from mugraph.torch.errors import CaptureError, NothingLowered
 from mugraph.torch.flatten import held_flat, split_linear
 from mugraph.torch.lower_operands import InputSource, Skip, Value, source_line
 from mugraph.torch.lower_ops import OpLowering
@@ -96,7 +96,7 @@ class _Lowerer(OpLowering):
                 self.g.mark_output(t, node.name)
                 outputs[node.name] = node.name
         if not outputs:
-            raise CaptureError(
+            raise NothingLowered(
                 "no op of the model can be lowered to mugraph's IR (fp16, bf16 or fp32 matmul, linear, "
                 "element-wise ops, sum, mean, rms_norm, layer_norm, concat): nothing to optimise" + self._why_none()
             )
