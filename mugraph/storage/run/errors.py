@@ -27,10 +27,10 @@ class StoreBusy(StoreError):
     """Another live process holds the store's lock."""
 
 
-def damaged(file: Path, problem: object) -> StoreDamaged:
+def damaged(file: Path, problem: object, hint: str = RECOVERY_HINT) -> StoreDamaged:
     """A StoreDamaged naming `file`, with the first line of `problem` and the recovery hint."""
     text = str(problem).strip().splitlines()
     detail = text[0] if text else type(problem).__name__
     if isinstance(problem, BaseException) and not isinstance(problem, StoreError):
         detail = f"{type(problem).__name__}: {detail}"
-    return StoreDamaged(f"run store damaged: {file}: {detail}; {RECOVERY_HINT}")
+    return StoreDamaged(f"run store damaged: {file}: {detail}; {hint}")

@@ -21,7 +21,7 @@ import zlib
 from collections.abc import Iterable
 from pathlib import Path
 
-from mugraph.storage.run.errors import StoreDamaged, damaged
+from mugraph.storage.run.errors import damaged
 from mugraph.storage.run.records import metadata_file
 from mugraph.storage.safe_files import LinkFound, open_nofollow, read_nofollow
 
@@ -106,10 +106,11 @@ class Ledger:
         except LinkFound as exc:
             raise damaged(self.file, exc.problem) from None
         except FileNotFoundError:  # the store was deleted under the run: --fresh would not take what is left
-            raise StoreDamaged(
-                f"run store damaged: {self.file}: missing (removed while the run was writing); what the run "
-                f"wrote since is not a run store: remove {self.root} (rm -r) and run again, or choose another "
-                "--store (store=)"
+            raise damaged(
+                self.file,
+                "missing (removed while the run was writing)",
+                f"what the run wrote since is not a run store: remove {self.root} (rm -r) and run again, or "
+                "choose another --store (store=)",
             ) from None
         with os.fdopen(fd, "ab") as f:
             f.write(b"".join(_line(r) for r in new))
