@@ -89,7 +89,6 @@ def answer(data: ReportData) -> str:
         ties += f'<p class="note">{html.escape(note)}</p>' if note else ""
         if name in (data.get("provisional") or []):
             ties += f'<p class="note">{html.escape(PROVISIONAL)}</p>'
-
         out.append(
             f'<div class="answer"><div class="big">{html.escape(name)}: {html.escape(h["line"])}</div>'
             + table(["", f"time ({h['timing']})", "speedup", "kernels", "DRAM bytes"], rows, 1, [False, True])

@@ -47,19 +47,18 @@ def scheduler_loss_said(client: Client) -> Iterator[None]:
     logger = logging.getLogger("distributed.client")
     quiet = _NoReconnectTracebacks()
     logger.addFilter(quiet)
+    lost = False
     try:
         yield
     except _CONNECTION_ERRORS as e:
         if not _lost(client, e):
-            logger.removeFilter(quiet)
             raise
-        # the filter stays: the client logs its last failed reconnection when it is closed, later
+        lost = True  # the filter stays: the client logs its last failed reconnection when it is closed, later
         address = getattr(client.scheduler, "address", None) or "its address"
         raise SchedulerLost(
             f"lost the Dask scheduler at {address} in the middle of the run; the store keeps every task "
             "done: run the same command again once a scheduler is back"
         ) from None
-    except BaseException:
-        logger.removeFilter(quiet)
-        raise
-    logger.removeFilter(quiet)
+    finally:
+        if not lost:
+            logger.removeFilter(quiet)

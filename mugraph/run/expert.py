@@ -58,7 +58,7 @@ def expert_line(
         return "\n".join(f"expert {label!r} not looked for: {split_note(len(fragments))}" for label in prog.experts)
     reference = prog.reference()  # the fragment's names its outputs o0, o1, ...: the expert uses the program's
     text, config = fragments[0]
-    searcher: list[Searcher] = []  # made once, for the first expert that needs explaining
+    searcher: Searcher | None = None  # made once, for the first expert that needs explaining
     lines = []
     for label, build in prog.experts.items():
         wrong = not_equivalent(label, reference, build())
@@ -69,8 +69,9 @@ def expert_line(
         if canonical_digest(expert) in found:
             lines.append(f"expert {label!r} found")
             continue
-        searcher = searcher or [Searcher(Fragment(loads(text), config, prog.name))]
-        why = explain_expert(searcher[0], label, expert)
+        if searcher is None:
+            searcher = Searcher(Fragment(loads(text), config, prog.name))
+        why = explain_expert(searcher, label, expert)
         if why.inside and not complete:
             stopped = "the search stopped at its time limit; it lies"
             lines.append(f"expert {label!r} not found yet: {stopped} {why.line()}")

@@ -380,10 +380,9 @@ class _Walk:
             if grid[1:] == (1, 1):
                 for d in sorted({d for s in shapes for d in s}):
                     if d % grid[0] == 0 and d // grid[0] not in cfg.grid_divisors:
-                        divisors = [*cfg.grid_divisors, d // grid[0]]
-                        tries.append(
-                            ({"grid_divisors": divisors}, _setting_list("grid_divisors", divisors[:-1], d // grid[0]))
-                        )
+                        more = d // grid[0]
+                        text = _setting_list("grid_divisors", cfg.grid_divisors, more)
+                        tries.append(({"grid_divisors": [*cfg.grid_divisors, more]}, text))
                         break
         for overrides, text in tries:
             try:
