@@ -15,7 +15,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ import pytest
 
 from mugraph.dashboards.live import install, page_url, publish
 from mugraph.dashboards.live_state import MAX_ROWS, LiveState
+from tests.helpers.waiting import wait_for
 
 SOURCES = (
     "mugraph-states",
@@ -87,18 +88,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def wait_for(what: str, probe: Callable[[], Any], timeout: float = 30.0, interval: float = 0.25) -> Any:
-    """The first truthy result of `probe`; fails after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(interval)
-    pytest.fail(f"timed out waiting for {what} (last: {str(last)[:500]})")
 
 
 def read_page(browser: Any) -> dict[str, Any] | None:

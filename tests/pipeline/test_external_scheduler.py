@@ -10,17 +10,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 from mugraph.storage.run.store import RunStore
-
-
-def _wait_for(predicate: Callable[[], bool], seconds: float) -> None:
-    deadline = time.monotonic() + seconds
-    while not predicate() and time.monotonic() < deadline:
-        time.sleep(0.2)
+from tests.helpers.waiting import wait_for
 
 
 def _done(store: Path) -> int:
@@ -41,7 +34,7 @@ def _scheduler(tmp_path: Path) -> tuple[subprocess.Popen[bytes], str]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    _wait_for(sched_file.exists, 60)
+    wait_for("the scheduler's address file", sched_file.exists, 60)
     return scheduler, json.loads(sched_file.read_text())["address"]
 
 
@@ -82,8 +75,8 @@ def test_a_killed_scheduler_ends_the_run_with_one_line(tmp_path: Path) -> None:
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
             )
         procs.append(run)
-        _wait_for(lambda: "mugraph: starting" in err.read_text(), 120)
-        _wait_for(lambda: _done(store) >= 3, 120)
+        wait_for("the run's start line", lambda: "mugraph: starting" in err.read_text(), 120)
+        wait_for("three tasks done", lambda: _done(store) >= 3, 120)
         scheduler.send_signal(signal.SIGKILL)
         run.wait(timeout=180)
         text = err.read_text()
