@@ -8,12 +8,19 @@ import dataclasses
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from mugraph.programs import Program
 from mugraph.programs.program import default_preset, default_settings
 from mugraph.run.execute import reused, run_optimize, run_prepared
-from mugraph.run.options import DEFAULT_RUNS, OptimizeOptions, OptionError, check_options, default_store
+from mugraph.run.options import (
+    DEFAULT_RUNS,
+    OptimizeKeywords,
+    OptimizeOptions,
+    OptionError,
+    check_options,
+    default_store,
+)
 from mugraph.run.prepare import Prepared, prepare, require_triton_for_torch
 
 if TYPE_CHECKING:
@@ -22,6 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_RUNS",
+    "OptimizeKeywords",
     "OptimizeOptions",
     "OptionError",
     "Prepared",
@@ -42,7 +50,7 @@ def optimize(
     name: str | None = None,
     on_event: Callable[[Event], None] | None = None,
     verbose: bool = True,
-    **options: Any,
+    **options: Unpack[OptimizeKeywords],
 ) -> OptimizedModule:
     """Optimise a PyTorch module or function at the shapes of `example_inputs`: capture it with
     torch.export, search its fragments (as `mugraph optimize` does; `options` are OptimizeOptions'
@@ -80,7 +88,7 @@ def optimize(
         save_beside=captured.save_beside,
         settings=default_settings(captured.lowering.graph),
     )
-    opts = OptimizeOptions(**{"command": ("optimize", f"<torch model {captured.name}>"), **options})
+    opts = dataclasses.replace(OptimizeOptions(**options), command=("optimize", f"<torch model {captured.name}>"))
     run = prepare(prog, opts)
     console = Console(verbose)
     stored = reused(run, t0)

@@ -4,11 +4,12 @@ memo directory or cluster."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
-from mugraph.api import OptimizeOptions, run_optimize
+from mugraph.api import OptimizeKeywords, OptimizeOptions, run_optimize
 from mugraph.ir.errors import MugraphError
 
 
@@ -35,3 +36,10 @@ def test_an_unreadable_memo_secret_fails_before_the_store_is_made(tmp_path: Path
     with pytest.raises(MugraphError, match="UTF-8"):
         run_optimize("lora", OptimizeOptions(store=store))
     assert not store.exists()
+
+
+def test_optimize_keywords_are_the_options_fields_with_their_types() -> None:
+    """`mugraph.optimize`'s keywords are typed by OptimizeKeywords: a field added to OptimizeOptions and
+    not there would be refused by a type checker in a correct call."""
+    fields = {f.name: f.type for f in dataclasses.fields(OptimizeOptions) if f.name != "command"}
+    assert {k: t.__forward_arg__ for k, t in OptimizeKeywords.__annotations__.items()} == fields

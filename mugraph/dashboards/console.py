@@ -20,10 +20,11 @@ def start_line(e: Mapping[str, Any]) -> str:
     verb = "resuming" if e["resumed"] else "starting"
     presets = e.get("presets") or {}
     named = f" ({', '.join(f'{f} {presets[f]}' for f in e['fragments'])})" if len(e["fragments"]) > 1 else ""
+    taken = f" (port {e['dashboard_taken']} was taken)" if e.get("dashboard_taken") else ""
     return (
         f"mugraph: {verb} {e['program']} in {e['store']}: {len(e['fragments'])} fragment(s){named}, "
         f"{e['tasks_done']} tasks done, {e['tasks_pending']} pending; {e['workers']} workers; "
-        f"dashboard {e['dashboard']}, search page {e.get('live_page') or '-'}"
+        f"dashboard {e['dashboard']}{taken}, search page {e.get('live_page') or '-'}"
     ) + (NO_WORKERS if not e["workers"] else "")
 
 

@@ -15,7 +15,6 @@ import logging
 import os
 import signal
 import socket
-import sys
 import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping
@@ -111,6 +110,13 @@ class _WorkerResources(TypedDict, total=False):
 
 
 _PENDING: weakref.WeakKeyDictionary[Client, _Pending] = weakref.WeakKeyDictionary()
+# the dashboard port a local cluster was asked for and found taken (its start line says so)
+_TAKEN: weakref.WeakKeyDictionary[Client, str] = weakref.WeakKeyDictionary()
+
+
+def dashboard_taken(client: Client) -> str | None:
+    """The dashboard port asked for that another process held (the cluster's is elsewhere), or None."""
+    return _TAKEN.get(client)
 
 
 def local_dashboard(address: str) -> str:
@@ -293,12 +299,11 @@ def dask_client(
             scheduler_sync_interval=CLUSTER_SYNC_SECONDS,
             **kwargs,
         )
-    if taken is not None:
-        port = cluster.dashboard_link.split("://", 1)[-1].split("/", 1)[0].rpartition(":")[2]
-        sys.stderr.write(f"mugraph: dashboard on port {port} ({taken} was taken)\n")
     try:
         client = Client(cluster, security=security)
         _PENDING[client] = _Pending(cluster, n)
+        if taken is not None:
+            _TAKEN[client] = taken
         try:
             yield client
         finally:

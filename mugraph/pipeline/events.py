@@ -43,6 +43,7 @@ class StartEvent(TypedDict):
     workers: int
     gpu_workers: bool
     dashboard: str | None
+    dashboard_taken: str | None  # the port asked for, held by another process (the dashboard is elsewhere)
     gpu_profile: str
     invocation: int
     live_page: NotRequired[str | None]  # added by the library entry once the live page is installed

@@ -8,7 +8,7 @@ import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from mugraph.ir.errors import MugraphError
 from mugraph.run.checks import file_name, parse_duration
@@ -84,6 +84,28 @@ def default_store(program: str, identity: Mapping[str, str]) -> Path:
         f"{file_name(program)}-{identity['program_digest'][:8]}-{identity['config_digest'][:8]}"
         f"-t{identity['search_tree']}.zarr"
     )
+
+
+class OptimizeKeywords(TypedDict, total=False):
+    """OptimizeOptions' fields as `mugraph.optimize`'s keywords, so a type checker sees a misspelt
+    option or a wrong type where the call is written (`command` is the command line's own)."""
+
+    preset: str | None
+    settings: Mapping[str, Any] | tuple[str, ...]
+    workers: int | None
+    scheduler: str | None
+    memo_url: str | None
+    store: str | Path | None
+    time_limit: str | float | None
+    fresh: bool
+    budget: int | None
+    backend: str
+    profile: Path | None
+    dashboard_address: str
+    layouts: Mapping[str, int]
+    gpu_profile: str
+    emit_kernels: bool
+    measure: int
 
 
 class OptionError(MugraphError, TypeError):

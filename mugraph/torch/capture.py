@@ -13,6 +13,7 @@ import io
 import logging
 import re
 import traceback
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,7 @@ from mugraph.storage.run.paths import RunPaths
 from mugraph.torch.archive import UnsafeArchiveError, read_recorded
 from mugraph.torch.errors import CaptureError, NothingLowered, TrainingModeError
 from mugraph.torch.lower import Lowering, lower
+from mugraph.torch.quiet import quiet_torch
 
 
 def exported_path(store: Path) -> Path:
@@ -127,18 +129,6 @@ def _user_line(e: BaseException) -> str:
 
 
 @contextlib.contextmanager
-def _quiet_torch() -> Iterator[None]:
-    """torch.export logs and prints its refusals (graphs, hints) before raising: the error says it once."""
-    previous = logging.root.manager.disable
-    logging.disable(logging.CRITICAL)  # torch's loggers set their own levels: only this reaches them all
-    try:
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            yield
-    finally:
-        logging.disable(previous)
-
-
-@contextlib.contextmanager
 def _export_log(into: list[str]) -> Iterator[None]:
     """torch.export.load logs why it failed (an op it cannot resolve) and raises an error that only
     points at that log: its logger's records, with their tracebacks, are kept in `into` instead."""
@@ -212,9 +202,13 @@ def export(model: Any, example_inputs: Any) -> torch.export.ExportedProgram:
     check_eval_mode(module, model_name(model))
     _check_binds(module, args, model_name(model))
     try:
-        with _quiet_torch():
-            # functional form, ops kept whole: in-place writes become outputs (a buffer's new value)
-            return cast(torch.export.ExportedProgram, torch.export.export(module, args).run_decompositions({}))
+        with quiet_torch():
+            exported = torch.export.export(module, args)
+            with warnings.catch_warnings():  # torch's own deprecations inside its passes (an error under -W error)
+                warnings.simplefilter("ignore", FutureWarning)
+                warnings.simplefilter("ignore", DeprecationWarning)
+                # functional form, ops kept whole: in-place writes become outputs (a buffer's new value)
+                return cast(torch.export.ExportedProgram, exported.run_decompositions({}))
     except MugraphError:
         raise
     except Exception as e:  # torch's own refusals (data-dependent control flow, unsupported calls)
@@ -277,7 +271,7 @@ def load_exported(path: Path, name: str, recorded: str | None) -> Captured:
     data = read_recorded(path, recorded)
     logged: list[str] = []
     try:
-        with _quiet_torch(), _export_log(logged):
+        with quiet_torch(), _export_log(logged):
             ep = torch.export.load(io.BytesIO(data))
     except Exception as e:
         raise CaptureError(f"{path}: cannot read the exported program: {_load_failure(e, logged)}") from None

@@ -4,6 +4,7 @@ program's file kept beside the store, whose digest the store records."""
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -81,7 +82,7 @@ def optimized_module(store: Path, captured: Captured | None = None) -> Optimized
         meta = dict(st.meta)
         final = st.final()
     if final is None:
-        raise TorchError(f"{store}: no result yet; run `mugraph optimize` on it first")
+        raise TorchError(f"{store}: no result yet: its run stopped before it ended; {_resume_hint(store, meta)}")
     share = captured is not None
     if captured is None:
         name = str(identity.get("program", "model"))
@@ -97,6 +98,14 @@ def optimized_module(store: Path, captured: Captured | None = None) -> Optimized
     module.store_path = store.resolve()  # where pickling finds it again, whatever the working directory
     module.store_loader = load_store
     return module
+
+
+def _resume_hint(store: Path, meta: Mapping[str, Any]) -> str:
+    """How the run of `store` is resumed: the command that made it, or `mugraph.optimize` again."""
+    command = meta.get("command")
+    if isinstance(command, list) and command and not any(str(a).startswith("<torch model") for a in command):
+        return f"resume it with the command that made it: mugraph {shlex.join(map(str, command))}"
+    return f"resume it by calling mugraph.optimize(model, example_inputs, store={str(store)!r}) again"
 
 
 def load_store(store: Path) -> OptimizedModule:

@@ -1,5 +1,6 @@
-"""A dashboard port that something else holds: the cluster starts on another, and the terminal gets
-one line of ours saying which, not Dask's three-line warning from the scheduler's process."""
+"""A dashboard port that something else holds: the cluster starts on another and prints nothing (not
+Dask's three-line warning from the scheduler's process, nor a line of ours: a library caller with
+verbose=False gets silence); the start line says which port was taken."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from mugraph.pipeline.cluster import dask_client, free_dashboard, port_taken
+from mugraph.dashboards.console import start_line
+from mugraph.pipeline.cluster import dashboard_taken, dask_client, free_dashboard, port_taken
 
 
 def _listening() -> socket.socket:
@@ -27,11 +29,20 @@ def test_a_taken_port_is_seen_and_a_free_one_is_not() -> None:
     assert free_dashboard(":0") == ("127.0.0.1:0", None)
 
 
-def test_the_cluster_moves_the_dashboard_and_says_so_in_one_line(capfd: pytest.CaptureFixture[str]) -> None:
+def test_the_cluster_moves_the_dashboard_and_the_start_line_says_so(capfd: pytest.CaptureFixture[str]) -> None:
     with _listening() as s:
         port = s.getsockname()[1]
         with dask_client(workers=1, dashboard_address=f"127.0.0.1:{port}") as client:
             moved = urlsplit(client.dashboard_link).port
-    err = capfd.readouterr().err
-    assert moved not in (None, port)
-    assert err.strip().splitlines() == [f"mugraph: dashboard on port {moved} ({port} was taken)"], err
+            taken = dashboard_taken(client)
+            link = client.dashboard_link
+    assert moved not in (None, port) and taken == str(port)
+    assert capfd.readouterr().err.strip() == ""
+    start = {"resumed": False, "program": "p", "store": "p.zarr", "fragments": ["f0"], "tasks_done": 0}
+    line = start_line({**start, "tasks_pending": 1, "workers": 1, "dashboard": link, "dashboard_taken": taken})
+    assert f"dashboard {link} (port {port} was taken), search page" in line
+
+
+def test_a_free_port_is_not_said_taken() -> None:
+    with dask_client(workers=1, dashboard_address="127.0.0.1:0") as client:
+        assert dashboard_taken(client) is None

@@ -79,7 +79,7 @@ def optimize(dtype: torch.dtype, store: Path) -> None:
     module = mugraph.optimize(
         model, x, store=store, workers=1, settings=GELU_LINEAR_SETTINGS, dashboard_address=":0", verbose=False
     )
-    assert module.verdict is not None and module.verdict.self_check is None, module.verdict
+    assert module.verdict.self_check is None, module.verdict
     measured = module.verdict.measured  # timed beside the model, the kernels compiled
     assert measured is not None and measured.calls >= 3 and measured.device.startswith("NVIDIA"), measured
     assert measured.line() in "\n".join(module.verdict.lines())

@@ -119,8 +119,8 @@ def test_a_second_optimize_reuses_the_finished_store_without_a_search(
     assert events == ["done"]  # no run: no start, no search task, no progress; the answer alone
     assert _task_count(run.store) == before  # no task added, no invocation recorded
     assert torch.equal(again(*run.x), run.module(*run.x))
-    assert again.verdict is not None and again.verdict.reused
-    assert again.verdict.fragments == run.module.verdict.fragments  # type: ignore[union-attr]
+    assert again.verdict.reused
+    assert again.verdict.fragments == run.module.verdict.fragments
     assert capfd.readouterr().err == ""  # verbose=False prints nothing
     print(f"second mugraph.optimize: {seconds:.2f} s")  # reported, not asserted (shared machine)
 
@@ -226,7 +226,7 @@ def test_a_stopped_search_is_resumed_not_reused(tmp_path: Path) -> None:
     """A store stopped by its time limit is not an answer: the next call resumes the search."""
     model, x, store = build(GeluLinear), inputs((16, 32)), tmp_path / "s.zarr"
     stopped = mugraph.optimize(model, x, store=store, time_limit=0.01, verbose=False, **OPTIONS)
-    assert stopped.verdict is not None and not stopped.verdict.complete
+    assert not stopped.verdict.complete
     assert "the search stopped at its time limit: optimise again to resume it" in stopped.verdict.notes()
     starts: list[dict[str, Any]] = []
     done = mugraph.optimize(
@@ -238,7 +238,7 @@ def test_a_stopped_search_is_resumed_not_reused(tmp_path: Path) -> None:
         **OPTIONS,
     )
     assert [s["resumed"] for s in starts] == [True]  # the same store, searched on
-    assert done.verdict is not None and done.verdict.complete and not done.verdict.reused
+    assert done.verdict.complete and not done.verdict.reused
 
 
 def test_the_module_is_eval_only(run: Run) -> None:

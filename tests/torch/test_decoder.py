@@ -6,6 +6,7 @@ and compared with the model in fp16 and with torch in float64."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,7 @@ def test_a_decoder_block_is_optimized_loaded_and_matches_the_model(
     model = build(DecoderBlock)
     x = inputs((SEQ, D))
     store = tmp_path / "decoder.zarr"
-    events: list[dict[str, Any]] = []
+    events: list[Mapping[str, Any]] = []
     # the whole narrowed space takes about 4 minutes on 2 cores; 90 s finds μGraphs in several
     # fragments, and whatever was chosen by the time limit must compute what the model does
     module = mugraph.optimize(
