@@ -71,13 +71,15 @@ def optimize(
     from mugraph.torch.kernels import check_model_device, interpreting
     from mugraph.torch.program import optimized_module
     from mugraph.torch.runtime import OptimizedModule
-    from mugraph.torch.self_check import output_mismatch, writes_state
+    from mugraph.torch.self_check import model_outputs, output_mismatch, writes_state
     from mugraph.torch.timing import measure
 
     t0 = time.perf_counter()
     args = example_args(example_inputs)
     check_model_device(model, args)  # before the search: its module could not run them
     captured = capture(model, example_inputs, name)
+    stateless = not writes_state(captured.exported)
+    want = model_outputs(model, args) if stateless else None  # before the search: a model that fails says so
     prog = Program(
         captured.name,
         f"PyTorch model {captured.name}",
@@ -110,8 +112,7 @@ def optimize(
         on_event(done)
     module = optimized_module(Path(done["store"]), captured)
     verdict = verdict_of(done, module.heavy_glue, stored is not None)
-    stateless = not writes_state(captured.exported)
-    mismatch = output_mismatch(module, model, args) if stateless else None
+    mismatch = output_mismatch(module, want, args) if want is not None else None
     if mismatch is not None:  # the model's own program, in torch, rather than kernels that disagree
         module = OptimizedModule(captured, captured.lowering.graph, "reference", share=True)
         verdict = dataclasses.replace(verdict, self_check=mismatch)

@@ -18,6 +18,8 @@ from typing import Any
 
 import torch
 
+from mugraph.torch.errors import CaptureError
+
 # max |module - model| / max |model|, per output, by the output's dtype: 8-16x the tolerance a single
 # fused program keeps against float64 (fp16 5e-3, bf16 4e-2, float32 1e-5 with IEEE products)
 BOUNDS = {torch.float16: 4e-2, torch.bfloat16: 0.25, torch.float32: 1e-3}
@@ -37,12 +39,26 @@ def writes_state(exported: torch.export.ExportedProgram) -> bool:
     return any(spec.kind in writes for spec in exported.graph_signature.output_specs)
 
 
+def model_outputs(model: Callable[..., Any], example_inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """The model's outputs on its example inputs, run as written, before any search: a model that
+    fails there (inputs of a dtype its weights refuse, which an export's fake tensors let pass) is
+    said so at once, not after the search, and the check compares against these."""
+    try:
+        with torch.no_grad():
+            return _tensors(model(*example_inputs))
+    except Exception as e:
+        first = (str(e).strip().splitlines() or [""])[0]
+        raise CaptureError(
+            f"the model fails on its example inputs, run as written: {type(e).__name__}: {first}"
+        ) from None
+
+
 def output_mismatch(
-    run: Callable[..., Any], model: Callable[..., Any], example_inputs: Sequence[torch.Tensor]
+    run: Callable[..., Any], want: Sequence[torch.Tensor], example_inputs: Sequence[torch.Tensor]
 ) -> str | None:
-    """None where `run` gives `model`'s outputs on `example_inputs` within BOUNDS, else what differs."""
+    """None where `run` gives the model's outputs `want` on `example_inputs` within BOUNDS, else what
+    differs."""
     with torch.no_grad():
-        want = _tensors(model(*example_inputs))
         try:
             got = _tensors(run(*example_inputs))
         except Exception as e:  # the module failed where the model ran: the model's program runs instead

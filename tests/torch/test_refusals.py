@@ -245,3 +245,12 @@ def test_a_model_that_fails_when_run_is_told_so_not_nothing_to_optimise() -> Non
     x = torch.randn(2, 8, 64, dtype=torch.float16)
     with pytest.raises(CaptureError, match="the model fails on its example inputs, run as written: RuntimeError: "):
         capture(model, (x,))
+
+
+def test_a_model_that_fails_on_its_inputs_is_refused_before_the_search(tmp_path: Path) -> None:
+    """int8 inputs to fp16 linears: torch.export's fake tensors let them pass, and the search ran to the
+    end before the model itself was first run (a raw RuntimeError then)."""
+    (x,) = inputs((16, torch_models.D))
+    with pytest.raises(CaptureError, match="the model fails on its example inputs, run as written: RuntimeError"):
+        mugraph.optimize(build(torch_models.GeluMLP), (x.to(torch.int8),), store=tmp_path / "s.zarr", verbose=False)
+    assert not (tmp_path / "s.zarr").exists()

@@ -8,7 +8,7 @@ import dataclasses
 
 import torch
 
-from mugraph.torch.self_check import output_mismatch
+from mugraph.torch.self_check import model_outputs, output_mismatch
 from mugraph.torch.verdict import FragmentVerdict, Verdict
 
 
@@ -23,7 +23,7 @@ def test_outputs_rounded_otherwise_pass() -> None:
     def fused(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # in float32, rounded once
         return torch.nn.functional.silu(x.float() @ x.float().t()).half(), x * 2
 
-    assert output_mismatch(fused, model, X) is None
+    assert output_mismatch(fused, model_outputs(model, X), X) is None
 
 
 def test_wrong_values_nan_and_a_missing_output_are_caught() -> None:
@@ -34,10 +34,13 @@ def test_wrong_values_nan_and_a_missing_output_are_caught() -> None:
         y, z = model(x)
         return y, z.masked_fill(z > 1, float("nan"))
 
-    said = output_mismatch(garbage, model, X)
+    said = output_mismatch(garbage, model_outputs(model, X), X)
     assert said is not None and said.startswith("output 0 differs from the model's by") and "bound 0.04" in said
-    assert output_mismatch(nan, model, X) == "output 1 holds inf or nan where the model's is finite"
-    assert output_mismatch(lambda x: model(x)[0], model, X) == "1 output tensor(s) where the model gives 2"
+    assert output_mismatch(nan, model_outputs(model, X), X) == "output 1 holds inf or nan where the model's is finite"
+    assert (
+        output_mismatch(lambda x: model(x)[0], model_outputs(model, X), X)
+        == "1 output tensor(s) where the model gives 2"
+    )
 
 
 def test_a_verdict_with_a_disagreement_says_so_and_claims_nothing() -> None:
@@ -75,7 +78,7 @@ def test_a_module_that_raises_where_the_model_runs_is_a_mismatch_not_a_crash() -
     def broken(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         raise RuntimeError("view size is not compatible with input tensor's size and stride\nmore")
 
-    said = output_mismatch(broken, model, X)
+    said = output_mismatch(broken, model_outputs(model, X), X)
     assert said == (
         "the module failed with RuntimeError: view size is not compatible with input tensor's size and stride"
     )
