@@ -60,7 +60,7 @@ def main() -> None:
     driver_cpu = _cpu_seconds()
     with tempfile.TemporaryDirectory() as d, private_memo(Path(d) / "memo") as url, dask_client(args.workers) as client:
         client.register_plugin(MugraphPlugin(url, "numpy"), name="mugraph")
-        start_workers(client, worker_environment())
+        start_workers(client, worker_environment(url))
         with (
             RunStore.open(Path(d) / "run.zarr", plan.identity, counter_names=COUNTER_NAMES) as store,
             get_task_stream(client) as ts,

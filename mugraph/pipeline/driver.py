@@ -22,7 +22,7 @@ every row not marked done. Task keys are `search-<fragment>-<id>`, `confirm-<fra
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, assert_never
 
 from distributed import Client, Future
@@ -39,7 +39,7 @@ from mugraph.pipeline.measuring import NO_GPU
 from mugraph.pipeline.plan import RunPlan
 from mugraph.pipeline.records import SearchTaskResult
 from mugraph.pipeline.sampling import SCHEDULER_VIEW_SECONDS, Sampler
-from mugraph.pipeline.worker import confirm_task, layout_task, search_task, warm_task, worker_environment
+from mugraph.pipeline.worker import confirm_task, layout_task, search_task, warm_task
 from mugraph.stages.layout.profiles import DEFAULT_PROFILE, GpuProfile, get_profile
 from mugraph.stages.search.explore import SearchCounters
 from mugraph.storage.run.protocol import RunStoreWriter
@@ -105,8 +105,10 @@ class Driver:
         io: Sequence[dict[str, int]] | None = None,
         measure: int = 0,
         search_fn: SearchFn = search_task,
+        worker_env: Mapping[str, str] | None = None,
     ) -> None:
         self.plan = plan
+        self.worker_env = dict(worker_env or {})  # what a local cluster's workers get (`worker_environment`)
         self.search_fn = search_fn  # the task function (a benchmark replays recorded results through it)
         self.profile = profile or get_profile(DEFAULT_PROFILE)
         # the user's strides, per fragment, as the run resolved them (`pipeline.plan.fragment_io_layouts`)
@@ -135,7 +137,7 @@ class Driver:
 
     # -- the run ---------------------------------------------------------------------------------
     def run(self) -> DoneEvent:
-        start_workers(self.client, worker_environment())  # a local cluster's, now that the plugin is in
+        start_workers(self.client, self.worker_env)  # a local cluster's, now that the plugin is in
         self._t0 = self._sampler.t0 = self._results.t0 = time.perf_counter()
         store, plan, dispatch, results = self.store, self.plan, self._dispatch, self._results
         dispatch.gpu = gpu_workers(self.client) > 0

@@ -42,10 +42,6 @@ PLUGIN_NAME = "mugraph"
 MEMO_URL_ENV = "MUGRAPH_WORKER_MEMO_URL"  # the memo URL with the run's secret, in a worker's environment
 HEARTBEAT_FAILURE = "Failed to communicate with scheduler during heartbeat"
 logger = logging.getLogger(__name__)
-# What the local cluster adds to the environment of the worker processes it starts (`start_workers`):
-# the memo URL with its secret, set where the plugin that needs it is made, so that neither the plugin
-# nor anything else the scheduler holds carries the secret.
-_WORKER_ENVIRONMENT: dict[str, str] = {}
 MAX_SEARCHERS = 8
 MEASURE_REPEATS = 50
 # A worker takes search tasks in the driver's order by rank, so most start away from the frontier the
@@ -124,9 +120,14 @@ def cache_weight(memory_limit: int | None) -> int:
     return max(CACHE_WEIGHT, min(CACHE_MAX, int(memory_limit * CACHE_SHARE) // CACHE_BYTES))
 
 
-def worker_environment() -> dict[str, str]:
-    """The environment the local cluster gives the worker processes it starts next."""
-    return dict(_WORKER_ENVIRONMENT)
+def worker_environment(memo_url: str | None) -> dict[str, str]:
+    """What a local cluster adds to the environment of the worker processes it starts for a run whose
+    memo is at `memo_url`: the URL with its secret, so that neither the plugin nor anything else the
+    scheduler holds carries the secret. Per run, not per process: two runs in one process (two threads)
+    each give their own workers their own."""
+    if memo_url in (None, "local") or split_secret(memo_url)[1] is None:
+        return {}
+    return {MEMO_URL_ENV: memo_url}
 
 
 def worker_memo_url(public: str | None) -> str | None:
@@ -180,12 +181,7 @@ class MugraphPlugin(WorkerPlugin):
     name = PLUGIN_NAME
 
     def __init__(self, memo_url: str | None, backend: str = "auto") -> None:
-        public, secret = split_secret(memo_url) if memo_url not in (None, "local") else (memo_url, None)
-        if secret is not None:
-            _WORKER_ENVIRONMENT[MEMO_URL_ENV] = str(memo_url)
-        else:
-            _WORKER_ENVIRONMENT.pop(MEMO_URL_ENV, None)
-        self.memo_url = public
+        self.memo_url = split_secret(memo_url)[0] if memo_url not in (None, "local") else memo_url
         self.backend = backend
         self.state: WorkerState | None = None
 

@@ -66,7 +66,7 @@ def run_prepared(run: Prepared, on_event: EventSink | None = None) -> DoneEvent:
         url = stack.enter_context(workers_memo_url(run.options.memo_url, run.store))
         stack.enter_context(main_not_rerun())
         client = _start_cluster(stack, run, url)
-        done = _drive(run, st, client, on_event)
+        done = _drive(run, st, client, on_event, url)
     return _written_beside(run, done)
 
 
@@ -130,11 +130,14 @@ def register_plugin(client: Client, plugin: Any, scheduler: str | None, timeout:
         raise MugraphError(f"{where} could not start mugraph on its workers ({str(e)[:200]}); {need}") from None
 
 
-def _drive(run: Prepared, st: RunStoreWriter, client: Client, on_event: EventSink | None) -> DoneEvent:
+def _drive(
+    run: Prepared, st: RunStoreWriter, client: Client, on_event: EventSink | None, memo_url: str | None
+) -> DoneEvent:
     """The driver's run, every event also published to the live page (whose URL the start event gets)."""
     from distributed import performance_report
 
     from mugraph.pipeline.driver import Driver
+    from mugraph.pipeline.worker import worker_environment
 
     o = run.options
     page = live.install(client)
@@ -158,6 +161,7 @@ def _drive(run: Prepared, st: RunStoreWriter, client: Client, on_event: EventSin
             profile=run.gpu,
             io=run.io,
             measure=o.measure,
+            worker_env=worker_environment(memo_url),
         ).run()
     live.publish(client, done)  # before the client closes: the page says how the run ended
     return done

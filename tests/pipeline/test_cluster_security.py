@@ -30,7 +30,7 @@ URL = f"redis://127.0.0.1:1/0?mugraph_key={SECRET}"  # never connected to: the m
 def running() -> Iterator[Client]:
     with dask_client(workers=2, dashboard_address=":0") as client:
         client.register_plugin(MugraphPlugin(URL, "numpy"), name="mugraph")
-        start_workers(client, worker_environment())
+        start_workers(client, worker_environment(URL))
         yield client
 
 
@@ -331,3 +331,13 @@ def test_an_external_tls_cluster_as_the_document_says(tmp_path: Path) -> None:
         for p in reversed(procs):
             p.terminate()
             p.wait(timeout=30)
+
+
+def test_each_run_gives_its_own_workers_its_own_secret() -> None:
+    """Two runs in one process (two threads calling mugraph.optimize): the second run's plugin once
+    replaced the first's secret in a process-wide environment, and its workers kept a memo of their own."""
+    other = "redis://127.0.0.1:2/0?mugraph_key=" + "f" * 64
+    MugraphPlugin(other, "numpy")
+    assert worker_environment(URL) == {MEMO_URL_ENV: URL}
+    assert worker_environment(other) == {MEMO_URL_ENV: other}
+    assert worker_environment("local") == worker_environment(None) == worker_environment("redis://h:1/0") == {}
