@@ -48,9 +48,14 @@ def provisional_ranking(st: RunStoreReader, fragment: int, profile: GpuProfile) 
 
 
 def stored_or_provisional(st: RunStoreReader, fragment: int, profile: GpuProfile) -> tuple[list[RankedRow], bool]:
-    """The fragment's ranking: the stored one where the run wrote it, else the provisional one (and
-    True). Empty where neither exists."""
+    """The fragment's ranking: the stored one where the run wrote it and no run is going, else the
+    provisional one (and True). A resumed run that is going holds its last invocation's ranking, of
+    fewer μGraphs than it has confirmed since: the provisional one, where there is one, is newer. Empty
+    where neither exists."""
     stored = st.ranking(fragment)
-    if stored is not None:
+    if stored is not None and st.writer() is None:
         return ranked_rows(stored), False
-    return provisional_ranking(st, fragment, profile) or [], True
+    now = provisional_ranking(st, fragment, profile)
+    if now or stored is None:
+        return now or [], True
+    return ranked_rows(stored), False

@@ -89,10 +89,16 @@ def test_a_run_going_on_is_said_to_be_going(tmp_path: Path) -> None:
     killed_after_layouts(store, tmp_path, wanted=1)
     stopped = json.loads(mugraph("status", str(store), "--json", cwd=tmp_path).stdout)
     assert stopped["running"] is None and not stopped["complete"]
-    with open_existing(store, readonly=False):
+    ranked = json.loads(mugraph("show", str(store), "--json", cwd=tmp_path).stdout)["fragments"][0]["ranking"]
+    with open_existing(store, readonly=False) as writer:
+        # a resumed run holds its last invocation's ranking, of fewer μGraphs than it has confirmed since
+        writer.put_ranking(0, [r for r in ranked if r["reference"]])
         status = mugraph("status", str(store), cwd=tmp_path)
         shown = mugraph("show", str(store), cwd=tmp_path)
         shown_json = json.loads(mugraph("show", str(store), "--json", cwd=tmp_path).stdout)
+    assert [r["digest"] for r in shown_json["fragments"][0]["ranking"]] == [r["digest"] for r in ranked]
+    after = json.loads(mugraph("show", str(store), "--json", cwd=tmp_path).stdout)
+    assert after["provisional"] is False and len(after["fragments"][0]["ranking"]) == 1  # stopped: the stored one
     assert status.returncode == 0 and shown.returncode == 0, status.stderr + shown.stderr
     assert f"running (pid {os.getpid()})" in status.stdout.splitlines()[0]
     assert "the run is still going" in status.stdout and "stopped before its end" not in status.stdout
