@@ -79,21 +79,25 @@ def best_found(found: Mapping[str, Find], ranking: Sequence[Mapping[str, Any]]) 
 
 
 def find_line(found: Mapping[str, Find], ranking: Sequence[Mapping[str, Any]], total_seconds: float) -> str | None:
-    """`best found at 12% of the run (41.3 s, 1,204,332 states)` for a fragment's fastest ranked
-    μGraph (`fastest μGraph found at ...` where the ranking keeps the reference first); None where
-    there is none or it has no find time."""
+    """`best first found after 41.3 s of search (1,204,332 states; 12% of the run's search time)`: when
+    the run first held a μGraph as fast as a fragment's fastest ranked one (of tied μGraphs, the one
+    found first, as the best-so-far curve has it); `fastest μGraph ...` where the ranking keeps the
+    reference first. None where there is none or it has no find time."""
     best = best_found(found, ranking)
-    if best is None:
+    speed = _speedups(ranking)
+    if best is None or speed is None:
         return None
-    rec = found[best[0]]
-    if rec.seconds is None or rec.states is None:
+    equal = [r for d, r in found.items() if speed[0].get(d, 0.0) >= best[1] * (1 - 1e-9)]
+    if any(r.seconds is None or r.states is None for r in equal):
         return None
-    share = f"{100 * min(1.0, rec.seconds / total_seconds):.0f}% of the run" if total_seconds > 0 else "the start"
+    first = min(equal, key=lambda r: (r.seconds or 0.0, r.states or 0))
+    seconds, states = first.seconds or 0.0, first.states or 0
+    share = f"{100 * min(1.0, seconds / total_seconds):.0f}%" if total_seconds > 0 else "0%"
     # a ranking that keeps the reference first says "best the reference program": the find is then of
     # the fastest μGraph, also where the search found the reference's own graph
-    first = ranking[0] if ranking else {}
-    what = "best" if first.get("digest") == best[0] and not first.get("reference") else "fastest μGraph"
-    return f"{what} found at {share} ({rec.seconds:.1f} s, {rec.states:,} states)"
+    top = ranking[0] if ranking else {}
+    what = "best" if top.get("digest") == best[0] and not top.get("reference") else "fastest μGraph"
+    return f"{what} first found after {seconds:.1f} s of search ({states:,} states; {share} of the run's search time)"
 
 
 def best_at(store: RunStoreReader, fragment: int | str, fraction: float) -> BestAt | None:

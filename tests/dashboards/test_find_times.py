@@ -74,18 +74,33 @@ def test_find_line_names_the_fastest_ranked_find() -> None:
     st = _store()
     found, ranking = st.found(1), st.ranking(1) or []
     assert best_found(found, ranking) == (D("best"), 4.0)
-    assert find_line(found, ranking, 60.0) == "best found at 50% of the run (30.0 s, 5,000 states)"
-    assert find_line(found, ranking, 20.0) == "best found at 100% of the run (30.0 s, 5,000 states)"
+    want = "best first found after 30.0 s of search (5,000 states; 50% of the run's search time)"
+    assert find_line(found, ranking, 60.0) == want
+    assert find_line(found, ranking, 20.0) == want.replace("50%", "100%")
     assert find_line(_store(times=False).found(1), ranking, 60.0) is None
     assert find_line(found, [r for r in ranking if not r["reference"]], 60.0) is None
     kept = [ranking[-1], *ranking[:-1]]  # the reference ranked first (kept within the model's error)
-    assert find_line(found, kept, 60.0) == "fastest μGraph found at 50% of the run (30.0 s, 5,000 states)"
+    assert find_line(found, kept, 60.0) == want.replace("best", "fastest μGraph")
     # the reference first, and the search found the reference's own graph: still the fastest μGraph's find,
     # not "best found at" beside "best the reference program"
     ref = next(r for r in ranking if r["reference"])
     own = [{**ref, "digest": D("best")}, *(r for r in ranking if not r["reference"])]
     line = find_line(found, own, 60.0)
-    assert line is not None and line.startswith("fastest μGraph found at"), line
+    assert line is not None and line.startswith("fastest μGraph first found after"), line
+
+
+def test_of_tied_best_the_first_found_is_when_the_best_came() -> None:
+    """Two μGraphs of one estimated time, ranked apart by later keys: the run held the best speedup
+    from the earlier find on, as the report's best-so-far curve says."""
+    st = _store()
+    found, ranking = st.found(1), st.ranking(1) or []
+    tied = [{**r, "estimated_seconds": 1.0} if r["digest"] == D("good") else r for r in ranking]
+    tied.sort(key=lambda r: (r["estimated_seconds"], r["digest"] != D("best")))  # the later find ranked first
+    assert tied[0]["digest"] == D("best")
+    assert (
+        find_line(found, tied, 60.0)
+        == "best first found after 10.0 s of search (900 states; 17% of the run's search time)"
+    )
 
 
 def test_best_so_far_is_exact_with_find_times() -> None:

@@ -84,6 +84,7 @@ def test_a_run_going_on_is_said_to_be_going(tmp_path: Path) -> None:
     """While a writer holds the store (here this process, through the store's real lock), `status`
     and `show` say the run is going, with its pid; once it lets go, that it stopped."""
     from mugraph.storage.run.backends import open_existing
+    from mugraph.storage.run.protocol import RunStoreWriter
 
     store = tmp_path / "run.zarr"
     killed_after_layouts(store, tmp_path, wanted=1)
@@ -92,6 +93,7 @@ def test_a_run_going_on_is_said_to_be_going(tmp_path: Path) -> None:
     ranked = json.loads(mugraph("show", str(store), "--json", cwd=tmp_path).stdout)["fragments"][0]["ranking"]
     with open_existing(store, readonly=False) as writer:
         # a resumed run holds its last invocation's ranking, of fewer μGraphs than it has confirmed since
+        assert isinstance(writer, RunStoreWriter)
         writer.put_ranking(0, [r for r in ranked if r["reference"]])
         status = mugraph("status", str(store), cwd=tmp_path)
         shown = mugraph("show", str(store), cwd=tmp_path)
