@@ -14,7 +14,15 @@ from mugraph.dashboards.experts import expert_labels, expert_note
 from mugraph.dashboards.find_times import find_line, run_seconds
 from mugraph.dashboards.provisional import stored_or_provisional
 from mugraph.dashboards.report import write_report
-from mugraph.dashboards.summary import eta_rate, eta_text, headline, held_back_reason, rows_to_show, states_so_far
+from mugraph.dashboards.summary import (
+    eta_rate,
+    eta_text,
+    headline,
+    held_back_reason,
+    rows_to_show,
+    run_rate,
+    states_so_far,
+)
 from mugraph.ir.errors import MugraphError
 from mugraph.ir.names import check_tensor_name, printable, shown
 from mugraph.ir.render import render
@@ -253,7 +261,8 @@ def status(store: Path, as_json: bool) -> None:
         final = st.final()
         writer = st.writer()
         per: list[FragmentStatus] = []
-        total = run_seconds(st.timeline())
+        timeline = st.timeline()
+        total = run_seconds(timeline)
         for i, f in enumerate(frags):
             conf = st.confirmations(i)
             ranking, so_far = stored_or_provisional(st, i, get_profile(DEFAULT_PROFILE))
@@ -302,8 +311,14 @@ def status(store: Path, as_json: bool) -> None:
     elif out["complete"] or not summary.get("pending", 0):
         click.echo(f"  size: {states:,} states, the whole space")
     elif last is not None and last.get("estimated_states") is not None:
-        eta = eta_text(states, last["estimated_states"], int(summary.get("pending", 0)), eta_rate(last))
-        click.echo(f"  size: {eta} (at the last invocation's rate)")
+        pending, runs = int(summary.get("pending", 0)), [inv for inv in timeline if inv]
+        if writer is not None or len(runs) < 2:
+            click.echo(
+                f"  size: {eta_text(states, last['estimated_states'], pending, eta_rate(last))} (at this run's rate)"
+            )
+        else:
+            eta = eta_text(states, last["estimated_states"], pending, run_rate(runs))
+            click.echo(f"  size: {eta} (at the rate of its {len(runs)} invocations together)")
     for p in per:
         best = "the reference program" if p["best_is_reference"] else (p["best"] or "-")[:16]
         name, preset = printable(str(p["name"])), printable(str(p["preset"]))

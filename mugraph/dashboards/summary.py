@@ -320,6 +320,15 @@ def eta_rate(sample: Mapping[str, Any]) -> float:
     return float(sample.get("states_per_s") or 0.0)
 
 
+def run_rate(timeline: Sequence[Sequence[Mapping[str, Any]]]) -> float:
+    """The states per second of a run's invocations together: each one's rate (`eta_rate` of its last
+    sample) weighed by its seconds, so that a short invocation (a resume's first seconds are its
+    slowest: searchers built, caches cold) does not set a stopped run's ETA alone."""
+    weighed = [(eta_rate(inv[-1]), float(inv[-1].get("seconds") or 0.0)) for inv in timeline if inv]
+    seconds = sum(t for r, t in weighed if r > 0)
+    return sum(r * t for r, t in weighed if r > 0) / seconds if seconds > 0 else 0.0
+
+
 def eta_text(states: float, estimated: float | None, pending_tasks: int, states_per_s: float) -> str:
     """`about 1.2 M states, 34% done, ETA 5 min` (or what of it is known)."""
     if estimated is None:

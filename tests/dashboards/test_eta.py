@@ -52,7 +52,7 @@ def test_status_of_a_stopped_run_gives_the_estimate_and_eta(tmp_path: Path) -> N
     status = mugraph("status", str(store), cwd=tmp_path)
     assert status.returncode == 0, status.stderr
     line = next(ln for ln in status.stdout.splitlines() if ln.strip().startswith("size:"))
-    assert "states," in line and "% done, ETA " in line and "at the last invocation's rate" in line
+    assert "states," in line and "% done, ETA " in line and "(at this run's rate)" in line
 
 
 def test_eta_text() -> None:
@@ -74,3 +74,14 @@ def test_the_size_beside_a_run_counts_the_tasks_done_since_the_last_sample() -> 
     assert behind is not None and behind["states"] == 6_099
     overtaken = size_record(samples, False, 6_000_000)  # an estimate below what is done is raised to it
     assert overtaken is not None and overtaken["estimated_states"] == 6_000_000
+
+
+def test_a_stopped_runs_rate_weighs_its_invocations_by_their_seconds() -> None:
+    """A 20-s resume at a cold start's 5,000 states/s beside 300 s at 30,000: the ETA at the resume's
+    rate alone was 6x too long."""
+    from mugraph.dashboards.summary import run_rate
+
+    long, short = [{"seconds": 300.0, "states_per_s_searching": 30_000.0}], [{"seconds": 20.0, "states_per_s": 5_000.0}]
+    assert run_rate([long, short]) == (300 * 30_000 + 20 * 5_000) / 320
+    assert run_rate([[], short, [{"seconds": 4.0, "states_per_s_searching": 0.0}]]) == 5_000.0  # no rate yet: left out
+    assert run_rate([]) == 0.0
