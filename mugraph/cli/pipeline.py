@@ -473,8 +473,9 @@ def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) ->
                 click.echo(f"   why: {head['why']}")
             if head["tie_note"]:
                 click.echo(f"   ties: {head['tie_note']}")
-        if expert_note(experts, ranking):
-            click.echo(f"   {expert_note(experts, ranking)}")
+        note = expert_note(experts, ranking, bool(final and final.get("complete")))
+        if note:
+            click.echo(f"   {note}")
         for line in _ranking_lines(ranking, None if show_all else SHOW_ROWS, experts):
             click.echo(line)
         _print_chosen(shown_frag, names.get(shown_frag["name"], {}))

@@ -27,15 +27,20 @@ def expert_labels(identity: Mapping[str, Any], fragments: Sequence[Any]) -> dict
     return {canonical_digest(build()): label for label, build in prog.experts.items()}
 
 
-def expert_note(labels: Mapping[str, str], ranking: Sequence[Mapping[str, Any]]) -> str:
-    """Where each expert ranks, or that the search did not find it (`mugraph explain` says why)."""
+def expert_note(labels: Mapping[str, str], ranking: Sequence[Mapping[str, Any]], complete: bool = True) -> str:
+    """Where each expert ranks, or that the search did not find it (`mugraph explain` says why), or
+    not yet (a run stopped before its end may still reach it)."""
     if not labels:
         return ""
     ranks = {r["digest"]: n for n, r in enumerate(ranking, 1)}
+    missing = (
+        "was not found (`mugraph explain` says why)"
+        if complete
+        else "is not found yet: the search stopped before its end (`mugraph explain` says whether it lies "
+        "inside the space)"
+    )
     parts = [
-        f"expert {label!r} ranks {ranks[d]} of {len(ranking)}"
-        if d in ranks
-        else f"expert {label!r} was not found (`mugraph explain` says why)"
+        f"expert {label!r} ranks {ranks[d]} of {len(ranking)}" if d in ranks else f"expert {label!r} {missing}"
         for d, label in labels.items()
     ]
     return "; ".join(parts)

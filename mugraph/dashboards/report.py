@@ -146,6 +146,7 @@ def report_data(store: RunStoreReader) -> ReportData:
                     "graph": found[runner].graph,
                     "layouts": row.get("layouts"),
                 }
+    complete = bool(final is not None and final.get("complete"))
     return {
         "store": str(store.path),
         "identity": store.identity,
@@ -162,7 +163,7 @@ def report_data(store: RunStoreReader) -> ReportData:
         "restarts": restarts,
         "size": size_record(
             samples,
-            bool((last := store.final()) is not None and last.get("complete")),
+            complete,
             int(summary.get("counters", {}).get("nodes", 0)),
         ),
         "invocations": len(invocations),
@@ -171,7 +172,7 @@ def report_data(store: RunStoreReader) -> ReportData:
             name: best_so_far(samples, name, found_order[name], rows, found_at[name]) for name, rows in rankings.items()
         },
         "experts": experts,
-        "expert_notes": {name: expert_note(experts, rows) for name, rows in rankings.items()},
+        "expert_notes": {name: expert_note(experts, rows, complete) for name, rows in rankings.items()},
         "ranking": rankings,
         "provisional": provisional,
         "headlines": {name: headline(rows) for name, rows in rankings.items()},

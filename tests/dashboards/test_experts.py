@@ -26,3 +26,5 @@ def test_expert_note_gives_each_expert_its_rank_or_says_it_was_not_found() -> No
         "expert 'fused' ranks 3 of 3; expert 'paper' was not found (`mugraph explain` says why)"
     )
     assert expert_note({}, ranking) == ""
+    stopped = expert_note({"z": "paper"}, ranking, complete=False)
+    assert stopped.startswith("expert 'paper' is not found yet: the search stopped before its end")
