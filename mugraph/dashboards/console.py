@@ -23,7 +23,7 @@ def start_line(e: Mapping[str, Any]) -> str:
     taken = f" (port {e['dashboard_taken']} was taken)" if e.get("dashboard_taken") else ""
     return (
         f"mugraph: {verb} {e['program']} in {e['store']}: {len(e['fragments'])} fragment(s){named}, "
-        f"{e['tasks_done']} tasks done, {e['tasks_pending']} pending; {e['workers']} workers; "
+        f"{e['tasks_done']:,} tasks done, {e['tasks_pending']:,} pending; {e['workers']} workers; "
         f"dashboard {e['dashboard']}{taken}, search page {e.get('live_page') or '-'}"
     ) + (NO_WORKERS if not e["workers"] else "")
 
@@ -124,10 +124,14 @@ def verdict_lines(done: Mapping[str, Any], gpu_name: str) -> list[str]:
     `expert`): the search's state, per fragment the chosen μGraph or the reference with its estimated
     speedup, and where the results are."""
     state = "finished" if done["complete"] else "stopped at the time limit (run the same command to resume)"
+    work = (
+        f"{done['tasks_run']:,} tasks this run, {done['states']:,} states, {done['solver_calls']:,} solver calls"
+        if done["tasks_run"] or not done["states"]  # a store read back: its states are the whole run's
+        else f"nothing searched this time (the store's run: {done['tasks_done']:,} tasks, {done['states']:,} states, "
+        f"{done['solver_calls']:,} solver calls)"
+    )
     lines = [
-        f"{done['program']}: search {state}; {len(done['mugraphs'])} confirmed μGraphs, "
-        f"{done['tasks_run']} tasks this run, {done['states']:,} states, {done['solver_calls']:,} solver "
-        f"calls, {done['seconds']:.1f} s"
+        f"{done['program']}: search {state}; {len(done['mugraphs'])} confirmed μGraphs, {work}, {done['seconds']:.1f} s"
     ]
     for name, ranking in done["ranking"].items():
         best = chosen_row(done, name)

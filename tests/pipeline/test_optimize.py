@@ -90,6 +90,12 @@ def test_rerun_of_a_finished_store_reads_it_back_without_a_cluster(two_workers: 
     assert "reused, nothing searched" in proc.stderr and not any(e["event"] == "start" for e in events(proc))
     assert again["tasks_run"] == 0 and again["ranking"] == last["ranking"] and again["best"] == last["best"]
     assert again["expert"] == last["expert"] and again["report"] == last["report"]
+    # the store's whole run, said as such (its states were once printed as if searched this time)
+    from mugraph.dashboards.console import verdict_lines
+
+    first = verdict_lines(again, "H100")[0]
+    assert f"nothing searched this time (the store's run: {again['tasks_done']:,} tasks, {again['states']:,}" in first
+    assert again["states"] > 0 and "this run" not in first
 
 
 def test_a_store_resumes_with_its_own_budget_when_none_is_given(two_workers: Run) -> None:
