@@ -248,9 +248,15 @@ class OptimizedModule(torch.nn.Module):
         return env[name]
 
     # -- running ----------------------------------------------------------------------------------
-    def _check(self, flat: list[Any]) -> None:
+    def _check(self, flat: list[Any], args: tuple[Any, ...] = ()) -> None:
         if len(flat) != len(self._user_inputs):
-            raise InputMismatchError(f"{self._model_name}: takes {len(self._user_inputs)} input(s), got {len(flat)}")
+            given = next((a for a in args if isinstance(a, list | tuple | dict)), None)
+            inside = (
+                f" (a {type(given).__name__} is taken apart into its items: pass tensors)" if given is not None else ""
+            )
+            raise InputMismatchError(
+                f"{self._model_name}: takes {len(self._user_inputs)} input(s), got {len(flat)}{inside}"
+            )
         for name, value in zip(self._user_inputs, flat, strict=True):
             want = self._expected.get(name)
             if want is None:
@@ -283,7 +289,7 @@ class OptimizedModule(torch.nn.Module):
                 "the module. Call it without them; for a tensor, optimise again with it in the example inputs; "
                 "for another value (a flag, a scale), optimise a small wrapper module whose forward passes it"
             )
-        self._check(flat)
+        self._check(flat, args)
         if torch.is_grad_enabled() and any(isinstance(v, torch.Tensor) and v.requires_grad for v in flat):
             _no_backward_warning(self._model_name)
         with torch.no_grad():  # an inference module: the kernels have no backward

@@ -18,7 +18,7 @@ from mugraph.torch.archive import archive_digest
 from mugraph.torch.capture import capture, load_exported
 from mugraph.torch.errors import TracingError
 from mugraph.torch.program import _resume_hint
-from mugraph.torch.runtime import OptimizedModule
+from mugraph.torch.runtime import InputMismatchError, OptimizedModule
 from tests.helpers.torch_models import GeluMLP, RMSNorm, build, inputs
 
 
@@ -119,3 +119,9 @@ def test_a_stopped_runs_store_says_how_to_resume_it(tmp_path: Path) -> None:
     assert from_file == f"resume it with the command that made it: mugraph optimize model.py --store {store}"
     from_python = _resume_hint(store, {"command": ["optimize", "<torch model GeluMLP>"]})
     assert f"mugraph.optimize(model, example_inputs, store='{store}')" in from_python
+
+
+def test_a_list_in_place_of_a_tensor_is_said_so() -> None:
+    module, _, x = _reference_module()
+    with pytest.raises(InputMismatchError, match=r"takes 1 input\(s\), got 1024 \(a list is taken apart"):
+        module(x.tolist())
