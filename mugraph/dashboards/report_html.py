@@ -116,7 +116,7 @@ def configuration(data: ReportData) -> str:
     final = data["final"]
     rows: list[list[Any]] = [[k, v] for k, v in sorted(data["identity"].items())]
     meta = data.get("meta") or {}
-    rows += [["command", " ".join(map(str, meta.get("command", [])))]]
+    rows += [["command that made the store", " ".join(map(str, meta.get("command", [])))]]  # resumes may differ
     rows += [[f"version {k}", v] for k, v in sorted((meta.get("versions") or {}).items())]
     if final:
         rows += [
