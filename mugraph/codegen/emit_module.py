@@ -181,7 +181,13 @@ def _layer_norm(x: Any, eps: float = 0.0) -> Any:
 def _input(inputs: Mapping[str, Any], name: str, shape: tuple[int, ...]) -> Any:
     if name not in inputs:
         raise KeyError(f"input {name!r} is missing; the program's inputs are {list(INPUTS)}")
-    a = xp.ascontiguousarray(xp.asarray(inputs[name]), dtype=DEVICE_DTYPE)
+    given = xp.asarray(inputs[name])
+    if not xp.can_cast(given.dtype, DEVICE_DTYPE, casting="safe"):  # a wider type would be rounded, inf past 65504
+        raise TypeError(
+            f"input {name!r} is {given.dtype}; the program takes {xp.dtype(DEVICE_DTYPE).name} (convert it "
+            "first: the module does not narrow a type for you)"
+        )
+    a = xp.ascontiguousarray(given, dtype=DEVICE_DTYPE)
     if tuple(a.shape) != shape:
         raise ValueError(f"input {name!r} has shape {tuple(a.shape)}; the program needs {shape}")
     return a
@@ -258,7 +264,15 @@ def _header(graph: KernelGraph, info: EmitInfo, n_kernels: int, n_calls: int) ->
         "",
         f"run(inputs) takes and returns {device_dtype(graph).value} arrays by name; kernels accumulate in",
         "float32. On a CUDA device (CuPy) Triton compiles the kernels; elsewhere, or with TRITON_INTERPRET=1,",
-        "Triton's interpreter runs them on NumPy arrays.",
+        "Triton's interpreter runs them on NumPy arrays (a GPU machine without CuPy runs the interpreter too).",
+        "",
+        "Use (the file name holds a dot, so load it by path; it needs NumPy and Triton, not mugraph):",
+        "    spec = importlib.util.spec_from_file_location('kernels', 'PATH/TO/THIS.py')",
+        "    kernels = importlib.util.module_from_spec(spec); spec.loader.exec_module(kernels)",
+        "    outputs = kernels.run({name: array for name in kernels.INPUTS})  # shapes: kernels.INPUTS",
+        f"Inputs are NumPy or CuPy arrays, or torch tensors (CPU or CUDA) of {device_dtype(graph).value} or a",
+        "type it widens without loss; a wider one is refused, not rounded. Any strides. Outputs are",
+        "row-major NumPy (CPU) or CuPy (GPU) arrays: torch.as_tensor takes either. Shapes are fixed.",
         '"""',
     ]
     return lines
@@ -386,10 +400,18 @@ def emit_module(graph: KernelGraph, info: EmitInfo) -> str:
         "",
         "",
         "def run(inputs: Mapping[str, Any]) -> dict[str, Any]:",
-        f'    """The program\'s outputs by name for {dtype.value} inputs by name (NumPy or CuPy arrays)."""',
+        f'    """The program\'s outputs by name for {dtype.value} inputs by name (NumPy or CuPy arrays, or torch '
+        'tensors: see the module\'s docstring)."""',
     ]
     lines += [f"    {b}" for b in body]
     lines.append("    return {" + ", ".join(f"{n!r}: {t}" for n, t in outputs) + "}")
+    lines += [
+        "",
+        "",
+        'if __name__ == "__main__":  # run as a script: what it takes and gives',
+        "    dtype = np.dtype(DEVICE_DTYPE).name",
+        '    print(f"{PROGRAM}: run(inputs) takes {dtype} arrays {INPUTS}, gives {OUTPUTS}; on a GPU: {ON_GPU}")',
+    ]
     return "\n".join(header + [w for x in lines for w in wrap_code(x)]) + "\n"
 
 

@@ -161,7 +161,8 @@ def select_from_store(store: Path, digest: str | None) -> Selection:
         final = st.final()
         frags = st.fragments()
         ident = st.identity
-        config = f"store {store}, config digest {ident.get('config_digest', '-')}, budget {ident.get('budget', '-')}"
+        where = store.resolve()  # the header outlives the working directory it was emitted from
+        config = f"store {where}, config digest {ident.get('config_digest', '-')}, budget {ident.get('budget', '-')}"
         if digest is not None:
             found = {
                 d: (i, rec.graph)
@@ -201,14 +202,23 @@ def select_from_store(store: Path, digest: str | None) -> Selection:
     # layouts for a one-fragment program, whose stitched program is its best μGraph)
     graph = loads(final["program_graph"])
     lines, inner, chosen = _layouts(graph)
+    stopped = "" if final.get("complete") else ", search stopped before its end (its best so far)"
     info = EmitInfo(
         str(ident.get("program")),
-        config + f", GPU profile {final.get('gpu_profile')}",
+        config + f", GPU profile {final.get('gpu_profile')}{stopped}",
         str(final["best"]),
         lines,
         inner,
     )
-    return Selection(graph, reference, info, RunPaths(store).kernels, chosen, row_major_note(io, graph))
+    notes = [n for n in (row_major_note(io, graph), stopped and _SO_FAR) if n]
+    return Selection(graph, reference, info, RunPaths(store).kernels, chosen, "; ".join(notes) or None)
+
+
+# what emit says of a store whose search stopped at its time limit (or was stopped after one)
+_SO_FAR = (
+    "the run's search stopped before its end: these are its best μGraphs so far (the same `mugraph optimize` "
+    "command resumes it)"
+)
 
 
 def select_from_program(spec: str, digest: str | None, expert: str | None) -> Selection:

@@ -48,3 +48,14 @@ def test_triton_imported_before_in_compiled_mode_is_said_plainly(tmp_path: Path)
     assert proc.returncode != 0
     assert "ImportError: Triton was imported in this process without TRITON_INTERPRET=1" in proc.stderr
     assert "import this module before Triton" in proc.stderr
+
+
+def test_run_as_a_script_it_says_what_it_takes(tmp_path: Path) -> None:
+    path = tmp_path / "rms.kernels.py"
+    path.write_text(emit_module(narrow_rms_norm_reference(), EmitInfo("rms")))
+    env = {**{k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}, "CUDA_VISIBLE_DEVICES": ""}
+    proc = subprocess.run([sys.executable, str(path)], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == (
+        "rms: run(inputs) takes float16 arrays {'X': (16, 512), 'W': (512, 768)}, gives ('O',); on a GPU: False"
+    )

@@ -248,3 +248,8 @@ def test_transformer_block_is_split_searched_and_stitched(tmp_path: Path) -> Non
     whole = shown.stdout.split("the whole program: the chosen μGraphs and the glue between them\n", 1)[1]
     names = ("X", "Wq", "Kt", "V", "Wo", "W1", "W2", "W3")  # the program's own inputs and output, no g0:o0
     assert all(f"input {n} [" in whole for n in names) and "as O [" in whole and "g0:" not in whole
+    # its kernels, emitted, say they are the best so far of a search that stopped
+    emitted = mugraph("emit", str(tmp_path / "t.zarr"), "--out", "k.py", "--json", cwd=tmp_path)
+    assert emitted.returncode == 0, emitted.stderr
+    assert "stopped before its end: these are its best μGraphs so far" in json.loads(emitted.stdout)["note"]
+    assert f"store {tmp_path / 't.zarr'}" in (tmp_path / "k.py").read_text()  # the absolute path
