@@ -15,6 +15,7 @@ import logging
 import os
 import signal
 import socket
+import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping
@@ -110,6 +111,7 @@ class _WorkerResources(TypedDict, total=False):
 
 
 _PENDING: weakref.WeakKeyDictionary[Client, _Pending] = weakref.WeakKeyDictionary()
+_STARTING = threading.Lock()  # a local cluster's port choice and scheduler start, one run at a time
 # the dashboard port a local cluster was asked for and found taken (its start line says so)
 _TAKEN: weakref.WeakKeyDictionary[Client, str] = weakref.WeakKeyDictionary()
 
@@ -286,8 +288,8 @@ def dask_client(
     if cupy_available():
         kwargs["resources"] = {"GPU": 1}
     security = Security.temporary()
-    address, taken = free_dashboard(dashboard_address)
-    with dask.config.set(WORKER_SETTINGS):
+    with _STARTING, dask.config.set(WORKER_SETTINGS):  # two runs in one process: one sees the port the other took
+        address, taken = free_dashboard(dashboard_address)
         cluster = _LocalCluster(
             n_workers=0,
             threads_per_worker=1,

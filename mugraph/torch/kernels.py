@@ -5,6 +5,7 @@ computing in float32 and storing the tensor's dtype, as the kernels do."""
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import importlib.util
 import itertools
@@ -13,6 +14,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -203,6 +205,11 @@ class _KernelCall:
     strides: tuple[Shape, ...]
 
 
+# Triton's interpreter keeps the kernel being run in process-wide state: two threads calling modules
+# at once failed ("Did you forget to add @triton.jit ?"). Compiled kernels need no turn-taking.
+_INTERPRETER = threading.Lock()
+
+
 class Launcher:
     """The kernels of one program, and the call that runs any of its ops."""
 
@@ -214,7 +221,8 @@ class Launcher:
             if op.kind is OpKind.CUSTOMIZED
             for t in op.inputs
         }
-        source, self.info = kernels_source(program, strides, interpreted=interpreting())
+        self.interpreted = interpreting()
+        source, self.info = kernels_source(program, strides, interpreted=self.interpreted)
         self.module = load_kernels(source) if self.info else None
         self._calls: dict[int, _KernelCall] = {}
 
@@ -231,7 +239,8 @@ class Launcher:
         outs = [torch.empty(shape, dtype=dtype, device=where) for shape, dtype in call.outputs]
         scratch = [torch.empty(shape, dtype=torch.float32, device=where) for shape in call.scratch]
         try:
-            call.launch(*[fitted(a, s) for a, s in zip(args, call.strides, strict=True)], *outs, *scratch)
+            with _INTERPRETER if self.interpreted else contextlib.nullcontext():
+                call.launch(*[fitted(a, s) for a, s in zip(args, call.strides, strict=True)], *outs, *scratch)
         except Exception as e:  # Triton's own words for a tensor of another dtype are about tl.dot operands
             self._refuse_dtypes(op, args, e)
             raise

@@ -10,13 +10,15 @@ the module always computes with their current values.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Self, SupportsIndex, TypeVar, assert_never, cast
 
 import torch
 from torch import fx
+from torch._subclasses.fake_tensor import FakeTensor
+from torch._subclasses.functional_tensor import FunctionalTensor
 from torch.export.graph_signature import OutputKind
 from torch.utils import _pytree as pytree
 
@@ -113,6 +115,7 @@ class OptimizedModule(torch.nn.Module):
         self._output_specs = list(sig.output_specs)
         self._buffer_of = {fqn: ph for ph, fqn in sig.inputs_to_buffers.items()}
         self._user_inputs = list(sig.user_inputs)
+        self._positional = _tensors_each(ep.call_spec.in_spec, len(self._user_inputs))
         self._expected = {
             n: (tuple(self._nodes[n].meta["val"].shape), self._nodes[n].meta["val"].dtype)
             for n in self._user_inputs
@@ -266,8 +269,9 @@ class OptimizedModule(torch.nn.Module):
                     f"{self._model_name}: input {name} must be a tensor, got {type(value).__name__}"
                 )
             if (tuple(value.shape), value.dtype) != want:
+                again = f", or optimise again for {value.dtype}" if value.dtype.is_floating_point else ""
                 fix = (
-                    f"pass {want[1]}, or optimise again for {value.dtype}"
+                    f"pass {want[1]}{again}"
                     if tuple(value.shape) == want[0]
                     else "shapes are fixed: optimise again for another batch size"
                 )
@@ -276,19 +280,51 @@ class OptimizedModule(torch.nn.Module):
                     f"for {list(want[0])} {want[1]} ({fix})"
                 )
 
+    def _unknown_keywords(self, kwargs: Mapping[str, Any]) -> str:
+        return (
+            f"{self._model_name}: keyword argument(s) {', '.join(map(repr, kwargs))} were not in the example "
+            "inputs it was optimised for: the forward was captured with their defaults, which are part of "
+            "the module. Call it without them; for a tensor, optimise again with it in the example inputs; "
+            "for another value (a flag, a scale), optimise a small wrapper module whose forward passes it"
+        )
+
+    def _bound(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> list[Any]:
+        """The inputs of a call to a model whose inputs are tensors each, in the capture's order: the
+        positional ones first, each keyword by its name (`f(b=B, a=A)` once ran as `f(B, A)`)."""
+        names = self._user_inputs
+        if len(args) > len(names):
+            raise InputMismatchError(f"{self._model_name}: takes {len(names)} input(s), got {len(args)}")
+        given = dict(zip(names, args, strict=False))
+        unknown = {k: v for k, v in kwargs.items() if k not in names}
+        if unknown:
+            raise InputMismatchError(self._unknown_keywords(unknown))
+        twice = [k for k in kwargs if k in given]
+        if twice:
+            raise InputMismatchError(f"{self._model_name}: input(s) {', '.join(map(repr, twice))} given twice")
+        given.update(kwargs)
+        missing = [n for n in names if n not in given]
+        if missing:
+            raise InputMismatchError(f"{self._model_name}: input(s) {', '.join(map(repr, missing))} missing")
+        for name, value in given.items():
+            if not isinstance(value, torch.Tensor):
+                raise InputMismatchError(
+                    f"{self._model_name}: input {name!r} is a {type(value).__name__}; the model takes a tensor there"
+                )
+        return [given[n] for n in names]
+
     @_not_compiled
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        _not_traced(self._model_name)
         # tensors alone, as models are mostly called: their own flattening (pytree's costs about 10 μs)
         plain = not kwargs and all(isinstance(a, torch.Tensor) for a in args)
-        flat = list(args) if plain else pytree.tree_flatten((args, kwargs))[0]
-        if kwargs and len(flat) != len(self._user_inputs):
-            raise InputMismatchError(
-                f"{self._model_name}: keyword argument(s) {', '.join(map(repr, kwargs))} were not in the example "
-                "inputs it was optimised for: the forward was captured with their defaults, which are part of "
-                "the module. Call it without them; for a tensor, optimise again with it in the example inputs; "
-                "for another value (a flag, a scale), optimise a small wrapper module whose forward passes it"
-            )
+        if plain:
+            flat = list(args)
+        elif self._positional:  # each input a tensor of its own: keywords bound by name, as the model binds them
+            flat = self._bound(args, kwargs)
+        else:
+            flat = pytree.tree_flatten((args, kwargs))[0]
+            if kwargs and len(flat) != len(self._user_inputs):
+                raise InputMismatchError(self._unknown_keywords(kwargs))
+        _not_traced(self._model_name, flat)
         self._check(flat, args)
         if torch.is_grad_enabled() and any(isinstance(v, torch.Tensor) and v.requires_grad for v in flat):
             _no_backward_warning(self._model_name)
@@ -341,14 +377,25 @@ class OptimizedModule(torch.nn.Module):
         )
 
 
-def _not_traced(name: str) -> None:
+def _tensors_each(spec: pytree.TreeSpec, inputs: int) -> bool:
+    """Whether a capture's inputs are `inputs` positional arguments, each one tensor (no nesting)."""
+    if spec.num_children != 2:
+        return False
+    args, kwargs = spec.children_specs
+    return args.num_children == inputs and kwargs.num_children == 0 and all(c.is_leaf() for c in args.children_specs)
+
+
+def _not_traced(name: str, flat: Sequence[Any]) -> None:
     """Refuse torch's tracers: its kernels are Triton calls on data pointers, which torch.jit.trace
-    would record as empty tensors (a module giving uninitialised outputs) and torch.export cannot read."""
-    if _is_tracing() or torch.compiler.is_exporting():
+    would record as empty tensors (a module giving uninitialised outputs) and torch.export (also
+    mugraph.optimize's capture of a model holding the module) cannot read. Both are told apart by
+    what this call is given (jit's tracing state is the thread's own; export's flag is the process's,
+    and a module serving in another thread meanwhile must run)."""
+    if _is_tracing() or any(isinstance(v, FakeTensor | FunctionalTensor) for v in flat):
         raise TracingError(
             f"{name}: an optimized module runs Triton kernels that torch.jit.trace and torch.export cannot "
-            "follow; trace or export the model itself (torch.compile of a model holding this module runs it "
-            "as it is)"
+            "follow, nor mugraph.optimize's capture of a model holding it; trace, export or optimise the "
+            "model itself (torch.compile of a model holding this module runs it as it is)"
         )
 
 

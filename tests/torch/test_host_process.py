@@ -98,9 +98,9 @@ def _reference_module() -> tuple[OptimizedModule, torch.nn.Module, torch.Tensor]
 
 def test_torch_tracers_are_refused_and_compile_calls_it_as_it_is() -> None:
     module, model, x = _reference_module()
-    with pytest.raises(TracingError, match="trace or export the model itself"):
+    with pytest.raises(TracingError, match="trace, export or optimise the model itself"):
         torch.jit.trace(module, (x,))  # type: ignore[no-untyped-call]
-    with pytest.raises(TracingError, match="trace or export the model itself"):
+    with pytest.raises(TracingError, match="trace, export or optimise the model itself"):
         torch.export.export(module, (x,))
     compiled = torch.compile(torch.nn.Sequential(module, torch.nn.ReLU()), backend="eager")
     with torch.no_grad():
@@ -123,5 +123,26 @@ def test_a_stopped_runs_store_says_how_to_resume_it(tmp_path: Path) -> None:
 
 def test_a_list_in_place_of_a_tensor_is_said_so() -> None:
     module, _, x = _reference_module()
-    with pytest.raises(InputMismatchError, match=r"takes 1 input\(s\), got 1024 \(a list is taken apart"):
+    with pytest.raises(InputMismatchError, match="input 'x' is a list; the model takes a tensor there"):
         module(x.tolist())
+
+
+def _two_inputs(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.silu(a @ b)
+
+
+def test_keywords_are_bound_by_name_as_the_model_binds_them() -> None:
+    """`f(b=B, a=A)` once ran as `f(B, A)`: keywords were flattened in the order given."""
+    a, b = inputs((16, 64), (64, 16))
+    captured = capture(_two_inputs, (a, b))
+    module = OptimizedModule(captured, captured.lowering.graph, "reference")
+    want = module(a, b)
+    assert torch.equal(module(b=b, a=a), want) and torch.equal(module(a, b=b), want)
+    with pytest.raises(InputMismatchError, match=r"keyword argument\(s\) 'x' were not in the example inputs"):
+        module(a, x=b)
+    with pytest.raises(InputMismatchError, match=r"input\(s\) 'a' given twice"):
+        module(a, a=a)
+    with pytest.raises(InputMismatchError, match=r"input\(s\) 'b' missing"):
+        module(a=a)
+    with pytest.raises(InputMismatchError, match="input 'a' is a list; the model takes a tensor there"):
+        module([a, b], b=b)

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from mugraph.codegen import FP16_TOLERANCE
 from mugraph.ir.types import OpKind
 from mugraph.torch.capture import exported_path
 from mugraph.torch.runtime import OptimizedModule
-from tests.helpers.torch_models import GELU_LINEAR_SETTINGS, GeluLinear, build, float64_output, inputs, rel_err
+from tests.helpers.torch_models import GELU_LINEAR_SETTINGS, GeluLinear, GeluMLP, build, float64_output, inputs, rel_err
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -140,3 +141,48 @@ def test_command_line_on_a_model_file_resumes_the_same_store(run: Run, tmp_path:
     done = json.loads(proc.stdout.splitlines()[-1])
     assert done["event"] == "done" and done["complete"] is True and done["store"] == str(run.store)
     assert torch.equal(mugraph.load(run.store)(*run.x), run.first)
+
+
+def test_calls_from_threads_take_turns_in_the_interpreter(run: Run) -> None:
+    """Triton's interpreter keeps the running kernel in process-wide state: two threads calling at once
+    failed ("Did you forget to add @triton.jit ?")."""
+    got: list[torch.Tensor] = []
+    errors: list[BaseException] = []
+
+    def calls() -> None:
+        try:
+            got.extend(run.module(*run.x) for _ in range(4))
+        except BaseException as e:  # reported to the test
+            errors.append(e)
+
+    threads = [threading.Thread(target=calls) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert errors == [] and len(got) == 8 and all(torch.equal(g, run.first) for g in got)
+
+
+def test_a_module_serving_in_a_thread_runs_while_another_thread_exports(run: Run) -> None:
+    """torch.export's flag is the process's: a module called in another thread meanwhile was refused
+    as if it were being exported."""
+    done, served, errors = threading.Event(), [0], []
+
+    def serving() -> None:
+        while not done.is_set():
+            try:
+                assert torch.equal(run.module(*run.x), run.first)
+                served[0] += 1
+            except BaseException as e:  # reported to the test
+                errors.append(e)
+                return
+
+    thread = threading.Thread(target=serving)
+    thread.start()
+    try:
+        for _ in range(3):
+            torch.export.export(build(GeluMLP), inputs((16, 64)))
+    finally:
+        done.set()
+        thread.join(300)
+    assert errors == [] and served[0] > 0
