@@ -26,6 +26,10 @@ class TrainingModeError(CaptureError):
     """The model (or one of its submodules) is in training mode: the user calls `model.eval()` first."""
 
 
+class InputMismatchError(TorchError, ValueError):
+    """The module was called with inputs of other shapes or dtypes than it was optimised for."""
+
+
 class TracingError(TorchError):
     """An optimized module was given to torch.jit.trace or torch.export, which cannot follow its kernels."""
 

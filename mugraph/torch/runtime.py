@@ -10,32 +10,27 @@ the module always computes with their current values.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Self, SupportsIndex, TypeVar, assert_never, cast
+from typing import Any, Literal, Self, SupportsIndex, assert_never
 
 import torch
 from torch import fx
-from torch._subclasses.fake_tensor import FakeTensor
-from torch._subclasses.functional_tensor import FunctionalTensor
 from torch.export.graph_signature import OutputKind
 from torch.utils import _pytree as pytree
 
 from mugraph.ir.families import BOUNDARY, PREDEFINED
 from mugraph.ir.graph import KernelGraph
 from mugraph.ir.types import OpKind
+from mugraph.torch.calls import bound, not_compiled, not_traced, tensors_each, unknown_keywords
 from mugraph.torch.capture import Captured
-from mugraph.torch.errors import TorchError, TracingError, TrainingModeError
+from mugraph.torch.errors import InputMismatchError as InputMismatchError  # where the docs named it first
+from mugraph.torch.errors import TorchError, TrainingModeError
 from mugraph.torch.flatten import VIEWS
 from mugraph.torch.kernels import Launcher
 from mugraph.torch.operands import InputMaker, Slot, kernel_strides, register_state
 from mugraph.torch.verdict import Verdict, heavy_glue
-
-
-class InputMismatchError(TorchError, ValueError):
-    """The module was called with inputs of other shapes or dtypes than it was optimised for."""
-
 
 # The values of one forward pass by fx node name: what torch computed for the node (a tensor, a
 # scalar, a tuple of them: an fx argument), read where a glue op, a program input or the outputs need it.
@@ -72,16 +67,6 @@ class _Step:
 GLUE_AS = dict.fromkeys(VIEWS, torch.ops.aten.reshape.default)
 
 
-_F = TypeVar("_F", bound=Callable[..., Any])
-_is_tracing = cast(Callable[[], bool], torch.jit.is_tracing)  # type: ignore[attr-defined]
-_compiler_disable = cast(Callable[[_F], _F], torch.compiler.disable)
-
-
-def _not_compiled(fn: _F) -> _F:
-    """`fn` called as it is by torch.compile of a model holding it (0.4 μs a call in eager mode)."""
-    return _compiler_disable(fn)
-
-
 class OptimizedModule(torch.nn.Module):
     """A captured model as its optimised program, for inference: called as the model is (same inputs,
     same outputs, same structure), with the model's parameters and buffers under the model's names.
@@ -115,7 +100,7 @@ class OptimizedModule(torch.nn.Module):
         self._output_specs = list(sig.output_specs)
         self._buffer_of = {fqn: ph for ph, fqn in sig.inputs_to_buffers.items()}
         self._user_inputs = list(sig.user_inputs)
-        self._positional = _tensors_each(ep.call_spec.in_spec, len(self._user_inputs))
+        self._positional = tensors_each(ep.call_spec.in_spec, len(self._user_inputs))
         self._expected = {
             n: (tuple(self._nodes[n].meta["val"].shape), self._nodes[n].meta["val"].dtype)
             for n in self._user_inputs
@@ -280,51 +265,19 @@ class OptimizedModule(torch.nn.Module):
                     f"for {list(want[0])} {want[1]} ({fix})"
                 )
 
-    def _unknown_keywords(self, kwargs: Mapping[str, Any]) -> str:
-        return (
-            f"{self._model_name}: keyword argument(s) {', '.join(map(repr, kwargs))} were not in the example "
-            "inputs it was optimised for: the forward was captured with their defaults, which are part of "
-            "the module. Call it without them; for a tensor, optimise again with it in the example inputs; "
-            "for another value (a flag, a scale), optimise a small wrapper module whose forward passes it"
-        )
-
-    def _bound(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> list[Any]:
-        """The inputs of a call to a model whose inputs are tensors each, in the capture's order: the
-        positional ones first, each keyword by its name (`f(b=B, a=A)` once ran as `f(B, A)`)."""
-        names = self._user_inputs
-        if len(args) > len(names):
-            raise InputMismatchError(f"{self._model_name}: takes {len(names)} input(s), got {len(args)}")
-        given = dict(zip(names, args, strict=False))
-        unknown = {k: v for k, v in kwargs.items() if k not in names}
-        if unknown:
-            raise InputMismatchError(self._unknown_keywords(unknown))
-        twice = [k for k in kwargs if k in given]
-        if twice:
-            raise InputMismatchError(f"{self._model_name}: input(s) {', '.join(map(repr, twice))} given twice")
-        given.update(kwargs)
-        missing = [n for n in names if n not in given]
-        if missing:
-            raise InputMismatchError(f"{self._model_name}: input(s) {', '.join(map(repr, missing))} missing")
-        for name, value in given.items():
-            if not isinstance(value, torch.Tensor):
-                raise InputMismatchError(
-                    f"{self._model_name}: input {name!r} is a {type(value).__name__}; the model takes a tensor there"
-                )
-        return [given[n] for n in names]
-
-    @_not_compiled
+    @not_compiled
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         # tensors alone, as models are mostly called: their own flattening (pytree's costs about 10 μs)
         plain = not kwargs and all(isinstance(a, torch.Tensor) for a in args)
         if plain:
             flat = list(args)
         elif self._positional:  # each input a tensor of its own: keywords bound by name, as the model binds them
-            flat = self._bound(args, kwargs)
+            flat = bound(self._model_name, self._user_inputs, args, kwargs)
         else:
             flat = pytree.tree_flatten((args, kwargs))[0]
             if kwargs and len(flat) != len(self._user_inputs):
-                raise InputMismatchError(self._unknown_keywords(kwargs))
-        _not_traced(self._model_name, flat)
+                raise InputMismatchError(unknown_keywords(self._model_name, kwargs))
+        not_traced(self._model_name, flat)
         self._check(flat, args)
         if torch.is_grad_enabled() and any(isinstance(v, torch.Tensor) and v.requires_grad for v in flat):
             _no_backward_warning(self._model_name)
@@ -374,28 +327,6 @@ class OptimizedModule(torch.nn.Module):
             f"glue={len(self._lowering.glue)}"
             + (f", chosen={self._chosen!r}" if self._chosen else "")
             + (f", verdict={self._verdict.summary()!r}" if self._verdict is not None else "")
-        )
-
-
-def _tensors_each(spec: pytree.TreeSpec, inputs: int) -> bool:
-    """Whether a capture's inputs are `inputs` positional arguments, each one tensor (no nesting)."""
-    if spec.num_children != 2:
-        return False
-    args, kwargs = spec.children_specs
-    return args.num_children == inputs and kwargs.num_children == 0 and all(c.is_leaf() for c in args.children_specs)
-
-
-def _not_traced(name: str, flat: Sequence[Any]) -> None:
-    """Refuse torch's tracers: its kernels are Triton calls on data pointers, which torch.jit.trace
-    would record as empty tensors (a module giving uninitialised outputs) and torch.export (also
-    mugraph.optimize's capture of a model holding the module) cannot read. Both are told apart by
-    what this call is given (jit's tracing state is the thread's own; export's flag is the process's,
-    and a module serving in another thread meanwhile must run)."""
-    if _is_tracing() or any(isinstance(v, FakeTensor | FunctionalTensor) for v in flat):
-        raise TracingError(
-            f"{name}: an optimized module runs Triton kernels that torch.jit.trace and torch.export cannot "
-            "follow, nor mugraph.optimize's capture of a model holding it; trace, export or optimise the "
-            "model itself (torch.compile of a model holding this module runs it as it is)"
         )
 
 

@@ -1,0 +1,78 @@
+"""How a call reaches an optimized module: its arguments bound as the model binds them, and torch's
+tracers told apart from a call (a trace of the module's Triton kernels would record empty outputs)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar, cast
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensor
+from torch._subclasses.functional_tensor import FunctionalTensor
+from torch.utils import _pytree as pytree
+
+from mugraph.torch.errors import InputMismatchError, TracingError
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+_is_tracing = cast(Callable[[], bool], torch.jit.is_tracing)  # type: ignore[attr-defined]
+_compiler_disable = cast(Callable[[_F], _F], torch.compiler.disable)
+
+
+def not_compiled(fn: _F) -> _F:
+    """`fn` called as it is by torch.compile of a model holding it (0.4 μs a call in eager mode)."""
+    return _compiler_disable(fn)
+
+
+def tensors_each(spec: pytree.TreeSpec, inputs: int) -> bool:
+    """Whether a capture's inputs are `inputs` positional arguments, each one tensor (no nesting)."""
+    if spec.num_children != 2:
+        return False
+    args, kwargs = spec.children_specs
+    return args.num_children == inputs and kwargs.num_children == 0 and all(c.is_leaf() for c in args.children_specs)
+
+
+def not_traced(name: str, flat: Sequence[Any]) -> None:
+    """Refuse torch's tracers: its kernels are Triton calls on data pointers, which torch.jit.trace
+    would record as empty tensors (a module giving uninitialised outputs) and torch.export (also
+    mugraph.optimize's capture of a model holding the module) cannot read. Both are told apart by
+    what this call is given (jit's tracing state is the thread's own; export's flag is the process's,
+    and a module serving in another thread meanwhile must run)."""
+    if _is_tracing() or any(isinstance(v, FakeTensor | FunctionalTensor) for v in flat):
+        raise TracingError(
+            f"{name}: an optimized module runs Triton kernels that torch.jit.trace and torch.export cannot "
+            "follow, nor mugraph.optimize's capture of a model holding it; trace, export or optimise the "
+            "model itself (torch.compile of a model holding this module runs it as it is)"
+        )
+
+
+def unknown_keywords(name: str, kwargs: Mapping[str, Any]) -> str:
+    return (
+        f"{name}: keyword argument(s) {', '.join(map(repr, kwargs))} were not in the example "
+        "inputs it was optimised for: the forward was captured with their defaults, which are part of "
+        "the module. Call it without them; for a tensor, optimise again with it in the example inputs; "
+        "for another value (a flag, a scale), optimise a small wrapper module whose forward passes it"
+    )
+
+
+def bound(name: str, names: Sequence[str], args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> list[Any]:
+    """The inputs of a call to a model whose inputs `names` are tensors each, in the capture's order: the
+    positional ones first, each keyword by its name (`f(b=B, a=A)` once ran as `f(B, A)`)."""
+    if len(args) > len(names):
+        raise InputMismatchError(f"{name}: takes {len(names)} input(s), got {len(args)}")
+    given = dict(zip(names, args, strict=False))
+    unknown = {k: v for k, v in kwargs.items() if k not in names}
+    if unknown:
+        raise InputMismatchError(unknown_keywords(name, unknown))
+    twice = [k for k in kwargs if k in given]
+    if twice:
+        raise InputMismatchError(f"{name}: input(s) {', '.join(map(repr, twice))} given twice")
+    given.update(kwargs)
+    missing = [n for n in names if n not in given]
+    if missing:
+        raise InputMismatchError(f"{name}: input(s) {', '.join(map(repr, missing))} missing")
+    for key, value in given.items():
+        if not isinstance(value, torch.Tensor):
+            raise InputMismatchError(
+                f"{name}: input {key!r} is a {type(value).__name__}; the model takes a tensor there"
+            )
+    return [given[n] for n in names]
