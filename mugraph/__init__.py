@@ -9,32 +9,24 @@ extra; importing mugraph does not import torch (or the pipeline).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from mugraph.pipeline.events import Event
-    from mugraph.run.options import OptimizeKeywords
+    from mugraph.api import optimize as optimize  # the signature type checkers see: the keywords typed
     from mugraph.torch.runtime import OptimizedModule
+else:
+
+    def optimize(model: Any, example_inputs: Any, **options: Any) -> OptimizedModule:
+        """Optimise a PyTorch module or function at the shapes of `example_inputs` (see `mugraph.api.optimize`,
+        whose keywords these are)."""
+        from mugraph.api import optimize as run
+
+        return run(model, example_inputs, **options)
+
 
 __version__ = "0.1.0"
 __all__ = ["OptimizedModule", "__version__", "load", "optimize"]
-
-
-def optimize(
-    model: Any,
-    example_inputs: Any,
-    *,
-    name: str | None = None,
-    on_event: Callable[[Event], None] | None = None,
-    verbose: bool = True,
-    **options: Unpack[OptimizeKeywords],
-) -> OptimizedModule:
-    """Optimise a PyTorch module or function at the shapes of `example_inputs` (see `mugraph.api.optimize`)."""
-    from mugraph.api import optimize as run
-
-    return run(model, example_inputs, name=name, on_event=on_event, verbose=verbose, **options)
 
 
 def load(store: str | Path) -> OptimizedModule:
