@@ -400,8 +400,8 @@ def emit_module(graph: KernelGraph, info: EmitInfo) -> str:
         "",
         "",
         "def run(inputs: Mapping[str, Any]) -> dict[str, Any]:",
-        f'    """The program\'s outputs by name for {dtype.value} inputs by name (NumPy or CuPy arrays, or torch '
-        'tensors: see the module\'s docstring)."""',
+        f'    """The program\'s outputs by name for {dtype.value} inputs by name (NumPy or CuPy arrays, or torch',
+        '    tensors: see the module\'s docstring)."""',
     ]
     lines += [f"    {b}" for b in body]
     lines.append("    return {" + ", ".join(f"{n!r}: {t}" for n, t in outputs) + "}")
