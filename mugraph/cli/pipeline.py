@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -233,11 +234,13 @@ SIZE_KEYS = (
 )
 
 
-def _size(st: RunStoreReader, done_states: int) -> tuple[ProgressSample | None, dict[str, Any] | None]:
+def _size(
+    timeline: Sequence[Sequence[ProgressSample]], done_states: int
+) -> tuple[ProgressSample | None, dict[str, Any] | None]:
     """The last progress sample with a size estimate (an invocation that ran no task, a finished run
     resumed or one stopped at once, samples none, and the earlier one still holds), and the size
     `status` reports from it: the done tasks' states, beside a run ahead of the sample."""
-    samples = [s for inv in st.timeline() for s in inv]
+    samples = [s for inv in timeline for s in inv]
     last = next((s for s in reversed(samples) if s.get("estimated_states") is not None), None)
     last = last or (samples[-1] if samples else None)
     if last is None:
@@ -265,7 +268,7 @@ def status(store: Path, as_json: bool) -> None:
         total = run_seconds(timeline)
         for i, f in enumerate(frags):
             conf = st.confirmations(i)
-            ranking, so_far = stored_or_provisional(st, i, get_profile(DEFAULT_PROFILE))
+            ranking, so_far = stored_or_provisional(st, i, get_profile(DEFAULT_PROFILE), writer is not None)
             per.append(
                 {
                     "name": f["name"],
@@ -278,7 +281,7 @@ def status(store: Path, as_json: bool) -> None:
                     "provisional": so_far,
                 }
             )
-        last, size = _size(st, int(summary.get("counters", {}).get("nodes", 0)))
+        last, size = _size(timeline, int(summary.get("counters", {}).get("nodes", 0)))
         out = {
             "store": str(store),
             "identity": st.identity,
@@ -423,9 +426,10 @@ def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) ->
     provisional = False
     with _open(store) as st:
         frags = st.fragments()
+        writer = st.writer()
         rows: list[ShownFragment] = []
         for i, f in enumerate(frags):
-            ranking, so_far = stored_or_provisional(st, i, gpu or get_profile(DEFAULT_PROFILE))
+            ranking, so_far = stored_or_provisional(st, i, gpu or get_profile(DEFAULT_PROFILE), writer is not None)
             provisional |= so_far
             found = st.found(i)
             graphs = {d: rec.graph for d, rec in found.items()}
@@ -444,7 +448,6 @@ def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) ->
                 }
             )
         final = st.final()
-        writer = st.writer()
         experts = expert_labels(st.identity, frags)
         names = program_outputs(st)
     if final is None and not any(r["ranking"] for r in rows):

@@ -69,13 +69,18 @@ def best_found(found: Mapping[str, Find], ranking: Sequence[Mapping[str, Any]]) 
     """(digest, speedup) of the fastest ranked μGraph of `found` (the first in ranking order among
     equals); None when none is ranked or the ranking has no reference."""
     speed = _speedups(ranking)
-    if speed is None:
-        return None
-    ranked = [(-speed[0][d], n, d) for n, d in enumerate(r["digest"] for r in ranking) if d in speed[0] and d in found]
+    return None if speed is None else _fastest(found, ranking, speed[0])
+
+
+def _fastest(
+    found: Mapping[str, Find], ranking: Sequence[Mapping[str, Any]], speed: Mapping[str, float]
+) -> tuple[str, float] | None:
+    """`best_found` with the ranking's speedups already had."""
+    ranked = [(-speed[d], n, d) for n, d in enumerate(r["digest"] for r in ranking) if d in speed and d in found]
     if not ranked:
         return None
     _, _, digest = min(ranked)
-    return digest, speed[0][digest]
+    return digest, speed[digest]
 
 
 def find_line(found: Mapping[str, Find], ranking: Sequence[Mapping[str, Any]], total_seconds: float) -> str | None:
@@ -83,9 +88,9 @@ def find_line(found: Mapping[str, Find], ranking: Sequence[Mapping[str, Any]], t
     the run first held a μGraph as fast as a fragment's fastest ranked one (of tied μGraphs, the one
     found first, as the best-so-far curve has it); `fastest μGraph ...` where the ranking keeps the
     reference first. None where there is none or it has no find time."""
-    best = best_found(found, ranking)
     speed = _speedups(ranking)
-    if best is None or speed is None:
+    best = None if speed is None else _fastest(found, ranking, speed[0])
+    if speed is None or best is None:
         return None
     equal = [r for d, r in found.items() if speed[0].get(d, 0.0) >= best[1] * (1 - 1e-9)]
     if any(r.seconds is None or r.states is None for r in equal):

@@ -47,13 +47,16 @@ def provisional_ranking(st: RunStoreReader, fragment: int, profile: GpuProfile) 
     return ranked_rows(measured_first(combined(rows, ref_row), st.measurements(fragment)))
 
 
-def stored_or_provisional(st: RunStoreReader, fragment: int, profile: GpuProfile) -> tuple[list[RankedRow], bool]:
-    """The fragment's ranking: the stored one where the run wrote it and no run is going, else the
+def stored_or_provisional(
+    st: RunStoreReader, fragment: int, profile: GpuProfile, running: bool
+) -> tuple[list[RankedRow], bool]:
+    """The fragment's ranking: the stored one where the run wrote it and no run is going (`running`:
+    the store has a writer, `st.writer()`, read once by the caller for all fragments), else the
     provisional one (and True). A resumed run that is going holds its last invocation's ranking, of
     fewer μGraphs than it has confirmed since: the provisional one, where there is one, is newer. Empty
     where neither exists."""
     stored = st.ranking(fragment)
-    if stored is not None and st.writer() is None:
+    if stored is not None and not running:
         return ranked_rows(stored), False
     now = provisional_ranking(st, fragment, profile)
     if now or stored is None:

@@ -107,10 +107,11 @@ def report_data(store: RunStoreReader) -> ReportData:
     provisional: list[str] = []
     final = store.final()
     profile = get_profile(str(final.get("gpu_profile") or DEFAULT_PROFILE) if final else DEFAULT_PROFILE)
+    running = store.writer() is not None
     for i, f in enumerate(frags):
         conf = store.confirmations(i)
         found = store.found(i)
-        ranking, so_far = stored_or_provisional(store, i, profile)
+        ranking, so_far = stored_or_provisional(store, i, profile, running)
         if so_far and ranking:
             provisional.append(f["name"])
         per = summary.get("fragments", {}).get(i, {"done": 0, "pending": 0})

@@ -202,7 +202,8 @@ def select_from_store(store: Path, digest: str | None) -> Selection:
     # layouts for a one-fragment program, whose stitched program is its best μGraph)
     graph = loads(final["program_graph"])
     lines, inner, chosen = _layouts(graph)
-    stopped = "" if final.get("complete") else ", search stopped before its end (its best so far)"
+    complete = bool(final.get("complete"))
+    stopped = "" if complete else ", search stopped before its end (its best so far)"
     info = EmitInfo(
         str(ident.get("program")),
         config + f", GPU profile {final.get('gpu_profile')}{stopped}",
@@ -210,7 +211,7 @@ def select_from_store(store: Path, digest: str | None) -> Selection:
         lines,
         inner,
     )
-    notes = [n for n in (row_major_note(io, graph), stopped and _SO_FAR) if n]
+    notes = [n for n in (row_major_note(io, graph), None if complete else _SO_FAR) if n]
     return Selection(graph, reference, info, RunPaths(store).kernels, chosen, "; ".join(notes) or None)
 
 

@@ -241,23 +241,22 @@ def capture(model: Any, example_inputs: Any, name: str | None = None) -> Capture
     try:
         lowering = lower(ep)
     except NothingLowered:
-        failure = _eager_failure(model, example_inputs)
-        if failure is not None:  # the model itself does not run: that, not the lowering, is the news
-            raise CaptureError(f"the model fails on its example inputs, run as written: {failure}") from None
+        run_as_written(model, example_inputs)  # a model that does not run: that, not the lowering, is the news
         raise
     return Captured(name or model_name(model), ep, lowering)
 
 
-def _eager_failure(model: Any, example_inputs: Any) -> str | None:
-    """What running the model on its example inputs raises (an export traces shapes and may pass a
-    model whose ops refuse its dtypes), or None where it runs."""
+def run_as_written(model: Any, example_inputs: Any) -> Any:
+    """The model's outputs on its example inputs, without grad; a CaptureError saying how it fails there
+    (an export traces shapes and may pass a model whose ops refuse its inputs' dtypes)."""
     try:
         with torch.no_grad():
-            model(*example_args(example_inputs))
+            return model(*example_args(example_inputs))
     except Exception as e:
         first = (str(e).strip().splitlines() or [""])[0]
-        return f"{type(e).__name__}: {first}"
-    return None
+        raise CaptureError(
+            f"the model fails on its example inputs, run as written: {type(e).__name__}: {first}"
+        ) from None
 
 
 def load_exported(path: Path, name: str, recorded: str | None) -> Captured:

@@ -236,15 +236,9 @@ class OptimizedModule(torch.nn.Module):
         return env[name]
 
     # -- running ----------------------------------------------------------------------------------
-    def _check(self, flat: list[Any], args: tuple[Any, ...] = ()) -> None:
+    def _check(self, flat: list[Any]) -> None:
         if len(flat) != len(self._user_inputs):
-            given = next((a for a in args if isinstance(a, list | tuple | dict)), None)
-            inside = (
-                f" (a {type(given).__name__} is taken apart into its items: pass tensors)" if given is not None else ""
-            )
-            raise InputMismatchError(
-                f"{self._model_name}: takes {len(self._user_inputs)} input(s), got {len(flat)}{inside}"
-            )
+            raise InputMismatchError(f"{self._model_name}: takes {len(self._user_inputs)} input(s), got {len(flat)}")
         for name, value in zip(self._user_inputs, flat, strict=True):
             want = self._expected.get(name)
             if want is None:
@@ -278,7 +272,7 @@ class OptimizedModule(torch.nn.Module):
             if kwargs and len(flat) != len(self._user_inputs):
                 raise InputMismatchError(unknown_keywords(self._model_name, kwargs))
         not_traced(self._model_name, flat)
-        self._check(flat, args)
+        self._check(flat)
         if torch.is_grad_enabled() and any(isinstance(v, torch.Tensor) and v.requires_grad for v in flat):
             _no_backward_warning(self._model_name)
         with torch.no_grad():  # an inference module: the kernels have no backward

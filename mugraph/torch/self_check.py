@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from mugraph.torch.errors import CaptureError
+from mugraph.torch.capture import run_as_written
 
 # max |module - model| / max |model|, per output, by the output's dtype: 8-16x the tolerance a single
 # fused program keeps against float64 (fp16 5e-3, bf16 4e-2, float32 1e-5 with IEEE products)
@@ -43,14 +43,7 @@ def model_outputs(model: Callable[..., Any], example_inputs: Sequence[torch.Tens
     """The model's outputs on its example inputs, run as written, before any search: a model that
     fails there (inputs of a dtype its weights refuse, which an export's fake tensors let pass) is
     said so at once, not after the search, and the check compares against these."""
-    try:
-        with torch.no_grad():
-            return _tensors(model(*example_inputs))
-    except Exception as e:
-        first = (str(e).strip().splitlines() or [""])[0]
-        raise CaptureError(
-            f"the model fails on its example inputs, run as written: {type(e).__name__}: {first}"
-        ) from None
+    return _tensors(run_as_written(model, tuple(example_inputs)))
 
 
 def output_mismatch(
