@@ -2,8 +2,8 @@
 
 Both keep process-wide state while they run (a proxy mode slot, the current deserializer): two
 threads capturing at once failed with torch's assertions. And both print and log their refusals
-before raising, where the error says it once. A library must not take the process's streams away
-from its other threads for that: the writes of the capturing thread alone are dropped.
+before raising, where the error says it once. A library must not take the process's streams, or its log, away
+from its other threads for that: the writes and log records of the capturing thread alone are dropped.
 
 The stream put in place is never freed: Python 3.11's `print` holds `sys.stdout` as a borrowed
 reference while it writes, so a stream replaced and freed under another thread's print crashed the
@@ -57,13 +57,53 @@ def _muted(stream: TextIO | None) -> _MutedFor | None:
     return kept[1]
 
 
+class _NotFrom(logging.Filter):
+    """Drops the records one thread logs."""
+
+    def __init__(self, thread: int) -> None:
+        super().__init__()
+        self.thread = thread
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.thread != self.thread
+
+
+def _every_handler() -> set[logging.Handler]:
+    """The handlers of every logger there is, the root's and the last resort's among them (torch's
+    loggers set their own levels and handlers: a filter on each handler reaches all their records)."""
+    loggers = [logging.root, *(x for x in logging.root.manager.loggerDict.values() if isinstance(x, logging.Logger))]
+    found = {h for x in loggers for h in x.handlers}
+    if logging.lastResort is not None:
+        found.add(logging.lastResort)
+    return found
+
+
 @contextlib.contextmanager
-def quiet_torch() -> Iterator[None]:
-    """Hold the process's one torch.export slot, with this thread's prints and every log record dropped
-    (torch's loggers set their own levels: `logging.disable` alone reaches them all)."""
-    with _ONE_AT_A_TIME:
+def _log_muted() -> Iterator[None]:
+    """This thread's log records dropped by every handler; the other threads' still logged. Where
+    records carry no thread (`logging.logThreads` off), every record is dropped meanwhile."""
+    if not logging.logThreads:
         previous = logging.root.manager.disable
         logging.disable(logging.CRITICAL)
+        try:
+            yield
+        finally:
+            logging.disable(previous)
+        return
+    mute, handlers = _NotFrom(threading.get_ident()), _every_handler()
+    for h in handlers:
+        h.addFilter(mute)
+    try:
+        yield
+    finally:
+        for h in handlers:
+            h.removeFilter(mute)
+
+
+@contextlib.contextmanager
+def quiet_torch() -> Iterator[None]:
+    """Hold the process's one torch.export slot, with this thread's prints and log records dropped."""
+    with _ONE_AT_A_TIME, _log_muted():
         out, err = sys.stdout, sys.stderr
         muted_out, muted_err = _muted(out), _muted(err)
         placed_out, placed_err = cast(TextIO, muted_out), cast(TextIO, muted_err)
@@ -79,4 +119,3 @@ def quiet_torch() -> Iterator[None]:
                 sys.stdout = out
             if sys.stderr is placed_err:
                 sys.stderr = err
-            logging.disable(previous)

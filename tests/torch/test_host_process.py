@@ -5,6 +5,7 @@ module (a trace once recorded its kernels' outputs as empty tensors)."""
 from __future__ import annotations
 
 import io
+import logging
 import sys
 import threading
 import warnings
@@ -18,6 +19,7 @@ from mugraph.torch.archive import archive_digest
 from mugraph.torch.capture import capture, load_exported
 from mugraph.torch.errors import TracingError
 from mugraph.torch.program import _resume_hint
+from mugraph.torch.quiet import quiet_torch
 from mugraph.torch.runtime import InputMismatchError, OptimizedModule
 from tests.helpers.torch_models import GeluMLP, RMSNorm, build, inputs
 
@@ -71,6 +73,36 @@ def test_captures_in_threads_take_turns_and_leave_the_streams(monkeypatch: pytes
     assert errors == []
     assert sys.stdout is out
     assert out.getvalue().count("host line\n") == printed
+
+
+def test_a_capture_drops_its_own_log_records_and_not_the_hosts() -> None:
+    """While a capture holds the export slot, the records its thread logs are dropped and another
+    thread's all reach the host's handler."""
+    got: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            got.append(record.getMessage())
+
+    handler, log = Keep(level=logging.INFO), logging.getLogger("host.app")
+    logging.root.addHandler(handler)
+    level, logging.root.level = logging.root.level, logging.INFO
+    try:
+        with quiet_torch():
+            log.warning("capture")
+
+            def logging_host() -> None:
+                for i in range(20):
+                    log.warning("host %d", i)
+
+            host = threading.Thread(target=logging_host)
+            host.start()
+            host.join(30)
+        log.warning("after")
+    finally:
+        logging.root.removeHandler(handler)
+        logging.root.level = level
+    assert got == [f"host {i}" for i in range(20)] + ["after"]
 
 
 def test_loads_in_threads_take_turns(tmp_path: Path) -> None:
