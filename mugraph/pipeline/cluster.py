@@ -30,6 +30,7 @@ from distributed.security import Security
 from mugraph.arrays.backend import cupy_available
 from mugraph.ir.errors import MugraphError
 from mugraph.pipeline import interrupts
+from mugraph.pipeline.dask_logs import dask_logs_at
 from mugraph.pipeline.scheduler_process import SchedulerProcess
 
 T = TypeVar("T")
@@ -111,6 +112,7 @@ class _WorkerResources(TypedDict, total=False):
 
 
 _PENDING: weakref.WeakKeyDictionary[Client, _Pending] = weakref.WeakKeyDictionary()
+QUIET_LOGS = logging.ERROR  # Dask's records a run lets through
 _STARTING = threading.Lock()  # a local cluster's port choice and scheduler start, one run at a time
 # the dashboard port a local cluster was asked for and found taken (its start line says so)
 _TAKEN: weakref.WeakKeyDictionary[Client, str] = weakref.WeakKeyDictionary()
@@ -288,31 +290,32 @@ def dask_client(
     if cupy_available():
         kwargs["resources"] = {"GPU": 1}
     security = Security.temporary()
-    with _STARTING, dask.config.set(WORKER_SETTINGS):  # two runs in one process: one sees the port the other took
-        address, taken = free_dashboard(dashboard_address)
-        cluster = _LocalCluster(
-            n_workers=0,
-            threads_per_worker=1,
-            processes=True,
-            host=LOCAL_HOST,
-            security=security,
-            dashboard_address=address,
-            silence_logs=logging.ERROR,
-            scheduler_sync_interval=CLUSTER_SYNC_SECONDS,
-            **kwargs,
-        )
-    try:
-        client = Client(cluster, security=security)
-        _PENDING[client] = _Pending(cluster, n)
-        if taken is not None:
-            _TAKEN[client] = taken
+    with dask_logs_at(QUIET_LOGS):  # with a host's own log handlers, what silence_logs cannot reach
+        with _STARTING, dask.config.set(WORKER_SETTINGS):  # two runs in one process: one sees the port the other took
+            address, taken = free_dashboard(dashboard_address)
+            cluster = _LocalCluster(
+                n_workers=0,
+                threads_per_worker=1,
+                processes=True,
+                host=LOCAL_HOST,
+                security=security,
+                dashboard_address=address,
+                silence_logs=QUIET_LOGS,
+                scheduler_sync_interval=CLUSTER_SYNC_SECONDS,
+                **kwargs,
+            )
         try:
-            yield client
+            client = Client(cluster, security=security)
+            _PENDING[client] = _Pending(cluster, n)
+            if taken is not None:
+                _TAKEN[client] = taken
+            try:
+                yield client
+            finally:
+                _close_workers(client, cluster)
+                client.close()
         finally:
-            _close_workers(client, cluster)
-            client.close()
-    finally:
-        cluster.close()
+            cluster.close()
 
 
 def start_workers(client: Client, environment: Mapping[str, str] | None = None) -> None:

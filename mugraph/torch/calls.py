@@ -23,12 +23,19 @@ def not_compiled(fn: _F) -> _F:
     return _compiler_disable(fn)
 
 
+def _children(spec: pytree.TreeSpec) -> list[pytree.TreeSpec]:
+    """A tree spec's children: `children()` where torch has it (its `children_specs` attribute warns of
+    its deprecation there, an error in a host running under `-W error`), the attribute before."""
+    children = getattr(spec, "children", None)
+    return list(children() if callable(children) else spec.children_specs)
+
+
 def tensors_each(spec: pytree.TreeSpec, inputs: int) -> bool:
     """Whether a capture's inputs are `inputs` positional arguments, each one tensor (no nesting)."""
     if spec.num_children != 2:
         return False
-    args, kwargs = spec.children_specs
-    return args.num_children == inputs and kwargs.num_children == 0 and all(c.is_leaf() for c in args.children_specs)
+    args, kwargs = _children(spec)
+    return args.num_children == inputs and kwargs.num_children == 0 and all(c.is_leaf() for c in _children(args))
 
 
 def not_traced(name: str, flat: Sequence[Any]) -> None:
