@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from mugraph.arrays.backend import ArrayModule
-from mugraph.stages.verify.field import FieldSpec, matmul_chunk, tables
+from mugraph.stages.verify.field import FieldSpec, clamp_table, matmul_chunk, tables
 
 Array = Any
 
@@ -127,7 +127,7 @@ class ZpqAlgebra:
         self._exp = xp.asarray(t.exp.astype(float))
         self._sqrt = xp.asarray(t.sqrt.astype(float))
         self._relu = xp.asarray(t.relu.astype(float))
-        self._clamp = xp.asarray(t.clamp.astype(float))
+        self._clamps: dict[tuple[float, float], Array] = {}
         self._chunk = matmul_chunk(spec)
 
     def _index(self, a: Array) -> Array:
@@ -165,7 +165,10 @@ class ZpqAlgebra:
         return self._relu[self._index(a)]
 
     def clamp(self, a: Array, lo: float, hi: float) -> Array:
-        return self._clamp[self._index(a)]
+        table = self._clamps.get((lo, hi))
+        if table is None:
+            table = self._clamps[lo, hi] = self.xp.asarray(clamp_table(self.spec, lo, hi).astype(float))
+        return table[self._index(a)]
 
     def scale(self, a: Array, c: Fraction) -> Array:
         return mod_exact(self.xp, self._float(a) * self.spec.from_fraction(c), self.m)

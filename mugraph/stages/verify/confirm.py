@@ -17,10 +17,10 @@ import numpy as np
 
 from mugraph.arrays.backend import ArrayModule, backend_name
 from mugraph.ir.graph import KernelGraph
-from mugraph.stages.verify.check import FloatReference, ReferenceFingerprints, worst_error
+from mugraph.stages.verify.check import FLOAT_TOLERANCE, FloatReference, ReferenceFingerprints, worst_error
 
 CONFIRM_TESTS = 3
-TOLERANCE = 1e-6
+TOLERANCE = FLOAT_TOLERANCE
 CONFIRM_CACHE_BYTES = 256 << 20  # values shared by the μGraphs of one fragment (reuse.py)
 
 

@@ -8,7 +8,9 @@ mod p and mod q, and + and * act on both at once. The other ops:
   exp(a + b) = exp(a)·exp(b), and an exp of an exp degenerates (the LAX limit of one exp per path);
 - sqrt: per residue the smallest root of x, or of n·x (n the smallest non-residue) when x has none;
 - silu(x) = x·exp(x), gelu(x) = x·exp(2x) (Mirage's rules), relu and clamp: the residue itself in
-  the lower half / middle third of [0, r), else the nearest bound (clamp ignores its float bounds);
+  the lower half / a middle band of [0, r), else the nearest end of it. The band's ends are drawn
+  from clamp's float bounds (a hash of them), so two clamps with other bounds are other functions:
+  one table for all of them matched clamps whose bounds lay beyond the float64 check's values;
 - scaling by a rational c = n/d (mul_scalar, mean, rms): n·d⁻¹, exact because a float is a dyadic
   rational and 2 is invertible.
 
@@ -19,6 +21,7 @@ product of two residues must be exact in float64, where the arithmetic runs.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
@@ -105,7 +108,6 @@ class Tables:
     exp: np.ndarray
     sqrt: np.ndarray
     relu: np.ndarray
-    clamp: np.ndarray
 
 
 @lru_cache(maxsize=64)
@@ -117,9 +119,7 @@ def tables(spec: FieldSpec, omega: int) -> Tables:
     xp_, xq = x % p, x % q
 
     def crt(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        ep = q * pow(q, -1, p)  # 1 mod p, 0 mod q
-        eq = p * pow(p, -1, q)  # 0 mod p, 1 mod q
-        return np.asarray((a * ep + b * eq) % m, dtype=np.int64)
+        return _crt(spec, a, b)
 
     inv_p = np.array([0] + [pow(v, -1, p) for v in range(1, p)], dtype=np.int64)
     inv_q = np.array([0] + [pow(v, -1, q) for v in range(1, q)], dtype=np.int64)
@@ -130,16 +130,37 @@ def tables(spec: FieldSpec, omega: int) -> Tables:
     def relu_r(r: np.ndarray, n: int) -> np.ndarray:
         return np.asarray(np.where(r <= n // 2, r, 0), dtype=np.int64)
 
-    def clamp_r(r: np.ndarray, n: int) -> np.ndarray:
-        return np.asarray(np.clip(r, n // 3, 2 * n // 3), dtype=np.int64)
-
     return Tables(
         inv=crt(inv_p[xp_], inv_q[xq]),
         exp=crt(pw[xq], np.zeros_like(xq)),
         sqrt=crt(sq_p[xp_], sq_q[xq]),
         relu=crt(relu_r(xp_, p), relu_r(xq, q)),
-        clamp=crt(clamp_r(xp_, p), clamp_r(xq, q)),
     )
+
+
+@lru_cache(maxsize=64)
+def clamp_table(spec: FieldSpec, lo: float, hi: float) -> np.ndarray:
+    """clamp's table for the bounds (lo, hi): per residue ring of size r, the residue itself within a
+    band [a, b) of [0, r), else the nearest end of it; a and b drawn from the bounds, so one pair of
+    bounds gives one function and another pair almost surely another (about one pair in 1,400 shares
+    the band mod q, one in 5,700 mod p; both at once, one in 8 million)."""
+    key = f"{float(lo) + 0.0!r},{float(hi) + 0.0!r}".encode()  # -0.0 and 0.0 are one bound
+    draw = int.from_bytes(hashlib.blake2b(key, digest_size=16).digest(), "little")
+    x = np.arange(spec.m, dtype=np.int64)
+
+    def band(r: np.ndarray, n: int, bits: int) -> np.ndarray:
+        sixth = n // 6
+        a = sixth + bits % (2 * sixth)
+        b = a + sixth + (bits // (2 * sixth)) % (2 * sixth)
+        return np.asarray(np.clip(r, a, b), dtype=np.int64)
+
+    return _crt(spec, band(x % spec.p, spec.p, draw & 0xFFFFFFFF), band(x % spec.q, spec.q, draw >> 64))
+
+
+def _crt(spec: FieldSpec, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The values in [0, pq) with residues `a` mod p and `b` mod q."""
+    p, q = spec.p, spec.q
+    return np.asarray((a * (q * pow(q, -1, p)) + b * (p * pow(p, -1, q))) % spec.m, dtype=np.int64)
 
 
 def matmul_chunk(spec: FieldSpec) -> int:

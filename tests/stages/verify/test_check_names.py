@@ -76,13 +76,13 @@ def test_names_that_differ_are_named() -> None:
 
 
 def test_one_wrong_output_is_named_with_its_float_error() -> None:
-    """Equal fingerprints, outputs apart in float64 (a clamp the ring does not see): the float check
-    names the output that is off."""
+    """Equal fingerprints, outputs apart in float64 (a scale of 1 + pq/2**20, which is 1 in the ring
+    Z_pq): the float check names the output that is off."""
     ref, cand = KernelGraph(), KernelGraph()
-    for g, lo in ((ref, -10.0), (cand, -0.5)):
+    for g, c in ((ref, 1.0), (cand, 1 + 227 * 113 / 2**20)):
         x = g.new_input((8, 8), name="X")
         g.mark_output(g.exp(x), "A")
-        g.mark_output(g.clamp(x, lo, 10.0), "B")
+        g.mark_output(g.mul_scalar(x, c), "B")
     r = check_equivalence(ref, cand)
     assert not r.equivalent and "on output 'B'" in r.reason, r.reason
 

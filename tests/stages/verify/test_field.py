@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from mugraph.ir.errors import MugraphError
 from mugraph.stages.verify.algebra import ZpqAlgebra
-from mugraph.stages.verify.field import FieldSpec, matmul_chunk, tables
+from mugraph.stages.verify.field import FieldSpec, clamp_table, matmul_chunk, tables
 
 SPEC = FieldSpec()
 P, Q, M = SPEC.p, SPEC.q, SPEC.m
@@ -112,9 +112,27 @@ def test_sum(xs: list[int]) -> None:
 
 def test_tables_cover_the_ring() -> None:
     t = tables(SPEC, SPEC.omegas[3])
-    for table in (t.inv, t.exp, t.sqrt, t.relu, t.clamp):
+    for table in (t.inv, t.exp, t.sqrt, t.relu, clamp_table(SPEC, -1.0, 1.0)):
         assert table.shape == (M,)
         assert table.min() >= 0 and table.max() < M
+
+
+def test_clamps_with_other_bounds_are_other_functions() -> None:
+    """One table per pair of bounds: a clamp to ±100 and one to ±1000 agree on every float the float64
+    check draws (|x| < 20 there), so only the ring can tell them apart."""
+    bounds = [(-100.0, 100.0), (-1000.0, 1000.0), (-100.0, 60000.0), (-25.0, 25.0), (0.0, 6.0), (-1.0, 1.0)]
+    tables_ = [clamp_table(SPEC, lo, hi) for lo, hi in bounds]
+    for i, a in enumerate(tables_):
+        for b in tables_[i + 1 :]:
+            assert (a != b).any()
+    assert (clamp_table(SPEC, -0.0, 6.0) == clamp_table(SPEC, 0.0, 6.0)).all()
+    x = np.arange(M)
+    for t in tables_:  # per residue ring: a map of residues, the identity on a band, flat past its ends
+        for r in (SPEC.p, SPEC.q):
+            pairs = set(zip((x % r).tolist(), (t % r).tolist(), strict=True))
+            assert len(pairs) == r  # the value mod r depends on the input mod r alone
+            ys = [y for _, y in sorted(pairs)]
+            assert ys == sorted(ys) and sum(y == v for v, y in enumerate(ys)) >= r // 6
 
 
 @pytest.mark.parametrize(
