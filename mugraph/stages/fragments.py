@@ -264,7 +264,11 @@ def split_program(program: KernelGraph, limits: FragmentLimits = FragmentLimits(
     total number of fragment outputs (fewer kernels, fewer tensors through device memory); ties go
     to the lexicographically smallest sequence of cut points. A fragment's inputs and outputs are
     ordered by the program's tensor order, so a one-fragment program gives the program itself
-    (outputs renamed "o0", ...). Raises FragmentError if one LAX op alone breaks the limits.
+    (outputs renamed "o0", ...), except that a fragment reads the tensors earlier pieces made before
+    the program's inputs: activations before weights, as Mirage's grid heuristic takes the first
+    input's dim 0 for the batch (a later fragment's matmul by a [64, 96] weight listed first was
+    offered grid 64 over the weight's rows alone, and no μGraph). Raises FragmentError if one LAX op
+    alone breaks the limits.
     """
     p = _Program(program)
     pieces: list[tuple[bool, int, int]] = []  # (is glue, first step, end step)
@@ -276,11 +280,14 @@ def split_program(program: KernelGraph, limits: FragmentLimits = FragmentLimits(
                 pieces.append((True, s, s + 1))
             start = s + 1
     ref = {t.index: n for t, (n, _, _) in zip(program.input_tensors, program.input_signature(), strict=True)}
+    program_inputs = set(ref)
     fragments: list[FragmentSpec] = []
     glue: list[GlueSpec] = []
     order: list[str] = []
     for is_glue, lo, hi in pieces:
         reads, gives = p.boundary(lo, hi)
+        if not is_glue:
+            reads.sort(key=lambda t: (t in program_inputs, t))
         name = f"g{len(glue)}" if is_glue else f"f{len(fragments)}"
         sources = tuple(ref[t] for t in reads)
         outputs = tuple(f"o{k}" for k in range(len(gives)))

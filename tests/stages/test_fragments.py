@@ -99,7 +99,7 @@ def test_qknorm_gqa_is_one_fragment_with_seven_ops_and_two_under_five() -> None:
         ["rms_norm", "rms_norm"],
         ["matmul", "exp", "reduction", "div", "matmul"],
     ]
-    assert split.fragments[1].sources == ("K", "f0:o0", "f0:o1")
+    assert split.fragments[1].sources == ("f0:o0", "f0:o1", "K")
 
 
 def test_transformer_block_split_under_the_defaults() -> None:
@@ -114,9 +114,9 @@ def test_transformer_block_split_under_the_defaults() -> None:
     ]
     assert [f.sources for f in split.fragments] == [
         ("X", "Wq", "Kt"),
-        ("X", "V", "Wo", "f0:o0"),
-        ("W1", "W2", "f1:o0"),
-        ("W3", "f1:o0", "f2:o0"),
+        ("f0:o0", "X", "V", "Wo"),  # what earlier fragments made first: activations before weights
+        ("f1:o0", "W1", "W2"),
+        ("f1:o0", "f2:o0", "W3"),
     ]
     assert split.outputs == (("O", "f3:o0"),)
 
@@ -133,9 +133,9 @@ def test_transformer_block_split_under_five_ops() -> None:
     ]
     assert [f.sources for f in split.fragments] == [
         ("X", "Wq", "Kt"),
-        ("X", "V", "Wo", "f0:o0"),
-        ("W1", "W2", "f1:o0"),
-        ("W3", "f1:o0", "f2:o0"),
+        ("f0:o0", "X", "V", "Wo"),  # what earlier fragments made first: activations before weights
+        ("f1:o0", "W1", "W2"),
+        ("f1:o0", "f2:o0", "W3"),
     ]
     assert all(f.outputs == ("o0",) for f in split.fragments)
     assert split.outputs == (("O", "f3:o0"),)
@@ -158,8 +158,23 @@ def test_relu_is_glue_between_two_fragments() -> None:
     (g0,) = split.glue
     assert compute_ops(g0.graph) == ["relu"] and g0.sources == ("f0:o0",) and g0.outputs == ("o0",)
     f0, f1 = split.fragments
-    assert f0.sources == ("X", "W") and f1.sources == ("W2", "B", "g0:o0")
+    assert f0.sources == ("X", "W") and f1.sources == ("g0:o0", "W2", "B")
     assert canonical_digest(f0.graph) == canonical_digest(reference("rms_norm"))
+
+
+def test_a_later_fragments_matmul_by_a_weight_declared_first_still_fuses() -> None:
+    """A norm, a relu (glue), then X·W + b with W [64, 96] and b declared before X: the second fragment
+    reads the relu's output first. Read after the weights, Mirage's grid heuristic took W's dim 0 for
+    the batch: grid 64 over W's rows alone, and no μGraph but the reference."""
+    g = KernelGraph()
+    w, b = g.new_input((64, 96), name="W"), g.new_input((1, 96), name="B")
+    x = g.new_input((16, 64), name="X")
+    g.mark_output(g.add(g.matmul(g.relu(g.layer_norm(x)), w), b), "O")
+    f1 = split_program(g).fragments[1]
+    assert f1.sources == ("g0:o0", "W", "B")
+    found = run_search(Searcher(Fragment(f1.graph, preset_config("mlp"), "f1"))).found
+    fused = [f for f in found.values() if f.kernel_graph().ops_of(OpKind.CUSTOMIZED)]
+    assert len(found) > 1 and fused
 
 
 def test_nested_exp_is_cut() -> None:
