@@ -25,9 +25,12 @@ from mugraph.stages.layout.choose import LayoutResult, choose_layouts
 from mugraph.stages.layout.costs import Layouts
 from mugraph.stages.layout.describe import describe_layouts
 from mugraph.stages.layout.facts import LayoutError
+from mugraph.stages.verify.stored import stored_program_differs
 from mugraph.storage.run.backends import open_existing
+from mugraph.storage.run.errors import damaged
 from mugraph.storage.run.paths import EXPORTED_META_KEY, RunPaths
 from mugraph.storage.run.protocol import RunStoreReader
+from mugraph.storage.run.records import metadata_file
 
 
 @dataclass(frozen=True)
@@ -176,6 +179,7 @@ def select_from_store(store: Path, digest: str | None) -> Selection:
             whole = _stitched_with(st, i, graph, final)
             if whole is not None:  # the program's own inputs and outputs, the other fragments as ranked
                 program, program_reference = whole
+                _same_program(store, f"found/{i}/{d}", program_reference, program)
                 lines, inner, chosen = _layouts(program)
                 label = str(ident.get("program"))
                 if len(frags) > 1:
@@ -186,6 +190,7 @@ def select_from_store(store: Path, digest: str | None) -> Selection:
                 return Selection(program, program_reference, info, None, chosen, note)
             rec = st.layouts(i).get(d)
             layout = LayoutResult.from_json(rec) if rec and "error" not in rec else None
+            _same_program(store, f"found/{i}/{d}", loads(frags[i]["graph"]), graph)
             lines, inner, chosen = _layouts(graph, layout)
             info = EmitInfo(f"{ident.get('program')} {frags[i]['name']}", config, d, lines, inner)
             note = row_major_note(dict(rec.get("io_layouts", {})), graph) if rec else None
@@ -198,9 +203,13 @@ def select_from_store(store: Path, digest: str | None) -> Selection:
             )
         reference = _store_reference(st)
         io = _run_io_layouts(st)
+        for i in range(len(frags)):
+            st.found(i)  # read whole, as show reads them: a damaged record is said here too
+    graph = loads(final["program_graph"])
+    if reference is not None:
+        _same_program(store, "final", reference, graph)
     # the stitched program's layouts, solved as the layout stage solves each fragment's (the same
     # layouts for a one-fragment program, whose stitched program is its best μGraph)
-    graph = loads(final["program_graph"])
     lines, inner, chosen = _layouts(graph)
     complete = bool(final.get("complete"))
     stopped = "" if complete else ", search stopped before its end (its best so far)"
@@ -213,6 +222,17 @@ def select_from_store(store: Path, digest: str | None) -> Selection:
     )
     notes = [n for n in (row_major_note(io, graph), None if complete else _SO_FAR) if n]
     return Selection(graph, reference, info, RunPaths(store).kernels, chosen, "; ".join(notes) or None)
+
+
+def _same_program(store: Path, record: str, reference: KernelGraph, program: KernelGraph) -> None:
+    """Refuse to emit a stored program that does not compute its reference (a record edited after the
+    run and its checksum recomputed: the checksums guard against damage, not against an edit)."""
+    why = stored_program_differs(reference, program)
+    if why is not None:
+        raise damaged(
+            metadata_file(store, record),
+            f"the μGraph it holds does not compute the program: {why}; it was changed after the run",
+        )
 
 
 # what emit says of a store whose search stopped at its time limit (or was stopped after one)

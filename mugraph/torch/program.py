@@ -11,8 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from mugraph.ir.serialize import loads
+from mugraph.stages.verify.stored import stored_program_differs
 from mugraph.storage.run.backends import open_existing
+from mugraph.storage.run.errors import damaged
 from mugraph.storage.run.paths import EXPORTED_META_KEY, RunPaths
+from mugraph.storage.run.records import metadata_file
 from mugraph.torch.archive import archive_digest
 from mugraph.torch.capture import Captured, exported_path, load_exported
 from mugraph.torch.errors import TorchError
@@ -93,8 +96,15 @@ def optimized_module(store: Path, captured: Captured | None = None) -> Optimized
             "than the one the store was made for (the model changed, or this version of mugraph lowers it "
             "differently from the one that made the store); optimise the model again"
         )
+    program = loads(final["program_graph"])
+    why = stored_program_differs(captured.lowering.graph, program)
+    if why is not None:  # the store's checksums guard against damage, not against an edit
+        raise damaged(
+            metadata_file(store, "final"),
+            f"the program it holds does not compute the exported model: {why}; it was changed after the run",
+        )
     chosen = ", ".join(f"{k}={v[:12]}" for k, v in sorted(final.get("best_per_fragment", {}).items()))
-    module = OptimizedModule(captured, loads(final["program_graph"]), chosen, share=share)
+    module = OptimizedModule(captured, program, chosen, share=share)
     module.store_path = store.resolve()  # where pickling finds it again, whatever the working directory
     module.store_loader = load_store
     return module

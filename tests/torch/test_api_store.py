@@ -24,11 +24,13 @@ import torch
 
 import mugraph
 from mugraph.stages.layout.emitted import CONSTANTS, TORCH_MODEL
+from mugraph.storage.run.errors import StoreDamaged
 from mugraph.storage.run.store import RunStore
 from mugraph.torch.archive import UnsafeArchiveError
 from mugraph.torch.capture import capture, exported_path
 from mugraph.torch.errors import TorchError
 from mugraph.torch.runtime import OptimizedModule
+from tests.helpers.store_edits import edit_final_program, first_kind
 from tests.helpers.torch_models import GELU_LINEAR_SETTINGS, GeluLinear, build, inputs
 
 OPTIONS: dict[str, Any] = {"workers": 1, "settings": GELU_LINEAR_SETTINGS, "dashboard_address": ":0"}
@@ -220,6 +222,16 @@ def test_load_refuses_an_archive_the_store_did_not_record(run: Run, tmp_path: Pa
     with pytest.raises(UnsafeArchiveError, match="not the exported program the store recorded"):
         mugraph.load(store)
     assert torch.equal(mugraph.load(_copy_store(run, tmp_path / "again"))(*run.x), run.module(*run.x))
+
+
+def test_load_refuses_a_store_whose_program_was_edited(run: Run, tmp_path: Path) -> None:
+    """The final record's program with its erf GELU made the tanh one, the record resealed: a module
+    off by 1e-3 from the model, had load believed it."""
+    store = _copy_store(run, tmp_path)
+    edit_final_program(store, first_kind("gelu_erf", "gelu"))
+    with pytest.raises(StoreDamaged, match="does not compute the exported model") as e:
+        mugraph.load(store)
+    assert "final" in str(e.value) and "relative error" in str(e.value)
 
 
 def test_a_stopped_search_is_resumed_not_reused(tmp_path: Path) -> None:
