@@ -73,8 +73,10 @@ class Fields:
             raise SchemaError(f"{path}: expected an object, got {type(obj).__name__}")
         self.obj = obj
         self.path = path
+        self.read: set[str] = set()
 
     def get(self, key: str, check: Callable[[Any], bool], what: str, default: Any = ...) -> Any:
+        self.read.add(key)
         if key not in self.obj:
             if default is ...:
                 raise SchemaError(f"{self.path}.{key}: missing ({what} expected)")
@@ -102,6 +104,16 @@ class Fields:
         return float(
             self.get(key, lambda v: isinstance(v, int | float) and not isinstance(v, bool), "a number", default)
         )
+
+    def all_read(self) -> None:
+        """Refuse a field nothing read: a misspelt attribute (`epsilon` for `eps`) would otherwise
+        leave its default in place, a program other than the one written."""
+        unknown = sorted(set(self.obj) - self.read)
+        if unknown:
+            known = ", ".join(sorted(self.read))
+            raise SchemaError(
+                f"{self.path}: unknown field(s) {', '.join(map(repr, unknown))} (this object has: {known})"
+            )
 
     def kind(self, allowed: frozenset[OpKind]) -> OpKind:
         names = sorted(k.value for k in allowed)
@@ -193,6 +205,8 @@ def _block_from_json(obj: Any, path: str, sources: list[Tensor], limits: Limits)
                     _apply_common(bg, kind, of, _args(of, kind, bg.tensors))
         except IRError as e:
             raise SchemaError(f"{of.path}: {e}") from e
+        of.all_read()
+    f.all_read()
     if n_inputs != len(sources):
         raise SchemaError(f"{path}: {n_inputs} block inputs for {len(sources)} op inputs")
     return bg
@@ -204,12 +218,16 @@ def replay(
     path: str,
     bind_input: Callable[[Fields], Tensor],
     bind_output: Callable[[Fields, Tensor], None],
+    *,
+    strict: bool = True,
 ) -> None:
     """Add the JSON `ops` of a kernel graph to `g`, checking every rule again.
 
     Tensor indices in `ops` count only the tensors these ops make, so the same list can be
     replayed into a fresh graph (`from_json`) or inlined into a larger one (`ir.compose`);
     `bind_input` supplies the tensor of each input op, `bind_output` receives each output.
+    `strict`: a field no rule reads is an error (a person's JSON); off for JSON this package wrote,
+    whose inputs `bind_input` may take by name alone.
     """
     local: list[Tensor] = []
     for i, raw in enumerate(ops):
@@ -232,6 +250,8 @@ def replay(
                     local.append(_apply_common(g, kind, of, _args(of, kind, local)))
         except IRError as e:
             raise SchemaError(f"{of.path}: {e}") from e
+        if strict:
+            of.all_read()
 
 
 def _name(f: Fields) -> str | None:
@@ -259,6 +279,7 @@ def from_json(obj: Any, limits: Limits = DEFAULT_LIMITS, path: str = "graph") ->
             raise SchemaError(f"{of.path}.dtype: unknown dtype {dtype!r}") from e
 
     replay(g, ops, path, new_input, lambda of, t: g.mark_output(t, _name(of)))
+    f.all_read()
     return g
 
 

@@ -265,9 +265,27 @@ def _label(path: Path, key: Any) -> str:
         raise ProgramLoadError(f"{_at(path)}: {e}") from None
 
 
+class _TwiceError(ValueError):
+    """A key given twice in one JSON object: Python's reader keeps the last, silently."""
+
+
+def _once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in seen:
+            raise _TwiceError(f"key {k!r} given twice in one object (the second would replace the first)")
+        seen[k] = v
+    return seen
+
+
+_PROGRAM_KEYS = frozenset({"schema", "name", "preset", "reference", "experts"})
+
+
 def _load_json(path: Path) -> Program:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=_once)
+    except _TwiceError as e:
+        raise ProgramLoadError(f"{_at(path)}: invalid JSON: {e}") from None
     except json.JSONDecodeError as e:
         raise ProgramLoadError(f"{_at(path)}:{e.lineno}:{e.colno}: invalid JSON: {e.msg}") from None
     except UnicodeDecodeError as e:
@@ -280,6 +298,9 @@ def _load_json(path: Path) -> Program:
         if isinstance(data, dict) and data.get("schema") == PROGRAM_SCHEMA:
             if "reference" not in data:
                 raise SchemaError(f"reference: missing (a {PROGRAM_SCHEMA} file holds the reference graph)")
+            if unknown := sorted(set(data) - _PROGRAM_KEYS):
+                named, known = ", ".join(map(repr, unknown)), ", ".join(sorted(_PROGRAM_KEYS))
+                raise SchemaError(f"unknown field(s) {named} (a program has: {known})")
             reference = _checked(path, "reference", from_json(data.get("reference"), path="reference"))
             experts_raw = data.get("experts", {})
             if not isinstance(experts_raw, dict):

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from mugraph.cli import main
-from mugraph.ir import SCHEMA, MugraphError, digest, dumps, to_json
+from mugraph.ir import SCHEMA, KernelGraph, MugraphError, digest, dumps, to_json
 from mugraph.ir.canonical import canonical_digest
 from mugraph.pipeline.plan import program_config
 from mugraph.programs import builtin_programs, get_builtin, load_program, resolve_program
@@ -326,6 +326,10 @@ def _kernel_json_case(mutate: str) -> dict[str, Any]:
         data["ops"][0]["shape"] = [2, "256", 64]
     elif mutate == "dtype":
         data["ops"][0]["dtype"] = "int8"
+    elif mutate == "misspelt-input-field":
+        data["ops"][0]["dtpye"] = data["ops"][0].pop("dtype")  # would load as the default float16
+    elif mutate == "misspelt-block-field":
+        data["ops"][3]["block"]["for_loop"] = data["ops"][3]["block"]["forloop"]
     else:  # pragma: no cover
         raise AssertionError(mutate)
     return data
@@ -344,6 +348,8 @@ def _kernel_json_case(mutate: str) -> dict[str, Any]:
         ("schema", "schema: 'mugraph.kernel-graph/99' is neither 'mugraph.kernel-graph/1' nor"),
         ("shape", 'graph.ops[0].shape: expected a list of integers, got [2, "256", 64]'),
         ("dtype", "graph.ops[0].dtype: unknown dtype 'int8'"),
+        ("misspelt-input-field", "graph.ops[0]: unknown field(s) 'dtpye' (this object has: dtype, kind, name, shape)"),
+        ("misspelt-block-field", "graph.ops[3].block: unknown field(s) 'for_loop' (this object has: block, forloop"),
     ],
 )
 def test_json_kernel_graph_field_errors(tmp_path: Path, mutate: str, expected: str) -> None:
@@ -392,6 +398,26 @@ def test_json_program_file(tmp_path: Path, good_program: Path) -> None:
     assert (
         load_error(no_reference)
         == f"{no_reference}: reference: missing (a {PROGRAM_SCHEMA} file holds the reference graph)"
+    )
+
+
+def test_a_misspelt_attribute_or_a_key_given_twice_is_refused(tmp_path: Path) -> None:
+    """`epsilon` for an rms_norm's `eps` loaded as eps 0 and passed `check`; of two `experts` keys the
+    last one was kept, and the first's experts vanished."""
+    g = KernelGraph()
+    g.mark_output(g.rms_norm(g.new_input((8, 64), name="X"), 1e-5), "O")
+    data = to_json(g)
+    norm = next(op for op in data["ops"] if op["kind"] == "rms_norm")
+    norm["epsilon"] = norm.pop("eps")
+    path = write(tmp_path, "eps.json", json.dumps(data))
+    assert "unknown field(s) 'epsilon'" in load_error(path)
+    program = {"schema": PROGRAM_SCHEMA, "reference": to_json(g), "experts": {}, "expert": {}}
+    assert "unknown field(s) 'expert'" in load_error(write(tmp_path, "p.json", json.dumps(program)))
+    text = json.dumps({"schema": PROGRAM_SCHEMA, "reference": to_json(g), "experts": {}})
+    twice = write(tmp_path, "twice.json", text[:-1] + ', "experts": {}}')
+    assert (
+        load_error(twice)
+        == f"{twice}: invalid JSON: key 'experts' given twice in one object (the second would replace the first)"
     )
 
 
