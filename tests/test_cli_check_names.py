@@ -80,3 +80,23 @@ def test_explain_of_an_expert_with_other_output_names_gives_no_seeds_advice(
     row = json.loads(out.strip().splitlines()[-1])
     assert status == 0 and row["rule"] == "not equivalent" and "output names differ" in row["reason"], row
     assert "more seeds" not in row["reason"]
+
+
+def test_an_infinite_error_is_strict_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An expert that overflows float64 has an infinite error: printed null, not Python's `Infinity`."""
+    program = tmp_path / "overflow.py"
+    program.write_text(
+        "from mugraph.ir import KernelGraph\n"
+        "def _g(big):\n"
+        "    g = KernelGraph()\n"
+        "    y = g.matmul(g.new_input((8, 16), name='X'), g.new_input((16, 8), name='W'))\n"
+        "    g.mark_output(g.mul_scalar(g.mul_scalar(y, 1e300), 1e300) if big else y, 'O')\n"
+        "    return g\n"
+        "reference = lambda: _g(False)\n"
+        "experts = {'overflow': lambda: _g(True)}\n"
+    )
+    status, out, _ = run(["check", str(program), "--json"], capsys)
+    line = out.strip().splitlines()[-1]
+    assert status == 1 and "Infinity" not in line and "NaN" not in line
+    (row,) = json.loads(line, parse_constant=lambda c: pytest.fail(f"not JSON: {c}"))["experts"]
+    assert not row["equivalent"] and row["float_max_rel_err"] is None

@@ -17,7 +17,7 @@ import click
 from mugraph.arrays.backend import backend_name, get_array_module
 from mugraph.cli.options import backend_option, memo_options
 from mugraph.cli.pipeline import optimize, report, show, status
-from mugraph.cli.records import ExpertCheck, ExpertOutcome, ExpertReach, SearchSummary
+from mugraph.cli.records import ExpertCheck, ExpertOutcome, ExpertReach, SearchSummary, json_line
 from mugraph.dashboards.progress_line import ProgressLine
 from mugraph.ir.canonical import canonical_digest
 from mugraph.ir.errors import MugraphError, warning_line
@@ -269,7 +269,7 @@ def check(program: str, as_json: bool, seeds: str, backend: str, p: int, q: int,
         "experts": rows,
     }
     if as_json:
-        click.echo(json.dumps(summary))
+        click.echo(json_line(summary))
     else:
         undecided = not equivalent and all(row["equivalent"] or row["undecided"] for row in rows)
         outcome = "all experts equivalent" if equivalent else "UNDECIDED (not accepted)" if undecided else "MISMATCH"
@@ -334,7 +334,7 @@ def prune(program: str, as_json: bool, memo_url: str | None, memo_dir: Path, rli
         "memo_counters": memo_counts,
     }
     if as_json:
-        click.echo(json.dumps(summary))
+        click.echo(json_line(summary))
     else:
         c = oracle.counters
         click.echo(
@@ -417,7 +417,7 @@ def search(
         for d in summary["digests"]:
             click.echo(render(report.found[d].kernel_graph(), f"μGraph {d[:16]}  path {list(report.found[d].path)}"))
     if as_json:
-        click.echo(json.dumps(summary))
+        click.echo(json_line(summary))
     else:
         for line in _search_lines(summary, report):
             click.echo(line)

@@ -4,14 +4,13 @@ module is written, is `run.kernels`'s; this module turns flags into that call an
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
 import click
 
 from mugraph.arrays.backend import cupy_available
-from mugraph.cli.records import EmitResult
+from mugraph.cli.records import EmitResult, json_line
 from mugraph.codegen import FP16_TOLERANCE, check_source, emit_module
 from mugraph.codegen.check import FP32_TOLERANCE, default_tolerance, require_triton
 from mugraph.codegen.errors import CodegenError
@@ -98,7 +97,7 @@ def emit(
         _run_module(result, text, sel, source, check=check, time_it=time_it, native=native)
     result["seconds"] = round(time.perf_counter() - t0, 3)
     if as_json:
-        click.echo(json.dumps(result))
+        click.echo(json_line(result))
     else:
         if sel.note:
             click.echo(f"mugraph: note: {sel.note}", err=True)

@@ -3,12 +3,12 @@ and if not, the first choice that excludes it and the setting that would admit i
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
 from mugraph.cli.options import memo_options
+from mugraph.cli.records import json_line
 from mugraph.ir.errors import MugraphError
 from mugraph.pipeline.plan import program_config
 from mugraph.programs import resolve_program
@@ -67,7 +67,7 @@ def explain(
             expert = prog.experts[label]()
             e = not_equivalent(label, reference, expert) or explain_expert(searcher, label, as_found(reference, expert))
             if as_json:
-                click.echo(json.dumps({"program": prog.name, "fragments": parts, **e.as_json()}))
+                click.echo(json_line({"program": prog.name, "fragments": parts, **e.as_json()}))
                 continue
             click.echo(f"{prog.name} [{label}]: {e.line()}")
             if e.labels:

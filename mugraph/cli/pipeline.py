@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypedDict
@@ -10,6 +9,7 @@ from typing import Any, TypedDict
 import click
 
 from mugraph.cli.options import backend_option, store_argument
+from mugraph.cli.records import json_line
 from mugraph.dashboards.console import not_confident_line as not_confident_line
 from mugraph.dashboards.experts import expert_labels, expert_note
 from mugraph.dashboards.find_times import find_line, run_seconds
@@ -293,7 +293,7 @@ def status(store: Path, as_json: bool) -> None:
             "size": size,
         }
     if as_json:
-        click.echo(json.dumps(out))
+        click.echo(json_line(out))
         return
     ident = st.identity
     click.echo(
@@ -341,6 +341,8 @@ def _tie_values(term: str, values: Any) -> str:
             return "-"
         if term.endswith("_seconds") and isinstance(v, int | float):
             return seconds_text(float(v))
+        if term == "digest" and isinstance(v, str):
+            return v[:16]
         return f"{v:,}" if isinstance(v, int) else (f"{v:,.3g}" if isinstance(v, float) else str(v))
 
     return " against ".join(one(v) for v in values)
@@ -362,11 +364,14 @@ def _ranking_lines(ranking: list[RankedRow], limit: int | None, experts: dict[st
     )
     lines = [head]
     shown = rows_to_show(ranking, limit)
+    own = {e["digest"] for e in ranking if e.get("reference")}  # the reference's graph, also found as a μGraph
     for n, e in shown:
         if limit and n > limit:
             lines.append("   ...")
         tag = "reference" if e.get("reference") else e["digest"][:16]
         expert = f"  (expert {experts[e['digest']]})" if e["digest"] in experts else ""
+        if not e.get("reference") and e["digest"] in own:
+            expert += "  (the reference's own graph, as the search found it)"
         measured = seconds_text(e["measured_seconds"]) if "measured_seconds" in e else "-"
         lines.append(
             f"   {n:>3}  {tag:<16}  {e['kernels']:>7}  {e['dram_bytes']:>13,}  {e['flops']:>15,}  "
@@ -454,7 +459,7 @@ def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) ->
         raise MugraphError(f"{store}: no result yet; run `mugraph optimize` on it first")
     if as_json:
         shown = {"store": str(store), "fragments": rows, "final": final, "provisional": provisional, "running": writer}
-        click.echo(json.dumps(shown))
+        click.echo(json_line(shown))
         return
     if final is None:
         click.echo(_before_end(writer))

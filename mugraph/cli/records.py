@@ -5,7 +5,9 @@ TypedDicts, not dataclasses: each is printed as one JSON object. No `from __futu
 annotations` here, as in the run store's records.
 """
 
-from typing import NotRequired, TypedDict
+import json
+import math
+from typing import Any, NotRequired, TypedDict
 
 from mugraph.codegen.timing import TimingRecord
 
@@ -81,3 +83,19 @@ class EmitResult(TypedDict):
     median_seconds: NotRequired[float]
     device: NotRequired[str]
     seconds: NotRequired[float]  # the whole command; set last
+
+
+def json_line(record: Any) -> str:
+    """`record` as one line of strict JSON: a NaN or infinite error (a candidate off by an overflow)
+    is written null, where Python's `json` would write `NaN` or `Infinity`, which JSON does not have."""
+    return json.dumps(_finite(record), allow_nan=False)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
