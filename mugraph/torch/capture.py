@@ -120,11 +120,12 @@ _FRAME = re.compile(r'File "([^"]+)", line (\d+)')
 
 def _user_line(e: BaseException) -> str:
     """`file:line` of the model's own code where torch stopped: named in torch's message, else the
-    innermost traceback frame outside torch."""
+    innermost traceback frame outside torch and outside code made at run time (`<string>`: torch's
+    generated wrappers lie between the call and the model's line)."""
     torch_dir = str(Path(torch.__file__).parent)
     frames = [(f, int(n)) for f, n in _FRAME.findall(str(e))]
-    frames += [(f.filename, f.lineno or 0) for f in traceback.extract_tb(e.__traceback__)]
-    mine = [f"{f}:{n}" for f, n in frames if not f.startswith(torch_dir) and "mugraph" not in Path(f).parts]
+    frames += [(f.filename, f.lineno or 0) for f in reversed(traceback.extract_tb(e.__traceback__))]
+    mine = [f"{f}:{n}" for f, n in frames if not f.startswith((torch_dir, "<")) and "mugraph" not in Path(f).parts]
     return mine[0] if mine else ""
 
 

@@ -75,6 +75,25 @@ def test_a_model_file_with_such_an_op_is_refused_with_its_line(tmp_path: Path) -
         resolve_program(str(tmp_path / "model.py"))
 
 
+def test_a_capture_error_names_the_models_line_not_torchs_generated_code(tmp_path: Path) -> None:
+    """torch.export stops inside code it made at run time (`<string>`) between the call and the
+    model's line: the error names the model's line."""
+    (tmp_path / "kwnone.py").write_text(
+        textwrap.dedent("""
+        import torch
+
+        class M(torch.nn.Module):
+            def forward(self, x, residual=None):
+                return x + residual
+
+        model = M().eval()
+        example_inputs = (torch.ones(16, 16, dtype=torch.float16),)
+    """)
+    )
+    with pytest.raises(ProgramLoadError, match=r"torch\.export cannot capture M at \S*kwnone\.py:6: TypeError"):
+        resolve_program(str(tmp_path / "kwnone.py"))
+
+
 def test_importing_mugraph_does_not_import_torch() -> None:
     """torch is an optional extra: the package, its library entry and its command line import without it,
     and where it is missing `optimize` says how to install it."""
