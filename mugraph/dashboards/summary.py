@@ -153,7 +153,8 @@ def headline(ranking: Sequence[Mapping[str, Any]]) -> Headline | None:
         if r.get("fits", True) == best.get("fits", True) and r["estimated_seconds"] == best["estimated_seconds"]
     )
     is_ref = bool(best.get("reference"))
-    runner = next((r for r in ranking if not r.get("reference")), None) if is_ref else None
+    # the fastest μGraph other than the reference's own graph (the search finds that one too)
+    runner = next((r for r in ranking if r["digest"] != ref_row["digest"]), None) if is_ref else None
     kept = fastest = ""
     if runner is not None and row_seconds(runner)[0] < t_ref:
         kept = (

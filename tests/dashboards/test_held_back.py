@@ -112,3 +112,18 @@ def test_a_reference_no_mugraph_beats_names_the_fastest_one_found() -> None:
         assert h is not None and h["best_is_reference"]
         assert "(no μGraph beats it)" in h["line"]
         assert f"; the fastest μGraph, {'b' * 16}, is estimated " in h["line"] and f"({ratio})" in h["line"]
+
+
+def test_the_references_own_graph_found_by_the_search_is_not_named_the_fastest_mugraph() -> None:
+    """A fragment whose space holds only the reference's own graph: the headline names no "fastest
+    μGraph" (it said "the fastest μGraph, c0d93119…, 1.00x", where the verdict said none was found),
+    and `show`'s table says what that row is."""
+    from mugraph.cli.pipeline import _ranking_lines
+
+    reference = {**REFERENCE, "flops": 10, "bound": "dram"}
+    own = row(REFERENCE["digest"], REFERENCE["estimated_seconds"], flops=10, bound="dram")
+    head = headline([reference, own])
+    assert head is not None and head["best_is_reference"] and "fastest μGraph" not in head["line"], head
+    rows: list[Any] = [reference, own]
+    lines = _ranking_lines(rows, None, {})
+    assert lines[2].endswith("(the reference's own graph, as the search found it)") and "own" not in lines[1]
