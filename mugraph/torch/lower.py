@@ -205,7 +205,7 @@ def _compact(g: KernelGraph, early: set[str]) -> tuple[KernelGraph, set[str]]:
     out: list[JSONDict] = []  # the kept ops' JSON records, operands renumbered
     for p in order:
         op = g.ops[p]
-        out.append({**ops[p], "inputs": [index[t] for t in op.inputs]})
+        out.append({**ops[p], "inputs": [index[t] for t in op.inputs]} if "inputs" in ops[p] else ops[p])
         for t in op.outputs:
             index[t] = len(index)
     used = {str(g.ops[p].attr("name")) for p in order if g.ops[p].kind is OpKind.INPUT}
