@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from tests.helpers.cli_json import run, summary
@@ -30,3 +33,25 @@ def test_unreachable_memo_server_is_one_line_exit_2(tmp_path: Path) -> None:
     proc = run("prune", "lora", "--memo-url", "redis://127.0.0.1:1/0", cwd=tmp_path)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.count("\n") == 1 and "cannot reach the memo server" in proc.stderr
+
+
+def test_the_memo_url_is_read_from_the_environment_off_the_command_line(tmp_path: Path) -> None:
+    """$MUGRAPH_MEMO_URL keeps a Redis password out of `ps`: the URL is taken from there, and the
+    password is not printed."""
+    env = {**os.environ, "MUGRAPH_MEMO_URL": "redis://:hunter2secret@127.0.0.1:1/0"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "mugraph.cli", "prune", "lora"], capture_output=True, text=True, cwd=tmp_path, env=env
+    )
+    assert proc.returncode == 2 and "cannot reach the memo server" in proc.stderr, proc.stderr
+    assert "hunter2secret" not in proc.stderr + proc.stdout
+    env["MUGRAPH_MEMO_URL"] = "local"
+    s = summary(
+        subprocess.run(
+            [sys.executable, "-m", "mugraph.cli", "prune", "lora", "--json"],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env=env,
+        )
+    )
+    assert s["memo"] == "lru"

@@ -26,8 +26,10 @@ def memo_options(f: F) -> F:
         "--memo-url",
         default=None,
         metavar="URL",
+        envvar="MUGRAPH_MEMO_URL",
         help="Shared verdict memo: redis://HOST:PORT/DB, unix:///PATH, or 'local' (no server). "
-        "Default: a private redis-server keeping its data in --memo-dir.",
+        "Default: a private redis-server keeping its data in --memo-dir. Also read from $MUGRAPH_MEMO_URL "
+        "(a Redis password out of the command line that `ps` shows).",
     )(f)
 
 

@@ -120,8 +120,10 @@ def _parse_layout(text: str) -> tuple[str, int]:
     "--memo-url",
     default=None,
     metavar="URL",
+    envvar="MUGRAPH_MEMO_URL",
     help="Shared verdict memo (redis://HOST:PORT/DB, unix:///PATH, or 'local'). Default: a private "
-    "redis-server beside the store.",
+    "redis-server beside the store. Also read from $MUGRAPH_MEMO_URL, which keeps a Redis password "
+    "out of the command line that `ps` shows every user.",
 )
 @click.option(
     "--store",
