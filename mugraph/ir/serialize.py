@@ -112,7 +112,7 @@ class Fields:
         if unknown:
             known = ", ".join(sorted(self.read))
             raise SchemaError(
-                f"{self.path}: unknown field(s) {', '.join(map(repr, unknown))} (this object has: {known})"
+                f"{self.path}: unknown field(s) {', '.join(map(repr, unknown))} (the fields it takes: {known})"
             )
 
     def kind(self, allowed: frozenset[OpKind]) -> OpKind:

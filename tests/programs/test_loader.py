@@ -348,8 +348,14 @@ def _kernel_json_case(mutate: str) -> dict[str, Any]:
         ("schema", "schema: 'mugraph.kernel-graph/99' is neither 'mugraph.kernel-graph/1' nor"),
         ("shape", 'graph.ops[0].shape: expected a list of integers, got [2, "256", 64]'),
         ("dtype", "graph.ops[0].dtype: unknown dtype 'int8'"),
-        ("misspelt-input-field", "graph.ops[0]: unknown field(s) 'dtpye' (this object has: dtype, kind, name, shape)"),
-        ("misspelt-block-field", "graph.ops[3].block: unknown field(s) 'for_loop' (this object has: block, forloop"),
+        (
+            "misspelt-input-field",
+            "graph.ops[0]: unknown field(s) 'dtpye' (the fields it takes: dtype, kind, name, shape)",
+        ),
+        (
+            "misspelt-block-field",
+            "graph.ops[3].block: unknown field(s) 'for_loop' (the fields it takes: block, forloop",
+        ),
     ],
 )
 def test_json_kernel_graph_field_errors(tmp_path: Path, mutate: str, expected: str) -> None:

@@ -52,7 +52,7 @@ def check_memo_reachable(memo_url: str) -> None:
     if problem:
         raise MugraphError(
             f"cannot reach the memo server at {redact_url(memo_url)} ({problem}); start it, or leave out "
-            "--memo-url to use a private one"
+            "--memo-url (and unset $MUGRAPH_MEMO_URL) to use a private one"
         )
 
 

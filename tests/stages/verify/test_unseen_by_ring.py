@@ -46,3 +46,14 @@ def test_a_scale_that_is_one_in_the_ring_is_refused_by_float64() -> None:
     r = check_equivalence(_scaled(1.0), _scaled(wrong))
     assert not r.equivalent and "float64 relative error" in r.reason, r.reason
     assert check_equivalence(_scaled(0.5), _scaled(0.5)).equivalent
+
+
+def test_a_stored_program_with_other_clamp_bounds_is_told_apart() -> None:
+    """What `emit` and `load` check a store's program with: float64 alone passed a clamp whose bounds
+    were edited past every value it drew, the ring does not."""
+    from mugraph.stages.verify.stored import stored_program_differs
+
+    assert stored_program_differs(_clamped(-100.0, 100.0), _clamped(-100.0, 100.0)) is None
+    why = stored_program_differs(_clamped(-100.0, 100.0), _clamped(-1000.0, 1000.0))
+    assert why is not None and "'O'" in why, why
+    assert "relative error" in str(stored_program_differs(_scaled(1.0), _scaled(2.0)))
