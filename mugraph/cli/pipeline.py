@@ -497,7 +497,8 @@ def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) ->
             render(loads(final["program_graph"]), "the whole program: the chosen μGraphs and the glue between them")
         )
     state = "complete" if final["complete"] else "NOT complete (best so far)"
-    click.echo(f"run {state}; stitched program checked in float64, max rel err {final['end_to_end_max_rel_err']:.2e}")
+    err = final["end_to_end_max_rel_err"]
+    click.echo(f"run {state}; the run checked the stitched program in float64: max rel err {err:.2e}")
 
 
 @click.command()
