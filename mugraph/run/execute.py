@@ -51,7 +51,8 @@ def reused(run: Prepared, t0: float) -> DoneEvent | None:
     """The answer a finished store already holds for this run, read without a cluster, where nothing is
     asked that only a run does (`OptimizeOptions.reuses_finished`); None where the run must go on."""
     model = model_for(run.program.from_torch).name
-    if not (run.options.reuses_finished() and finished(run.store, run.plan.identity, run.gpu.name, model)):
+    fragments = [(fp.spec.name, fp.payload.digest) for fp in run.plan.fragments]
+    if not (run.options.reuses_finished() and finished(run.store, run.plan.identity, run.gpu.name, model, fragments)):
         return None
     done = stored_done(run.store, t0)
     done["expert"] = _expert(run, done)

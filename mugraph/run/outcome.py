@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -93,10 +93,14 @@ def stored_done(store: Path, t0: float | None = None, *, write_missing_report: b
     return done  # type: ignore[return-value]
 
 
-def finished(store: Path, identity: Mapping[str, str], gpu_profile: str, model: str) -> bool:
-    """True where `store` holds a complete result for this identity, ranked for this GPU profile by this
-    cost model and for the default (row-major) strides: the same call without `--layout` would search
-    and rank nothing again (a store ranked by an earlier model is ranked again by the run)."""
+def finished(
+    store: Path, identity: Mapping[str, str], gpu_profile: str, model: str, split: Sequence[tuple[str, str]]
+) -> bool:
+    """True where `store` holds a complete result for this identity and the fragments of `split` (name, digest),
+    ranked for this GPU profile by this cost model and for the default (row-major) strides: the same call
+    without `--layout` would search and rank nothing again (a store ranked by an earlier model is ranked
+    again by the run). A store whose fragments are others (another version split the program into other
+    graphs: their search spaces differ) is not reused: the run says so when it opens it."""
     if not store.is_dir():
         return False
     try:
@@ -105,6 +109,7 @@ def finished(store: Path, identity: Mapping[str, str], gpu_profile: str, model: 
             fragments = range(len(st.fragments()))
             return (
                 dict(st.identity) == dict(identity)
+                and [(f["name"], f["digest"]) for f in st.fragments()] == list(split)
                 and final is not None
                 and bool(final["complete"])
                 and final.get("gpu_profile") == gpu_profile

@@ -98,6 +98,20 @@ def test_rerun_of_a_finished_store_reads_it_back_without_a_cluster(two_workers: 
     assert again["states"] > 0 and "this run" not in first
 
 
+def test_a_finished_store_of_other_fragments_is_not_reused(two_workers: Run) -> None:
+    """A store another version made, which split the program into other fragment graphs (their search
+    spaces differ), is not read back as this run's answer: the run opens it and refuses it."""
+    from mugraph.run.outcome import finished
+    from mugraph.storage.run.store import RunStore
+
+    cwd, last, _ = two_workers
+    with RunStore.open_existing(cwd / "run.zarr") as st:
+        identity, frags = dict(st.identity), [(f["name"], f["digest"]) for f in st.fragments()]
+    profile, model = "H100", last["ranking"]["f0"][0]["model"]
+    assert finished(cwd / "run.zarr", identity, profile, model, frags)
+    assert not finished(cwd / "run.zarr", identity, profile, model, [(frags[0][0], "0" * 32)])
+
+
 def test_a_store_resumes_with_its_own_budget_when_none_is_given(two_workers: Run) -> None:
     cwd, last, _ = two_workers
     args = optimize_args("rms_norm", cwd / "run.zarr", "--workers", "1", budget=BUDGET)

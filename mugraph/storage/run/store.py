@@ -252,7 +252,10 @@ class RunStore(ResultRecords):
         value = normalize([dict(f) for f in fragments], "fragments")
         if self._fragments is not None:
             if canonical_json(value) != canonical_json(self._fragments):
-                raise StoreMismatch(f"run store {self.path} holds other fragments than these; {RECOVERY_HINT}")
+                raise StoreMismatch(
+                    f"run store {self.path} holds other fragments than these (another version of mugraph split "
+                    f"the program into other graphs, whose search spaces differ); {RECOVERY_HINT}"
+                )
             return
         used = self._table.summary()["fragments"]
         if used and max(used) >= len(value):
