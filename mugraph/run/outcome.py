@@ -106,10 +106,11 @@ def finished(
     try:
         with open_existing(store, readonly=True) as st:
             final = st.final()
-            fragments = range(len(st.fragments()))
+            records = st.fragments()
+            fragments = range(len(records))
             return (
                 dict(st.identity) == dict(identity)
-                and [(f["name"], f["digest"]) for f in st.fragments()] == list(split)
+                and [(f["name"], f["digest"]) for f in records] == list(split)
                 and final is not None
                 and bool(final["complete"])
                 and final.get("gpu_profile") == gpu_profile

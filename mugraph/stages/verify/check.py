@@ -230,6 +230,11 @@ def _ordered(err: float) -> float:
     return math.inf if math.isnan(err) else err
 
 
+def worst_output(errs: Sequence[float]) -> int:
+    """The index of the largest error, a NaN's first (`_ordered`)."""
+    return max(range(len(errs)), key=lambda i: _ordered(errs[i]))
+
+
 def worst_error(errs: Sequence[float]) -> float:
     """The largest error, NaN where any is NaN (`max` would keep or drop a NaN by its position)."""
     return max(errs, key=_ordered, default=0.0)
@@ -308,7 +313,7 @@ def check_equivalence(
     result.float_max_rel_err = worst_error(errs)
     result.float_seconds = time.perf_counter() - t1
     if not result.float_max_rel_err <= tolerance:
-        worst = max(range(len(errs)), key=lambda i: _ordered(errs[i]))
+        worst = worst_output(errs)
         name = names_of(reference, OpKind.OUTPUT)[worst]
         result.equivalent = False
         result.reason = f"float64 relative error {errs[worst]:.3g} on output {name!r}, over {tolerance:g}"

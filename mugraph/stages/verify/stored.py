@@ -14,7 +14,7 @@ import numpy as np
 
 from mugraph.ir.graph import KernelGraph
 from mugraph.ir.types import OpKind
-from mugraph.stages.verify.check import FloatReference, ReferenceFingerprints, worst_error
+from mugraph.stages.verify.check import FloatReference, ReferenceFingerprints, worst_error, worst_output
 from mugraph.stages.verify.names import NameOrder, name_order, names_of
 
 __all__ = ["STORED_TOLERANCE", "stored_program_differs"]
@@ -32,6 +32,6 @@ def stored_program_differs(reference: KernelGraph, program: KernelGraph) -> str 
     if worst_error(errs) <= STORED_TOLERANCE:
         matched, why = ReferenceFingerprints(reference).match_named(program)
         return None if matched is not None else why
-    worst = max(range(len(errs)), key=lambda i: errs[i] if errs[i] == errs[i] else float("inf"))
+    worst = worst_output(errs)
     name = names_of(reference, OpKind.OUTPUT)[worst]
     return f"output {name!r} differs from the program's in float64 (relative error {errs[worst]:.3g})"
