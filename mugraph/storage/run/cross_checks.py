@@ -26,7 +26,7 @@ from typing import Any
 from mugraph.storage.run.errors import damaged
 from mugraph.storage.run.records import metadata_file, record_names
 
-__all__ = ["check_records"]
+__all__ = ["check_final_shape", "check_records", "ranked_digests"]
 
 _KINDS = ("layouts", "confirmations", "found")  # listed in this order: the reverse of writing
 
@@ -56,7 +56,7 @@ def check_records(
             need("confirmations", i, digest, metadata_file(root, f"layouts/{i}/{digest}"))
         ranking = rankings[i]
         file = metadata_file(root, f"rankings/{i}")
-        for digest in _ranked(ranking or [], file):
+        for digest in ranked_digests(ranking or [], file):
             for kind in _KINDS[::-1]:
                 need(kind, i, digest, file)
     for i, counted in sorted(found_counts.items()):
@@ -70,7 +70,7 @@ def check_records(
         _check_final(root, fragments, final, rankings, found, confirmed)
 
 
-def _ranked(ranking: list[Any], file: Path) -> list[str]:
+def ranked_digests(ranking: list[Any], file: Path) -> list[str]:
     """The digests of a ranking's μGraphs (not the reference program's row)."""
     out = []
     for row in ranking:
@@ -90,26 +90,21 @@ def _check_final(
     confirmed: list[set[str]],
 ) -> None:
     file = metadata_file(root, "final")
-    mugraphs = final.get("mugraphs", [])
-    if not isinstance(mugraphs, list) or not all(isinstance(d, str) for d in mugraphs):
-        raise damaged(file, "mugraphs is not a list of digests")
+    mugraphs, best = check_final_shape(final, file)
     every = set().union(*confirmed)
     for digest in sorted(set(mugraphs) - every):
         where = next((i for i, f in enumerate(found) if digest in f), 0)
         raise damaged(metadata_file(root, f"confirmations/{where}/{digest}"), f"missing, though {file} names it")
-    best = final.get("best_per_fragment", {})
-    if not isinstance(best, dict):
-        raise damaged(file, "best_per_fragment is not a mapping")
     for i, fragment in enumerate(fragments):
-        digest = best.get(fragment.get("name"))
-        if digest is None:
+        chosen = best.get(fragment.get("name"))
+        if chosen is None:
             continue
         ranking = rankings[i]
         ranking_file = metadata_file(root, f"rankings/{i}")
         if ranking is None:
             raise damaged(ranking_file, f"missing, though {file} names the best of fragment {i}")
-        if not any(isinstance(r, dict) and r.get("digest") == digest for r in ranking):
-            raise damaged(ranking_file, f"does not rank {digest[:16]}, the best {file} names")
+        if not any(isinstance(r, dict) and r.get("digest") == chosen for r in ranking):
+            raise damaged(ranking_file, f"does not rank {chosen[:16]}, the best {file} names")
     if final.get("complete") is True:
         for i in range(len(fragments)):
             for digest in sorted(found[i] - confirmed[i]):
@@ -117,3 +112,15 @@ def _check_final(
                     metadata_file(root, f"confirmations/{i}/{digest}"),
                     f"missing, though {file} says the run is complete",
                 )
+
+
+def check_final_shape(final: Mapping[str, Any], file: Path) -> tuple[list[str], dict[Any, Any]]:
+    """The final record's μGraphs and best per fragment (by name); StoreDamaged naming `file` where
+    they are not a list of digests and a mapping."""
+    mugraphs = final.get("mugraphs", [])
+    if not isinstance(mugraphs, list) or not all(isinstance(d, str) for d in mugraphs):
+        raise damaged(file, "mugraphs is not a list of digests")
+    best = final.get("best_per_fragment", {})
+    if not isinstance(best, dict):
+        raise damaged(file, "best_per_fragment is not a mapping")
+    return mugraphs, best

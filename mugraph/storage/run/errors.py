@@ -6,9 +6,12 @@ from pathlib import Path
 
 from mugraph.ir.errors import MugraphError
 
-__all__ = ["RECOVERY_HINT", "StoreBusy", "StoreDamaged", "StoreError", "StoreMismatch", "damaged"]
+__all__ = ["MISMATCH_HINT", "RECOVERY_HINT", "StoreBusy", "StoreDamaged", "StoreError", "StoreMismatch", "damaged"]
 
-RECOVERY_HINT = "start over with --fresh (fresh=True from Python) or choose another --store (store=)"
+# A store made for another run holds nothing this run can use: it starts over or uses another store.
+MISMATCH_HINT = "start over with --fresh (fresh=True from Python) or choose another --store (store=)"
+# A damaged store keeps its intact records: `mugraph repair` keeps them, and says when it cannot.
+RECOVERY_HINT = f"run `mugraph repair STORE` to keep every intact record and resume, or {MISMATCH_HINT}"
 
 
 class StoreError(MugraphError):
@@ -20,7 +23,15 @@ class StoreMismatch(StoreError):
 
 
 class StoreDamaged(StoreError):
-    """A file of the store is unreadable or corrupt; raised instead of ever returning wrong data."""
+    """A file of the store is unreadable or corrupt; raised instead of ever returning wrong data.
+
+    `file` and `detail` (the problem alone, without the hint) let `repair` list every damaged
+    record where the readers stop at the first."""
+
+    def __init__(self, message: str, file: Path | None = None, detail: str = "") -> None:
+        super().__init__(message)
+        self.file = file
+        self.detail = detail or message
 
 
 class StoreBusy(StoreError):
@@ -33,4 +44,4 @@ def damaged(file: Path, problem: object, hint: str = RECOVERY_HINT) -> StoreDama
     detail = text[0] if text else type(problem).__name__
     if isinstance(problem, BaseException) and not isinstance(problem, StoreError):
         detail = f"{type(problem).__name__}: {detail}"
-    return StoreDamaged(f"run store damaged: {file}: {detail}; {hint}")
+    return StoreDamaged(f"run store damaged: {file}: {detail}; {hint}", file, detail)

@@ -10,6 +10,7 @@ copied over another) is damage, never a μGraph shown under another's digest."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ __all__ = [
     "check_graph_digest",
     "first_found",
     "found_attrs",
+    "found_record",
     "graph_digest",
     "load_found",
 ]
@@ -55,27 +57,35 @@ async def load_found(
         file = metadata_file(root, f"{base}/{name}")
         if attrs is None:  # listed a moment ago; records are never deleted
             raise damaged(file, "missing (removed while the store was being read)")
-        try:
-            task, graph, raw_path = attrs["task"], attrs["graph"], attrs["path"]
-            seconds, states = attrs.get("seconds"), attrs.get("states")
-            check_find_time(seconds, states, "found")
-            if not isinstance(raw_path, list) or not all(type(x) is int for x in raw_path):
-                raise TypeError(f"path must be a list of integers, not {raw_path!r:.60}")
-            path = check_path(raw_path, "found")
-            if not isinstance(graph, str) or isinstance(task, bool) or not isinstance(task, int) or task < 0:
-                raise ValueError("graph must be text and task a row number")
-            if task >= rows and not readonly:
-                raise ValueError(f"task {task} is not a row of the task table")
-            # A reader's snapshot of the task table can predate the row of a task a live writer has
-            # since completed. Its record is kept: it may be the rewrite of a record that a task in
-            # the snapshot made (a later task found the same μGraph at a smaller path), and the
-            # μGraph exists either way. For the writer itself such a record is damage.
-        except (KeyError, TypeError, ValueError) as exc:
-            raise damaged(file, exc) from None
-        out[name] = FoundRecord(fragment, name, path, graph, task, seconds, states)
+        out[name] = found_record(fragment, name, attrs, file, rows, readonly)
     for name, rec in out.items():
         check_graph_digest(rec.graph, name, metadata_file(root, f"{base}/{name}"))
     return out
+
+
+def found_record(
+    fragment: int, name: str, attrs: Mapping[str, Any], file: Path, rows: int, readonly: bool
+) -> FoundRecord:
+    """The found record `name` of `fragment` from its unsealed `attrs`, its fields checked (not its
+    graph's digest: `check_graph_digest`); StoreDamaged naming `file` otherwise."""
+    try:
+        task, graph, raw_path = attrs["task"], attrs["graph"], attrs["path"]
+        seconds, states = attrs.get("seconds"), attrs.get("states")
+        check_find_time(seconds, states, "found")
+        if not isinstance(raw_path, list) or not all(type(x) is int for x in raw_path):
+            raise TypeError(f"path must be a list of integers, not {raw_path!r:.60}")
+        path = check_path(raw_path, "found")
+        if not isinstance(graph, str) or isinstance(task, bool) or not isinstance(task, int) or task < 0:
+            raise ValueError("graph must be text and task a row number")
+        if task >= rows and not readonly:
+            raise ValueError(f"task {task} is not a row of the task table")
+        # A reader's snapshot of the task table can predate the row of a task a live writer has
+        # since completed. Its record is kept: it may be the rewrite of a record that a task in
+        # the snapshot made (a later task found the same μGraph at a smaller path), and the
+        # μGraph exists either way. For the writer itself such a record is damage.
+    except (KeyError, TypeError, ValueError) as exc:
+        raise damaged(file, exc) from None
+    return FoundRecord(fragment, name, path, graph, task, seconds, states)
 
 
 def graph_digest(graph: str, file: Path) -> str:

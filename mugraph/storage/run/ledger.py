@@ -21,17 +21,40 @@ import zlib
 from collections.abc import Iterable
 from pathlib import Path
 
+from mugraph.storage.run.atomic_store import write_atomic
 from mugraph.storage.run.errors import damaged
 from mugraph.storage.run.records import metadata_file
 from mugraph.storage.safe_files import LinkFound, open_nofollow, read_nofollow
 
-__all__ = ["LEDGER_NAME", "Ledger"]
+__all__ = ["LEDGER_NAME", "Ledger", "parse_lines", "rewrite_ledger"]
 
 LEDGER_NAME = "ledger.jsonl"
 
 
 def _line(record: str) -> bytes:
     return (json.dumps({"record": record, "crc32": zlib.crc32(record.encode())}) + "\n").encode()
+
+
+def parse_lines(complete: bytes, file: Path) -> list[str]:
+    """The records named by the complete lines `complete` of the ledger `file`, in order;
+    StoreDamaged naming the file at the first bad line."""
+    records: list[str] = []
+    for number, raw in enumerate(complete.split(b"\n") if complete else [], 1):
+        try:
+            entry = json.loads(raw)
+            record = entry["record"]
+            if not isinstance(record, str) or entry["crc32"] != zlib.crc32(record.encode()):
+                raise ValueError("checksum mismatch")
+        except (ValueError, KeyError, TypeError) as exc:
+            raise damaged(file, f"line {number}: {exc}") from None
+        records.append(record)
+    return records
+
+
+def rewrite_ledger(root: Path, records: Iterable[str], *, durable: bool = False) -> None:
+    """Replace the ledger whole, in one atomic file, by these records: what `repair` leaves after it
+    dropped damaged records or rebuilt a damaged ledger from the records on disk."""
+    write_atomic(root / LEDGER_NAME, b"".join(_line(r) for r in dict.fromkeys(records)), durable=durable)
 
 
 class Ledger:
@@ -75,17 +98,7 @@ class Ledger:
                 os.ftruncate(fd, len(complete) + 1 if complete else 0)
             finally:
                 os.close(fd)
-        records: set[str] = set()
-        for number, raw in enumerate(complete.split(b"\n") if complete else [], 1):
-            try:
-                entry = json.loads(raw)
-                record = entry["record"]
-                if not isinstance(record, str) or entry["crc32"] != zlib.crc32(record.encode()):
-                    raise ValueError("checksum mismatch")
-            except (ValueError, KeyError, TypeError) as exc:
-                raise damaged(file, f"line {number}: {exc}") from None
-            records.add(record)
-        ledger = cls(root, records, durable=durable)
+        ledger = cls(root, set(parse_lines(complete, file)), durable=durable)
         ledger.check()
         return ledger
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from mugraph.storage.run.atomic_store import remove_temp_files
-from mugraph.storage.run.errors import RECOVERY_HINT, StoreError, StoreMismatch
+from mugraph.storage.run.errors import MISMATCH_HINT, StoreError, StoreMismatch
 from mugraph.storage.run.lock import StoreLock
 from mugraph.storage.run.records import normalize
 from mugraph.storage.run.root import (
@@ -74,7 +74,7 @@ def open_for_writing(
             if stored.get(k) != ident.get(k)
         ]
         if diffs:
-            raise StoreMismatch(f"run store {path} was made for another run ({'; '.join(diffs)}); {RECOVERY_HINT}")
+            raise StoreMismatch(f"run store {path} was made for another run ({'; '.join(diffs)}); {MISMATCH_HINT}")
         if lock is None:
             lock = StoreLock.acquire(path)
             remove_temp_files(path)

@@ -64,16 +64,18 @@ class RecordFiles:
 
         A record is named by the digest of its μGraph and says which μGraph it is about: one whose
         `digest` is another's (two records swapped, one copied over another) is damage."""
-        out: dict[str, tuple[JsonObject, Path]] = {}
-        for d, attrs in self.read_all(base):
-            file = metadata_file(self.root, f"{base}/{d}")
-            result = self.field(f"{base}/{d}", attrs, "result", dict)
-            if result.get("digest") != d:
-                raise damaged(
-                    file, f"holds the record of μGraph {str(result.get('digest'))[:16]!r}, not of {d[:16]}, its name"
-                )
-            out[d] = (result, file)
-        return out
+        return {d: self.keyed_result(base, d, attrs) for d, attrs in self.read_all(base)}
+
+    def keyed_result(self, base: str, d: str, attrs: Mapping[str, Any] | None) -> tuple[JsonObject, Path]:
+        """The `result` of the record `d` under `base` read as `attrs`, and its file; StoreDamaged
+        naming the file unless it is an object about the μGraph `d`."""
+        file = metadata_file(self.root, f"{base}/{d}")
+        result = self.field(f"{base}/{d}", attrs, "result", dict)
+        if result.get("digest") != d:
+            raise damaged(
+                file, f"holds the record of μGraph {str(result.get('digest'))[:16]!r}, not of {d[:16]}, its name"
+            )
+        return result, file
 
     def check_keyed_names(self, base: str) -> None:
         """At open: every record under `base` is about the μGraph that names it. Each file is read as

@@ -139,10 +139,12 @@ class ResultRecords:
 
     def ranking(self, fragment: int) -> list[JsonObject] | None:
         """The stored ranking's rows (stages.layout.rows.RankedRow, which this room cannot import)."""
-        path = f"rankings/{self._check_fragment(fragment)}"
-        attrs = self._files.read(path)
-        if attrs is None:
-            return None
+        attrs = self._files.read(f"rankings/{self._check_fragment(fragment)}")
+        return None if attrs is None else self.ranking_rows(fragment, attrs)
+
+    def ranking_rows(self, fragment: int, attrs: Mapping[str, Any]) -> list[JsonObject]:
+        """The rows of fragment `fragment`'s ranking read as `attrs`, checked (StoreDamaged naming its file)."""
+        path = f"rankings/{fragment}"
         check_run_tag(attrs, self._tag, metadata_file(self.path, path))
         rows = self._files.field(path, attrs, "ranking", list)
         reference = self._reference_digest(fragment)
@@ -176,12 +178,13 @@ class ResultRecords:
 
     def timeline(self) -> list[list[ProgressSample]]:
         """Every invocation's progress samples, oldest invocation first (as the driver wrote them)."""
-        out = []
-        for name, attrs in self._files.read_all("timeline"):
-            file = metadata_file(self.path, f"timeline/{name}")
-            check_run_tag(attrs or {}, self._tag, file)
-            out.append(check_samples(self._files.field(f"timeline/{name}", attrs, "samples", list), file))
-        return out
+        return [self.timeline_samples(name, attrs) for name, attrs in self._files.read_all("timeline")]
+
+    def timeline_samples(self, name: str, attrs: Mapping[str, Any] | None) -> list[ProgressSample]:
+        """The samples of the timeline record `name` read as `attrs`, checked (StoreDamaged naming its file)."""
+        file = metadata_file(self.path, f"timeline/{name}")
+        check_run_tag(attrs or {}, self._tag, file)
+        return check_samples(self._files.field(f"timeline/{name}", attrs, "samples", list), file)
 
     def put_final(self, final: Mapping[str, Any]) -> None:
         self._check_writable()
@@ -192,7 +195,9 @@ class ResultRecords:
 
     def final(self) -> FinalRecord | None:
         attrs = self._files.read("final")
-        if attrs is None:
-            return None
+        return None if attrs is None else self.final_record(attrs)
+
+    def final_record(self, attrs: Mapping[str, Any]) -> FinalRecord:
+        """The final record read as `attrs`, checked (StoreDamaged naming its file)."""
         check_run_tag(attrs, self._tag, metadata_file(self.path, "final"))
         return cast(FinalRecord, self._files.field("final", attrs, "final", dict))

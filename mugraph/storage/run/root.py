@@ -26,7 +26,7 @@ from zarr.core.sync import sync as zarr_sync
 
 from mugraph.storage.processes import pid_alive
 from mugraph.storage.run.atomic_store import AtomicLocalStore
-from mugraph.storage.run.errors import RECOVERY_HINT, StoreError, StoreMismatch, damaged
+from mugraph.storage.run.errors import MISMATCH_HINT, StoreError, StoreMismatch, damaged
 from mugraph.storage.run.ledger import Ledger
 from mugraph.storage.run.lock import LOCK_NAME, StoreLock
 from mugraph.storage.run.records import canonical_json, run_tag
@@ -122,7 +122,7 @@ def read_root(path: Path) -> RootAttrs:
     if attrs.get("schema") != SCHEMA_VERSION:
         raise StoreMismatch(
             f"run store {path} has schema version {attrs.get('schema')!r}; this mugraph reads version "
-            f"{SCHEMA_VERSION}; {RECOVERY_HINT}"
+            f"{SCHEMA_VERSION}; {MISMATCH_HINT}"
         )
     ident, meta = attrs.get("identity"), attrs.get("meta")
     if attrs.get("crc32") != _root_crc(attrs) or not isinstance(meta, dict):

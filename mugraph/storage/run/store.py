@@ -74,7 +74,7 @@ from mugraph.ir.canonical import replaces_find
 from mugraph.storage.run.atomic_store import AtomicLocalStore, remove_temp_files
 from mugraph.storage.run.cross_checks import check_records
 from mugraph.storage.run.errors import (
-    RECOVERY_HINT,
+    MISMATCH_HINT,
     StoreBusy,
     StoreDamaged,
     StoreError,
@@ -207,7 +207,7 @@ class RunStore(ResultRecords):
             store.close()
             raise StoreMismatch(
                 f"run store {path} was made for another run (counter_names: stored {stored_names}, given {names}); "
-                f"{RECOVERY_HINT}"
+                f"{MISMATCH_HINT}"
             )
         return store
 
@@ -254,7 +254,7 @@ class RunStore(ResultRecords):
             if canonical_json(value) != canonical_json(self._fragments):
                 raise StoreMismatch(
                     f"run store {self.path} holds other fragments than these (another version of mugraph split "
-                    f"the program into other graphs, whose search spaces differ); {RECOVERY_HINT}"
+                    f"the program into other graphs, whose search spaces differ); {MISMATCH_HINT}"
                 )
             return
         used = self._table.summary()["fragments"]

@@ -350,6 +350,15 @@ class TaskTable:
         if rows:
             self._write(("info",), sorted({r // CHUNK_ROWS for r in rows}))
 
+    def mark_pending(self, rows: Sequence[int]) -> None:
+        """Set done rows back to pending (status, worker and epoch, one write per chunk), as a crash
+        before their done mark would have left them: `repair` has their tasks run again to find the
+        μGraphs whose records it dropped. Their counters stay until the rerun replaces them."""
+        for r in rows:
+            self._info[r, STATUS:] = (PENDING, -1, -1)
+        if rows:
+            self._write(("info",), sorted({r // CHUNK_ROWS for r in rows}))
+
     def _write(self, names: Sequence[str], chunks: Sequence[int]) -> None:
         """Write whole chunks from the mirrors (one atomic file each), growing every array first if needed."""
         need = (max(chunks) + 1) * CHUNK_ROWS
