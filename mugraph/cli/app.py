@@ -98,6 +98,10 @@ COMMAND_HELP: dict[str, tuple[str, tuple[str, ...]]] = {
         "Write the chosen μGraph as Triton kernels ([kernels]).",
         ("mugraph emit runs/lora-*.zarr --check", "mugraph emit lora --expert concat --out lora_kernels.py"),
     ),
+    "repair": (
+        "Mend a damaged run store, keeping every intact record.",
+        ("mugraph repair runs/rms_norm-*.zarr --dry-run", "mugraph repair runs/rms_norm-*.zarr"),
+    ),
     "search": (
         "Lower level: the μGraph search alone, in one process.",
         ("mugraph search lora --set 'grids=[[64,1,1]]' --set 'fmaps=[-1]' --set 'kernel_ops=[]'",),
@@ -511,9 +515,11 @@ cli.add_command(report)
 
 from mugraph.cli.emit import emit  # noqa: E402
 from mugraph.cli.explain import explain  # noqa: E402
+from mugraph.cli.repair import repair  # noqa: E402
 
 cli.add_command(emit)
 cli.add_command(explain)
+cli.add_command(repair)
 
 
 RESUMABLE = ("optimize", "search", "prune")

@@ -14,7 +14,8 @@ other, at every open, with no help from the ledger:
 Each is checked on names alone (directory listings and two small records per fragment), so an open stays
 cheap. The records are read in the reverse of the order the writer writes them (final, rankings,
 layouts, confirmations, found) and the writer never deletes one: a reader beside a live writer sees
-every record a later-written one names.
+every record a later-written one names. (`repair` deletes records, holding the writer's lock, in the
+order that keeps this true of what is left; a reader beside it may see a record listed and gone.)
 """
 
 from __future__ import annotations

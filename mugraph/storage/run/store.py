@@ -50,6 +50,8 @@ must name the fragment's reference graph's digest; each is checked once per reco
 Damage (invalid JSON, a record whose checksum fails, a chunk failing its crc32c, truncated or
 missing, an impossible value, a committed record that is gone, records that contradict each other,
 a symbolic link inside the store) raises StoreDamaged naming the file; nothing is ever guessed.
+`repair` (with `repair_scan` and `repair_plan`) keeps the intact records of a damaged store and
+drops or rebuilds the rest, into a state the resume above handles.
 
 The pieces: `opening` (checks and the lock before a writer's open), `root` (root attributes,
 building and deleting a whole store), `task_table` (read back by `task_table_load`), `found_records`,

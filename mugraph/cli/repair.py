@@ -1,0 +1,30 @@
+"""`mugraph repair STORE`: a damaged run store's intact records kept, the rest dropped or rebuilt, so
+that `mugraph optimize` resumes it (the work is `mugraph.storage.run.repair`'s)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from mugraph.cli.options import store_argument
+from mugraph.cli.records import json_line
+from mugraph.storage.run.repair import repair_store
+
+
+@click.command()
+@store_argument
+@click.option("--dry-run", is_flag=True, help="Say what would be done; change nothing.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+def repair(store: Path, dry_run: bool, as_json: bool) -> None:
+    """Keep every intact record of a damaged run STORE and drop or rebuild the damaged ones, so that
+    the same `mugraph optimize` resumes it and ends with the result of an undamaged run.
+
+    Prints one line per damaged record, then what it did. Damage to the task table, the fragments
+    or the root cannot be repaired: one line says so (exit 2) and the store is left as it is."""
+    report = repair_store(store, dry_run=dry_run)
+    if as_json:
+        click.echo(json_line(report.record()))
+        return
+    for line in report.lines():
+        click.echo(line)
