@@ -94,7 +94,8 @@ def block_graph(kind: OpKind) -> KernelGraph:
 def _levels() -> list[tuple[str, OpKind]]:
     """Every computing kind at the kernel level, and every one again (accumulators included) inside a
     block graph."""
-    return [("kernel", k) for k in builders()] + [("block", k) for k in [*builders(), *sorted(ACCUMULATORS)]]
+    kinds = sorted(builders(), key=lambda k: k.value)  # one order in every process: xdist's workers compare it
+    return [("kernel", k) for k in kinds] + [("block", k) for k in [*kinds, *sorted(ACCUMULATORS)]]
 
 
 def graph_for(level: str, kind: OpKind) -> KernelGraph:

@@ -18,10 +18,12 @@ from tests.helpers.torch_models import GELU_LINEAR_SETTINGS
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_spawned_processes_are_not_told_to_run_the_main_module() -> None:
+def test_spawned_processes_are_not_told_to_run_the_main_module(monkeypatch: pytest.MonkeyPatch) -> None:
     """What multiprocessing hands a spawned process names the main script or module outside the
-    context (pytest's own here), and neither inside it; the main module is as it was after."""
+    context (a user's script here), and neither inside it; the main module is as it was after."""
     main = sys.modules["__main__"]
+    if getattr(main, "__spec__", None) is None:  # a pytest-xdist worker's main names no file: give it one
+        monkeypatch.setattr(main, "__file__", str(ROOT / "script.py"), raising=False)
     before = (getattr(main, "__file__", None), main.__spec__)
     keys = {"init_main_from_path", "init_main_from_name"}
     assert keys & set(multiprocessing.spawn.get_preparation_data("t"))
