@@ -16,8 +16,10 @@ from mugraph.codegen.check import FP32_TOLERANCE, default_tolerance, require_tri
 from mugraph.codegen.errors import CodegenError
 from mugraph.codegen.timing import time_source
 from mugraph.ir.canonical import canonical_digest
+from mugraph.run.checks import file_name
 from mugraph.run.kernels import Selection, select_from_program, select_from_store
 from mugraph.stages.layout.describe import seconds_text
+from mugraph.storage.run.paths import RunPaths
 
 
 @click.command()
@@ -40,7 +42,8 @@ from mugraph.stages.layout.describe import seconds_text
     "--out",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Where to write the module (default: beside a STORE as NAME.kernels.py; stdout for a PROGRAM).",
+    help="Where to write the module (default: beside a STORE as NAME.kernels.py; stdout for a PROGRAM "
+    "or a --digest, or NAME.kernels.py in the current directory with --json).",
 )
 @click.option(
     "--check",
@@ -77,7 +80,7 @@ def emit(
     is_store = Path(source).is_dir()
     sel = select_from_store(Path(source), digest) if is_store else select_from_program(source, digest, expert)
     text = emit_module(sel.graph, sel.info)
-    target = out or sel.default_out
+    target = out or sel.default_out or (_json_out(sel.info.program) if as_json else None)
     if target is not None:
         target.write_text(text)
     elif not as_json:
@@ -105,6 +108,12 @@ def emit(
             click.echo(line, err=True)
     if (check or time_it) and not result["ok"]:
         raise SystemExit(1)
+
+
+def _json_out(program: str) -> Path:
+    """Where `--json` without `--out` writes a module that would otherwise go to stdout (which holds the
+    JSON line): NAME.kernels.py in the current directory, named as `optimize --emit` names its file."""
+    return RunPaths.of(file_name(program) + ".zarr").kernels
 
 
 def _check_flags(source: str, expert: str | None, check: bool, interpret: bool, time_it: bool) -> None:

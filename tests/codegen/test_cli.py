@@ -61,6 +61,10 @@ def test_emit_a_confirmed_digest_of_a_store(run: tuple[Path, dict[str, Any]]) ->
     proc = mugraph("emit", str(cwd / "run.zarr"), "--digest", last["best"][:12], "--out", str(cwd / "d.py"), cwd=cwd)
     assert proc.returncode == 0, proc.stderr
     assert f"DIGEST = {last['best']!r}" in (cwd / "d.py").read_text()
+    proc = mugraph("emit", str(cwd / "run.zarr"), "--digest", last["best"][:12], "--json", cwd=cwd)
+    assert proc.returncode == 0, proc.stderr
+    assert last_json(proc)["out"] == "lora.kernels.py"  # not stdout, which holds the JSON line
+    assert (cwd / "lora.kernels.py").read_text() == (cwd / "d.py").read_text()
 
 
 def test_emit_program_check_json(tmp_path: Path) -> None:
@@ -70,6 +74,17 @@ def test_emit_program_check_json(tmp_path: Path) -> None:
     assert set(out) >= KEYS and out["ok"] is True and out["interpreted"] is True and out["program"] == "lora"
     assert fits(EmitResult, out) and {"per_output", "run_seconds", "seconds"} <= set(out)
     text = mugraph("emit", "lora", "--expert", "saved", cwd=tmp_path).stdout
+    assert text.startswith('"""lora: a μGraph as Triton kernels') and "def run(inputs" in text
+
+
+def test_emit_json_without_out_writes_the_module_it_names(tmp_path: Path) -> None:
+    """With --json, stdout holds the JSON line, so the module goes to NAME.kernels.py in the current
+    directory, the name `optimize --emit` gives its file, and the JSON says where."""
+    proc = mugraph("emit", "lora", "--expert", "saved", "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    out = last_json(proc)
+    assert out["out"] == "lora.kernels.py" and len(proc.stdout.strip().splitlines()) == 1
+    text = (tmp_path / "lora.kernels.py").read_text()
     assert text.startswith('"""lora: a μGraph as Triton kernels') and "def run(inputs" in text
 
 
