@@ -224,7 +224,9 @@ def _run_python(path: Path, seen: list[int]) -> Program:
 
 def _torch_program(path: Path, ns: dict[str, object]) -> Program:
     """A file defining `model` (a torch.nn.Module or a function) and `example_inputs`: captured with
-    torch.export; the run keeps the exported program beside its store, where `mugraph.load` finds it."""
+    torch.export; the run keeps the exported program beside its store, where `mugraph.load` finds it.
+    Unless the file sets `name`, the program is named after the model's class or function, as
+    `mugraph.optimize` names it (the only name it has), so both paths default to one store."""
     name = ns.get("name")
     try:
         from mugraph.torch.errors import require_torch
@@ -232,10 +234,10 @@ def _torch_program(path: Path, ns: dict[str, object]) -> Program:
         require_torch()
         from mugraph.torch.capture import capture
 
-        captured = capture(ns["model"], ns["example_inputs"], name if isinstance(name, str) else path.stem)
+        captured = capture(ns["model"], ns["example_inputs"], name if isinstance(name, str) else None)
     except MugraphError as e:
         raise ProgramLoadError(f"{path}: {e}") from None
-    prog = _program(path, name, ns.get("preset"), captured.lowering.graph, {})
+    prog = _program(path, captured.name if name is None else name, ns.get("preset"), captured.lowering.graph, {})
     return dataclasses.replace(prog, description=f"PyTorch model from {path}", save_beside=captured.save_beside)
 
 
