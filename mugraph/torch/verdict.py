@@ -115,6 +115,10 @@ class Verdict:
             out.append("the search stopped at its time limit: optimise again to resume it")
         return out
 
+    def __str__(self) -> str:
+        """What `print(fast.verdict)` shows: the lines `describe()` gives under "verdict:", not the record."""
+        return "\n".join(self.lines())
+
     def lines(self) -> list[str]:
         """The verdict as text: one line per fragment, the notes, the store and report."""
         return [

@@ -95,6 +95,7 @@ def test_the_module_carries_the_verdict_and_describes_it(run: Run) -> None:
     text = run.module.describe()
     assert f"  f0: μGraph {f0.chosen[:16]}, 1 kernel(s), estimated {f0.speedup:.2f}x faster" in text.splitlines()
     assert "verdict:" in text and f"store: runs/{run.store.name}" in text
+    assert "\n".join(f"  {line}" for line in str(v).splitlines()) in text  # print(fast.verdict): the same lines
     assert f"verdict='f0 {f0.speedup:.2f}x'" in repr(run.module)  # printed, the module says it too
 
 

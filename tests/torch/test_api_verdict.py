@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from mugraph.torch.capture import capture
-from mugraph.torch.verdict import heavy_glue, is_heavy
+from mugraph.torch.verdict import FragmentVerdict, Verdict, heavy_glue, is_heavy
 from tests.helpers.torch_models import inputs
 
 
@@ -37,3 +37,16 @@ def test_heavy_ops_of_other_libraries_are_known_by_their_words() -> None:
     light = ["mul", "add", "sum", "mean", "silu", "gelu", "layer_norm", "softmax", "split", "view", "comma", "summary"]
     assert all(is_heavy(op) for op in heavy), [op for op in heavy if not is_heavy(op)]
     assert not any(is_heavy(op) for op in light), [op for op in light if is_heavy(op)]
+
+
+def test_a_printed_verdict_reads_as_the_modules_description_does() -> None:
+    kept = FragmentVerdict("f1", "reference", 1.0, 2, 2e-5, 4, "no μGraph found is estimated faster")
+    verdict = Verdict(
+        "m", True, False, (FragmentVerdict("f0", "a" * 64, 2.0, 1, 1e-5, 3), kept), (), "runs/m.zarr", None, "H100"
+    )
+    assert str(verdict).splitlines() == [
+        f"f0: μGraph {'a' * 16}, 1 kernel(s), estimated 2.00x faster",
+        "f1: kept the reference, because no μGraph found is estimated faster",
+        "store: runs/m.zarr",
+    ]
+    assert repr(verdict).startswith("Verdict(program='m'")  # the record, for a debugger
