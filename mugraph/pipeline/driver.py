@@ -44,7 +44,7 @@ from mugraph.stages.layout.profiles import DEFAULT_PROFILE, GpuProfile, get_prof
 from mugraph.stages.search.explore import SearchCounters
 from mugraph.storage.run.protocol import RunStoreWriter
 
-__all__ = ["COUNTER_NAMES", "Driver", "linger_seconds"]
+__all__ = ["COUNTER_NAMES", "Driver", "drain_seconds", "linger_seconds"]
 
 COUNTER_NAMES = tuple(SearchCounters().as_dict())
 RESULT_SECONDS = 5.0  # a finished task's result is a few KiB; longer means it was lost on the way
@@ -58,6 +58,8 @@ LINGER_SHARE = 4
 LINGER_COVER = 4.0
 LINGER_BATCH = 64
 TASK_SECONDS_WEIGHT = 0.05  # of each new search task's seconds in the running mean
+DRAIN_SECONDS = (10.0, 30.0)  # at least, at most: see `drain_seconds`
+DRAIN_SHARE = 0.1
 _LOST = object()
 
 
@@ -71,6 +73,13 @@ def _result(fut: Future[Any]) -> Any:
         return fut.result(timeout=RESULT_SECONDS)
     except TimeoutError:
         return _LOST
+
+
+def drain_seconds(time_limit: float | None) -> float:
+    """How long a run stopped at its time limit waits for the confirmations and layouts of what it
+    found: DRAIN_SHARE of the limit, within DRAIN_SECONDS (a confirmation takes 0.2-2 s on a CPU)."""
+    low, high = DRAIN_SECONDS
+    return min(high, max(low, DRAIN_SHARE * (time_limit or 0.0)))
 
 
 def linger_seconds(queued: int, task_seconds: float, slots: int, bundle_seconds: float = 0.0) -> float:
@@ -184,7 +193,9 @@ class Driver:
                     dispatch.layout(i, d, rec.graph)
         with scheduler_loss_said(self.client):
             stopped = self._loop()
-        self.client.cancel(dispatch.warming)
+            self.client.cancel(dispatch.warming)
+            if stopped:
+                self._drain()
         if stopped:
             self.client.cancel(list(dispatch.what))
         self._sampler.sample(time.perf_counter(), final=True)
@@ -206,7 +217,7 @@ class Driver:
             if now - last >= self.progress_interval:
                 self._sampler.sample(now)
                 last = now
-            if not self._wait_ready(last + self.progress_interval - now):
+            if not self._wait_ready(self._before_limit(last + self.progress_interval - now)):
                 continue
             self._linger()
             stopped = self._handle(ac.next_batch(block=False))
@@ -215,13 +226,51 @@ class Driver:
                 return True
         return False
 
+    def _drain(self) -> None:
+        """After the time limit: cancel the search tasks (their rows stay pending in the store) and
+        let the confirmations and layouts of what was found run on for up to `drain_seconds`, so a
+        stopped run ranks the μGraphs it found, as a finished one does (`--time-limit 1` after an
+        interrupted run confirms what that run found). What is left then stays unconfirmed."""
+        what = self._dispatch.what
+        self.client.cancel([fut for fut, job in what.items() if isinstance(job, SearchJob)])
+        end = time.perf_counter() + drain_seconds(self.time_limit)
+        while checks := [(fut, job) for fut, job in what.items() if isinstance(job, (ConfirmJob, LayoutJob))]:
+            # by their futures, not `as_completed`'s queue: the batch that met the limit was taken from it
+            for fut, job in checks:
+                if fut.done():
+                    self._on_check(fut, job)
+            left = end - time.perf_counter()
+            if left <= 0:
+                return
+            self._dispatch.ac.next_batch(block=False)  # woken by any task: none is handled from here
+            self._wait_ready(min(left, self.progress_interval))
+
+    def _on_check(self, fut: Future[Any], job: ConfirmJob | LayoutJob) -> None:
+        """Record a finished confirmation or layout (a result lost with its worker is watched again)."""
+        result = _result(fut)
+        if result is _LOST:  # watched again until the scheduler (or `Dispatch.refresh`) redoes it
+            self._dispatch.ac.add(fut)
+            return
+        del self._dispatch.what[fut]
+        match job:
+            case ConfirmJob(fragment, digest):
+                self._results.on_confirm(fragment, digest, result)
+            case LayoutJob(fragment, digest):
+                self._results.on_layout(fragment, digest, result)
+            case _:
+                assert_never(job)
+
+    def _before_limit(self, seconds: float) -> float:
+        """`seconds`, cut at the time limit."""
+        if self.time_limit is None:
+            return seconds
+        return min(seconds, self._t0 + self.time_limit - time.perf_counter())
+
     def _wait_ready(self, seconds: float) -> bool:
-        """Whether a task has finished, waiting up to `seconds` (and never past the time limit) for
-        one. Woken by `as_completed` itself, so a result is handled the moment it arrives: each
-        generation of a subtree's tasks waits for the driver once, and a fixed poll would add its
-        period to every link of the task tree's longest chain."""
-        if self.time_limit is not None:
-            seconds = min(seconds, self._t0 + self.time_limit - time.perf_counter())
+        """Whether a task has finished, waiting up to `seconds` for one. Woken by `as_completed`
+        itself, so a result is handled the moment it arrives: each generation of a subtree's tasks
+        waits for the driver once, and a fixed poll would add its period to every link of the task
+        tree's longest chain."""
         ac = self._dispatch.ac
         cond = ac.thread_condition
         with cond:  # held while checking: a result put after the check notifies after the wait begins
@@ -253,7 +302,7 @@ class Driver:
         for one commit. True when the time limit passed: a driver behind its workers gets long
         batches, so the limit is checked per result, and the results not handled stay pending in the
         store (their tasks rerun on resume)."""
-        what, results = self._dispatch.what, self._results
+        what = self._dispatch.what
         searches: list[tuple[Future[Any], SearchJob]] = []  # finished: fetched together below
         fetched: list[tuple[Future[Any], SearchJob, tuple[SearchTaskResult, ...]]] = []  # one by one (not finished)
         for fut in batch:
@@ -265,21 +314,14 @@ class Driver:
                 continue
             if self._past_limit(time.perf_counter()):
                 return True
+            if not isinstance(job, SearchJob):
+                self._on_check(fut, job)
+                continue
             result = _result(fut)
             if result is _LOST:  # watched again until the scheduler (or `Dispatch.refresh`) redoes it
                 self._dispatch.ac.add(fut)
                 continue
-            match job:
-                case SearchJob():
-                    fetched.append((fut, job, result))
-                case ConfirmJob(fragment, digest):
-                    del what[fut]
-                    results.on_confirm(fragment, digest, result)
-                case LayoutJob(fragment, digest):
-                    del what[fut]
-                    results.on_layout(fragment, digest, result)
-                case _:
-                    assert_never(job)
+            fetched.append((fut, job, result))
         if searches:
             bundles = self.client.gather([fut for fut, _ in searches])
             fetched += [(fut, job, b) for (fut, job), b in zip(searches, bundles, strict=True)]

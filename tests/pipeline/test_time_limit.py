@@ -12,7 +12,7 @@ LIMIT = 6.0
 
 
 def test_a_driver_behind_its_workers_stops_at_the_limit_and_resumes(tmp_path: Path) -> None:
-    from mugraph.pipeline.driver import Driver
+    from mugraph.pipeline.driver import Driver, drain_seconds
     from mugraph.pipeline.plan import make_plan
     from mugraph.pipeline.records import SearchTaskResult
     from mugraph.programs import get_builtin
@@ -43,10 +43,34 @@ def test_a_driver_behind_its_workers_stops_at_the_limit_and_resumes(tmp_path: Pa
             # the loop stops within one result's handling of the limit (plus one gather of finished
             # results); the final ranking after it is bounded separately below
             assert loop_ends[0] - t0 < LIMIT + 2 * HANDLING_SECONDS + 2.0, loop_ends[0] - t0
-            assert time.perf_counter() < loop_end + 10  # cancelling and the final ranking are quick
+            # cancelling, the confirmations of what was found (`drain_seconds` at most) and the ranking
+            assert time.perf_counter() < loop_end + drain_seconds(LIMIT) + 10
             pending_after_stop = store.task_summary().get("pending", 0)
             assert pending_after_stop > 0
         with open_run(tmp_path / "run.zarr", plan) as store:
             whole = Driver(plan, store, client).run()
             assert whole["complete"] and store.task_summary().get("pending", 0) == 0
             assert whole["tasks_run"] >= pending_after_stop
+
+
+def test_a_run_stopped_at_its_limit_confirms_what_was_found(tmp_path: Path) -> None:
+    """A store holding found μGraphs no confirmation ran for (an interrupted run's), then a run whose
+    limit passes at once: the search stops, and every found μGraph is confirmed and ranked."""
+    from mugraph.pipeline.driver import Driver
+    from mugraph.pipeline.plan import make_plan
+    from mugraph.programs import get_builtin
+    from tests.helpers.driven import open_run, search_cluster
+
+    plan = make_plan(get_builtin("rms_norm"), None, {}, 10000)
+    with search_cluster(workers=2) as client:
+        with open_run(tmp_path / "run.zarr", plan) as store:
+            unconfirmed = Driver(plan, store, client, time_limit=2.0)
+            unconfirmed._results.confirm = lambda fragment, rec: None  # type: ignore[method-assign]
+            unconfirmed.run()
+            found = set(store.found(0))
+            assert found and not store.confirmations(0)
+        with open_run(tmp_path / "run.zarr", plan) as store:
+            stopped = Driver(plan, store, client, time_limit=0.01).run()
+            assert not stopped["complete"]
+            assert found <= set(store.confirmations(0))
+            assert {r["digest"] for r in stopped["ranking"]["f0"]} == set(stopped["mugraphs"]) >= found
