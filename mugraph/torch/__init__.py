@@ -1,6 +1,6 @@
 """PyTorch in and out: capture a module or function with torch.export, lower the ATen ops mugraph's IR
 has (the rest stays glue that PyTorch runs between fragments), and run a store's chosen μGraphs as a
-drop-in `torch.nn.Module`. Needs the torch extra (`pip install 'mugraph[torch]'`).
+drop-in `torch.nn.Module`. Needs the torch extra (`pip install -e '.[torch]'`).
 
 Without a CUDA device the kernels run in Triton's interpreter, which must be chosen before Triton is
 first imported (its standard functions are decorated then), and torch.export imports Triton: so the

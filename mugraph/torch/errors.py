@@ -6,7 +6,12 @@ import importlib.util
 
 from mugraph.ir.errors import MugraphError
 
-TORCH_EXTRA_HINT = "install the torch extra: pip install 'mugraph[torch]'"
+# The docs' install, from a checkout: an unpinned torch from PyPI is a CUDA build of several GB, so a
+# machine without a GPU takes a CPU build first.
+TORCH_EXTRA_HINT = (
+    "install the torch extra from mugraph's checkout: pip install -e '.[torch]' (without a GPU, a CPU "
+    "build of torch first: pip install torch --index-url https://download.pytorch.org/whl/cpu)"
+)
 
 
 class TorchError(MugraphError):

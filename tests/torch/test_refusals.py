@@ -110,8 +110,10 @@ def test_importing_mugraph_does_not_import_torch() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip() == (
-        "TorchUnavailableError PyTorch is not installed; install the torch extra: pip install 'mugraph[torch]'"
-    )
+        "TorchUnavailableError PyTorch is not installed; install the torch extra from mugraph's checkout: "
+        "pip install -e '.[torch]' (without a GPU, a CPU build of torch first: "
+        "pip install torch --index-url https://download.pytorch.org/whl/cpu)"
+    )  # one line, the install the docs give
 
 
 class DropoutMLP(torch.nn.Module):
