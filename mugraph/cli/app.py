@@ -22,6 +22,7 @@ from mugraph.dashboards.progress_line import ProgressLine
 from mugraph.ir.canonical import canonical_digest
 from mugraph.ir.errors import MugraphError, warning_line
 from mugraph.ir.graph import KernelGraph
+from mugraph.ir.plural import counted
 from mugraph.ir.render import render
 from mugraph.ir.serialize import digest
 from mugraph.pipeline.interrupts import (  # noqa: F401  (_interrupted: the handler, for tests)
@@ -491,7 +492,8 @@ def _search_lines(summary: SearchSummary, report: SearchReport) -> list[str]:
     """`search`'s text: what was found and whether each expert is among it, then what it took."""
     c = report.counters
     why = summary["expert_reason"]
-    state = "finished" if report.complete else f"stopped at the time limit, {len(report.frontier)} subtrees left"
+    left = counted(len(report.frontier), "subtree")
+    state = "finished" if report.complete else f"stopped at the time limit, {left} left"
     expert = {True: ", expert found", False: f", expert NOT found: {why}", None: ""}[summary["expert_found"]]
     others = [
         f"{label} {'found' if o['found'] else 'NOT found: ' + str(o['reason'])}"
@@ -499,7 +501,7 @@ def _search_lines(summary: SearchSummary, report: SearchReport) -> list[str]:
     ]
     expert += f"; other experts: {'; '.join(others)}" if others else ""
     return [
-        f"{summary['program']}: {summary['mugraphs']} μGraphs{expert}; search {state}",
+        f"{summary['program']}: {counted(summary['mugraphs'], 'μGraph')}{expert}; search {state}",
         f"  {_progress_text(report)}",
         f"  oracle: {c.oracle_queries:,} queries, {c.prefiltered:,} answered by finite models, "
         f"{c.memo_hits:,} memo hits, {c.solver_calls:,} solver calls in {c.solver_seconds:.1f} s, "

@@ -22,6 +22,7 @@ from mugraph.codegen.text import inert, wrap_code, wrap_text
 from mugraph.ir.canonical import canonical_digest
 from mugraph.ir.families import PREDEFINED
 from mugraph.ir.graph import KernelGraph, Op, eps_of
+from mugraph.ir.plural import counted
 from mugraph.ir.shapes import fmt
 from mugraph.ir.tiles import layout_strides, row_major_strides
 from mugraph.ir.types import DType, OpKind
@@ -251,7 +252,8 @@ def _header(graph: KernelGraph, info: EmitInfo, n_kernels: int, n_calls: int) ->
         f"μGraph: {inert(info.digest or canonical_digest(graph))}",
         f"config: {inert(info.config)}",
         f"mugraph: {__version__}",
-        f"kernels: {n_kernels} graph-defined op(s) as Triton kernels, {n_calls} pre-defined op(s) as array calls",
+        f"kernels: {counted(n_kernels, 'graph-defined op')} as Triton kernels, {counted(n_calls, 'pre-defined op')} "
+        "as array calls",
     ]
     if info.layouts:
         lines += [

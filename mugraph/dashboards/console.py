@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mugraph.dashboards.summary import eta_rate, eta_text, held_back_reason, memo_text
+from mugraph.ir.plural import counted
 from mugraph.stages.layout.describe import seconds_text
 from mugraph.stages.layout.rows import RankRow
 
@@ -22,8 +23,8 @@ def start_line(e: Mapping[str, Any]) -> str:
     named = f" ({', '.join(f'{f} {presets[f]}' for f in e['fragments'])})" if len(e["fragments"]) > 1 else ""
     taken = f" (port {e['dashboard_taken']} was taken)" if e.get("dashboard_taken") else ""
     return (
-        f"mugraph: {verb} {e['program']} in {e['store']}: {len(e['fragments'])} fragment(s){named}, "
-        f"{e['tasks_done']:,} tasks done, {e['tasks_pending']:,} pending; {e['workers']} workers; "
+        f"mugraph: {verb} {e['program']} in {e['store']}: {counted(len(e['fragments']), 'fragment')}{named}, "
+        f"{counted(e['tasks_done'], 'task')} done, {e['tasks_pending']:,} pending; {counted(e['workers'], 'worker')}; "
         f"dashboard {e['dashboard']}{taken}, search page {e.get('live_page') or '-'}"
     ) + (NO_WORKERS if not e["workers"] else "")
 
@@ -38,8 +39,8 @@ NO_WORKERS = (
 def reused_line(program: str, store: str, fragments: int, tasks_done: int) -> str:
     """What a call prints in place of the start line when it finds the run's store finished."""
     return (
-        f"mugraph: {program}: the finished store {store} holds this program and config ({fragments} fragment(s), "
-        f"{tasks_done} tasks done); reused, nothing searched"
+        f"mugraph: {program}: the finished store {store} holds this program and config "
+        f"({counted(fragments, 'fragment')}, {counted(tasks_done, 'task')} done); reused, nothing searched"
     )
 
 
@@ -119,30 +120,35 @@ def kept_reason(done: Mapping[str, Any], fragment: str) -> str | None:
     return f"no μGraph found is estimated faster (the best, {ranking[0]['digest'][:16]}, {ranking[0]['speedup']:.2f}x)"
 
 
+def _states_and_calls(done: Mapping[str, Any]) -> str:
+    return f"{counted(done['states'], 'state')}, {counted(done['solver_calls'], 'solver call')}"
+
+
 def verdict_lines(done: Mapping[str, Any], gpu_name: str) -> list[str]:
     """The run's final verdict from its `done` event (with the library entry's `report`, `kernels` and
     `expert`): the search's state, per fragment the chosen μGraph or the reference with its estimated
     speedup, and where the results are."""
     state = "finished" if done["complete"] else "stopped at the time limit (run the same command to resume)"
     work = (
-        f"{done['tasks_run']:,} tasks this run, {done['states']:,} states, {done['solver_calls']:,} solver calls"
+        f"{counted(done['tasks_run'], 'task')} this run, {_states_and_calls(done)}"
         if done["tasks_run"] or not done["states"]  # a store read back: its states are the whole run's
-        else f"nothing searched this time (the store's run: {done['tasks_done']:,} tasks, {done['states']:,} states, "
-        f"{done['solver_calls']:,} solver calls)"
+        else f"nothing searched this time (the store's run: {counted(done['tasks_done'], 'task')}, "
+        f"{_states_and_calls(done)})"
     )
     lines = [
-        f"{done['program']}: search {state}; {len(done['mugraphs'])} confirmed μGraphs, {work}, {done['seconds']:.1f} s"
+        f"{done['program']}: search {state}; {counted(len(done['mugraphs']), 'confirmed μGraph')}, {work}, "
+        f"{done['seconds']:.1f} s"
     ]
     for name, ranking in done["ranking"].items():
         best = chosen_row(done, name)
         what = "the reference itself" if best["reference"] else f"μGraph {best['digest'][:16]}"
         if not best["kernels"]:  # its outputs are its inputs: nothing runs, no ratio to give
-            lines.append(f"  {name}: best is {what}, no kernel: its outputs are its inputs ({len(ranking)} ranked)")
+            lines.append(f"  {name}: best is {what}, no kernel: its outputs are its inputs ({len(ranking):,} ranked)")
             continue
         lines.append(
-            f"  {name}: best is {what}, {best['kernels']} kernel(s), estimated "
+            f"  {name}: best is {what}, {counted(best['kernels'], 'kernel')}, estimated "
             f"{seconds_text(best['estimated_seconds'])} on {gpu_name}, speedup {best['speedup']:.2f}x "
-            f"over the reference ({len(ranking)} μGraphs ranked)"
+            f"over the reference ({counted(len(ranking), 'μGraph')} ranked)"
         )
         if name in done.get("not_confident", ()):
             lines.append(not_confident_line(ranking[0]))

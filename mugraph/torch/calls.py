@@ -11,6 +11,7 @@ from torch._subclasses.fake_tensor import FakeTensor
 from torch._subclasses.functional_tensor import FunctionalTensor
 from torch.utils import _pytree as pytree
 
+from mugraph.ir.plural import counted, noun
 from mugraph.torch.errors import InputMismatchError, TracingError
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -54,7 +55,8 @@ def not_traced(name: str, flat: Sequence[Any]) -> None:
 
 def unknown_keywords(name: str, kwargs: Mapping[str, Any]) -> str:
     return (
-        f"{name}: keyword argument(s) {', '.join(map(repr, kwargs))} were not in the example "
+        f"{name}: {noun(len(kwargs), 'keyword argument')} {', '.join(map(repr, kwargs))} "
+        f"{noun(len(kwargs), 'was', 'were')} not in the example "
         "inputs it was optimised for: the forward was captured with their defaults, which are part of "
         "the module. Call it without them; for a tensor, optimise again with it in the example inputs; "
         "for another value (a flag, a scale), optimise a small wrapper module whose forward passes it"
@@ -65,18 +67,18 @@ def bound(name: str, names: Sequence[str], args: tuple[Any, ...], kwargs: Mappin
     """The inputs of a call to a model whose inputs `names` are tensors each, in the capture's order: the
     positional ones first, each keyword by its name (`f(b=B, a=A)` once ran as `f(B, A)`)."""
     if len(args) > len(names):
-        raise InputMismatchError(f"{name}: takes {len(names)} input(s), got {len(args)}")
+        raise InputMismatchError(f"{name}: takes {counted(len(names), 'input')}, got {len(args)}")
     given = dict(zip(names, args, strict=False))
     unknown = {k: v for k, v in kwargs.items() if k not in names}
     if unknown:
         raise InputMismatchError(unknown_keywords(name, unknown))
     twice = [k for k in kwargs if k in given]
     if twice:
-        raise InputMismatchError(f"{name}: input(s) {', '.join(map(repr, twice))} given twice")
+        raise InputMismatchError(f"{name}: {noun(len(twice), 'input')} {', '.join(map(repr, twice))} given twice")
     given.update(kwargs)
     missing = [n for n in names if n not in given]
     if missing:
-        raise InputMismatchError(f"{name}: input(s) {', '.join(map(repr, missing))} missing")
+        raise InputMismatchError(f"{name}: {noun(len(missing), 'input')} {', '.join(map(repr, missing))} missing")
     for key, value in given.items():
         if not isinstance(value, torch.Tensor):
             raise InputMismatchError(

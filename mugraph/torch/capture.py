@@ -23,6 +23,7 @@ import torch
 
 from mugraph.ir.errors import MugraphError
 from mugraph.ir.graph import KernelGraph
+from mugraph.ir.plural import counted
 from mugraph.ir.serialize import digest, from_json, to_json
 from mugraph.storage.run.paths import RunPaths
 from mugraph.torch.archive import UnsafeArchiveError, read_recorded
@@ -231,7 +232,8 @@ def _check_binds(module: torch.nn.Module, args: tuple[Any, ...], name: str) -> N
         signature.bind(*args)
     except TypeError as e:
         raise CaptureError(
-            f"{name}.forward cannot take the example inputs ({len(args)} tensor(s), passed by position): {e}; "
+            f"{name}.forward cannot take the example inputs ({counted(len(args), 'tensor')}, passed by "
+            f"position): {e}; "
             "example_inputs are the positional arguments of one call (a keyword-only argument keeps its default)"
         ) from None
 

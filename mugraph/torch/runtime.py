@@ -22,6 +22,7 @@ from torch.utils import _pytree as pytree
 
 from mugraph.ir.families import BOUNDARY, PREDEFINED
 from mugraph.ir.graph import KernelGraph
+from mugraph.ir.plural import counted
 from mugraph.ir.types import OpKind
 from mugraph.torch.calls import bound, not_compiled, not_traced, tensors_each, unknown_keywords
 from mugraph.torch.capture import Captured
@@ -238,7 +239,9 @@ class OptimizedModule(torch.nn.Module):
     # -- running ----------------------------------------------------------------------------------
     def _check(self, flat: list[Any]) -> None:
         if len(flat) != len(self._user_inputs):
-            raise InputMismatchError(f"{self._model_name}: takes {len(self._user_inputs)} input(s), got {len(flat)}")
+            raise InputMismatchError(
+                f"{self._model_name}: takes {counted(len(self._user_inputs), 'input')}, got {len(flat)}"
+            )
         for name, value in zip(self._user_inputs, flat, strict=True):
             want = self._expected.get(name)
             if want is None:

@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from mugraph.ir.plural import counted
 from mugraph.torch.capture import run_as_written
 
 # max |module - model| / max |model|, per output, by the output's dtype: 8-16x the tolerance a single
@@ -57,7 +58,7 @@ def output_mismatch(
         except Exception as e:  # the module failed where the model ran: the model's program runs instead
             return f"the module failed with {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
     if len(got) != len(want):
-        return f"{len(got)} output tensor(s) where the model gives {len(want)}"
+        return f"{counted(len(got), 'output tensor')} where the model gives {len(want)}"
     for k, (g, w) in enumerate(zip(got, want, strict=True)):
         if g.shape != w.shape or g.dtype != w.dtype:
             return f"output {k} is {list(g.shape)} {g.dtype} where the model's is {list(w.shape)} {w.dtype}"

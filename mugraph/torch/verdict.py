@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from torch import fx
 
+from mugraph.ir.plural import counted, noun
 from mugraph.torch.capture import Captured
 from mugraph.torch.timing import Measured
 
@@ -49,7 +50,8 @@ class FragmentVerdict:
             return f"{self.name}: kept the reference, because {self.reason or 'it ranks first'}"
         if not self.kernels:
             return f"{self.name}: μGraph {self.chosen[:16]}, no kernel (its outputs are its inputs)"
-        return f"{self.name}: μGraph {self.chosen[:16]}, {self.kernels} kernel(s), estimated {self.speedup:.2f}x faster"
+        kernels = counted(self.kernels, "kernel")
+        return f"{self.name}: μGraph {self.chosen[:16]}, {kernels}, estimated {self.speedup:.2f}x faster"
 
 
 @dataclass(frozen=True)
@@ -103,8 +105,8 @@ class Verdict:
                 )
         if self.heavy_glue:
             out.append(
-                f"{len(self.heavy_glue)} heavy op(s) stay glue, run by PyTorch as written and not searched: "
-                + ", ".join(self.heavy_glue)
+                f"{counted(len(self.heavy_glue), 'heavy op')} {noun(len(self.heavy_glue), 'stays', 'stay')} glue, "
+                "run by PyTorch as written and not searched: " + ", ".join(self.heavy_glue)
             )
         if self.fragments and all(f.kept_reference for f in self.fragments):
             out.append(

@@ -45,7 +45,7 @@ def test_a_printed_verdict_reads_as_the_modules_description_does() -> None:
         "m", True, False, (FragmentVerdict("f0", "a" * 64, 2.0, 1, 1e-5, 3), kept), (), "runs/m.zarr", None, "H100"
     )
     assert str(verdict).splitlines() == [
-        f"f0: μGraph {'a' * 16}, 1 kernel(s), estimated 2.00x faster",
+        f"f0: μGraph {'a' * 16}, 1 kernel, estimated 2.00x faster",
         "f1: kept the reference, because no μGraph found is estimated faster",
         "store: runs/m.zarr",
     ]
