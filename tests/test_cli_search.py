@@ -46,6 +46,19 @@ def test_time_limit_stops_with_a_frontier(tmp_path: Path) -> None:
     assert s["complete"] is False and s["frontier"] > 0 and s["states"] >= 50
 
 
+def test_an_expert_not_reached_before_the_time_limit_is_not_found_yet(tmp_path: Path) -> None:
+    """A search stopped at its time limit has not reached an expert inside its space: it says so as
+    `optimize` does, never "NOT found: inside the space"."""
+    args = ["search", "rms_norm", *settings("rms_norm"), "--time-limit", "0.01", "--budget", "1", "--memo-url", "local"]
+    text = run(*args, cwd=tmp_path).stdout
+    said = "expert not found yet: the search stopped at its time limit; it lies inside the space, at root choice "
+    assert said in text and "NOT found: inside" not in text, text
+    assert "other experts: paper NOT found: outside the space (grid)" in text
+    s = summary(run(*args, "--json", cwd=tmp_path))
+    assert s["complete"] is False and s["expert_found"] is False
+    assert str(s["expert_reason"]).startswith("the search stopped at its time limit; it lies inside the space")
+
+
 def test_bad_input_is_one_line_and_status_2(tmp_path: Path) -> None:
     for args, needle in [
         (["search", "lora", "--set", "bogus=1"], "unknown search setting 'bogus'"),

@@ -415,7 +415,7 @@ def search(
     experts = {label: build() for label, build in prog.experts.items()}
     xp = get_array_module(backend)  # the device is checked before the memo directory is made
     with verdict_memo(memo_url, memo_dir, VERDICT_BYTES) as memo:
-        report, per_expert = _searched(fragment, experts, memo, xp, budget, limit)
+        report, per_expert, said = _searched(fragment, experts, memo, xp, budget, limit)
         memo_counts = memo.counters.as_dict()
     summary = _search_summary(prog.name, config.preset, config.digest, report, per_expert, memo.name, memo_counts)
     if show:
@@ -424,7 +424,7 @@ def search(
     if as_json:
         click.echo(json_line(summary))
     else:
-        for line in _search_lines(summary, report):
+        for line in _search_lines(summary, report, said):
             click.echo(line)
 
 
@@ -435,9 +435,10 @@ def _searched(
     xp: Any,
     budget: int,
     limit: float | None,
-) -> tuple[SearchReport, dict[str, ExpertOutcome]]:
+) -> tuple[SearchReport, dict[str, ExpertOutcome], dict[str, str]]:
     """The serial search, with a progress line, and every expert: found, or the reason the search
-    misses it."""
+    misses it; and what the text says of each ("found", "NOT found: ...", or "not found yet: ..." for
+    one inside the space of a search stopped at its time limit, as `optimize` says it)."""
     searcher = Searcher(fragment, memo, xp=xp)
     progress = ProgressLine()
     try:
@@ -447,10 +448,12 @@ def _searched(
     per_expert: dict[str, ExpertOutcome] = {
         label: {"found": canonical_digest(g) in report.found, "reason": None} for label, g in experts.items()
     }
+    said = dict.fromkeys(per_expert, "found")
     for label, outcome in per_expert.items():
         if not outcome["found"]:
-            outcome["reason"] = explain_expert(searcher, label, experts[label]).line()
-    return report, per_expert
+            why = explain_expert(searcher, label, experts[label])
+            outcome["reason"], said[label] = why.missed_reason(report.complete), why.missed_line(report.complete)
+    return report, per_expert, said
 
 
 def _search_summary(
@@ -488,17 +491,14 @@ def _search_summary(
     }
 
 
-def _search_lines(summary: SearchSummary, report: SearchReport) -> list[str]:
-    """`search`'s text: what was found and whether each expert is among it, then what it took."""
+def _search_lines(summary: SearchSummary, report: SearchReport, said: dict[str, str]) -> list[str]:
+    """`search`'s text: what was found and what it says of each expert, then what it took."""
     c = report.counters
-    why = summary["expert_reason"]
     left = counted(len(report.frontier), "subtree")
     state = "finished" if report.complete else f"stopped at the time limit, {left} left"
-    expert = {True: ", expert found", False: f", expert NOT found: {why}", None: ""}[summary["expert_found"]]
-    others = [
-        f"{label} {'found' if o['found'] else 'NOT found: ' + str(o['reason'])}"
-        for label, o in list(summary["experts"].items())[1:]
-    ]
+    labels = list(said)
+    expert = f", expert {said[labels[0]]}" if labels else ""
+    others = [f"{label} {said[label]}" for label in labels[1:]]
     expert += f"; other experts: {'; '.join(others)}" if others else ""
     return [
         f"{summary['program']}: {counted(summary['mugraphs'], 'μGraph')}{expert}; search {state}",

@@ -71,10 +71,5 @@ def expert_line(
             continue
         if searcher is None:
             searcher = Searcher(Fragment(loads(text), config, prog.name))
-        why = explain_expert(searcher, label, expert)
-        if why.inside and not complete:
-            stopped = "the search stopped at its time limit; it lies"
-            lines.append(f"expert {label!r} not found yet: {stopped} {why.line()}")
-        else:
-            lines.append(f"expert {label!r} NOT found: {why.line()}")
+        lines.append(f"expert {label!r} {explain_expert(searcher, label, expert).missed_line(complete)}")
     return "\n".join(lines)

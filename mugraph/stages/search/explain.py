@@ -3,7 +3,7 @@
 The search tree is walked depth first through the states that are prefixes of the expert
 (`expert_target`): at each one its children are listed exactly as the search lists them, those
 that build part of the expert are kept, and the oracle judges only those. Reaching the complete
-expert gives its path ("found at root choice N"). Otherwise the deepest state where no listed
+expert gives its path ("at root choice N"). Otherwise the deepest state where no listed
 child continues the expert is the first choice that excludes it, and the rule that left the
 expert's next step out is named with the setting that would admit it: grid, imaps, fmaps,
 for-loop range, block inputs, op counts, op kinds, omaps, canonical order, memory, or the
@@ -75,13 +75,25 @@ class Explanation:
         """The one-line reason `search` prints beside "expert not found"."""
         if self.inside:
             return (
-                f"inside the space, found at root choice {self.root_choice} "
+                f"inside the space, at root choice {self.root_choice} "
                 f"(path {list(self.path)}); the oracle keeps every step"
             )
         if self.rule == "not equivalent":
             return f"not equivalent to the reference ({self.reason}); the search finds only equivalent μGraphs"
         fix = f"; --set '{self.setting}' would admit it" if self.setting else ""
         return f"outside the space ({self.rule}): {self.reason}{fix}"
+
+    def missed_reason(self, complete: bool) -> str:
+        """Why a search that did not find the expert missed it: where the expert lies inside the space,
+        a search stopped at its time limit has not reached it yet (not a contradiction to print)."""
+        if self.inside and not complete:
+            return f"the search stopped at its time limit; it lies {self.line()}"
+        return self.line()
+
+    def missed_line(self, complete: bool) -> str:
+        """What `optimize` and `search` print after the expert's name when their search missed it."""
+        verdict = "not found yet" if self.inside and not complete else "NOT found"
+        return f"{verdict}: {self.missed_reason(complete)}"
 
     def as_json(self) -> ExplanationJSON:
         return {

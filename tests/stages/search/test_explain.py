@@ -83,7 +83,7 @@ def test_an_oracle_verdict_is_named() -> None:
 def test_an_inside_expert_is_found_at_the_root_choice_the_search_finds_it(name: str) -> None:
     e = explain(name)
     assert e.inside and e.root_choice is not None
-    assert e.line().startswith(f"inside the space, found at root choice {e.root_choice} ")
+    assert e.line().startswith(f"inside the space, at root choice {e.root_choice} ")
     s = Searcher(Fragment(reference(name), preset_config(get_builtin(name).preset).with_overrides(NARROW[name])))
     found = s.explore(())
     want = canonical_digest(next(iter(get_builtin(name).experts.values()))())
