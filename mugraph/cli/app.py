@@ -203,6 +203,13 @@ def _check_reference_only(
     )
 
 
+def _digests(graph: KernelGraph, *, program: bool = False) -> str:
+    """A shown graph's digests, each named: the μGraph digest (canonical: what `emit --digest`, `show` and
+    the search name it by) and, for the reference, the program digest (what a default store's name holds)."""
+    said = f"μGraph digest {canonical_digest(graph)[:16]}"
+    return said + (f", program digest {digest(graph)[:16]} (default store names hold it)" if program else "")
+
+
 @cli.command()
 @click.argument("program")
 @click.option("--json", "as_json", is_flag=True, help="Last stdout line: one JSON object with the verdict.")
@@ -226,8 +233,7 @@ def check(program: str, as_json: bool, seeds: str, backend: str, p: int, q: int,
     t0 = time.perf_counter()
     reference = prog.reference()
     if show:
-        ref_digests = f"{canonical_digest(reference)[:16]} (program digest {digest(reference)[:16]})"
-        click.echo(render(reference, f"reference {prog.name}  {ref_digests}"))
+        click.echo(render(reference, f"reference {prog.name}  {_digests(reference, program=True)}"))
     if not prog.experts:
         _check_reference_only(prog.name, reference, seed_list, spec, xp, as_json, t0)
         return
@@ -235,7 +241,7 @@ def check(program: str, as_json: bool, seeds: str, backend: str, p: int, q: int,
     for label, build in prog.experts.items():
         expert = build()
         if show:
-            click.echo(render(expert, f"expert {label}  {canonical_digest(expert)[:16]}"))
+            click.echo(render(expert, f"expert {label}  {_digests(expert)}"))
         r = check_equivalence(reference, expert, seed_list, spec, xp)
         rows.append(
             {

@@ -456,6 +456,20 @@ def test_cli_check_valid_program_is_equivalent(good_program: Path) -> None:
     assert summary["reference_digest"] == digest(prog.reference())  # the program digest store names hold
 
 
+def test_cli_check_show_names_each_digest(good_program: Path) -> None:
+    """`--show` heads each graph with its digests, each named: the μGraph digest other commands print
+    and the program digest default store names hold are not the same number."""
+    proc = run_cli("check", good_program, "--show")
+    assert proc.returncode == 0, proc.stderr
+    prog = resolve_program(str(good_program))
+    ref, fused = prog.reference(), prog.experts["fused"]()
+    assert (
+        f"reference tiny_mm  μGraph digest {canonical_digest(ref)[:16]}, program digest {digest(ref)[:16]} "
+        "(default store names hold it)" in proc.stdout.splitlines()
+    )
+    assert f"expert fused  μGraph digest {canonical_digest(fused)[:16]}" in proc.stdout.splitlines()
+
+
 def test_cli_check_non_equivalent_expert_exits_1(tmp_path: Path) -> None:
     path = write(tmp_path, "wrong_mm.py", PROGRAM.format(scale="b.mul_scalar(acc, 2.0)"))
     proc = run_cli("check", path, "--json")
