@@ -18,14 +18,17 @@ from mugraph.pipeline.commit import Results
 from mugraph.pipeline.dispatch import Dispatch
 from mugraph.pipeline.events import EventSink, ProgressEvent
 from mugraph.pipeline.plan import RunPlan
+from mugraph.stages.search.estimate import SpaceEstimate, SpaceEstimator
 from mugraph.storage.run.protocol import RunStoreWriter
 
 __all__ = [
+    "ESTIMATE_AFTER_TASKS",
     "SCHEDULER_VIEW_SECONDS",
     "TIMELINE_WRITE_FIRST",
     "TIMELINE_WRITE_FRACTION",
     "TIMELINE_WRITE_SECONDS",
     "Sampler",
+    "shown_estimate",
     "timeline_write_interval",
 ]
 
@@ -38,6 +41,18 @@ TIMELINE_WRITE_FRACTION = 0.04
 # → 3.45 s (one run each); over lora's whole space no difference showed (13.92 and 13.96 s;
 # benchmarks/RESULTS.md, "The driver's CPU on a real run").
 SCHEDULER_VIEW_SECONDS = 5.0
+# The size and ETA are shown once this many tasks of the invocation have finished: from the root's
+# probes alone gqa's space read 31.7 k states (it holds 50 M); after 16-30 tasks, within about 10x.
+ESTIMATE_AFTER_TASKS = 16
+
+
+def shown_estimate(estimator: SpaceEstimator) -> SpaceEstimate | None:
+    """The size estimate a progress event carries: none until ESTIMATE_AFTER_TASKS tasks of this
+    invocation have finished (or none is pending), since the first probes are far off."""
+    size = estimator.estimate()
+    if size is not None and size.pending_tasks and estimator.finished_tasks < ESTIMATE_AFTER_TASKS:
+        return None
+    return size
 
 
 def timeline_write_interval(elapsed: float) -> float:
@@ -111,7 +126,7 @@ class Sampler:
         event = results.progress.event(
             time.perf_counter() - self.t0, results.totals.tasks_run, running, pending, found, confirmed
         )
-        size = results.estimator.estimate()  # the space's estimated size and the ETA, once known
+        size = shown_estimate(results.estimator)  # the space's estimated size and the ETA, once known
         if size:  # as_json's keys are the sample's estimated_states, estimated_fraction and eta_seconds
             event.update(cast(ProgressEvent, size.as_json(event.get("states_per_s_searching") or 0.0)))
         return event

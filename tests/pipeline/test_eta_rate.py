@@ -37,3 +37,25 @@ def test_an_eta_is_reckoned_at_the_searching_rate_and_unknown_before_it() -> Non
     assert size_text({**sample, "states_per_s": 600.0, "states_per_s_searching": 20_000.0}).endswith("ETA 50 s")
     # a sample stored before the searching rate was kept: its average
     assert eta_rate({**sample, "states_per_s": 600.0}) == 600.0
+
+
+def test_the_size_is_shown_once_enough_tasks_have_finished() -> None:
+    """The root's probes alone are far off (gqa's read 31.7 k states of 50 M), so a progress event
+    carries no size until ESTIMATE_AFTER_TASKS tasks finished, or nothing is pending."""
+    from mugraph.pipeline.sampling import ESTIMATE_AFTER_TASKS, shown_estimate
+    from mugraph.stages.search.estimate import SpaceEstimator
+
+    est = SpaceEstimator()
+    est.start([(0,)])
+    est.finish((0,), 100, [(0, i) for i in range(ESTIMATE_AFTER_TASKS + 1)], [50.0] * (ESTIMATE_AFTER_TASKS + 1))
+    assert est.estimate() is not None and shown_estimate(est) is None
+    for i in range(ESTIMATE_AFTER_TASKS - 2):  # the root and these: one short
+        est.finish((0, i), 40, [])
+        assert shown_estimate(est) is None
+    est.finish((0, ESTIMATE_AFTER_TASKS - 2), 40, [])
+    shown = shown_estimate(est)
+    assert shown is not None and shown.total == 100 + 40 * (ESTIMATE_AFTER_TASKS - 1) + 50.0 * 2
+    small = SpaceEstimator()
+    small.start([(0,)])
+    small.finish((0,), 7, [])
+    assert shown_estimate(small) is not None  # the whole space: exact, shown at once

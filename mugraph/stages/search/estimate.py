@@ -229,6 +229,11 @@ class SpaceEstimator:
             return self._sizes[nearest][0] / self._sizes[nearest][1]
         return self._finished[0] / self._finished[1] if self._finished[1] else None
 
+    @property
+    def finished_tasks(self) -> int:
+        """Tasks finished in this invocation: what the probes' spread is judged by."""
+        return int(self._finished[1])
+
     def estimate(self) -> SpaceEstimate | None:
         """The estimate now; None while some pending task has neither a probe nor a finished task to
         stand for it (before the first task of a run finishes)."""
