@@ -55,3 +55,37 @@ def test_the_memo_url_is_read_from_the_environment_off_the_command_line(tmp_path
         )
     )
     assert s["memo"] == "lru"
+
+
+def _parts(line: str) -> tuple[int, list[int]]:
+    """The queries of `prune`'s last line and the count of each part it splits them into."""
+    head, _, rest = line.partition(": ")
+    return int(head.split()[0]), [int(part.split()[0]) for part in rest.split(", ")]
+
+
+def test_the_summary_parts_add_up_to_the_queries(tmp_path: Path) -> None:
+    """rms_norm's two experts share intermediates (the second's are answered for the first); one of
+    lora's experts holds a term twice. Every part is named and they add up; a zero part is not said."""
+    rms = run("prune", "rms_norm", "--memo-url", "local", cwd=tmp_path).stdout.splitlines()[-1]
+    queries, parts = _parts(rms)
+    assert sum(parts) == queries and "answered for an earlier expert" in rms and "memo hit" not in rms, rms
+    lora = run("prune", "lora", "--memo-url", "local", cwd=tmp_path).stdout.splitlines()[-1]
+    queries, parts = _parts(lora)
+    assert sum(parts) == queries and "repeated within one expert" in lora, lora
+
+
+def test_memo_hits_of_each_kind_are_named_and_add_up() -> None:
+    from mugraph.cli.app import _answers_line
+    from mugraph.stages.prune.oracle import OracleCounters
+
+    c = OracleCounters(queries=20, prefiltered=2, memo_hits=12, solver_calls=3, claim_waits=1)
+    line = _answers_line(c, {"local_hits": 4, "remote_hits": 6}, "redis")
+    assert line == (
+        "20 queries: 3 solver calls in 0.00 s (0 unknown), 2 refuted by finite models, 3 answered for an "
+        "earlier expert, 4 local memo hits, 5 redis memo hits, 1 solved meanwhile by another process, "
+        "2 terms repeated within one expert"
+    )
+    one = OracleCounters(queries=1, solver_calls=1)
+    assert _answers_line(one, {"local_hits": 0, "remote_hits": 0}, "shared") == (
+        "1 query: 1 solver call in 0.00 s (0 unknown)"
+    )

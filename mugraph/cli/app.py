@@ -36,7 +36,7 @@ from mugraph.pipeline.plan import program_config
 from mugraph.programs import Program, builtin_programs, resolve_program
 from mugraph.run.checks import parse_duration
 from mugraph.stages.prune.expr import labelled_exprs, output_exprs
-from mugraph.stages.prune.oracle import DEFAULT_RLIMIT, VERDICT_BYTES, OracleConfig, SubexprOracle
+from mugraph.stages.prune.oracle import DEFAULT_RLIMIT, VERDICT_BYTES, OracleConfig, OracleCounters, SubexprOracle
 from mugraph.stages.search.config import PRESETS, parse_override
 from mugraph.stages.search.explain import explain_expert
 from mugraph.stages.search.explore import Fragment, Searcher
@@ -347,12 +347,26 @@ def prune(program: str, as_json: bool, memo_url: str | None, memo_dir: Path, rli
     if as_json:
         click.echo(json_line(summary))
     else:
-        c = oracle.counters
-        click.echo(
-            f"{c.queries} queries: {c.memo_hits} memo hits ({memo_counts['local_hits']} local, "
-            f"{memo_counts['remote_hits']} {memo.name}), {c.solver_calls} solver calls in "
-            f"{c.solver_seconds:.2f} s, {c.unknowns} unknown"
-        )
+        click.echo(_answers_line(oracle.counters, memo_counts, memo.backend.name if memo.backend else "shared"))
+
+
+def _answers_line(c: OracleCounters, memo_counts: dict[str, int | float], shared: str) -> str:
+    """Where `prune`'s queries got their answers, in parts that add up to the queries (the solver's
+    always said, the others where not zero): the oracle's memo hits also count terms it settled for an
+    earlier expert (an intermediate two experts hold), and a term one expert holds twice is asked once."""
+    local, remote, waits = int(memo_counts["local_hits"]), int(memo_counts["remote_hits"]), c.claim_waits
+    repeats = c.queries - c.memo_hits - c.prefiltered - c.solver_calls - waits
+    parts = [
+        (c.prefiltered, "refuted by finite models", "refuted by finite models"),
+        (c.memo_hits - local - (remote - waits), "answered for an earlier expert", "answered for an earlier expert"),
+        (local, "local memo hit", "local memo hits"),
+        (remote - waits, f"{shared} memo hit", f"{shared} memo hits"),
+        (waits, "solved meanwhile by another process", "solved meanwhile by another process"),
+        (repeats, "term repeated within one expert", "terms repeated within one expert"),
+    ]
+    said = [f"{counted(c.solver_calls, 'solver call')} in {c.solver_seconds:.2f} s ({c.unknowns:,} unknown)"]
+    said += [counted(n, one, many) for n, one, many in parts if n]
+    return f"{counted(c.queries, 'query', 'queries')}: {', '.join(said)}"
 
 
 def _hit_rate(hits: float, misses: float) -> str:
