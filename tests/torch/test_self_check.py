@@ -38,8 +38,7 @@ def test_wrong_values_nan_and_a_missing_output_are_caught() -> None:
     assert said is not None and said.startswith("output 0 differs from the model's by") and "bound 0.04" in said
     assert output_mismatch(nan, model_outputs(model, X), X) == "output 1 holds inf or nan where the model's is finite"
     assert (
-        output_mismatch(lambda x: model(x)[0], model_outputs(model, X), X)
-        == "1 output tensor where the model gives 2"
+        output_mismatch(lambda x: model(x)[0], model_outputs(model, X), X) == "1 output tensor where the model gives 2"
     )
 
 
