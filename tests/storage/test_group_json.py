@@ -15,6 +15,7 @@ from zarr.buffer import default_buffer_prototype
 from zarr.core.group import GroupMetadata
 
 from mugraph.storage.run.atomic_store import AtomicLocalStore
+from mugraph.storage.run.errors import StoreDamaged
 from mugraph.storage.run.records import _group_json, read_record, seal, sealed_group_json, write_record
 
 ATTRS: list[dict[str, Any]] = [
@@ -48,3 +49,28 @@ def test_zarr_reads_a_written_record_back(tmp_path: Path) -> None:
     group = asyncio.run(zasync.open_group(store=store, path="timeline/000000", mode="r"))
     assert dict(group.attrs) == seal(attrs)
     assert asyncio.run(read_record(store, tmp_path / "s", "timeline/000000")) == attrs
+
+
+class _Asked(AtomicLocalStore):
+    """Records the keys zarr asks for."""
+
+    asked: list[str]
+
+    async def get(self, key: str, *args: Any, **kwargs: Any) -> Any:
+        self.asked.append(key)
+        return await super().get(key, *args, **kwargs)
+
+
+@pytest.mark.unit
+def test_a_damaged_record_is_read_as_zarr_v3_alone(tmp_path: Path) -> None:
+    """A record whose zarr.json zarr refuses is damage at once: zarr is not let fall back to looking for
+    a v2 group (.zgroup, .zattrs, .zmetadata), whose failed reads it left behind as unretrieved
+    futures, printed as tracebacks after the one-line error."""
+    write_record(AtomicLocalStore(tmp_path / "s", read_only=False), "timeline/000000", {"samples": []})
+    file = tmp_path / "s" / "timeline" / "000000" / "zarr.json"
+    file.write_text(file.read_text().replace('"attributes"', '"attribuues"'))
+    store = _Asked(tmp_path / "s", read_only=True)
+    store.asked = []
+    with pytest.raises(StoreDamaged, match="attribuues"):
+        asyncio.run(read_record(store, tmp_path / "s", "timeline/000000"))
+    assert store.asked and all(key.endswith("zarr.json") for key in store.asked), store.asked

@@ -109,7 +109,7 @@ async def read_record(store: Store, root: Path, path: str) -> JsonObject | None:
     if not file.is_file():
         return None
     try:
-        group = await zasync.open_group(store=store, path=path, mode="r")
+        group = await zasync.open_group(store=store, path=path, mode="r", zarr_format=3, use_consolidated=False)
         attrs = dict(group.attrs)
     except StoreError:
         raise

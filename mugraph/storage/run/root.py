@@ -111,7 +111,7 @@ def read_root(path: Path) -> RootAttrs:
         raise StoreError(f"{path} is not a mugraph run store (it has no zarr.json); give a run store's path")
     store = AtomicLocalStore(path, read_only=True)
     try:
-        group = zarr_sync(zasync.open_group(store=store, path="", mode="r"))
+        group = zarr_sync(zasync.open_group(store=store, path="", mode="r", zarr_format=3, use_consolidated=False))
         attrs = dict(group.attrs)
     except Exception as exc:
         raise damaged(file, exc) from None

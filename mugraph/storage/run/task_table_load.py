@@ -121,7 +121,7 @@ async def _open_array(
     if not file.is_file():
         raise damaged(file, "missing")
     try:
-        arr = await zasync.open_array(store=store, path=name, mode="r" if store.read_only else "r+")
+        arr = await zasync.open_array(store=store, path=name, mode="r" if store.read_only else "r+", zarr_format=3)
     except Exception as exc:
         raise damaged(file, exc) from None
     w = spec.width(counters)
