@@ -286,36 +286,40 @@ def dask_client(
             client.close()
         return
     n = workers or default_workers()
+    security = Security.temporary()
+    # with a host's own log handlers, what silence_logs cannot reach
+    with dask_logs_at(QUIET_LOGS), contextlib.ExitStack() as closing:
+        with interrupts.held():  # an interrupt comes once the cluster and client are whole, closed below
+            cluster, taken = _local_cluster(security, dashboard_address)
+            closing.callback(cluster.close)
+            client = Client(cluster, security=security)
+            closing.callback(client.close)
+            closing.callback(_close_workers, client, cluster)
+        _PENDING[client] = _Pending(cluster, n)
+        if taken is not None:
+            _TAKEN[client] = taken
+        yield client
+
+
+def _local_cluster(security: Security, dashboard_address: str) -> tuple[LocalCluster, str | None]:
+    """A TLS LocalCluster with no worker yet, and the dashboard port asked for that was taken."""
     kwargs: _WorkerResources = {}
     if cupy_available():
         kwargs["resources"] = {"GPU": 1}
-    security = Security.temporary()
-    with dask_logs_at(QUIET_LOGS):  # with a host's own log handlers, what silence_logs cannot reach
-        with _STARTING, dask.config.set(WORKER_SETTINGS):  # two runs in one process: one sees the port the other took
-            address, taken = free_dashboard(dashboard_address)
-            cluster = _LocalCluster(
-                n_workers=0,
-                threads_per_worker=1,
-                processes=True,
-                host=LOCAL_HOST,
-                security=security,
-                dashboard_address=address,
-                silence_logs=QUIET_LOGS,
-                scheduler_sync_interval=CLUSTER_SYNC_SECONDS,
-                **kwargs,
-            )
-        try:
-            client = Client(cluster, security=security)
-            _PENDING[client] = _Pending(cluster, n)
-            if taken is not None:
-                _TAKEN[client] = taken
-            try:
-                yield client
-            finally:
-                _close_workers(client, cluster)
-                client.close()
-        finally:
-            cluster.close()
+    with _STARTING, dask.config.set(WORKER_SETTINGS):  # two runs in one process: one sees the port the other took
+        address, taken = free_dashboard(dashboard_address)
+        cluster = _LocalCluster(
+            n_workers=0,
+            threads_per_worker=1,
+            processes=True,
+            host=LOCAL_HOST,
+            security=security,
+            dashboard_address=address,
+            silence_logs=QUIET_LOGS,
+            scheduler_sync_interval=CLUSTER_SYNC_SECONDS,
+            **kwargs,
+        )
+    return cluster, taken
 
 
 def start_workers(client: Client, environment: Mapping[str, str] | None = None) -> None:

@@ -3,16 +3,19 @@
 Kept free of heavy imports so that the console entry installs the handlers before anything else is
 imported: a signal during the seconds of imports is then an interrupt like any other, not a traceback
 (SIGINT) or a silent death (SIGTERM). `requested()` tells long start-up loops (starting worker
-processes) to stop at once, also where the KeyboardInterrupt was swallowed by a library.
+processes) to stop at once, also where the KeyboardInterrupt was swallowed by a library. `held()`
+keeps one back while a start must not be cut in two.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
 import sys
 import threading
+from collections.abc import Callable, Iterator
 from types import FrameType, TracebackType
 
 EXIT_INTERRUPTED = 130
@@ -92,3 +95,32 @@ def install_interrupt_handlers() -> None:
         signal.signal(signal.SIGINT, _interrupted)
     sys.unraisablehook = _redeliver_dropped_interrupt
     sys.excepthook = _interrupted_before_main
+
+
+_Handler = Callable[[int, FrameType | None], object]
+
+
+@contextlib.contextmanager
+def held() -> Iterator[None]:
+    """Within, SIGINT and SIGTERM are noted rather than raised, and handed to the handler they had on
+    the way out. A KeyboardInterrupt inside a start (a cluster whose scheduler process is half made)
+    would leave it half made, its process and event loop running on to the interpreter's exit; held
+    back, it comes once the start is whole, where the caller's `with` blocks close it. Main thread
+    only (elsewhere no signal raises); a signal a shell ignores stays ignored."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    noted: list[int] = []
+    previous: dict[int, _Handler] = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        handler = signal.getsignal(sig)
+        if handler is _interrupted or handler is signal.default_int_handler:
+            previous[sig] = handler
+            signal.signal(sig, lambda signum, frame: noted.append(signum))
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if noted:
+            previous[noted[0]](noted[0], None)

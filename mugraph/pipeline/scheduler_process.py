@@ -211,9 +211,15 @@ async def _serve(conn: Connection, spec: SchedulerSpec) -> None:
         scheduler = Scheduler(**spec.options)
         await scheduler
     except Exception as e:
-        conn.send(_Failed(f"{type(e).__name__}: {e}"))
+        with contextlib.suppress(OSError):
+            conn.send(_Failed(f"{type(e).__name__}: {e}"))
         return
-    conn.send(_Started(str(scheduler.address)))
+    try:
+        conn.send(_Started(str(scheduler.address)))
+    except OSError:  # the driver gave up on the start (or died): nobody will use this scheduler
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(scheduler.close(), CLOSE_TIMEOUT / 2)
+        return
     threading.Thread(target=_preload, args=(TASK_MODULES,), name="task-imports", daemon=True).start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

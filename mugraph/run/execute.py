@@ -19,7 +19,7 @@ from mugraph.run.mismatch import setting_changes
 from mugraph.run.options import OptimizeOptions
 from mugraph.run.outcome import finished, stored_done
 from mugraph.run.prepare import Prepared, preflight, prepare
-from mugraph.run.setup import children_ignore_sigint, main_not_rerun, staged_exported, versions, workers_memo_url
+from mugraph.run.setup import main_not_rerun, staged_exported, versions, workers_memo_url
 from mugraph.stages.layout.emitted import model_for
 from mugraph.storage.memo.url import redact_url
 from mugraph.storage.run.backends import open_store
@@ -104,8 +104,7 @@ def _start_cluster(stack: contextlib.ExitStack, run: Prepared, memo_url: str | N
     from mugraph.pipeline.worker import MugraphPlugin
 
     o = run.options
-    with children_ignore_sigint():
-        client = stack.enter_context(dask_client(o.workers, o.scheduler, o.dashboard_address))
+    client = stack.enter_context(dask_client(o.workers, o.scheduler, o.dashboard_address))
     register_plugin(client, MugraphPlugin(memo_url, o.backend), o.scheduler)
     return client
 

@@ -1,13 +1,11 @@
 """What a run sets up around its driver: the memo's URL and secret beside the store, the worker
-processes' signals and view of the main module, the exported program of a PyTorch model written
+processes' view of the main module, the exported program of a PyTorch model written
 before the store is made, and the versions the store records."""
 
 from __future__ import annotations
 
 import contextlib
-import signal
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -43,20 +41,6 @@ def workers_memo_url(given: str | None, store: Path) -> Iterator[str | None]:
             yield url
         return
     yield None if given == "local" else signed_url(given, folder)
-
-
-@contextlib.contextmanager
-def children_ignore_sigint() -> Iterator[None]:
-    """Worker processes started inside inherit an ignored SIGINT: a terminal's Ctrl-C reaches the whole
-    process group, and only the driver answers it (stopping the cluster), so workers print no tracebacks."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 @contextlib.contextmanager

@@ -181,3 +181,55 @@ def test_finalizers_of_objects_an_interrupt_cut_short_print_nothing() -> None:
     assert err[-1] == "interrupted", out.stderr
     assert "a finalizer bug, before any interrupt" in out.stderr  # not swallowed before the interrupt
     assert "AttributeError" not in out.stderr, out.stderr
+
+
+CLUSTER_STARTING = [
+    "import os, signal, subprocess, threading, time",
+    "from distributed.deploy.spec import SpecCluster",
+    "from mugraph.pipeline.cluster import dask_client",
+    "def children(pattern):",
+    "    argv = ['pgrep', '-P', str(os.getpid()), '-f', pattern]",
+    "    return subprocess.run(argv, capture_output=True, text=True).stdout.split()",
+    "def interrupt_once_the_scheduler_process_starts():",
+    "    while not children('scheduler_process import serve'):",
+    "        time.sleep(0.005)",
+    "    os.kill(os.getpid(), signal.SIGINT)",
+    "threading.Thread(target=interrupt_once_the_scheduler_process_starts, daemon=True).start()",
+    "try:",
+    "    with dask_client(workers=1, dashboard_address=':0'):",
+    "        time.sleep(50)",
+    "    print('ran on')",
+    "except KeyboardInterrupt:",
+    "    print('interrupted')",
+    "print(*[c.status.name for c in SpecCluster._instances], len(children('scheduler_process')))",
+    "print(*sorted(t.name for t in threading.enumerate() if not t.daemon or 'loop' in t.name.lower()))",
+]
+
+
+@pytest.mark.parametrize("handlers", ["command", "library"])
+def test_an_interrupt_while_the_cluster_starts_closes_what_it_started(handlers: str) -> None:
+    """Ctrl-C while the local cluster's scheduler process starts (the command's handlers, or Python's
+    own in a script calling `mugraph.optimize`): the interrupt comes once the start is whole, and the
+    cluster is closed, its scheduler process and event loop gone, not left half made to the end."""
+    library = ["import signal", "signal.signal(signal.SIGINT, signal.default_int_handler)"]
+    out = with_interrupt_handlers((library if handlers == "library" else []) + CLUSTER_STARTING)
+    assert out.stdout.splitlines() == ["interrupted", "closed 0", "MainThread"], (out.stdout, out.stderr)
+    assert "Traceback" not in out.stderr, out.stderr
+
+
+def test_held_interrupts_come_on_the_way_out() -> None:
+    out = with_interrupt_handlers(
+        [
+            "import os, signal",
+            "from mugraph.pipeline.interrupts import held",
+            "try:",
+            "    with held():",
+            "        os.kill(os.getpid(), signal.SIGINT)",
+            "        for _ in range(100000): pass  # the handler runs here",
+            "        print('held')",
+            "except KeyboardInterrupt:",
+            "    print('then interrupted')",
+            "print(signal.getsignal(signal.SIGINT).__name__)",
+        ]
+    )
+    assert out.stdout.split() == ["held", "then", "interrupted", "_interrupted"], (out.stdout, out.stderr)

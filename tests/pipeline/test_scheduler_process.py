@@ -154,3 +154,21 @@ def test_a_driver_killed_with_sigkill_leaves_no_scheduler_or_worker_behind(tmp_p
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+def test_a_driver_gone_before_the_scheduler_answers_gets_no_traceback() -> None:
+    """A driver that gives up on the start (its Ctrl-C) closes the pipe before the scheduler has
+    said its address: the process closes its scheduler and exits quietly, with nothing on the
+    terminal after the driver's one line."""
+    from multiprocessing import Pipe
+
+    from mugraph.pipeline.scheduler_process import BOOTSTRAP, SchedulerSpec
+
+    ours, theirs = Pipe()
+    proc = subprocess.Popen([sys.executable, "-c", BOOTSTRAP], stdin=theirs.fileno(), stderr=subprocess.PIPE)
+    theirs.close()
+    ours.send(list(sys.path))
+    ours.send(SchedulerSpec({"host": "127.0.0.1", "port": 0, "dashboard": False}, {}, logging.ERROR))
+    ours.close()
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0 and b"Traceback" not in err, err.decode()

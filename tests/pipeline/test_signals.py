@@ -1,6 +1,7 @@
 """Signals from the first instant the command runs: SIGINT or SIGTERM while its modules are still being
-imported is the same one line and status 130 as later; and once interrupted, no more worker processes
-are started (`--workers 1000`, then SIGTERM, stops within one batch)."""
+imported is the same one line and status 130 as later, and so is a Ctrl-C while the local cluster
+starts; once interrupted, no more worker processes are started (`--workers 1000`, then SIGTERM, stops
+within one batch)."""
 
 from __future__ import annotations
 
@@ -153,3 +154,51 @@ def test_ctrl_c_of_a_command_with_nothing_to_resume_does_not_say_resume(tmp_path
     os.killpg(proc.pid, signal.SIGINT)
     err = finish(proc, 60)
     assert proc.returncode == 130 and err.strip().splitlines()[-1] == "mugraph: interrupted", err
+
+
+def _live(pids: set[int]) -> set[int]:
+    """Those of `pids` still running (zombies left for their reaper aside)."""
+    alive = set()
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            alive.add(pid)
+    return alive
+
+
+def _pgrep(*args: str) -> set[int]:
+    return _live({int(p) for p in subprocess.run(["pgrep", *args], capture_output=True, text=True).stdout.split()})
+
+
+# Moments of the local cluster's start, each named by the driver's child that appears at it: the
+# memo's redis-server (before the cluster), the scheduler's process (the cluster's own start: the
+# driver waits for its address, then connects) and the first worker.
+START_MOMENTS = {
+    "memo server": "redis-server",
+    "scheduler": "scheduler_process import serve",
+    "worker": "multiprocessing.spawn",
+}
+
+
+@pytest.mark.parametrize("moment", list(START_MOMENTS))
+def test_ctrl_c_at_any_moment_of_the_cluster_start_stops_the_run(tmp_path: Path, moment: str) -> None:
+    """The process group's SIGINT (a terminal's Ctrl-C) while the cluster starts: one line, status 130
+    and nothing left of the run, rather than a start that goes on as if no key were pressed."""
+    store = str(tmp_path / "run.zarr")
+    proc = start(["optimize", "rms_norm", "--workers", "1", "--store", store, "--dashboard-address", ":0"], tmp_path)
+    deadline = time.monotonic() + 120
+    while not (children := _pgrep("-P", str(proc.pid), "-f", START_MOMENTS[moment])):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
+        time.sleep(0.005)
+    os.killpg(proc.pid, signal.SIGINT)
+    err = finish(proc, 120)
+    assert proc.returncode == 130, err
+    lines = [line for line in err.splitlines() if line.strip() and not line.startswith("tasks ")]
+    assert lines[-1] == LINE and "Traceback" not in err, err
+    deadline = time.monotonic() + 30
+    while (_pgrep("-g", str(proc.pid)) or _live(children)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _pgrep("-g", str(proc.pid)) and not _live(children)  # none left behind (the memo's own session too)
