@@ -1,4 +1,5 @@
-"""Search limits narrow enough for the default suite that still keep each expert reachable:
+"""Search limits narrow enough for the default suite that still keep an expert reachable (each of
+rms_norm's, gated_mlp's and gqa's; lora's `saved`, not its `concat`, whose grid has 128 blocks):
 Mirage's preset with the grid (and, where it matters, imaps, for-loop ranges and kernel ops)
 restricted to the expert's choices plus a few others."""
 
