@@ -28,6 +28,7 @@ from mugraph.ir.serialize import digest
 from mugraph.pipeline.interrupts import (  # noqa: F401  (_interrupted: the handler, for tests)
     EXIT_INTERRUPTED,
     INTERRUPTED,
+    INTERRUPTED_FRESH,
     _interrupted,
     install_interrupt_handlers,
     quiet_event_loop_logs,
@@ -547,6 +548,15 @@ cli.add_command(repair)
 RESUMABLE = ("optimize", "search", "prune")
 
 
+def _interrupted_line(args: list[str]) -> str:
+    """Only a search has work to continue (its store, or its memo's verdicts); other commands simply
+    stopped. A `--fresh` run goes on without the flag, which would delete its store again."""
+    if not args or args[0] not in RESUMABLE:
+        return "interrupted"
+    flags = args[: args.index("--")] if "--" in args else args
+    return INTERRUPTED_FRESH if "--fresh" in flags else INTERRUPTED
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: MugraphErrors become one line on stderr and exit status 2, never a traceback;
     warnings are one line each."""
@@ -559,10 +569,8 @@ def main(argv: list[str] | None = None) -> None:
         with cli.make_context("mugraph", args) as top:
             cli.invoke(top)
     except (KeyboardInterrupt, click.exceptions.Abort):
-        # Every `with` block (store, memo server, cluster) has closed on the way here. Only a search
-        # has work to continue (its store, or its memo's verdicts); other commands simply stopped.
-        resumable = bool(args) and args[0] in RESUMABLE
-        click.echo(f"mugraph: {INTERRUPTED if resumable else 'interrupted'}", err=True)
+        # Every `with` block (store, memo server, cluster) has closed on the way here.
+        click.echo(f"mugraph: {_interrupted_line(args)}", err=True)
         sys.exit(EXIT_INTERRUPTED)
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)

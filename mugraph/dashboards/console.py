@@ -128,7 +128,8 @@ def verdict_lines(done: Mapping[str, Any], gpu_name: str) -> list[str]:
     """The run's final verdict from its `done` event (with the library entry's `report`, `kernels` and
     `expert`): the search's state, per fragment the chosen μGraph or the reference with its estimated
     speedup, and where the results are."""
-    state = "finished" if done["complete"] else "stopped at the time limit (run the same command to resume)"
+    resume = done.get("resume", "run the same command to resume")  # the run says how (a fresh run: without it)
+    state = "finished" if done["complete"] else f"stopped at the time limit ({resume})"
     work = (
         f"{counted(done['tasks_run'], 'task')} this run, {_states_and_calls(done)}"
         if done["tasks_run"] or not done["states"]  # a store read back: its states are the whole run's

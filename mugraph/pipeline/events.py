@@ -116,8 +116,8 @@ class MeasuredEvent(TypedDict):
 
 class DoneEvent(TypedDict):
     """The run's end (complete, or stopped by its time limit): the ranking, the chosen μGraphs, what
-    this invocation did. The library entry adds the files it wrote (`profile`, `report`, `kernels`)
-    and the expert comparison (`expert`)."""
+    this invocation did. The library entry adds the files it wrote (`profile`, `report`, `kernels`),
+    the expert comparison (`expert`) and how to resume (`resume`)."""
 
     event: Literal["done"]
     store: str
@@ -152,6 +152,7 @@ class DoneEvent(TypedDict):
     kernels: NotRequired[str | None]
     kernels_note: NotRequired[str | None]  # the kernels take other strides than the ranking assumed
     expert: NotRequired[str | None]
+    resume: NotRequired[str]  # how to go on with the run where it stopped before its end
 
 
 Event = (

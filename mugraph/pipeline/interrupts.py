@@ -19,7 +19,14 @@ from collections.abc import Callable, Iterator
 from types import FrameType, TracebackType
 
 EXIT_INTERRUPTED = 130
-INTERRUPTED = "interrupted; run the same command to resume"
+# How to go on with a run that stopped before its end. Not with the fresh start it began with: that
+# would delete what it did, so a fresh run's advice leaves it out.
+RESUME = "run the same command to resume"
+RESUME_FRESH = "run the same command without --fresh to resume"
+RESUME_CALL = "call it again to resume"  # the library's (`mugraph.optimize`, `run_optimize`)
+RESUME_FRESH_CALL = "call it again without fresh=True to resume"
+INTERRUPTED = f"interrupted; {RESUME}"
+INTERRUPTED_FRESH = f"interrupted; {RESUME_FRESH}"
 
 # Loggers of the event loop that Dask's client runs in its own thread. An interrupt lands in the main
 # thread at any instant, also inside distributed's `sync()` before its coroutine has started; the
@@ -30,6 +37,14 @@ _LOOP_LOGGERS = ("tornado.application", "tornado.general", "asyncio", "distribut
 _LAST_SIGNAL: list[int | None] = [None]  # the signal the handler last turned into KeyboardInterrupt
 _PREVIOUS_UNRAISABLE_HOOK = sys.unraisablehook
 _PREVIOUS_EXCEPTHOOK = sys.excepthook
+
+
+def resume_advice(fresh: bool, call: bool = False) -> str:
+    """How to go on with a run stopped before its end: its command (or, `call`, the library's call)
+    again, without the fresh start that would delete what it did."""
+    if call:
+        return RESUME_FRESH_CALL if fresh else RESUME_CALL
+    return RESUME_FRESH if fresh else RESUME
 
 
 def requested() -> bool:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from mugraph.dashboards import live
 from mugraph.dashboards.report import write_report
 from mugraph.ir.errors import MugraphError
+from mugraph.pipeline.interrupts import resume_advice
 from mugraph.programs import Program
 from mugraph.run.expert import expert_line
 from mugraph.run.kernels import write_store_module
@@ -62,12 +63,16 @@ def reused(run: Prepared, t0: float) -> DoneEvent | None:
 def run_prepared(run: Prepared, on_event: EventSink | None = None) -> DoneEvent:
     """`run_optimize` once its options are checked and its plan made (`prepare`)."""
     preflight(run)
-    with contextlib.ExitStack() as stack:
-        st = _open_store(stack, run)
-        url = stack.enter_context(workers_memo_url(run.options.memo_url, run.store))
-        stack.enter_context(main_not_rerun())
-        client = _start_cluster(stack, run, url)
-        done = _drive(run, st, client, on_event, url)
+    try:
+        with contextlib.ExitStack() as stack:
+            st = _open_store(stack, run)
+            url = stack.enter_context(workers_memo_url(run.options.memo_url, run.store))
+            stack.enter_context(main_not_rerun())
+            client = _start_cluster(stack, run, url)
+            done = _drive(run, st, client, on_event, url)
+    except KeyboardInterrupt as e:  # a library caller sees it under the traceback (the command line says its own)
+        e.add_note(f"mugraph: interrupted; {resume_advice(run.options.fresh, call=True)}")
+        raise
     return _written_beside(run, done)
 
 
@@ -178,6 +183,7 @@ def _written_beside(run: Prepared, done: DoneEvent) -> DoneEvent:
         kernels, done["kernels_note"] = write_store_module(run.store)
         done["kernels"] = str(kernels)
     done["expert"] = _expert(run, done)
+    done["resume"] = resume_advice(o.fresh, call=True)  # the command line says its own
     return done
 
 
