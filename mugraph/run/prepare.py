@@ -159,18 +159,22 @@ def preflight(run: Prepared) -> None:
 
 def _probe_scheduler_live(address: str) -> None:
     """`probe_scheduler`, counting down on a terminal while the scheduler refuses connections (one may
-    be starting alongside); the line is taken back before whatever follows. A log or a pipe gets only
-    the outcome, as for any bad input."""
+    be starting alongside); the line is taken back before whatever follows. A log or a pipe gets one
+    line as the wait starts, so that whoever tails it knows what the command waits for."""
     from mugraph.dashboards.progress_line import ProgressLine
     from mugraph.pipeline.cluster import probe_scheduler
 
     line = ProgressLine()
-    if not line.tty:
-        probe_scheduler(address)
-        return
+    told: list[bool] = []
 
     def waiting(reason: str, left: float) -> None:
-        line.update(f"waiting for the Dask scheduler at {address} ({reason}): giving up in {left:.0f} s")
+        said = f"waiting for the Dask scheduler at {address} ({reason}): giving up in {left:.0f} s"
+        if line.tty:
+            line.update(said)
+        elif not told:
+            told.append(True)
+            line.stream.write(f"mugraph: {said}\n")
+            line.stream.flush()
 
     try:
         probe_scheduler(address, waiting=waiting)
