@@ -8,6 +8,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, TypedDict, TypeVar
 
+from mugraph.ir.plural import counted
 from mugraph.stages.layout.describe import explain, seconds_text
 from mugraph.stages.layout.rank import MODEL_ERROR
 from mugraph.stages.layout.residency import MAX_REGISTERS
@@ -173,7 +174,7 @@ def headline(ranking: Sequence[Mapping[str, Any]]) -> Headline | None:
     )
     line = (
         f"best is {what}: {seconds_text(t_best)} against {seconds_text(t_ref)} for the reference "
-        f"({how}), {speedup:.2f}x; {best['kernels']} kernel(s) against {ref_row['kernels']}, DRAM "
+        f"({how}), {speedup:.2f}x; {counted(best['kernels'], 'kernel')} against {ref_row['kernels']}, DRAM "
         f"{best['dram_bytes']:,} B against {ref_row['dram_bytes']:,} B{kept}{fastest}"
     )
     return {

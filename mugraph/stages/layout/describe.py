@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mugraph.ir.graph import KernelGraph
+from mugraph.ir.plural import counted
 from mugraph.ir.types import OpKind
 from mugraph.stages.layout.costs import Layouts
 
@@ -52,7 +53,7 @@ def explain(row: Mapping[str, Any], reference: Mapping[str, Any]) -> str:
     if "emitted_launch_seconds" in row and "emitted_launch_seconds" in reference:
         return _explain_emitted(row, reference)
     parts = [
-        f"{row['kernels']} kernel(s) vs {reference['kernels']} (launches {seconds_text(row['launch_seconds'])}"
+        f"{counted(row['kernels'], 'kernel')} vs {reference['kernels']} (launches {seconds_text(row['launch_seconds'])}"
         f" vs {seconds_text(reference['launch_seconds'])})",
         f"DRAM {row['dram_bytes']:,} B vs {reference['dram_bytes']:,} B",
         f"bound by {row['bound']}",
@@ -67,7 +68,7 @@ def _explain_emitted(row: Mapping[str, Any], ref: Mapping[str, Any]) -> str:
         return f"{seconds_text(float(row[key]))} vs {seconds_text(float(ref[key]))}"
 
     parts = [
-        f"{row['kernels']} kernel(s) vs {ref['kernels']}",
+        f"{counted(row['kernels'], 'kernel')} vs {ref['kernels']}",
         f"launch and call overhead {vs('emitted_launch_seconds')}",
         f"DRAM time {vs('emitted_dram_seconds')} ({row['dram_bytes']:,} B vs {ref['dram_bytes']:,} B)",
     ]

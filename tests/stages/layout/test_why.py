@@ -18,11 +18,11 @@ REFERENCE = ROOFLINE | {"emitted_launch_seconds": 15e-6, "emitted_dram_seconds":
 
 def test_emitted_rows_are_explained_by_the_emitted_terms() -> None:
     why = explain(BEST, REFERENCE)
-    assert why.startswith("2 kernel(s) vs 2; launch and call overhead 6.0 μs vs 15.0 μs; DRAM time 21.6 μs vs 23.2 μs")
+    assert why.startswith("2 kernels vs 2; launch and call overhead 6.0 μs vs 15.0 μs; DRAM time 21.6 μs vs 23.2 μs")
     assert "serial time 0.4 μs vs 0.0 μs" in why and "spills" not in why
 
 
 def test_rows_without_emitted_terms_keep_the_roofline_s() -> None:
     assert explain(ROOFLINE, ROOFLINE) == (
-        "2 kernel(s) vs 2 (launches 6.0 μs vs 6.0 μs); DRAM 50,921,472 B vs 50,921,472 B; bound by dram"
+        "2 kernels vs 2 (launches 6.0 μs vs 6.0 μs); DRAM 50,921,472 B vs 50,921,472 B; bound by dram"
     )
