@@ -130,6 +130,9 @@ def worker_environment(memo_url: str | None) -> dict[str, str]:
     return {MEMO_URL_ENV: memo_url}
 
 
+_TOLD_NO_SECRET: set[str] = set()  # the shared memos this process has logged it cannot use
+
+
 def worker_memo_url(public: str | None) -> str | None:
     """The memo URL a worker opens: `public` (the plugin's, without a secret) with the secret from this
     process's environment: the local cluster's $MUGRAPH_WORKER_MEMO_URL, or $MUGRAPH_MEMO_KEY set where
@@ -143,8 +146,18 @@ def worker_memo_url(public: str | None) -> str | None:
     key = os.environ.get(ENV_SECRET)
     if key:
         return attach_secret(public, key.encode())
-    logger.warning("mugraph: no memo secret in this worker's environment ($%s); its memo stays local", ENV_SECRET)
+    if public not in _TOLD_NO_SECRET:  # a `dask worker` serves run after run: its log says it once
+        _TOLD_NO_SECRET.add(public)
+        logger.warning("mugraph: no memo secret in this worker's environment ($%s); its memo stays local", ENV_SECRET)
     return None
+
+
+def memo_without_secret(dask_worker: Any) -> bool:
+    """Run on every worker by the driver (`Client.run`, which names the worker `dask_worker`) once the
+    plugin is in: whether this worker was given a shared memo it cannot use, for want of the secret.
+    Its log says so; the driver's user, who reads no worker log, hears it from the driver."""
+    plugin = dask_worker.plugins.get(PLUGIN_NAME)
+    return isinstance(plugin, MugraphPlugin) and plugin.without_secret
 
 
 class _NoHeartbeatNoise(logging.Filter):
@@ -184,12 +197,15 @@ class MugraphPlugin(WorkerPlugin):
         self.memo_url = split_secret(memo_url)[0] if memo_url not in (None, "local") else memo_url
         self.backend = backend
         self.state: WorkerState | None = None
+        self.without_secret = False  # a shared memo given, and no secret here to use it with
 
     def setup(self, worker: Any) -> None:
         keep_context_memory()  # for every task's Z3 contexts, the layout stage's among them
         one_line_warnings()
         logging.getLogger("distributed.worker").addFilter(_NoHeartbeatNoise())
-        self.state = WorkerState(worker_memo_url(self.memo_url), self.backend, worker.memory_manager.memory_limit)
+        url = worker_memo_url(self.memo_url)
+        self.without_secret = url is None and self.memo_url not in (None, "local")
+        self.state = WorkerState(url, self.backend, worker.memory_manager.memory_limit)
 
     def teardown(self, worker: Any) -> None:
         if self.state is not None:

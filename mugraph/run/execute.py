@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from mugraph.dashboards import live
 from mugraph.dashboards.report import write_report
 from mugraph.ir.errors import MugraphError
+from mugraph.ir.plural import counted, noun
 from mugraph.pipeline.interrupts import resume_advice
 from mugraph.programs import Program
 from mugraph.run.expert import expert_line
@@ -111,7 +113,32 @@ def _start_cluster(stack: contextlib.ExitStack, run: Prepared, memo_url: str | N
     o = run.options
     client = stack.enter_context(dask_client(o.workers, o.scheduler, o.dashboard_address))
     register_plugin(client, MugraphPlugin(memo_url, o.backend), o.scheduler)
+    if o.scheduler is not None and memo_url is not None:
+        _say_workers_without_secret(client)
     return client
+
+
+def _say_workers_without_secret(client: Client) -> None:
+    """One warning where workers of a cluster started elsewhere lack the memo secret: each says so in its
+    own log, which the user of this command may never read. Best effort: a worker that cannot answer
+    shows itself in the run."""
+    from mugraph.pipeline.cluster import call_within
+    from mugraph.pipeline.worker import memo_without_secret
+
+    try:
+        answers = call_within(PLUGIN_TIMEOUT, client.run, memo_without_secret, on_error="return")
+    except Exception:
+        return
+    n = sum(1 for a in answers.values() if a is True)
+    if n:
+        warnings.warn(
+            f"{n} of {counted(len(answers), 'worker')} {noun(n, 'has', 'have')} no memo secret in "
+            f"{noun(n, 'its', 'their')} environment ($MUGRAPH_MEMO_KEY) and {noun(n, 'keeps', 'keep')} "
+            f"a memo of {noun(n, 'its', 'their')} own: the same results, found more slowly "
+            "(docs/cluster-security.md)",
+            RuntimeWarning,
+            stacklevel=2,
+        )
 
 
 PLUGIN_TIMEOUT = 120.0  # seconds for every worker to take mugraph's plugin (a local one takes under 1)
