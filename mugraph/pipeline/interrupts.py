@@ -120,22 +120,29 @@ def held() -> Iterator[None]:
     """Within, SIGINT and SIGTERM are noted rather than raised, and handed to the handler they had on
     the way out. A KeyboardInterrupt inside a start (a cluster whose scheduler process is half made)
     would leave it half made, its process and event loop running on to the interpreter's exit; held
-    back, it comes once the start is whole, where the caller's `with` blocks close it. Main thread
-    only (elsewhere no signal raises); a signal a shell ignores stays ignored."""
+    back, it comes once the start is whole, where the caller's `with` blocks close it. A second one
+    is not held: whoever presses Ctrl-C again will not wait for a start that hangs. Main thread only
+    (elsewhere no signal raises); a signal a shell ignores stays ignored."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     noted: list[int] = []
     previous: dict[int, _Handler] = {}
+
+    def note(signum: int, frame: FrameType | None) -> None:
+        noted.append(signum)
+        if len(noted) > 1:
+            previous[signum](signum, frame)
+
     for sig in (signal.SIGINT, signal.SIGTERM):
         handler = signal.getsignal(sig)
         if handler is _interrupted or handler is signal.default_int_handler:
             previous[sig] = handler
-            signal.signal(sig, lambda signum, frame: noted.append(signum))
+            signal.signal(sig, note)
     try:
         yield
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-        if noted:
+        if noted and not isinstance(sys.exc_info()[1], KeyboardInterrupt):  # not raised on the way already
             previous[noted[0]](noted[0], None)

@@ -233,3 +233,24 @@ def test_held_interrupts_come_on_the_way_out() -> None:
         ]
     )
     assert out.stdout.split() == ["held", "then", "interrupted", "_interrupted"], (out.stdout, out.stderr)
+
+
+def test_a_second_interrupt_is_not_held() -> None:
+    """Ctrl-C pressed again while a start hangs stops the command there, once."""
+    out = with_interrupt_handlers(
+        [
+            "import os, signal, time",
+            "from mugraph.pipeline.interrupts import held",
+            "try:",
+            "    with held():",
+            "        os.kill(os.getpid(), signal.SIGINT)",
+            "        for _ in range(100000): pass",
+            "        print('held')",
+            "        os.kill(os.getpid(), signal.SIGTERM)",
+            "        time.sleep(10)",
+            "        print('ran on')",
+            "except KeyboardInterrupt as e:",
+            "    print('interrupted', e.__context__ is None)",
+        ]
+    )
+    assert out.stdout.split() == ["held", "interrupted", "True"], (out.stdout, out.stderr)
