@@ -57,8 +57,10 @@ def unknown_keywords(name: str, kwargs: Mapping[str, Any]) -> str:
     return (
         f"{name}: {noun(len(kwargs), 'keyword argument')} {', '.join(map(repr, kwargs))} "
         f"{noun(len(kwargs), 'was', 'were')} not in the example "
-        "inputs it was optimised for: the forward was captured with their defaults, which are part of "
-        "the module. Call it without them; for a tensor, optimise again with it in the example inputs; "
+        "inputs it was optimised for: the forward was captured with "
+        f"{noun(len(kwargs), 'its default', 'their defaults')}, which {noun(len(kwargs), 'is', 'are')} part "
+        "of the module. Call it without "
+        f"{noun(len(kwargs), 'it', 'them')}; for a tensor, optimise again with it in the example inputs; "
         "for another value (a flag, a scale), optimise a small wrapper module whose forward passes it"
     )
 

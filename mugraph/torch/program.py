@@ -4,7 +4,6 @@ program's file kept beside the store, whose digest the store records."""
 from __future__ import annotations
 
 import os
-import shlex
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,6 +14,7 @@ from mugraph.stages.verify.stored import stored_program_differs
 from mugraph.storage.run.backends import open_existing
 from mugraph.storage.run.errors import damaged
 from mugraph.storage.run.paths import EXPORTED_META_KEY, RunPaths
+from mugraph.storage.run.recorded_command import resuming_command
 from mugraph.storage.run.records import metadata_file
 from mugraph.torch.archive import archive_digest
 from mugraph.torch.capture import Captured, exported_path, load_exported
@@ -114,7 +114,7 @@ def _resume_hint(store: Path, meta: Mapping[str, Any]) -> str:
     """How the run of `store` is resumed: the command that made it, or `mugraph.optimize` again."""
     command = meta.get("command")
     if isinstance(command, list) and command and not any(str(a).startswith("<torch model") for a in command):
-        return f"resume it with the command that made it: mugraph {shlex.join(map(str, command))}"
+        return f"resume it with the command that made it: {resuming_command(list(map(str, command)), store)}"
     return f"resume it by calling mugraph.optimize(model, example_inputs, store={str(store)!r}) again"
 
 

@@ -114,7 +114,7 @@ class Verdict:
                 "torch calls), estimated no faster than the model"
             )
         if not self.complete:
-            out.append("the search stopped at its time limit: optimise again to resume it")
+            out.append("the search stopped at its time limit: optimise again (without fresh=True) to resume it")
         return out
 
     def __str__(self) -> str:

@@ -28,6 +28,7 @@ from mugraph.storage.run.errors import StoreDamaged, StoreError
 from mugraph.storage.run.ledger import rewrite_ledger
 from mugraph.storage.run.lock import StoreLock
 from mugraph.storage.run.record_files import run_sync
+from mugraph.storage.run.recorded_command import resuming_command
 from mugraph.storage.run.records import RUN_KEY, metadata_file, write_record
 from mugraph.storage.run.repair_plan import RepairPlan, plan_repair
 from mugraph.storage.run.repair_scan import Unrepairable, scan_store
@@ -183,11 +184,4 @@ def resume_command(root: Path, plan: RepairPlan) -> str:
     if not (isinstance(command, list) and command[:1] == ["optimize"] and all(isinstance(a, str) for a in command)):
         program = plan.scan.attrs["identity"].get("program", "PROGRAM")
         return "mugraph " + shlex.join(["optimize", program, "--store", str(root)])
-    out: list[str] = []
-    args = iter(command)
-    for a in args:
-        if a == "--store":
-            next(args, None)
-        elif not a.startswith("--store=") and a != "--fresh":
-            out.append(a)
-    return "mugraph " + shlex.join([*out, "--store", str(root)])
+    return resuming_command(command, root)
