@@ -240,7 +240,10 @@ def test_a_stopped_search_is_resumed_not_reused(tmp_path: Path) -> None:
     model, x, store = build(GeluLinear), inputs((16, 32)), tmp_path / "s.zarr"
     stopped = mugraph.optimize(model, x, store=store, time_limit=0.01, verbose=False, **OPTIONS)
     assert not stopped.verdict.complete
-    assert "the search stopped at its time limit: optimise again (without fresh=True) to resume it" in stopped.verdict.notes()
+    assert (
+        "the search stopped at its time limit: optimise again (without fresh=True) to resume it"
+        in stopped.verdict.notes()
+    )
     starts: list[dict[str, Any]] = []
     done = mugraph.optimize(
         model,
