@@ -20,6 +20,21 @@ def as_from_a_terminal() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def start(args: list[str], cwd: Path) -> subprocess.Popen[str]:
+    """`python -m mugraph ARGS` in its own session (a process group to signal), unbuffered, taking
+    Ctrl-C as from a terminal; stdout and stderr piped."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "mugraph", *args],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        preexec_fn=as_from_a_terminal,
+    )
+
+
 def settings(name: str) -> list[str]:
     out = []
     for key, value in NARROW[name].items():

@@ -3,6 +3,7 @@ anyone's to recompute): what the commands that turn a store into code must still
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -25,3 +26,13 @@ def edit_final_program(store: Path, edit: Callable[[str], str]) -> None:
 def first_kind(old: str, new: str) -> Callable[[str], str]:
     """An edit that turns the first op of kind `old` into one of kind `new`."""
     return lambda text: text.replace(f'"kind":"{old}"', f'"kind":"{new}"', 1)
+
+
+def file_digests(path: Path) -> dict[str, str]:
+    """Every file of the store by its path, as a digest of its bytes (the lock file aside: each locking
+    opener writes its pid there)."""
+    return {
+        str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(path.rglob("*"))
+        if p.is_file() and p.name != "mugraph.lock"
+    }

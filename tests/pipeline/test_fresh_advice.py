@@ -7,14 +7,12 @@ from __future__ import annotations
 import dataclasses
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.helpers.cli_runs import as_from_a_terminal, mugraph
+from tests.helpers.cli_runs import mugraph, start
 
 FRESH_LINE = "mugraph: interrupted; run the same command without --fresh to resume"
 
@@ -24,16 +22,7 @@ def _args(store: Path, *extra: str) -> list[str]:
 
 
 def test_an_interrupted_fresh_run_says_to_leave_fresh_out(tmp_path: Path) -> None:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mugraph", *_args(tmp_path / "run.zarr", "--fresh")],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        preexec_fn=as_from_a_terminal,
-    )
+    proc = start(_args(tmp_path / "run.zarr", "--fresh"), tmp_path)
     try:
         assert proc.stderr is not None
         first = proc.stderr.readline()

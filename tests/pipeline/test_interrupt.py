@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.cli_runs import as_from_a_terminal
+from tests.helpers.cli_runs import as_from_a_terminal, start
 
 
 def with_interrupt_handlers(lines: list[str]) -> subprocess.CompletedProcess[str]:
@@ -35,16 +35,7 @@ def test_interrupted_run_says_one_line(tmp_path: Path, sig: signal.Signals, grou
     # lora's whole default space (minutes): still searching when the signal comes, however fast
     # the driver turns tasks around (the narrowed space can finish within the 1.5 s)
     args = ["optimize", "lora", "--store", str(tmp_path / "run.zarr"), "--json", "--dashboard-address", ":0"]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mugraph.cli", *args, "--workers", "2"],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        preexec_fn=as_from_a_terminal,
-    )
+    proc = start([*args, "--workers", "2"], tmp_path)
     try:
         assert proc.stderr is not None
         lines = [proc.stderr.readline()]  # the start line: the cluster is up, workers are running tasks

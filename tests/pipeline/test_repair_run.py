@@ -5,7 +5,6 @@ and `--dry-run` changes nothing."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 from collections.abc import Callable
@@ -18,6 +17,7 @@ from mugraph.cli import main
 from mugraph.storage.run.ledger import LEDGER_NAME
 from mugraph.storage.run.store import RunStore
 from tests.helpers.cli_runs import done, mugraph
+from tests.helpers.store_edits import file_digests
 
 Found = dict[str, tuple[tuple[int, ...], int]]
 
@@ -44,16 +44,6 @@ def finished(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, 
 @pytest.fixture
 def store(finished: tuple[Path, dict[str, Any], Found], tmp_path: Path) -> Path:
     return Path(shutil.copytree(finished[0], tmp_path / "run.zarr"))
-
-
-def tree(path: Path) -> dict[str, str]:
-    """Every file of the store by path, as a digest of its bytes (the lock file aside: each locking
-    opener writes its pid there)."""
-    return {
-        str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(path.rglob("*"))
-        if p.is_file() and p.name != "mugraph.lock"
-    }
 
 
 def records(store: Path, kind: str) -> list[Path]:
@@ -138,19 +128,19 @@ def test_task_table_damage_is_refused_and_the_store_left_as_it_is(
     chunk = store / "tasks" / "info" / "c" / "0" / "0"
     flip(chunk)
     DAMAGE["timeline"](store)  # repairable damage beside it is left too
-    before = tree(store)
+    before = file_digests(store)
     monkeypatch.chdir(store.parent)
     code, out, err = run_cli(["repair", str(store)], capsys)
     assert code == 2 and not out and len(err.strip().splitlines()) == 1, err
     assert str(chunk) in err and "--fresh" in err and "cannot mend" in err, err
-    assert tree(store) == before
+    assert file_digests(store) == before
 
 
 def test_a_dry_run_changes_nothing(
     store: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     damage_found(store)
-    before = tree(store)
+    before = file_digests(store)
     monkeypatch.chdir(store.parent)
     code, out, _ = run_cli(["repair", str(store), "--dry-run", "--json"], capsys)
     report = json.loads(out)
@@ -158,6 +148,6 @@ def test_a_dry_run_changes_nothing(
     assert len(report["damaged"]) == 1 and len(report["tasks_rerun"]) == 1 and report["dropped"]
     code, out, _ = run_cli(["repair", str(store), "--dry-run"], capsys)
     assert code == 0 and out.splitlines()[-1].endswith("nothing changed (--dry-run)"), out
-    assert tree(store) == before
+    assert file_digests(store) == before
     code, _, err = run_cli(["status", str(store)], capsys)
     assert code == 2 and "run store damaged" in err  # still damaged: nothing was repaired

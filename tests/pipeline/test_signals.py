@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -17,23 +16,10 @@ import pytest
 
 from mugraph.pipeline.cluster import WORKER_BATCH
 from mugraph.run.checks import max_workers
-from tests.helpers.cli_runs import as_from_a_terminal
+from tests.helpers.cli_runs import start
 
 LINE = "mugraph: interrupted; run the same command to resume"
 SIGTERM_CAUGHT = 1 << (signal.SIGTERM - 1)
-
-
-def start(args: list[str], cwd: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "mugraph", *args],
-        cwd=cwd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        preexec_fn=as_from_a_terminal,
-    )
 
 
 def caught(pid: int) -> int:

@@ -5,7 +5,6 @@ step completed by running it again."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -23,6 +22,7 @@ from mugraph.storage.run.store import FoundRecord, RunStore
 from tests.helpers.graphs import digest_of as D
 from tests.helpers.graphs import graph_of as G
 from tests.helpers.run_store import FRAGMENTS, IDENTITY, confirmation, layout, new_store, run_to_end
+from tests.helpers.store_edits import file_digests
 
 COUNTERS = ("verified", "nodes")
 CHILDREN = [(0,), (1,), (2,)]
@@ -99,16 +99,6 @@ def store(built: Path, tmp_path: Path) -> Path:
     return Path(shutil.copytree(built, tmp_path / "s.zarr"))
 
 
-def tree(path: Path) -> dict[str, str]:
-    """Every file of the store by its path, as a digest of its bytes (the lock file aside: each locking
-    opener writes its pid there)."""
-    return {
-        str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(path.rglob("*"))
-        if p.is_file() and p.name != "mugraph.lock"
-    }
-
-
 def read_everything(path: Path) -> None:
     """Open the store as every command does and read each record; its writer's open too."""
     with RunStore.open_existing(path) as st:
@@ -148,11 +138,11 @@ def ledger_records(path: Path) -> list[str]:
 
 
 def test_an_intact_store_is_left_as_it_is(store: Path) -> None:
-    before = tree(store)
+    before = file_digests(store)
     report = repair_store(store)
     assert not report.plan.changes and not report.plan.damage
     assert report.lines() == [f"run store {store}: no damaged record; nothing to repair"]
-    assert tree(store) == before
+    assert file_digests(store) == before
 
 
 DERIVED = [  # (damaged record, every record dropped with it)
@@ -294,19 +284,19 @@ def test_damage_to_what_the_records_are_checked_against_is_refused(store: Path, 
     data[len(data) // 2] ^= 0x40
     target.write_bytes(bytes(data))
     tamper(store / "timeline" / "000001" / "zarr.json")  # repairable damage beside it changes nothing
-    before = tree(store)
+    before = file_digests(store)
     with pytest.raises(Unrepairable) as info:
         repair_store(store)
     msg = str(info.value)
     assert "\n" not in msg and "--fresh" in msg and str(target) in msg
-    assert tree(store) == before
+    assert file_digests(store) == before
 
 
 def test_a_dry_run_says_what_it_would_do_and_changes_nothing(store: Path) -> None:
     tamper(store / "found" / "0" / first_found(store, 0) / "zarr.json")
-    before = tree(store)
+    before = file_digests(store)
     report = repair_store(store, dry_run=True)
-    assert tree(store) == before
+    assert file_digests(store) == before
     assert report.plan.rerun and report.summary().startswith(f"would repair {store}: dropped 1 found μGraph")
     assert report.summary().endswith("nothing changed (--dry-run)")
     assert not report.record()["changed"]
@@ -314,14 +304,14 @@ def test_a_dry_run_says_what_it_would_do_and_changes_nothing(store: Path) -> Non
 
 def test_a_store_a_live_run_holds_is_refused(store: Path) -> None:
     tamper(store / "timeline" / "000001" / "zarr.json")
-    before = tree(store)
+    before = file_digests(store)
     holder = RunStore.open_existing(store, readonly=False)
     try:
         with pytest.raises(StoreBusy):
             repair_store(store)
     finally:
         holder.close()
-    assert tree(store) == before
+    assert file_digests(store) == before
 
 
 def test_the_report_names_each_damaged_record_and_the_command_to_finish(store: Path) -> None:
@@ -354,4 +344,4 @@ def test_a_repair_killed_at_any_step_is_completed_by_the_next(store: Path, tmp_p
         with pytest.raises(StoreDamaged):
             read_everything(killed)
         repair_store(killed)
-        assert tree(killed) == tree(whole), k
+        assert file_digests(killed) == file_digests(whole), k
