@@ -60,16 +60,7 @@ def test_interrupted_run_says_one_line(tmp_path: Path, sig: signal.Signals, grou
 def test_ctrl_c_stops_a_serial_search_mid_solve(tmp_path: Path) -> None:
     """Z3 must not swallow the Ctrl-C (answering the running check "unknown" and going on)."""
     args = ["search", "lora", "--memo-url", "local", "--budget", "20"]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mugraph.cli", *args],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        preexec_fn=as_from_a_terminal,
-    )
+    proc = start(args, tmp_path)
     try:
         assert proc.stderr is not None
         first = proc.stderr.readline()  # the progress line: the search is solving
