@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -42,6 +42,7 @@ from mugraph.stages.search.serial import DEFAULT_BUDGET
 from mugraph.storage.run.backends import open_existing
 from mugraph.storage.run.paths import RunPaths
 from mugraph.storage.run.protocol import RunStoreReader
+from mugraph.storage.run.recorded_command import resuming_command
 from mugraph.storage.run.run_records import ProgressSample
 
 SHOW_ROWS = 10  # ranking rows `show` prints without --all (the reference's row is always added)
@@ -207,15 +208,25 @@ def optimize(program: str, as_json: bool, layouts: tuple[str, ...], **flags: Any
 
 STOPPED_EARLY = (
     "the run stopped before its end (interrupted or killed): the rankings below are of the μGraphs confirmed "
-    "and laid out so far, not stitched or checked end to end; run the same `mugraph optimize` command to "
-    "continue, or add `--time-limit 1` to it to only rank and stitch what the store holds"
+    "and laid out so far, not stitched or checked end to end; run {command} to continue, or add "
+    "`--time-limit 1` to it to only rank and stitch what the store holds"
 )
 
 
-def _before_end(writer: int | None) -> str:
-    """What `show` says above rankings made before the run's end: that it is still going, or stopped."""
+def _resume_command(store: Path, meta: Mapping[str, Any]) -> str:
+    """The command that goes on with the run of `store`: the one that made it, without `--fresh` (which
+    would delete the store) and at the store's path; else the generic advice."""
+    command = meta.get("command")
+    if isinstance(command, list) and command[:1] == ["optimize"] and all(isinstance(a, str) for a in command):
+        return f"`{resuming_command(command, store)}`"
+    return "the same `mugraph optimize` command (without --fresh)"
+
+
+def _before_end(writer: int | None, resume: str) -> str:
+    """What `show` says above rankings made before the run's end: that it is still going, or stopped
+    (and the command that goes on with it)."""
     if writer is None:
-        return STOPPED_EARLY
+        return STOPPED_EARLY.format(command=resume)
     return (
         f"the run is still going (pid {writer}): the rankings below are of the μGraphs confirmed and laid out "
         "so far, not stitched or checked end to end"
@@ -457,6 +468,7 @@ def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) ->
         final = st.final()
         experts = expert_labels(st.identity, frags)
         names = program_outputs(st)
+        resume = _resume_command(store, st.meta)
     if final is None and not any(r["ranking"] for r in rows):
         raise MugraphError(f"{store}: no result yet; run `mugraph optimize` on it first")
     if as_json:
@@ -464,7 +476,7 @@ def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) ->
         click.echo(json_line(shown))
         return
     if final is None:
-        click.echo(_before_end(writer))
+        click.echo(_before_end(writer, resume))
     for shown_frag in rows:
         ranking = shown_frag["ranking"]
         profile = ranking[0]["profile"] if ranking else "-"
@@ -490,7 +502,7 @@ def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) ->
             click.echo(line)
         _print_chosen(shown_frag, names.get(shown_frag["name"], {}))
     if final is None:
-        click.echo(_before_end(writer))
+        click.echo(_before_end(writer, resume))
         return
     if len(rows) > 1:  # the glue between fragments (ops no fragment holds) shows only here
         click.echo(

@@ -62,6 +62,9 @@ def test_show_and_status_rank_a_killed_run(tmp_path: Path) -> None:
     text = mugraph("show", str(store), cwd=tmp_path)
     assert text.returncode == 0, text.stderr
     assert "the run stopped before its end" in text.stdout
+    assert f"run `mugraph optimize lora --json --dashboard-address :0 --workers 2 --store {store}` to continue" in (
+        text.stdout
+    )
     assert frag["ranking"][0]["digest"][:16] in text.stdout or frag["ranking"][0]["reference"]
 
     status = mugraph("status", str(store), "--json", cwd=tmp_path)
@@ -106,3 +109,16 @@ def test_a_run_going_on_is_said_to_be_going(tmp_path: Path) -> None:
     assert "the run is still going" in status.stdout and "stopped before its end" not in status.stdout
     assert f"the run is still going (pid {os.getpid()})" in shown.stdout and "interrupted or killed" not in shown.stdout
     assert shown_json["running"] == os.getpid() and shown_json["provisional"] is True
+
+
+def test_a_stopped_run_is_continued_by_its_command_without_fresh(tmp_path: Path) -> None:
+    """`show` names the command that made the store, at the store's path and without `--fresh` (which
+    would delete it); a store made from Python (no command recorded) gets the generic advice."""
+    from mugraph.cli.pipeline import _resume_command
+
+    made = {"command": ["optimize", "gqa", "--fresh", "--store", "old.zarr", "--time-limit", "60"]}
+    assert (
+        _resume_command(tmp_path / "s.zarr", made)
+        == f"`mugraph optimize gqa --time-limit 60 --store {tmp_path / 's.zarr'}`"
+    )
+    assert "without --fresh" in _resume_command(tmp_path / "s.zarr", {"command": ["optimize", "<torch model M>", 1]})
