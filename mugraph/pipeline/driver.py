@@ -233,15 +233,20 @@ class Driver:
         interrupted run confirms what that run found). What is left then stays unconfirmed."""
         what = self._dispatch.what
         self.client.cancel([fut for fut, job in what.items() if isinstance(job, SearchJob)])
-        end = time.perf_counter() + drain_seconds(self.time_limit)
+        last = time.perf_counter()
+        end = last + drain_seconds(self.time_limit)
         while checks := [(fut, job) for fut, job in what.items() if isinstance(job, (ConfirmJob, LayoutJob))]:
             # by their futures, not `as_completed`'s queue: the batch that met the limit was taken from it
             for fut, job in checks:
                 if fut.done():
                     self._on_check(fut, job)
-            left = end - time.perf_counter()
-            if left <= 0:
+            now = time.perf_counter()
+            if now >= end:
                 return
+            if now - last >= self.progress_interval:  # the progress line goes on saying what is confirmed
+                self._sampler.sample(now)
+                last = now
+            left = end - now
             self._dispatch.ac.next_batch(block=False)  # woken by any task: none is handled from here
             self._wait_ready(min(left, self.progress_interval))
 
