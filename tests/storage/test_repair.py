@@ -289,6 +289,7 @@ def test_damage_to_what_the_records_are_checked_against_is_refused(store: Path, 
         repair_store(store)
     msg = str(info.value)
     assert "\n" not in msg and "--fresh" in msg and str(target) in msg
+    assert "mugraph repair" not in msg  # the refusal does not send the user back to repair
     assert file_digests(store) == before
 
 

@@ -31,7 +31,7 @@ from mugraph.storage.run.record_files import run_sync
 from mugraph.storage.run.recorded_command import resuming_command
 from mugraph.storage.run.records import RUN_KEY, metadata_file, write_record
 from mugraph.storage.run.repair_plan import RepairPlan, plan_repair
-from mugraph.storage.run.repair_scan import Unrepairable, scan_store
+from mugraph.storage.run.repair_scan import Unrepairable, scan_store, unrepairable
 from mugraph.storage.run.root import read_root
 from mugraph.storage.run.store import RunStore
 from mugraph.storage.run.task_table_load import load_task_table
@@ -113,8 +113,8 @@ def repair_store(root: Path, *, dry_run: bool = False) -> RepairReport:
         raise StoreError(f"no run store at {root}")
     try:
         read_root(root)  # before the lock: no lock file is made in a directory that is no run store
-    except StoreDamaged as exc:
-        raise Unrepairable(str(exc)) from None
+    except StoreDamaged as exc:  # said as every unrepairable damage is: not "run mugraph repair"
+        raise unrepairable(exc) from None
     lock = StoreLock.acquire(root)
     try:
         plan = plan_repair(scan_store(root))
