@@ -20,6 +20,7 @@ from mugraph.run.options import (
     OptionError,
     check_options,
     default_store,
+    model_command,
 )
 from mugraph.run.prepare import Prepared, prepare, require_triton_for_torch
 
@@ -90,7 +91,7 @@ def optimize(
         save_beside=captured.save_beside,
         settings=default_settings(captured.lowering.graph),
     )
-    opts = dataclasses.replace(OptimizeOptions(**options), command=("optimize", f"<torch model {captured.name}>"))
+    opts = dataclasses.replace(OptimizeOptions(**options), command=model_command(captured.name))
     run = prepare(prog, opts)
     console = Console(verbose)
     stored = reused(run, t0)

@@ -216,10 +216,8 @@ STOPPED_EARLY = (
 def _resume_command(store: Path, meta: Mapping[str, Any]) -> str:
     """The command that goes on with the run of `store`: the one that made it, without `--fresh` (which
     would delete the store) and at the store's path; else the generic advice."""
-    command = meta.get("command")
-    if isinstance(command, list) and command[:1] == ["optimize"] and all(isinstance(a, str) for a in command):
-        return f"`{resuming_command(command, store)}`"
-    return "the same `mugraph optimize` command (without --fresh)"
+    recorded = resuming_command(meta, store)
+    return f"`{recorded}`" if recorded is not None else "the same `mugraph optimize` command (without --fresh)"
 
 
 def _before_end(writer: int | None, resume: str) -> str:

@@ -14,6 +14,7 @@ from mugraph.ir.errors import MugraphError
 from mugraph.run.checks import file_name, parse_duration
 from mugraph.stages.layout.profiles import DEFAULT_PROFILE
 from mugraph.stages.search.config import parse_override
+from mugraph.storage.run.recorded_command import TORCH_MODEL_ARG
 
 DEFAULT_RUNS = Path("runs")
 
@@ -128,3 +129,9 @@ def check_options(options: Mapping[str, Any]) -> None:
         f"mugraph.optimize: unknown option{'s' if len(unknown) > 1 else ''} {', '.join(hints)}; "
         f"the options are: {', '.join(valid)}, and name, on_event, verbose"
     )
+
+
+def model_command(name: str) -> tuple[str, ...]:
+    """The command a store made by `mugraph.optimize` records: no command line, the model by name (what
+    `recorded_command.resuming_command` knows to offer no shell command for)."""
+    return ("optimize", f"{TORCH_MODEL_ARG} {name}>")

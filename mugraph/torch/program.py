@@ -112,9 +112,9 @@ def optimized_module(store: Path, captured: Captured | None = None) -> Optimized
 
 def _resume_hint(store: Path, meta: Mapping[str, Any]) -> str:
     """How the run of `store` is resumed: the command that made it, or `mugraph.optimize` again."""
-    command = meta.get("command")
-    if isinstance(command, list) and command and not any(str(a).startswith("<torch model") for a in command):
-        return f"resume it with the command that made it: {resuming_command(list(map(str, command)), store)}"
+    recorded = resuming_command(meta, store)
+    if recorded is not None:
+        return f"resume it with the command that made it: {recorded}"
     return f"resume it by calling mugraph.optimize(model, example_inputs, store={str(store)!r}) again"
 
 

@@ -121,4 +121,15 @@ def test_a_stopped_run_is_continued_by_its_command_without_fresh(tmp_path: Path)
         _resume_command(tmp_path / "s.zarr", made)
         == f"`mugraph optimize gqa --time-limit 60 --store {tmp_path / 's.zarr'}`"
     )
-    assert "without --fresh" in _resume_command(tmp_path / "s.zarr", {"command": ["optimize", "<torch model M>", 1]})
+    assert "without --fresh" in _resume_command(tmp_path / "s.zarr", {"command": ["optimize", "<torch model M>"]})
+
+
+def test_a_store_made_from_python_names_no_command_line() -> None:
+    """`mugraph.optimize` records `optimize <torch model NAME>`, which no shell runs: neither `show`,
+    `repair` nor `mugraph.load` offers it as a command."""
+    from mugraph.storage.run.recorded_command import resuming_command
+
+    assert resuming_command({"command": ["optimize", "<torch model GeluMLP>"]}, Path("s.zarr")) is None
+    assert resuming_command({"command": ["optimize", "m.py", "--fresh"]}, Path("s.zarr")) == (
+        "mugraph optimize m.py --store s.zarr"
+    )

@@ -1,17 +1,27 @@
 """The command a store's meta records (`optimize ...` as it was typed), made into the command that
-resumes the run: a recorded `--fresh` would delete what the store holds, and the store may have moved."""
+resumes the run: a recorded `--fresh` would delete what the store holds, and the store may have moved.
+A store made from Python records `optimize <torch model NAME>`, which no shell can run again."""
 
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-__all__ = ["resuming_command"]
+__all__ = ["TORCH_MODEL_ARG", "resuming_command"]
+
+TORCH_MODEL_ARG = "<torch model"  # how `mugraph.optimize` records its model in the command: `<torch model NAME>`
 
 
-def resuming_command(command: Sequence[str], store: Path) -> str:
-    """`mugraph` and the recorded `command` without `--fresh` and with `--store` set to `store`."""
+def resuming_command(meta: Mapping[str, Any], store: Path) -> str | None:
+    """`mugraph` and the recorded command without `--fresh` and with `--store` set to `store`; None
+    where the meta records no command line to run again (none, or a model passed from Python)."""
+    command = meta.get("command")
+    if not (isinstance(command, list) and command[:1] == ["optimize"] and all(isinstance(a, str) for a in command)):
+        return None
+    if any(a.startswith(TORCH_MODEL_ARG) for a in command):
+        return None
     out: list[str] = []
     args = iter(command)
     for a in args:

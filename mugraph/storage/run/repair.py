@@ -180,8 +180,8 @@ def resume_command(root: Path, plan: RepairPlan) -> str:
     """The command that finishes the run: the one that made the store (as its meta keeps it) with this
     store's path (it may have moved since) and without `--fresh`, which would delete what the repair
     kept; else the program's name and the store."""
-    command = plan.scan.attrs["meta"].get("command")
-    if not (isinstance(command, list) and command[:1] == ["optimize"] and all(isinstance(a, str) for a in command)):
-        program = plan.scan.attrs["identity"].get("program", "PROGRAM")
-        return "mugraph " + shlex.join(["optimize", program, "--store", str(root)])
-    return resuming_command(command, root)
+    recorded = resuming_command(plan.scan.attrs["meta"], root)
+    if recorded is not None:
+        return recorded
+    program = plan.scan.attrs["identity"].get("program", "PROGRAM")
+    return "mugraph " + shlex.join(["optimize", program, "--store", str(root)])
