@@ -14,7 +14,7 @@ from mugraph.stages.verify.stored import stored_program_differs
 from mugraph.storage.run.backends import open_existing
 from mugraph.storage.run.errors import damaged
 from mugraph.storage.run.paths import EXPORTED_META_KEY, RunPaths
-from mugraph.storage.run.recorded_command import resuming_command
+from mugraph.storage.run.recorded_command import python_call, resuming_command
 from mugraph.storage.run.records import metadata_file
 from mugraph.torch.archive import archive_digest
 from mugraph.torch.capture import Captured, exported_path, load_exported
@@ -115,7 +115,7 @@ def _resume_hint(store: Path, meta: Mapping[str, Any]) -> str:
     recorded = resuming_command(meta, store)
     if recorded is not None:
         return f"resume it with the command that made it: {recorded}"
-    return f"resume it by calling mugraph.optimize(model, example_inputs, store={str(store)!r}) again"
+    return f"resume it by calling {python_call(store)} again"
 
 
 def load_store(store: Path) -> OptimizedModule:

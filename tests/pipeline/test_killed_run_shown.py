@@ -133,3 +133,21 @@ def test_a_store_made_from_python_names_no_command_line() -> None:
     assert resuming_command({"command": ["optimize", "m.py", "--fresh"]}, Path("s.zarr")) == (
         "mugraph optimize m.py --store s.zarr"
     )
+
+
+def test_repair_names_the_python_call_for_a_store_made_from_python() -> None:
+    """`repair`'s way to finish a run `mugraph.optimize` made is that call again, not a shell command
+    for a program named after the model."""
+    from types import SimpleNamespace
+    from typing import cast
+
+    from mugraph.storage.run.repair import resume_command
+    from mugraph.storage.run.repair_plan import RepairPlan
+
+    def plan(command: list[str]) -> RepairPlan:
+        attrs = {"meta": {"command": command}, "identity": {"program": "GeluMLP"}}
+        return cast(RepairPlan, SimpleNamespace(scan=SimpleNamespace(attrs=attrs)))
+
+    made = resume_command(Path("s.zarr"), plan(["optimize", "<torch model GeluMLP>"]))
+    assert made == "mugraph.optimize(model, example_inputs, store='s.zarr')"
+    assert resume_command(Path("s.zarr"), plan([])) == "mugraph optimize GeluMLP --store s.zarr"

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["TORCH_MODEL_ARG", "resuming_command"]
+__all__ = ["TORCH_MODEL_ARG", "made_from_python", "python_call", "resuming_command"]
 
 TORCH_MODEL_ARG = "<torch model"  # how `mugraph.optimize` records its model in the command: `<torch model NAME>`
 
@@ -30,3 +30,14 @@ def resuming_command(meta: Mapping[str, Any], store: Path) -> str | None:
         elif not a.startswith("--store=") and a != "--fresh":
             out.append(a)
     return "mugraph " + shlex.join([*out, "--store", str(store)])
+
+
+def made_from_python(meta: Mapping[str, Any]) -> bool:
+    """Whether `mugraph.optimize` made the store from a model: its run resumes from Python only."""
+    command = meta.get("command")
+    return isinstance(command, list) and any(isinstance(a, str) and a.startswith(TORCH_MODEL_ARG) for a in command)
+
+
+def python_call(store: Path) -> str:
+    """The call that resumes a store `mugraph.optimize` made: the same model and inputs, this store."""
+    return f"mugraph.optimize(model, example_inputs, store={str(store)!r})"

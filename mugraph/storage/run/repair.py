@@ -28,7 +28,7 @@ from mugraph.storage.run.errors import StoreDamaged, StoreError
 from mugraph.storage.run.ledger import rewrite_ledger
 from mugraph.storage.run.lock import StoreLock
 from mugraph.storage.run.record_files import run_sync
-from mugraph.storage.run.recorded_command import resuming_command
+from mugraph.storage.run.recorded_command import made_from_python, python_call, resuming_command
 from mugraph.storage.run.records import RUN_KEY, metadata_file, write_record
 from mugraph.storage.run.repair_plan import RepairPlan, plan_repair
 from mugraph.storage.run.repair_scan import Unrepairable, scan_store, unrepairable
@@ -179,9 +179,13 @@ def _check_clean(root: Path) -> None:
 def resume_command(root: Path, plan: RepairPlan) -> str:
     """The command that finishes the run: the one that made the store (as its meta keeps it) with this
     store's path (it may have moved since) and without `--fresh`, which would delete what the repair
-    kept; else the program's name and the store."""
-    recorded = resuming_command(plan.scan.attrs["meta"], root)
+    kept; the `mugraph.optimize` call for a store made from Python; else the program's name and the
+    store."""
+    meta = plan.scan.attrs["meta"]
+    recorded = resuming_command(meta, root)
     if recorded is not None:
         return recorded
+    if made_from_python(meta):
+        return python_call(root)
     program = plan.scan.attrs["identity"].get("program", "PROGRAM")
     return "mugraph " + shlex.join(["optimize", program, "--store", str(root)])
