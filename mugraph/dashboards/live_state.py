@@ -283,7 +283,8 @@ class LiveState:
         if not self.start and not self.rows:
             return "waiting for a run"
         if self.done is not None:
-            return "complete" if self.done.get("complete") else "stopped (run the same command to resume)"
+            resume = self.done.get("resume", "run the same command to resume")  # a fresh run: without it
+            return "complete" if self.done.get("complete") else f"stopped ({resume})"
         quiet = now - self.updated
         if quiet > 30:
             return f"no news for {quiet:.0f} s (driver stopped?)"

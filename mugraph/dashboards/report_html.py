@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from mugraph.dashboards.report_records import ReportData
@@ -15,6 +16,7 @@ from mugraph.ir.serialize import loads
 from mugraph.stages.layout.costs import Layouts
 from mugraph.stages.layout.describe import describe_layouts, seconds_text
 from mugraph.stages.layout.rows import RankedRow
+from mugraph.storage.run.recorded_command import made_from_python, python_call, resuming_command
 
 CHART_WIDTH = 1050  # the page's text width: charts span it
 Series = dict[str, list[tuple[float, float]]]
@@ -56,8 +58,20 @@ def section(key: str, title: str, body: str) -> str:
 
 PROVISIONAL = (
     "Provisional: the run has not ended (it is running, or stopped before its end); this ranks the "
-    "μGraphs confirmed and laid out so far, as its end would. Run the same command to finish it."
+    "μGraphs confirmed and laid out so far, as its end would. "
 )
+
+
+def finish_advice(data: ReportData) -> str:
+    """How the stopped run is finished: the command recorded in its store (without `--fresh`, which
+    would delete what it did), or the `mugraph.optimize` call for a store made from Python."""
+    store = Path(data["store"])
+    command = resuming_command(data["meta"], store)
+    if command is not None:
+        return f"Finish it with `{command}`."
+    if made_from_python(data["meta"]):
+        return f"Finish it with {python_call(store)}."
+    return "Run the command that made it again, without --fresh, to finish it."
 
 
 def answer(data: ReportData) -> str:
@@ -88,7 +102,7 @@ def answer(data: ReportData) -> str:
         note = (data.get("expert_notes") or {}).get(name)
         ties += f'<p class="note">{html.escape(note)}</p>' if note else ""
         if name in (data.get("provisional") or []):
-            ties += f'<p class="note">{html.escape(PROVISIONAL)}</p>'
+            ties += f'<p class="note">{html.escape(PROVISIONAL + finish_advice(data))}</p>'
         out.append(
             f'<div class="answer"><div class="big">{html.escape(name)}: {html.escape(h["line"])}</div>'
             + table(["", f"time ({h['timing']})", "speedup", "kernels", "DRAM bytes"], rows, 1, [False, True])

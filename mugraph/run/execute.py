@@ -28,6 +28,7 @@ from mugraph.storage.memo.url import redact_url
 from mugraph.storage.run.backends import open_store
 from mugraph.storage.run.errors import StoreMismatch
 from mugraph.storage.run.protocol import RunStoreWriter
+from mugraph.storage.run.recorded_command import made_from_python
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -195,6 +196,8 @@ def _drive(
             measure=o.measure,
             worker_env=worker_environment(memo_url),
         ).run()
+    from_python = made_from_python({"command": list(o.command or ())})
+    done["resume"] = resume_advice(o.fresh, call=from_python)  # what the page says of a stopped run
     live.publish(client, done)  # before the client closes: the page says how the run ended
     return done
 

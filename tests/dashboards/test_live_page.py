@@ -208,8 +208,8 @@ def test_state_history_without_invocation_numbers_and_thinning() -> None:
     assert st.rows[-1]["rate"] == pytest.approx(100.0) and st.rows[-1]["f0_rate"] == pytest.approx(70.0)
     assert st.status(now=st.updated) == "running"
     assert "no news" in st.status(now=st.updated + 60)
-    st.apply({"event": "done", "complete": False})
-    assert st.status().startswith("stopped")
+    st.apply({"event": "done", "complete": False, "resume": "run the same command without --fresh to resume"})
+    assert st.status() == "stopped (run the same command without --fresh to resume)"  # not "the same command"
 
 
 def test_page_url_replaces_the_last_segment() -> None:

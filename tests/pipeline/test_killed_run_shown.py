@@ -81,6 +81,7 @@ def test_show_and_status_rank_a_killed_run(tmp_path: Path) -> None:
     assert [r["digest"] for r in data["ranking"]["f0"]] == [r["digest"] for r in frag["ranking"]]
     assert data["chosen"]["f0"]["digest"] == frag["best"]["digest"]
     assert "no ranking yet" not in page and "Provisional: the run has not ended" in page
+    assert f"Finish it with `mugraph optimize lora --json --dashboard-address :0 --workers 2 --store {store}`" in page
 
 
 def test_a_run_going_on_is_said_to_be_going(tmp_path: Path) -> None:
