@@ -26,6 +26,7 @@ from mugraph.dashboards.summary import (
 )
 from mugraph.ir.errors import MugraphError
 from mugraph.ir.names import check_tensor_name, printable, shown
+from mugraph.ir.plural import counted
 from mugraph.ir.render import render
 from mugraph.ir.serialize import loads
 from mugraph.run.checks import WORKERS_PER_CORE_LIMIT, check_output_file, check_store_name
@@ -479,8 +480,9 @@ def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) ->
         ranking = shown_frag["ranking"]
         profile = ranking[0]["profile"] if ranking else "-"
         devices = sorted({str(e["measured_device"]) for e in ranking if e.get("measured_device")})
+        ranked = counted(sum(not r.get("reference") for r in ranking), "μGraph")
         click.echo(
-            f"== {printable(shown_frag['name'])}: {sum(not r.get('reference') for r in ranking)} μGraphs and the "
+            f"== {printable(shown_frag['name'])}: {ranked} and the "
             f"reference ranked on {printable(str(profile))} "
             f"({ranking[0]['model'] if ranking else '-'}"
             f"; speedup over the reference program)"

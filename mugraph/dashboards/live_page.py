@@ -28,6 +28,7 @@ from bokeh.plotting import figure
 
 from mugraph.dashboards.live_state import RATE_WINDOW, LiveState
 from mugraph.dashboards.summary import eta_rate, eta_text
+from mugraph.ir.plural import counted, noun
 
 logger = logging.getLogger(__name__)
 
@@ -329,14 +330,15 @@ class LivePage:
             frags = ", ".join(f"{esc(f)} ({esc(presets.get(f, '-'))})" for f in st.fragments)
             parts.append(f"store <code>{esc(start.get('store', '?'))}</code> ({verb}); fragments: {frags}")
         if latest:
-            rate = latest.get("states_per_s")
+            rate, found = latest.get("states_per_s"), latest.get("mugraphs")
             parts.append(
                 f"search time {_duration(st.elapsed())}; {_int(latest.get('states'))} states"
                 f" ({_int(rate)}/s this invocation); tasks {_int(latest.get('tasks_done'))} done,"
                 f" {_int(latest.get('tasks_running'))} running, {_int(latest.get('tasks_pending'))} pending;"
-                f" {_int(latest.get('mugraphs'))} μGraphs found, {_int(latest.get('confirmed'))} confirmed;"
+                f" {_int(found)} {noun(int(_number(found) or 0), 'μGraph')} found,"
+                f" {_int(latest.get('confirmed'))} confirmed;"
                 f" {_int(latest.get('solver_calls'))} solver calls;"
-                f" {len(st.workers)} workers"
+                f" {counted(len(st.workers), 'worker')}"
             )
             parts.append(
                 "size: "
