@@ -79,13 +79,30 @@ def test_memo_hits_of_each_kind_are_named_and_add_up() -> None:
     from mugraph.stages.prune.oracle import OracleCounters
 
     c = OracleCounters(queries=20, prefiltered=2, memo_hits=12, solver_calls=3, claim_waits=1)
-    line = _answers_line(c, {"local_hits": 4, "remote_hits": 6}, "redis")
+    line = _answers_line(c, {"local_hits": 4, "remote_hits": 6}, "redis", "z3")
     assert line == (
-        "20 queries: 3 solver calls in 0.00 s (0 unknown), 2 refuted by finite models, 3 answered for an "
+        "20 queries: 3 Z3 calls in 0.00 s (0 unknown), 2 refuted by finite models, 3 answered for an "
         "earlier expert, 4 local memo hits, 5 redis memo hits, 1 solved meanwhile by another process, "
         "2 terms repeated within one expert"
     )
     one = OracleCounters(queries=1, solver_calls=1)
     assert _answers_line(one, {"local_hits": 0, "remote_hits": 0}, "shared") == (
-        "1 query: 1 solver call in 0.00 s (0 unknown)"
+        "1 query: 1 decided from normal forms in 0.00 s (0 undecided)"
     )
+
+
+def test_z3s_limit_is_asked_of_z3_and_refused_without_it(tmp_path: Path) -> None:
+    """The normal forms decide every lora query; under `--oracle z3` the rlimit decides how many end
+    `unknown` (and are pruned), so `--rlimit` is refused where it would change nothing."""
+    exact = summary(run("prune", "lora", "--memo-url", "local", "--json", cwd=tmp_path))
+    assert exact["oracle"] == "normal_form" and exact["unknowns"] == 0
+    z3 = summary(run("prune", "lora", "--oracle", "z3", "--memo-url", "local", "--json", cwd=tmp_path))
+    starved = summary(
+        run("prune", "lora", "--oracle", "z3", "--rlimit", "1", "--memo-url", "local", "--json", cwd=tmp_path)
+    )
+    assert z3["oracle"] == "z3" and z3["solver_calls"] == starved["solver_calls"] > 0
+    assert starved["unknowns"] == starved["solver_calls"] > z3["unknowns"]
+    kept = {r["expert"]: r["reachable"] for r in exact["experts"]}
+    assert kept["saved"] and not {r["expert"]: r["reachable"] for r in starved["experts"]}["saved"]
+    refused = run("prune", "lora", "--rlimit", "5", cwd=tmp_path)
+    assert refused.returncode == 2 and "--oracle z3" in refused.stderr

@@ -37,7 +37,15 @@ from mugraph.pipeline.plan import program_config
 from mugraph.programs import Program, builtin_programs, resolve_program
 from mugraph.run.checks import parse_duration
 from mugraph.stages.prune.expr import labelled_exprs, output_exprs
-from mugraph.stages.prune.oracle import DEFAULT_RLIMIT, VERDICT_BYTES, OracleConfig, OracleCounters, SubexprOracle
+from mugraph.stages.prune.oracle import (
+    DEFAULT_RLIMIT,
+    ENGINES,
+    VERDICT_BYTES,
+    Engine,
+    OracleConfig,
+    OracleCounters,
+    SubexprOracle,
+)
 from mugraph.stages.search.config import PRESETS, parse_override
 from mugraph.stages.search.explain import explain_expert
 from mugraph.stages.search.explore import Fragment, Searcher
@@ -108,7 +116,7 @@ COMMAND_HELP: dict[str, tuple[str, tuple[str, ...]]] = {
         "Lower level: the μGraph search alone, in one process.",
         ("mugraph search lora --set 'grids=[[64,1,1]]' --set 'fmaps=[-1]' --set 'kernel_ops=[]'",),
     ),
-    "prune": ("Lower level: ask the Z3 oracle about an expert's tensors.", ("mugraph prune lora",)),
+    "prune": ("Lower level: ask the subexpression oracle about an expert's tensors.", ("mugraph prune lora",)),
 }
 
 
@@ -295,30 +303,50 @@ def check(program: str, as_json: bool, seeds: str, backend: str, p: int, q: int,
 @click.option("--json", "as_json", is_flag=True, help="Last stdout line: one JSON object with the verdicts.")
 @memo_options
 @click.option(
-    "--rlimit",
-    default=DEFAULT_RLIMIT,
-    type=click.IntRange(min=1),
+    "--oracle",
+    "engine",
+    type=click.Choice(ENGINES),
+    default="normal_form",
     show_default=True,
-    help="Z3 resource limit per query (deterministic, part of every memo key).",
+    help="Who answers: normal forms (exact, the search's default), Z3 under Mirage's axioms (Mirage's "
+    "route, `unknown` at its rlimit), or both (Z3's verdicts checked against the normal forms').",
+)
+@click.option(
+    "--rlimit",
+    default=None,
+    type=click.IntRange(min=1),
+    help=f"With --oracle z3 or both: Z3's resource limit per query (deterministic, part of every memo key; "
+    f"default {DEFAULT_RLIMIT}).",
 )
 @click.option(
     "--unknown-keeps",
     is_flag=True,
-    help="Keep candidates whose query hits the rlimit (default: prune them, as Mirage does).",
+    help="With --oracle z3: keep candidates whose query hits the rlimit (default: prune them, as Mirage does).",
 )
-def prune(program: str, as_json: bool, memo_url: str | None, memo_dir: Path, rlimit: int, unknown_keeps: bool) -> None:
+def prune(
+    program: str,
+    as_json: bool,
+    memo_url: str | None,
+    memo_dir: Path,
+    engine: Engine,
+    rlimit: int | None,
+    unknown_keeps: bool,
+) -> None:
     """Ask the abstract-expression oracle about every intermediate tensor of PROGRAM's experts.
 
     An expert the search can reach has every intermediate kept (its abstract expression is a
     subexpression of the reference's output under Mirage's axioms), except a concat read by a matmul,
     which the search makes and judges with the matmul as one step (concat_matmul). Every intermediate
     kept is necessary, not sufficient: `explain` says whether the search reaches the expert."""
+    if engine == "normal_form" and (rlimit is not None or unknown_keeps):
+        flag = "--rlimit" if rlimit is not None else "--unknown-keeps"
+        raise click.UsageError(f"{flag} is Z3's; the normal forms decide without it: give --oracle z3 (or both)")
     if memo_url is not None:
         check_memo_url(memo_url)
     prog = _program_with_experts(program, "ask about")
     t0 = time.perf_counter()
     reference = prog.reference()
-    config = OracleConfig(rlimit=rlimit, unknown_keeps=unknown_keeps)
+    config = OracleConfig(rlimit=rlimit or DEFAULT_RLIMIT, unknown_keeps=unknown_keeps, engine=engine)
     rows: list[ExpertReach] = []
     with verdict_memo(memo_url, memo_dir, VERDICT_BYTES) as memo:
         oracle = SubexprOracle(output_exprs(reference), len(reference.input_tensors), config, memo)
@@ -342,16 +370,19 @@ def prune(program: str, as_json: bool, memo_url: str | None, memo_dir: Path, rli
         "experts": rows,
         "seconds": round(time.perf_counter() - t0, 4),
         "memo": memo.name,
+        "oracle": engine,
         **oracle.counters.as_dict(),
         "memo_counters": memo_counts,
     }
     if as_json:
         click.echo(json_line(summary))
     else:
-        click.echo(_answers_line(oracle.counters, memo_counts, memo.backend.name if memo.backend else "shared"))
+        click.echo(_answers_line(oracle.counters, memo_counts, memo.backend.name if memo.backend else "shared", engine))
 
 
-def _answers_line(c: OracleCounters, memo_counts: dict[str, int | float], shared: str) -> str:
+def _answers_line(
+    c: OracleCounters, memo_counts: dict[str, int | float], shared: str, engine: Engine = "normal_form"
+) -> str:
     """Where `prune`'s queries got their answers, in parts that add up to the queries (the solver's
     always said, the others where not zero): the oracle's memo hits also count terms it settled for an
     earlier expert (an intermediate two experts hold), and a term one expert holds twice is asked once."""
@@ -365,9 +396,18 @@ def _answers_line(c: OracleCounters, memo_counts: dict[str, int | float], shared
         (waits, "solved meanwhile by another process", "solved meanwhile by another process"),
         (repeats, "term repeated within one expert", "terms repeated within one expert"),
     ]
-    said = [f"{counted(c.solver_calls, 'solver call')} in {c.solver_seconds:.2f} s ({c.unknowns:,} unknown)"]
+    said = [_engine_part(c, engine)]
     said += [counted(n, one, many) for n, one, many in parts if n]
     return f"{counted(c.queries, 'query', 'queries')}: {', '.join(said)}"
+
+
+def _engine_part(c: OracleCounters, engine: Engine) -> str:
+    """What the engine answered itself: decisions from normal forms, or Z3's calls and unknowns."""
+    if engine == "normal_form":
+        decided = f"{c.solver_calls:,} decided from normal forms"
+        return f"{decided} in {c.solver_seconds:.2f} s ({c.unknowns:,} undecided)"
+    said = f"{counted(c.solver_calls, 'Z3 call')} in {c.solver_seconds:.2f} s ({c.unknowns:,} unknown"
+    return said + (f", {counted(c.disagreements, 'disagreement')} with the normal forms)" if engine == "both" else ")")
 
 
 def _hit_rate(hits: float, misses: float) -> str:
