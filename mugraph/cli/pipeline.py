@@ -294,6 +294,7 @@ def status(store: Path, as_json: bool) -> None:
                 }
             )
         last, size = _size(timeline, int(summary.get("counters", {}).get("nodes", 0)))
+        resume = _resume_command(store, st.meta)
         out = {
             "store": str(store),
             "identity": st.identity,
@@ -316,7 +317,7 @@ def status(store: Path, as_json: bool) -> None:
             if out["complete"]
             else f"running (pid {writer})"
             if writer is not None
-            else "not complete (run optimize again to resume)"
+            else f"not complete (resume with {resume})"
         )
     )
     click.echo(f"  tasks: {summary.get('done', 0):,} done, {summary.get('pending', 0):,} pending")
@@ -508,7 +509,7 @@ def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) ->
         click.echo(
             render(loads(final["program_graph"]), "the whole program: the chosen μGraphs and the glue between them")
         )
-    state = "complete" if final["complete"] else "NOT complete (best so far)"
+    state = "complete" if final["complete"] else f"NOT complete (best so far; {resume} goes on searching)"
     err = final["end_to_end_max_rel_err"]
     click.echo(f"run {state}; the run checked the stitched program in float64: max rel err {err:.2e}")
 

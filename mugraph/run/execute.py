@@ -5,6 +5,7 @@ neighbours written at the end (the report, the kernels, the expert's line)."""
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import warnings
 from collections.abc import Callable
@@ -88,7 +89,7 @@ def _open_store(stack: contextlib.ExitStack, run: Prepared) -> RunStoreWriter:
     o = run.options
     # no password or memo secret of a URL on the command line is kept in the store
     command = [redact_url(a) for a in (o.command if o.command is not None else sys.argv[1:])]
-    meta: dict[str, Any] = {"versions": versions(), "command": command}
+    meta: dict[str, Any] = {"versions": versions(), "command": command, "cwd": os.getcwd()}  # where its files are
     staged = stack.enter_context(staged_exported(run.program, run.store))
     if staged is not None:
         meta[staged.key] = staged.record()

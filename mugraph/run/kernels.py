@@ -30,6 +30,7 @@ from mugraph.storage.run.backends import open_existing
 from mugraph.storage.run.errors import damaged
 from mugraph.storage.run.paths import EXPORTED_META_KEY, RunPaths
 from mugraph.storage.run.protocol import RunStoreReader
+from mugraph.storage.run.recorded_command import program_argument
 from mugraph.storage.run.records import metadata_file
 
 
@@ -89,7 +90,7 @@ def _store_reference(st: RunStoreReader) -> KernelGraph | None:
     candidates = [st.identity.get("program", "")]
     command = st.meta.get("command")
     if isinstance(command, list) and len(command) > 1 and isinstance(command[1], str):
-        candidates.append(command[1])
+        candidates.append(program_argument(st.meta, command[1]))
     for spec in candidates:
         try:
             graph = resolve_program(spec).reference()

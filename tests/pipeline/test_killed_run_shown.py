@@ -71,6 +71,10 @@ def test_show_and_status_rank_a_killed_run(tmp_path: Path) -> None:
     assert status.returncode == 0, status.stderr
     (per,) = json.loads(status.stdout)["fragments"]
     assert per["provisional"] is True and per["best"] == frag["best"]["digest"]
+    said = mugraph("status", str(store), cwd=tmp_path).stdout.splitlines()[0]
+    assert said.endswith(
+        f"(resume with `mugraph optimize lora --json --dashboard-address :0 --workers 2 --store {store}`)"
+    )
 
     # the report answers with the same ranking, and says it is provisional
     report = mugraph("report", str(store), "--out", str(tmp_path / "r.html"), cwd=tmp_path)
@@ -134,6 +138,10 @@ def test_a_store_made_from_python_names_no_command_line() -> None:
     assert resuming_command({"command": ["optimize", "m.py", "--fresh"]}, Path("s.zarr")) == (
         "mugraph optimize m.py --store s.zarr"
     )
+    elsewhere = {"command": ["optimize", "m.py"], "cwd": "/elsewhere"}  # started in another directory
+    assert resuming_command(elsewhere, Path("s.zarr")) == "mugraph optimize /elsewhere/m.py --store s.zarr"
+    here = {"command": ["optimize", "m.py", "--set", "x=1.py"], "cwd": str(Path.cwd())}
+    assert resuming_command(here, Path("s.zarr")) == "mugraph optimize m.py --set x=1.py --store s.zarr"
 
 
 def test_repair_names_the_python_call_for_a_store_made_from_python() -> None:

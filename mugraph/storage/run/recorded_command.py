@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["TORCH_MODEL_ARG", "made_from_python", "python_call", "resuming_command"]
+__all__ = ["TORCH_MODEL_ARG", "made_from_python", "program_argument", "python_call", "resuming_command"]
 
 TORCH_MODEL_ARG = "<torch model"  # how `mugraph.optimize` records its model in the command: `<torch model NAME>`
 
@@ -29,7 +29,18 @@ def resuming_command(meta: Mapping[str, Any], store: Path) -> str | None:
             next(args, None)
         elif not a.startswith("--store=") and a != "--fresh":
             out.append(a)
+    if len(out) > 1:
+        out[1] = program_argument(meta, out[1])
     return "mugraph " + shlex.join([*out, "--store", str(store)])
+
+
+def program_argument(meta: Mapping[str, Any], program: str) -> str:
+    """The PROGRAM of a recorded command as it is typed here: a file named relative to the directory
+    the run was started from is named from there, unless that is this directory."""
+    cwd = meta.get("cwd")
+    if not isinstance(cwd, str) or Path(program).suffix not in (".py", ".json") or Path(program).is_absolute():
+        return program
+    return program if Path(cwd) == Path.cwd() else str(Path(cwd) / program)
 
 
 def made_from_python(meta: Mapping[str, Any]) -> bool:
