@@ -75,7 +75,7 @@ def test_the_summary_parts_add_up_to_the_queries(tmp_path: Path) -> None:
 
 
 def test_memo_hits_of_each_kind_are_named_and_add_up() -> None:
-    from mugraph.cli.app import _answers_line
+    from mugraph.cli.prune import _answers_line
     from mugraph.stages.prune.oracle import OracleCounters
 
     c = OracleCounters(queries=20, prefiltered=2, memo_hits=12, solver_calls=3, claim_waits=1)

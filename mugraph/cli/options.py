@@ -9,6 +9,9 @@ from typing import Any, TypeVar
 
 import click
 
+from mugraph.ir.errors import MugraphError
+from mugraph.programs import Program, resolve_program
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -62,3 +65,11 @@ def store_argument(f: F) -> F:
         return Path(values[0])
 
     return click.argument("store", nargs=-1, callback=one, metavar="STORE")(f)
+
+
+def program_with_experts(spec: str, purpose: str) -> Program:
+    """The program SPEC names, refused where it has no expert μGraphs to `purpose` (check, ask about)."""
+    prog = resolve_program(spec)
+    if not prog.experts:
+        raise MugraphError(f"{spec}: the program has no expert μGraphs to {purpose}")
+    return prog

@@ -118,7 +118,7 @@ def test_the_references_own_graph_found_by_the_search_is_not_named_the_fastest_m
     """A fragment whose space holds only the reference's own graph: the headline names no "fastest
     μGraph" (it said "the fastest μGraph, c0d93119…, 1.00x", where the verdict said none was found),
     and `show`'s table says what that row is."""
-    from mugraph.cli.pipeline import _ranking_lines
+    from mugraph.cli.stored import _ranking_lines
 
     reference = {**REFERENCE, "flops": 10, "bound": "dram"}
     own = row(REFERENCE["digest"], REFERENCE["estimated_seconds"], flops=10, bound="dram")

@@ -119,7 +119,7 @@ def test_a_run_going_on_is_said_to_be_going(tmp_path: Path) -> None:
 def test_a_stopped_run_is_continued_by_its_command_without_fresh(tmp_path: Path) -> None:
     """`show` names the command that made the store, at the store's path and without `--fresh` (which
     would delete it); a store made from Python (no command recorded) gets the generic advice."""
-    from mugraph.cli.pipeline import _resume_command
+    from mugraph.cli.stored import _resume_command
 
     made = {"command": ["optimize", "gqa", "--fresh", "--store", "old.zarr", "--time-limit", "60"]}
     assert (

@@ -13,7 +13,7 @@ from typing import Any, cast
 
 import pytest
 
-from mugraph.cli.pipeline import not_confident_line
+from mugraph.dashboards.console import not_confident_line
 from mugraph.ir.graph import KernelGraph
 from mugraph.stages.layout.choose import LayoutResult
 from mugraph.stages.layout.costs import Layouts

@@ -1,0 +1,391 @@
+"""`mugraph status`, `show` and `report`: what a run store holds, read back (beside a running search
+too), with the command that goes on with a stopped run."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypedDict
+
+import click
+
+from mugraph.cli.options import store_argument
+from mugraph.cli.records import json_line
+from mugraph.dashboards.experts import expert_labels, expert_note
+from mugraph.dashboards.find_times import find_line, run_seconds
+from mugraph.dashboards.provisional import stored_or_provisional
+from mugraph.dashboards.report import write_report
+from mugraph.dashboards.summary import (
+    eta_rate,
+    eta_text,
+    headline,
+    held_back_reason,
+    rows_to_show,
+    run_rate,
+    states_so_far,
+)
+from mugraph.ir.errors import MugraphError
+from mugraph.ir.names import printable
+from mugraph.ir.plural import counted
+from mugraph.ir.render import render
+from mugraph.ir.serialize import loads
+from mugraph.run.checks import check_output_file, check_store_name
+from mugraph.run.kernels import program_outputs
+from mugraph.stages.layout.costs import Layouts
+from mugraph.stages.layout.describe import describe_layouts, seconds_text
+from mugraph.stages.layout.profiles import DEFAULT_PROFILE, PROFILES, get_profile
+from mugraph.stages.layout.rank import MODEL_ERROR, rerank
+from mugraph.stages.layout.rows import RankedRow
+from mugraph.storage.run.backends import open_existing
+from mugraph.storage.run.paths import RunPaths
+from mugraph.storage.run.protocol import RunStoreReader
+from mugraph.storage.run.recorded_command import resuming_command
+from mugraph.storage.run.run_records import ProgressSample
+
+SHOW_ROWS = 10  # ranking rows `show` prints without --all (the reference's row is always added)
+
+
+class FragmentStatus(TypedDict):
+    """One fragment as `status --json` prints it."""
+
+    name: str
+    preset: str | None
+    found: int
+    confirmed: int
+    best: str | None  # the best row's digest so far (the reference's where it ranks first)
+    best_is_reference: bool
+    best_found: str | None  # when the fastest ranked μGraph was found (stores that keep find times)
+    provisional: bool  # ranked from the store's confirmed μGraphs: the run stopped before ranking them
+
+
+class ShownFragment(TypedDict):
+    """One fragment as `show --json` prints it: its ranking, the chosen row and that μGraph's graph."""
+
+    name: str
+    ranking: list[RankedRow]
+    best: RankedRow | None
+    graph: str | None  # ir.serialize JSON
+
+
+STOPPED_EARLY = (
+    "the run stopped before its end (interrupted or killed): the rankings below are of the μGraphs confirmed "
+    "and laid out so far, not stitched or checked end to end; run {command} to continue, or add "
+    "`--time-limit 1` to it to only rank and stitch what the store holds"
+)
+
+
+def _resume_command(store: Path, meta: Mapping[str, Any]) -> str:
+    """The command that goes on with the run of `store`: the one that made it, without `--fresh` (which
+    would delete the store) and at the store's path; else the generic advice."""
+    recorded = resuming_command(meta, store)
+    return f"`{recorded}`" if recorded is not None else "the same `mugraph optimize` command (without --fresh)"
+
+
+def _before_end(writer: int | None, resume: str) -> str:
+    """What `show` says above rankings made before the run's end: that it is still going, or stopped
+    (and the command that goes on with it)."""
+    if writer is None:
+        return STOPPED_EARLY.format(command=resume)
+    return (
+        f"the run is still going (pid {writer}): the rankings below are of the μGraphs confirmed and laid out "
+        "so far, not stitched or checked end to end"
+    )
+
+
+def _open(store: Path) -> RunStoreReader:
+    return open_existing(store, readonly=True)
+
+
+SIZE_KEYS = (
+    "estimated_states",
+    "estimated_fraction",
+    "eta_seconds",
+    "states",
+    "states_per_s",
+    "states_per_s_searching",
+)
+
+
+def _size(
+    timeline: Sequence[Sequence[ProgressSample]], done_states: int
+) -> tuple[ProgressSample | None, dict[str, Any] | None]:
+    """The last progress sample with a size estimate (an invocation that ran no task, a finished run
+    resumed or one stopped at once, samples none, and the earlier one still holds), and the size
+    `status` reports from it: the done tasks' states, beside a run ahead of the sample."""
+    samples = [s for inv in timeline for s in inv]
+    last = next((s for s in reversed(samples) if s.get("estimated_states") is not None), None)
+    last = last or (samples[-1] if samples else None)
+    if last is None:
+        return None, None
+    size = {k: last.get(k) for k in SIZE_KEYS}
+    estimated = last.get("estimated_states")
+    size["states"], ahead = states_so_far(int(last["states"]), estimated or 0, done_states)
+    if estimated is not None:
+        size["estimated_states"] = ahead
+    return last, size
+
+
+@click.command()
+@store_argument
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+def status(store: Path, as_json: bool) -> None:
+    """What is done and pending in a run STORE, and the best μGraphs so far."""
+    with _open(store) as st:
+        summary = st.task_summary()
+        frags = st.fragments()
+        final = st.final()
+        writer = st.writer()
+        per: list[FragmentStatus] = []
+        timeline = st.timeline()
+        total = run_seconds(timeline)
+        for i, f in enumerate(frags):
+            conf = st.confirmations(i)
+            ranking, so_far = stored_or_provisional(st, i, get_profile(DEFAULT_PROFILE), writer is not None)
+            per.append(
+                {
+                    "name": f["name"],
+                    "preset": f.get("preset"),
+                    "found": len(st.found(i)),
+                    "confirmed": sum(1 for r in conf.values() if r["equivalent"]),
+                    "best": ranking[0]["digest"] if ranking else None,
+                    "best_is_reference": bool(ranking and ranking[0].get("reference")),
+                    "best_found": find_line(st.found(i), ranking or [], total),
+                    "provisional": so_far,
+                }
+            )
+        last, size = _size(timeline, int(summary.get("counters", {}).get("nodes", 0)))
+        resume = _resume_command(store, st.meta)
+        out = {
+            "store": str(store),
+            "identity": st.identity,
+            "tasks": summary,
+            "fragments": per,
+            "complete": bool(final and final.get("complete")),
+            "running": writer,
+            "best": final.get("best") if final else None,
+            "size": size,
+        }
+    if as_json:
+        click.echo(json_line(out))
+        return
+    ident = st.identity
+    click.echo(
+        f"{printable(str(store))}: program {printable(str(ident.get('program')))}, "
+        f"budget {printable(str(ident.get('budget')))}, "
+        + (
+            "complete"
+            if out["complete"]
+            else f"running (pid {writer})"
+            if writer is not None
+            else f"not complete (resume with {resume})"
+        )
+    )
+    click.echo(f"  tasks: {summary.get('done', 0):,} done, {summary.get('pending', 0):,} pending")
+    states = int(summary.get("counters", {}).get("nodes", 0))
+    if not summary.get("done", 0) and not summary.get("pending", 0):
+        click.echo("  size: not started (no task recorded yet: run optimize again)")
+    elif out["complete"] or not summary.get("pending", 0):
+        click.echo(f"  size: {states:,} states, the whole space")
+    elif last is not None and last.get("estimated_states") is not None:
+        pending, runs = int(summary.get("pending", 0)), [inv for inv in timeline if inv]
+        if writer is not None or len(runs) < 2:
+            click.echo(
+                f"  size: {eta_text(states, last['estimated_states'], pending, eta_rate(last))} (at this run's rate)"
+            )
+        else:
+            eta = eta_text(states, last["estimated_states"], pending, run_rate(runs))
+            click.echo(f"  size: {eta} (at the rate of its {len(runs)} invocations together)")
+    for p in per:
+        best = "the reference program" if p["best_is_reference"] else (p["best"] or "-")[:16]
+        name, preset = printable(str(p["name"])), printable(str(p["preset"]))
+        when = f"; {p['best_found']}" if p["best_found"] else ""
+        going = "the run is still going" if writer is not None else "the run stopped before its end"
+        when += f" (ranked now from what the store holds: {going})" if p["provisional"] else ""
+        click.echo(f"  {name} ({preset}): {p['found']} found, {p['confirmed']} confirmed, best {best}{when}")
+
+
+def _tie_values(term: str, values: Any) -> str:
+    """The two values of the term that separates a near tie, in its unit (times in μs, counts as counts)."""
+    if not isinstance(values, list | tuple):
+        return str(values)
+
+    def one(v: Any) -> str:
+        if v is None:
+            return "-"
+        if term.endswith("_seconds") and isinstance(v, int | float):
+            return seconds_text(float(v))
+        if term == "digest" and isinstance(v, str):
+            return v[:16]
+        return f"{v:,}" if isinstance(v, int) else (f"{v:,.3g}" if isinstance(v, float) else str(v))
+
+    return " against ".join(one(v) for v in values)
+
+
+def _held_back(e: RankedRow) -> str | None:
+    """Why a candidate estimated faster than the reference is not chosen (None where it is, or is slower)."""
+    if e.get("reference") or e.get("confident", True) or e.get("speedup", 0.0) <= 1.0:
+        return None
+    return held_back_reason(e)
+
+
+def _ranking_lines(ranking: list[RankedRow], limit: int | None, experts: dict[str, str]) -> list[str]:
+    """The ranking table; past `limit` rows, the reference's row is still shown (speedups are over it)."""
+    timed = any("measured_seconds" in e for e in ranking)
+    head = (
+        f"   {'#':>3}  {'μGraph':<16}  {'kernels':>7}  {'DRAM bytes':>13}  {'FLOPs':>15}  {'est. time':>11}  "
+        f"{'speedup':>7}  bound    fits" + (f"  {'measured':>11}" if timed else "")
+    )
+    lines = [head]
+    shown = rows_to_show(ranking, limit)
+    own = {e["digest"] for e in ranking if e.get("reference")}  # the reference's graph, also found as a μGraph
+    for n, e in shown:
+        if limit and n > limit:
+            lines.append("   ...")
+        tag = "reference" if e.get("reference") else e["digest"][:16]
+        expert = f"  (expert {experts[e['digest']]})" if e["digest"] in experts else ""
+        if not e.get("reference") and e["digest"] in own:
+            expert += "  (the reference's own graph, as the search found it)"
+        measured = seconds_text(e["measured_seconds"]) if "measured_seconds" in e else "-"
+        lines.append(
+            f"   {n:>3}  {tag:<16}  {e['kernels']:>7}  {e['dram_bytes']:>13,}  {e['flops']:>15,}  "
+            f"{seconds_text(e['estimated_seconds']):>11}  {e['speedup']:>6.2f}x  {e['bound']:<7}  "
+            f"{'yes' if e['fits'] else 'NO '}" + (f"  {measured:>11}" if timed else "") + expert
+        )
+        if "near_tie" in e:
+            lines.append(
+                f"          ~ near tie with {e['near_tie'][:16]} (within {MODEL_ERROR:.0%}); "
+                f"separated by {e['tie_break']} {_tie_values(e['tie_break'], e.get('tie_values'))}"
+            )
+        held = _held_back(e)
+        if held:
+            lines.append(f"          ~ ranked after the reference: {held}")
+    if len(ranking) > len(shown):
+        lines.append(f"   ... {len(ranking) - len(shown)} more (--all shows every row)")
+    return lines
+
+
+def _print_chosen(shown_frag: ShownFragment, given: dict[str, str]) -> None:
+    """The chosen μGraph of a fragment as `show` draws it: layout cost, graph, which program output each
+    of its outputs is (where they have names of their own), layouts."""
+    best, graph = shown_frag["best"], shown_frag["graph"]
+    if best is None or graph is None:
+        return
+    terms = ", ".join(f"{k} {v:,}" for k, v in best["layout_terms"].items() if v)
+    click.echo(f"   layout cost {best['layout_cost']:,} ({terms or 'nothing'})")
+    g = loads(graph)
+    click.echo(render(g, f"chosen for {printable(shown_frag['name'])}"))
+    if any(o != p for o, p in given.items()):  # the fragment's own names, beside the program's
+        click.echo("outputs: " + ", ".join(f"{printable(o)} is the program's {printable(p)}" for o, p in given.items()))
+    click.echo("layouts (shape:innermost dim~swizzled dim):")
+    for line in describe_layouts(g, Layouts.from_json(best["layouts"])):
+        click.echo(f"  {line}")
+
+
+@click.command()
+@store_argument
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout (rankings and graphs).")
+@click.option(
+    "--gpu-profile",
+    default=None,
+    metavar="NAME",
+    help=f"Rank again for this GPU ({', '.join(PROFILES)}) from the stored layouts; default: the "
+    "profile the run was ranked for.",
+)
+@click.option(
+    "--all",
+    "show_all",
+    is_flag=True,
+    help=f"Every row of each ranking (default: the first {SHOW_ROWS} and the reference's).",
+)
+def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) -> None:
+    """The ranking of every fragment of a run STORE (each μGraph's kernels, DRAM bytes, FLOPs and
+    estimated time on a GPU profile, best first), then the chosen μGraph with its layouts."""
+    gpu = get_profile(gpu_profile) if gpu_profile is not None else None
+    provisional = False
+    with _open(store) as st:
+        frags = st.fragments()
+        writer = st.writer()
+        rows: list[ShownFragment] = []
+        for i, f in enumerate(frags):
+            ranking, so_far = stored_or_provisional(st, i, gpu or get_profile(DEFAULT_PROFILE), writer is not None)
+            provisional |= so_far
+            found = st.found(i)
+            graphs = {d: rec.graph for d, rec in found.items()}
+            for r in ranking:
+                if r.get("reference"):
+                    graphs[r["digest"]] = f["graph"]
+            if gpu is not None and ranking and not so_far:
+                ranking = rerank(ranking, {r["digest"]: loads(graphs[r["digest"]]) for r in ranking}, gpu)
+            best = ranking[0] if ranking else None
+            rows.append(
+                {
+                    "name": f["name"],
+                    "ranking": ranking,
+                    "best": best,
+                    "graph": graphs[best["digest"]] if best is not None else None,
+                }
+            )
+        final = st.final()
+        experts = expert_labels(st.identity, frags)
+        names = program_outputs(st)
+        resume = _resume_command(store, st.meta)
+    if final is None and not any(r["ranking"] for r in rows):
+        raise MugraphError(f"{store}: no result yet; run `mugraph optimize` on it first")
+    if as_json:
+        shown = {"store": str(store), "fragments": rows, "final": final, "provisional": provisional, "running": writer}
+        click.echo(json_line(shown))
+        return
+    if final is None:
+        click.echo(_before_end(writer, resume))
+    for shown_frag in rows:
+        ranking = shown_frag["ranking"]
+        profile = ranking[0]["profile"] if ranking else "-"
+        devices = sorted({str(e["measured_device"]) for e in ranking if e.get("measured_device")})
+        ranked = counted(sum(not r.get("reference") for r in ranking), "μGraph")
+        click.echo(
+            f"== {printable(shown_frag['name'])}: {ranked} and the "
+            f"reference ranked on {printable(str(profile))} "
+            f"({ranking[0]['model'] if ranking else '-'}"
+            f"; speedup over the reference program)"
+            + (f"; timed rows first, by time measured on {', '.join(devices)}" if devices else "")
+        )
+        head = headline(ranking)
+        if head is not None:
+            click.echo(f"   {head['line']}")
+            if head["why"]:
+                click.echo(f"   why: {head['why']}")
+            if head["tie_note"]:
+                click.echo(f"   ties: {head['tie_note']}")
+        note = expert_note(experts, ranking, bool(final and final.get("complete")))
+        if note:
+            click.echo(f"   {note}")
+        for line in _ranking_lines(ranking, None if show_all else SHOW_ROWS, experts):
+            click.echo(line)
+        _print_chosen(shown_frag, names.get(shown_frag["name"], {}))
+    if final is None:
+        click.echo(_before_end(writer, resume))
+        return
+    if len(rows) > 1:  # the glue between fragments (ops no fragment holds) shows only here
+        click.echo(
+            render(loads(final["program_graph"]), "the whole program: the chosen μGraphs and the glue between them")
+        )
+    state = "complete" if final["complete"] else f"NOT complete (best so far; {resume} goes on searching)"
+    err = final["end_to_end_max_rel_err"]
+    click.echo(f"run {state}; the run checked the stitched program in float64: max rel err {err:.2e}")
+
+
+@click.command()
+@store_argument
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Where to write the HTML (default: beside the store, NAME.report.html).",
+)
+def report(store: Path, out: Path | None) -> None:
+    """Write the HTML report of a run STORE: configuration, fragments, timeline of states/s and memo hit
+    rates, per-worker busy time, rankings, the chosen μGraphs drawn, counters. One self-contained file
+    (no network needed); `optimize` writes it at the end of every run. Works beside a running search."""
+    path = check_store_name(str(store), "STORE")
+    target = check_output_file(out, "--out") if out is not None else check_output_file(RunPaths(path).report, "report")
+    click.echo(str(write_report(path, target)))
