@@ -16,8 +16,8 @@ from mugraph.codegen.check import FP32_TOLERANCE, default_tolerance, require_tri
 from mugraph.codegen.errors import CodegenError
 from mugraph.codegen.timing import time_source
 from mugraph.ir.canonical import canonical_digest
-from mugraph.run.checks import file_name
-from mugraph.run.kernels import Selection, select_from_program, select_from_store
+from mugraph.run.checks import check_output_file, file_name
+from mugraph.run.kernels import Selection, check_module_target, select_from_program, select_from_store
 from mugraph.stages.layout.describe import seconds_text
 from mugraph.storage.run.paths import RunPaths
 
@@ -43,7 +43,8 @@ from mugraph.storage.run.paths import RunPaths
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
     help="Where to write the module (default: beside a STORE as NAME.kernels.py; stdout for a PROGRAM "
-    "or a --digest, or NAME.kernels.py in the current directory with --json).",
+    "or a --digest, or NAME.kernels.py in the current directory with --json). An existing file is "
+    "replaced only if emit wrote it.",
 )
 @click.option(
     "--check",
@@ -78,10 +79,14 @@ def emit(
     _check_flags(source, expert, check, interpret, time_it)
     native = (check or time_it) and not interpret and cupy_available()
     is_store = Path(source).is_dir()
+    if out is not None:
+        check_output_file(out, "--out")
+        check_module_target(out, "choose another --out", reading=None if is_store else Path(source))
     sel = select_from_store(Path(source), digest) if is_store else select_from_program(source, digest, expert)
     text = emit_module(sel.graph, sel.info)
     target = out or sel.default_out or (_json_out(sel.info.program) if as_json else None)
     if target is not None:
+        check_module_target(target, "move it away, or choose where to write with --out")
         target.write_text(text)
     elif not as_json:
         click.echo(text, nl=False)

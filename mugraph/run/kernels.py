@@ -12,6 +12,7 @@ from typing import Any
 
 from mugraph.codegen import EmitInfo, emit_module
 from mugraph.codegen.check import require_triton
+from mugraph.codegen.emit_module import is_emitted_text
 from mugraph.ir.canonical import canonical_digest
 from mugraph.ir.errors import MugraphError
 from mugraph.ir.graph import KernelGraph
@@ -263,11 +264,31 @@ def select_from_program(spec: str, digest: str | None, expert: str | None) -> Se
     return Selection(graph, prog.reference(), info, None, chosen)
 
 
+def check_module_target(target: Path, instead: str, reading: Path | None = None) -> None:
+    """Refuse to write a module over a file emit did not write: the program file being read (`reading`),
+    or any existing file whose first lines lack the mark every emitted module begins with. Writing an
+    emitted module again (a rerun of the same emit) stays allowed. `instead` says what to do."""
+    if not target.exists():
+        return
+    if reading is not None and reading.is_file() and target.samefile(reading):
+        raise MugraphError(f"{target} is the program file this command reads; emit will not write over it: {instead}")
+    try:
+        with target.open(encoding="utf-8", errors="replace") as f:
+            head = f.read(4096)
+    except OSError:
+        head = ""
+    if not is_emitted_text(head):
+        raise MugraphError(
+            f"{target} exists and is not a module `mugraph emit` wrote; emit will not replace it: {instead}"
+        )
+
+
 def write_store_module(store: Path) -> tuple[Path, str | None]:
     """Emit the store's stitched best program beside it (what `optimize --emit` does at the end); the
     file and what the user should know of its strides (`row_major_note`)."""
     require_triton()
     sel = select_from_store(store, None)
     out = RunPaths(store).kernels
+    check_module_target(out, f"move it away, or write the module elsewhere with `mugraph emit {store} --out FILE`")
     out.write_text(emit_module(sel.graph, sel.info))
     return out, sel.note

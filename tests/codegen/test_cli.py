@@ -88,6 +88,27 @@ def test_emit_json_without_out_writes_the_module_it_names(tmp_path: Path) -> Non
     assert text.startswith('"""lora: a μGraph as Triton kernels') and "def run(inputs" in text
 
 
+def test_emit_never_writes_over_a_file_it_did_not_write(tmp_path: Path) -> None:
+    """The program file being read, a user's own file at --out or at --json's default NAME.kernels.py:
+    each is refused in one line naming it, and left as it was; emit's own module is written again."""
+    (tmp_path / "f32.py").write_text(FLOAT32_PROGRAM)
+    (tmp_path / "lora.kernels.py").write_text("mine\n")
+    (tmp_path / "mine.py").write_text("mine\n")
+    refused = [
+        (["emit", "f32.py", "--expert", "reference", "--out", "f32.py"], ["f32.py is the program file"]),
+        (["emit", "lora", "--json"], ["lora.kernels.py exists and is not a module", "--out"]),
+        (["emit", "lora", "--out", "mine.py"], ["mine.py exists and is not a module", "another --out"]),
+        (["emit", "lora", "--out", "nodir/k.py"], ["nodir", "does not exist"]),
+    ]
+    for args, words in refused:
+        _one_line_error(mugraph(*args, cwd=tmp_path), *words)
+    assert (tmp_path / "f32.py").read_text() == FLOAT32_PROGRAM and (tmp_path / "mine.py").read_text() == "mine\n"
+    assert (tmp_path / "lora.kernels.py").read_text() == "mine\n"
+    for _ in range(2):
+        proc = mugraph("emit", "lora", "--out", "k.py", cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+
+
 FLOAT32_PROGRAM = """
 from mugraph.ir import KernelGraph
 
