@@ -90,6 +90,7 @@ def optimize(
         source="torch",
         save_beside=captured.save_beside,
         settings=default_settings(captured.lowering.graph),
+        model_digest=captured.model_digest,
     )
     opts = dataclasses.replace(OptimizeOptions(**options), command=model_command(captured.name))
     run = prepare(prog, opts)

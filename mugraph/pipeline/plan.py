@@ -57,7 +57,7 @@ class RunPlan:
     def identity(self) -> dict[str, str]:
         """The fields a resumed store must match: the same program, configs and task split."""
         configs = "|".join(f"{f.spec.name}:{f.config.digest}" for f in self.fragments)
-        return {
+        identity = {
             "program": self.program.name,
             "program_digest": digest(self.reference),
             "config_digest": hashlib.sha256(configs.encode()).hexdigest()[:32],
@@ -65,6 +65,9 @@ class RunPlan:
             "ir_schema": str(SCHEMA),
             "search_tree": SEARCH_TREE,
         }
+        if self.program.model_digest is not None:  # a PyTorch model's: its glue too
+            identity["model_digest"] = self.program.model_digest
+        return identity
 
 
 def program_config(program: Program, preset: str | None, overrides: Mapping[str, Any]) -> SearchConfig:

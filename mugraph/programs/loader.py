@@ -238,7 +238,12 @@ def _torch_program(path: Path, ns: dict[str, object]) -> Program:
     except MugraphError as e:
         raise ProgramLoadError(f"{path}: {e}") from None
     prog = _program(path, captured.name if name is None else name, ns.get("preset"), captured.lowering.graph, {})
-    return dataclasses.replace(prog, description=f"PyTorch model from {path}", save_beside=captured.save_beside)
+    return dataclasses.replace(
+        prog,
+        description=f"PyTorch model from {path}",
+        save_beside=captured.save_beside,
+        model_digest=captured.model_digest,
+    )
 
 
 def _program(

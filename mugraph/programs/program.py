@@ -32,6 +32,9 @@ class Program:
     # Search settings over the preset's, where the program is searched whole with its own preset (the
     # `--set` settings still win; an explicit `--preset` drops them)
     settings: Mapping[str, Any] = field(default_factory=dict)
+    # A captured model's digest whole, glue included (`torch.capture.Captured.model_digest`): part of the
+    # run's identity, as two models may lower to one searched program and differ in their glue
+    model_digest: str | None = None
 
     @property
     def from_torch(self) -> bool:

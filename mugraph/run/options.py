@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,9 +82,11 @@ class OptimizeOptions:
 def default_store(program: str, identity: Mapping[str, str]) -> Path:
     """The store `optimize` uses without --store: named for the program, its digest, the configs'
     digest and the search tree's version, so a change of any of them starts a store of its own."""
+    program_digest = identity["program_digest"]
+    if "model_digest" in identity:  # a PyTorch model: its glue as well as the program searched
+        program_digest = hashlib.sha256(f"{program_digest}:{identity['model_digest']}".encode()).hexdigest()
     return DEFAULT_RUNS / (
-        f"{file_name(program)}-{identity['program_digest'][:8]}-{identity['config_digest'][:8]}"
-        f"-t{identity['search_tree']}.zarr"
+        f"{file_name(program)}-{program_digest[:8]}-{identity['config_digest'][:8]}-t{identity['search_tree']}.zarr"
     )
 
 

@@ -8,6 +8,8 @@ from the same file, so the search and the returned module always agree on the gr
 from __future__ import annotations
 
 import contextlib
+import functools
+import hashlib
 import inspect
 import io
 import logging
@@ -78,6 +80,26 @@ class Captured:
     @property
     def digest(self) -> str:
         return digest(self.lowering.graph)
+
+    @functools.cached_property
+    def model_digest(self) -> str:
+        """The captured model whole, glue included (the lowered program's digest covers only what is
+        searched): its ATen graph with every op's arguments and literal constants, its inputs' shapes
+        and dtypes, its input and output structure and its lifted constants' values; not its weights'
+        or buffers' values, which the module reads at every call. Two models with the same searched
+        program but another `is_causal`, slope or head count get stores of their own."""
+        ep = self.exported
+        h = hashlib.sha256(ep.graph_module.code.encode())
+        h.update(f"{ep.graph_signature}\0{ep.call_spec.in_spec}\0{ep.call_spec.out_spec}".encode())
+        for node in ep.graph.nodes:
+            val = node.meta.get("val")
+            if node.op == "placeholder" and isinstance(val, torch.Tensor):
+                h.update(f"{node.name}:{tuple(val.shape)}:{val.dtype}\0".encode())
+        for name in sorted(ep.graph_signature.inputs_to_lifted_tensor_constants.values()):
+            value = ep.constants[name]
+            if isinstance(value, torch.Tensor):
+                h.update(value.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+        return h.hexdigest()[:32]
 
     def builder(self) -> Callable[[], KernelGraph]:
         """Fresh copies of the captured program (a Program's reference)."""

@@ -106,6 +106,7 @@ def optimized_module(store: Path, captured: Captured | None = None) -> Optimized
     chosen = ", ".join(f"{k}={v[:12]}" for k, v in sorted(final.get("best_per_fragment", {}).items()))
     module = OptimizedModule(captured, program, chosen, share=share)
     module.store_path = store.resolve()  # where pickling finds it again, whatever the working directory
+    module.model_digest = identity.get("model_digest")  # what an unpickled copy checks the store against
     module.store_loader = load_store
     return module
 

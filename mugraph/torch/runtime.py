@@ -13,7 +13,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Self, SupportsIndex, assert_never
+from typing import Any, Literal, Self, SupportsIndex, assert_never, cast
 
 import torch
 from torch import fx
@@ -31,6 +31,14 @@ from mugraph.torch.errors import TorchError, TrainingModeError
 from mugraph.torch.flatten import VIEWS
 from mugraph.torch.kernels import Launcher
 from mugraph.torch.operands import InputMaker, Slot, kernel_strides, register_state
+from mugraph.torch.state import (
+    expected_state,
+    held_tensors,
+    read_state,
+    refuse_dtype_change,
+    restore_tensors,
+    state_names,
+)
 from mugraph.torch.verdict import Verdict, heavy_glue
 
 # The values of one forward pass by fx node name: what torch computed for the node (a tensor, a
@@ -108,6 +116,9 @@ class OptimizedModule(torch.nn.Module):
             if isinstance(self._nodes[n].meta.get("val"), torch.Tensor)
         }
         self._slots: dict[str, Slot] = register_state(self, ep, share)
+        self._state_expected = expected_state(ep, self._slots)
+        self._state_names = state_names(ep)
+        self.model_digest: str | None = None  # the store's identity's, where there is a store
         self._out_index = {str(op.attr("name")): op.inputs[0] for op in program.ops_of(OpKind.OUTPUT)}
         self._input_names = {op.outputs[0]: str(op.attr("name")) for op in program.ops_of(OpKind.INPUT)}
         self._made_by: dict[int, list[str]] = {}  # program tensor -> the lowered nodes it is
@@ -150,7 +161,12 @@ class OptimizedModule(torch.nn.Module):
                 f"{self._model_name}: an optimized module without a run store cannot be pickled; save "
                 "its state_dict() and the store's path, and use mugraph.load(store)"
             )
-        return (_restored, (loader, str(store), self.state_dict(), self._verdict))
+        return (_restored, (loader, str(store), held_tensors(self), self._verdict, self.model_digest))
+
+    def _apply(self, fn: Callable[[torch.Tensor], torch.Tensor], recurse: bool = True) -> Self:
+        """`.to(device)` moves it; a change of dtype (`.half()`, `.to(torch.bfloat16)`) is refused."""
+        refuse_dtype_change(self, fn, self._model_name)
+        return cast(Self, super()._apply(fn, recurse))  # type: ignore[no-untyped-call]
 
     @property
     def model_name(self) -> str:
@@ -283,7 +299,7 @@ class OptimizedModule(torch.nn.Module):
 
     def _run(self, flat: list[Any]) -> Any:
         env: Values = dict(zip(self._user_inputs, flat, strict=True))
-        env.update({ph: getattr(owner, leaf) for ph, (owner, leaf) in self._slots.items()})
+        env.update(read_state(self._model_name, self._slots, self._state_expected, self._state_names))
         tensors: dict[int, torch.Tensor] = {}
         device = next((v.device for v in env.values() if isinstance(v, torch.Tensor)), None)
         for step in self._steps:
@@ -328,11 +344,20 @@ class OptimizedModule(torch.nn.Module):
 
 
 def _restored(
-    loader: Callable[[Path], OptimizedModule], store: str, state: dict[str, torch.Tensor], verdict: Verdict | None
+    loader: Callable[[Path], OptimizedModule],
+    store: str,
+    state: dict[str, torch.Tensor],
+    verdict: Verdict | None,
+    model_digest: str | None = None,
 ) -> OptimizedModule:
-    """An unpickled optimized module: its store loaded again, with the weights and verdict it had when
-    pickled."""
+    """An unpickled optimized module: its store loaded again, with every tensor and the verdict it had
+    when pickled; refused where the store now holds another model's run (`fresh` made it again)."""
     module = loader(Path(store))
-    module.load_state_dict(state)
+    if model_digest != module.model_digest:
+        raise TorchError(
+            f"{module.model_name}: {store} now holds the run of another model than the pickled module's "
+            "(made again with fresh=True, or by another version of mugraph); optimise the model again"
+        )
+    restore_tensors(module, state, module.model_name)
     module._verdict = verdict
     return module

@@ -1,0 +1,148 @@
+"""The drop-in module's weights and buffers on a real run: a model that differs only in its glue (a
+slope torch runs as written) is another run, a pickle keeps the buffers `state_dict()` leaves out and
+refuses a store that now holds another model's run, a weight of the wrong shape is refused at the call
+instead of read past its end, and a dtype conversion is refused before it converts the model too."""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import mugraph
+from mugraph.run.options import default_store
+from mugraph.storage.run.store import RunStore
+from mugraph.torch.capture import capture
+from mugraph.torch.errors import InputMismatchError, TorchError
+from mugraph.torch.runtime import OptimizedModule
+from tests.helpers.torch_models import GELU_LINEAR_SETTINGS, inputs
+
+OPTIONS: dict[str, Any] = {"workers": 1, "settings": GELU_LINEAR_SETTINGS, "dashboard_address": ":0", "verbose": False}
+
+
+class LeakyGelu(nn.Module):
+    """A linear layer and erf-GELU (searched), a non-persistent buffer added, then leaky_relu with a
+    slope (glue: torch runs it as written, so the slope is not in the searched program)."""
+
+    def __init__(self, slope: float) -> None:
+        super().__init__()
+        self.fc = nn.Linear(32, 64, bias=False)
+        self.slope = slope
+        self.register_buffer("shift", torch.linspace(-1.0, 1.0, 64), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.leaky_relu(F.gelu(self.fc(x)) + self.shift, self.slope)
+
+
+def model(slope: float) -> LeakyGelu:
+    torch.manual_seed(0)
+    return LeakyGelu(slope).eval()
+
+
+@dataclass(frozen=True)
+class Run:
+    model: LeakyGelu
+    x: tuple[torch.Tensor, ...]
+    module: OptimizedModule
+    store: Path
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
+    cwd, before = tmp_path_factory.mktemp("cwd"), Path.cwd()
+    os.chdir(cwd)
+    try:
+        m, x = model(0.01), inputs((16, 32), dtype=torch.float32)
+        fast = mugraph.optimize(m, x, **OPTIONS)
+        yield Run(m, x, fast, Path(fast.verdict.store).resolve())
+    finally:
+        os.chdir(before)
+
+
+def test_models_that_differ_in_their_glue_alone_have_stores_of_their_own(run: Run) -> None:
+    """The slope is not in the searched program (the same program digest) but is in the model's, which
+    the store's identity holds and its default name is made from."""
+    x = inputs((16, 32), dtype=torch.float32)
+    one, other = capture(model(0.01), x), capture(model(0.5), x)
+    assert one.digest == other.digest and one.model_digest != other.model_digest
+    assert one.model_digest == capture(model(0.01), x).model_digest  # the same model, the same digest
+    with RunStore.open_existing(run.store) as st:
+        identity = dict(st.identity)
+    assert identity["model_digest"] == one.model_digest
+    assert default_store("LeakyGelu", identity) == Path("runs") / run.store.name
+    elsewhere = default_store("LeakyGelu", {**identity, "model_digest": other.model_digest})
+    assert elsewhere != default_store("LeakyGelu", identity)
+
+
+def test_a_pickle_keeps_the_buffers_state_dict_leaves_out(run: Run) -> None:
+    fast = run.module
+    assert "shift" not in fast.state_dict() and "shift" in dict(fast.named_buffers())
+    saved = run.model.shift.clone()
+    try:
+        with torch.no_grad():
+            run.model.shift.mul_(3.0)  # the model's buffer, which the module shares
+        want = run.model(*run.x)
+        assert torch.allclose(fast(*run.x), want, atol=1e-4)
+        buffer = io.BytesIO()
+        torch.save(fast, buffer)
+        buffer.seek(0)
+        again = torch.load(buffer, weights_only=False)
+        assert torch.allclose(again(*run.x), want, atol=1e-4)
+    finally:
+        with torch.no_grad():
+            run.model.shift.copy_(saved)
+
+
+def test_a_weight_of_another_shape_is_refused_at_the_call(run: Run) -> None:
+    fast = run.module
+    weight = fast.fc.weight
+    try:
+        fast.fc.weight = nn.Parameter(torch.randn(64, 16), requires_grad=False)
+        with pytest.raises(
+            InputMismatchError,
+            match=r"fc\.weight is \[64, 16\] torch\.float32; this module was optimised for \[64, 32\]",
+        ):
+            fast(*run.x)
+        fast.fc.weight = nn.Parameter(weight.detach().double(), requires_grad=False)
+        with pytest.raises(InputMismatchError, match=r"fc\.weight is .* torch\.float64"):
+            fast(*run.x)
+    finally:
+        fast.fc.weight = weight
+    assert torch.allclose(fast(*run.x), run.model(*run.x), atol=1e-4)
+
+
+def test_a_dtype_conversion_is_refused_before_it_converts_the_model(run: Run) -> None:
+    fast = run.module
+    for convert in (lambda m: m.half(), lambda m: m.to(torch.bfloat16), lambda m: m.double()):
+        with pytest.raises(TorchError, match="keeps the dtypes it was optimised for"):
+            convert(fast)
+        assert run.model.fc.weight.dtype == torch.float32 and fast.fc.weight.dtype == torch.float32
+    assert fast.to("cpu") is fast and fast.float() is fast  # no dtype change: allowed
+    assert torch.allclose(fast(*run.x), run.model(*run.x), atol=1e-4)
+
+
+def test_an_unpickled_module_refuses_a_store_made_again_for_another_model(run: Run, tmp_path: Path) -> None:
+    """A pickle names its store; `fresh` made that store again for a model with another slope, so the
+    pickle no longer describes what the store holds."""
+    import shutil
+
+    store = tmp_path / "copy.zarr"
+    shutil.copytree(run.store, store)
+    shutil.copy(run.store.with_suffix(".torch.pt2"), store.with_suffix(".torch.pt2"))
+    first = mugraph.load(store)
+    pickled = io.BytesIO()
+    torch.save(first, pickled)
+    other = model(0.5)
+    mugraph.optimize(other, run.x, store=store, fresh=True, **OPTIONS)
+    pickled.seek(0)
+    with pytest.raises(TorchError, match="now holds the run of another model"):
+        torch.load(pickled, weights_only=False)
+    assert torch.allclose(mugraph.load(store)(*run.x), other(*run.x), atol=1e-4)
