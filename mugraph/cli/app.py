@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -9,7 +10,7 @@ import sys
 import threading
 import time
 import warnings
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -25,11 +26,14 @@ from mugraph.ir.render import render
 from mugraph.ir.serialize import digest
 from mugraph.pipeline.interrupts import (  # noqa: F401  (_interrupted: the handler, for tests)
     EXIT_INTERRUPTED,
+    EXIT_STDOUT_CLOSED,
     INTERRUPTED,
     INTERRUPTED_FRESH,
+    StdoutClosed,
     _interrupted,
     install_interrupt_handlers,
     quiet_event_loop_logs,
+    resume_advice,
 )
 from mugraph.programs import builtin_programs, resolve_program
 from mugraph.stages.verify.check import DEFAULT_SEEDS, check_equivalence
@@ -300,6 +304,14 @@ def _interrupted_line(args: list[str]) -> str:
     return INTERRUPTED_FRESH if "--fresh" in flags else INTERRUPTED
 
 
+def _stdout_closed() -> NoReturn:
+    """Exit as a process SIGPIPE killed (a shell's 141), stdout pointed at /dev/null so that the
+    interpreter's last flush has nowhere to fail."""
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    sys.exit(EXIT_STDOUT_CLOSED)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: MugraphErrors become one line on stderr and exit status 2, never a traceback;
     warnings are one line each."""
@@ -311,6 +323,11 @@ def main(argv: list[str] | None = None) -> None:
         # not click's `main`: on an interrupt it writes an empty line before the command's one line
         with cli.make_context("mugraph", args) as top:
             cli.invoke(top)
+        sys.stdout.flush()  # a closed stdout is said here, not as an ignored exception at the exit
+    except StdoutClosed:
+        fresh = _interrupted_line(args) == INTERRUPTED_FRESH
+        click.echo(f"mugraph: stdout was closed, so the run stopped; {resume_advice(fresh)}", err=True)
+        _stdout_closed()
     except (KeyboardInterrupt, click.exceptions.Abort):
         # Every `with` block (store, memo server, cluster) has closed on the way here.
         click.echo(f"mugraph: {_interrupted_line(args)}", err=True)
@@ -328,9 +345,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(EXIT_USAGE)
     except OSError as e:
         where = f" ({e.filename})" if e.filename else ""
-        if e.errno == errno.EPIPE:  # the reader went away (`mugraph list | head -1`), as click's main does
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            sys.exit(1)
+        if e.errno == errno.EPIPE:  # the reader went away (`mugraph list | head -1`)
+            _stdout_closed()
         if e.errno == errno.ENOSPC:
             click.echo(
                 f"mugraph: error: no space left on device{where}; free some space and run the same "

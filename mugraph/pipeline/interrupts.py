@@ -19,6 +19,9 @@ from collections.abc import Callable, Iterator
 from types import FrameType, TracebackType
 
 EXIT_INTERRUPTED = 130
+# A command whose stdout was closed (`mugraph optimize X --json | head -2`): 128 + SIGPIPE, what a shell
+# reports for a process SIGPIPE killed, and never 1, which `check` and `explain` give a mismatch.
+EXIT_STDOUT_CLOSED = 141
 # How to go on with a run that stopped before its end. Not with the fresh start it began with: that
 # would delete what it did, so a fresh run's advice leaves it out.
 RESUME = "run the same command to resume"
@@ -37,6 +40,11 @@ _LOOP_LOGGERS = ("tornado.application", "tornado.general", "asyncio", "distribut
 _LAST_SIGNAL: list[int | None] = [None]  # the signal the handler last turned into KeyboardInterrupt
 _PREVIOUS_UNRAISABLE_HOOK = sys.unraisablehook
 _PREVIOUS_EXCEPTHOOK = sys.excepthook
+
+
+class StdoutClosed(KeyboardInterrupt):
+    """A run's stdout was closed while it printed its events: the run stops as an interrupt stops it
+    (every `with` block closes, the store stays consistent and resumable), and the command says why."""
 
 
 def resume_advice(fresh: bool, call: bool = False) -> str:

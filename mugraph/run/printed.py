@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from mugraph.dashboards.console import verdict_lines
-from mugraph.pipeline.interrupts import resume_advice
+from mugraph.pipeline.interrupts import StdoutClosed, resume_advice
 from mugraph.programs import Program
 from mugraph.run.execute import reused, run_prepared
 from mugraph.run.options import OptimizeOptions
@@ -31,7 +31,10 @@ def run_printed(
 
     def emit(e: Event) -> None:
         if as_json and e["event"] not in ("done", "history"):
-            echo(json.dumps(e))
+            try:
+                echo(json.dumps(e))
+            except BrokenPipeError:  # the reader went away: stop as an interrupt stops the run
+                raise StdoutClosed from None
         console.event(e)
 
     t0 = time.perf_counter()
