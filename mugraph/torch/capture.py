@@ -119,11 +119,25 @@ class Captured:
         examples = ep.example_inputs
         ep.example_inputs = None
         try:
-            torch.export.save(ep, str(tmp))
+            with quiet_torch():
+                torch.export.save(ep, str(tmp))
+        except Exception as e:  # torch's refusal (a NamedTuple output it has no name for): one line, no file left
+            tmp.unlink(missing_ok=True)
+            raise CaptureError(
+                f"{self.name}: torch.export cannot save the exported program: {_save_problem(e)}"
+            ) from None
         finally:
             ep.example_inputs = examples
         tmp.replace(path)
         return path
+
+
+def _save_problem(e: BaseException) -> str:
+    """What torch.export.save refused, said so that the user can act on it."""
+    first = _first_line(e)
+    if "namedtuple" in first.lower():
+        return f"{first.split(' because')[0]}; return a tuple or a dict from forward instead"
+    return f"{type(e).__name__}: {first}"
 
 
 def model_name(model: Any) -> str:

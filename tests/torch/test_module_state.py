@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import io
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,8 @@ OPTIONS: dict[str, Any] = {"workers": 1, "settings": GELU_LINEAR_SETTINGS, "dash
 class LeakyGelu(nn.Module):
     """A linear layer and erf-GELU (searched), a non-persistent buffer added, then leaky_relu with a
     slope (glue: torch runs it as written, so the slope is not in the searched program)."""
+
+    shift: torch.Tensor
 
     def __init__(self, slope: float) -> None:
         super().__init__()
@@ -103,28 +105,34 @@ def test_a_pickle_keeps_the_buffers_state_dict_leaves_out(run: Run) -> None:
 
 def test_a_weight_of_another_shape_is_refused_at_the_call(run: Run) -> None:
     fast = run.module
-    weight = fast.fc.weight
+    fc = fast.get_submodule("fc")
+    weight = fast.get_parameter("fc.weight")
     try:
-        fast.fc.weight = nn.Parameter(torch.randn(64, 16), requires_grad=False)
+        fc.weight = nn.Parameter(torch.randn(64, 16), requires_grad=False)
         with pytest.raises(
             InputMismatchError,
             match=r"fc\.weight is \[64, 16\] torch\.float32; this module was optimised for \[64, 32\]",
         ):
             fast(*run.x)
-        fast.fc.weight = nn.Parameter(weight.detach().double(), requires_grad=False)
+        fc.weight = nn.Parameter(weight.detach().double(), requires_grad=False)
         with pytest.raises(InputMismatchError, match=r"fc\.weight is .* torch\.float64"):
             fast(*run.x)
     finally:
-        fast.fc.weight = weight
+        fc.weight = weight
     assert torch.allclose(fast(*run.x), run.model(*run.x), atol=1e-4)
 
 
 def test_a_dtype_conversion_is_refused_before_it_converts_the_model(run: Run) -> None:
     fast = run.module
-    for convert in (lambda m: m.half(), lambda m: m.to(torch.bfloat16), lambda m: m.double()):
+    conversions: list[Callable[[nn.Module], nn.Module]] = [
+        lambda m: m.half(),
+        lambda m: m.to(torch.bfloat16),
+        lambda m: m.double(),
+    ]
+    for convert in conversions:
         with pytest.raises(TorchError, match="keeps the dtypes it was optimised for"):
             convert(fast)
-        assert run.model.fc.weight.dtype == torch.float32 and fast.fc.weight.dtype == torch.float32
+        assert run.model.fc.weight.dtype == torch.float32 and fast.get_submodule("fc").weight.dtype == torch.float32
     assert fast.to("cpu") is fast and fast.float() is fast  # no dtype change: allowed
     assert torch.allclose(fast(*run.x), run.model(*run.x), atol=1e-4)
 

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 import torch
@@ -275,3 +275,29 @@ def test_a_model_that_fails_on_its_inputs_is_refused_before_the_search(tmp_path:
     with pytest.raises(CaptureError, match="the model fails on its example inputs, run as written: RuntimeError"):
         mugraph.optimize(build(torch_models.GeluMLP), (x.to(torch.int8),), store=tmp_path / "s.zarr", verbose=False)
     assert not (tmp_path / "s.zarr").exists()
+
+
+class _Outputs(NamedTuple):
+    logits: torch.Tensor
+    hidden: torch.Tensor
+
+
+class _NamedOutputs(nn.Module):
+    """A forward returning a NamedTuple, which torch.export traces but cannot save."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(32, 32, bias=False)
+
+    def forward(self, x: torch.Tensor) -> _Outputs:
+        h = torch.nn.functional.gelu(self.fc(x))
+        return _Outputs(h * 2.0, h)
+
+
+def test_a_namedtuple_output_is_refused_in_one_line_leaving_no_file(tmp_path: Path) -> None:
+    store = tmp_path / "runs" / "s.zarr"
+    with pytest.raises(CaptureError, match=r"namedtuple .*; return a tuple or a dict from forward instead") as e:
+        x = inputs((16, 32), dtype=torch.float32)
+        mugraph.optimize(_NamedOutputs().eval(), x, store=store, workers=1, verbose=False)
+    assert len(str(e.value).splitlines()) == 1
+    assert not store.exists() and not list(store.parent.glob("*.pt2"))  # no half-written archive left
