@@ -7,6 +7,7 @@ of mugraph.pipeline.events), so this room needs nothing of the pipeline's but th
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping
 from typing import Any
 
@@ -34,6 +35,22 @@ NO_WORKERS = (
     "\nmugraph: the scheduler has no workers yet: the tasks wait until one joins (start one with "
     "`dask worker SCHEDULER-ADDRESS`; --time-limit bounds the wait)"
 )
+
+
+def limit_line(e: Mapping[str, Any]) -> str:
+    """What the run says the moment its `--time-limit` is reached (a `limit` event): the search is
+    cancelled, and how long the confirmations of what it found may still take before the summary."""
+    cancelled = counted(e["cancelled"], "running or queued search task")
+    checks = (
+        f"confirming and laying out the μGraphs found ({counted(e['checks'], 'check')} left, up to "
+        f"{e['drain_seconds']:.0f} s more), then ranking"
+        if e["checks"]
+        else "ranking what was confirmed"
+    )
+    return (
+        f"mugraph: time limit reached ({e['time_limit']:g} s): search stopped, {cancelled} cancelled (left "
+        f"pending for a resume); {checks}"
+    )
 
 
 def reused_line(program: str, store: str, fragments: int, tasks_done: int) -> str:
@@ -124,6 +141,13 @@ def _states_and_calls(done: Mapping[str, Any]) -> str:
     return f"{counted(done['states'], 'state')}, {counted(done['solver_calls'], 'solver call')}"
 
 
+# after the summary line of a run stopped at its time limit before any search task finished in it
+NO_PROGRESS = (
+    "  note: no search task finished in this run: a task takes longer than the time limit, so a resume "
+    "with the same limit makes no progress either; give a longer --time-limit"
+)
+
+
 def verdict_lines(done: Mapping[str, Any], gpu_name: str) -> list[str]:
     """The run's final verdict from its `done` event (with the library entry's `report`, `kernels` and
     `expert`): the search's state, per fragment the chosen μGraph or the reference with its estimated
@@ -140,6 +164,8 @@ def verdict_lines(done: Mapping[str, Any], gpu_name: str) -> list[str]:
         f"{done['program']}: search {state}; {counted(len(done['mugraphs']), 'confirmed μGraph')}, {work}, "
         f"{done['seconds']:.1f} s"
     ]
+    if not done["complete"] and not done["tasks_run"] and done.get("tasks_pending"):
+        lines.append(NO_PROGRESS)
     for name, ranking in done["ranking"].items():
         best = chosen_row(done, name)
         what = "the reference itself" if best["reference"] else f"μGraph {best['digest'][:16]}"
@@ -162,10 +188,11 @@ def verdict_lines(done: Mapping[str, Any], gpu_name: str) -> list[str]:
             )
     if done.get("expert"):
         lines.extend(f"  {line}" for line in str(done["expert"]).splitlines())
-    lines.append(f"  store: {done['store']}  (mugraph show {done['store']})")
+    store = shlex.quote(str(done["store"]))  # pasted into a shell as one argument
+    lines.append(f"  store: {done['store']}  (mugraph show {store})")
     lines.append(f"  report: {done['report']}")
     if done.get("kernels"):
-        lines.append(f"  kernels: {done['kernels']}  (Triton; mugraph emit {done['store']} --check runs them)")
+        lines.append(f"  kernels: {done['kernels']}  (Triton; mugraph emit {store} --check runs them)")
         if done.get("kernels_note"):
             lines.append(f"  note: {done['kernels_note']}")
     return lines

@@ -232,9 +232,19 @@ class Driver:
         stopped run ranks the μGraphs it found, as a finished one does (`--time-limit 1` after an
         interrupted run confirms what that run found). What is left then stays unconfirmed."""
         what = self._dispatch.what
-        self.client.cancel([fut for fut, job in what.items() if isinstance(job, SearchJob)])
+        searches = [fut for fut, job in what.items() if isinstance(job, SearchJob)]
+        self.client.cancel(searches)
         last = time.perf_counter()
         end = last + drain_seconds(self.time_limit)
+        self.on_event(
+            {
+                "event": "limit",
+                "time_limit": float(self.time_limit or 0.0),
+                "cancelled": len(searches),
+                "checks": sum(isinstance(job, (ConfirmJob, LayoutJob)) for job in what.values()),
+                "drain_seconds": drain_seconds(self.time_limit),
+            }
+        )
         while checks := [(fut, job) for fut, job in what.items() if isinstance(job, (ConfirmJob, LayoutJob))]:
             # by their futures, not `as_completed`'s queue: the batch that met the limit was taken from it
             for fut, job in checks:

@@ -23,6 +23,7 @@ __all__ = [
     "FoundEvent",
     "HistoryEvent",
     "LayoutEvent",
+    "LimitEvent",
     "MeasuredEvent",
     "ProgressEvent",
     "StartEvent",
@@ -100,6 +101,17 @@ class LayoutEvent(Estimates):
     error: str | None
 
 
+class LimitEvent(TypedDict):
+    """The time limit was reached: the search tasks are cancelled (their rows stay pending in the store,
+    for a resume) and the confirmations and layouts of what was found run on for up to `drain_seconds`."""
+
+    event: Literal["limit"]
+    time_limit: float
+    cancelled: int  # search tasks cancelled, running or queued
+    checks: int  # confirmations and layouts left to run
+    drain_seconds: float
+
+
 class MeasuredEvent(TypedDict):
     """A μGraph (or the reference) timed on a GPU worker, beside the model's estimate."""
 
@@ -156,6 +168,14 @@ class DoneEvent(TypedDict):
 
 
 Event = (
-    StartEvent | HistoryEvent | ProgressEvent | FoundEvent | ConfirmedEvent | LayoutEvent | MeasuredEvent | DoneEvent
+    StartEvent
+    | HistoryEvent
+    | ProgressEvent
+    | FoundEvent
+    | ConfirmedEvent
+    | LayoutEvent
+    | LimitEvent
+    | MeasuredEvent
+    | DoneEvent
 )
 EventSink = Callable[[Event], None]

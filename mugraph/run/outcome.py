@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from mugraph.dashboards.console import (
     chosen_row,
     kept_reason,
+    limit_line,
     measured_line,
     progress_text,
     reused_line,
@@ -176,6 +177,8 @@ class Console:
             self._line(measured_line(e))
         elif e["event"] == "start":
             self._line(start_line(e))
+        elif e["event"] == "limit":
+            self._line(limit_line(e))
 
     def reused(self, done: Mapping[str, Any]) -> None:
         self._line(reused_line(done["program"], done["store"], len(done["ranking"]), done["tasks_done"]))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mugraph.dashboards.console import NO_WORKERS, reused_line, start_line, verdict_lines
+from mugraph.dashboards.console import NO_PROGRESS, NO_WORKERS, limit_line, reused_line, start_line, verdict_lines
 from mugraph.ir.plural import counted, noun
 
 
@@ -64,3 +64,45 @@ def test_the_verdict_counts_one_task_and_one_kernel_in_the_singular() -> None:
     first, f0 = verdict_lines(done, "H100")[:2]
     assert "1 confirmed μGraph, 1 task this run, 1 state, 1 solver call," in first
     assert "best is the reference itself, 1 kernel," in f0 and "(1 μGraph ranked)" in f0
+
+
+def _stopped(tasks_run: int, store: str = "runs/p.zarr") -> dict[str, Any]:
+    ref = {"digest": "r" * 64, "reference": True, "kernels": 1, "estimated_seconds": 2e-5, "speedup": 1.0}
+    return {
+        "program": "p",
+        "complete": False,
+        "tasks_run": tasks_run,
+        "tasks_done": tasks_run,
+        "tasks_pending": 7,
+        "states": 0,
+        "solver_calls": 0,
+        "mugraphs": [],
+        "seconds": 42.0,
+        "ranking": {"f0": [ref]},
+        "reference": {"f0": ref},
+        "best_per_fragment": {"f0": ref["digest"]},
+        "store": store,
+        "report": "runs/p.report.html",
+        "kernels": "runs/p.kernels.py",
+    }
+
+
+def test_a_run_that_made_no_progress_before_its_limit_says_a_longer_limit_is_needed() -> None:
+    """Resuming with the same limit would do no task either: the verdict says so, not only "resume"."""
+    assert NO_PROGRESS in verdict_lines(_stopped(0), "H100")
+    assert NO_PROGRESS not in verdict_lines(_stopped(3), "H100")
+    assert "longer --time-limit" in NO_PROGRESS
+
+
+def test_the_verdict_quotes_the_store_in_the_commands_it_names() -> None:
+    lines = verdict_lines(_stopped(1, "mo ved ü/p.zarr"), "H100")
+    assert "  store: mo ved ü/p.zarr  (mugraph show 'mo ved ü/p.zarr')" in lines
+    assert any("mugraph emit 'mo ved ü/p.zarr' --check" in line for line in lines)
+
+
+def test_the_limit_line_says_what_is_cancelled_and_how_long_confirming_may_take() -> None:
+    e = {"event": "limit", "time_limit": 20.0, "cancelled": 4, "checks": 3, "drain_seconds": 10.0}
+    line = limit_line(e)
+    assert line.startswith("mugraph: time limit reached (20 s): search stopped, 4 running or queued search tasks")
+    assert "3 checks left, up to 10 s more" in line
+    assert "ranking what was confirmed" in limit_line(e | {"checks": 0, "cancelled": 1})

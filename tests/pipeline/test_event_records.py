@@ -30,6 +30,7 @@ RECORDS: dict[str, Any] = {
     "found": events.FoundEvent,
     "confirmed": events.ConfirmedEvent,
     "layout": events.LayoutEvent,
+    "limit": events.LimitEvent,
     "measured": events.MeasuredEvent,
     "done": events.DoneEvent,
 }

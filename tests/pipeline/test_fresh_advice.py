@@ -42,6 +42,8 @@ def test_a_fresh_run_stopped_at_its_time_limit_says_to_leave_fresh_out(tmp_path:
     assert proc.returncode == 0, proc.stderr[-3000:]
     first = proc.stdout.splitlines()[0]
     assert "search stopped at the time limit (run the same command without --fresh to resume)" in first, first
+    # said the moment the limit is reached, not only in the summary after the confirmations
+    assert "mugraph: time limit reached (1 s): search stopped" in proc.stderr, proc.stderr[-3000:]
 
 
 @pytest.mark.parametrize("fresh", [True, False])
