@@ -117,7 +117,8 @@ def optimize(
     mismatch = output_mismatch(module, want, args) if want is not None else None
     if mismatch is not None:  # the model's own program, in torch, rather than kernels that disagree
         module = OptimizedModule(captured, captured.lowering.graph, "reference", share=True)
-        verdict = dataclasses.replace(verdict, self_check=mismatch)
+        varies = want is not None and output_mismatch(model, want, args) is not None  # a random op differs each call
+        verdict = dataclasses.replace(verdict, self_check=mismatch, model_varies=varies)
     elif stateless and not interpreting():  # compiled on a GPU: what a call costs, beside the estimate
         verdict = dataclasses.replace(verdict, measured=measure(module, model, args))
     module.verdict = verdict

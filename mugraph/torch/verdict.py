@@ -69,6 +69,9 @@ class Verdict:
     # what differed where the module's outputs disagreed with the model's on the example inputs (the
     # module then runs the model's own program, `self_check`); None where they agreed
     self_check: str | None = None
+    # the model's own outputs differed between two calls on the same inputs (a random op in its
+    # forward): the disagreement says nothing of the kernels
+    model_varies: bool = False
     # the module against the model, timed on the example inputs where the kernels ran compiled on a GPU
     measured: Measured | None = None
 
@@ -90,7 +93,14 @@ class Verdict:
     def notes(self) -> list[str]:
         """What a reader should not miss: heavy ops never searched, and a module that runs the reference."""
         out = []
-        if self.self_check is not None:
+        if self.self_check is not None and self.model_varies:
+            out.append(
+                "the model's own outputs differ from one call to the next on the same inputs (a random op in its "
+                f"forward, such as randn_like, rand or dropout?), so the optimised module could not be checked "
+                f"against it ({self.self_check}): it runs the model's own program instead; the search's μGraphs "
+                "are in the store, and mugraph.load runs them unchecked"
+            )
+        elif self.self_check is not None:
             out.append(
                 f"the optimised module's outputs differed from the model's on the example inputs ({self.self_check}): "
                 "it runs the model's own program instead (a fault of mugraph on this machine; please report it)"

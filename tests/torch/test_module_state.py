@@ -154,3 +154,22 @@ def test_an_unpickled_module_refuses_a_store_made_again_for_another_model(run: R
     with pytest.raises(TorchError, match="now holds the run of another model"):
         torch.load(pickled, weights_only=False)
     assert torch.allclose(mugraph.load(store)(*run.x), other(*run.x), atol=1e-4)
+
+
+class Noisy(nn.Module):
+    """A random op in the forward: the model's outputs differ from one call to the next."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(32, 64, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = F.gelu(self.fc(x))
+        return h + 0.5 * torch.randn_like(h)
+
+
+def test_a_model_with_a_random_op_is_said_to_vary_not_blamed_on_mugraph(tmp_path: Path) -> None:
+    fast = mugraph.optimize(Noisy().eval(), inputs((16, 32), dtype=torch.float32), store=tmp_path / "s.zarr", **OPTIONS)
+    (note,) = [n for n in fast.verdict.notes() if "random op" in n]
+    assert fast.verdict.model_varies and fast.verdict.self_check is not None
+    assert "differ from one call to the next" in note and "please report it" not in note
