@@ -256,7 +256,9 @@ class OptimizedModule(torch.nn.Module):
     def _check(self, flat: list[Any]) -> None:
         if len(flat) != len(self._user_inputs):
             raise InputMismatchError(
-                f"{self._model_name}: takes {counted(len(self._user_inputs), 'input')}, got {len(flat)}"
+                f"{self._model_name}: takes {counted(len(self._user_inputs), 'input')} "
+                f"({', '.join(self._user_inputs)}), got {len(flat)}: every input of the example call is "
+                "required (an optional one given there is part of the call captured)"
             )
         for name, value in zip(self._user_inputs, flat, strict=True):
             want = self._expected.get(name)

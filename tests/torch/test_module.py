@@ -57,7 +57,7 @@ def test_a_function_with_a_weight_argument() -> None:
     [
         ((torch.zeros(8, 64, dtype=torch.float16),), r"input x is \[8, 64\] torch.float16; .* \[16, 64\]"),
         ((torch.zeros(16, 64),), r"torch.float32; this module was optimised for \[16, 64\] torch.float16 \(pass "),
-        ((), r"takes 1 input, got 0"),
+        ((), r"takes 1 input \(x\), got 0: every input of the example call is required"),
     ],
     ids=["shape", "dtype", "arity"],
 )
