@@ -4,6 +4,7 @@ not reached yet (not "NOT found")."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from mugraph.cli import main
 from mugraph.pipeline.plan import make_plan
 from mugraph.programs import get_builtin
 from mugraph.run.expert import expert_line
+from mugraph.storage.run.errors import MISMATCH_HINT, command_line_text
 from tests.helpers.run_store import new_store
 
 
@@ -32,3 +34,40 @@ def test_an_expert_inside_the_space_of_a_stopped_search_is_not_found_yet() -> No
     assert stopped is not None and stopped.startswith("expert 'expert' not found yet: the search stopped at its")
     assert "inside the space" in stopped
     assert finished is not None and finished.startswith("expert 'expert' NOT found: inside the space")
+
+
+def _error_line(capsys: pytest.CaptureFixture[str], args: list[str]) -> str:
+    with pytest.raises(SystemExit) as info:
+        main(args)
+    assert info.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("mugraph: error: "), lines
+    return lines[0]
+
+
+def test_a_live_run_with_nothing_yet_is_said_to_be_going(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The store's writer holds it (this process, as a run's driver would): `status` does not tell the
+    user to run optimize, `emit` does not say the run stopped, `repair` names no --store it lacks."""
+    store = tmp_path / "run.zarr"
+    live = new_store(store)
+    try:
+        main(["status", str(store)])
+        out = capsys.readouterr().out
+        assert f"running (pid {os.getpid()})" in out and "no task recorded yet: the run has recorded none" in out
+        assert "run optimize again" not in out, out
+        line = _error_line(capsys, ["emit", str(store)])
+        assert f"the run is still going (pid {os.getpid()})" in line and "stopped" not in line, line
+        line = _error_line(capsys, ["repair", str(store), "--dry-run"])
+        assert f"pid {os.getpid()}" in line and "--store" not in line and "run repair again" in line, line
+    finally:
+        live.close()
+
+
+def test_the_command_line_names_its_options_not_the_librarys_arguments(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert command_line_text(MISMATCH_HINT) == "start over with --fresh or choose another --store"
+    store = tmp_path / "run.zarr"
+    new_store(store).close()  # made for another run
+    line = _error_line(capsys, ["optimize", "rms_norm", "--store", str(store), "--workers", "1"])
+    assert "--fresh" in line and "fresh=True" not in line and "store=" not in line, line

@@ -38,6 +38,7 @@ from mugraph.pipeline.interrupts import (  # noqa: F401  (_interrupted: the hand
 from mugraph.programs import builtin_programs, resolve_program
 from mugraph.stages.verify.check import DEFAULT_SEEDS, check_equivalence
 from mugraph.stages.verify.field import FieldSpec
+from mugraph.storage.run.errors import command_line_text
 
 EXIT_USAGE = 2
 
@@ -340,7 +341,8 @@ def main(argv: list[str] | None = None) -> None:
         click.echo(f"mugraph: error: {e.format_message()}{hint}", err=True)
         sys.exit(EXIT_USAGE)
     except MugraphError as e:
-        one_line = " | ".join(part.strip() for part in str(e).splitlines() if part.strip())
+        text = command_line_text(str(e))  # the options, not the library's arguments
+        one_line = " | ".join(part.strip() for part in text.splitlines() if part.strip())
         click.echo(f"mugraph: error: {one_line}", err=True)
         sys.exit(EXIT_USAGE)
     except OSError as e:

@@ -9,6 +9,7 @@ import click
 
 from mugraph.cli.options import store_argument
 from mugraph.cli.records import json_line
+from mugraph.storage.run.errors import StoreBusy
 from mugraph.storage.run.repair import repair_store
 
 
@@ -22,7 +23,15 @@ def repair(store: Path, dry_run: bool, as_json: bool) -> None:
 
     Prints one line per damaged record, then what it did. Damage to the task table, the fragments
     or the root cannot be repaired: one line says so (exit 2) and the store is left as it is."""
-    report = repair_store(store, dry_run=dry_run)
+    try:
+        report = repair_store(store, dry_run=dry_run)
+    except StoreBusy as e:  # repair has no --store to choose: the store is the one named
+        raise StoreBusy(
+            f"run store {store} is in use by a running mugraph process (pid {e.holder}); a live run's store is "
+            "not read for repair, not even with --dry-run: wait for the run to end or stop it, then run "
+            "repair again",
+            e.holder,
+        ) from None
     if as_json:
         click.echo(json_line(report.record()))
         return

@@ -183,7 +183,8 @@ def status(store: Path, as_json: bool) -> None:
     click.echo(f"  tasks: {summary.get('done', 0):,} done, {summary.get('pending', 0):,} pending")
     states = int(summary.get("counters", {}).get("nodes", 0))
     if not summary.get("done", 0) and not summary.get("pending", 0):
-        click.echo("  size: not started (no task recorded yet: run optimize again)")
+        why = "the run has recorded none so far" if writer is not None else f"resume with {resume}"
+        click.echo(f"  size: not started (no task recorded yet: {why})")
     elif out["complete"] or not summary.get("pending", 0):
         click.echo(f"  size: {states:,} states, the whole space")
     elif last is not None and last.get("estimated_states") is not None:

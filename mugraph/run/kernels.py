@@ -5,6 +5,7 @@ around this."""
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -198,11 +199,7 @@ def select_from_store(store: Path, digest: str | None) -> Selection:
             note = row_major_note(dict(rec.get("io_layouts", {})), graph) if rec else None
             return Selection(graph, loads(frags[i]["graph"]), info, None, chosen, note)
         if final is None:
-            raise MugraphError(
-                f"{store}: no result yet (the run stopped before ranking what it found); `mugraph show "
-                f"{store}` ranks what it holds so far and `--digest D` emits one of those, or run the same "
-                "`mugraph optimize` command again to finish it"
-            )
+            raise MugraphError(_no_result(store, st.writer()))
         reference = _store_reference(st)
         io = _run_io_layouts(st)
         for i in range(len(frags)):
@@ -224,6 +221,19 @@ def select_from_store(store: Path, digest: str | None) -> Selection:
     )
     notes = [n for n in (row_major_note(io, graph), None if complete else _SO_FAR) if n]
     return Selection(graph, reference, info, RunPaths(store).kernels, chosen, "; ".join(notes) or None)
+
+
+def _no_result(store: Path, writer: int | None) -> str:
+    """Why a store has no result to emit yet: its run is still going (`writer`, its pid), or stopped
+    before ranking what it found; what to do meanwhile."""
+    shown = shlex.quote(str(store))
+    meanwhile = f"`mugraph show {shown}` ranks what it holds so far and `--digest D` emits one of those"
+    if writer is not None:
+        return f"{store}: no result yet: the run is still going (pid {writer}); {meanwhile}, or wait for its end"
+    return (
+        f"{store}: no result yet (the run stopped before ranking what it found); {meanwhile}, or run the same "
+        "`mugraph optimize` command again to finish it"
+    )
 
 
 def _same_program(store: Path, record: str, reference: KernelGraph, program: KernelGraph) -> None:

@@ -6,7 +6,16 @@ from pathlib import Path
 
 from mugraph.ir.errors import MugraphError
 
-__all__ = ["MISMATCH_HINT", "RECOVERY_HINT", "StoreBusy", "StoreDamaged", "StoreError", "StoreMismatch", "damaged"]
+__all__ = [
+    "MISMATCH_HINT",
+    "RECOVERY_HINT",
+    "StoreBusy",
+    "StoreDamaged",
+    "StoreError",
+    "StoreMismatch",
+    "command_line_text",
+    "damaged",
+]
 
 # A store made for another run holds nothing this run can use: it starts over or uses another store.
 MISMATCH_HINT = "start over with --fresh (fresh=True from Python) or choose another --store (store=)"
@@ -35,7 +44,24 @@ class StoreDamaged(StoreError):
 
 
 class StoreBusy(StoreError):
-    """Another live process holds the store's lock."""
+    """Another live process holds the store's lock: `holder` is its pid as the lock file says it."""
+
+    def __init__(self, message: str, holder: str = "unknown") -> None:
+        super().__init__(message)
+        self.holder = holder
+
+
+# The library's arguments named beside the command line's options in the hints above, which a
+# command line has no use for: `command_line_text` leaves them out of what the CLI prints.
+PYTHON_ASIDES = (" (fresh=True from Python)", " (store=)")
+
+
+def command_line_text(message: str) -> str:
+    """A store error's message as the command line says it: its options only, without the Python
+    arguments the library names beside them."""
+    for aside in PYTHON_ASIDES:
+        message = message.replace(aside, "")
+    return message
 
 
 def damaged(file: Path, problem: object, hint: str = RECOVERY_HINT) -> StoreDamaged:

@@ -43,7 +43,8 @@ class StoreLock:
             os.close(fd)
             raise StoreBusy(
                 f"run store {directory} is in use by another mugraph process (pid {holder}); "
-                "wait for it to finish, stop it, or choose another --store"
+                "wait for it to finish, stop it, or choose another --store",
+                holder,
             ) from None
         except BaseException:
             os.close(fd)
