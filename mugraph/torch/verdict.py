@@ -133,8 +133,9 @@ class Verdict:
 
     def lines(self) -> list[str]:
         """The verdict as text: one line per fragment, the notes, the store and report."""
+        unused = " (found, not run: the module runs the model's own program)" if self.self_check is not None else ""
         return [
-            *(f.line() for f in self.fragments),
+            *(f.line() + unused for f in self.fragments),
             *(f"note: {n}" for n in self.notes()),
             f"store: {self.store}",
             *([f"report: {self.report}"] if self.report else []),

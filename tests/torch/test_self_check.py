@@ -50,6 +50,8 @@ def test_a_verdict_with_a_disagreement_says_so_and_claims_nothing() -> None:
     assert not checked.faster
     assert "differed from the model's on the example inputs (output 0 differs" in checked.notes()[0]
     assert "runs the model's own program instead" in checked.notes()[0]
+    assert checked.lines()[0].endswith("(found, not run: the module runs the model's own program)")
+    assert not verdict.lines()[0].endswith("not run: the module runs the model's own program)")
 
 
 class Counter(torch.nn.Module):
