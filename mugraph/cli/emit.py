@@ -101,6 +101,8 @@ def emit(
     }
     if sel.note:
         result["note"] = sel.note
+    if sel.unchecked:
+        result["note"] = "; ".join(n for n in (sel.note, f"{UNCHECKED} {sel.unchecked}") if n)
     if check or time_it:
         _run_module(result, text, sel, source, check=check, time_it=time_it, native=native)
     result["seconds"] = round(time.perf_counter() - t0, 3)
@@ -109,10 +111,16 @@ def emit(
     else:
         if sel.note:
             click.echo(f"mugraph: note: {sel.note}", err=True)
+        if sel.unchecked:
+            click.echo(f"mugraph: note: {UNCHECKED} {sel.unchecked}", err=True)
         for line in _verdict_lines(result, target, check=check, time_it=time_it):
             click.echo(line, err=True)
     if (check or time_it) and not result["ok"]:
         raise SystemExit(1)
+
+
+# what a plain emit of a store says where the program it was made for cannot be had again as it was
+UNCHECKED = "the float64 cross-check of the stored program against the program it computes was skipped:"
 
 
 def _json_out(program: str) -> Path:
@@ -141,10 +149,10 @@ def _run_module(
 ) -> None:
     """Run the module against the float64 reference (`--check`) and time it (`--time`), into `result`."""
     if sel.reference is None:
-        raise CodegenError(
-            f"{source}: cannot find the program this store was made for, to check against; "
-            "run the check where its program file is"
+        why = (
+            sel.unchecked or "cannot find the program this store was made for; run the check where its program file is"
         )
+        raise CodegenError(f"{source}: nothing to check the module against: {why}")
     if check:
         report = check_source(text, sel.reference, interpret=not native)
         result["ok"] = report.ok

@@ -47,6 +47,7 @@ class Selection:
     default_out: Path | None
     layouts: Layouts | None = None
     note: str | None = None
+    unchecked: str | None = None  # why the stored program could not be run beside its program, if not
 
 
 def row_major_note(io_layouts: Mapping[str, int], graph: KernelGraph) -> str | None:
@@ -101,6 +102,25 @@ def _store_reference(st: RunStoreReader) -> KernelGraph | None:
         if json_digest(graph) == st.identity.get("program_digest"):
             return graph
     return None
+
+
+def _why_no_reference(st: RunStoreReader) -> str:
+    """Why `_store_reference` found no program to check the store against: its program file (or
+    built-in) is there but is not the program the run searched, or it cannot be found."""
+    spec = str(st.identity.get("program", ""))
+    command = st.meta.get("command")
+    if isinstance(command, list) and len(command) > 1 and isinstance(command[1], str):
+        spec = program_argument(st.meta, command[1])
+    try:
+        resolve_program(spec).reference()
+    except MugraphError:
+        if Path(spec).suffix in (".py", ".json"):
+            return f"cannot find {spec}, the program file this store was made for; run it where that file is"
+        return f"cannot find the program {spec!r} this store was made for"
+    return (
+        f"{spec} has changed since this run (its program digest differs from the store's program_digest); "
+        "restore the file as it was, or emit from a store made for the file as it is now"
+    )
 
 
 def _store_split(st: RunStoreReader) -> tuple[KernelGraph, Split] | None:
@@ -201,6 +221,7 @@ def select_from_store(store: Path, digest: str | None) -> Selection:
         if final is None:
             raise MugraphError(_no_result(store, st.writer()))
         reference = _store_reference(st)
+        unchecked = _why_no_reference(st) if reference is None else None
         io = _run_io_layouts(st)
         for i in range(len(frags)):
             st.found(i)  # read whole, as show reads them: a damaged record is said here too
@@ -220,7 +241,7 @@ def select_from_store(store: Path, digest: str | None) -> Selection:
         inner,
     )
     notes = [n for n in (row_major_note(io, graph), None if complete else _SO_FAR) if n]
-    return Selection(graph, reference, info, RunPaths(store).kernels, chosen, "; ".join(notes) or None)
+    return Selection(graph, reference, info, RunPaths(store).kernels, chosen, "; ".join(notes) or None, unchecked)
 
 
 def _no_result(store: Path, writer: int | None) -> str:
