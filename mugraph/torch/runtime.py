@@ -9,6 +9,7 @@ the module always computes with their current values.
 
 from __future__ import annotations
 
+import sys
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -58,8 +59,20 @@ def _no_backward_warning(model: str) -> None:
     warnings.warn(
         f"{model}: an input requires grad, but the optimised module is for inference: its outputs do not "
         "require grad and no gradient flows through it; train with the model itself",
-        stacklevel=3,
+        stacklevel=_callers_level(),
     )
+
+
+_LIBRARIES = (str(Path(torch.__file__).parent), str(Path(__file__).parents[1]))  # torch's and mugraph's files
+
+
+def _callers_level() -> int:
+    """The `stacklevel` of the first frame outside torch and mugraph: the user's line that called the
+    module (through nn.Module's call wrappers, however many torch adds)."""
+    frame, level = sys._getframe(2), 2  # the frame that called warnings.warn's caller
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_LIBRARIES):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 @dataclass(frozen=True)

@@ -74,9 +74,10 @@ def test_an_input_that_requires_grad_is_warned_once_that_no_gradient_flows() -> 
     captured = capture(model, (x,))
     module = OptimizedModule(captured, captured.lowering.graph)
     x.requires_grad_(True)
-    with pytest.warns(UserWarning, match="requires grad, but the optimised module is for inference"):
+    with pytest.warns(UserWarning, match="requires grad, but the optimised module is for inference") as said:
         out = module(x)
     assert not out.requires_grad
+    assert said[0].filename == __file__  # the caller's line, not torch's call wrappers
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         module(x)  # once per model, not at every call
