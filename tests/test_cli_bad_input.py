@@ -23,7 +23,11 @@ DEEP = 100_000
 # `afile` (a plain file) and the program files written by `scratch`.
 CASES: list[tuple[str, list[str], str]] = [
     ("set-1e400", ["search", "lora", "--set", "max_kernel_ops=1e400"], "expected an integer"),
-    ("optimize-glue-only", ["optimize", "glue_only.py"], "nothing to search: every op of the program is glue (relu)"),
+    (
+        "optimize-glue-only",
+        ["optimize", "glue_only.py"],
+        "nothing to search: every op of the program that reaches an output is glue (relu)",
+    ),
     ("set-neg-infinity", ["search", "lora", "--set", "max_block_ops=-Infinity"], "expected an integer"),
     ("set-huge", ["search", "lora", "--set", "rlimit=1e300"], "out of range"),
     ("set-fraction", ["search", "lora", "--set", "max_kernel_ops=2.5"], "expected an integer"),

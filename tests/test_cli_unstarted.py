@@ -71,3 +71,31 @@ def test_the_command_line_names_its_options_not_the_librarys_arguments(
     new_store(store).close()  # made for another run
     line = _error_line(capsys, ["optimize", "rms_norm", "--store", str(store), "--workers", "1"])
     assert "--fresh" in line and "fresh=True" not in line and "store=" not in line, line
+
+
+DEAD = """
+from mugraph.ir.graph import KernelGraph
+
+
+def reference() -> KernelGraph:
+    g = KernelGraph()
+    x = g.new_input((16, 64), name="X")
+    g.exp(x)  # read by no output
+    g.mark_output(x, "O")
+    return g
+"""
+
+
+def test_check_and_optimize_agree_on_a_program_with_nothing_to_search(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An output that is an input, beside a dead op: check does not promise a search optimize refuses,
+    and both give the same reason (not "every op is glue (none)")."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "dead.py").write_text(DEAD)
+    main(["check", "dead.py"])
+    said = capsys.readouterr().out
+    why = "no op of the program reaches an output: each output is one of its inputs"
+    assert f"nothing for optimize to search: {why}" in said and "searches for μGraphs" not in said, said
+    line = _error_line(capsys, ["optimize", "dead.py", "--workers", "1"])
+    assert f"dead: nothing to search: {why}" in line and "glue" not in line, line

@@ -36,6 +36,8 @@ from mugraph.pipeline.interrupts import (  # noqa: F401  (_interrupted: the hand
     resume_advice,
 )
 from mugraph.programs import builtin_programs, resolve_program
+from mugraph.run.prepare import nothing_to_search
+from mugraph.stages.fragments import split_program
 from mugraph.stages.verify.check import DEFAULT_SEEDS, check_equivalence
 from mugraph.stages.verify.field import FieldSpec
 from mugraph.storage.run.errors import command_line_text
@@ -163,6 +165,7 @@ def _check_reference_only(
     if not r.equivalent:  # the reference disagrees with itself: an interpreter fault, not the user's
         raise MugraphError(f"{name}: the reference does not evaluate consistently ({r.reason})")
     seconds = time.perf_counter() - t0
+    why = nothing_to_search(split_program(reference))  # what `optimize` would refuse it with
     if as_json:
         click.echo(
             json.dumps(
@@ -178,14 +181,16 @@ def _check_reference_only(
                     "reference_digest": digest(reference),
                     "experts": [],
                     "reference_only": True,
+                    "nothing_to_search": why,
                 }
             )
         )
         return
     ins = ", ".join(f"{n} {list(shape)}" for n, shape, _ in reference.input_signature())
+    then = "`mugraph optimize` searches for μGraphs" if why is None else f"but nothing for optimize to search: {why}"
     click.echo(
         f"{name}: reference valid (inputs {ins}; evaluated in Z_pq and float64 in {seconds:.2f} s "
-        f"on {backend_name(xp)}); no experts to check, `mugraph optimize` searches for μGraphs"
+        f"on {backend_name(xp)}); no experts to check, {then}"
     )
 
 

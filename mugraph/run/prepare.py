@@ -25,6 +25,7 @@ from mugraph.run.checks import (
     check_workers,
 )
 from mugraph.run.options import OptimizeOptions, default_store
+from mugraph.stages.fragments import Split
 from mugraph.stages.layout.profiles import GpuProfile, get_profile
 from mugraph.stages.search.serial import DEFAULT_BUDGET
 from mugraph.storage.memo.url import check_memo_url
@@ -108,6 +109,24 @@ def _stored_budget(path: Path) -> int | None:
         return None  # opening it for the run says what is wrong
 
 
+def nothing_to_search(split: Split) -> str | None:
+    """Why a program split into `split` leaves the search nothing (None where it has a fragment): no op
+    reaches an output (each output is an input), or each op that does is glue, which stays as written.
+    `check` says the same of a program with no experts as `optimize` refuses it with."""
+    if split.fragments:
+        return None
+    kinds = sorted({op.kind.value for g in split.glue for op in g.graph.ops if op.kind not in BOUNDARY})
+    if not kinds:
+        dead = any(op.kind not in BOUNDARY for op in split.program.ops)
+        return "no op of the program reaches an output: each output is one of its inputs" + (
+            " (its other ops compute what no output reads, and are dropped)" if dead else ""
+        )
+    return (
+        f"every op of the program that reaches an output is glue ({', '.join(kinds)}), which stays as written: "
+        "the search builds μGraphs of LAX ops only (docs/semantics.md)"
+    )
+
+
 def prepare(program: Program | str, options: OptimizeOptions | None = None) -> Prepared:
     """Check every option and make the run's plan, I/O layouts and paths, creating nothing (one error
     naming what is wrong otherwise)."""
@@ -119,12 +138,9 @@ def prepare(program: Program | str, options: OptimizeOptions | None = None) -> P
     if prog.save_beside is not None:
         require_triton_for_torch()  # the module a PyTorch model's run makes runs Triton kernels
     plan = make_plan(prog, o.preset, o.overrides(), o.budget or DEFAULT_BUDGET)
-    if not plan.fragments:
-        kinds = sorted({op.kind.value for g in plan.split.glue for op in g.graph.ops if op.kind not in BOUNDARY})
-        raise MugraphError(
-            f"{prog.name}: nothing to search: every op of the program is glue ({', '.join(kinds) or 'none'}), which "
-            "stays as written (docs/semantics.md: relu and clamp are not LAX)"
-        )
+    why = nothing_to_search(plan.split)
+    if why is not None:
+        raise MugraphError(f"{prog.name}: nothing to search: {why}")
     io = tuple(fragment_io_layouts(plan, o.layouts))  # refuses unknown names and dims before anything starts
     path = (
         check_store_path(str(o.store))
