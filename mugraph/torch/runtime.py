@@ -47,20 +47,28 @@ from mugraph.torch.verdict import Verdict, heavy_glue
 Values = dict[str, fx.node.Argument]
 
 
-_WARNED_NO_BACKWARD: set[str] = set()
+_WARNED: set[tuple[str, str]] = set()
+
+# An input that requires grad is a sign of training, and the outputs, made by inference kernels, are
+# cut from autograd (backward() would fail far from here).
+NO_BACKWARD = (
+    "an input requires grad, but the optimised module is for inference: its outputs do not require grad "
+    "and no gradient flows through it; train with the model itself"
+)
+# Autocast changes the dtypes torch's own ops compute in; the kernels keep those they were made for.
+AUTOCAST = (
+    "torch.autocast does not apply to an optimised module: it computes in the dtypes it was optimised "
+    "for, where the model under autocast would compute in the autocast dtype; optimise a model converted "
+    "to that dtype instead"
+)
 
 
-def _no_backward_warning(model: str) -> None:
-    """Once per model: an input that requires grad is a sign of training, and the outputs, made by
-    inference kernels, are cut from autograd (backward() would fail far from here)."""
-    if model in _WARNED_NO_BACKWARD:
+def _once(model: str, text: str) -> None:
+    """Warn once per model and kind, at the user's line that called the module."""
+    if (model, text) in _WARNED:
         return
-    _WARNED_NO_BACKWARD.add(model)
-    warnings.warn(
-        f"{model}: an input requires grad, but the optimised module is for inference: its outputs do not "
-        "require grad and no gradient flows through it; train with the model itself",
-        stacklevel=_callers_level(),
-    )
+    _WARNED.add((model, text))
+    warnings.warn(f"{model}: {text}", stacklevel=_callers_level())
 
 
 _LIBRARIES = (str(Path(torch.__file__).parent), str(Path(__file__).parents[1]))  # torch's and mugraph's files
@@ -308,7 +316,10 @@ class OptimizedModule(torch.nn.Module):
         not_traced(self._model_name, flat)
         self._check(flat)
         if torch.is_grad_enabled() and any(isinstance(v, torch.Tensor) and v.requires_grad for v in flat):
-            _no_backward_warning(self._model_name)
+            _once(self._model_name, NO_BACKWARD)
+        device = next((v.device.type for v in flat if isinstance(v, torch.Tensor)), "cpu")
+        if torch.is_autocast_enabled(device):
+            _once(self._model_name, AUTOCAST)
         with torch.no_grad():  # an inference module: the kernels have no backward
             return self._run(flat)
 

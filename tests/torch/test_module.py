@@ -85,6 +85,21 @@ def test_an_input_that_requires_grad_is_warned_once_that_no_gradient_flows() -> 
             module(x)
 
 
+def test_a_call_under_autocast_is_warned_once_that_autocast_does_not_apply() -> None:
+    model = build(GeluMLP)
+    (x,) = inputs((16, 64))
+    captured = capture(model, (x,))
+    module = OptimizedModule(captured, captured.lowering.graph)
+    with torch.autocast("cpu", torch.bfloat16):
+        with pytest.warns(UserWarning, match="torch.autocast does not apply to an optimised module") as said:
+            out = module(x)
+        assert said[0].filename == __file__
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            module(x)  # once per model
+    assert out.dtype == torch.float16  # the dtype it was optimised for
+
+
 def test_a_keyword_argument_not_in_the_example_inputs_is_named() -> None:
     model = build(GeluMLP)
     (x,) = inputs((16, 64))
