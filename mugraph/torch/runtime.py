@@ -317,8 +317,8 @@ class OptimizedModule(torch.nn.Module):
         self._check(flat)
         if torch.is_grad_enabled() and any(isinstance(v, torch.Tensor) and v.requires_grad for v in flat):
             _once(self._model_name, NO_BACKWARD)
-        device = next((v.device.type for v in flat if isinstance(v, torch.Tensor)), "cpu")
-        if torch.is_autocast_enabled(device):
+        first = flat[0] if flat else None
+        if torch.is_autocast_enabled(first.device.type if isinstance(first, torch.Tensor) else "cpu"):
             _once(self._model_name, AUTOCAST)
         with torch.no_grad():  # an inference module: the kernels have no backward
             return self._run(flat)

@@ -45,7 +45,9 @@ def read_state(
     for ph, (owner, leaf) in slots.items():
         value = getattr(owner, leaf)
         want = expected.get(ph)
-        if want is not None and (not isinstance(value, torch.Tensor) or (tuple(value.shape), value.dtype) != want):
+        if want is not None and (
+            not isinstance(value, torch.Tensor) or value.dtype != want[1] or value.shape != want[0]
+        ):
             got = f"{list(value.shape)} {value.dtype}" if isinstance(value, torch.Tensor) else type(value).__name__
             raise InputMismatchError(
                 f"{model}: {names.get(ph, ph)} is {got}; this module was optimised for {list(want[0])} "
