@@ -32,14 +32,7 @@ from mugraph.torch.errors import TorchError, TrainingModeError
 from mugraph.torch.flatten import VIEWS
 from mugraph.torch.kernels import Launcher
 from mugraph.torch.operands import InputMaker, Slot, kernel_strides, register_state
-from mugraph.torch.state import (
-    expected_state,
-    held_tensors,
-    read_state,
-    refuse_dtype_change,
-    restore_tensors,
-    state_names,
-)
+from mugraph.torch.state import StateReader, held_tensors, refuse_dtype_change, restore_tensors
 from mugraph.torch.verdict import Verdict, heavy_glue
 
 # The values of one forward pass by fx node name: what torch computed for the node (a tensor, a
@@ -137,8 +130,7 @@ class OptimizedModule(torch.nn.Module):
             if isinstance(self._nodes[n].meta.get("val"), torch.Tensor)
         }
         self._slots: dict[str, Slot] = register_state(self, ep, share)
-        self._state_expected = expected_state(ep, self._slots)
-        self._state_names = state_names(ep)
+        self._state = StateReader(captured.name, ep, self._slots)
         self.model_digest: str | None = None  # the store's identity's, where there is a store
         self._out_index = {str(op.attr("name")): op.inputs[0] for op in program.ops_of(OpKind.OUTPUT)}
         self._input_names = {op.outputs[0]: str(op.attr("name")) for op in program.ops_of(OpKind.INPUT)}
@@ -325,7 +317,7 @@ class OptimizedModule(torch.nn.Module):
 
     def _run(self, flat: list[Any]) -> Any:
         env: Values = dict(zip(self._user_inputs, flat, strict=True))
-        env.update(read_state(self._model_name, self._slots, self._state_expected, self._state_names))
+        env.update(self._state())
         tensors: dict[int, torch.Tensor] = {}
         device = next((v.device for v in env.values() if isinstance(v, torch.Tensor)), None)
         for step in self._steps:

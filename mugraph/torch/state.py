@@ -10,7 +10,7 @@ that `state_dict()` leaves out (non-persistent ones: rotary caches) included."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from itertools import chain
 
 import torch
@@ -18,42 +18,45 @@ import torch
 from mugraph.torch.errors import InputMismatchError, TorchError
 from mugraph.torch.operands import Slot
 
-Expected = tuple[tuple[int, ...], torch.dtype]
 
+class StateReader:
+    """The module's state placeholders' current values at each call, refused where a value's shape or
+    dtype is not the one the kernels were made for (about 0.2 μs a weight: a call's host overhead is
+    tens of μs)."""
 
-def expected_state(ep: torch.export.ExportedProgram, slots: Mapping[str, Slot]) -> dict[str, Expected]:
-    """Each state placeholder's shape and dtype as the program was exported with them."""
-    out: dict[str, Expected] = {}
-    for node in ep.graph.nodes:
-        val = node.meta.get("val")
-        if node.op == "placeholder" and node.name in slots and isinstance(val, torch.Tensor):
-            out[node.name] = (tuple(val.shape), val.dtype)
-    return out
+    def __init__(self, model: str, ep: torch.export.ExportedProgram, slots: Mapping[str, Slot]) -> None:
+        self.model = model
+        sig = ep.graph_signature
+        self.names = {**sig.inputs_to_parameters, **sig.inputs_to_buffers, **sig.inputs_to_lifted_tensor_constants}
+        vals = {n.name: n.meta.get("val") for n in ep.graph.nodes if n.op == "placeholder"}
+        self.plan: list[tuple[str, torch.nn.Module, str, torch.Size, torch.dtype]] = []
+        self.unchecked: list[tuple[str, torch.nn.Module, str]] = []  # no exported value to check against
+        for ph, (owner, leaf) in slots.items():
+            val = vals.get(ph)
+            if isinstance(val, torch.Tensor):
+                self.plan.append((ph, owner, leaf, torch.Size(val.shape), val.dtype))
+            else:
+                self.unchecked.append((ph, owner, leaf))
 
+    def __call__(self) -> dict[str, torch.Tensor]:
+        out = {ph: getattr(owner, leaf) for ph, owner, leaf in self.unchecked}
+        for ph, owner, leaf, shape, dtype in self.plan:
+            value = getattr(owner, leaf)
+            try:
+                same = value.dtype is dtype and value.shape == shape
+            except AttributeError:  # None, or something else where a tensor was
+                same = False
+            if not same:
+                raise self._refusal(ph, value, shape, dtype)
+            out[ph] = value
+        return out
 
-def state_names(ep: torch.export.ExportedProgram) -> dict[str, str]:
-    """Each state placeholder's name in the model (`fc1.weight`)."""
-    sig = ep.graph_signature
-    return {**sig.inputs_to_parameters, **sig.inputs_to_buffers, **sig.inputs_to_lifted_tensor_constants}
-
-
-def read_state(
-    model: str, slots: Mapping[str, Slot], expected: Mapping[str, Expected], names: Mapping[str, str]
-) -> Iterator[tuple[str, torch.Tensor]]:
-    """Each state placeholder's current value, refused where its shape or dtype is not the one the
-    kernels were made for."""
-    for ph, (owner, leaf) in slots.items():
-        value = getattr(owner, leaf)
-        want = expected.get(ph)
-        if want is not None and (
-            not isinstance(value, torch.Tensor) or value.dtype != want[1] or value.shape != want[0]
-        ):
-            got = f"{list(value.shape)} {value.dtype}" if isinstance(value, torch.Tensor) else type(value).__name__
-            raise InputMismatchError(
-                f"{model}: {names.get(ph, ph)} is {got}; this module was optimised for {list(want[0])} "
-                f"{want[1]} (load weights of that shape and dtype, or optimise the changed model again)"
-            )
-        yield ph, value  # a tensor: checked above (a slot without an exported value holds one too)
+    def _refusal(self, ph: str, value: object, shape: torch.Size, dtype: torch.dtype) -> InputMismatchError:
+        got = f"{list(value.shape)} {value.dtype}" if isinstance(value, torch.Tensor) else type(value).__name__
+        return InputMismatchError(
+            f"{self.model}: {self.names.get(ph, ph)} is {got}; this module was optimised for {list(shape)} "
+            f"{dtype} (load weights of that shape and dtype, or optimise the changed model again)"
+        )
 
 
 def held_tensors(module: torch.nn.Module) -> dict[str, torch.Tensor]:
