@@ -16,6 +16,7 @@ from mugraph.codegen.check import FP32_TOLERANCE, default_tolerance, require_tri
 from mugraph.codegen.errors import CodegenError
 from mugraph.codegen.timing import time_source
 from mugraph.ir.canonical import canonical_digest
+from mugraph.ir.errors import MugraphError
 from mugraph.run.checks import check_output_file, file_name
 from mugraph.run.kernels import Selection, check_module_target, select_from_program, select_from_store
 from mugraph.stages.layout.describe import seconds_text
@@ -142,6 +143,9 @@ def _check_flags(source: str, expert: str | None, check: bool, interpret: bool, 
         )
     if expert is not None and Path(source).is_dir():
         raise click.UsageError("--expert names an expert of a PROGRAM; for a STORE use --digest")
+    path = Path(source)
+    if not path.exists() and path.suffix not in (".py", ".json") and (path.suffix == ".zarr" or "/" in source):
+        raise MugraphError(f"no run store at {source}, and no program by that name (check the path)")
 
 
 def _run_module(

@@ -187,6 +187,8 @@ def _one_line_error(proc: subprocess.CompletedProcess[str], *words: str) -> None
         (["emit", "lora", "--digest", "ffffffffff"], ["no μGraph", "ffffffffff"]),
         (["emit", ".", "--expert", "saved"], ["--expert"]),
         (["emit", "."], ["not a mugraph run store"]),
+        (["emit", "nonexist.zarr"], ["no run store at nonexist.zarr, and no program by that name"]),
+        (["emit", "runs/typo"], ["no run store at runs/typo"]),
     ],
 )
 def test_emit_errors_are_one_line(tmp_path: Path, args: list[str], words: list[str]) -> None:
