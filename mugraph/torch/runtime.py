@@ -169,6 +169,11 @@ class OptimizedModule(torch.nn.Module):
         kernels and the exported program are the store's, made again by `mugraph.load` on the way
         back (on a machine that can read the store)."""
         store, loader = self.store_path, self.store_loader
+        if (store is None or loader is None) and self._verdict is not None and self._verdict.self_check is not None:
+            raise TypeError(
+                f"{self._model_name}: this module runs the model's own program (its check beside the model "
+                "failed), so it is no run's module and cannot be pickled; pickle the model itself"
+            )
         if store is None or loader is None:
             raise TypeError(
                 f"{self._model_name}: an optimized module without a run store cannot be pickled; save "
@@ -178,7 +183,7 @@ class OptimizedModule(torch.nn.Module):
 
     def _apply(self, fn: Callable[[torch.Tensor], torch.Tensor], recurse: bool = True) -> Self:
         """`.to(device)` moves it; a change of dtype (`.half()`, `.to(torch.bfloat16)`) is refused."""
-        refuse_dtype_change(self, fn, self._model_name)
+        refuse_dtype_change(self, fn, self._model_name, self._state)
         return cast(Self, super()._apply(fn, recurse))  # type: ignore[no-untyped-call]
 
     @property

@@ -59,15 +59,22 @@ class StateReader:
         )
 
 
+def _every_tensor(module: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Every name a parameter or buffer has in the module: a tied weight under each of its names."""
+    params = module.named_parameters(remove_duplicate=False)
+    return dict(chain(params, module.named_buffers(remove_duplicate=False)))
+
+
 def held_tensors(module: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """Every parameter and buffer the module holds, non-persistent buffers included, detached."""
-    return {name: t.detach() for name, t in chain(module.named_parameters(), module.named_buffers())}
+    """Every parameter and buffer the module holds, non-persistent buffers and each name of a tied
+    weight included, detached."""
+    return {name: t.detach() for name, t in _every_tensor(module).items()}
 
 
 def restore_tensors(module: torch.nn.Module, state: Mapping[str, torch.Tensor], model: str) -> None:
     """Copy a pickled module's tensors into one made again from its store (a tensor the pickle lacks,
     from an older pickle, keeps the store's value)."""
-    own = dict(chain(module.named_parameters(), module.named_buffers()))
+    own = _every_tensor(module)
     unknown = sorted(set(state) - set(own))
     if unknown:
         raise TorchError(
@@ -84,17 +91,23 @@ def restore_tensors(module: torch.nn.Module, state: Mapping[str, torch.Tensor], 
             own[name].copy_(value)
 
 
-def refuse_dtype_change(module: torch.nn.Module, fn: Callable[[torch.Tensor], torch.Tensor], model: str) -> None:
-    """Refuse a conversion (`.half()`, `.to(torch.bfloat16)`, `.double()`) that would change the dtype of
-    a tensor the module holds, before it changes any: the kernels were made for those dtypes, and the
-    module shares the model's parameters, so the model would be converted too. A move to another device
-    (same dtypes) goes through."""
-    dtypes = {t.dtype for t in chain(module.parameters(), module.buffers())}
-    for dtype in sorted(dtypes, key=str):
-        probe = fn(torch.empty(0, dtype=dtype))
-        if isinstance(probe, torch.Tensor) and probe.dtype != dtype:
+def refuse_dtype_change(
+    module: torch.nn.Module, fn: Callable[[torch.Tensor], torch.Tensor], model: str, reader: StateReader
+) -> None:
+    """Refuse a conversion (`.half()`, `.to(torch.bfloat16)`, `.double()`) that would give a tensor the
+    module holds another dtype than the one it was optimised for, before it changes any: the kernels
+    were made for those dtypes, and the module shares the model's parameters, so the model would be
+    converted too. A move to another device, and a conversion back to the optimised dtypes (after a
+    `model.half()`, `fast.float()`), go through."""
+    for _, owner, leaf, _, optimised in reader.plan:
+        current = getattr(owner, leaf)
+        if not isinstance(current, torch.Tensor):
+            continue
+        probe = fn(torch.empty(0, dtype=current.dtype))
+        if isinstance(probe, torch.Tensor) and probe.dtype not in (current.dtype, optimised):
             raise TorchError(
-                f"{model}: an optimized module keeps the dtypes it was optimised for ({dtype} here), and "
+                f"{model}: an optimized module keeps the dtypes it was optimised for ({optimised} here), and "
                 f"converting it to {probe.dtype} would also convert the model, whose parameters it shares; "
-                "optimise a converted copy of the model instead (copy.deepcopy(model).half(), then mugraph.optimize)"
+                f"optimise a converted copy of the model instead (copy.deepcopy(model).to({probe.dtype}), "
+                "then mugraph.optimize)"
             )

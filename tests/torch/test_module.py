@@ -130,3 +130,18 @@ def test_integer_powers_are_lowered_and_compute_what_the_model_does() -> None:
     module = OptimizedModule(captured, captured.lowering.graph)
     with torch.no_grad():
         assert rel_err(module(x), model(x)) < 1e-5
+
+
+def test_a_module_running_the_models_own_program_says_why_it_cannot_be_pickled() -> None:
+    """After a failed check the module runs the model's program and belongs to no run: pickling it says
+    so (and to pickle the model), not that it has no store, while its verdict names one."""
+    import pickle
+
+    from mugraph.torch.verdict import Verdict
+
+    model = build(GeluMLP)
+    captured = capture(model, inputs((16, 64)))
+    module = OptimizedModule(captured, captured.lowering.graph, "reference", share=True)
+    module.verdict = Verdict("GeluMLP", True, False, (), (), "runs/s.zarr", None, "H100", self_check="output 0 differs")
+    with pytest.raises(TypeError, match=r"runs the model's own program .* pickle the model itself"):
+        pickle.dumps(module)

@@ -137,6 +137,49 @@ def test_a_dtype_conversion_is_refused_before_it_converts_the_model(run: Run) ->
     assert torch.allclose(fast(*run.x), run.model(*run.x), atol=1e-4)
 
 
+def test_a_conversion_back_to_the_optimised_dtypes_is_allowed(run: Run) -> None:
+    """After `model.half()` (the module shares its weights: its next call is refused), `fast.float()`
+    puts back the dtypes it was optimised for."""
+    saved = {k: v.clone() for k, v in run.model.state_dict().items()}
+    fast = run.module
+    try:
+        run.model.half()
+        with pytest.raises(InputMismatchError, match=r"fc\.weight is \[64, 32\] torch\.float16"):
+            fast(*run.x)
+        assert fast.float() is fast and run.model.fc.weight.dtype == torch.float32
+    finally:
+        run.model.float().load_state_dict(saved)
+        run.model.shift = fast.get_buffer("shift")  # torch's conversions replace buffers: share it again
+    assert torch.allclose(fast(*run.x), run.model(*run.x), atol=1e-4)
+
+
+class Tied(nn.Module):
+    """Two linear layers sharing one weight (as an embedding and its output head do)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(32, 32, bias=False)
+        self.b = nn.Linear(32, 32, bias=False)
+        self.b.weight = self.a.weight
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = self.b(F.gelu(self.a(x)))
+        return out
+
+
+def test_a_pickle_keeps_a_tied_weight_under_each_of_its_names(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    tied, x = Tied().eval(), inputs((16, 32), dtype=torch.float32)
+    fast = mugraph.optimize(tied, x, store=tmp_path / "s.zarr", **OPTIONS)
+    with torch.no_grad():
+        tied.a.weight.mul_(-2.0)  # after the run, as an optimizer step would
+    want = tied(*x)
+    buffer = io.BytesIO()
+    torch.save(fast, buffer)
+    buffer.seek(0)
+    assert torch.allclose(torch.load(buffer, weights_only=False)(*x), want, atol=1e-4)
+
+
 def test_an_unpickled_module_refuses_a_store_made_again_for_another_model(run: Run, tmp_path: Path) -> None:
     """A pickle names its store; `fresh` made that store again for a model with another slope, so the
     pickle no longer describes what the store holds."""
