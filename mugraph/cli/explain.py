@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from mugraph.cli.options import memo_options
+from mugraph.cli.options import command_memo, memo_options
 from mugraph.cli.records import json_line
 from mugraph.ir.errors import MugraphError
 from mugraph.pipeline.plan import program_config
@@ -18,7 +18,6 @@ from mugraph.stages.prune.oracle import VERDICT_BYTES
 from mugraph.stages.search.config import PRESETS, parse_override
 from mugraph.stages.search.explain import explain_expert
 from mugraph.stages.search.explore import Fragment, Searcher
-from mugraph.storage.memo.session import verdict_memo
 from mugraph.storage.memo.url import check_memo_url
 
 
@@ -60,7 +59,7 @@ def explain(
     parts = len(split_program(prog.reference()).fragments)
     if parts > 1 and not as_json:  # what follows is of a search `optimize` does not run
         click.echo(f"note: {split_note(parts)}; below, the search of the whole program as one fragment")
-    with verdict_memo(memo_url, memo_dir, VERDICT_BYTES) as memo:
+    with command_memo(memo_url, memo_dir, VERDICT_BYTES) as memo:
         reference = prog.reference()
         searcher = Searcher(Fragment(reference, config, prog.name), memo)
         for label in labels:

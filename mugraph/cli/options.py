@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -11,6 +12,9 @@ import click
 
 from mugraph.ir.errors import MugraphError
 from mugraph.programs import Program, resolve_program
+from mugraph.storage.memo.auth import MemoDirUnwritable
+from mugraph.storage.memo.layered import LayeredMemo
+from mugraph.storage.memo.session import verdict_memo
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -34,6 +38,22 @@ def memo_options(f: F) -> F:
         "Default: a private redis-server keeping its data in --memo-dir. Also read from $MUGRAPH_MEMO_URL "
         "(a Redis password out of the command line that `ps` shows).",
     )(f)
+
+
+@contextmanager
+def command_memo(memo_url: str | None, memo_dir: Path, valid_values: frozenset[bytes]) -> Iterator[LayeredMemo]:
+    """`verdict_memo` for a command with `memo_options`: a memo directory it cannot make or write (a
+    read-only working directory, where the default runs/memo lies) is refused with the options that
+    go on without it."""
+    with ExitStack() as stack:
+        try:
+            memo = stack.enter_context(verdict_memo(memo_url, memo_dir, valid_values))
+        except MemoDirUnwritable as exc:
+            raise MugraphError(
+                f"{exc}; to go on, give --memo-url local (verdicts kept in this process only) or a --memo-dir "
+                "you can write to"
+            ) from None
+        yield memo
 
 
 def backend_option(help_text: str) -> Callable[[F], F]:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from mugraph.cli.options import memo_options, program_with_experts
+from mugraph.cli.options import command_memo, memo_options, program_with_experts
 from mugraph.cli.records import ExpertReach, json_line
 from mugraph.ir.plural import counted
 from mugraph.stages.prune.expr import labelled_exprs, output_exprs
@@ -21,7 +21,6 @@ from mugraph.stages.prune.oracle import (
     OracleCounters,
     SubexprOracle,
 )
-from mugraph.storage.memo.session import verdict_memo
 from mugraph.storage.memo.url import check_memo_url
 
 
@@ -75,7 +74,7 @@ def prune(
     reference = prog.reference()
     config = OracleConfig(rlimit=rlimit or DEFAULT_RLIMIT, unknown_keeps=unknown_keeps, engine=engine)
     rows: list[ExpertReach] = []
-    with verdict_memo(memo_url, memo_dir, VERDICT_BYTES) as memo:
+    with command_memo(memo_url, memo_dir, VERDICT_BYTES) as memo:
         oracle = SubexprOracle(output_exprs(reference), len(reference.input_tensors), config, memo)
         for label, build in prog.experts.items():
             exprs = labelled_exprs(build())

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from mugraph.arrays.backend import get_array_module
-from mugraph.cli.options import backend_option, memo_options
+from mugraph.cli.options import backend_option, command_memo, memo_options
 from mugraph.cli.records import ExpertOutcome, SearchSummary, json_line
 from mugraph.dashboards.progress_line import ProgressLine
 from mugraph.ir.canonical import canonical_digest
@@ -25,7 +25,6 @@ from mugraph.stages.search.explain import explain_expert
 from mugraph.stages.search.explore import Fragment, Searcher
 from mugraph.stages.search.serial import DEFAULT_BUDGET, SearchReport, run_search
 from mugraph.storage.memo.layered import LayeredMemo
-from mugraph.storage.memo.session import verdict_memo
 from mugraph.storage.memo.url import check_memo_url
 
 
@@ -94,7 +93,7 @@ def search(
     fragment = Fragment(prog.reference(), config, prog.name)
     experts = {label: build() for label, build in prog.experts.items()}
     xp = get_array_module(backend)  # the device is checked before the memo directory is made
-    with verdict_memo(memo_url, memo_dir, VERDICT_BYTES) as memo:
+    with command_memo(memo_url, memo_dir, VERDICT_BYTES) as memo:
         report, per_expert, said = _searched(fragment, experts, memo, xp, budget, limit)
         memo_counts = memo.counters.as_dict()
     summary = _search_summary(prog.name, config.preset, config.digest, report, per_expert, memo.name, memo_counts)

@@ -33,6 +33,10 @@ TAG_BYTES = 16
 UNTRUSTED = b"\x00untrusted"  # what a value that fails its check reads as: never a verdict
 
 
+class MemoDirUnwritable(MugraphError):
+    """The memo's directory (its secret, or a private server's data) cannot be made or written."""
+
+
 def load_secret(directory: Path) -> bytes:
     """$MUGRAPH_MEMO_KEY if set, else the secret in `directory/memo.key` (made on first use, mode 600;
     never read or written through a link, which is refused)."""
@@ -62,7 +66,7 @@ def load_secret(directory: Path) -> bytes:
             "new secret (verdicts sealed with the old one are then solved again)"
         ) from None
     except OSError as exc:
-        raise MugraphError(f"cannot keep the memo secret in {file}: {exc.strerror or exc}") from None
+        raise MemoDirUnwritable(f"cannot keep the memo secret in {file}: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
         raise MugraphError(
             f"{printable(str(file))} is not a memo secret (not UTF-8 text; mugraph writes 64 hex "

@@ -55,6 +55,7 @@ from types import FrameType, TracebackType
 from typing import IO, Any, Self, TypedDict
 
 from mugraph.ir.errors import MugraphError
+from mugraph.storage.memo.auth import MemoDirUnwritable
 from mugraph.storage.processes import pid_alive
 from mugraph.storage.safe_files import LinkFound, find_link, open_nofollow, write_nofollow
 
@@ -354,7 +355,7 @@ class EmbeddedRedis:
         except LinkFound as exc:
             raise self._damaged(exc) from None
         except OSError as exc:
-            raise MugraphError(f"cannot create the memo data directory {self.data_dir}: {exc}") from exc
+            raise MemoDirUnwritable(f"cannot create the memo data directory {self.data_dir}: {exc}") from exc
         executable = self.executable or find_redis_server()
         self._acquire_lock()
         try:
