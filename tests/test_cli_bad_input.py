@@ -134,6 +134,13 @@ CASES: list[tuple[str, list[str], str]] = [
         "client certificate",
     ),
     ("store-newline", ["optimize", "lora", "--store", "a\nb.zarr"], "control character"),
+    # the user's path and why, not the name of the store built beside it (.NAME.mugraph-new-PID-HEX)
+    (
+        "store-name-too-long-to-build-beside",
+        ["optimize", "lora", "--store", "ln/" + "x" * 244 + ".zarr"],
+        "/" + "x" * 244 + ".zarr: the name is too long (249 bytes, and the store is first built beside it",
+    ),
+    ("store-name-over-name-max", ["optimize", "lora", "--store", "x" * 256 + ".zarr"], "too long (261 bytes; "),
     # a store needs a name of its own: its memo directory and report are named after it
     ("store-root", ["optimize", "lora", "--store", "/"], "names no directory of its own"),
     ("store-dot", ["optimize", "lora", "--store", "."], "names no directory of its own"),

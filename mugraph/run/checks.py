@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 from mugraph.ir.errors import MugraphError
+from mugraph.storage.run.root import SIBLING_EXTRA
 
 _HOST_PORT = re.compile(r"(?:(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]*):)?(?P<port>\d+)")
 _SCHEDULER = re.compile(r"(?:(?:tcp|tls|ws|wss|ucx)://)?" + _HOST_PORT.pattern)
@@ -73,13 +74,38 @@ def check_store_path(text: str, option: str = "--store") -> Path:
             "the memo directory next to the store could not be found again"
         )
     path = check_store_name(text, option)
+    directory = _nearest_existing(path, option)
+    name_max = _name_max(directory)
+    _check_name_length(path, option, name_max, 0)  # a name the filesystem refuses cannot even be looked up
     if path.exists():
         if not path.is_dir():
             raise MugraphError(f"{option} {path} is a file, not a run store directory")
         _probe_dir(path.parent if path.parent.exists() else path, option, path)
         return path
-    _probe_dir(_nearest_existing(path, option), option, path)
+    _check_name_length(path, option, name_max, SIBLING_EXTRA)
+    _probe_dir(directory, option, path)
     return path
+
+
+def _name_max(directory: Path) -> int:
+    """The longest file name, in bytes, the filesystem of `directory` allows (255 where it does not say)."""
+    try:
+        return os.pathconf(directory, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        return 255
+
+
+def _check_name_length(path: Path, option: str, name_max: int, extra: int) -> None:
+    """Refuse a store whose name, `extra` bytes longer (the store is built beside its path, under a longer
+    name, then renamed into place), is longer than the filesystem allows."""
+    size = len(os.fsencode(path.name))
+    if size + extra <= name_max:
+        return
+    built = f", and the store is first built beside it under a name {extra} bytes longer" if extra else ""
+    raise MugraphError(
+        f"{option} {path}: the name is too long ({size} bytes{built}; this filesystem allows {name_max} "
+        f"bytes in a name); give a name of at most {name_max - SIBLING_EXTRA} bytes"
+    )
 
 
 def check_output_file(path: Path, option: str) -> Path:

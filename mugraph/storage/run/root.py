@@ -37,6 +37,7 @@ from mugraph.storage.safe_files import LINK_PROBLEM, find_link
 __all__ = [
     "FORMAT",
     "SCHEMA_VERSION",
+    "SIBLING_EXTRA",
     "RootAttrs",
     "clean_siblings",
     "create_store",
@@ -52,6 +53,10 @@ __all__ = [
 SCHEMA_VERSION = 3
 FORMAT = "mugraph-run-store"
 _SIBLING = re.compile(r"\.(?P<name>.+)\.mugraph-(?:new|old)-(?P<pid>\d+)-[0-9a-f]+")
+# The bytes a store's name gains in the name of the store built (or deleted) beside it: "." before it and
+# ".mugraph-new-PID-XXXXXXXX" after it, a Linux pid having at most 7 digits. Its neighbours gain fewer
+# (NAME.zarr.memo, NAME.report.html).
+SIBLING_EXTRA = len(".") + len(".mugraph-new-") + 7 + len("-") + 8
 
 
 class RootAttrs(TypedDict):
