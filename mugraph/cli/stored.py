@@ -163,6 +163,8 @@ def status(store: Path, as_json: bool) -> None:
             "complete": bool(final and final.get("complete")),
             "running": writer,
             "best": final.get("best") if final else None,
+            # the run's best is the reference program: every fragment's best is its reference
+            "best_is_reference": bool(final and per and all(p["best_is_reference"] for p in per)),
             "size": size,
         }
     if as_json:
