@@ -160,6 +160,7 @@ class Console:
     def __init__(self, verbose: bool) -> None:
         self.verbose = verbose
         self._progress: ProgressLine | None = None
+        self._limit_said = False  # the progress line stops at the time limit's line (the search has stopped)
 
     def _line(self, text: str) -> None:
         if self.verbose:
@@ -170,6 +171,8 @@ class Console:
         if not self.verbose:
             return
         if e["event"] == "progress":
+            if self._limit_said:
+                return
             if self._progress is None:
                 self._progress = ProgressLine(sys.stderr)
             self._progress.update(progress_text(e))
@@ -178,6 +181,7 @@ class Console:
         elif e["event"] == "start":
             self._line(start_line(e))
         elif e["event"] == "limit":
+            self._limit_said = True
             self._line(limit_line(e))
 
     def reused(self, done: Mapping[str, Any]) -> None:

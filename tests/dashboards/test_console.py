@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from mugraph.dashboards.console import NO_PROGRESS, NO_WORKERS, limit_line, reused_line, start_line, verdict_lines
 from mugraph.ir.plural import counted, noun
 
@@ -106,3 +108,22 @@ def test_the_limit_line_says_what_is_cancelled_and_how_long_confirming_may_take(
     assert line.startswith("mugraph: time limit reached (20 s): search stopped, 4 running or queued search tasks")
     assert "3 checks left, up to 10 s more" in line
     assert "ranking what was confirmed" in limit_line(e | {"checks": 0, "cancelled": 1})
+
+
+def test_the_progress_line_stops_at_the_limit_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """The search has stopped at the limit: a progress sample after it (the last one, taken while what
+    was found is confirmed) would print one more `tasks … running …` line under the limit's line."""
+    from mugraph.run.outcome import Console
+
+    progress = {
+        "event": "progress",
+        **dict.fromkeys(("tasks_done", "tasks_running", "tasks_pending", "states", "mugraphs", "confirmed"), 1),
+        **{"states_per_s": 1.0, "solver_calls": 0, "seconds": 20.0},
+    }
+    console = Console(verbose=True)
+    console.event(progress)
+    console.event({"event": "limit", "time_limit": 20.0, "cancelled": 4, "checks": 3, "drain_seconds": 10.0})
+    console.event(progress | {"seconds": 21.0})
+    console.close()
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 2 and lines[0].startswith("tasks 1 done") and "time limit reached" in lines[1], lines
