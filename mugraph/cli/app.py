@@ -36,7 +36,7 @@ from mugraph.pipeline.interrupts import (  # noqa: F401  (_interrupted: the hand
     resume_advice,
 )
 from mugraph.programs import builtin_programs, resolve_program
-from mugraph.run.prepare import nothing_to_search
+from mugraph.run.prepare import nothing_to_search, unread_parts
 from mugraph.stages.fragments import split_program
 from mugraph.stages.verify.check import DEFAULT_SEEDS, check_equivalence
 from mugraph.stages.verify.field import FieldSpec
@@ -223,6 +223,9 @@ def check(program: str, as_json: bool, seeds: str, backend: str, p: int, q: int,
     xp = get_array_module(backend)
     t0 = time.perf_counter()
     reference = prog.reference()
+    unread = unread_parts(reference)
+    if unread is not None:
+        click.echo(f"mugraph: warning: {prog.name}: {unread}", err=True)
     if show:
         click.echo(render(reference, f"reference {prog.name}  {_digests(reference, program=True)}"))
     if not prog.experts:

@@ -14,6 +14,9 @@ from mugraph.codegen.check import require_triton
 from mugraph.codegen.errors import CodegenError
 from mugraph.ir.errors import MugraphError
 from mugraph.ir.families import BOUNDARY
+from mugraph.ir.graph import KernelGraph
+from mugraph.ir.plural import counted, noun
+from mugraph.ir.types import OpKind
 from mugraph.pipeline.plan import RunPlan, fragment_io_layouts, make_plan
 from mugraph.programs import Program, resolve_program
 from mugraph.run.checks import (
@@ -125,6 +128,27 @@ def nothing_to_search(split: Split) -> str | None:
         f"every op of the program that reaches an output is glue ({', '.join(kinds)}), which stays as written: "
         "the search builds μGraphs of LAX ops only (docs/semantics.md)"
     )
+
+
+def unread_parts(program: KernelGraph) -> str | None:
+    """The inputs no output depends on and the ops whose results reach no output, said in one phrase
+    (None where there are none): what `optimize` leaves out of its search (`stages.fragments` drops
+    such ops), and `check` warns of."""
+    live = {t.index for t in program.output_tensors}
+    dead: list[str] = []
+    for op in reversed(program.ops):
+        if op.kind in BOUNDARY:
+            continue
+        if live.intersection(op.outputs):
+            live.update(op.inputs)
+        else:
+            dead.append(op.kind.value)
+    unused = [str(op.attr("name")) for op in program.ops_of(OpKind.INPUT) if op.outputs[0] not in live]
+    parts = [f"no output depends on {noun(len(unused), 'input')} {', '.join(unused)}"] if unused else []
+    if dead:
+        kinds = ", ".join(dict.fromkeys(reversed(dead)))  # each kind once, in program order
+        parts.append(f"{counted(len(dead), 'op')} ({kinds}) {noun(len(dead), 'reaches', 'reach')} no output")
+    return "; ".join(parts) + " (optimize leaves them out of its search)" if parts else None
 
 
 def prepare(program: Program | str, options: OptimizeOptions | None = None) -> Prepared:
