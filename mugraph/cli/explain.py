@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from mugraph.cli.options import command_memo, memo_options
+from mugraph.cli.options import command_memo, memo_options, space_options
 from mugraph.cli.records import json_line
 from mugraph.ir.errors import MugraphError
 from mugraph.pipeline.plan import program_config
@@ -15,7 +15,7 @@ from mugraph.programs import resolve_program
 from mugraph.run.expert import as_found, not_equivalent, split_note
 from mugraph.stages.fragments import split_program
 from mugraph.stages.prune.oracle import VERDICT_BYTES
-from mugraph.stages.search.config import PRESETS, parse_override
+from mugraph.stages.search.config import parse_override
 from mugraph.stages.search.explain import explain_expert
 from mugraph.stages.search.explore import Fragment, Searcher
 from mugraph.storage.memo.url import check_memo_url
@@ -24,16 +24,7 @@ from mugraph.storage.memo.url import check_memo_url
 @click.command()
 @click.argument("program")
 @click.option("--expert", "only", default=None, metavar="NAME", help="Explain this expert only (default: every one).")
-@click.option(
-    "--preset", type=click.Choice(PRESETS), default=None, help="Search space preset (default: the program's own)."
-)
-@click.option(
-    "--set",
-    "settings",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Override one search limit, as for `mugraph search`. Repeatable.",
-)
+@space_options
 @memo_options
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per expert on stdout.")
 def explain(

@@ -12,11 +12,26 @@ import click
 
 from mugraph.ir.errors import MugraphError
 from mugraph.programs import Program, resolve_program
+from mugraph.stages.search.config import PRESETS
 from mugraph.storage.memo.auth import MemoDirUnwritable
 from mugraph.storage.memo.layered import LayeredMemo
 from mugraph.storage.memo.session import verdict_memo
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+def space_options(f: F) -> F:
+    """`--preset` and `--set`: the search space of a command that searches or explains in this process."""
+    f = click.option(
+        "--set",
+        "settings",
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="Override one search limit, VALUE in JSON, e.g. --set 'grids=[[64,1,1]]' --set franges=[64]. Repeatable.",
+    )(f)
+    return click.option(
+        "--preset", type=click.Choice(PRESETS), default=None, help="Search space preset (default: the program's own)."
+    )(f)
 
 
 def memo_options(f: F) -> F:

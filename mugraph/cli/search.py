@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from mugraph.arrays.backend import get_array_module
-from mugraph.cli.options import backend_option, command_memo, memo_options
+from mugraph.cli.options import backend_option, command_memo, memo_options, space_options
 from mugraph.cli.records import ExpertOutcome, SearchSummary, json_line
 from mugraph.dashboards.progress_line import ProgressLine
 from mugraph.ir.canonical import canonical_digest
@@ -20,7 +20,7 @@ from mugraph.pipeline.plan import program_config
 from mugraph.programs import resolve_program
 from mugraph.run.checks import parse_duration
 from mugraph.stages.prune.oracle import VERDICT_BYTES
-from mugraph.stages.search.config import PRESETS, parse_override
+from mugraph.stages.search.config import parse_override
 from mugraph.stages.search.explain import explain_expert
 from mugraph.stages.search.explore import Fragment, Searcher
 from mugraph.stages.search.serial import DEFAULT_BUDGET, SearchReport, run_search
@@ -44,16 +44,7 @@ def _progress_text(r: SearchReport) -> str:
 
 @click.command()
 @click.argument("program")
-@click.option(
-    "--preset", type=click.Choice(PRESETS), default=None, help="Search space preset (default: the program's own)."
-)
-@click.option(
-    "--set",
-    "settings",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Override one search limit, VALUE in JSON, e.g. --set 'grids=[[64,1,1]]' --set franges=[64]. Repeatable.",
-)
+@space_options
 @click.option(
     "--time-limit",
     default=None,
