@@ -195,6 +195,14 @@ def preflight(run: Prepared) -> None:
         check_memo_secret(run.paths.memo_dir)
     if o.memo_url not in (None, "local"):
         check_memo_reachable(o.memo_url)
+    if o.emit_kernels:  # before the search, not after it: a file of the user's where the module would go
+        from mugraph.run.kernels import check_module_target
+
+        store = run.paths.store
+        check_module_target(
+            run.paths.kernels,
+            f"move it away, or run without --emit and write the module with `mugraph emit {store} --out FILE`",
+        )
 
 
 def _probe_scheduler_live(address: str) -> None:

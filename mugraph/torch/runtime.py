@@ -377,8 +377,9 @@ def _restored(
     when pickled; refused where the store now holds another model's run (`fresh` made it again)."""
     module = loader(Path(store))
     if model_digest != module.model_digest:
+        pickled = verdict.program if verdict is not None else module.model_name
         raise TorchError(
-            f"{module.model_name}: {store} now holds the run of another model than the pickled module's "
+            f"{pickled}: {store} now holds the run of another model than the pickled module's "
             "(made again with fresh=True, or by another version of mugraph); optimise the model again"
         )
     restore_tensors(module, state, module.model_name)

@@ -99,11 +99,17 @@ def test_emit_never_writes_over_a_file_it_did_not_write(tmp_path: Path) -> None:
         (["emit", "lora", "--json"], ["lora.kernels.py exists and is not a module", "--out"]),
         (["emit", "lora", "--out", "mine.py"], ["mine.py exists and is not a module", "another --out"]),
         (["emit", "lora", "--out", "nodir/k.py"], ["nodir", "does not exist"]),
+        (  # before the search, not after it
+            ["optimize", "lora", "--emit", "--store", "s.zarr", "--time-limit", "5", "--dashboard-address", ":0"],
+            ["s.kernels.py exists and is not a module", "without --emit"],
+        ),
     ]
+    (tmp_path / "s.kernels.py").write_text("mine\n")
     for args, words in refused:
         _one_line_error(mugraph(*args, cwd=tmp_path), *words)
     assert (tmp_path / "f32.py").read_text() == FLOAT32_PROGRAM and (tmp_path / "mine.py").read_text() == "mine\n"
     assert (tmp_path / "lora.kernels.py").read_text() == "mine\n"
+    assert not (tmp_path / "s.zarr").exists() and (tmp_path / "s.kernels.py").read_text() == "mine\n"
     for _ in range(2):
         proc = mugraph("emit", "lora", "--out", "k.py", cwd=tmp_path)
         assert proc.returncode == 0, proc.stderr
