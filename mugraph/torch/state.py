@@ -4,9 +4,10 @@ whole across a pickle.
 The kernels read a weight with the shape and dtype it was optimised for: a parameter replaced by one of
 another shape would be read past its end (garbage, or an illegal access on a GPU), and one converted to
 another dtype (`model.half()`, which the module shares) silently computes with rounded weights. So
-each call compares every weight with the exported program's, and the conversions that would change a
-dtype are refused before they touch anything. A pickle keeps every tensor the module holds, buffers
-that `state_dict()` leaves out (non-persistent ones: rotary caches) included."""
+each call compares every weight with the exported program's, and a conversion that would take a weight
+away from the dtype it was optimised for is refused before it touches anything. A pickle keeps every
+tensor the module holds, buffers that `state_dict()` leaves out (non-persistent ones: rotary caches)
+included."""
 
 from __future__ import annotations
 
