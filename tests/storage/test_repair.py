@@ -296,8 +296,9 @@ def test_damage_to_what_the_records_are_checked_against_is_refused(store: Path, 
 def test_a_dry_run_says_what_it_would_do_and_changes_nothing(store: Path) -> None:
     tamper(store / "found" / "0" / first_found(store, 0) / "zarr.json")
     before = file_digests(store)
+    (store / "mugraph.lock").write_text("12345\n")  # the last writer's pid
     report = repair_store(store, dry_run=True)
-    assert file_digests(store) == before
+    assert file_digests(store) == before and (store / "mugraph.lock").read_text() == "12345\n"
     assert report.plan.rerun and report.summary().startswith(f"would repair {store}: dropped 1 found μGraph")
     assert report.summary().endswith("nothing changed (--dry-run)")
     assert not report.record()["changed"]

@@ -29,9 +29,10 @@ class StoreLock:
         self.directory = directory
 
     @classmethod
-    def acquire(cls, directory: Path) -> StoreLock:
+    def acquire(cls, directory: Path, *, record: bool = True) -> StoreLock:
         """Lock `directory` (creating the lock file) or raise StoreBusy naming the holder's pid
-        (StoreDamaged if the lock file is a link)."""
+        (StoreDamaged if the lock file is a link). `record`: write this process's pid into the file
+        (a reader that changes nothing, `repair --dry-run`, leaves the file as it was)."""
         try:
             fd = open_nofollow(directory / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
         except LinkFound as exc:
@@ -49,8 +50,9 @@ class StoreLock:
         except BaseException:
             os.close(fd)
             raise
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        if record:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         return cls(fd, directory)
 
     @property

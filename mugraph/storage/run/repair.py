@@ -115,7 +115,7 @@ def repair_store(root: Path, *, dry_run: bool = False) -> RepairReport:
         read_root(root)  # before the lock: no lock file is made in a directory that is no run store
     except StoreDamaged as exc:  # said as every unrepairable damage is: not "run mugraph repair"
         raise unrepairable(exc) from None
-    lock = StoreLock.acquire(root)
+    lock = StoreLock.acquire(root, record=not dry_run)  # a dry run changes no file, the lock's included
     try:
         plan = plan_repair(scan_store(root))
         if plan.changes and not dry_run:
