@@ -3,6 +3,7 @@ is read back by `stored`: status, show, report)."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -151,5 +152,5 @@ def optimize(program: str, as_json: bool, layouts: tuple[str, ...], **flags: Any
     if flags["workers"] is not None and flags["scheduler"] is not None:
         raise click.UsageError("--workers starts a local cluster; with --scheduler the cluster's own workers run")
     # every other flag is the OptimizeOptions field of its name
-    options = OptimizeOptions(layouts=dict(_parse_layout(s) for s in layouts), **flags)
+    options = OptimizeOptions(layouts=dict(_parse_layout(s) for s in layouts), command=tuple(sys.argv[1:]), **flags)
     run_printed(program, options, as_json=as_json, echo=click.echo)

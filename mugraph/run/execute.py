@@ -29,7 +29,7 @@ from mugraph.storage.memo.url import redact_url
 from mugraph.storage.run.backends import open_store
 from mugraph.storage.run.errors import StoreMismatch
 from mugraph.storage.run.protocol import RunStoreWriter
-from mugraph.storage.run.recorded_command import made_from_python
+from mugraph.storage.run.recorded_command import is_model_command
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -197,8 +197,10 @@ def _drive(
             measure=o.measure,
             worker_env=worker_environment(memo_url),
         ).run()
-    from_python = made_from_python({"command": list(o.command or ())})
-    done["resume"] = resume_advice(o.fresh, call=from_python)  # what the page says of a stopped run
+    # How a stopped run goes on, said once for the page, the library and the command line: a library
+    # call (`run_optimize`, or `mugraph.optimize`'s model) is called again, a command line run again.
+    library = o.command is None or is_model_command(o.command)
+    done["resume"] = resume_advice(o.fresh, call=library)
     live.publish(client, done)  # before the client closes: the page says how the run ended
     return done
 
@@ -214,7 +216,6 @@ def _written_beside(run: Prepared, done: DoneEvent) -> DoneEvent:
         kernels, done["kernels_note"] = write_store_module(run.store)
         done["kernels"] = str(kernels)
     done["expert"] = _expert(run, done)
-    done["resume"] = resume_advice(o.fresh, call=True)  # the command line says its own
     return done
 
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from mugraph.dashboards.console import verdict_lines
-from mugraph.pipeline.interrupts import StdoutClosed, resume_advice
+from mugraph.pipeline.interrupts import StdoutClosed
 from mugraph.programs import Program
 from mugraph.run.execute import reused, run_prepared
 from mugraph.run.options import OptimizeOptions
@@ -48,7 +48,6 @@ def run_printed(
             done = run_prepared(run, emit)
         finally:
             console.close()
-        done["resume"] = resume_advice(options.fresh)  # as the command line says it
     if as_json:
         echo(json.dumps(done))
     else:

@@ -9,7 +9,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["TORCH_MODEL_ARG", "made_from_python", "program_argument", "python_call", "resuming_command"]
+__all__ = [
+    "TORCH_MODEL_ARG",
+    "is_model_command",
+    "made_from_python",
+    "program_argument",
+    "python_call",
+    "resuming_command",
+]
 
 TORCH_MODEL_ARG = "<torch model"  # how `mugraph.optimize` records its model in the command: `<torch model NAME>`
 
@@ -43,10 +50,16 @@ def program_argument(meta: Mapping[str, Any], program: str) -> str:
     return program if Path(cwd) == Path.cwd() else str(Path(cwd) / program)
 
 
+def is_model_command(command: object) -> bool:
+    """Whether `command` is what `mugraph.optimize` records for a model (`optimize <torch model NAME>`)."""
+    return isinstance(command, list | tuple) and any(
+        isinstance(a, str) and a.startswith(TORCH_MODEL_ARG) for a in command
+    )
+
+
 def made_from_python(meta: Mapping[str, Any]) -> bool:
     """Whether `mugraph.optimize` made the store from a model: its run resumes from Python only."""
-    command = meta.get("command")
-    return isinstance(command, list) and any(isinstance(a, str) and a.startswith(TORCH_MODEL_ARG) for a in command)
+    return is_model_command(meta.get("command"))
 
 
 def python_call(store: Path) -> str:
