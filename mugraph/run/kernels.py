@@ -90,34 +90,32 @@ def _layouts(
 def _store_reference(st: RunStoreReader) -> KernelGraph | None:
     """The program the store was made for: a built-in name, or the program file of its command,
     taken only if its digest is the store's."""
-    candidates = [st.identity.get("program", "")]
-    command = st.meta.get("command")
-    if isinstance(command, list) and len(command) > 1 and isinstance(command[1], str):
-        candidates.append(program_argument(st.meta, command[1]))
-    for spec in candidates:
-        try:
-            graph = resolve_program(spec).reference()
-        except MugraphError:
-            continue
-        if json_digest(graph) == st.identity.get("program_digest"):
-            return graph
-    return None
+    return _find_store_reference(st)[0]
 
 
-def _why_no_reference(st: RunStoreReader) -> str:
-    """Why `_store_reference` found no program to check the store against: its program file (or
-    built-in) is there but is not the program the run searched, or it cannot be found."""
+def _find_store_reference(st: RunStoreReader) -> tuple[KernelGraph | None, str | None]:
+    """`_store_reference`, or None and why not: the program file (or built-in) the run was made from is
+    there but is not the program the run searched, or it cannot be found."""
     spec = str(st.identity.get("program", ""))
+    candidates = [spec]
     command = st.meta.get("command")
     if isinstance(command, list) and len(command) > 1 and isinstance(command[1], str):
         spec = program_argument(st.meta, command[1])
-    try:
-        resolve_program(spec).reference()
-    except MugraphError:
+        candidates.append(spec)
+    resolved: set[str] = set()
+    for candidate in candidates:
+        try:
+            graph = resolve_program(candidate).reference()
+        except MugraphError:
+            continue
+        if json_digest(graph) == st.identity.get("program_digest"):
+            return graph, None
+        resolved.add(candidate)
+    if spec not in resolved:
         if Path(spec).suffix in (".py", ".json"):
-            return f"cannot find {spec}, the program file this store was made for; run it where that file is"
-        return f"cannot find the program {spec!r} this store was made for"
-    return (
+            return None, f"cannot find {spec}, the program file this store was made for; run it where that file is"
+        return None, f"cannot find the program {spec!r} this store was made for"
+    return None, (
         f"{spec} has changed since this run (its program digest differs from the store's program_digest); "
         "restore the file as it was, or emit from a store made for the file as it is now"
     )
@@ -220,8 +218,7 @@ def select_from_store(store: Path, digest: str | None) -> Selection:
             return Selection(graph, loads(frags[i]["graph"]), info, None, chosen, note)
         if final is None:
             raise MugraphError(_no_result(store, st.writer()))
-        reference = _store_reference(st)
-        unchecked = _why_no_reference(st) if reference is None else None
+        reference, unchecked = _find_store_reference(st)
         io = _run_io_layouts(st)
         for i in range(len(frags)):
             st.found(i)  # read whole, as show reads them: a damaged record is said here too
