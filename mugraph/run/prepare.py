@@ -28,7 +28,7 @@ from mugraph.run.checks import (
     check_workers,
 )
 from mugraph.run.options import OptimizeOptions, default_store
-from mugraph.stages.fragments import Split
+from mugraph.stages.fragments import Split, live_ops
 from mugraph.stages.layout.profiles import GpuProfile, get_profile
 from mugraph.stages.search.serial import DEFAULT_BUDGET
 from mugraph.storage.memo.url import check_memo_url
@@ -134,19 +134,13 @@ def unread_parts(program: KernelGraph) -> str | None:
     """The inputs no output depends on and the ops whose results reach no output, said in one phrase
     (None where there are none): what `optimize` leaves out of its search (`stages.fragments` drops
     such ops), and `check` warns of."""
-    live = {t.index for t in program.output_tensors}
-    dead: list[str] = []
-    for op in reversed(program.ops):
-        if op.kind in BOUNDARY:
-            continue
-        if live.intersection(op.outputs):
-            live.update(op.inputs)
-        else:
-            dead.append(op.kind.value)
+    kept, live = live_ops(program)
+    reached = set(kept)
+    dead = [op.kind.value for pos, op in enumerate(program.ops) if op.kind not in BOUNDARY and pos not in reached]
     unused = [str(op.attr("name")) for op in program.ops_of(OpKind.INPUT) if op.outputs[0] not in live]
     parts = [f"no output depends on {noun(len(unused), 'input')} {', '.join(unused)}"] if unused else []
     if dead:
-        kinds = ", ".join(dict.fromkeys(reversed(dead)))  # each kind once, in program order
+        kinds = ", ".join(dict.fromkeys(dead))  # each kind once, in program order
         parts.append(f"{counted(len(dead), 'op')} ({kinds}) {noun(len(dead), 'reaches', 'reach')} no output")
     return "; ".join(parts) + " (optimize leaves them out of its search)" if parts else None
 

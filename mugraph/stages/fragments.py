@@ -31,6 +31,19 @@ from mugraph.ir.types import NON_LAX_OPS, OpKind
 EXP_BEARING_OPS = frozenset({OpKind.EXP, OpKind.SILU, OpKind.GELU, OpKind.GELU_ERF})
 
 
+def live_ops(program: KernelGraph) -> tuple[list[int], set[int]]:
+    """The positions in `program.ops` of the compute ops some output depends on, in program order, and
+    the tensors those outputs depend on (inputs included): the rest is what a split drops."""
+    live = {t.index for t in program.output_tensors}
+    kept: list[int] = []
+    for pos in reversed(range(len(program.ops))):
+        op = program.ops[pos]
+        if op.kind not in BOUNDARY and live.intersection(op.outputs):
+            kept.append(pos)
+            live.update(op.inputs)
+    return kept[::-1], live
+
+
 class FragmentError(MugraphError):
     """A program cannot be split into fragments, or chosen μGraphs cannot be stitched back."""
 
@@ -120,14 +133,7 @@ class _Program:
         self.json_ops = to_json(program)["ops"]
         self.input_pos = {op.outputs[0]: pos for pos, op in enumerate(program.ops) if op.kind is OpKind.INPUT}
         self.output_tensors = {t.index for t in program.output_tensors}
-        live = set(self.output_tensors)
-        kept: list[int] = []
-        for pos in reversed(range(len(program.ops))):
-            op = program.ops[pos]
-            if op.kind not in BOUNDARY and live.intersection(op.outputs):
-                kept.append(pos)
-                live.update(op.inputs)
-        self.seq = kept[::-1]  # positions in program.ops of the live compute ops, in order
+        self.seq, _ = live_ops(program)  # positions in program.ops of the live compute ops, in order
         self.consumers: dict[int, list[int]] = {}  # tensor -> consuming steps (indices in seq)
         for step, pos in enumerate(self.seq):
             for t in program.ops[pos].inputs:

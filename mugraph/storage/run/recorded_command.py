@@ -27,7 +27,7 @@ def resuming_command(meta: Mapping[str, Any], store: Path) -> str | None:
     command = meta.get("command")
     if not (isinstance(command, list) and command[:1] == ["optimize"] and all(isinstance(a, str) for a in command)):
         return None
-    if any(a.startswith(TORCH_MODEL_ARG) for a in command):
+    if is_model_command(command):
         return None
     out: list[str] = []
     args = iter(command)
