@@ -20,14 +20,15 @@ def as_from_a_terminal() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def start(args: list[str], cwd: Path) -> subprocess.Popen[str]:
+def start(args: list[str], cwd: Path, stderr: int = subprocess.PIPE) -> subprocess.Popen[str]:
     """`python -m mugraph ARGS` in its own session (a process group to signal), unbuffered, taking
-    Ctrl-C as from a terminal; stdout and stderr piped."""
+    Ctrl-C as from a terminal; stdout piped, stderr piped unless given (DEVNULL, for a run of minutes
+    whose unread progress lines would fill the pipe)."""
     return subprocess.Popen(
         [sys.executable, "-m", "mugraph", *args],
         cwd=cwd,
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=stderr,
         text=True,
         start_new_session=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},

@@ -7,26 +7,17 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 from mugraph.dashboards.report import read_report_data
-from tests.helpers.cli_runs import mugraph
+from tests.helpers.cli_runs import mugraph, start
 
 
 def killed_after_layouts(store: Path, cwd: Path, wanted: int) -> set[str]:
     """Run lora's whole default space (minutes) until `wanted` μGraphs are laid out, then SIGKILL the
     driver, its workers and its memo server; the digests the run reported laid out."""
     args = ["optimize", "lora", "--store", str(store), "--json", "--dashboard-address", ":0", "--workers", "2"]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mugraph.cli", *args],
-        cwd=cwd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        start_new_session=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
+    proc = start(args, cwd, stderr=subprocess.DEVNULL)
     laid: set[str] = set()
     try:
         assert proc.stdout is not None

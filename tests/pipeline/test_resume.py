@@ -22,21 +22,10 @@ from mugraph.dashboards.report import read_report_data
 from mugraph.pipeline.events import Event
 from mugraph.pipeline.plan import RunPlan
 from mugraph.storage.run.store import RunStore
-from tests.helpers.cli_runs import done, mugraph, optimize_args
+from tests.helpers.cli_runs import done, mugraph, optimize_args, start
 
 Whole = tuple[dict[str, Any], set[tuple[int, ...]]]
 BUDGET = 20  # many small tasks, so a kill lands between and inside them
-
-
-def spawn(args: list[str], cwd: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "mugraph.cli", *args],
-        cwd=cwd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
 
 
 def kill_after(proc: subprocess.Popen[str], tasks_done: int, timeout: float = 120) -> dict[str, Any]:
@@ -74,7 +63,7 @@ def test_kill_9_at_several_points_then_resume(tmp_path: Path, uninterrupted: Who
     args = optimize_args("lora", store, "--workers", "2", budget=BUDGET)
     done_before = 0
     for target in (1, 60, 200):  # early (the first tasks), middle, late
-        seen = kill_after(spawn(args, tmp_path), target)
+        seen = kill_after(start(args, tmp_path, stderr=subprocess.DEVNULL), target)
         paths, n_done = table(store)
         # everything reported done before the kill is durable; done counts never go back
         assert n_done >= seen.get("tasks_done", 0) and n_done >= done_before
