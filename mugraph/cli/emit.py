@@ -100,20 +100,17 @@ def emit(
         "interpreted": None,
         "tolerance": default_tolerance(sel.reference) if sel.reference is not None else FP16_TOLERANCE,
     }
-    if sel.note:
-        result["note"] = sel.note
-    if sel.unchecked:
-        result["note"] = "; ".join(n for n in (sel.note, f"{UNCHECKED} {sel.unchecked}") if n)
+    notes = [n for n in (sel.note, sel.unchecked and f"{UNCHECKED} {sel.unchecked}") if n]
+    if notes:
+        result["note"] = "; ".join(notes)
     if check or time_it:
         _run_module(result, text, sel, source, check=check, time_it=time_it, native=native)
     result["seconds"] = round(time.perf_counter() - t0, 3)
     if as_json:
         click.echo(json_line(result))
     else:
-        if sel.note:
-            click.echo(f"mugraph: note: {sel.note}", err=True)
-        if sel.unchecked:
-            click.echo(f"mugraph: note: {UNCHECKED} {sel.unchecked}", err=True)
+        for note in notes:
+            click.echo(f"mugraph: note: {note}", err=True)
         for line in _verdict_lines(result, target, check=check, time_it=time_it):
             click.echo(line, err=True)
     if (check or time_it) and not result["ok"]:
