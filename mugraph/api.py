@@ -130,7 +130,9 @@ def load(store: str | Path) -> OptimizedModule:
     """The drop-in module of a run made from a PyTorch model (by `mugraph.optimize` or by `mugraph
     optimize model.py`): its best μGraphs so far as Triton kernels, the glue in torch, the weights
     those of the exported program saved with the run (checked against the digest the store recorded,
-    and refused where it holds anything torch would unpickle); its `verdict` as the store has it."""
+    and refused where it holds anything torch would unpickle); its `verdict` as the store has it. The
+    module is checked once against that program, on inputs made from the example inputs' shapes: where
+    its outputs differ, it runs the model's own program, and `verdict.self_check` says so."""
     from mugraph.torch.errors import require_torch
 
     require_torch()
@@ -140,5 +142,5 @@ def load(store: str | Path) -> OptimizedModule:
     path = Path(store)
     module = load_store(path)
     done = stored_done(path, write_missing_report=False)  # a store may be read-only: load writes nothing
-    module.verdict = verdict_of(done, module.heavy_glue, reused=True)
+    module.verdict = verdict_of(done, module.heavy_glue, reused=True).after_load(module.load_check)
     return module

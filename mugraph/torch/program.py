@@ -19,9 +19,13 @@ from mugraph.storage.run.records import metadata_file
 from mugraph.torch.archive import archive_digest
 from mugraph.torch.capture import Captured, exported_path, load_exported
 from mugraph.torch.errors import TorchError
+from mugraph.torch.load_check import LoadCheck, check_loaded
 from mugraph.torch.runtime import OptimizedModule
 
 META_KEY = EXPORTED_META_KEY
+# what `load_store` found of each store's module in this process, by (store, chosen μGraphs, archive
+# digest): a second load, a deepcopy or an unpickling checks nothing again
+_CHECKED: dict[tuple[str, str, str], LoadCheck] = {}
 
 
 def recorded_digest(meta: Mapping[str, Any]) -> str | None:
@@ -80,6 +84,12 @@ def optimized_module(store: Path, captured: Captured | None = None) -> Optimized
     `captured` (the model in this process, whose tensors it then shares) or else the exported program
     saved beside the store (checked against the digest the store recorded, and for anything torch
     would unpickle, before torch reads it); refused where the two were not made together."""
+    return _store_module(store, captured)[0]
+
+
+def _store_module(store: Path, captured: Captured | None) -> tuple[OptimizedModule, Captured, str]:
+    """`optimized_module`, the capture it was made around, and the digest of the exported program's
+    file the store recorded ("" for none)."""
     with open_existing(store, readonly=True) as st:
         identity = st.identity
         meta = dict(st.meta)
@@ -108,7 +118,7 @@ def optimized_module(store: Path, captured: Captured | None = None) -> Optimized
     module.store_path = store.resolve()  # where pickling finds it again, whatever the working directory
     module.model_digest = identity.get("model_digest")  # what an unpickled copy checks the store against
     module.store_loader = load_store
-    return module
+    return module, captured, recorded_digest(meta) or ""
 
 
 def _resume_hint(store: Path, meta: Mapping[str, Any]) -> str:
@@ -121,5 +131,17 @@ def _resume_hint(store: Path, meta: Mapping[str, Any]) -> str:
 
 def load_store(store: Path) -> OptimizedModule:
     """The drop-in module of a run store, from the exported program saved beside it (its own copy of
-    the weights)."""
-    return optimized_module(store)
+    the weights), checked once per process against that program (`load_check`): where its outputs
+    differ, the module runs the model's own program, and its `load_check` says what differed."""
+    module, captured, archive = _store_module(store, None)
+    key = (str(module.store_path), module.chosen, archive)
+    found = _CHECKED.get(key)
+    if found is None:
+        found = _CHECKED[key] = check_loaded(module, captured)
+    if found.mismatch is None:
+        module.load_check = found
+        return module
+    reference = OptimizedModule(captured, captured.lowering.graph, "reference")
+    reference.model_digest = module.model_digest
+    reference.load_check = found
+    return reference

@@ -31,6 +31,7 @@ from mugraph.torch.errors import InputMismatchError as InputMismatchError  # whe
 from mugraph.torch.errors import TorchError, TrainingModeError
 from mugraph.torch.flatten import VIEWS
 from mugraph.torch.kernels import Launcher
+from mugraph.torch.load_check import LoadCheck
 from mugraph.torch.operands import InputMaker, Slot, kernel_strides, register_state
 from mugraph.torch.state import StateReader, held_tensors, refuse_dtype_change, restore_tensors
 from mugraph.torch.verdict import Verdict, heavy_glue
@@ -114,6 +115,7 @@ class OptimizedModule(torch.nn.Module):
         self.heavy_glue = heavy_glue(captured)  # heavy ops torch runs as written (never searched)
         self._model_name = captured.name
         self._chosen = chosen  # what the program is (the μGraph digests), for repr
+        self.load_check: LoadCheck | None = None  # what `mugraph.load` found checking it, where it made it
         self._lowering = captured.lowering
         self._program = program
         self._nodes = {n.name: n for n in ep.graph.nodes}
@@ -140,6 +142,11 @@ class OptimizedModule(torch.nn.Module):
         self._launcher = Launcher(program, kernel_strides(program, self._lowering.inputs))
         self._inputs = InputMaker(self._lowering.inputs)
         self._steps = self._schedule()
+
+    @property
+    def chosen(self) -> str:
+        """The μGraphs it runs, per fragment ("f0=70d7a7612ba0, ..."), or "reference"."""
+        return self._chosen
 
     @property
     def verdict(self) -> Verdict:
@@ -383,5 +390,5 @@ def _restored(
             "(made again with fresh=True, or by another version of mugraph); optimise the model again"
         )
     restore_tensors(module, state, module.model_name)
-    module._verdict = verdict
+    module._verdict = verdict if verdict is None else verdict.after_load(module.load_check)
     return module

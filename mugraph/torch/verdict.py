@@ -5,12 +5,13 @@ only holds the module can then tell whether anything got faster."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from torch import fx
 
 from mugraph.ir.plural import counted, noun
 from mugraph.torch.capture import Captured
+from mugraph.torch.load_check import GENERATED, LoadCheck
 from mugraph.torch.timing import Measured
 
 # ATen ops that carry a model's FLOPs: where they stay glue, the search never saw them.
@@ -74,6 +75,19 @@ class Verdict:
     model_varies: bool = False
     # the module against the model, timed on the example inputs where the kernels ran compiled on a GPU
     measured: Measured | None = None
+    # the inputs of the check `self_check` reports: the example inputs (`mugraph.optimize`), or inputs
+    # made from their shapes and dtypes against the exported program (`mugraph.load`)
+    checked_on: str = "the example inputs"
+    # why `mugraph.load` did not check the module (a program that writes its buffers, say); None where it did
+    unchecked: str | None = None
+
+    def after_load(self, found: LoadCheck | None) -> Verdict:
+        """This verdict with what `mugraph.load`'s check of the module found."""
+        if found is None:
+            return self
+        if found.mismatch is not None:
+            return replace(self, self_check=found.mismatch, model_varies=False, checked_on=GENERATED, measured=None)
+        return replace(self, unchecked=found.skipped)
 
     @property
     def faster(self) -> bool:
@@ -102,9 +116,11 @@ class Verdict:
             )
         elif self.self_check is not None:
             out.append(
-                f"the optimised module's outputs differed from the model's on the example inputs ({self.self_check}): "
+                f"the optimised module's outputs differed from the model's on {self.checked_on} ({self.self_check}): "
                 "it runs the model's own program instead (a fault of mugraph on this machine; please report it)"
             )
+        elif self.unchecked is not None:
+            out.append(f"the module was not checked against the model's program when loaded: {self.unchecked}")
         if self.measured is not None:
             out.append(self.measured.line())
             if self.measured.ratio < 1.0 and self.self_check is None:

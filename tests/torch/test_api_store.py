@@ -29,6 +29,7 @@ from mugraph.storage.run.store import RunStore
 from mugraph.torch.archive import UnsafeArchiveError
 from mugraph.torch.capture import capture, exported_path
 from mugraph.torch.errors import TorchError
+from mugraph.torch.load_check import LoadCheck, check_loaded
 from mugraph.torch.runtime import OptimizedModule
 from tests.helpers.store_edits import edit_final_program, first_kind
 from tests.helpers.torch_models import GELU_LINEAR_SETTINGS, GeluLinear, build, inputs
@@ -297,3 +298,66 @@ def test_the_module_pickles_as_its_store_and_its_weights(run: Run) -> None:
     finally:
         with torch.no_grad():
             weight.copy_(saved)
+
+
+def test_load_checks_the_module_against_the_exported_program(run: Run) -> None:
+    """`mugraph.load` runs the module beside the exported program once, on inputs made from the example
+    inputs' shapes: kernels that agree are kept, and the verdict says nothing more."""
+    from mugraph.torch import program
+
+    program._CHECKED.clear()
+    again = mugraph.load(run.store)
+    assert again.load_check == LoadCheck() and again.chosen != "reference"
+    assert again.verdict.self_check is None and again.verdict.unchecked is None
+
+
+def test_load_runs_the_models_program_where_this_machines_kernels_disagree(
+    run: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kernel that computes wrong values on this machine (one of Triton's interpreter once did, for
+    bf16 dots) makes `mugraph.load` hand back the model's own program, and its verdict say why; a
+    pickle of the optimize's module, unpickled here, likewise."""
+    from mugraph.torch import program
+    from mugraph.torch.kernels import Launcher
+
+    right = Launcher.run
+
+    def off_by_one(self: Launcher, index: int, tensors: dict[int, torch.Tensor], device: Any) -> tuple[int, ...]:
+        made = right(self, index, tensors, device)
+        if self.program.ops[index].kind.name == "CUSTOMIZED":
+            for t in made:
+                tensors[t] = tensors[t] + 1
+        return made
+
+    monkeypatch.setattr(Launcher, "run", off_by_one)
+    program._CHECKED.clear()
+    loaded = mugraph.load(run.store)
+    assert loaded.chosen == "reference" and loaded.load_check is not None
+    said = loaded.verdict.self_check
+    assert said is not None and said.startswith("output 0 differs from the model's by")
+    note = loaded.verdict.notes()[0]
+    assert "on inputs made from the example inputs' shapes and dtypes" in note and "model's own program" in note
+    torch.testing.assert_close(loaded(*run.x), run.model(*run.x), atol=1e-5, rtol=1e-5)  # not off by one
+    unpickled = pickle.loads(pickle.dumps(run.module))
+    assert unpickled.chosen == "reference" and unpickled.verdict.self_check == said
+    program._CHECKED.clear()
+
+
+def test_the_load_check_skips_what_it_cannot_run_fairly(run: Run) -> None:
+    """A program that writes its buffers (the check would change them) and one whose outputs vary
+    between calls (a random op) are not checked, and the check says why."""
+    from tests.torch.test_self_check import Counter
+
+    x = inputs((16, 32))
+    counter = capture(Counter().eval(), x, "Counter")
+    assert check_loaded(run.module, counter).skipped == "the program writes to its buffers or inputs"
+
+    class Noisy(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x + torch.rand_like(x)
+
+    noisy = capture(Noisy().eval(), x, "Noisy")
+    assert check_loaded(lambda x: x, noisy).skipped == "the model's outputs differ from one call to the next"
+    gelu = capture(run.model, run.x, "GeluLinear")
+    assert check_loaded(lambda x: run.model(x) * 2, gelu).mismatch is not None
+    assert check_loaded(run.model, gelu) == LoadCheck()
