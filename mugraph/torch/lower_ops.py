@@ -53,6 +53,7 @@ class OpLowering(SplitPieces):
             aten.bmm.default: self.matmul,
             aten.einsum.default: self.einsum,
             aten.addmm.default: self.addmm,
+            aten.baddbmm.default: self.baddbmm,
             aten.add.Tensor: self.add,
             aten.add.Scalar: self.add,
             aten.sub.Tensor: self.sub,
@@ -169,6 +170,17 @@ class OpLowering(SplitPieces):
         dt = self.out_dtype(node)
         return self.g.add(
             self.g.matmul(self.tensor(b["mat1"], dt), self.tensor(b["mat2"], dt)), self.tensor(b["self"], dt, 2)
+        )
+
+    def baddbmm(self, node: fx.Node) -> Value:
+        """`input + batch1 @ batch2` (attention scores with a bias, as BLOOM and others compute them),
+        where beta and alpha are 1; other scalings are glue."""
+        b = bind(node)
+        if scalar(b.get("beta", 1)) != 1.0 or scalar(b.get("alpha", 1)) != 1.0:
+            raise Skip
+        dt = self.out_dtype(node)
+        return self.g.add(
+            self.g.matmul(self.tensor(b["batch1"], dt), self.tensor(b["batch2"], dt)), self.tensor(b["self"], dt, 3)
         )
 
     def _binary(self, node: fx.Node, kind: OpKind, a: Any, b: Any) -> Value:

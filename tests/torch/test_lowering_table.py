@@ -290,6 +290,13 @@ ROWS: list[Row] = [
         Expect((K.MATMUL,)),
     ),
     Row(
+        "`torch.baddbmm(bias, a, b)` (attention scores with a bias, as BLOOM computes them)",
+        "lowered: batched matmul + the bias (broadcast over its 1-dims), where beta and alpha are 1; else glue",
+        lambda: torch.baddbmm,
+        ((2, 1, 16), (2, 8, 64), (2, 64, 16)),
+        Expect((K.MATMUL, K.ADD)),
+    ),
+    Row(
         "attention scores `q @ k.transpose(-2, -1) / sqrt(d)`",
         "transpose: glue (k.T enters as an input); matmul lowered, the scale folded into q",
         lambda: attention_scores,
