@@ -346,7 +346,15 @@ def test_load_runs_the_models_program_where_this_machines_kernels_disagree(
 def test_the_load_check_skips_what_it_cannot_run_fairly(run: Run) -> None:
     """A program that writes its buffers (the check would change them) and one whose outputs vary
     between calls (a random op) are not checked, and the check says why."""
-    from tests.torch.test_self_check import Counter
+
+    class Counter(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("calls", torch.zeros(1))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            self.get_buffer("calls").add_(1)
+            return x * 2
 
     x = inputs((16, 32))
     counter = capture(Counter().eval(), x, "Counter")
