@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from mugraph.storage.memo.redis_server import STATE_NAME
+from mugraph.storage.memo.redis_files import STATE_NAME
 from mugraph.storage.memo.session import NO_SERVER_WARNING
 from tests.helpers.cli_runs import done, optimize_args
 from tests.helpers.narrow import NARROW

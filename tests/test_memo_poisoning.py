@@ -18,7 +18,8 @@ import redis
 from mugraph.storage.memo.auth import TAG_BYTES
 from mugraph.storage.memo.layered import LayeredMemo
 from mugraph.storage.memo.redis_backend import RedisMemo
-from mugraph.storage.memo.redis_server import EmbeddedRedis, find_redis_server
+from mugraph.storage.memo.redis_binary import find_redis_server
+from mugraph.storage.memo.redis_server import EmbeddedRedis
 from tests.helpers.cli_runs import done, optimize_args
 from tests.helpers.narrow import NARROW
 

@@ -15,7 +15,8 @@ from mugraph.storage.memo.layered import (
     MemoUnavailable,
     open_memo_store,
 )
-from mugraph.storage.memo.redis_server import EmbeddedRedis, find_redis_server
+from mugraph.storage.memo.redis_binary import find_redis_server
+from mugraph.storage.memo.redis_server import EmbeddedRedis
 from mugraph.storage.run.errors import StoreBusy, StoreDamaged, StoreError, StoreMismatch
 from mugraph.storage.run.protocol import RunStoreReader, RunStoreWriter
 from mugraph.storage.run.store import FoundRecord, RunStore, TaskRecord

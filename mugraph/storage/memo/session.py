@@ -10,7 +10,8 @@ from pathlib import Path
 from mugraph.ir.errors import MugraphError
 from mugraph.storage.memo.auth import attach_secret, load_secret
 from mugraph.storage.memo.layered import LayeredMemo, MemoStore, MemoUnavailable, open_memo_store
-from mugraph.storage.memo.redis_server import EmbeddedRedis, NoRedisServer, find_redis_server
+from mugraph.storage.memo.redis_binary import NoRedisServer, find_redis_server
+from mugraph.storage.memo.redis_server import EmbeddedRedis
 from mugraph.storage.memo.url import check_memo_url, redact_url
 
 NO_SERVER_WARNING = (
