@@ -10,7 +10,8 @@ from mugraph.ir.graph import KernelGraph
 from mugraph.ir.serialize import loads
 from mugraph.programs import Program
 from mugraph.stages.search.config import SearchConfig
-from mugraph.stages.search.explain import Explanation, explain_expert
+from mugraph.stages.search.explain import explain_expert
+from mugraph.stages.search.explanation import Explanation
 from mugraph.stages.search.explore import Fragment, Searcher
 from mugraph.stages.verify.check import check_equivalence
 from mugraph.stages.verify.names import in_reference_order

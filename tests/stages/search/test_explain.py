@@ -13,7 +13,8 @@ from mugraph.ir.canonical import canonical_digest
 from mugraph.programs import get_builtin
 from mugraph.run.expert import as_found
 from mugraph.stages.search.config import preset_config
-from mugraph.stages.search.explain import Explanation, explain_expert
+from mugraph.stages.search.explain import explain_expert
+from mugraph.stages.search.explanation import Explanation
 from mugraph.stages.search.explore import Fragment, Searcher
 from tests.helpers.builtin import reference
 from tests.helpers.cli_json import run, summary
