@@ -28,7 +28,8 @@ from mugraph.stages.prune.z3_encoding import smt_term
 from mugraph.stages.verify.algebra import Float64Algebra, ZpqAlgebra
 from mugraph.stages.verify.check import check_equivalence, field_inputs
 from mugraph.stages.verify.field import FieldSpec
-from mugraph.stages.verify.interpret import apply_common, evaluate
+from mugraph.stages.verify.interpret import evaluate
+from mugraph.stages.verify.op_meanings import apply_common
 from tests.helpers.emitting import emit_and_check
 
 Builder = Callable[[KernelGraph | BlockGraph, Tensor, Tensor], Tensor]

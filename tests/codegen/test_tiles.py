@@ -11,7 +11,7 @@ import pytest
 from mugraph.ir.graph import BlockGraph, KernelGraph
 from mugraph.ir.tiles import input_access, layout_strides, padded
 from mugraph.stages.verify.algebra import Float64Algebra
-from mugraph.stages.verify.interpret import partition
+from mugraph.stages.verify.tiles import partition
 
 
 def test_padded_extents() -> None:

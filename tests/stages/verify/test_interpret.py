@@ -6,11 +6,12 @@ import numpy as np
 import pytest
 
 from mugraph.ir.graph import BlockGraph, KernelGraph
-from mugraph.stages.verify import interpret
+from mugraph.stages.verify import block_graphs
 from mugraph.stages.verify.algebra import Float64Algebra, ZpqAlgebra, merges
 from mugraph.stages.verify.check import field_inputs, match_outputs
 from mugraph.stages.verify.field import FieldSpec
-from mugraph.stages.verify.interpret import assemble, evaluate, partition
+from mugraph.stages.verify.interpret import evaluate
+from mugraph.stages.verify.tiles import assemble, partition
 from tests.helpers.builtin import EXPERTS, PROGRAMS
 
 ALG = Float64Algebra(np)
@@ -52,7 +53,7 @@ def _one_block_program(accum: str, forloop: int, rdx: int = 4) -> KernelGraph:
 def loop_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Both ways of running a for-loop: every iteration at once, or one after another."""
     if request.param == "by iteration":
-        monkeypatch.setattr(interpret, "LOOP_AT_ONCE_BYTES", -1)
+        monkeypatch.setattr(block_graphs, "LOOP_AT_ONCE_BYTES", -1)
     return str(request.param)
 
 
@@ -106,7 +107,7 @@ def test_loop_at_once_equals_loop_by_iteration(name: str, label: str, monkeypatc
     case = field_inputs(graph, spec, 7, np)
     alg = ZpqAlgebra(np, spec, case.omega)
     at_once = evaluate(alg, graph, list(case.inputs))
-    monkeypatch.setattr(interpret, "LOOP_AT_ONCE_BYTES", -1)
+    monkeypatch.setattr(block_graphs, "LOOP_AT_ONCE_BYTES", -1)
     by_iteration = evaluate(alg, graph, list(case.inputs))
     assert all(np.array_equal(a, b) for a, b in zip(at_once, by_iteration, strict=True))
 
@@ -140,9 +141,9 @@ def test_a_loop_whose_merge_would_copy_gives_the_values_of_its_iterations(monkey
     spec = FieldSpec()
     case = field_inputs(g, spec, 3, np)
     alg = ZpqAlgebra(np, spec, case.omega)
-    view = interpret.partition(alg, case.inputs[1], b, (0, -1, -1), 1)  # (4, 1, 1, F, 16, 16)
+    view = partition(alg, case.inputs[1], b, (0, -1, -1), 1)  # (4, 1, 1, F, 16, 16)
     assert not merges(view, [3, 4])  # the case this test is about
     at_once = evaluate(alg, g, list(case.inputs))
-    monkeypatch.setattr(interpret, "LOOP_AT_ONCE_BYTES", -1)
+    monkeypatch.setattr(block_graphs, "LOOP_AT_ONCE_BYTES", -1)
     by_iteration = evaluate(alg, g, list(case.inputs))
     assert all(np.array_equal(p, q) for p, q in zip(at_once, by_iteration, strict=True))
