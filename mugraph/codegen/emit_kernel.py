@@ -16,7 +16,7 @@ reductions and matmul contractions never read garbage.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from math import prod
 from typing import assert_never
@@ -87,14 +87,27 @@ class _Body:
 
     # -- ops --------------------------------------------------------------------------------------
     def matmul(self, a: int, b: int, out: int) -> str:
-        sa, sb = self.shape(a), self.shape(b)
-        pa, pb = padded_shape(sa), padded_shape(sb)
-        rank = len(sa)
-        if rank > 3:
-            raise CodegenError(f"block matmul {fmt(sa)} x {fmt(sb)}: tiles of more than 3 dims are not supported")
+        pa, pb = padded_shape(self.shape(a)), padded_shape(self.shape(b))
+        if len(pa) <= 3:
+            return self._product(a, b, pa, pb, lambda expr, t: expr)
+        # tiles of 4 or more dims (attention's [B, H, S, D] with its batch kept): the leading dims merged
+        # into one batch dim (tl.dot takes 2 or 3), the product taken, and its dims given back
+        batch = prod(pa[:-2])
+        ma, mb = (batch, *pa[-2:]), (batch, *pb[-2:])
+        merged = {a: ma, b: mb}
+
+        def merge(expr: str, t: int) -> str:
+            return f"tl.reshape({expr}, {merged[t]})"
+
+        return f"tl.reshape({self._product(a, b, ma, mb, merge)}, {(*pa[:-1], pb[-1])})"
+
+    def _product(self, a: int, b: int, pa: Shape, pb: Shape, shaped: Callable[[str, int], str]) -> str:
+        """The product of tiles `a` and `b` of padded shapes `pa` and `pb` (2 or 3 dims), each operand's
+        expression passed through `shaped` (the merge of a 4-d tile's batch dims)."""
+        rank = len(pa)
         m, k, n = pa[-2], pa[-1], pb[-1]
         elem = TL_TYPES[self.bg.tensors[a].dtype]
-        fa, fb = (f"s{t}h" if t in self.loaded else f"s{t}.to({elem})" for t in (a, b))
+        fa, fb = (shaped(f"s{t}h" if t in self.loaded else f"s{t}.to({elem})", t) for t in (a, b))
         batch = prod(pa[:-2])
         # float32 operands: full float32 products ("ieee") unless TF32 was chosen (docs/semantics.md)
         opts = "out_dtype=tl.float32"
@@ -111,7 +124,7 @@ class _Body:
             return f"tl.dot({fa}, {fb}, {opts})"
         # a dim under 16 (tl.dot needs >= 16: a vector, a LoRA rank): a broadcast product summed over the
         # contraction dim, in float32 (an input read only by matmuls is loaded as fp16, `s<i>h`, alone)
-        ga, gb = (f"s{t}h.to(tl.float32)" if t in self.loaded else f"s{t}" for t in (a, b))
+        ga, gb = (shaped(f"s{t}h.to(tl.float32)" if t in self.loaded else f"s{t}", t) for t in (a, b))
         if rank == 2:
             return f"tl.sum({ga}[:, :, None] * {gb}[None, :, :], axis=1)"
         return f"tl.sum({ga}[:, :, :, None] * {gb}[:, None, :, :], axis=2)"
@@ -381,3 +394,17 @@ def _kernel_lines(body: _Body, head: list[str]) -> list[str]:
     lines.append("    # after the for-loop: accumulated results, the ops after accumulation, the stores")
     lines += [f"    {s}" for s in body.after]
     return lines
+
+
+def kernel_problem(graph: KernelGraph) -> str | None:
+    """Why the kernels of `graph`'s graph-defined ops cannot be written (None where they can): the
+    ranking leaves such a μGraph out, as it does one that no layout fits, rather than choose what no
+    module could run."""
+    for k, op in enumerate(graph.ops):
+        if op.block is None:
+            continue
+        try:
+            emit_kernel(op.block, f"k{k}", [f"in{i}" for i in range(len(op.block.sources))])
+        except CodegenError as e:
+            return str(e)
+    return None

@@ -1,6 +1,6 @@
 """Every op the IR has, at both levels, emitted and run in Triton's interpreter against the float64
 interpreter of the same graph: small graphs that also take the paths the benchmarks do not (tile
-extents that are not powers of two, a matmul with a dim of 1, a batched tl.dot, concat through
+extents that are not powers of two, a matmul with a dim of 1, a batched tl.dot, tiles of 4 dims, concat through
 scratch memory, reductions inside a block, every accumulator, redtox)."""
 
 from __future__ import annotations
@@ -98,6 +98,24 @@ def block_batched_dot_and_redtox() -> KernelGraph:
     return g
 
 
+def block_batched_4d() -> KernelGraph:
+    """Tiles of 4 dims, as attention's [B, H, S, D] with its batch kept (a decode step: B = 1, one query
+    row): a tl.dot over the merged batch dims, and a one-row product on the broadcast-and-sum path."""
+    g = KernelGraph()
+    q_d, k_d = g.new_input((2, 4, 16, 32), name="Q"), g.new_input((2, 4, 32, 16), name="K")
+    a_d, w_d = g.new_input((1, 4, 1, 16), name="A"), g.new_input((1, 4, 16, 32), name="W")
+    b = BlockGraph(grid=(2, 1, 1), forloop=1)
+    heads = (1, -1, -1)  # grid axis x splits the heads: [2,2,16,32] x [2,2,32,16], [1,2,1,16] x [1,2,16,32]
+    q, k = b.new_input(q_d, heads), b.new_input(k_d, heads)
+    a, w = b.new_input(a_d, heads), b.new_input(w_d, heads)
+    b.new_output(b.accum_no_red(b.matmul(q, k)), heads)
+    b.new_output(b.accum_no_red(b.exp(b.matmul(a, w))), heads)
+    o1, o2 = g.customized(b)
+    g.mark_output(o1, "O1")
+    g.mark_output(o2, "O2")
+    return g
+
+
 def kernel_ops() -> KernelGraph:
     g = KernelGraph()
     x, y = g.new_input((8, 24), name="X"), g.new_input((8, 16), name="Y")
@@ -119,6 +137,7 @@ GRAPHS: dict[str, Callable[[], KernelGraph]] = {
     "block_thin_matmul_2d": functools.partial(block_thin_matmul, 2),
     "block_thin_matmul_3d": functools.partial(block_thin_matmul, 3),
     "block_batched_dot_and_redtox": block_batched_dot_and_redtox,
+    "block_batched_4d": block_batched_4d,
     "kernel_ops": kernel_ops,
 }
 
