@@ -21,6 +21,7 @@ from distributed import WorkerPlugin, get_worker
 from distributed.system import MEMORY_LIMIT
 
 from mugraph.arrays.backend import ArrayModule, cupy_available, get_array_module
+from mugraph.codegen.emit_kernel import kernel_problem
 from mugraph.ir.errors import warning_line
 from mugraph.ir.serialize import loads
 from mugraph.pipeline.plan import FragmentPayload
@@ -312,8 +313,12 @@ def layout_task(digest: str, graph: str, io_layouts: dict[str, int] | None = Non
     """Choose the layouts of a confirmed μGraph (z3.Optimize) for the user's strides; the record the
     store keeps. No layout under those strides is a record with an `error`, not a failed task."""
     t0 = time.perf_counter()
+    g = loads(graph)
     try:
-        j = choose_layouts(loads(graph), io_layouts).to_json()
+        problem = kernel_problem(g)
+        if problem is not None:  # left out of the ranking, as a μGraph no layout fits is
+            raise LayoutError(f"no Triton kernels can be written for it: {problem}")
+        j = choose_layouts(g, io_layouts).to_json()
     except LayoutError as e:
         return {
             "schema": LAYOUT_SCHEMA,

@@ -198,3 +198,23 @@ def test_a_layout_task_reports_impossible_strides_as_a_record() -> None:
         LayoutResult.from_json(rec)
     ok = layout_task("d", dumps(builtin_programs()["gqa"].reference()))
     assert "error" not in ok and LayoutResult.from_json(ok).objective == ok["objective"]
+
+
+def test_a_layout_task_leaves_out_what_no_kernel_can_be_written_for() -> None:
+    """A μGraph the kernel writer cannot emit (here a reduction to 24 columns, not a power of two) is a
+    record with an `error`, which keeps it out of the ranking as a μGraph no layout fits is kept: the
+    run never chooses what no module could run."""
+    from mugraph.ir.graph import BlockGraph, KernelGraph
+    from mugraph.pipeline.worker import layout_task
+
+    g = KernelGraph()
+    q_d, k_d = g.new_input((2, 32, 32), name="Q"), g.new_input((2, 32, 96), name="K")
+    b = BlockGraph(grid=(1, 2, 1), forloop=2, rdx=24)
+    q = b.new_input(q_d, (-1, 1, -1), fmap=2)
+    k = b.new_input(k_d, (-1, -1, -1), fmap=1)
+    b.new_output(b.accum_redtox(b.matmul(q, k)), (-1, 1, -1))
+    g.mark_output(g.customized(b)[0], "O")
+    rec = layout_task("d", dumps(g))
+    assert rec["error"].startswith("no Triton kernels can be written for it: accum_redtox of [2,16,96]"), rec
+    with pytest.raises(LayoutError, match="no Triton kernels"):
+        LayoutResult.from_json(rec)
