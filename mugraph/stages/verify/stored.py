@@ -14,7 +14,7 @@ import numpy as np
 
 from mugraph.ir.graph import KernelGraph
 from mugraph.ir.types import OpKind
-from mugraph.stages.verify.check import FloatReference, ReferenceFingerprints, worst_error, worst_output
+from mugraph.stages.verify.check import DEFAULT_SEEDS, FloatReference, ReferenceFingerprints, worst_error, worst_output
 from mugraph.stages.verify.names import NameOrder, name_order, names_of
 
 __all__ = ["STORED_TOLERANCE", "stored_program_differs"]
@@ -30,8 +30,11 @@ def stored_program_differs(reference: KernelGraph, program: KernelGraph) -> str 
         return order
     errs = FloatReference(reference, np).rel_errs(program, order.outputs, order.inputs)
     if worst_error(errs) <= STORED_TOLERANCE:
-        matched, why = ReferenceFingerprints(reference).match_named(program)
-        return None if matched is not None else why
+        for seed in DEFAULT_SEEDS:  # one seed's inputs alive at a time: a 7B MLP's are 1 GB each
+            matched, why = ReferenceFingerprints(reference, (seed,), cache_bytes=0).match_named(program)
+            if matched is None:
+                return why
+        return None
     worst = worst_output(errs)
     name = names_of(reference, OpKind.OUTPUT)[worst]
     return f"output {name!r} differs from the program's in float64 (relative error {errs[worst]:.3g})"
