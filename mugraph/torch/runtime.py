@@ -131,6 +131,7 @@ class OptimizedModule(torch.nn.Module):
             for n in self._user_inputs
             if isinstance(self._nodes[n].meta.get("val"), torch.Tensor)
         }
+        self._shared = share  # the model's own tensors (else copies: `.half()` then converts no model)
         self._slots: dict[str, Slot] = register_state(self, ep, share)
         self._state = StateReader(captured.name, ep, self._slots)
         self.model_digest: str | None = None  # the store's identity's, where there is a store
@@ -190,7 +191,7 @@ class OptimizedModule(torch.nn.Module):
 
     def _apply(self, fn: Callable[[torch.Tensor], torch.Tensor], recurse: bool = True) -> Self:
         """`.to(device)` moves it; a change of dtype (`.half()`, `.to(torch.bfloat16)`) is refused."""
-        refuse_dtype_change(self, fn, self._model_name, self._state)
+        refuse_dtype_change(self, fn, self._model_name, self._state, self._shared)
         return cast(Self, super()._apply(fn, recurse))  # type: ignore[no-untyped-call]
 
     @property
@@ -207,10 +208,8 @@ class OptimizedModule(torch.nn.Module):
         """What runs where, as text: the lowered nodes and the glue (by fx node name), the program's ops,
         then the verdict (each fragment's outcome, the notes, the store and report)."""
         ops = [op.kind.value for op in self._program.ops if op.kind not in BOUNDARY]
-        lines = [
-            *self._lowering.describe(),
-            f"program ({len(ops)} ops, customized = one Triton kernel): " + ", ".join(ops),
-        ]
+        legend = ", customized = one Triton kernel" if OpKind.CUSTOMIZED.value in ops else ""
+        lines = [*self._lowering.describe(), f"program ({counted(len(ops), 'op')}{legend}): " + ", ".join(ops)]
         if self._verdict is not None:
             lines += ["verdict:", *(f"  {line}" for line in self._verdict.lines())]
         return "\n".join(lines)
@@ -295,11 +294,7 @@ class OptimizedModule(torch.nn.Module):
                 )
             if (tuple(value.shape), value.dtype) != want:
                 again = f", or optimise again for {value.dtype}" if value.dtype.is_floating_point else ""
-                fix = (
-                    f"pass {want[1]}{again}"
-                    if tuple(value.shape) == want[0]
-                    else "shapes are fixed: optimise again for another batch size"
-                )
+                fix = f"pass {want[1]}{again}" if tuple(value.shape) == want[0] else _shape_fix(value.shape, want[0])
                 raise InputMismatchError(
                     f"{self._model_name}: input {name} is {list(value.shape)} {value.dtype}; this module was optimised "
                     f"for {list(want[0])} {want[1]} ({fix})"
@@ -371,6 +366,15 @@ class OptimizedModule(torch.nn.Module):
             + (f", chosen={self._chosen!r}" if self._chosen else "")
             + (f", verdict={self._verdict.summary()!r}" if self._verdict is not None else "")
         )
+
+
+def _shape_fix(got: torch.Size, want: tuple[int, ...]) -> str:
+    """What to do about an input of another shape than the example's: the dims that differ named (a
+    KV cache grows along its sequence dim, not its batch)."""
+    if len(got) != len(want):
+        return f"{len(got)} dims where it was {len(want)}; shapes are fixed: optimise again for this shape"
+    dims = [f"dim {d} is {g}, not {w}" for d, (g, w) in enumerate(zip(got, want, strict=True)) if g != w]
+    return f"{'; '.join(dims)}; shapes are fixed: optimise again for this shape (a growing KV cache: docs/torch.md)"
 
 
 def _restored(

@@ -93,7 +93,11 @@ def restore_tensors(module: torch.nn.Module, state: Mapping[str, torch.Tensor], 
 
 
 def refuse_dtype_change(
-    module: torch.nn.Module, fn: Callable[[torch.Tensor], torch.Tensor], model: str, reader: StateReader
+    module: torch.nn.Module,
+    fn: Callable[[torch.Tensor], torch.Tensor],
+    model: str,
+    reader: StateReader,
+    shared: bool = True,
 ) -> None:
     """Refuse a conversion (`.half()`, `.to(torch.bfloat16)`, `.double()`) that would give a tensor the
     module holds another dtype than the one it was optimised for, before it changes any: the kernels
@@ -106,9 +110,13 @@ def refuse_dtype_change(
             continue
         probe = fn(torch.empty(0, dtype=current.dtype))
         if isinstance(probe, torch.Tensor) and probe.dtype not in (current.dtype, optimised):
+            why = (
+                "would also convert the model, whose parameters it shares"
+                if shared
+                else "would run kernels made for the other dtype"
+            )
             raise TorchError(
                 f"{model}: an optimized module keeps the dtypes it was optimised for ({optimised} here), and "
-                f"converting it to {probe.dtype} would also convert the model, whose parameters it shares; "
-                f"optimise a converted copy of the model instead (copy.deepcopy(model).to({probe.dtype}), "
-                "then mugraph.optimize)"
+                f"converting it to {probe.dtype} {why}; optimise a converted copy of the model instead "
+                f"(copy.deepcopy(model).to({probe.dtype}), then mugraph.optimize)"
             )

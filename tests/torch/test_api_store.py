@@ -94,6 +94,7 @@ def test_the_module_carries_the_verdict_and_describes_it(run: Run) -> None:
     assert not f0.kept_reference and f0.speedup > 1.0 and f0.kernels == 1 and f0.reason is None
     assert v.faster and v.heavy_glue == () and v.store == f"runs/{run.store.name}"
     text = run.module.describe()
+    assert "op, customized = one Triton kernel): customized" in text or "ops, customized = one" in text
     assert f"  f0: μGraph {f0.chosen[:16]}, 1 kernel, estimated {f0.speedup:.2f}x faster" in text.splitlines()
     assert "verdict:" in text and f"store: runs/{run.store.name}" in text
     assert "\n".join(f"  {line}" for line in str(v).splitlines()) in text  # print(fast.verdict): the same lines

@@ -39,6 +39,7 @@ def test_the_reference_program_as_a_module_computes_what_the_model_does(name: st
     assert list(module.state_dict()) == list(model.state_dict())
     lowered, glue, program = module.describe().splitlines()  # no verdict: not made by a search
     assert lowered.startswith("lowered (") and glue.startswith("glue run by PyTorch (") and "matmul" in program
+    assert "customized" not in program  # the reference: no kernel, so no legend for one
     other = build(cls, seed=5, dtype=dtype)
     module.load_state_dict(other.state_dict())
     assert rel_err(module(*x), other(*x)) <= tol and rel_err(module(*x), out) > 0.05
@@ -55,11 +56,15 @@ def test_a_function_with_a_weight_argument() -> None:
 @pytest.mark.parametrize(
     "call, message",
     [
-        ((torch.zeros(8, 64, dtype=torch.float16),), r"input x is \[8, 64\] torch.float16; .* \[16, 64\]"),
+        (
+            (torch.zeros(8, 64, dtype=torch.float16),),
+            r"input x is \[8, 64\] torch.float16; .* \[16, 64\] torch.float16 \(dim 0 is 8, not 16; shapes are fixed",
+        ),
+        ((torch.zeros(16, 64, 1, dtype=torch.float16),), r"\(3 dims where it was 2; shapes are fixed"),
         ((torch.zeros(16, 64),), r"torch.float32; this module was optimised for \[16, 64\] torch.float16 \(pass "),
         ((), r"takes 1 input \(x\), got 0: every input of the example call is required"),
     ],
-    ids=["shape", "dtype", "arity"],
+    ids=["shape", "rank", "dtype", "arity"],
 )
 def test_other_shapes_or_dtypes_are_refused(call: tuple[Any, ...], message: str) -> None:
     model = build(GeluMLP)
