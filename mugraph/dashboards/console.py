@@ -11,7 +11,7 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from mugraph.dashboards.summary import eta_rate, eta_text, held_back_reason, memo_text
+from mugraph.dashboards.summary import eta_rate, eta_text, held_back_reason, memo_text, speedup_text
 from mugraph.ir.plural import counted
 from mugraph.stages.layout.describe import seconds_text
 from mugraph.stages.layout.rows import RankRow
@@ -107,7 +107,7 @@ def not_confident_line(top: RankRow | Mapping[str, Any]) -> str:
     """Why the best candidate does not replace the reference."""
     return (
         f"    no μGraph is confidently faster than the reference: the best candidate, {top['digest'][:16]}, "
-        f"is estimated {top['speedup']:.2f}x, {why_not_confident(top)}; the reference is kept"
+        f"is estimated {speedup_text(top['speedup'])}, {why_not_confident(top)}; the reference is kept"
     )
 
 
@@ -125,7 +125,7 @@ def kept_reason(done: Mapping[str, Any], fragment: str) -> str | None:
         return None
     if fragment in done.get("not_confident", ()):
         top = ranking[0]
-        estimate = f"is estimated {top['speedup']:.2f}x, but {why_not_confident(top)}"
+        estimate = f"is estimated {speedup_text(top['speedup'])}, but {why_not_confident(top)}"
         return f"the best candidate, {top['digest'][:16]}, {estimate}"
     reference = done.get("reference", {}).get(fragment, {}).get("digest")
     if not [r for r in ranking if r["digest"] != reference]:  # nothing found but the reference's own graph

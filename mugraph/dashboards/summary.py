@@ -109,6 +109,12 @@ def rows_to_show(ranking: Sequence[Row], limit: int | None) -> list[tuple[int, R
     return shown
 
 
+def speedup_text(x: float) -> str:
+    """A speedup as a reader compares it with 1: two decimals, three where two would round it to
+    1.00x (a candidate 0.4% faster is not "1.00x, within the model's error")."""
+    return f"{x:.3f}x" if x != 1.0 and round(x, 2) == 1.0 else f"{x:.2f}x"
+
+
 def held_back_reason(row: Mapping[str, Any]) -> str:
     """Why a candidate estimated faster than the reference is not a confident choice, by the rules of
     stages.layout.rank.confident, the surest first: its tiles do not fit, spill registers, or come
@@ -158,8 +164,9 @@ def headline(ranking: Sequence[Mapping[str, Any]]) -> Headline | None:
     runner = next((r for r in ranking if r["digest"] != ref_row["digest"]), None) if is_ref else None
     kept = fastest = ""
     if runner is not None and row_seconds(runner)[0] < t_ref:
+        faster = speedup_text(t_ref / row_seconds(runner)[0])
         kept = (
-            f"; the fastest μGraph, {runner['digest'][:16]}, is estimated {t_ref / row_seconds(runner)[0]:.2f}x, "
+            f"; the fastest μGraph, {runner['digest'][:16]}, is estimated {faster}, "
             f"{held_back_reason(runner)}, so the reference is kept"
         )
     elif runner is not None:  # none beats it: the closest, so that the answer names what was found

@@ -127,3 +127,22 @@ def test_the_references_own_graph_found_by_the_search_is_not_named_the_fastest_m
     rows: list[Any] = [reference, own]
     lines = _ranking_lines(rows, None, {})
     assert lines[2].endswith("(the reference's own graph, as the search found it)") and "own" not in lines[1]
+
+
+def test_a_speedup_that_two_decimals_would_call_1_00x_gets_a_third() -> None:
+    """ "estimated 1.00x, but within the model's measured error" read as a reason for nothing; a
+    candidate 0.4% faster is said to be 1.004x."""
+    from mugraph.dashboards.console import not_confident_line
+    from mugraph.dashboards.summary import speedup_text
+
+    assert [speedup_text(x) for x in (1.0, 1.004, 0.996, 1.36, 1.006)] == [
+        "1.00x",
+        "1.004x",
+        "0.996x",
+        "1.36x",
+        "1.01x",
+    ]
+    near = row("c" * 64, 13.7e-6 / 1.004)
+    assert "is estimated 1.004x, within the model's measured error" in not_confident_line(near)
+    said = headline([REFERENCE, near])
+    assert said is not None and "is estimated 1.004x, within the model's measured error" in said["line"]
