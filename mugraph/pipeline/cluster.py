@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypedDict, TypeVar
+from urllib.parse import urlsplit
 
 import dask.config
 from distributed import Client, LocalCluster, Scheduler
@@ -319,6 +320,12 @@ def _local_cluster(security: Security, dashboard_address: str) -> tuple[LocalClu
             scheduler_sync_interval=CLUSTER_SYNC_SECONDS,
             **kwargs,
         )
+    # another process may take the port between the look and the start (two runs starting together):
+    # the scheduler moves its dashboard (its process keeps Dask's warning to itself) and the start
+    # line says which port was taken
+    asked, got = address.rpartition(":")[2], urlsplit(cluster.dashboard_link).port
+    if taken is None and asked not in ("", "0") and got is not None and str(got) != asked:
+        taken = asked
     return cluster, taken
 
 

@@ -31,6 +31,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from multiprocessing import Pipe
@@ -185,6 +186,8 @@ def serve(conn: Connection) -> None:
     assert isinstance(spec, SchedulerSpec)
     dask.config.update(dask.config.config, spec.config, priority="new")
     _log_at(spec.log_level)
+    # a dashboard port taken after the driver looked: the driver's start line says so (`_local_cluster`)
+    warnings.filterwarnings("ignore", message=r"Port \d+ is already in use", category=UserWarning)
     for sig in _INTERRUPTS:
         signal.signal(sig, _go_quiet)
     asyncio.run(_serve(conn, spec))
