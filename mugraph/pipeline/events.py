@@ -164,7 +164,7 @@ class DoneEvent(TypedDict):
     kernels: NotRequired[str | None]
     kernels_note: NotRequired[str | None]  # the kernels take other strides than the ranking assumed
     expert: NotRequired[str | None]
-    resume: NotRequired[str]  # how to go on with the run where it stopped before its end
+    resume: NotRequired[str | None]  # how to go on with a run that stopped before its end; None for a complete one
 
 
 Event = (

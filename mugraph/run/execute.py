@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import time
 import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -48,8 +49,12 @@ def run_optimize(
     on a Dask cluster, confirm, rank and stitch the best μGraphs into a Zarr store; the same call on the
     same store continues where a stopped one left off. `on_event` gets every event as the run goes
     (start, progress, found, confirmed, layout, measured); the return value is the `done` event, with
-    `report` and `kernels` (paths or None) added."""
-    return run_prepared(prepare(program, options), on_event)
+    `report` and `kernels` (paths or None) added. A store that holds the finished result already is
+    read back without a cluster (its `done` alone, as `mugraph optimize` and `mugraph.optimize` do)."""
+    t0 = time.perf_counter()
+    run = prepare(program, options)
+    stored = reused(run, t0)
+    return stored if stored is not None else run_prepared(run, on_event)
 
 
 def reused(run: Prepared, t0: float) -> DoneEvent | None:
@@ -200,7 +205,7 @@ def _drive(
     # How a stopped run goes on, said once for the page, the library and the command line: a library
     # call (`run_optimize`, or `mugraph.optimize`'s model) is called again, a command line run again.
     library = o.command is None or is_model_command(o.command)
-    done["resume"] = resume_advice(o.fresh, call=library)
+    done["resume"] = None if done["complete"] else resume_advice(o.fresh, call=library)
     live.publish(client, done)  # before the client closes: the page says how the run ended
     return done
 

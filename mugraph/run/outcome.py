@@ -24,6 +24,7 @@ from mugraph.dashboards.console import (
 from mugraph.dashboards.progress_line import ProgressLine
 from mugraph.dashboards.report import write_report
 from mugraph.ir.errors import MugraphError
+from mugraph.pipeline.records import MEMO_KEYS
 from mugraph.storage.run.backends import open_existing
 from mugraph.storage.run.paths import RunPaths
 
@@ -45,6 +46,7 @@ def stored_done(store: Path, t0: float | None = None, *, write_missing_report: b
         orders = [list(st.ranking(i) or []) for i in range(len(names))]
         summary = st.task_summary()
         program = str(st.identity.get("program", "model"))
+        size = st.size_bytes()
     ranked = [(n, o) for n, o in zip(names, orders, strict=True) if any(r.get("reference") for r in o)]
     rankings = {n: [r for r in o if not r.get("reference")] for n, o in ranked}
     references = {n: next(r for r in o if r.get("reference")) for n, o in ranked}
@@ -80,17 +82,20 @@ def stored_done(store: Path, t0: float | None = None, *, write_missing_report: b
         "tasks_pending": int(summary.get("pending", 0)),
         "states": int(counters.get("nodes", 0)),
         "solver_calls": int(counters.get("solver_calls", 0)),
-        "memo": {},
+        "memo": dict.fromkeys(MEMO_KEYS, 0),  # the same fields as a run's: nothing asked this time
         "worker_busy_seconds": {},
         "worker_peak_rss_mib": {},
         "driver_peak_rss_mib": 0.0,
-        "store_bytes": 0,
+        "store_bytes": size,
         "seconds": round(time.perf_counter() - t0, 3),
         "profile": None,
         "report": str(report) if report.is_file() else str(write_report(store)) if write_missing_report else None,
         "kernels": None,
+        "kernels_note": None,
         "expert": None,
     }
+    if final["complete"]:
+        done["resume"] = None  # else the reader's own advice: this store does not say what made it
     return done  # type: ignore[return-value]
 
 
