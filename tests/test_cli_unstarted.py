@@ -4,6 +4,7 @@ not reached yet (not "NOT found")."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -59,8 +60,17 @@ def test_a_live_run_with_nothing_yet_is_said_to_be_going(tmp_path: Path, capsys:
         assert f"the run is still going (pid {os.getpid()})" in line and "stopped" not in line, line
         line = _error_line(capsys, ["repair", str(store), "--dry-run"])
         assert f"pid {os.getpid()}" in line and "--store" not in line and "run repair again" in line, line
+        main(["show", str(store)])  # a poller in the first seconds of a run: exit 0, not "run optimize"
+        out = capsys.readouterr().out
+        assert f"the run is still going (pid {os.getpid()}) and has confirmed no μGraph yet" in out, out
+        main(["show", str(store), "--json"])
+        shown = json.loads(capsys.readouterr().out)
+        assert shown["running"] == os.getpid() and shown["final"] is None
+        assert all(f["ranking"] == [] for f in shown["fragments"])
     finally:
         live.close()
+    line = _error_line(capsys, ["show", str(store)])  # stopped with nothing confirmed: how to go on
+    assert "its run stopped before it confirmed a μGraph; run" in line and "to continue" in line, line
 
 
 def test_the_command_line_names_its_options_not_the_librarys_arguments(

@@ -332,11 +332,16 @@ def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) ->
         experts = expert_labels(st.identity, frags)
         names = program_outputs(st)
         resume = _resume_command(store, st.meta)
-    if final is None and not any(r["ranking"] for r in rows):
-        raise MugraphError(f"{store}: no result yet; run `mugraph optimize` on it first")
-    if as_json:
+    if final is None and not any(r["ranking"] for r in rows) and writer is None:
+        raise MugraphError(
+            f"{store}: no result yet: its run stopped before it confirmed a μGraph; run {resume} to continue"
+        )
+    if as_json:  # a run going on with nothing confirmed yet: empty rankings, `running` its pid
         shown = {"store": str(store), "fragments": rows, "final": final, "provisional": provisional, "running": writer}
         click.echo(json_line(shown))
+        return
+    if final is None and writer is not None and not any(r["ranking"] for r in rows):
+        click.echo(f"the run is still going (pid {writer}) and has confirmed no μGraph yet; show it again later")
         return
     if final is None:
         click.echo(_before_end(writer, resume))
