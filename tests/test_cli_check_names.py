@@ -1,5 +1,5 @@
 """`check` and `explain` compare an expert's outputs with the reference's by name, as the emitted
-module returns them: an expert that puts Q under the name K is a mismatch (exit 1, the outputs named),
+module returns them: an expert that puts Q under the name K is a mismatch (exit 1 from both, the outputs named),
 and one that marks or declares in another order but names right is equivalent."""
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def test_check_prints_the_mismatching_output(capsys: pytest.CaptureFixture[str])
 
 def test_explain_says_a_swapped_expert_is_not_equivalent(capsys: pytest.CaptureFixture[str]) -> None:
     status, out, _ = run(["explain", QK, *ADMIT, "--json"], capsys)
-    assert status == 0
+    assert status == 1  # a mismatch, as `check` says of it; the others are explained all the same
     rows = {row["expert"]: row for row in map(json.loads, out.strip().splitlines())}
     assert not rows["swapped"]["inside"] and rows["swapped"]["rule"] == "not equivalent"
     assert "'Q' (it computes the reference's 'K')" in rows["swapped"]["reason"]
@@ -78,7 +78,7 @@ def test_explain_of_an_expert_with_other_output_names_gives_no_seeds_advice(
     (tmp_path / "renamed.py").write_text(RENAMED)
     status, out, _ = run(["explain", str(tmp_path / "renamed.py"), "--memo-url", "local", "--json"], capsys)
     row = json.loads(out.strip().splitlines()[-1])
-    assert status == 0 and row["rule"] == "not equivalent" and "output names differ" in row["reason"], row
+    assert status == 1 and row["rule"] == "not equivalent" and "output names differ" in row["reason"], row
     assert "more seeds" not in row["reason"]
 
 

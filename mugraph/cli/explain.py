@@ -37,7 +37,8 @@ def explain(
     as_json: bool,
 ) -> None:
     """Say whether the search of PROGRAM (built-in name, .py or .json file) can find each of its experts:
-    if not, the first choice that excludes it and the setting that would admit it; if so, its path."""
+    if not, the first choice that excludes it and the setting that would admit it; if so, its path.
+    Exit 1 where an expert does not compute the reference (as `check` would say), else 0."""
     if memo_url is not None:
         check_memo_url(memo_url)
     prog = resolve_program(program)
@@ -53,12 +54,17 @@ def explain(
     with command_memo(memo_url, memo_dir, VERDICT_BYTES) as memo:
         reference = prog.reference()
         searcher = Searcher(Fragment(reference, config, prog.name), memo)
+        mismatched = False
         for label in labels:
             expert = prog.experts[label]()
-            e = not_equivalent(label, reference, expert) or explain_expert(searcher, label, as_found(reference, expert))
+            wrong = not_equivalent(label, reference, expert)
+            mismatched |= wrong is not None
+            e = wrong or explain_expert(searcher, label, as_found(reference, expert))
             if as_json:
                 click.echo(json_line({"program": prog.name, "fragments": parts, **e.as_json()}))
                 continue
             click.echo(f"{prog.name} [{label}]: {e.line()}")
             if e.labels:
                 click.echo(f"  {'path' if e.inside else 'excluded after'}: {' > '.join(e.labels)}")
+    if mismatched:  # an expert that is not the reference's equal: a mismatch, as `check` exits on one
+        raise SystemExit(1)
