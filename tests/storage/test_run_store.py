@@ -219,8 +219,9 @@ def test_fresh_refuses_a_directory_that_is_not_a_store(tmp_path: Path) -> None:
 
 def test_busy_in_the_same_process(tmp_path: Path) -> None:
     with new_store(tmp_path / "s") as st:
-        with pytest.raises(StoreBusy, match=f"pid {os.getpid()}"):
+        with pytest.raises(StoreBusy, match=r"in use by another run in this process \(another thread") as busy:
             new_store(tmp_path / "s")
+        assert busy.value.holder == str(os.getpid())
         with pytest.raises(StoreBusy):
             RunStore.open_existing(tmp_path / "s", readonly=False)
         with pytest.raises(StoreBusy):

@@ -44,7 +44,8 @@ class StoreDamaged(StoreError):
 
 
 class StoreBusy(StoreError):
-    """Another live process holds the store's lock: `holder` is its pid as the lock file says it."""
+    """Another live run holds the store's lock (another process, or another thread of this one):
+    `holder` is its pid as the lock file says it."""
 
     def __init__(self, message: str, holder: str = "unknown") -> None:
         super().__init__(message)

@@ -42,9 +42,14 @@ class StoreLock:
         except BlockingIOError:
             holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
             os.close(fd)
+            who = (
+                "another run in this process (another thread, or a call not yet returned)"
+                if holder == str(os.getpid())
+                else f"another mugraph process (pid {holder})"
+            )
             raise StoreBusy(
-                f"run store {directory} is in use by another mugraph process (pid {holder}); "
-                "wait for it to finish, stop it, or choose another --store",
+                f"run store {directory} is in use by {who}; wait for it to finish, stop it, or choose another "
+                "--store (store=)",
                 holder,
             ) from None
         except BaseException:
