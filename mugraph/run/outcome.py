@@ -192,6 +192,11 @@ class Console:
     def reused(self, done: Mapping[str, Any]) -> None:
         self._line(reused_line(done["program"], done["store"], len(done["ranking"]), done["tasks_done"]))
 
+    def finished_anyway(self, done: Mapping[str, Any]) -> None:
+        """An interrupt that came once the run had stored its whole result (closing its cluster,
+        writing its report): the result stands, read back from the store."""
+        self._line(f"mugraph: interrupted after the run finished; its result is complete in {done['store']}")
+
     def verdict(self, done: Mapping[str, Any], verdict: Verdict) -> None:
         for line in verdict_lines(done, verdict.gpu_profile):
             self._line(line)

@@ -46,6 +46,13 @@ def run_printed(
     else:
         try:
             done = run_prepared(run, emit)
+        except KeyboardInterrupt as e:
+            # after the whole result was stored (the cluster closing, the report written): it stands
+            finished = None if isinstance(e, StdoutClosed) else reused(run, t0)
+            if finished is None or not finished["complete"]:
+                raise
+            console.finished_anyway(finished)
+            done = finished
         finally:
             console.close()
     if as_json:
