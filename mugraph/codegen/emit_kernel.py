@@ -106,8 +106,10 @@ class _Body:
         expression passed through `shaped` (the merge of a 4-d tile's batch dims)."""
         rank = len(pa)
         m, k, n = pa[-2], pa[-1], pb[-1]
-        elem = TL_TYPES[self.bg.tensors[a].dtype]
-        fa, fb = (shaped(f"s{t}h" if t in self.loaded else f"s{t}.to({elem})", t) for t in (a, b))
+        dtype = self.bg.tensors[a].dtype
+        fa, fb = (
+            shaped(f"s{t}h" if t in self.loaded else narrowed(f"s{t}", dtype, self.interpreted), t) for t in (a, b)
+        )
         batch = prod(pa[:-2])
         # float32 operands: full float32 products ("ieee") unless TF32 was chosen (docs/semantics.md)
         opts = "out_dtype=tl.float32"
@@ -374,8 +376,8 @@ def _store_output(body: _Body, op: Op, k: int, strides: Shape | None) -> str:
     m = body.mask_of(bg.tensors[x].shape)
     opts = f", mask={m}" if m is not None else ""
     start = "" if acc.base == "0" else f" + {acc.base}"
-    elem = TL_TYPES[bg.tensors[x].dtype]
-    body.after.append(f"tl.store(out{k}_ptr{start} + {acc.offsets}, s{x}.to({elem}){opts})")
+    value = narrowed(f"s{x}", bg.tensors[x].dtype, body.interpreted)
+    body.after.append(f"tl.store(out{k}_ptr{start} + {acc.offsets}, {value}{opts})")
     return f"# out{k} {fmt(dshape)} <- s{x} {fmt(bg.tensors[x].shape)}: omap {list(omap)}"
 
 
@@ -394,6 +396,17 @@ def _kernel_lines(body: _Body, head: list[str]) -> list[str]:
     lines.append("    # after the for-loop: accumulated results, the ops after accumulation, the stores")
     lines += [f"    {s}" for s in body.after]
     return lines
+
+
+def narrowed(tile: str, dtype: DType, interpreted: bool) -> str:
+    """A float32 tile in `dtype`, rounded to nearest even. Triton's interpreter truncates a float32
+    value it converts to bfloat16 (half the values one ulp off, where a GPU rounds), so there the
+    rounding is written out on the bits; NaN stays NaN."""
+    if not (interpreted and dtype is DType.BFLOAT16):
+        return f"{tile}.to({TL_TYPES[dtype]})"
+    bits = f"{tile}.to(tl.uint32, bitcast=True)"
+    rounded = f"(({bits} + 0x7FFF + (({bits} >> 16) & 1)) >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True)"
+    return f"tl.where({tile} == {tile}, {rounded}, {tile}.to(tl.bfloat16))"
 
 
 def kernel_problem(graph: KernelGraph) -> str | None:

@@ -48,3 +48,21 @@ def test_a_weight_converted_after_optimising_is_named_not_left_to_tritons_words(
     (index,) = [i for i, op in enumerate(graph.ops) if op.block is not None]
     with pytest.raises(TorchError, match=r"torch.float64 tensor where the program computes in torch.float16"):
         launcher.run(index, tensors, None)
+
+
+def test_bfloat16_results_are_rounded_to_nearest_in_the_interpreter() -> None:
+    """Triton's interpreter truncates float32 to bfloat16 (half the values one ulp low, where a GPU
+    rounds): the kernels round on the bits there, so a fused product's bfloat16 output is torch's
+    float32 result rounded once, as torch and a GPU give it."""
+    graph = silu_of_product(DType.BFLOAT16)
+    launcher = Launcher(graph, {})
+    torch.manual_seed(0)
+    x = torch.randn(16, 64).to(torch.bfloat16)
+    w = (torch.randn(64, 128) / 8).to(torch.bfloat16)
+    tensors = {0: x, 1: w}
+    (index,) = [i for i, op in enumerate(graph.ops) if op.block is not None]
+    (out,) = launcher.run(index, tensors, None)
+    exact = torch.nn.functional.silu(x.double() @ w.double())  # float32's sum is within its ulps of this
+    rounded = exact.to(torch.bfloat16)
+    same = float((tensors[out] == rounded).float().mean())
+    assert same >= 0.97, same  # truncation matched 0.5 of them
