@@ -128,13 +128,15 @@ def kept_reason(done: Mapping[str, Any], fragment: str) -> str | None:
         estimate = f"is estimated {speedup_text(top['speedup'])}, but {why_not_confident(top)}"
         return f"the best candidate, {top['digest'][:16]}, {estimate}"
     reference = done.get("reference", {}).get(fragment, {}).get("digest")
-    if not [r for r in ranking if r["digest"] != reference]:  # nothing found but the reference's own graph
+    others = [r for r in ranking if r["digest"] != reference]  # the reference's own graph is found too
+    if not others:
         if done["complete"]:
             # the space holds none (a constant multiply with no weight to fold into is one such op:
             # the search has no scalar op to build it with)
             return "its whole search space holds no μGraph equal to it other than the reference itself"
         return "the search stopped at its time limit before finding any μGraph equal to it"
-    return f"no μGraph found is estimated faster (the best, {ranking[0]['digest'][:16]}, {ranking[0]['speedup']:.2f}x)"
+    best = others[0]
+    return f"no μGraph found is estimated faster (the best, {best['digest'][:16]}, {speedup_text(best['speedup'])})"
 
 
 def _states_and_calls(done: Mapping[str, Any]) -> str:

@@ -146,3 +146,15 @@ def test_a_speedup_that_two_decimals_would_call_1_00x_gets_a_third() -> None:
     assert "is estimated 1.004x, within the model's measured error" in not_confident_line(near)
     said = headline([REFERENCE, near])
     assert said is not None and "is estimated 1.004x, within the model's measured error" in said["line"]
+
+
+def test_a_kept_reference_names_the_best_mugraph_other_than_its_own_graph() -> None:
+    """The reference's own graph, found by the search and ranked first at 1.00x, is not "the best"
+    μGraph found: the reason names the fastest other one, as `show`'s headline does."""
+    from mugraph.dashboards.console import kept_reason
+
+    own = {"digest": "r" * 64, "speedup": 1.0, "fits": True}
+    other = {"digest": "c" * 64, "speedup": 0.96, "fits": True}
+    done = {"ranking": {"f0": [own, other]}, "reference": {"f0": {"digest": "r" * 64, "reference": True}}}
+    done |= {"complete": True, "best_per_fragment": {"f0": "r" * 64}}
+    assert kept_reason(done, "f0") == f"no μGraph found is estimated faster (the best, {'c' * 16}, 0.96x)"
