@@ -233,6 +233,7 @@ def _torch_program(path: Path, ns: dict[str, object]) -> Program:
 
         require_torch()
         from mugraph.torch.capture import capture
+        from mugraph.torch.verdict import heavy_glue
 
         captured = capture(ns["model"], ns["example_inputs"], name if isinstance(name, str) else None)
     except MugraphError as e:
@@ -243,6 +244,7 @@ def _torch_program(path: Path, ns: dict[str, object]) -> Program:
         description=f"PyTorch model from {path}",
         save_beside=captured.save_beside,
         model_digest=captured.model_digest,
+        heavy_glue=heavy_glue(captured),
     )
 
 

@@ -35,6 +35,9 @@ class Program:
     # A captured model's digest whole, glue included (`torch.capture.Captured.model_digest`): part of the
     # run's identity, as two models may lower to one searched program and differ in their glue
     model_digest: str | None = None
+    # Heavy ops of a captured model that stay glue, run by PyTorch as written and never searched
+    # ("conv2d (conv2d_1)"): what the command line's verdict notes, as `mugraph.optimize`'s does
+    heavy_glue: tuple[str, ...] = ()
 
     @property
     def from_torch(self) -> bool:

@@ -58,6 +58,18 @@ def run_printed(
     if as_json:
         echo(json.dumps(done))
     else:
-        for line in verdict_lines(done, done["gpu_profile"]):
+        for line in verdict_lines(done, done["gpu_profile"]) + _model_notes(run.program, done):
             echo(line)
     return done
+
+
+def _model_notes(program: Program, done: DoneEvent) -> list[str]:
+    """A PyTorch model's notes, as `mugraph.optimize`'s verdict gives them: heavy ops it leaves to
+    PyTorch, and every fragment keeping the model's own ops."""
+    if not program.from_torch:
+        return []
+    from mugraph.torch.verdict import glue_notes
+
+    refs = done["reference"]
+    all_kept = bool(refs) and all(done["best_per_fragment"].get(f) == row["digest"] for f, row in refs.items())
+    return [f"  note: {n}" for n in glue_notes(program.heavy_glue, all_kept)]

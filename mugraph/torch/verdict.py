@@ -5,6 +5,7 @@ only holds the module can then tell whether anything got faster."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from torch import fx
@@ -129,16 +130,7 @@ class Verdict:
                     "than the estimate counts at these sizes; a CUDA graph of the module replays them without "
                     'Python (docs/torch.md, "On a GPU")'
                 )
-        if self.heavy_glue:
-            out.append(
-                f"{counted(len(self.heavy_glue), 'heavy op')} {noun(len(self.heavy_glue), 'stays', 'stay')} glue, "
-                "run by PyTorch as written and not searched: " + ", ".join(self.heavy_glue)
-            )
-        if self.fragments and all(f.kept_reference for f in self.fragments):
-            out.append(
-                "every fragment kept the reference: the module runs the model's own ops (as Triton kernels and "
-                "torch calls), estimated no faster than the model"
-            )
+        out += glue_notes(self.heavy_glue, bool(self.fragments) and all(f.kept_reference for f in self.fragments))
         if not self.complete:
             out.append("the search stopped at its time limit: optimise again (without fresh=True) to resume it")
         return out
@@ -156,6 +148,23 @@ class Verdict:
             f"store: {self.store}",
             *([f"report: {self.report}"] if self.report else []),
         ]
+
+
+def glue_notes(heavy: Sequence[str], all_kept: bool) -> list[str]:
+    """What a model's verdict notes of what it leaves to PyTorch: heavy ops never searched, and a
+    module that runs the model's own ops everywhere (`mugraph.optimize`'s and the command line's)."""
+    out = []
+    if heavy:
+        out.append(
+            f"{counted(len(heavy), 'heavy op')} {noun(len(heavy), 'stays', 'stay')} glue, "
+            "run by PyTorch as written and not searched: " + ", ".join(heavy)
+        )
+    if all_kept:
+        out.append(
+            "every fragment kept the reference: the module runs the model's own ops (as Triton kernels and "
+            "torch calls), estimated no faster than the model"
+        )
+    return out
 
 
 def heavy_glue(captured: Captured) -> tuple[str, ...]:

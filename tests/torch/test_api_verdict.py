@@ -3,6 +3,8 @@ layer, which is never lowered) is named, a lowered one is not."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -50,3 +52,44 @@ def test_a_printed_verdict_reads_as_the_modules_description_does() -> None:
         "store: runs/m.zarr",
     ]
     assert repr(verdict).startswith("Verdict(program='m'")  # the record, for a debugger
+
+
+MODEL_FILE = """
+from pathlib import Path
+
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+
+class HalfAndFloat(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(32, 64, bias=False).half()
+        self.side = nn.Linear(32, 8, bias=False)
+
+    def forward(self, x):
+        return F.gelu(self.fc(x)), self.side(x.float())
+
+
+model = HalfAndFloat().eval()
+example_inputs = (torch.randn(16, 32).half(),)
+"""
+
+
+def test_the_command_line_notes_what_a_model_leaves_to_pytorch(tmp_path: Path) -> None:
+    """`mugraph optimize model.py` gives the notes `mugraph.optimize`'s verdict gives: the heavy ops
+    PyTorch runs unsearched, and a module that keeps the model's own ops everywhere."""
+    from mugraph.programs import resolve_program
+    from mugraph.run.printed import _model_notes
+
+    path = tmp_path / "model.py"
+    path.write_text(MODEL_FILE)
+    program = resolve_program(str(path))
+    assert len(program.heavy_glue) == 1 and program.heavy_glue[0].startswith("linear (")
+    kept = {"reference": {"f0": {"digest": "r"}}, "best_per_fragment": {"f0": "r"}}
+    notes = _model_notes(program, kept)  # type: ignore[arg-type]
+    assert notes[0].startswith("  note: 1 heavy op stays glue, run by PyTorch as written and not searched: linear")
+    assert notes[1].startswith("  note: every fragment kept the reference")
+    chosen = {"reference": {"f0": {"digest": "r"}}, "best_per_fragment": {"f0": "c"}}
+    assert len(_model_notes(program, chosen)) == 1  # type: ignore[arg-type]
