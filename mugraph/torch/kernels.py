@@ -210,6 +210,15 @@ class _KernelCall:
 _INTERPRETER = threading.Lock()
 
 
+def _quiet_numpy(interpreted: bool) -> contextlib.AbstractContextManager[Any]:
+    """NumPy's floating-point warnings off while Triton's interpreter runs a kernel."""
+    if not interpreted:
+        return contextlib.nullcontext()
+    import numpy as np
+
+    return np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore")
+
+
 class Launcher:
     """The kernels of one program, and the call that runs any of its ops."""
 
@@ -239,7 +248,9 @@ class Launcher:
         outs = [torch.empty(shape, dtype=dtype, device=where) for shape, dtype in call.outputs]
         scratch = [torch.empty(shape, dtype=torch.float32, device=where) for shape in call.scratch]
         try:
-            with _INTERPRETER if self.interpreted else contextlib.nullcontext():
+            # the interpreter computes with NumPy, which warns of an exp that overflows on the way to
+            # a right value (tanh-GELU's exp(2u) for large u gives tanh's ±1): not the user's business
+            with _INTERPRETER if self.interpreted else contextlib.nullcontext(), _quiet_numpy(self.interpreted):
                 call.launch(*[fitted(a, s) for a, s in zip(args, call.strides, strict=True)], *outs, *scratch)
         except Exception as e:  # Triton's own words for a tensor of another dtype are about tl.dot operands
             self._refuse_dtypes(op, args, e)

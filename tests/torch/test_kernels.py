@@ -66,3 +66,24 @@ def test_bfloat16_results_are_rounded_to_nearest_in_the_interpreter() -> None:
     rounded = exact.to(torch.bfloat16)
     same = float((tensors[out] == rounded).float().mean())
     assert same >= 0.97, same  # truncation matched 0.5 of them
+
+
+def test_the_interpreter_keeps_numpys_overflow_warnings_to_itself() -> None:
+    """tanh-GELU of large values overflows an exp on the way to tanh's ±1 (a right result): NumPy,
+    under Triton's interpreter, warned of it at every call of a loaded module."""
+    import warnings
+
+    from mugraph.ir.graph import BlockGraph, KernelGraph
+
+    g = KernelGraph()
+    b = BlockGraph(grid=(1, 1, 1), forloop=1)
+    x = b.new_input(g.new_input((16, 64), name="X"), (-1, -1, -1))
+    b.new_output(b.accum_no_red(b.gelu(x)), (-1, -1, -1))
+    g.mark_output(g.customized(b)[0], "O")
+    (index,) = [i for i, op in enumerate(g.ops) if op.block is not None]
+    tensors = {0: (torch.randn(16, 64, generator=torch.Generator().manual_seed(0)) * 1000).half()}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        (out,) = Launcher(g, {}).run(index, tensors, None)
+    want = torch.nn.functional.gelu(tensors[0].float(), approximate="tanh")
+    assert torch.allclose(tensors[out].float(), want, rtol=1e-3, atol=1e-3)
