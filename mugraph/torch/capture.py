@@ -209,7 +209,10 @@ def check_eval_mode(module: torch.nn.Module, name: str) -> None:
     """Refuse a module in training mode: captured in eval mode it would compute something else (dropout
     off, batch norm on running statistics) and the returned module would differ from the model as the
     user holds it; switching it quietly hides that, so the user decides."""
-    training = [sub or "the model itself" for sub, m in module.named_modules() if m.training]
+    # submodules by path and class ("0 (Linear)": a Sequential's children are numbers)
+    training = [
+        f"{sub} ({type(m).__name__})" if sub else "the model itself" for sub, m in module.named_modules() if m.training
+    ]
     if training:
         shown = ", ".join(training[:3]) + (f" and {len(training) - 3} more" if len(training) > 3 else "")
         what = f"{name} is in training mode" if module.training else f"{name} has submodules in training mode"
