@@ -327,6 +327,13 @@ ROWS: list[Row] = [
         Expect((K.MATMUL,), glue=("softmax",)),
     ),
     Row(
+        "`nn.GroupNorm` (a UNet's, a ConvNeXt's), `nn.BatchNorm1d/2d` in eval mode",
+        "glue (the IR's norms act on the last dim; these normalise over channels or groups of them)",
+        lambda: _half(nn.Sequential(nn.GroupNorm(4, 16), nn.ReLU(), nn.BatchNorm2d(16), nn.ReLU()))(),
+        ((2, 16, 8, 8),),
+        Expect((K.RELU, K.RELU), glue=("group_norm", "_native_batch_norm_legit_no_training", "getitem")),
+    ),
+    Row(
         "`F.scaled_dot_product_attention`",
         "glue",
         lambda: lambda q, k, v: F.scaled_dot_product_attention(q @ q.transpose(-1, -2), k, v),
