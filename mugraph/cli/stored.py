@@ -69,8 +69,8 @@ class ShownFragment(TypedDict):
 
 STOPPED_EARLY = (
     "the run stopped before its end (interrupted or killed): the rankings below are of the μGraphs confirmed "
-    "and laid out so far, not stitched or checked end to end; run {command} to continue, or add "
-    "`--time-limit 1` to it to only rank and stitch what the store holds"
+    "and laid out so far, not stitched or checked end to end; run {command} to continue, or run it with "
+    "`--time-limit 1` (in place of any limit it has) to only rank and stitch what the store holds"
 )
 
 
@@ -208,20 +208,24 @@ def status(store: Path, as_json: bool) -> None:
 
 
 def _tie_values(term: str, values: Any) -> str:
-    """The two values of the term that separates a near tie, in its unit (times in μs, counts as counts)."""
+    """The two values of the term that separates a near tie, in its unit (times in μs, counts as counts;
+    times apart by less than a tenth of a μs with more digits)."""
     if not isinstance(values, list | tuple):
         return str(values)
 
-    def one(v: Any) -> str:
+    def one(v: Any, digits: int = 0) -> str:
         if v is None:
             return "-"
         if term.endswith("_seconds") and isinstance(v, int | float):
-            return seconds_text(float(v))
+            return f"{float(v) * 1e6:.{digits}g} μs" if digits else seconds_text(float(v))
         if term == "digest" and isinstance(v, str):
             return v[:16]
         return f"{v:,}" if isinstance(v, int) else (f"{v:,.3g}" if isinstance(v, float) else str(v))
 
-    return " against ".join(one(v) for v in values)
+    texts = [one(v) for v in values]
+    if len(set(texts)) == 1 and len(set(values)) > 1:
+        texts = [one(v, 6) for v in values]
+    return " against ".join(texts)
 
 
 def _held_back(e: RankedRow) -> str | None:

@@ -181,6 +181,8 @@ def verdict_lines(done: Mapping[str, Any], gpu_name: str) -> list[str]:
         )
         if name in done.get("not_confident", ()):
             lines.append(not_confident_line(ranking[0]))
+        elif best["reference"]:
+            lines.append(f"    the reference is kept: {kept_reason(done, name)}")
         if best.get("measured_seconds") is not None:
             speedup = best.get("measured_speedup")
             lines.append(

@@ -158,3 +158,26 @@ def test_a_kept_reference_names_the_best_mugraph_other_than_its_own_graph() -> N
     done = {"ranking": {"f0": [own, other]}, "reference": {"f0": {"digest": "r" * 64, "reference": True}}}
     done |= {"complete": True, "best_per_fragment": {"f0": "r" * 64}}
     assert kept_reason(done, "f0") == f"no μGraph found is estimated faster (the best, {'c' * 16}, 0.96x)"
+
+
+def test_the_command_lines_verdict_says_why_a_reference_is_kept() -> None:
+    """README: where no μGraph is chosen "the output then says so": the summary line's reason, as
+    `describe()` and `show` give it."""
+    from mugraph.dashboards.console import verdict_lines
+
+    ref = {**REFERENCE, "kernels": 1}
+    done = {
+        "program": "p", "complete": True, "mugraphs": [], "tasks_run": 1, "states": 10, "solver_calls": 1,
+        "seconds": 1.0, "ranking": {"f0": [ref]}, "reference": {"f0": ref}, "best_per_fragment": {"f0": ref["digest"]},
+        "store": "s.zarr", "report": "s.html",
+    }  # fmt: skip
+    lines = verdict_lines(done, "H100")
+    kept = "its whole search space holds no μGraph equal to it other than the reference itself"
+    assert lines[2] == f"    the reference is kept: {kept}"
+
+
+def test_near_tie_times_apart_below_a_tenth_of_a_microsecond_get_more_digits() -> None:
+    from mugraph.cli.stored import _tie_values
+
+    assert _tie_values("roofline_seconds", [3.0e-6, 3.04e-6]) == "3 μs against 3.04 μs"
+    assert _tie_values("roofline_seconds", [3.0e-6, 4.0e-6]) == "3.0 μs against 4.0 μs"
