@@ -38,3 +38,13 @@ def test_the_readme_s_own_program_has_its_expert_inside_its_default_space(
     main(["explain", str(path), "--memo-url", "local", "--json"])
     rows = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()]
     assert rows and all(r["inside"] for r in rows), rows
+
+
+def test_a_program_without_experts_has_nothing_to_explain_and_that_is_no_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A CI gate running `explain` over every program: one with no experts (transformer_block) ends 0,
+    as `check` of it does, and says why nothing was explained."""
+    main(["explain", "transformer_block", "--memo-url", "local", "--json"])  # exits only on errors
+    captured = capsys.readouterr()
+    assert captured.out == "" and "transformer_block has no expert μGraphs to explain" in captured.err

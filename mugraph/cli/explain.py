@@ -42,8 +42,9 @@ def explain(
     if memo_url is not None:
         check_memo_url(memo_url)
     prog = resolve_program(program)
-    if not prog.experts:
-        raise MugraphError(f"{program}: the program has no expert μGraphs to explain")
+    if not prog.experts:  # nothing to explain is no error (`check` of such a program exits 0 too)
+        click.echo(f"mugraph: {prog.name} has no expert μGraphs to explain", err=True)
+        return
     if only is not None and only not in prog.experts:
         raise MugraphError(f"{prog.name} has no expert {only!r}; its experts: {', '.join(prog.experts)}")
     config = program_config(prog, preset, dict(parse_override(s) for s in settings or ()))
