@@ -108,7 +108,8 @@ class Estimate:
     def totals(self) -> RooflineTotals:
         """The sums a ranking row shows, and the time each bound accounts for."""
         ks = self.kernels
-        by_bound = {b: sum(k.seconds - k.launch_seconds for k in ks if k.bound == b) for b in BOUNDS}
+        # sums of floats start at 0.0: a bound no kernel has is 0.0 seconds, not the int 0 (a typed reader of --json)
+        by_bound = {b: sum((k.seconds - k.launch_seconds for k in ks if k.bound == b), 0.0) for b in BOUNDS}
         return {
             "kernels": len(ks),
             "dram_bytes": sum(k.dram_bytes for k in ks),
@@ -117,7 +118,7 @@ class Estimate:
             "flops": sum(k.tensor_flops + k.simt_flops for k in ks),
             "tensor_flops": sum(k.tensor_flops for k in ks),
             "simt_flops": sum(k.simt_flops for k in ks),
-            "launch_seconds": sum(k.launch_seconds for k in ks),
+            "launch_seconds": sum((k.launch_seconds for k in ks), 0.0),
             "dram_bound_seconds": by_bound["dram"],
             "l2_bound_seconds": by_bound["l2"],
             "smem_bound_seconds": by_bound["smem"],
