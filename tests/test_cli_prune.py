@@ -106,3 +106,14 @@ def test_z3s_limit_is_asked_of_z3_and_refused_without_it(tmp_path: Path) -> None
     assert kept["saved"] and not {r["expert"]: r["reachable"] for r in starved["experts"]}["saved"]
     refused = run("prune", "lora", "--rlimit", "5", cwd=tmp_path)
     assert refused.returncode == 2 and "--oracle z3" in refused.stderr
+
+
+def test_a_pruned_concat_is_said_to_bar_nothing_where_a_matmul_reads_it(tmp_path: Path) -> None:
+    """lora's `concat` expert has two concats pruned and is found by the search (which makes a concat
+    with the matmul reading it in one step): the text says so under them, not only the docs."""
+    from mugraph.cli.prune import CONCAT_NOTE
+
+    out = run("prune", "lora", "--memo-url", "local", cwd=tmp_path).stdout
+    concat = out.split("lora [concat]:", 1)[1]
+    assert "pruned K1.s5" in concat and f"  {CONCAT_NOTE}" in concat.splitlines()
+    assert CONCAT_NOTE not in out.split("lora [concat]:", 1)[0]  # not under the expert with nothing pruned

@@ -23,6 +23,13 @@ from mugraph.stages.prune.oracle import (
 )
 from mugraph.storage.memo.url import check_memo_url
 
+# lora's `concat` expert: two concats pruned, and the expert found (the search builds a concat with the
+# matmul that reads it, `concat_matmul`, and judges the two as one step)
+CONCAT_NOTE = (
+    "a pruned concat bars nothing where a matmul reads it: the search makes the two in one step and asks "
+    "the oracle of the product (`mugraph explain` says whether it reaches the expert)"
+)
+
 
 @click.command()
 @click.argument("program")
@@ -90,6 +97,8 @@ def prune(
                 )
                 for name, e, v in pruned:
                     click.echo(f"  pruned {name}: {v.name.lower()}  {e.sexpr}")
+                if any(e.sexpr.startswith("(concat ") for _, e, _ in pruned):
+                    click.echo(f"  {CONCAT_NOTE}")
         memo_counts = memo.counters.as_dict()
     summary = {
         "program": prog.name,
