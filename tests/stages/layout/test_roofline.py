@@ -66,8 +66,8 @@ def test_terms_add_up(name: str) -> None:
             parts = {"dram": k.dram_seconds, "l2": k.l2_seconds, "smem": k.smem_seconds, "compute": k.compute_seconds}
             assert k.seconds == pytest.approx(k.launch_seconds + max(parts.values()))
             assert parts[k.bound] == max(parts.values())
-        seconds = [key for key in t if key.endswith("_seconds")]
-        assert all(type(t[key]) is float for key in seconds), {key: t[key] for key in seconds}  # 0.0, never int 0
+        seconds = {key: value for key, value in dict(t).items() if key.endswith("_seconds")}
+        assert all(type(value) is float for value in seconds.values()), seconds  # 0.0, never the int 0
         assert t["estimated_seconds"] == pytest.approx(
             t["launch_seconds"]
             + t["dram_bound_seconds"]
