@@ -19,6 +19,7 @@ from mugraph.run.prepare import prepare
 
 if TYPE_CHECKING:
     from mugraph.pipeline.events import DoneEvent, Event
+    from mugraph.run.prepare import Prepared
 
 
 def run_printed(
@@ -48,7 +49,7 @@ def run_printed(
             done = run_prepared(run, emit)
         except KeyboardInterrupt as e:
             # after the whole result was stored (the cluster closing, the report written): it stands
-            finished = None if isinstance(e, StdoutClosed) else reused(run, t0)
+            finished = None if isinstance(e, StdoutClosed) else _stored_result(run, t0)
             if finished is None or not finished["complete"]:
                 raise
             console.finished_anyway(finished)
@@ -61,6 +62,15 @@ def run_printed(
         for line in verdict_lines(done, done["gpu_profile"]) + _model_notes(run.program, done):
             echo(line)
     return done
+
+
+def _stored_result(run: Prepared, t0: float) -> DoneEvent | None:
+    """The finished result the store holds (None where it holds none, or cannot be read now: then the
+    interrupt is said as any other)."""
+    try:
+        return reused(run, t0)
+    except Exception:
+        return None
 
 
 def _model_notes(program: Program, done: DoneEvent) -> list[str]:
