@@ -103,21 +103,20 @@ class MatmulLowering(SplitPieces):
         return self._new_input(name, src, b.name not in self.late)
 
     def addmm(self, node: fx.Node) -> Value:
-        b = bind(node)
-        if scalar(b.get("beta", 1)) != 1.0 or scalar(b.get("alpha", 1)) != 1.0:
-            raise Skip
-        dt = self.out_dtype(node)
-        return self.g.add(
-            self.g.matmul(self.tensor(b["mat1"], dt), self.tensor(b["mat2"], dt)), self.tensor(b["self"], dt, 2)
-        )
+        """`input + mat1 @ mat2` (GPT-2's Conv1D), where beta and alpha are 1; other scalings are glue."""
+        return self._bias_plus_product(node, "mat1", "mat2", 2)
 
     def baddbmm(self, node: fx.Node) -> Value:
         """`input + batch1 @ batch2` (attention scores with a bias, as BLOOM and others compute them),
         where beta and alpha are 1; other scalings are glue."""
+        return self._bias_plus_product(node, "batch1", "batch2", 3)
+
+    def _bias_plus_product(self, node: fx.Node, left: str, right: str, rank: int) -> Value:
+        """The bias (`self`, of `rank` dims once its leading 1-dims are added) plus the product of the
+        operands named `left` and `right`, for addmm and baddbmm alike."""
         b = bind(node)
         if scalar(b.get("beta", 1)) != 1.0 or scalar(b.get("alpha", 1)) != 1.0:
             raise Skip
         dt = self.out_dtype(node)
-        return self.g.add(
-            self.g.matmul(self.tensor(b["batch1"], dt), self.tensor(b["batch2"], dt)), self.tensor(b["self"], dt, 3)
-        )
+        product = self.g.matmul(self.tensor(b[left], dt), self.tensor(b[right], dt))
+        return self.g.add(product, self.tensor(b["self"], dt, rank))
