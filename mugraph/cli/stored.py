@@ -336,7 +336,8 @@ def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) ->
         experts = expert_labels(st.identity, frags)
         names = program_outputs(st)
         resume = _resume_command(store, st.meta)
-    if final is None and not any(r["ranking"] for r in rows) and writer is None:
+    unranked = final is None and not any(r["ranking"] for r in rows)  # nothing confirmed yet
+    if unranked and writer is None:
         raise MugraphError(
             f"{store}: no result yet: its run stopped before it confirmed a μGraph; run {resume} to continue"
         )
@@ -344,7 +345,7 @@ def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) ->
         shown = {"store": str(store), "fragments": rows, "final": final, "provisional": provisional, "running": writer}
         click.echo(json_line(shown))
         return
-    if final is None and writer is not None and not any(r["ranking"] for r in rows):
+    if unranked:  # the run is going
         click.echo(f"the run is still going (pid {writer}) and has confirmed no μGraph yet; show it again later")
         return
     if final is None:
