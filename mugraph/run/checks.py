@@ -67,7 +67,8 @@ def check_store_name(text: str, option: str = "--store") -> Path:
 
 
 def check_store_path(text: str, option: str = "--store") -> Path:
-    """A run store path that can be created (or exists as a directory)."""
+    """A run store path that can be created (or exists as a directory). Whether it can be written is
+    `check_store_writable`'s, asked only once the run must write (a finished store is read back)."""
     if any(ord(c) < 32 or ord(c) == 127 for c in text):
         raise MugraphError(
             f"{option} {text!r} contains a control character (newline, tab, ...); "
@@ -80,11 +81,22 @@ def check_store_path(text: str, option: str = "--store") -> Path:
     if path.exists():
         if not path.is_dir():
             raise MugraphError(f"{option} {path} is a file, not a run store directory")
-        _probe_dir(path.parent if path.parent.exists() else path, option, path)
         return path
     _check_name_length(path, option, name_max, SIBLING_EXTRA)
-    _probe_dir(directory, option, path)
     return path
+
+
+def check_store_writable(path: Path, option: str, why: str) -> None:
+    """Fail unless the run can write its store and what goes beside it (the memo directory, the
+    report): the directory above an existing store, else the nearest existing one. An existing store
+    is written to for `why` (a phrase), which the refusal gives."""
+    if not path.exists():
+        _probe_dir(_nearest_existing(path, option), option, path)
+        return
+    try:
+        _probe_dir(path.parent if path.parent.exists() else path, option, path)
+    except MugraphError as e:
+        raise MugraphError(f"{e}; {why}, so copy the store somewhere writable and run on the copy") from None
 
 
 def _name_max(directory: Path) -> int:

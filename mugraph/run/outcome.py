@@ -52,7 +52,6 @@ def stored_done(store: Path, t0: float | None = None, *, write_missing_report: b
     references = {n: next(r for r in o if r.get("reference")) for n, o in ranked}
     best = final["best_per_fragment"]
     counters = summary.get("counters", {})
-    report = RunPaths(store).report
     done: dict[str, Any] = {
         "event": "done",
         "store": str(store),
@@ -89,7 +88,7 @@ def stored_done(store: Path, t0: float | None = None, *, write_missing_report: b
         "store_bytes": size,
         "seconds": round(time.perf_counter() - t0, 3),
         "profile": None,
-        "report": str(report) if report.is_file() else str(write_report(store)) if write_missing_report else None,
+        "report": _report(store, write_missing_report),
         "kernels": None,
         "kernels_note": None,
         "expert": None,
@@ -97,6 +96,20 @@ def stored_done(store: Path, t0: float | None = None, *, write_missing_report: b
     if final["complete"]:
         done["resume"] = None  # else the reader's own advice: this store does not say what made it
     return done  # type: ignore[return-value]
+
+
+def _report(store: Path, write_missing: bool) -> str | None:
+    """The report beside the store, written again where it is missing if `write_missing` and the
+    directory can be written (a finished store on a read-only mount is still read back); else None."""
+    report = RunPaths(store).report
+    if report.is_file():
+        return str(report)
+    if not write_missing:
+        return None
+    try:
+        return str(write_report(store))
+    except OSError:
+        return None
 
 
 def finished(

@@ -25,6 +25,7 @@ from mugraph.run.checks import (
     check_memo_secret,
     check_output_file,
     check_store_path,
+    check_store_writable,
     check_workers,
 )
 from mugraph.run.options import OptimizeOptions, default_store
@@ -173,13 +174,15 @@ def prepare(program: Program | str, options: OptimizeOptions | None = None) -> P
 
 
 def preflight(run: Prepared) -> None:
-    """What the run would otherwise find only once its store, memo server or cluster exists: the
-    dashboard's host, the scheduler (reached now, with the TLS credentials a tls:// one needs) and an
+    """What the run would otherwise find only once its store, memo server or cluster exists: a store
+    it cannot write (asked here, not in `prepare`: a finished store is read back, on a read-only
+    mount too), the dashboard's host, the scheduler (reached now, with the TLS credentials a tls:// one needs) and an
     unreadable memo secret beside the store."""
     from mugraph.pipeline.cluster import external_security
     from mugraph.storage.memo.session import check_memo_reachable
 
     o = run.options
+    check_store_writable(run.store, "--store" if o.store is not None else "the default store", _why_written(o))
     if o.scheduler is None:
         check_dashboard_host(o.dashboard_address)
     else:
@@ -197,6 +200,13 @@ def preflight(run: Prepared) -> None:
             run.paths.kernels,
             f"move it away, or run without --emit and write the module with `mugraph emit {store} --out FILE`",
         )
+
+
+def _why_written(o: OptimizeOptions) -> str:
+    """Why a run writes to an existing store, where a finished one is read back and not written."""
+    if o.reuses_finished():
+        return "the store holds no finished result for this command, and a stopped run is resumed in place"
+    return "the options ask for more than a finished store holds (a fresh start, layouts, timings, kernels, a profile)"
 
 
 def _probe_scheduler_live(address: str) -> None:
