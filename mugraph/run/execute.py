@@ -48,13 +48,17 @@ def run_optimize(
     """Search every fragment of `program` (a Program, or a built-in name or file as the command takes it)
     on a Dask cluster, confirm, rank and stitch the best μGraphs into a Zarr store; the same call on the
     same store continues where a stopped one left off. `on_event` gets every event as the run goes
-    (start, progress, found, confirmed, layout, measured); the return value is the `done` event, with
-    `report` and `kernels` (paths or None) added. A store that holds the finished result already is
-    read back without a cluster (its `done` alone, as `mugraph optimize` and `mugraph.optimize` do)."""
+    (start, progress, found, confirmed, layout, measured) and, last, the `done` event, with `report`
+    and `kernels` (paths or None) added, which is also the return value. A store that holds the
+    finished result already is read back without a cluster: `on_event` gets its `done` alone, as
+    `mugraph optimize --json` prints it and `mugraph.optimize` sends it."""
     t0 = time.perf_counter()
     run = prepare(program, options)
     stored = reused(run, t0)
-    return stored if stored is not None else run_prepared(run, on_event)
+    done = stored if stored is not None else run_prepared(run, on_event)
+    if on_event is not None:  # a caller that follows the events sees the end, a store read back too
+        on_event(done)
+    return done
 
 
 def reused(run: Prepared, t0: float) -> DoneEvent | None:
