@@ -87,3 +87,40 @@ def bound(name: str, names: Sequence[str], args: tuple[Any, ...], kwargs: Mappin
                 f"{name}: input {key!r} is a {type(value).__name__}; the model takes a tensor there"
             )
     return [given[n] for n in names]
+
+
+def check_inputs(
+    name: str,
+    names: Sequence[str],
+    expected: Mapping[str, tuple[tuple[int, ...], torch.dtype]],
+    flat: Sequence[Any],
+) -> None:
+    """Refuse a call whose inputs (`flat`, in the capture's order `names`) are not the shapes and
+    dtypes the module was optimised for (`expected`), naming the input and what differs."""
+    if len(flat) != len(names):
+        raise InputMismatchError(
+            f"{name}: takes {counted(len(names), 'input')} ({', '.join(names)}), got {len(flat)}: every input "
+            "of the example call is required (an optional one given there is part of the call captured)"
+        )
+    for key, value in zip(names, flat, strict=True):
+        want = expected.get(key)
+        if want is None:
+            continue
+        if not isinstance(value, torch.Tensor):
+            raise InputMismatchError(f"{name}: input {key} must be a tensor, got {type(value).__name__}")
+        if (tuple(value.shape), value.dtype) != want:
+            again = f", or optimise again for {value.dtype}" if value.dtype.is_floating_point else ""
+            fix = f"pass {want[1]}{again}" if tuple(value.shape) == want[0] else _shape_fix(value.shape, want[0])
+            raise InputMismatchError(
+                f"{name}: input {key} is {list(value.shape)} {value.dtype}; this module was optimised "
+                f"for {list(want[0])} {want[1]} ({fix})"
+            )
+
+
+def _shape_fix(got: torch.Size, want: tuple[int, ...]) -> str:
+    """What to do about an input of another shape than the example's: the dims that differ named (a
+    KV cache grows along its sequence dim, not its batch)."""
+    if len(got) != len(want):
+        return f"{len(got)} dims where it was {len(want)}; shapes are fixed: optimise again for this shape"
+    dims = [f"dim {d} is {g}, not {w}" for d, (g, w) in enumerate(zip(got, want, strict=True)) if g != w]
+    return f"{'; '.join(dims)}; shapes are fixed: optimise again for this shape (a growing KV cache: docs/torch.md)"

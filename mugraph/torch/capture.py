@@ -17,7 +17,7 @@ import re
 import traceback
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
@@ -76,6 +76,9 @@ class Captured:
     name: str
     exported: torch.export.ExportedProgram
     lowering: Lowering
+    # the module captured (the model, or a function's wrapper), where this process holds it: what the
+    # drop-in module runs where its kernels cannot (None for a program read back from a store)
+    model: torch.nn.Module | None = field(default=None, compare=False, repr=False)
 
     @property
     def digest(self) -> str:
@@ -227,15 +230,19 @@ def example_args(example_inputs: Any) -> tuple[Any, ...]:
     return tuple(example_inputs) if isinstance(example_inputs, Sequence) else (example_inputs,)
 
 
+def as_module(model: Any) -> torch.nn.Module:
+    """The module torch.export captures: the model itself, or a wrapper of a plain function."""
+    if isinstance(model, torch.nn.Module):
+        return model
+    if callable(model):
+        return _as_module(model).eval()  # our wrapper of a function: no state that training changes
+    raise CaptureError(f"model must be a torch.nn.Module or a function, not {type(model).__name__}")
+
+
 def export(model: Any, example_inputs: Any) -> torch.export.ExportedProgram:
     """torch.export of a module (in eval mode: one in training mode is refused) or function at the
     example inputs' shapes."""
-    if isinstance(model, torch.nn.Module):
-        module = model
-    elif callable(model):
-        module = _as_module(model).eval()  # our wrapper of a function: no state that training changes
-    else:
-        raise CaptureError(f"model must be a torch.nn.Module or a function, not {type(model).__name__}")
+    module = as_module(model)
     args = example_args(example_inputs)
     if not all(isinstance(a, torch.Tensor) for a in args):
         kinds = ", ".join(type(a).__name__ for a in args)
@@ -285,7 +292,7 @@ def capture(model: Any, example_inputs: Any, name: str | None = None) -> Capture
     except NothingLowered:
         run_as_written(model, example_inputs)  # a model that does not run: that, not the lowering, is the news
         raise
-    return Captured(name or model_name(model), ep, lowering)
+    return Captured(name or model_name(model), ep, lowering, as_module(model))
 
 
 def run_as_written(model: Any, example_inputs: Any) -> Any:

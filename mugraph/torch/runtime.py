@@ -25,7 +25,7 @@ from mugraph.ir.families import BOUNDARY, PREDEFINED
 from mugraph.ir.graph import KernelGraph
 from mugraph.ir.plural import counted
 from mugraph.ir.types import OpKind
-from mugraph.torch.calls import bound, not_compiled, not_traced, tensors_each, unknown_keywords
+from mugraph.torch.calls import bound, check_inputs, not_compiled, not_traced, tensors_each, unknown_keywords
 from mugraph.torch.capture import Captured
 from mugraph.torch.errors import InputMismatchError as InputMismatchError  # where the docs named it first
 from mugraph.torch.errors import TorchError, TrainingModeError
@@ -33,7 +33,8 @@ from mugraph.torch.flatten import VIEWS
 from mugraph.torch.kernels import Launcher
 from mugraph.torch.load_check import LoadCheck
 from mugraph.torch.operands import InputMaker, Slot, kernel_strides, register_state
-from mugraph.torch.state import StateReader, held_tensors, refuse_dtype_change, restore_tensors
+from mugraph.torch.reference import ModelForward, model_forward
+from mugraph.torch.state import StateReader, converted, held_tensors, restore_tensors
 from mugraph.torch.verdict import Verdict, heavy_glue
 
 # The values of one forward pass by fx node name: what torch computed for the node (a tensor, a
@@ -42,6 +43,12 @@ Values = dict[str, fx.node.Argument]
 
 
 _WARNED: set[tuple[str, str]] = set()
+
+# Why training mode runs the model's own forward: the kernels compute the eval-mode one.
+TRAINING = (
+    "it is in training mode, where its kernels (the model's eval-mode forward) compute otherwise; "
+    "eval() turns them back on"
+)
 
 # An input that requires grad is a sign of training, and the outputs, made by inference kernels, are
 # cut from autograd (backward() would fail far from here).
@@ -131,9 +138,11 @@ class OptimizedModule(torch.nn.Module):
             for n in self._user_inputs
             if isinstance(self._nodes[n].meta.get("val"), torch.Tensor)
         }
-        self._shared = share  # the model's own tensors (else copies: `.half()` then converts no model)
         self._slots: dict[str, Slot] = register_state(self, ep, share)
         self._state = StateReader(captured.name, ep, self._slots)
+        self._converted: str | None = None  # what a conversion left in a dtype the kernels were not made for
+        tied = {**sig.inputs_to_parameters, **sig.inputs_to_buffers}
+        self._model_forward = model_forward(captured.model if share else None, tied, self._slots)
         self.model_digest: str | None = None  # the store's identity's, where there is a store
         self._out_index = {str(op.attr("name")): op.inputs[0] for op in program.ops_of(OpKind.OUTPUT)}
         self._input_names = {op.outputs[0]: str(op.attr("name")) for op in program.ops_of(OpKind.INPUT)}
@@ -162,15 +171,24 @@ class OptimizedModule(torch.nn.Module):
         self._verdict = value
 
     def train(self, mode: bool = True) -> Self:
-        """Eval mode only (`eval()` works): the module computes the model's forward as it was captured
-        in eval mode (batch norm from its running statistics, no dropout), so training mode would
-        silently compute something else."""
-        if mode:
-            raise TrainingModeError(
-                f"{self._model_name}: an optimized module computes the model's eval-mode forward only; "
-                "train the model itself, then optimize it again (or mugraph.load its store)"
-            )
-        return super().train(False)
+        """Either mode, as a model holding it sets it: its kernels compute the model's forward as
+        captured in eval mode (batch norm from running statistics, no dropout), so in training mode the
+        model's own forward runs instead (`kernels_off`), until `eval()`."""
+        super().train(mode)
+        if self._model_forward is not None:
+            self._model_forward.train(mode)
+        return self
+
+    @property
+    def kernels_off(self) -> str | None:
+        """Why a call runs the model's own forward rather than the kernels (training mode, or a conversion
+        to a dtype they were not made for), with what turns them back on; None while they run."""
+        why = []
+        if self.training:
+            why.append(TRAINING)
+        if self._converted is not None:
+            why.append(f"{self._converted}; converting it back turns them back on")
+        return "; ".join(why) or None
 
     def __reduce_ex__(self, protocol: SupportsIndex) -> tuple[Any, ...]:
         """Pickled (`torch.save`, `copy.deepcopy`) as its run's store and its current weights: the
@@ -187,12 +205,18 @@ class OptimizedModule(torch.nn.Module):
                 f"{self._model_name}: an optimized module without a run store cannot be pickled; save "
                 "its state_dict() and the store's path, and use mugraph.load(store)"
             )
-        return (_restored, (loader, str(store), held_tensors(self), self._verdict, self.model_digest))
+        state = held_tensors(self)
+        return (_restored, (loader, str(store), state, self._verdict, self.model_digest, self.training))
 
     def _apply(self, fn: Callable[[torch.Tensor], torch.Tensor], recurse: bool = True) -> Self:
-        """`.to(device)` moves it; a change of dtype (`.half()`, `.to(torch.bfloat16)`) is refused."""
-        refuse_dtype_change(self, fn, self._model_name, self._state, self._shared)
-        return cast(Self, super()._apply(fn, recurse))  # type: ignore[no-untyped-call]
+        """`.to(device)` moves it, `.half()` or `.to(torch.bfloat16)` converts it, whole, as a model
+        holding it converts its children one after another: the model too, whose tensors it shares. A
+        dtype the kernels were not made for turns them off (`kernels_off`) until a conversion back."""
+        shared = self._model_forward.shared_now() if self._model_forward is not None else []
+        out = cast(Self, super()._apply(fn, recurse))  # type: ignore[no-untyped-call]
+        ModelForward.share_again(shared)
+        self._converted = converted(self._state)
+        return out
 
     @property
     def model_name(self) -> str:
@@ -210,6 +234,8 @@ class OptimizedModule(torch.nn.Module):
         ops = [op.kind.value for op in self._program.ops if op.kind not in BOUNDARY]
         legend = ", customized = one Triton kernel" if OpKind.CUSTOMIZED.value in ops else ""
         lines = [*self._lowering.describe(), f"program ({counted(len(ops), 'op')}{legend}): " + ", ".join(ops)]
+        if self.kernels_off is not None:
+            lines.append(f"kernels off, the model's own forward runs: {self.kernels_off}")
         if self._verdict is not None:
             lines += ["verdict:", *(f"  {line}" for line in self._verdict.lines())]
         return "\n".join(lines)
@@ -277,31 +303,10 @@ class OptimizedModule(torch.nn.Module):
         return env[name]
 
     # -- running ----------------------------------------------------------------------------------
-    def _check(self, flat: list[Any]) -> None:
-        if len(flat) != len(self._user_inputs):
-            raise InputMismatchError(
-                f"{self._model_name}: takes {counted(len(self._user_inputs), 'input')} "
-                f"({', '.join(self._user_inputs)}), got {len(flat)}: every input of the example call is "
-                "required (an optional one given there is part of the call captured)"
-            )
-        for name, value in zip(self._user_inputs, flat, strict=True):
-            want = self._expected.get(name)
-            if want is None:
-                continue
-            if not isinstance(value, torch.Tensor):
-                raise InputMismatchError(
-                    f"{self._model_name}: input {name} must be a tensor, got {type(value).__name__}"
-                )
-            if (tuple(value.shape), value.dtype) != want:
-                again = f", or optimise again for {value.dtype}" if value.dtype.is_floating_point else ""
-                fix = f"pass {want[1]}{again}" if tuple(value.shape) == want[0] else _shape_fix(value.shape, want[0])
-                raise InputMismatchError(
-                    f"{self._model_name}: input {name} is {list(value.shape)} {value.dtype}; this module was optimised "
-                    f"for {list(want[0])} {want[1]} ({fix})"
-                )
-
     @not_compiled
     def forward(self, *args: Any, **kwargs: Any) -> Any:
+        if self.training or self._converted is not None:
+            return self._model_call(args, kwargs)
         # tensors alone, as models are mostly called: their own flattening (pytree's costs about 10 μs)
         plain = not kwargs and all(isinstance(a, torch.Tensor) for a in args)
         if plain:
@@ -313,7 +318,7 @@ class OptimizedModule(torch.nn.Module):
             if kwargs and len(flat) != len(self._user_inputs):
                 raise InputMismatchError(unknown_keywords(self._model_name, kwargs))
         not_traced(self._model_name, flat)
-        self._check(flat)
+        check_inputs(self._model_name, self._user_inputs, self._expected, flat)
         if torch.is_grad_enabled() and any(isinstance(v, torch.Tensor) and v.requires_grad for v in flat):
             _once(self._model_name, NO_BACKWARD)
         first = flat[0] if flat else None
@@ -321,6 +326,18 @@ class OptimizedModule(torch.nn.Module):
             _once(self._model_name, AUTOCAST)
         with torch.no_grad():  # an inference module: the kernels have no backward
             return self._run(flat)
+
+    def _model_call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """The model's own forward, on the module's tensors, in its mode (see `kernels_off`)."""
+        why = self.kernels_off
+        if self._model_forward is None:
+            error = TrainingModeError if self.training else TorchError
+            raise error(
+                f"{self._model_name}: {why}; this module holds no model to run instead (made by mugraph.load "
+                "or unpickled): set it back, or optimise the model in that mode or dtype"
+            )
+        _once(self._model_name, f"the kernels are off, the model's own forward runs: {why}")
+        return self._model_forward(args, kwargs)
 
     def _run(self, flat: list[Any]) -> Any:
         env: Values = dict(zip(self._user_inputs, flat, strict=True))
@@ -365,16 +382,8 @@ class OptimizedModule(torch.nn.Module):
             f"glue={len(self._lowering.glue)}"
             + (f", chosen={self._chosen!r}" if self._chosen else "")
             + (f", verdict={self._verdict.summary()!r}" if self._verdict is not None else "")
+            + (f", kernels_off={self.kernels_off!r}" if self.kernels_off is not None else "")
         )
-
-
-def _shape_fix(got: torch.Size, want: tuple[int, ...]) -> str:
-    """What to do about an input of another shape than the example's: the dims that differ named (a
-    KV cache grows along its sequence dim, not its batch)."""
-    if len(got) != len(want):
-        return f"{len(got)} dims where it was {len(want)}; shapes are fixed: optimise again for this shape"
-    dims = [f"dim {d} is {g}, not {w}" for d, (g, w) in enumerate(zip(got, want, strict=True)) if g != w]
-    return f"{'; '.join(dims)}; shapes are fixed: optimise again for this shape (a growing KV cache: docs/torch.md)"
 
 
 def _restored(
@@ -383,6 +392,7 @@ def _restored(
     state: dict[str, torch.Tensor],
     verdict: Verdict | None,
     model_digest: str | None = None,
+    training: bool = False,
 ) -> OptimizedModule:
     """An unpickled optimized module: its store loaded again, with every tensor and the verdict it had
     when pickled; refused where the store now holds another model's run (`fresh` made it again)."""
@@ -394,5 +404,7 @@ def _restored(
             "(made again with fresh=True, or by another version of mugraph); optimise the model again"
         )
     restore_tensors(module, state, module.model_name)
+    module._converted = converted(module._state)
+    module.train(training)
     module._verdict = verdict if verdict is None else verdict.after_load(module.load_check)
     return module

@@ -4,14 +4,15 @@ whole across a pickle.
 The kernels read a weight with the shape and dtype it was optimised for: a parameter replaced by one of
 another shape would be read past its end (garbage, or an illegal access on a GPU), and one converted to
 another dtype (`model.half()`, which the module shares) silently computes with rounded weights. So
-each call compares every weight with the exported program's, and a conversion that would take a weight
-away from the dtype it was optimised for is refused before it touches anything. A pickle keeps every
+each call of the kernels compares every weight with the exported program's; a conversion of the module
+itself is taken whole, and says what it left (`converted`), so that the module runs the model's own
+forward instead until it is converted back. A pickle keeps every
 tensor the module holds, buffers that `state_dict()` leaves out (non-persistent ones: rotary caches)
 included."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from itertools import chain
 
 import torch
@@ -56,8 +57,16 @@ class StateReader:
         got = f"{list(value.shape)} {value.dtype}" if isinstance(value, torch.Tensor) else type(value).__name__
         return InputMismatchError(
             f"{self.model}: {self.names.get(ph, ph)} is {got}; this module was optimised for {list(shape)} "
-            f"{dtype} (load weights of that shape and dtype, or optimise the changed model again)"
+            f"{dtype} (load weights of that shape and dtype, or optimise the changed model again{_also(value, shape)})"
         )
+
+
+def _also(value: object, shape: torch.Size) -> str:
+    """For a weight converted on the model alone (`model.half()`, whose parameters the module shares):
+    converting the module too runs the model's own forward at that dtype."""
+    if isinstance(value, torch.Tensor) and value.shape == shape:
+        return f"; or convert the module too, to {value.dtype}, to run the model's own forward in it"
+    return ""
 
 
 def _every_tensor(module: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -74,7 +83,8 @@ def held_tensors(module: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 def restore_tensors(module: torch.nn.Module, state: Mapping[str, torch.Tensor], model: str) -> None:
     """Copy a pickled module's tensors into one made again from its store (a tensor the pickle lacks,
-    from an older pickle, keeps the store's value)."""
+    from an older pickle, keeps the store's value; one of another dtype, pickled after a conversion,
+    converts the new module's)."""
     own = _every_tensor(module)
     unknown = sorted(set(state) - set(own))
     if unknown:
@@ -89,34 +99,23 @@ def restore_tensors(module: torch.nn.Module, state: Mapping[str, torch.Tensor], 
                     f"{model}: the pickled {name} is {list(value.shape)} where the model in its store has "
                     f"{list(own[name].shape)}: the store now holds another model's run; optimise the model again"
                 )
-            own[name].copy_(value)
+            if own[name].dtype is value.dtype:
+                own[name].copy_(value)
+            else:  # pickled after a conversion: the module made again is converted the same way
+                own[name].data = value.to(own[name].device)
 
 
-def refuse_dtype_change(
-    module: torch.nn.Module,
-    fn: Callable[[torch.Tensor], torch.Tensor],
-    model: str,
-    reader: StateReader,
-    shared: bool = True,
-) -> None:
-    """Refuse a conversion (`.half()`, `.to(torch.bfloat16)`, `.double()`) that would give a tensor the
-    module holds another dtype than the one it was optimised for, before it changes any: the kernels
-    were made for those dtypes, and the module shares the model's parameters, so the model would be
-    converted too. A move to another device, and a conversion back to the optimised dtypes (after a
-    `model.half()`, `fast.float()`), go through."""
+def converted(reader: StateReader) -> str | None:
+    """What a conversion (`.half()`, `.to(torch.bfloat16)`, `.double()`) of the module left in another
+    dtype than the one its kernels were made for ("torch.float16 where it was optimised for
+    torch.float32"), or None where every tensor has its optimised dtype again."""
+    changed: dict[torch.dtype, torch.dtype] = {}
     for _, owner, leaf, _, optimised in reader.plan:
         current = getattr(owner, leaf)
-        if not isinstance(current, torch.Tensor):
-            continue
-        probe = fn(torch.empty(0, dtype=current.dtype))
-        if isinstance(probe, torch.Tensor) and probe.dtype not in (current.dtype, optimised):
-            why = (
-                "would also convert the model, whose parameters it shares"
-                if shared
-                else "would run kernels made for the other dtype"
-            )
-            raise TorchError(
-                f"{model}: an optimized module keeps the dtypes it was optimised for ({optimised} here), and "
-                f"converting it to {probe.dtype} {why}; optimise a converted copy of the model instead "
-                f"(copy.deepcopy(model).to({probe.dtype}), then mugraph.optimize)"
-            )
+        if isinstance(current, torch.Tensor) and current.dtype is not optimised:
+            changed.setdefault(current.dtype, optimised)
+    if not changed:
+        return None
+    now = ", ".join(sorted(str(d) for d in changed))
+    was = ", ".join(sorted({str(d) for d in changed.values()}))
+    return f"its tensors are {now} where it was optimised for {was}"

@@ -1,12 +1,13 @@
 """The drop-in module's weights and buffers on a real run: a model that differs only in its glue (a
 slope torch runs as written) is another run, a pickle keeps the buffers `state_dict()` leaves out and
 refuses a store that now holds another model's run, a weight of the wrong shape is refused at the call
-instead of read past its end, and a dtype conversion is refused before it converts the model too."""
+instead of read past its end, and a dtype conversion converts the model too, whole."""
 
 from __future__ import annotations
 
 import io
 import os
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -122,21 +123,36 @@ def test_a_weight_of_another_shape_is_refused_at_the_call(run: Run) -> None:
     assert torch.allclose(fast(*run.x), run.model(*run.x), atol=1e-4)
 
 
-def test_a_dtype_conversion_is_refused_before_it_converts_the_model(run: Run) -> None:
+def test_a_dtype_conversion_converts_the_model_too_and_runs_its_forward(run: Run) -> None:
+    """The module shares the model's tensors: a conversion of it is one of the model, whole (its
+    buffers too, still shared), and the module then runs the converted model's forward; converting back
+    turns its kernels on again."""
     fast = run.module
     conversions: list[Callable[[nn.Module], nn.Module]] = [
         lambda m: m.half(),
         lambda m: m.to(torch.bfloat16),
         lambda m: m.double(),
     ]
-    for convert in conversions:
-        with pytest.raises(TorchError, match=r"keeps the dtypes it was optimised for.*whose parameters it shares"):
-            convert(fast)
-        assert run.model.fc.weight.dtype == torch.float32 and fast.get_submodule("fc").weight.dtype == torch.float32
-    loaded = mugraph.load(fast.verdict.store)  # its own copies: no model to convert
-    with pytest.raises(TorchError, match=r"torch\.float16 would run kernels made for the other dtype; optimise"):
-        loaded.half()
-    assert fast.to("cpu") is fast and fast.float() is fast  # no dtype change: allowed
+    saved = {k: v.clone() for k, v in run.model.state_dict().items()}
+    try:
+        for convert in conversions:
+            assert convert(fast) is fast and fast.kernels_off is not None
+            dtype = run.model.fc.weight.dtype
+            assert (
+                dtype != torch.float32
+                and run.model.shift.dtype == dtype
+                and fast.get_buffer("shift") is run.model.shift
+            )
+            x = run.x[0].to(dtype)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                assert torch.equal(fast(x), run.model(x))
+            fast.float()
+            run.model.load_state_dict(saved)
+    finally:
+        fast.float()
+        run.model.load_state_dict(saved)
+    assert fast.kernels_off is None and fast.to("cpu") is fast
     assert torch.allclose(fast(*run.x), run.model(*run.x), atol=1e-4)
 
 
