@@ -258,8 +258,9 @@ class Results:
         return model_for(self.plan.program.from_torch)
 
     def _reference_seconds(self, fragment: int) -> float:
+        """The model's time for the fragment's reference as its source runs it (as the ranking prices it)."""
         ref = self.reference_seconds.get(fragment)
         if ref is None:
-            ref = self.cost_model.price(self.plan.fragments[fragment].spec.graph, None, self.profile)
+            ref = self.cost_model.as_written().price(self.plan.fragments[fragment].spec.graph, None, self.profile)
             self.reference_seconds[fragment] = ref
         return ref

@@ -23,6 +23,9 @@ What the emitted code does instead, and what this model prices:
   several calls): each call costs `call_seconds` plus its traffic at the fitted share of DRAM
   bandwidth; a matmul's FLOPs at tensor-core peak bound it from below, and a batched matmul runs as
   cuBLAS does, one thread block per 128x128 output tile streaming its whole K-panel.
+- A PyTorch model's ops run as PyTorch runs them (`emitted-v2-torch-norms`): each pre-defined op one
+  call; and its fragments' references, the model's own code, with each norm and the weight and bias
+  it takes in as one call (`affine_norms.py`), where a μGraph keeping those ops runs them apart.
 
 The constants in `EmittedConstants` are fitted on recorded H100 timings (benchmarks/data); the
 rest are the profile's data-sheet numbers.
@@ -31,6 +34,7 @@ rest are the profile's data-sheet numbers.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from math import ceil, gcd, prod
 from typing import assert_never
@@ -39,13 +43,19 @@ from mugraph.ir.families import CostClass, Family, family_of, props
 from mugraph.ir.graph import BlockGraph, KernelGraph, Op
 from mugraph.ir.tiles import padded_shape
 from mugraph.ir.types import DType, OpKind
-from mugraph.stages.layout.cost_model import CostTerms
+from mugraph.stages.layout.affine_norms import affine_norms
+from mugraph.stages.layout.cost_model import CostModel, CostTerms
 from mugraph.stages.layout.costs import Layouts
 from mugraph.stages.layout.profiles import GpuProfile
 from mugraph.stages.layout.residency import residency
 
 MODEL = "emitted-v2"
-TORCH_MODEL = "emitted-v2-torch"  # the same, each pre-defined op priced as one call: a PyTorch model's ops
+# the same, each pre-defined op priced as one call (a PyTorch model's ops), and a reference's norm with
+# its weight and bias as one call, as F.layer_norm and F.rms_norm run them
+TORCH_MODEL = "emitted-v2-torch-norms"
+# before that: the reference's norm, mul by the weight and add of the bias as three calls (stores
+# ranked by it read back as they were ranked)
+TORCH_MODEL_SEPARATE_AFFINE = "emitted-v2-torch"
 SECTOR = 32
 CUBLAS_TILE = 128  # output tile of one cuBLAS thread block (M and N)
 
@@ -67,11 +77,16 @@ class EmittedConstants:
     # Each pre-defined op one call, as PyTorch runs a model's ops (its own fused kernels for norms and
     # activations), not the several array calls of the emitted module: the estimate for a PyTorch model.
     fused_pre_defined: bool = False
+    # With fused_pre_defined, a graph priced as written (a fragment's reference: the model's code) has
+    # each norm and the weight mul and bias add after it as one call (`affine_norms.py`).
+    affine_norms: bool = False
 
     @property
     def model(self) -> str:
         """The name rows priced with these constants carry."""
-        return TORCH_MODEL if self.fused_pre_defined else MODEL
+        if not self.fused_pre_defined:
+            return MODEL
+        return TORCH_MODEL if self.affine_norms else TORCH_MODEL_SEPARATE_AFFINE
 
 
 CONSTANTS = EmittedConstants()
@@ -226,9 +241,12 @@ def _batched_matmul(g: KernelGraph, op: Op, p: GpuProfile, c: EmittedConstants) 
     return ceil(ctas / p.sms) * panel / bw_sm
 
 
-def _pre_defined(g: KernelGraph, index: int, op: Op, p: GpuProfile, c: EmittedConstants) -> KernelCost:
+def _pre_defined(
+    g: KernelGraph, index: int, op: Op, p: GpuProfile, c: EmittedConstants, moved: Sequence[int] | None = None
+) -> KernelCost:
     """The array calls one pre-defined op becomes in the emitted module (silu: neg, exp, add, div;
-    rms_norm: square, mean, sqrt, div; layer_norm six; gelu seven), each streaming the op's data once."""
+    rms_norm: square, mean, sqrt, div; layer_norm six; gelu seven), each streaming the op's data once
+    (`moved`, where one call takes in the ops after it: the tensors it reads and writes)."""
     kind = props(op.kind)
     match kind.cost_class:
         case CostClass.LIBRARY:
@@ -240,7 +258,7 @@ def _pre_defined(g: KernelGraph, index: int, op: Op, p: GpuProfile, c: EmittedCo
         case _ as unreachable:
             assert_never(unreachable)
     calls = 1 if c.fused_pre_defined else kind.array_calls
-    traffic = sum(g.tensors[i].nbytes for i in (*op.inputs, *op.outputs)) * calls
+    traffic = sum(g.tensors[i].nbytes for i in (moved or (*op.inputs, *op.outputs))) * calls
     dram = traffic / (p.dram_bytes_per_s * efficiency)
     if op.kind is OpKind.MATMUL:
         a, out = g.tensors[op.inputs[0]].shape, g.tensors[op.outputs[0]].shape
@@ -287,17 +305,26 @@ def estimate_emitted(
     graph: KernelGraph,
     profile: GpuProfile,
     constants: EmittedConstants = CONSTANTS,
+    *,
+    as_written: bool = False,
 ) -> EmittedEstimate:
-    """The estimated run time of the module `codegen` emits for `graph` on `profile`."""
+    """The estimated run time of the module `codegen` emits for `graph` on `profile`; `as_written`, of
+    `graph` as its source runs it (a fragment's reference: for a PyTorch model, its norms' weights and
+    biases taken into the norm's call where `constants.affine_norms`)."""
+    fused = affine_norms(graph) if as_written and constants.fused_pre_defined and constants.affine_norms else {}
+    absorbed = {i for f in fused.values() for i in f.absorbed}
     kernels = []
     for index, op in enumerate(graph.ops):
+        if index in absorbed:
+            continue
         match props(op.kind).cost_class:
             case CostClass.FREE:
                 pass
             case CostClass.TRITON:
                 kernels.append(_graph_defined(graph, index, op, profile, constants))
             case CostClass.LIBRARY | CostClass.ARRAY | CostClass.IN_BLOCK:
-                kernels.append(_pre_defined(graph, index, op, profile, constants))
+                moved = fused[index].tensors if index in fused else None
+                kernels.append(_pre_defined(graph, index, op, profile, constants, moved))
             case _ as unreachable:
                 assert_never(unreachable)
     return EmittedEstimate(profile.name, tuple(kernels), constants.model)
@@ -306,24 +333,38 @@ def estimate_emitted(
 @dataclass(frozen=True, slots=True)
 class EmittedModel:
     """This model as a `cost_model.CostModel`: it prices the kernels codegen emits, whatever the layout
-    choice (codegen does not follow one yet), with `constants` fitted on measurements."""
+    choice (codegen does not follow one yet), with `constants` fitted on measurements. `written`: it
+    prices graphs as their source runs them (`as_written`), under the same name."""
 
     constants: EmittedConstants = CONSTANTS
+    written: bool = False
 
     @property
     def name(self) -> str:
         return self.constants.model
 
     def predict(self, graph: KernelGraph, layouts: Layouts | None, profile: GpuProfile) -> CostTerms:
-        return estimate_emitted(graph, profile, self.constants).terms()
+        return estimate_emitted(graph, profile, self.constants, as_written=self.written).terms()
 
     def price(self, graph: KernelGraph, layouts: Layouts | None, profile: GpuProfile) -> float:
-        return estimate_emitted(graph, profile, self.constants).seconds
+        return estimate_emitted(graph, profile, self.constants, as_written=self.written).seconds
+
+    def as_written(self) -> EmittedModel:
+        """This model pricing a fragment's reference, the program as its source runs it."""
+        return dataclasses.replace(self, written=True)
+
+
+def written_model(model: CostModel) -> CostModel:
+    """The model that prices a fragment's reference: `EmittedModel.as_written` (a PyTorch model's norm
+    and its weight and bias one call); another model prices it as any graph."""
+    return model.as_written() if isinstance(model, EmittedModel) else model
 
 
 EMITTED = EmittedModel()
-EMITTED_TORCH = EmittedModel(dataclasses.replace(CONSTANTS, fused_pre_defined=True))
-MODELS = {m.name: m for m in (EMITTED, EMITTED_TORCH)}
+EMITTED_TORCH = EmittedModel(dataclasses.replace(CONSTANTS, fused_pre_defined=True, affine_norms=True))
+# the torch model before a reference's norm took its weight and bias in: what older stores' rows name
+EMITTED_TORCH_SEPARATE_AFFINE = EmittedModel(dataclasses.replace(CONSTANTS, fused_pre_defined=True))
+MODELS = {m.name: m for m in (EMITTED, EMITTED_TORCH, EMITTED_TORCH_SEPARATE_AFFINE)}
 
 
 def model_for(torch_ops: bool) -> EmittedModel:
@@ -333,5 +374,6 @@ def model_for(torch_ops: bool) -> EmittedModel:
 
 
 def model_named(name: str | None) -> EmittedModel:
-    """The model a stored ranking row names (rows from before the PyTorch variant name emitted-v2)."""
+    """The model a stored ranking row names (rows from before the PyTorch variant name emitted-v2; those
+    of a PyTorch model ranked before its references' norms took their weights in, emitted-v2-torch)."""
     return MODELS.get(name or MODEL, EMITTED)

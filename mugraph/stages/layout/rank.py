@@ -20,7 +20,7 @@ from mugraph.ir.graph import KernelGraph
 from mugraph.stages.layout.choose import LayoutResult
 from mugraph.stages.layout.cost_model import CostModel
 from mugraph.stages.layout.costs import Layouts
-from mugraph.stages.layout.emitted import EMITTED, model_named
+from mugraph.stages.layout.emitted import EMITTED, model_named, written_model
 from mugraph.stages.layout.profiles import GpuProfile
 from mugraph.stages.layout.residency import MAX_REGISTERS
 from mugraph.stages.layout.roofline import MODEL, estimate
@@ -71,10 +71,13 @@ def rank(
     model: CostModel = EMITTED,
 ) -> tuple[list[RankRow], RankRow]:
     """(rows of the candidates, best first; the reference's row), by `model`'s estimates. Speedups
-    are over the reference."""
+    are over the reference, priced as its source runs it (`emitted.written_model`: a PyTorch model's
+    norm with its weight and bias is one call, where the reference's own graph found as a candidate,
+    run op by op, is three)."""
     ref_graph, ref_layout = reference
-    base = model.price(ref_graph, ref_layout.layouts, profile)
-    ref_row = ranking_row("reference", ref_graph, ref_layout, profile, base, model)
+    written = written_model(model)
+    base = written.price(ref_graph, ref_layout.layouts, profile)
+    ref_row = ranking_row("reference", ref_graph, ref_layout, profile, base, written)
     rows = [ranking_row(d, g, lay, profile, base, model) for d, (g, lay) in candidates.items()]
     rows.sort(
         key=lambda r: (
