@@ -5,8 +5,9 @@ too; this module re-exports its names (`OptimizeOptions`, `run_optimize`) for sc
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
 
@@ -48,27 +49,26 @@ def optimize(
     model: Any,
     example_inputs: Any,
     *,
+    example_kwargs: Mapping[str, Any] | None = None,
     name: str | None = None,
     on_event: Callable[[Event], None] | None = None,
     verbose: bool = True,
     **options: Unpack[OptimizeKeywords],
 ) -> OptimizedModule:
-    """Optimise a PyTorch module or function at the shapes of `example_inputs`: capture it with
-    torch.export, search its fragments (as `mugraph optimize` does; `options` are OptimizeOptions'
-    fields), and return a drop-in module running the chosen μGraphs as Triton kernels, glue in torch.
-    The module holds the model's own parameters (under the same names), so it computes with their
-    values at every call, and its `verdict` says what the search got.
-
-    A store that already holds the finished result for this program and config (the default store is
-    named for both) is reused without a search; a stopped one is resumed. `verbose` prints, on stderr,
-    what `mugraph optimize` prints: the start line, the progress line and the verdict."""
+    """Optimise a PyTorch module or function at the shapes of `example_inputs` (positional) and
+    `example_kwargs` (by name: a keyword-only tensor, `layer(h, attention_mask=mask)`): capture it with
+    torch.export, search its fragments (`options` are OptimizeOptions' fields), and return a drop-in
+    module, called as the model was, running the chosen μGraphs as Triton kernels, glue in torch. It
+    holds the model's own parameters (under the same names) and its `verdict` says what the search got.
+    A store holding the finished result for this program and config (the default store is named for
+    both) is reused, a stopped one resumed. `verbose` prints on stderr what `mugraph optimize` prints."""
     check_options(options)
     from mugraph.torch.errors import require_torch
 
     require_torch()
     require_triton_for_torch()  # before the capture and the search: the module runs Triton kernels
     from mugraph.run.outcome import Console, verdict_of
-    from mugraph.torch.capture import capture, example_args
+    from mugraph.torch.capture import capture, example_args, example_keywords, keyword_tensors
     from mugraph.torch.kernels import check_model_device, interpreting
     from mugraph.torch.program import optimized_module
     from mugraph.torch.runtime import OptimizedModule
@@ -76,11 +76,12 @@ def optimize(
     from mugraph.torch.timing import measure
 
     t0 = time.perf_counter()
-    args = example_args(example_inputs)
-    check_model_device(model, args)  # before the search: its module could not run them
-    captured = capture(model, example_inputs, name)
+    args, kwargs = example_args(example_inputs), example_keywords(example_kwargs)
+    check_model_device(model, (*args, *keyword_tensors(kwargs)))  # before the search: its module could not run them
+    captured = capture(model, example_inputs, name, kwargs)
     stateless = not writes_state(captured.exported)
-    want = model_outputs(model, args) if stateless else None  # before the search: a model that fails says so
+    called = functools.partial(model, **kwargs)  # the model and the module, called as the example call is
+    want = model_outputs(called, args) if stateless else None  # before the search: a model that fails says so
     prog = Program(
         captured.name,
         f"PyTorch model {captured.name}",
@@ -114,13 +115,13 @@ def optimize(
         on_event(done)
     module = optimized_module(Path(done["store"]), captured)
     verdict = verdict_of(done, module.heavy_glue, stored is not None)
-    mismatch = output_mismatch(module, want, args) if want is not None else None
+    mismatch = output_mismatch(functools.partial(module, **kwargs), want, args) if want is not None else None
     if mismatch is not None:  # the model's own program, in torch, rather than kernels that disagree
         module = OptimizedModule(captured, captured.lowering.graph, "reference", share=True)
-        varies = want is not None and output_mismatch(model, want, args) is not None  # a random op differs each call
+        varies = want is not None and output_mismatch(called, want, args) is not None  # a random op differs each call
         verdict = dataclasses.replace(verdict, self_check=mismatch, model_varies=varies)
     elif stateless and not interpreting():  # compiled on a GPU: what a call costs, beside the estimate
-        verdict = dataclasses.replace(verdict, measured=measure(module, model, args))
+        verdict = dataclasses.replace(verdict, measured=measure(functools.partial(module, **kwargs), called, args))
     module.verdict = verdict
     console.verdict(done, module.verdict)
     return module

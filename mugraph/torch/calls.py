@@ -31,12 +31,40 @@ def _children(spec: pytree.TreeSpec) -> list[pytree.TreeSpec]:
     return list(children() if callable(children) else spec.children_specs)
 
 
-def tensors_each(spec: pytree.TreeSpec, inputs: int) -> bool:
-    """Whether a capture's inputs are `inputs` positional arguments, each one tensor (no nesting)."""
+def input_names(spec: pytree.TreeSpec, placeholders: Sequence[str]) -> list[str] | None:
+    """The names a call's inputs are bound by where each is one tensor of its own: the positional ones
+    by their placeholders (the forward's parameter names), the keyword ones by their keys; None where
+    an input is a structure (a tuple of tensors), whose call is flattened as the example's was."""
     if spec.num_children != 2:
-        return False
+        return None
     args, kwargs = _children(spec)
-    return args.num_children == inputs and kwargs.num_children == 0 and all(c.is_leaf() for c in _children(args))
+    if not all(c.is_leaf() for c in (*_children(args), *_children(kwargs))):
+        return None
+    if args.num_children + kwargs.num_children != len(placeholders):
+        return None
+    return [*placeholders[: args.num_children], *map(str, kwargs.context or [])]
+
+
+def flattened(name: str, spec: pytree.TreeSpec, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> list[Any]:
+    """A call's inputs flattened as the example call's were: its keywords in the example's order (not
+    the call's), refused where a keyword is unknown or missing or the nesting differs."""
+    keys = [str(k) for k in (_children(spec)[1].context or [])] if spec.num_children == 2 else []
+    unknown = {k: v for k, v in kwargs.items() if k not in keys}
+    if unknown:
+        raise InputMismatchError(unknown_keywords(name, unknown))
+    missing = [k for k in keys if k not in kwargs]
+    if missing:
+        raise InputMismatchError(
+            f"{name}: {noun(len(missing), 'keyword argument')} {', '.join(map(repr, missing))} missing: "
+            "the module was optimised for a call that passes it by name"
+        )
+    flat, got = pytree.tree_flatten((args, {k: kwargs[k] for k in keys}))
+    if got != spec:
+        raise InputMismatchError(
+            f"{name}: called as {pytree.treespec_pprint(got)}, where the module was optimised for "
+            f"{pytree.treespec_pprint(spec)} (* a tensor): the same arguments, nested as in the example call"
+        )
+    return flat
 
 
 def not_traced(name: str, flat: Sequence[Any]) -> None:
@@ -60,7 +88,7 @@ def unknown_keywords(name: str, kwargs: Mapping[str, Any]) -> str:
         "inputs it was optimised for: the forward was captured with "
         f"{noun(len(kwargs), 'its default', 'their defaults')}, which {noun(len(kwargs), 'is', 'are')} part "
         "of the module. Call it without "
-        f"{noun(len(kwargs), 'it', 'them')}; for a tensor, optimise again with it in the example inputs; "
+        f"{noun(len(kwargs), 'it', 'them')}; for a tensor, optimise again with it in example_kwargs; "
         "for another value (a flag, a scale), optimise a small wrapper module whose forward passes it"
     )
 

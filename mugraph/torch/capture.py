@@ -16,16 +16,17 @@ import logging
 import re
 import traceback
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
 import torch
+from torch.utils import _pytree as pytree
 
 from mugraph.ir.errors import MugraphError
 from mugraph.ir.graph import KernelGraph
-from mugraph.ir.plural import counted
+from mugraph.ir.plural import counted, noun
 from mugraph.ir.serialize import digest, from_json, to_json
 from mugraph.storage.run.paths import RunPaths
 from mugraph.torch.archive import UnsafeArchiveError, read_recorded
@@ -46,8 +47,8 @@ class _Function(torch.nn.Module):
         super().__init__()
         self.fn = fn
 
-    def forward(self, *args: Any) -> Any:
-        return self.fn(*args)
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
 
 
 def _as_module(fn: Callable[..., Any]) -> torch.nn.Module:
@@ -56,15 +57,18 @@ def _as_module(fn: Callable[..., Any]) -> torch.nn.Module:
         params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
         return _Function(fn)
-    if any(p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params):
+    if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params):
         return _Function(fn)
     positional = inspect.Parameter.POSITIONAL_OR_KEYWORD
 
-    def forward(self: _Function, *args: Any) -> Any:
-        return self.fn(*args)
+    def forward(self: _Function, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
 
     forward.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [inspect.Parameter("self", positional), *(p.replace(kind=positional) for p in params)]
+        [
+            inspect.Parameter("self", positional),
+            *(p if p.kind is p.KEYWORD_ONLY else p.replace(kind=positional) for p in params),
+        ]
     )
     return cast(torch.nn.Module, type(model_name(fn), (_Function,), {"forward": forward})(fn))
 
@@ -239,19 +243,48 @@ def as_module(model: Any) -> torch.nn.Module:
     raise CaptureError(f"model must be a torch.nn.Module or a function, not {type(model).__name__}")
 
 
-def export(model: Any, example_inputs: Any) -> torch.export.ExportedProgram:
+def example_keywords(example_kwargs: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The model's keyword arguments: `example_kwargs` as a dict of names to tensors (or tuples and
+    lists of them, as a Hugging Face layer's `position_embeddings=(cos, sin)`). Any other value would
+    be fixed at capture, where the module is called with a value each time: left out, the forward's
+    default is used."""
+    if example_kwargs is None:
+        return {}
+    if not isinstance(example_kwargs, Mapping) or not all(isinstance(k, str) for k in example_kwargs):
+        raise CaptureError(
+            f"example_kwargs must be a mapping of argument names to tensors, got {type(example_kwargs).__name__}"
+        )
+    for key, value in example_kwargs.items():
+        leaves = pytree.tree_leaves(value)
+        if not leaves or not all(isinstance(leaf, torch.Tensor) for leaf in leaves):
+            raise CaptureError(
+                f"example_kwargs[{key!r}] must be a tensor (or a tuple or list of tensors), got "
+                f"{type(value).__name__}: another value would be fixed in the module; leave it out to use the "
+                "forward's default, or optimise a small wrapper module whose forward passes it"
+            )
+    return dict(example_kwargs)
+
+
+def keyword_tensors(kwargs: Mapping[str, Any]) -> list[torch.Tensor]:
+    """The tensors of the example keyword arguments (those of their tuples too)."""
+    return [leaf for leaf in pytree.tree_leaves(dict(kwargs)) if isinstance(leaf, torch.Tensor)]
+
+
+def export(
+    model: Any, example_inputs: Any, example_kwargs: Mapping[str, Any] | None = None
+) -> torch.export.ExportedProgram:
     """torch.export of a module (in eval mode: one in training mode is refused) or function at the
-    example inputs' shapes."""
+    example inputs' shapes, called with `example_inputs` by position and `example_kwargs` by name."""
     module = as_module(model)
-    args = example_args(example_inputs)
+    args, kwargs = example_args(example_inputs), example_keywords(example_kwargs)
     if not all(isinstance(a, torch.Tensor) for a in args):
         kinds = ", ".join(type(a).__name__ for a in args)
         raise CaptureError(f"example_inputs must be tensors (a tensor or a tuple of them), got ({kinds})")
     check_eval_mode(module, model_name(model))
-    _check_binds(module, args, model_name(model))
+    _check_binds(module, args, kwargs, model_name(model))
     try:
         with quiet_torch():
-            exported = torch.export.export(module, args)
+            exported = torch.export.export(module, args, kwargs=kwargs)
             with warnings.catch_warnings():  # torch's own deprecations inside its passes (an error under -W error)
                 warnings.simplefilter("ignore", FutureWarning)
                 warnings.simplefilter("ignore", DeprecationWarning)
@@ -267,40 +300,46 @@ def export(model: Any, example_inputs: Any) -> torch.export.ExportedProgram:
         ) from None
 
 
-def _check_binds(module: torch.nn.Module, args: tuple[Any, ...], name: str) -> None:
-    """Example inputs are passed positionally: a forward that needs more (a keyword-only tensor) or takes
-    fewer is said so here, where torch.export would fail inside `inspect`."""
+def _check_binds(module: torch.nn.Module, args: tuple[Any, ...], kwargs: Mapping[str, Any], name: str) -> None:
+    """A forward that cannot take the example call (needs an argument neither gives, a keyword-only
+    tensor passed by position, takes fewer) is said so here, where torch.export would fail inside
+    `inspect`."""
     try:
         signature = inspect.signature(module.forward)
     except (TypeError, ValueError):
         return
     try:
-        signature.bind(*args)
+        signature.bind(*args, **kwargs)
     except TypeError as e:
+        keywords = f" and {noun(len(kwargs), 'keyword')} {', '.join(kwargs)}" if kwargs else ""
         raise CaptureError(
             f"{name}.forward cannot take the example inputs ({counted(len(args), 'tensor')}, passed by "
-            f"position): {e}; "
-            "example_inputs are the positional arguments of one call (a keyword-only argument keeps its default)"
+            f"position{keywords}): {e}; example_inputs are the positional arguments of one call, "
+            "example_kwargs its keyword arguments (a keyword-only tensor goes there; one left out keeps its default)"
         ) from None
 
 
-def capture(model: Any, example_inputs: Any, name: str | None = None) -> Captured:
-    """Export `model` at `example_inputs` and lower it to a mugraph program."""
-    ep = export(model, example_inputs)
+def capture(
+    model: Any, example_inputs: Any, name: str | None = None, example_kwargs: Mapping[str, Any] | None = None
+) -> Captured:
+    """Export `model` at `example_inputs` (and `example_kwargs`, by name) and lower it to a mugraph
+    program."""
+    ep = export(model, example_inputs, example_kwargs)
     try:
         lowering = lower(ep)
     except NothingLowered:
-        run_as_written(model, example_inputs)  # a model that does not run: that, not the lowering, is the news
+        # a model that does not run: that, not the lowering, is the news
+        run_as_written(model, example_inputs, example_kwargs)
         raise
     return Captured(name or model_name(model), ep, lowering, as_module(model))
 
 
-def run_as_written(model: Any, example_inputs: Any) -> Any:
+def run_as_written(model: Any, example_inputs: Any, example_kwargs: Mapping[str, Any] | None = None) -> Any:
     """The model's outputs on its example inputs, without grad; a CaptureError saying how it fails there
     (an export traces shapes and may pass a model whose ops refuse its inputs' dtypes)."""
     try:
         with torch.no_grad():
-            return model(*example_args(example_inputs))
+            return model(*example_args(example_inputs), **(example_kwargs or {}))
     except Exception as e:
         first = (str(e).strip().splitlines() or [""])[0]
         raise CaptureError(

@@ -25,7 +25,7 @@ from mugraph.ir.families import BOUNDARY, PREDEFINED
 from mugraph.ir.graph import KernelGraph
 from mugraph.ir.plural import counted
 from mugraph.ir.types import OpKind
-from mugraph.torch.calls import bound, check_inputs, not_compiled, not_traced, tensors_each, unknown_keywords
+from mugraph.torch.calls import bound, check_inputs, flattened, input_names, not_compiled, not_traced
 from mugraph.torch.capture import Captured
 from mugraph.torch.errors import InputMismatchError as InputMismatchError  # where the docs named it first
 from mugraph.torch.errors import TorchError, TrainingModeError
@@ -132,7 +132,8 @@ class OptimizedModule(torch.nn.Module):
         self._output_specs = list(sig.output_specs)
         self._buffer_of = {fqn: ph for ph, fqn in sig.inputs_to_buffers.items()}
         self._user_inputs = list(sig.user_inputs)
-        self._positional = tensors_each(ep.call_spec.in_spec, len(self._user_inputs))
+        self._in_spec = ep.call_spec.in_spec
+        self._names = input_names(self._in_spec, self._user_inputs)  # each input a tensor: bound by name
         self._expected = {
             n: (tuple(self._nodes[n].meta["val"].shape), self._nodes[n].meta["val"].dtype)
             for n in self._user_inputs
@@ -309,14 +310,12 @@ class OptimizedModule(torch.nn.Module):
             return self._model_call(args, kwargs)
         # tensors alone, as models are mostly called: their own flattening (pytree's costs about 10 μs)
         plain = not kwargs and all(isinstance(a, torch.Tensor) for a in args)
-        if plain:
+        if plain and self._names is not None:
             flat = list(args)
-        elif self._positional:  # each input a tensor of its own: keywords bound by name, as the model binds them
-            flat = bound(self._model_name, self._user_inputs, args, kwargs)
+        elif self._names is not None:  # each input a tensor of its own: keywords bound by name, as the model binds them
+            flat = bound(self._model_name, self._names, args, kwargs)
         else:
-            flat = pytree.tree_flatten((args, kwargs))[0]
-            if kwargs and len(flat) != len(self._user_inputs):
-                raise InputMismatchError(unknown_keywords(self._model_name, kwargs))
+            flat = flattened(self._model_name, self._in_spec, args, kwargs)
         not_traced(self._model_name, flat)
         check_inputs(self._model_name, self._user_inputs, self._expected, flat)
         if torch.is_grad_enabled() and any(isinstance(v, torch.Tensor) and v.requires_grad for v in flat):
