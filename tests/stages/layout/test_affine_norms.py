@@ -5,6 +5,7 @@ file's emitted module runs them apart either way, so `emitted-v2` does not chang
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast
 
 import pytest
 
@@ -24,7 +25,8 @@ from mugraph.stages.layout.emitted import (
     written_model,
 )
 from mugraph.stages.layout.profiles import PROFILES
-from mugraph.stages.layout.rank import combined, rank, rerank
+from mugraph.stages.layout.rank import combined, confident, rank, rerank
+from mugraph.stages.layout.rows import RankRow
 from tests.helpers.layout_corpus import corpus, graph
 
 H100 = PROFILES["H100"]
@@ -177,3 +179,28 @@ def test_a_store_ranked_before_reads_back_with_its_three_call_reference() -> Non
     reference = next(r for r in again if r["reference"])
     assert reference["model"] == TORCH_MODEL_SEPARATE_AFFINE and reference["emitted_launches"] == 3
     assert all(r["speedup"] == pytest.approx(1.0) for r in again)
+
+
+def _like(row: RankRow, digest: str, seconds: float) -> RankRow:
+    other = {k: v for k, v in row.items() if k != "kept_seconds"}
+    return cast(RankRow, {**other, "digest": digest, "estimated_seconds": seconds})
+
+
+def test_a_candidate_beating_what_a_kept_reference_runs_replaces_it() -> None:
+    """Keeping a PyTorch reference runs its norm, mul and add as three calls: a fused kernel a little
+    slower than the model's one call still beats that, and replaces it (its speedup below 1 says so);
+    one within the model's error of the three calls does not."""
+    g = _norm()
+    layout = choose_layouts(g)
+    _, ref_row = rank({}, (g, layout), H100, EMITTED_TORCH)
+    ref_row["digest"] = "reference"
+    kept = EMITTED_TORCH.price(g, None, H100)
+    assert ref_row.get("kept_seconds") == kept and kept > 2.5 * ref_row["estimated_seconds"]
+    fused = _like(ref_row, "fused", 1.07 * ref_row["estimated_seconds"])
+    near = _like(ref_row, "near", kept / 1.05)
+    assert confident(fused, ref_row) and not confident(near, ref_row)
+    assert [r["digest"] for r in combined([fused, near], ref_row)] == ["fused", "reference", "near"]
+    # a program file's module runs its reference as written: nothing kept apart, the fused kernel stays behind
+    _, file_ref = rank({}, (g, layout), H100, EMITTED)
+    assert "kept_seconds" not in file_ref
+    assert not confident(_like(file_ref, "fused", 1.07 * file_ref["estimated_seconds"]), file_ref)
