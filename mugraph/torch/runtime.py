@@ -333,7 +333,8 @@ class OptimizedModule(torch.nn.Module):
             error = TrainingModeError if self.training else TorchError
             raise error(
                 f"{self._model_name}: {why}; this module holds no model to run instead (made by mugraph.load "
-                "or unpickled): set it back, or optimise the model in that mode or dtype"
+                "or unpickled, or around a model that copy.deepcopy refuses): set it back, or optimise the "
+                "model in that mode or dtype"
             )
         _once(self._model_name, f"the kernels are off, the model's own forward runs: {why}")
         return self._model_forward(args, kwargs)

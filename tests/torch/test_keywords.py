@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import mugraph
+from mugraph.torch import runtime
 from mugraph.torch.capture import capture
 from mugraph.torch.errors import CaptureError, InputMismatchError
 from mugraph.torch.runtime import OptimizedModule
@@ -137,3 +138,38 @@ def test_example_kwargs_that_are_not_tensors_are_refused_in_one_line() -> None:
         capture(made(Masked()), x, example_kwargs={"mask": None})
     with pytest.raises(CaptureError, match=r"passed by position and keyword mask\): got an unexpected"):
         capture(made(Layer()), x, example_kwargs={"mask": x})
+
+
+def test_a_hugging_face_layer_called_with_keywords_is_captured_and_converted_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Llama's decoder layer as its model calls it: `layer(h, attention_mask=mask, position_embeddings=(cos, sin))`;
+    a model holding its module converts it whole and the module then runs the converted layer."""
+    from transformers import LlamaConfig
+    from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRotaryEmbedding
+
+    config = LlamaConfig(  # type: ignore[call-arg]  # attn_implementation: a PretrainedConfig keyword
+        hidden_size=64, intermediate_size=128, num_attention_heads=2, num_key_value_heads=2, attn_implementation="eager"
+    )
+    torch.manual_seed(0)
+    layer = LlamaDecoderLayer(config, 0).eval()
+    (h,) = inputs((1, 16, 64), dtype=torch.float32)
+    cos, sin = LlamaRotaryEmbedding(config)(h, torch.arange(16)[None])
+    mask = torch.full((1, 1, 16, 16), float("-inf")).triu(1)
+    kwargs: dict[str, Any] = {"attention_mask": mask, "position_embeddings": (cos, sin)}
+    captured = capture(layer, h, example_kwargs=kwargs)
+    fast = OptimizedModule(captured, captured.lowering.graph, share=True)
+    assert torch.allclose(first(fast(h, **kwargs)), first(layer(h, **kwargs)), atol=1e-5)
+    holder = nn.ModuleDict({"pre": nn.Linear(64, 64), "layer": fast}).half()
+    assert {t.dtype for t in (*holder.parameters(), *layer.parameters())} == {torch.float16}
+    monkeypatch.setattr(runtime, "_WARNED", set())  # its warning is once per process
+    half = {"attention_mask": mask.half(), "position_embeddings": (cos.half(), sin.half())}
+    with pytest.warns(UserWarning, match="the kernels are off"):
+        got = first(fast(h.half(), **half))
+    assert torch.equal(got, first(layer(h.half(), **half)))
+
+
+def first(out: Any) -> torch.Tensor:
+    """The hidden states of a layer's output (a tensor, or a tuple led by it, by transformers' version)."""
+    hidden: torch.Tensor = out[0] if isinstance(out, tuple) else out
+    return hidden
