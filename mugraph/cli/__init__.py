@@ -4,17 +4,19 @@ itself (its options and their checks, its plan, store and cluster) is `mugraph.r
 line only turns flags into its options and prints.
 
 This module stays light: the console command installs its interrupt handlers before the command
-line's modules are imported (a few seconds: Dask, Z3, NumPy), so Ctrl-C or SIGTERM at any instant is
-one line and exit 130."""
+line's modules are imported (a few seconds: Dask, Z3, NumPy), so Ctrl-C, SIGTERM or SIGHUP at any
+instant is one line and exit 130."""
 
 from __future__ import annotations
 
 
 def main(argv: list[str] | None = None) -> None:
     """The console command (`mugraph`, `python -m mugraph`, `python -m mugraph.cli`)."""
+    from mugraph.cli.hangup import take_hangup_as_term
     from mugraph.pipeline.interrupts import install_interrupt_handlers
 
     install_interrupt_handlers()
+    take_hangup_as_term()
     from mugraph.cli.app import main as run  # an interrupt in here reaches the excepthook: one line, 130
 
     run(argv)

@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 import click
 
 from mugraph.arrays.backend import backend_name, get_array_module
+from mugraph.cli.hangup import take_hangup_as_term
 from mugraph.cli.options import backend_option
 from mugraph.cli.pipeline import optimize
 from mugraph.cli.records import ExpertCheck, json_line
@@ -327,6 +328,7 @@ def main(argv: list[str] | None = None) -> None:
     warnings.formatwarning = warning_line
     if threading.current_thread() is threading.main_thread():
         install_interrupt_handlers()
+        take_hangup_as_term()
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         # not click's `main`: on an interrupt it writes an empty line before the command's one line
@@ -339,7 +341,8 @@ def main(argv: list[str] | None = None) -> None:
         _stdout_closed()
     except (KeyboardInterrupt, click.exceptions.Abort):
         # Every `with` block (store, memo server, cluster) has closed on the way here.
-        click.echo(f"mugraph: {_interrupted_line(args)}", err=True)
+        with contextlib.suppress(OSError):  # a terminal that hung up takes no line
+            click.echo(f"mugraph: {_interrupted_line(args)}", err=True)
         sys.exit(EXIT_INTERRUPTED)
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)

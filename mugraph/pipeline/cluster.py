@@ -258,11 +258,31 @@ async def _block_sigint_in_this_thread() -> None:
     (sent to the whole process group) then reaches only the driver, which stops the cluster, and no
     worker prints a traceback. The main thread still takes SIGINT, and SIGTERM stays unblocked (the
     nanny stops its worker with it). Multiprocessing's resource tracker, started on first use, would
-    unblock SIGINT again on its way out of its own start: it is started first."""
+    unblock SIGINT again on its way out of its own start: it is started first. SIGHUP is blocked in
+    this thread from its start (`_deaf_to_hangup`)."""
     from multiprocessing import resource_tracker
 
     resource_tracker.ensure_running()
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGHUP})
+
+
+@contextlib.contextmanager
+def _deaf_to_hangup() -> Iterator[None]:
+    """Within, SIGHUP is blocked in this thread, so that what the local cluster starts here inherits
+    the mask: its event loop thread, and from it the scheduler process, the worker processes and
+    multiprocessing's resource tracker (started here, if not yet running, as the tracker unblocks only
+    SIGINT and SIGTERM). A closed terminal's SIGHUP, sent to the whole process group, then reaches only
+    the driver (the command line takes it as SIGTERM), which closes the cluster as after any interrupt:
+    by default each of these processes would die of it, the driver waiting on a scheduler that is gone
+    and the tracker relaunched with tracebacks. A SIGHUP that comes meanwhile waits for the block's end."""
+    from multiprocessing import resource_tracker
+
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGHUP})
+    try:
+        resource_tracker.ensure_running()
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 @contextlib.contextmanager
@@ -291,7 +311,8 @@ def dask_client(
     # with a host's own log handlers, what silence_logs cannot reach
     with dask_logs_at(QUIET_LOGS), contextlib.ExitStack() as closing:
         with interrupts.held():  # an interrupt comes once the cluster and client are whole, closed below
-            cluster, taken = _local_cluster(security, dashboard_address)
+            with _deaf_to_hangup():
+                cluster, taken = _local_cluster(security, dashboard_address)
             closing.callback(cluster.close)
             client = Client(cluster, security=security)
             closing.callback(client.close)

@@ -1,7 +1,7 @@
-"""Signals from the first instant the command runs: SIGINT or SIGTERM while its modules are still being
-imported is the same one line and status 130 as later, and so is a Ctrl-C while the local cluster
-starts; once interrupted, no more worker processes are started (`--workers 1000`, then SIGTERM, stops
-within one batch)."""
+"""Signals from the first instant the command runs: SIGINT, SIGTERM or SIGHUP (a closed terminal) while
+its modules are still being imported is the same one line and status 130 as later, and so is a Ctrl-C
+while the local cluster starts; once interrupted, no more worker processes are started (`--workers
+1000`, then SIGTERM, stops within one batch)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from tests.helpers.cli_runs import start
 
 LINE = "mugraph: interrupted; run the same command to resume"
 SIGTERM_CAUGHT = 1 << (signal.SIGTERM - 1)
+SIGHUP_CAUGHT = 1 << (signal.SIGHUP - 1)
 
 
 def caught(pid: int) -> int:
@@ -39,11 +40,12 @@ def finish(proc: subprocess.Popen[str], timeout: float) -> str:
             proc.wait()
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=["sigint", "sigterm", "sighup"])
 def test_a_signal_while_importing_is_one_line_and_130(tmp_path: Path, sig: signal.Signals) -> None:
     proc = start(["optimize", "lora", "--workers", "1", "--store", str(tmp_path / "run.zarr")], tmp_path)
     deadline = time.monotonic() + 30
-    while not caught(proc.pid) & SIGTERM_CAUGHT:  # the entry's handlers are in; the imports run now
+    handlers = SIGTERM_CAUGHT | SIGHUP_CAUGHT
+    while caught(proc.pid) & handlers != handlers:  # the entry's handlers are in; the imports run now
         assert proc.poll() is None and time.monotonic() < deadline
         time.sleep(0.005)
     proc.send_signal(sig)
@@ -96,10 +98,13 @@ def test_no_worker_is_started_after_an_interrupt(tmp_path: Path) -> None:
     assert not _workers(proc.pid)  # none left behind
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
+@pytest.mark.parametrize(
+    "sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=["sigint", "sigterm", "sighup-terminal-closed"]
+)
 def test_a_signal_to_the_process_group_mid_search_adds_one_line(tmp_path: Path, sig: signal.Signals) -> None:
-    """Workers take no part (they block SIGINT; SIGTERM reaches them as a stop from their nanny would):
-    the driver's line is the only thing added, with no empty line before it."""
+    """Workers take no part (they block SIGINT and SIGHUP; SIGTERM reaches them as a stop from their
+    nanny would), nor do the scheduler's process and multiprocessing's resource tracker: the driver's
+    line is the only thing added, with no empty line before it."""
     proc = start(
         [
             "optimize",
