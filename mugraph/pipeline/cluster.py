@@ -31,6 +31,7 @@ from distributed.security import Security
 from mugraph.arrays.backend import cupy_available
 from mugraph.ir.errors import MugraphError
 from mugraph.pipeline import interrupts
+from mugraph.pipeline.dask_handlers import dask_handlers_at
 from mugraph.pipeline.dask_logs import dask_logs_at
 from mugraph.pipeline.scheduler_process import SchedulerProcess
 
@@ -308,8 +309,9 @@ def dask_client(
         return
     n = workers or default_workers()
     security = Security.temporary()
-    # with a host's own log handlers, what silence_logs cannot reach
-    with dask_logs_at(QUIET_LOGS), contextlib.ExitStack() as closing:
+    # with a host's own log handlers, what silence_logs cannot reach; Dask's own, held while any
+    # local cluster of this process is up (its silence_logs alone is undone by the first to close)
+    with dask_logs_at(QUIET_LOGS), dask_handlers_at(QUIET_LOGS), contextlib.ExitStack() as closing:
         with interrupts.held():  # an interrupt comes once the cluster and client are whole, closed below
             with _deaf_to_hangup():
                 cluster, taken = _local_cluster(security, dashboard_address)
