@@ -223,8 +223,9 @@ def _run_python(path: Path, seen: list[int]) -> Program:
 
 
 def _torch_program(path: Path, ns: dict[str, object]) -> Program:
-    """A file defining `model` (a torch.nn.Module or a function) and `example_inputs`: captured with
-    torch.export; the run keeps the exported program beside its store, where `mugraph.load` finds it.
+    """A file defining `model` (a torch.nn.Module or a function) and `example_inputs` (and, for a model
+    called with keywords, `example_kwargs`): captured with torch.export; the run keeps the exported
+    program beside its store, where `mugraph.load` finds it.
     Unless the file sets `name`, the program is named after the model's class or function, as
     `mugraph.optimize` names it (the only name it has), so both paths default to one store."""
     name = ns.get("name")
@@ -235,7 +236,8 @@ def _torch_program(path: Path, ns: dict[str, object]) -> Program:
         from mugraph.torch.capture import capture
         from mugraph.torch.verdict import heavy_glue
 
-        captured = capture(ns["model"], ns["example_inputs"], name if isinstance(name, str) else None)
+        keywords: Any = ns.get("example_kwargs")  # checked by the capture, as mugraph.optimize's
+        captured = capture(ns["model"], ns["example_inputs"], name if isinstance(name, str) else None, keywords)
     except MugraphError as e:
         raise ProgramLoadError(f"{path}: {e}") from None
     prog = _program(path, captured.name if name is None else name, ns.get("preset"), captured.lowering.graph, {})
