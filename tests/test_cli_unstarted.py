@@ -70,7 +70,7 @@ def test_a_live_run_with_nothing_yet_is_said_to_be_going(tmp_path: Path, capsys:
     finally:
         live.close()
     line = _error_line(capsys, ["show", str(store)])  # stopped with nothing confirmed: how to go on
-    assert "its run stopped before it confirmed a μGraph; run" in line and "to continue" in line, line
+    assert "its run stopped before it confirmed a μGraph; run" in line and "to resume" in line, line
 
 
 def test_the_command_line_names_its_options_not_the_librarys_arguments(

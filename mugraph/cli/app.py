@@ -28,16 +28,14 @@ from mugraph.ir.serialize import digest
 from mugraph.pipeline.interrupts import (  # noqa: F401  (_interrupted: the handler, for tests)
     EXIT_INTERRUPTED,
     EXIT_STDOUT_CLOSED,
-    INTERRUPTED,
-    INTERRUPTED_FRESH,
     StdoutClosed,
     _interrupted,
     install_interrupt_handlers,
     quiet_event_loop_logs,
-    resume_advice,
 )
 from mugraph.programs import builtin_programs, resolve_program
 from mugraph.run.prepare import nothing_to_search, unread_parts
+from mugraph.run.resume import how_to_resume
 from mugraph.stages.fragments import split_program
 from mugraph.stages.verify.check import DEFAULT_SEEDS, check_equivalence
 from mugraph.stages.verify.field import FieldSpec
@@ -305,13 +303,18 @@ cli.add_command(prune)
 RESUMABLE = ("optimize", "search", "prune")
 
 
+def _fresh(args: list[str]) -> bool:
+    """Whether the command started over (`--fresh`): it goes on without the flag, which would delete
+    its store again."""
+    return "--fresh" in (args[: args.index("--")] if "--" in args else args)
+
+
 def _interrupted_line(args: list[str]) -> str:
     """Only a search has work to continue (its store, or its memo's verdicts); other commands simply
-    stopped. A `--fresh` run goes on without the flag, which would delete its store again."""
+    stopped."""
     if not args or args[0] not in RESUMABLE:
         return "interrupted"
-    flags = args[: args.index("--")] if "--" in args else args
-    return INTERRUPTED_FRESH if "--fresh" in flags else INTERRUPTED
+    return f"interrupted; {how_to_resume(fresh=_fresh(args))}"
 
 
 def _stdout_closed() -> NoReturn:
@@ -336,8 +339,7 @@ def main(argv: list[str] | None = None) -> None:
             cli.invoke(top)
         sys.stdout.flush()  # a closed stdout is said here, not as an ignored exception at the exit
     except StdoutClosed:
-        fresh = _interrupted_line(args) == INTERRUPTED_FRESH
-        click.echo(f"mugraph: stdout was closed, so the run stopped; {resume_advice(fresh)}", err=True)
+        click.echo(f"mugraph: stdout was closed, so the run stopped; {how_to_resume(fresh=_fresh(args))}", err=True)
         _stdout_closed()
     except (KeyboardInterrupt, click.exceptions.Abort):
         # Every `with` block (store, memo server, cluster) has closed on the way here.

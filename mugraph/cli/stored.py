@@ -3,7 +3,7 @@ too), with the command that goes on with a stopped run."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -31,6 +31,7 @@ from mugraph.ir.render import render
 from mugraph.ir.serialize import loads
 from mugraph.run.checks import check_output_file, check_store_name
 from mugraph.run.kernels import program_outputs
+from mugraph.run.resume import how_to_resume
 from mugraph.stages.layout.costs import Layouts
 from mugraph.stages.layout.describe import describe_layouts, seconds_text
 from mugraph.stages.layout.profiles import DEFAULT_PROFILE, PROFILES, get_profile
@@ -39,7 +40,6 @@ from mugraph.stages.layout.rows import RankedRow
 from mugraph.storage.run.backends import open_existing
 from mugraph.storage.run.paths import RunPaths
 from mugraph.storage.run.protocol import RunStoreReader
-from mugraph.storage.run.recorded_command import resuming_command
 from mugraph.storage.run.run_records import ProgressSample
 
 SHOW_ROWS = 10  # ranking rows `show` prints without --all (the reference's row is always added)
@@ -69,23 +69,16 @@ class ShownFragment(TypedDict):
 
 STOPPED_EARLY = (
     "the run stopped before its end (interrupted or killed): the rankings below are of the μGraphs confirmed "
-    "and laid out so far, not stitched or checked end to end; run {command} to continue, or run it with "
-    "`--time-limit 1` (in place of any limit it has) to only rank and stitch what the store holds"
+    "and laid out so far, not stitched or checked end to end; {resume} (with a time limit of 1 s in place of "
+    "any it has, the run only ranks and stitches what the store holds)"
 )
-
-
-def _resume_command(store: Path, meta: Mapping[str, Any]) -> str:
-    """The command that goes on with the run of `store`: the one that made it, without `--fresh` (which
-    would delete the store) and at the store's path; else the generic advice."""
-    recorded = resuming_command(meta, store)
-    return f"`{recorded}`" if recorded is not None else "the same `mugraph optimize` command (without --fresh)"
 
 
 def _before_end(writer: int | None, resume: str) -> str:
     """What `show` says above rankings made before the run's end: that it is still going, or stopped
-    (and the command that goes on with it)."""
+    (and how to go on with it, `resume`)."""
     if writer is None:
-        return STOPPED_EARLY.format(command=resume)
+        return STOPPED_EARLY.format(resume=resume)
     return (
         f"the run is still going (pid {writer}): the rankings below are of the μGraphs confirmed and laid out "
         "so far, not stitched or checked end to end"
@@ -154,7 +147,7 @@ def status(store: Path, as_json: bool) -> None:
                 }
             )
         last, size = _size(timeline, int(summary.get("counters", {}).get("nodes", 0)))
-        resume = _resume_command(store, st.meta)
+        resume = how_to_resume(store, st.meta)
         out = {
             "store": str(store),
             "identity": st.identity,
@@ -179,13 +172,13 @@ def status(store: Path, as_json: bool) -> None:
             if out["complete"]
             else f"running (pid {writer})"
             if writer is not None
-            else f"not complete (resume with {resume})"
+            else f"not complete ({resume})"
         )
     )
     click.echo(f"  tasks: {summary.get('done', 0):,} done, {summary.get('pending', 0):,} pending")
     states = int(summary.get("counters", {}).get("nodes", 0))
     if not summary.get("done", 0) and not summary.get("pending", 0):
-        why = "the run has recorded none so far" if writer is not None else f"resume with {resume}"
+        why = "the run has recorded none so far" if writer is not None else resume
         click.echo(f"  size: not started (no task recorded yet: {why})")
     elif out["complete"] or not summary.get("pending", 0):
         click.echo(f"  size: {states:,} states, the whole space")
@@ -335,12 +328,10 @@ def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) ->
         final = st.final()
         experts = expert_labels(st.identity, frags)
         names = program_outputs(st)
-        resume = _resume_command(store, st.meta)
+        resume = how_to_resume(store, st.meta)
     unranked = final is None and not any(r["ranking"] for r in rows)  # nothing confirmed yet
     if unranked and writer is None:
-        raise MugraphError(
-            f"{store}: no result yet: its run stopped before it confirmed a μGraph; run {resume} to continue"
-        )
+        raise MugraphError(f"{store}: no result yet: its run stopped before it confirmed a μGraph; {resume}")
     if as_json:  # a run going on with nothing confirmed yet: empty rankings, `running` its pid
         shown = {"store": str(store), "fragments": rows, "final": final, "provisional": provisional, "running": writer}
         click.echo(json_line(shown))
@@ -382,7 +373,7 @@ def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) ->
         click.echo(
             render(loads(final["program_graph"]), "the whole program: the chosen μGraphs and the glue between them")
         )
-    state = "complete" if final["complete"] else f"NOT complete (best so far; {resume} goes on searching)"
+    state = "complete" if final["complete"] else f"NOT complete (best so far; {resume})"
     err = final["end_to_end_max_rel_err"]
     click.echo(f"run {state}; the run checked the stitched program in float64: max rel err {err:.2e}")
 

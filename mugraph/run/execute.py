@@ -16,7 +16,6 @@ from mugraph.dashboards import live
 from mugraph.dashboards.report import write_report
 from mugraph.ir.errors import MugraphError
 from mugraph.ir.plural import counted, noun
-from mugraph.pipeline.interrupts import resume_advice
 from mugraph.programs import Program
 from mugraph.run.expert import expert_line
 from mugraph.run.kernels import write_store_module
@@ -24,6 +23,7 @@ from mugraph.run.mismatch import setting_changes
 from mugraph.run.options import OptimizeOptions
 from mugraph.run.outcome import finished, stored_done
 from mugraph.run.prepare import Prepared, preflight, prepare
+from mugraph.run.resume import how_to_resume
 from mugraph.run.setup import main_not_rerun, staged_exported, versions, workers_memo_url
 from mugraph.stages.layout.emitted import model_for
 from mugraph.storage.memo.url import redact_url
@@ -84,7 +84,7 @@ def run_prepared(run: Prepared, on_event: EventSink | None = None) -> DoneEvent:
             client = _start_cluster(stack, run, url)
             done = _drive(run, st, client, on_event, url)
     except KeyboardInterrupt as e:  # a library caller sees it under the traceback (the command line says its own)
-        e.add_note(f"mugraph: interrupted; {resume_advice(run.options.fresh, call=True)}")
+        e.add_note(f"mugraph: interrupted; {how_to_resume(fresh=run.options.fresh, call=True)}")
         raise
     return _written_beside(run, done)
 
@@ -209,7 +209,7 @@ def _drive(
     # How a stopped run goes on, said once for the page, the library and the command line: a library
     # call (`run_optimize`, or `mugraph.optimize`'s model) is called again, a command line run again.
     library = o.command is None or is_model_command(o.command)
-    done["resume"] = None if done["complete"] else resume_advice(o.fresh, call=library)
+    done["resume"] = None if done["complete"] else how_to_resume(fresh=o.fresh, call=library)
     live.publish(client, done)  # before the client closes: the page says how the run ended
     return done
 

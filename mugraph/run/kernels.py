@@ -21,6 +21,7 @@ from mugraph.ir.serialize import digest as json_digest
 from mugraph.ir.serialize import dumps, loads
 from mugraph.ir.types import OpKind
 from mugraph.programs import resolve_program
+from mugraph.run.resume import how_to_resume
 from mugraph.stages.combine import stitch
 from mugraph.stages.fragments import Split, split_program
 from mugraph.stages.layout.choose import LayoutResult, choose_layouts
@@ -216,8 +217,9 @@ def select_from_store(store: Path, digest: str | None) -> Selection:
             info = EmitInfo(f"{ident.get('program')} {frags[i]['name']}", config, d, lines, inner)
             note = row_major_note(dict(rec.get("io_layouts", {})), graph) if rec else None
             return Selection(graph, loads(frags[i]["graph"]), info, None, chosen, note)
+        meta = st.meta
         if final is None:
-            raise MugraphError(_no_result(store, st.writer()))
+            raise MugraphError(_no_result(store, st.writer(), meta))
         reference, unchecked = _find_store_reference(st)
         io = _run_io_layouts(st)
         for i in range(len(frags)):
@@ -237,11 +239,12 @@ def select_from_store(store: Path, digest: str | None) -> Selection:
         lines,
         inner,
     )
-    notes = [n for n in (row_major_note(io, graph), None if complete else _SO_FAR) if n]
+    so_far = None if complete else _SO_FAR.format(resume=how_to_resume(store, meta))
+    notes = [n for n in (row_major_note(io, graph), so_far) if n]
     return Selection(graph, reference, info, RunPaths(store).kernels, chosen, "; ".join(notes) or None, unchecked)
 
 
-def _no_result(store: Path, writer: int | None) -> str:
+def _no_result(store: Path, writer: int | None, meta: Mapping[str, Any]) -> str:
     """Why a store has no result to emit yet: its run is still going (`writer`, its pid), or stopped
     before ranking what it found; what to do meanwhile."""
     shown = shlex.quote(str(store))
@@ -249,8 +252,8 @@ def _no_result(store: Path, writer: int | None) -> str:
     if writer is not None:
         return f"{store}: no result yet: the run is still going (pid {writer}); {meanwhile}, or wait for its end"
     return (
-        f"{store}: no result yet (the run stopped before ranking what it found); {meanwhile}, or run the same "
-        "`mugraph optimize` command again to finish it"
+        f"{store}: no result yet (the run stopped before ranking what it found); {meanwhile}, or "
+        f"{how_to_resume(store, meta)} and finish it"
     )
 
 
@@ -266,10 +269,7 @@ def _same_program(store: Path, record: str, reference: KernelGraph, program: Ker
 
 
 # what emit says of a store whose search stopped at its time limit (or was stopped after one)
-_SO_FAR = (
-    "the run's search stopped before its end: these are its best μGraphs so far (the same `mugraph optimize` "
-    "command resumes it)"
-)
+_SO_FAR = "the run's search stopped before its end: these are its best μGraphs so far ({resume})"
 
 
 def select_from_program(spec: str, digest: str | None, expert: str | None) -> Selection:

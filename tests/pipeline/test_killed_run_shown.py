@@ -53,7 +53,7 @@ def test_show_and_status_rank_a_killed_run(tmp_path: Path) -> None:
     text = mugraph("show", str(store), cwd=tmp_path)
     assert text.returncode == 0, text.stderr
     assert "the run stopped before its end" in text.stdout
-    assert f"run `mugraph optimize lora --json --dashboard-address :0 --workers 2 --store {store}` to continue" in (
+    assert f"run `mugraph optimize lora --json --dashboard-address :0 --workers 2 --store {store}` to resume" in (
         text.stdout
     )
     assert frag["ranking"][0]["digest"][:16] in text.stdout or frag["ranking"][0]["reference"]
@@ -64,7 +64,7 @@ def test_show_and_status_rank_a_killed_run(tmp_path: Path) -> None:
     assert per["provisional"] is True and per["best"] == frag["best"]["digest"]
     said = mugraph("status", str(store), cwd=tmp_path).stdout.splitlines()[0]
     assert said.endswith(
-        f"(resume with `mugraph optimize lora --json --dashboard-address :0 --workers 2 --store {store}`)"
+        f"(run `mugraph optimize lora --json --dashboard-address :0 --workers 2 --store {store}` to resume)"
     )
 
     # the report answers with the same ranking, and says it is provisional
@@ -109,15 +109,16 @@ def test_a_run_going_on_is_said_to_be_going(tmp_path: Path) -> None:
 
 def test_a_stopped_run_is_continued_by_its_command_without_fresh(tmp_path: Path) -> None:
     """`show` names the command that made the store, at the store's path and without `--fresh` (which
-    would delete it); a store made from Python (no command recorded) gets the generic advice."""
-    from mugraph.cli.stored import _resume_command
+    would delete it); a store made from Python, the call that made it; a store that records neither,
+    the command in words."""
+    from mugraph.run.resume import how_to_resume
 
+    store = tmp_path / "s.zarr"
     made = {"command": ["optimize", "gqa", "--fresh", "--store", "old.zarr", "--time-limit", "60"]}
-    assert (
-        _resume_command(tmp_path / "s.zarr", made)
-        == f"`mugraph optimize gqa --time-limit 60 --store {tmp_path / 's.zarr'}`"
-    )
-    assert "without --fresh" in _resume_command(tmp_path / "s.zarr", {"command": ["optimize", "<torch model M>"]})
+    assert how_to_resume(store, made) == f"run `mugraph optimize gqa --time-limit 60 --store {store}` to resume"
+    python = how_to_resume(store, {"command": ["optimize", "<torch model M>"]})
+    assert python == f"call mugraph.optimize(model, example_inputs, store={str(store)!r}) again to resume"
+    assert "without --fresh" in how_to_resume(store, {})
 
 
 def test_a_store_made_from_python_names_no_command_line() -> None:
