@@ -1,6 +1,8 @@
 """Running a program's ops on torch tensors: every graph-defined op as its emitted Triton kernel (compiled
 for the CUDA device torch uses, in Triton's interpreter elsewhere), every pre-defined op as one torch call
-computing in float32 and storing the tensor's dtype, as the kernels do."""
+computing in float32 and storing the tensor's dtype, as the kernels do; a norm with the weight and bias
+it takes in (`ir/affine_norms.py`) as PyTorch's one norm call, as the model runs it and the cost model
+prices it."""
 
 from __future__ import annotations
 
@@ -27,8 +29,9 @@ import torch.nn.functional as F
 from mugraph.codegen.check import require_triton
 from mugraph.codegen.emit_kernel import emit_kernel
 from mugraph.codegen.errors import KERNELS_EXTRA_HINT
+from mugraph.ir.affine_norms import AffineNorm, affine_norms
 from mugraph.ir.families import PREDEFINED
-from mugraph.ir.graph import KernelGraph, Op
+from mugraph.ir.graph import KernelGraph, Op, eps_of
 from mugraph.ir.tiles import row_major_strides
 from mugraph.ir.types import DType, OpKind, Shape
 from mugraph.torch.errors import TorchError
@@ -185,6 +188,23 @@ def torch_op(op: Op, args: list[torch.Tensor], dtype: torch.dtype) -> torch.Tens
     return out.to(dtype).contiguous()
 
 
+def affine_norm_op(norm: Op, steps: Sequence[OpKind], args: Sequence[torch.Tensor], dtype: torch.dtype) -> torch.Tensor:
+    """A norm and the weight mul and/or bias add it takes in as PyTorch's one call (`F.layer_norm(x, s,
+    w, b, eps)`, `F.rms_norm(x, s, w, eps)`: x / sqrt(mean(x²) + eps) * w, as the IR's rms_norm then
+    its mul), widened to float32 as `torch_op` widens norms, the result rounded once to `dtype`.
+    `args`: x, then per step its vector."""
+    x, *vectors = (a.float() for a in args)
+    given = dict(zip(steps, (v.reshape(-1) for v in vectors), strict=True))
+    weight, bias = given.get(OpKind.MUL), given.get(OpKind.ADD)
+    if norm.kind is OpKind.LAYER_NORM:
+        out = F.layer_norm(x, x.shape[-1:], weight, bias, eps_of(norm))
+    elif norm.kind is OpKind.RMS_NORM and bias is None:
+        out = F.rms_norm(x, x.shape[-1:], weight, eps_of(norm))
+    else:
+        raise TorchError(f"{norm.kind} with {', '.join(map(str, steps))}: not one PyTorch norm call")
+    return out.to(dtype).contiguous()
+
+
 def fitted(t: torch.Tensor, strides: Sequence[int]) -> torch.Tensor:
     """`t` as a kernel reads it, with these element strides: itself where it has them (dims of extent 1
     aside, whose stride is never used), else a copy laid out so."""
@@ -220,7 +240,9 @@ def _quiet_numpy(interpreted: bool) -> contextlib.AbstractContextManager[Any]:
 
 
 class Launcher:
-    """The kernels of one program, and the call that runs any of its ops."""
+    """The kernels of one program, and the call that runs any of its ops. A norm with the weight and
+    bias it takes in runs as one call at the chain's last op (its inputs are all made by then); the
+    chain's other ops make nothing (their outputs have no other reader)."""
 
     def __init__(self, program: KernelGraph, strides: Mapping[int, Shape]) -> None:
         self.program = program
@@ -234,9 +256,15 @@ class Launcher:
         source, self.info = kernels_source(program, strides, interpreted=self.interpreted)
         self.module = load_kernels(source) if self.info else None
         self._calls: dict[int, _KernelCall] = {}
+        self._norm_calls = {chain.absorbed[-1]: chain for chain in affine_norms(program).values()}
+        self._folded = {i for chain in self._norm_calls.values() for i in (chain.norm, *chain.absorbed[:-1])}
 
     def run(self, index: int, tensors: dict[int, torch.Tensor], device: torch.device | None) -> tuple[int, ...]:
         """Run op `index` on `tensors` (program tensor -> value), adding what it makes; returns those."""
+        if index in self._folded:
+            return ()
+        if index in self._norm_calls:
+            return self._run_norm(self._norm_calls[index], tensors)
         op = self.program.ops[index]
         args = [tensors[i] for i in op.inputs]
         if op.kind is not OpKind.CUSTOMIZED:
@@ -257,6 +285,14 @@ class Launcher:
             raise
         tensors.update(zip(op.outputs, outs, strict=True))
         return op.outputs
+
+    def _run_norm(self, chain: AffineNorm, tensors: dict[int, torch.Tensor]) -> tuple[int, ...]:
+        """A norm's chain as one call, its result stored as the chain's last op's output."""
+        *read, made = chain.tensors
+        steps = [self.program.ops[i].kind for i in chain.absorbed]
+        dtype = TORCH_DTYPES[self.program.tensors[made].dtype]
+        tensors[made] = affine_norm_op(self.program.ops[chain.norm], steps, [tensors[t] for t in read], dtype)
+        return (made,)
 
     def _refuse_dtypes(self, op: Op, args: Sequence[torch.Tensor], error: Exception) -> None:
         """Raise a TorchError where a kernel failed on a tensor whose dtype is not the program's: the
@@ -289,3 +325,8 @@ class Launcher:
     @property
     def kernels(self) -> int:
         return len(self.info)
+
+    @property
+    def torch_calls(self) -> int:
+        """The torch calls one run of the program makes (a norm with its weight and bias: one)."""
+        return sum(1 for i, op in enumerate(self.program.ops) if op.kind in PREDEFINED and i not in self._folded)

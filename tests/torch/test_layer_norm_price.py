@@ -1,17 +1,19 @@
 """A lone `nn.LayerNorm` with weight and bias through `mugraph.optimize` (one real run: Dask worker,
-Redis memo, Zarr store): PyTorch runs it as one `F.layer_norm` call, and its fragment's speedup is
-now over that call, not over the three calls (norm, mul, add) the lowering writes. It was sold as
-2.8x; the fused kernel is about as fast as PyTorch's own, and still replaces what a kept reference
-runs (the module's three torch calls)."""
+Redis memo, Zarr store): PyTorch runs it as one `F.layer_norm` call, and so does the module keeping
+the reference, so its fragment's speedups are over that call, not over the three calls (norm, mul,
+add) the lowering writes. The fused kernel was sold as 2.8x; it is about as fast as PyTorch's own
+call, not confidently faster, and the reference is kept: the module runs one F.layer_norm."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
 import mugraph
 from mugraph.ir.graph import KernelGraph
@@ -57,22 +59,35 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
 
 def test_the_reference_is_priced_as_pytorch_s_one_layer_norm_call(run: Run) -> None:
     ref = next(r for r in run.rows if r["reference"])
-    assert ref["model"] == TORCH_MODEL and ref["emitted_launches"] == 1
-    # what a kept reference runs: the module's three torch calls
-    assert ref.get("kept_seconds", 0.0) > 2.5 * ref["estimated_seconds"]
+    assert ref["model"] == TORCH_MODEL and ref["emitted_launches"] == 1 and "kept_seconds" not in ref
 
 
-def test_the_reported_speedup_falls_from_the_three_call_price(run: Run) -> None:
+def test_the_fused_kernel_no_faster_than_the_model_s_call_leaves_the_reference_kept(run: Run) -> None:
     (f0,) = run.module.verdict.fragments
+    fused = next(r for r in run.rows if not r["reference"] and r["kernels"] == 1)
     before = rerank(run.rows, run.graphs, PROFILES["H100"], EMITTED_TORCH_SEPARATE_AFFINE)
-    was = next(r for r in before if r["digest"] == f0.chosen)["speedup"]
-    assert was > 2.5  # the three-call reference: 2.8x
-    assert 0.8 < f0.speedup < 1.0 + 0.1  # over F.layer_norm's one call: about as fast, no speedup claimed
-    # the fused kernel still runs, not the three calls a kept reference would make
-    assert not f0.kept_reference and f0.kernels == 1 and f0.reason is None
+    assert next(r for r in before if r["digest"] == fused["digest"])["speedup"] > 2.5  # over three calls: 2.8x
+    assert 0.8 < fused["speedup"] < 1.0 + 0.1  # over F.layer_norm's one call: about as fast
+    assert f0.kept_reference and f0.reason is not None and "estimated faster" in f0.reason
+    assert f"f0: kept the reference, because {f0.reason}" in str(run.module.verdict).splitlines()
     assert not run.module.verdict.faster
 
 
-def test_the_module_still_computes_the_layer_norm(run: Run) -> None:
+def test_the_module_runs_the_layer_norm_as_one_call(run: Run) -> None:
+    with torch.no_grad(), TorchCalls() as calls:
+        got = run.module(*run.x)
     with torch.no_grad():
-        assert rel_err(run.module(*run.x), run.model(*run.x)) < 5e-3
+        assert rel_err(got, run.model(*run.x)) < 5e-3
+    assert [n for n in calls.names if n in ("layer_norm", "mul", "add")] == ["layer_norm"]
+
+
+class TorchCalls(TorchFunctionMode):
+    """The torch functions and tensor methods a call makes, by name (not those they make inside)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: list[str] = []
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        self.names.append(getattr(func, "__name__", str(func)).strip("_"))
+        return func(*args, **(kwargs or {}))

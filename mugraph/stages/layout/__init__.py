@@ -7,7 +7,6 @@ profiles.py  A100 / H100 / H200 numbers for the roofline
 roofline.py  per-kernel time: launch + max(DRAM, L2, shared memory, compute), every term kept
 cost_model.py the CostModel interface the ranking takes (the time of a graph, and its breakdown)
 emitted.py   today's CostModel: the kernels codegen emits, priced on a profile ("emitted-v2")
-affine_norms.py a norm and its weight and bias as PyTorch runs them: one call (a PyTorch reference's price)
 rank.py      rankings of a fragment's μGraphs (and re-ranking stored rows for another profile)
 describe.py  layouts and rows as text
 measure.py   fp16 timing of a μGraph as array operations (CuPy on a GPU)

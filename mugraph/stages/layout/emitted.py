@@ -23,9 +23,10 @@ What the emitted code does instead, and what this model prices:
   several calls): each call costs `call_seconds` plus its traffic at the fitted share of DRAM
   bandwidth; a matmul's FLOPs at tensor-core peak bound it from below, and a batched matmul runs as
   cuBLAS does, one thread block per 128x128 output tile streaming its whole K-panel.
-- A PyTorch model's ops run as PyTorch runs them (`emitted-v2-torch-norms`): each pre-defined op one
-  call; and its fragments' references, the model's own code, with each norm and the weight and bias
-  it takes in as one call (`affine_norms.py`), where a μGraph keeping those ops runs them apart.
+- A PyTorch model's ops run as PyTorch runs them (`emitted-v2-torch-norm-calls`): each pre-defined op
+  one call, and each norm with the weight and bias it takes in (`ir/affine_norms.py`) one call, in
+  the reference (the model's code runs `F.layer_norm`) and in a μGraph alike (the optimised module
+  runs such a kept chain as that call, `torch/kernels.py`).
 
 The constants in `EmittedConstants` are fitted on recorded H100 timings (benchmarks/data); the
 rest are the profile's data-sheet numbers.
@@ -39,22 +40,24 @@ from dataclasses import dataclass
 from math import ceil, gcd, prod
 from typing import assert_never
 
+from mugraph.ir.affine_norms import affine_norms
 from mugraph.ir.families import CostClass, Family, family_of, props
 from mugraph.ir.graph import BlockGraph, KernelGraph, Op
 from mugraph.ir.tiles import padded_shape
 from mugraph.ir.types import DType, OpKind
-from mugraph.stages.layout.affine_norms import affine_norms
 from mugraph.stages.layout.cost_model import CostModel, CostTerms
 from mugraph.stages.layout.costs import Layouts
 from mugraph.stages.layout.profiles import GpuProfile
 from mugraph.stages.layout.residency import residency
 
 MODEL = "emitted-v2"
-# the same, each pre-defined op priced as one call (a PyTorch model's ops), and a reference's norm with
-# its weight and bias as one call, as F.layer_norm and F.rms_norm run them
-TORCH_MODEL = "emitted-v2-torch-norms"
-# before that: the reference's norm, mul by the weight and add of the bias as three calls (stores
-# ranked by it read back as they were ranked)
+# the same, each pre-defined op priced as one call (a PyTorch model's ops), and each norm with its weight
+# and bias as one call, as F.layer_norm and F.rms_norm run them in the model and in the optimised module
+TORCH_MODEL = "emitted-v2-torch-norm-calls"
+# the torch models of stores ranked before (they read back as they were ranked): the norm with its
+# weight and bias one call in the reference alone, where the module ran a μGraph's as three calls
+TORCH_MODEL_REFERENCE_NORMS = "emitted-v2-torch-norms"
+# and before that, three calls everywhere
 TORCH_MODEL_SEPARATE_AFFINE = "emitted-v2-torch"
 SECTOR = 32
 CUBLAS_TILE = 128  # output tile of one cuBLAS thread block (M and N)
@@ -77,16 +80,25 @@ class EmittedConstants:
     # Each pre-defined op one call, as PyTorch runs a model's ops (its own fused kernels for norms and
     # activations), not the several array calls of the emitted module: the estimate for a PyTorch model.
     fused_pre_defined: bool = False
-    # With fused_pre_defined, a graph priced as written (a fragment's reference: the model's code) has
-    # each norm and the weight mul and bias add after it as one call (`affine_norms.py`).
+    # With fused_pre_defined, each norm and the weight mul and bias add after it as one call
+    # (`ir/affine_norms.py`); `reference_norms_only`: only in a graph priced as written (a fragment's
+    # reference), as stores ranked by `emitted-v2-torch-norms` were.
     affine_norms: bool = False
+    reference_norms_only: bool = False
 
     @property
     def model(self) -> str:
         """The name rows priced with these constants carry."""
         if not self.fused_pre_defined:
             return MODEL
-        return TORCH_MODEL if self.affine_norms else TORCH_MODEL_SEPARATE_AFFINE
+        if not self.affine_norms:
+            return TORCH_MODEL_SEPARATE_AFFINE
+        return TORCH_MODEL_REFERENCE_NORMS if self.reference_norms_only else TORCH_MODEL
+
+    def fuses_norms(self, as_written: bool) -> bool:
+        """Whether a graph's norms take their weights and biases into one call (`as_written`: the graph
+        is a fragment's reference)."""
+        return self.fused_pre_defined and self.affine_norms and (as_written or not self.reference_norms_only)
 
 
 CONSTANTS = EmittedConstants()
@@ -309,9 +321,9 @@ def estimate_emitted(
     as_written: bool = False,
 ) -> EmittedEstimate:
     """The estimated run time of the module `codegen` emits for `graph` on `profile`; `as_written`, of
-    `graph` as its source runs it (a fragment's reference: for a PyTorch model, its norms' weights and
-    biases taken into the norm's call where `constants.affine_norms`)."""
-    fused = affine_norms(graph) if as_written and constants.fused_pre_defined and constants.affine_norms else {}
+    `graph` as its source runs it (a fragment's reference; for `emitted-v2-torch-norms` alone that
+    differs: only a reference's norm took its weight and bias into its call there)."""
+    fused = affine_norms(graph) if constants.fuses_norms(as_written) else {}
     absorbed = {i for f in fused.values() for i in f.absorbed}
     kernels = []
     for index, op in enumerate(graph.ops):
@@ -355,16 +367,18 @@ class EmittedModel:
 
 
 def written_model(model: CostModel) -> CostModel:
-    """The model that prices a fragment's reference: `EmittedModel.as_written` (a PyTorch model's norm
-    and its weight and bias one call); another model prices it as any graph."""
+    """The model that prices a fragment's reference: `EmittedModel.as_written` (the same as any graph's
+    price but for `emitted-v2-torch-norms`, which took a norm's weight and bias in only there); another
+    model prices it as any graph."""
     return model.as_written() if isinstance(model, EmittedModel) else model
 
 
 EMITTED = EmittedModel()
 EMITTED_TORCH = EmittedModel(dataclasses.replace(CONSTANTS, fused_pre_defined=True, affine_norms=True))
-# the torch model before a reference's norm took its weight and bias in: what older stores' rows name
+# the torch models older stores' rows name: a reference's norm alone took its weight and bias in; none did
+EMITTED_TORCH_REFERENCE_NORMS = EmittedModel(dataclasses.replace(EMITTED_TORCH.constants, reference_norms_only=True))
 EMITTED_TORCH_SEPARATE_AFFINE = EmittedModel(dataclasses.replace(CONSTANTS, fused_pre_defined=True))
-MODELS = {m.name: m for m in (EMITTED, EMITTED_TORCH, EMITTED_TORCH_SEPARATE_AFFINE)}
+MODELS = {m.name: m for m in (EMITTED, EMITTED_TORCH, EMITTED_TORCH_REFERENCE_NORMS, EMITTED_TORCH_SEPARATE_AFFINE)}
 
 
 def model_for(torch_ops: bool) -> EmittedModel:
@@ -375,5 +389,6 @@ def model_for(torch_ops: bool) -> EmittedModel:
 
 def model_named(name: str | None) -> EmittedModel:
     """The model a stored ranking row names (rows from before the PyTorch variant name emitted-v2; those
-    of a PyTorch model ranked before its references' norms took their weights in, emitted-v2-torch)."""
+    of a PyTorch model ranked before its norms took their weights in, emitted-v2-torch, or before the
+    module ran a μGraph's norm with its weight and bias as one call, emitted-v2-torch-norms)."""
     return MODELS.get(name or MODEL, EMITTED)

@@ -41,10 +41,6 @@ class RankRow(RooflineTotals):
     layouts: LayoutsJSON
     profile: str
     model: str
-    # on the reference's row where a kept reference runs other calls than its source (a PyTorch model's
-    # norm with its weight and bias: one call in the model, three in the module): what keeping it runs,
-    # which a candidate must beat to replace it (rank.confident)
-    kept_seconds: NotRequired[float]
     # set by mark_near_ties on a row whose estimate is within the model's error of the next one's
     near_tie: NotRequired[str]
     tie_break: NotRequired[str]

@@ -4,15 +4,14 @@ PyTorch runs `F.layer_norm(x, shape, w, b)` (`nn.LayerNorm`) as one kernel that 
 vectors and writes the result, and `F.rms_norm(x, shape, w)` (`nn.RMSNorm`) likewise with its weight.
 The torch lowering (`torch/norms.py`) turns each into the IR's norm followed by an element-wise mul by
 the weight and an add of the bias, each a vector over the last dim: three ops where PyTorch runs one.
-A fragment's reference is the program as the model's code runs it, so it is priced with each such
-chain as one call (`emitted.estimate_emitted(..., as_written=True)`). A μGraph that keeps the three
-ops is run as three torch calls (`torch/kernels.py`), so it is priced as three.
+The optimised module runs each such chain its program keeps as that one call (`torch/kernels.py`), and
+the PyTorch cost model prices it so (`stages/layout/emitted.py`), in a μGraph as in the reference.
 
 The chain: a norm whose output has no reader but a mul by a weight vector (dims of 1, then the
 norm's last dim; the norm's dtype), and/or then (layer_norm only: `F.rms_norm` takes no bias) an add
 of such a bias vector, each step's output read by the next alone. A norm written out in the model's
-code (six ATen calls PyTorch runs one by one) is lowered to the same ops, and is priced the same:
-below what the model runs, never above.
+code (six ATen calls PyTorch runs one by one) is lowered to the same ops, and is priced and run the
+same: below what the model runs, never above.
 """
 
 from __future__ import annotations
