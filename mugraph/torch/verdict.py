@@ -53,7 +53,18 @@ class FragmentVerdict:
         if not self.kernels:
             return f"{self.name}: μGraph {self.chosen[:16]}, no kernel (its outputs are its inputs)"
         kernels = counted(self.kernels, "kernel")
-        return f"{self.name}: μGraph {self.chosen[:16]}, {kernels}, estimated {self.speedup:.2f}x faster"
+        return f"{self.name}: μGraph {self.chosen[:16]}, {kernels}, {estimated(self.speedup)}"
+
+
+def estimated(speedup: float) -> str:
+    """A chosen μGraph's estimate against the reference, in words that never call a slowdown faster (a
+    μGraph timed faster on a GPU is chosen though the model estimated it slower)."""
+    ratio = f"{speedup:.3f}x" if round(speedup, 2) == 1.0 else f"{speedup:.2f}x"  # never 1.00x for 0.996
+    if speedup > 1.0:
+        return f"estimated {ratio} faster"
+    if speedup == 1.0:
+        return "estimated as fast as the reference"
+    return f"estimated slower than the reference ({ratio} its speed)"
 
 
 @dataclass(frozen=True)
