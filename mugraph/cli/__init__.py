@@ -1,7 +1,7 @@
 """The `mugraph` command line: `app` (the command group, the commands of one module each, and how
-errors become one line), `pipeline` (optimize, status, show, report), `emit` and `explain`. A run
-itself (its options and their checks, its plan, store and cluster) is `mugraph.run`'s; the command
-line only turns flags into its options and prints.
+errors become one line), `pipeline` (optimize), `status` (status, report), `show`, `emit` and
+`explain`. A run itself (its options and their checks, its plan, store and cluster) is `mugraph.run`'s;
+the command line only turns flags into its options and prints.
 
 This module stays light: the console command installs its interrupt handlers before the command
 line's modules are imported (a few seconds: Dask, Z3, NumPy), so Ctrl-C, SIGTERM or SIGHUP at any

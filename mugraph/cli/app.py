@@ -19,7 +19,8 @@ from mugraph.cli.hangup import take_hangup_as_term
 from mugraph.cli.options import backend_option
 from mugraph.cli.pipeline import optimize
 from mugraph.cli.records import ExpertCheck, json_line
-from mugraph.cli.stored import report, show, status
+from mugraph.cli.show import show
+from mugraph.cli.status import report, status
 from mugraph.ir.canonical import canonical_digest
 from mugraph.ir.errors import MugraphError, warning_line
 from mugraph.ir.graph import KernelGraph

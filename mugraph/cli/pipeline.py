@@ -1,5 +1,5 @@
 """`mugraph optimize`: the batch pipeline, its flags made into a run's options (what a run store holds
-is read back by `stored`: status, show, report)."""
+is read back by `status` (status, report) and `show`)."""
 
 from __future__ import annotations
 

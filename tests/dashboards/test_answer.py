@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from mugraph.cli import stored as cli_stored
+from mugraph.cli import show as cli_show
 from mugraph.dashboards import report
 from mugraph.dashboards.report import ReportData, read_report_data, render_report, report_path
 from mugraph.dashboards.summary import COUNTER_MEANINGS, headline, rows_to_show
@@ -74,8 +74,8 @@ def test_show_leads_with_the_headline_and_keeps_the_reference_row(
     run: tuple[Path, ReportData], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store, data = run
-    monkeypatch.setattr(cli_stored, "SHOW_ROWS", 1)
-    out = CliRunner().invoke(cli_stored.show, [str(store)])
+    monkeypatch.setattr(cli_show, "SHOW_ROWS", 1)
+    out = CliRunner().invoke(cli_show.show, [str(store)])
     assert out.exit_code == 0, out.output
     lines = out.output.splitlines()
     h = headline(data["ranking"]["f0"])

@@ -118,7 +118,7 @@ def test_the_references_own_graph_found_by_the_search_is_not_named_the_fastest_m
     """A fragment whose space holds only the reference's own graph: the headline names no "fastest
     μGraph" (it said "the fastest μGraph, c0d93119…, 1.00x", where the verdict said none was found),
     and `show`'s table says what that row is."""
-    from mugraph.cli.stored import _ranking_lines
+    from mugraph.cli.show import _ranking_lines
 
     reference = {**REFERENCE, "flops": 10, "bound": "dram"}
     own = row(REFERENCE["digest"], REFERENCE["estimated_seconds"], flops=10, bound="dram")
@@ -177,7 +177,7 @@ def test_the_command_lines_verdict_says_why_a_reference_is_kept() -> None:
 
 
 def test_near_tie_times_apart_below_a_tenth_of_a_microsecond_get_more_digits() -> None:
-    from mugraph.cli.stored import _tie_values
+    from mugraph.cli.show import _tie_values
 
     assert _tie_values("roofline_seconds", [3.0e-6, 3.04e-6]) == "3 μs against 3.04 μs"
     assert _tie_values("roofline_seconds", [3.0e-6, 4.0e-6]) == "3.0 μs against 4.0 μs"

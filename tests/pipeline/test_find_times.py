@@ -120,7 +120,7 @@ def test_best_at_status_and_curve_read_the_find_times(resumed_run: Resumed) -> N
     assert [x for x, _ in curve][: len(finds)] == finds
     assert curve[-1][1] == pytest.approx(max(speedups.values()))
     # status says where in the run the fastest μGraph came
-    from mugraph.cli.stored import status
+    from mugraph.cli.status import status
 
     out = CliRunner().invoke(status, [str(path)])
     assert out.exit_code == 0, out.output
