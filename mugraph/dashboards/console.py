@@ -194,7 +194,8 @@ def verdict_lines(done: Mapping[str, Any], gpu_name: str) -> list[str]:
         lines.extend(f"  {line}" for line in str(done["expert"]).splitlines())
     store = shlex.quote(str(done["store"]))  # pasted into a shell as one argument
     lines.append(f"  store: {done['store']}  (mugraph show {store})")
-    lines.append(f"  report: {done['report']}")
+    if done.get("report"):  # none where the store was read back from a read-only place without one
+        lines.append(f"  report: {done['report']}")
     if done.get("kernels"):
         lines.append(f"  kernels: {done['kernels']}  (Triton; mugraph emit {store} --check runs them)")
         if done.get("kernels_note"):

@@ -127,3 +127,10 @@ def test_the_progress_line_stops_at_the_limit_line(capsys: pytest.CaptureFixture
     console.close()
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 2 and lines[0].startswith("tasks 1 done") and "time limit reached" in lines[1], lines
+
+
+def test_a_verdict_without_a_report_names_none() -> None:
+    """A finished store read back from a read-only place has no report beside it and writes none."""
+    assert "  report: runs/p.report.html" in verdict_lines(_stopped(1), "H100")
+    lines = verdict_lines({**_stopped(1), "report": None}, "H100")
+    assert not any(line.startswith("  report:") for line in lines)
