@@ -21,7 +21,7 @@ from torch import fx
 from torch.export.graph_signature import OutputKind
 from torch.utils import _pytree as pytree
 
-from mugraph.ir.families import BOUNDARY, PREDEFINED
+from mugraph.ir.families import BOUNDARY
 from mugraph.ir.graph import KernelGraph
 from mugraph.ir.plural import counted
 from mugraph.ir.types import OpKind
@@ -376,9 +376,8 @@ class OptimizedModule(torch.nn.Module):
             env[name] = tensors[t] if tensors[t].shape == shape else tensors[t].reshape(shape)
 
     def extra_repr(self) -> str:
-        calls = sum(1 for op in self._program.ops if op.kind in PREDEFINED)
         return (
-            f"name={self._model_name!r}, kernels={self._launcher.kernels}, torch_calls={calls}, "
+            f"name={self._model_name!r}, kernels={self._launcher.kernels}, torch_calls={self._launcher.torch_calls}, "
             f"glue={len(self._lowering.glue)}"
             + (f", chosen={self._chosen!r}" if self._chosen else "")
             + (f", verdict={self._verdict.summary()!r}" if self._verdict is not None else "")

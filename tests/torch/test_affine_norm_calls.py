@@ -119,3 +119,4 @@ def test_a_module_keeping_the_reference_gives_the_model_s_result_in_one_norm_cal
     norms = [n for n in calls.names if n in ("layer_norm", "rms_norm")]
     assert len(norms) == 1 and "mul" not in calls.names and "add" not in calls.names, calls.names
     assert rel_err(got, want) <= (1e-3 if dtype is torch.float16 else 1e-6)
+    assert "torch_calls=1," in repr(module)  # what the module says it runs
