@@ -13,7 +13,7 @@ from mugraph.cli.options import store_argument
 from mugraph.cli.records import json_line
 from mugraph.dashboards.experts import expert_labels, expert_note
 from mugraph.dashboards.provisional import stored_or_provisional
-from mugraph.dashboards.summary import headline, held_back_reason, rows_to_show
+from mugraph.dashboards.summary import headline, held_back_reason, rows_to_show, speedup_text
 from mugraph.ir.errors import MugraphError
 from mugraph.ir.names import printable
 from mugraph.ir.plural import counted
@@ -106,7 +106,7 @@ def _ranking_lines(ranking: list[RankedRow], limit: int | None, experts: dict[st
         measured = seconds_text(e["measured_seconds"]) if "measured_seconds" in e else "-"
         lines.append(
             f"   {n:>3}  {tag:<16}  {e['kernels']:>7}  {e['dram_bytes']:>13,}  {e['flops']:>15,}  "
-            f"{seconds_text(e['estimated_seconds']):>11}  {e['speedup']:>6.2f}x  {e['bound']:<7}  "
+            f"{seconds_text(e['estimated_seconds']):>11}  {speedup_text(e['speedup']):>7}  {e['bound']:<7}  "
             f"{'yes' if e['fits'] else 'NO '}" + (f"  {measured:>11}" if timed else "") + expert
         )
         if "near_tie" in e:

@@ -176,7 +176,7 @@ def verdict_lines(done: Mapping[str, Any], gpu_name: str) -> list[str]:
             continue
         lines.append(
             f"  {name}: best is {what}, {counted(best['kernels'], 'kernel')}, estimated "
-            f"{seconds_text(best['estimated_seconds'])} on {gpu_name}, speedup {best['speedup']:.2f}x "
+            f"{seconds_text(best['estimated_seconds'])} on {gpu_name}, speedup {speedup_text(best['speedup'])} "
             f"over the reference ({counted(len(ranking), 'μGraph')} ranked)"
         )
         if name in done.get("not_confident", ()):

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from mugraph.dashboards.report_records import ReportData
-from mugraph.dashboards.summary import COUNTER_MEANINGS, rows_to_show, size_line
+from mugraph.dashboards.summary import COUNTER_MEANINGS, rows_to_show, size_line, speedup_text
 from mugraph.dashboards.svg_charts import bar_chart, line_chart
 from mugraph.dashboards.svg_graph import draw_mugraph
 from mugraph.ir.serialize import loads
@@ -85,7 +85,7 @@ def answer(data: ReportData) -> str:
             [
                 "best" + (" (the reference)" if h["best_is_reference"] else f" {h['best'][:16]}"),
                 seconds_text(h["seconds"]),
-                f"{h['speedup']:.2f}x",
+                speedup_text(h["speedup"]),
                 h["kernels"],
                 f"{h['dram_bytes']:,}",
             ],
@@ -274,7 +274,7 @@ def _ranking_row(n: int, r: RankedRow, labels: Mapping[str, str]) -> list[Any]:
         f"{r['dram_bytes']:,}",
         f"{r.get('flops', 0):,}",
         seconds_text(r["estimated_seconds"]),
-        f"{r['speedup']:.2f}x",
+        speedup_text(r["speedup"]),
         r.get("bound", "-"),
         "yes" if r.get("fits", True) else "NO",
         f"{r.get('layout_cost', 0):,}",

@@ -111,7 +111,10 @@ def rows_to_show(ranking: Sequence[Row], limit: int | None) -> list[tuple[int, R
 
 def speedup_text(x: float) -> str:
     """A speedup as a reader compares it with 1: two decimals, three where two would round it to
-    1.00x (a candidate 0.4% faster is not "1.00x, within the model's error")."""
+    1.00x (a candidate 0.4% faster is not "1.00x, within the model's error"). A μGraph of no kernel
+    (its outputs are its inputs) is estimated at 0 s, and its row's speedup is stored as 0: "∞x"."""
+    if x <= 0:
+        return "∞x"
     return f"{x:.3f}x" if x != 1.0 and round(x, 2) == 1.0 else f"{x:.2f}x"
 
 
@@ -181,7 +184,7 @@ def headline(ranking: Sequence[Mapping[str, Any]]) -> Headline | None:
     )
     line = (
         f"best is {what}: {seconds_text(t_best)} against {seconds_text(t_ref)} for the reference "
-        f"({how}), {speedup:.2f}x; {counted(best['kernels'], 'kernel')} against {ref_row['kernels']}, DRAM "
+        f"({how}), {speedup_text(speedup)}; {counted(best['kernels'], 'kernel')} against {ref_row['kernels']}, DRAM "
         f"{best['dram_bytes']:,} B against {ref_row['dram_bytes']:,} B{kept}{fastest}"
     )
     return {

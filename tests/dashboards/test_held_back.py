@@ -181,3 +181,12 @@ def test_near_tie_times_apart_below_a_tenth_of_a_microsecond_get_more_digits() -
 
     assert _tie_values("roofline_seconds", [3.0e-6, 3.04e-6]) == "3 μs against 3.04 μs"
     assert _tie_values("roofline_seconds", [3.0e-6, 4.0e-6]) == "3.0 μs against 4.0 μs"
+
+
+def test_a_mugraph_of_no_kernel_is_not_said_to_be_0_00x() -> None:
+    """Its estimate is 0 s and its stored speedup 0 (no ratio to take): the tables say ∞x, not a
+    slowdown to nothing."""
+    from mugraph.dashboards.summary import speedup_text
+
+    assert speedup_text(0.0) == "∞x"
+    assert speedup_text(1.36) == "1.36x"
