@@ -4,7 +4,8 @@ Kept free of heavy imports so that the console entry installs the handlers befor
 imported: a signal during the seconds of imports is then an interrupt like any other, not a traceback
 (SIGINT) or a silent death (SIGTERM). `requested()` tells long start-up loops (starting worker
 processes) to stop at once, also where the KeyboardInterrupt was swallowed by a library. `held()`
-keeps one back while a start must not be cut in two.
+keeps one back while a start must not be cut in two. The CLI hands SIGHUP (its terminal closed) to
+whatever takes SIGTERM (`mugraph.cli.hangup`), so a closed terminal stops a run as these do.
 """
 
 from __future__ import annotations
