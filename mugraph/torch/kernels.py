@@ -1,8 +1,8 @@
 """Running a program's ops on torch tensors: every graph-defined op as its emitted Triton kernel (compiled
 for the CUDA device torch uses, in Triton's interpreter elsewhere), every pre-defined op as one torch call
 computing in float32 and storing the tensor's dtype, as the kernels do; a norm with the weight and bias
-it takes in (`ir/affine_norms.py`) as PyTorch's one norm call, as the model runs it and the cost model
-prices it."""
+it takes in (`ir/affine_norms.py`) as PyTorch's one norm call, and a matmul with its bias vector
+(`ir/affine_linear.py`) as one `torch.addmm`, as the model runs them and the cost model prices them."""
 
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from mugraph.codegen.check import require_triton
 from mugraph.codegen.emit_kernel import emit_kernel
 from mugraph.codegen.errors import KERNELS_EXTRA_HINT
+from mugraph.ir.affine_linear import LinearBias, linear_biases
 from mugraph.ir.affine_norms import AffineNorm, affine_norms
 from mugraph.ir.families import PREDEFINED
 from mugraph.ir.graph import KernelGraph, Op, eps_of
@@ -205,6 +206,16 @@ def affine_norm_op(norm: Op, steps: Sequence[OpKind], args: Sequence[torch.Tenso
     return out.to(dtype).contiguous()
 
 
+def linear_bias_op(args: Sequence[torch.Tensor], dtype: torch.dtype) -> torch.Tensor:
+    """A matmul and the bias vector add it takes in as PyTorch's one call, `torch.addmm(b, x, w)`: what
+    `F.linear(x, W, b)` runs (w is W.T, read in place), the bias added in float32 before the one rounding
+    to `dtype`. On CUDA tensors as they are, as `torch_op` runs a matmul; elsewhere widened to float32.
+    `args`: x, w, the bias; x and w of leading 1-dims (a batch of one) are taken on their 2-d forms."""
+    x, w, b = args if args[0].is_cuda else [a.float() for a in args]
+    out = torch.addmm(b.reshape(-1), x.reshape(x.shape[-2:]), w.reshape(w.shape[-2:]))
+    return out.reshape(*x.shape[:-1], w.shape[-1]).to(dtype).contiguous()
+
+
 def fitted(t: torch.Tensor, strides: Sequence[int]) -> torch.Tensor:
     """`t` as a kernel reads it, with these element strides: itself where it has them (dims of extent 1
     aside, whose stride is never used), else a copy laid out so."""
@@ -241,8 +252,8 @@ def _quiet_numpy(interpreted: bool) -> contextlib.AbstractContextManager[Any]:
 
 class Launcher:
     """The kernels of one program, and the call that runs any of its ops. A norm with the weight and
-    bias it takes in runs as one call at the chain's last op (its inputs are all made by then); the
-    chain's other ops make nothing (their outputs have no other reader)."""
+    bias it takes in, and a matmul with its bias, run as one call at the chain's last op (its inputs
+    are all made by then); the chain's other ops make nothing (their outputs have no other reader)."""
 
     def __init__(self, program: KernelGraph, strides: Mapping[int, Shape]) -> None:
         self.program = program
@@ -258,6 +269,9 @@ class Launcher:
         self._calls: dict[int, _KernelCall] = {}
         self._norm_calls = {chain.absorbed[-1]: chain for chain in affine_norms(program).values()}
         self._folded = {i for chain in self._norm_calls.values() for i in (chain.norm, *chain.absorbed[:-1])}
+        taken = {i for chain in self._norm_calls.values() for i in chain.absorbed}
+        self._linear_calls = {pair.add: pair for pair in linear_biases(program, taken).values()}
+        self._folded |= {pair.matmul for pair in self._linear_calls.values()}
 
     def run(self, index: int, tensors: dict[int, torch.Tensor], device: torch.device | None) -> tuple[int, ...]:
         """Run op `index` on `tensors` (program tensor -> value), adding what it makes; returns those."""
@@ -265,6 +279,8 @@ class Launcher:
             return ()
         if index in self._norm_calls:
             return self._run_norm(self._norm_calls[index], tensors)
+        if index in self._linear_calls:
+            return self._run_linear(self._linear_calls[index], tensors)
         op = self.program.ops[index]
         args = [tensors[i] for i in op.inputs]
         if op.kind is not OpKind.CUSTOMIZED:
@@ -292,6 +308,13 @@ class Launcher:
         steps = [self.program.ops[i].kind for i in chain.absorbed]
         dtype = TORCH_DTYPES[self.program.tensors[made].dtype]
         tensors[made] = affine_norm_op(self.program.ops[chain.norm], steps, [tensors[t] for t in read], dtype)
+        return (made,)
+
+    def _run_linear(self, pair: LinearBias, tensors: dict[int, torch.Tensor]) -> tuple[int, ...]:
+        """A matmul and its bias add as one call, its result stored as the add's output."""
+        *read, made = pair.tensors
+        dtype = TORCH_DTYPES[self.program.tensors[made].dtype]
+        tensors[made] = linear_bias_op([tensors[t] for t in read], dtype)
         return (made,)
 
     def _refuse_dtypes(self, op: Op, args: Sequence[torch.Tensor], error: Exception) -> None:
@@ -328,5 +351,6 @@ class Launcher:
 
     @property
     def torch_calls(self) -> int:
-        """The torch calls one run of the program makes (a norm with its weight and bias: one)."""
+        """The torch calls one run of the program makes (a norm with its weight and bias: one; a matmul
+        with its bias: one)."""
         return sum(1 for i, op in enumerate(self.program.ops) if op.kind in PREDEFINED and i not in self._folded)

@@ -23,10 +23,11 @@ What the emitted code does instead, and what this model prices:
   several calls): each call costs `call_seconds` plus its traffic at the fitted share of DRAM
   bandwidth; a matmul's FLOPs at tensor-core peak bound it from below, and a batched matmul runs as
   cuBLAS does, one thread block per 128x128 output tile streaming its whole K-panel.
-- A PyTorch model's ops run as PyTorch runs them (`emitted-v2-torch-norm-calls`): each pre-defined op
-  one call, and each norm with the weight and bias it takes in (`ir/affine_norms.py`) one call, in
-  the reference (the model's code runs `F.layer_norm`) and in a μGraph alike (the optimised module
-  runs such a kept chain as that call, `torch/kernels.py`).
+- A PyTorch model's ops run as PyTorch runs them (`emitted-v2-torch-linear-calls`): each pre-defined
+  op one call, each norm with the weight and bias it takes in (`ir/affine_norms.py`) one call, and
+  each matmul with its bias vector (`ir/affine_linear.py`) one call, in the reference (the model's
+  code runs `F.layer_norm`, `F.linear`) and in a μGraph alike (the optimised module runs such a kept
+  chain as that call, `torch/kernels.py`).
 
 The constants in `EmittedConstants` are fitted on recorded H100 timings (benchmarks/data); the
 rest are the profile's data-sheet numbers.
@@ -40,6 +41,7 @@ from dataclasses import dataclass
 from math import ceil, gcd, prod
 from typing import assert_never
 
+from mugraph.ir.affine_linear import linear_biases
 from mugraph.ir.affine_norms import affine_norms
 from mugraph.ir.families import CostClass, Family, family_of, props
 from mugraph.ir.graph import BlockGraph, KernelGraph, Op
@@ -51,11 +53,15 @@ from mugraph.stages.layout.profiles import GpuProfile
 from mugraph.stages.layout.residency import residency
 
 MODEL = "emitted-v2"
-# the same, each pre-defined op priced as one call (a PyTorch model's ops), and each norm with its weight
-# and bias as one call, as F.layer_norm and F.rms_norm run them in the model and in the optimised module
-TORCH_MODEL = "emitted-v2-torch-norm-calls"
-# the torch models of stores ranked before (they read back as they were ranked): the norm with its
-# weight and bias one call in the reference alone, where the module ran a μGraph's as three calls
+# the same, each pre-defined op priced as one call (a PyTorch model's ops), each norm with its weight and
+# bias as one call, as F.layer_norm and F.rms_norm run them, and each matmul with its bias vector as one
+# call, as F.linear and torch.addmm run it, in the model and in the optimised module
+TORCH_MODEL = "emitted-v2-torch-linear-calls"
+# the torch models of stores ranked before (they read back as they were ranked): the matmul and its
+# bias add two calls (the norm with its weight and bias one)
+TORCH_MODEL_NORM_CALLS = "emitted-v2-torch-norm-calls"
+# the norm with its weight and bias one call in the reference alone, where the module ran a μGraph's as
+# three calls
 TORCH_MODEL_REFERENCE_NORMS = "emitted-v2-torch-norms"
 # and before that, three calls everywhere
 TORCH_MODEL_SEPARATE_AFFINE = "emitted-v2-torch"
@@ -85,6 +91,9 @@ class EmittedConstants:
     # reference), as stores ranked by `emitted-v2-torch-norms` were.
     affine_norms: bool = False
     reference_norms_only: bool = False
+    # With fused_pre_defined, each matmul and the bias vector add after it as one call
+    # (`ir/affine_linear.py`), in every graph.
+    linear_bias: bool = False
 
     @property
     def model(self) -> str:
@@ -93,7 +102,9 @@ class EmittedConstants:
             return MODEL
         if not self.affine_norms:
             return TORCH_MODEL_SEPARATE_AFFINE
-        return TORCH_MODEL_REFERENCE_NORMS if self.reference_norms_only else TORCH_MODEL
+        if self.reference_norms_only:
+            return TORCH_MODEL_REFERENCE_NORMS
+        return TORCH_MODEL if self.linear_bias else TORCH_MODEL_NORM_CALLS
 
     def fuses_norms(self, as_written: bool) -> bool:
         """Whether a graph's norms take their weights and biases into one call (`as_written`: the graph
@@ -325,6 +336,9 @@ def estimate_emitted(
     differs: only a reference's norm took its weight and bias into its call there)."""
     fused = affine_norms(graph) if constants.fuses_norms(as_written) else {}
     absorbed = {i for f in fused.values() for i in f.absorbed}
+    linear = linear_biases(graph, absorbed) if constants.fused_pre_defined and constants.linear_bias else {}
+    absorbed |= {f.add for f in linear.values()}
+    moves = {i: f.tensors for i, f in fused.items()} | {i: f.tensors for i, f in linear.items()}
     kernels = []
     for index, op in enumerate(graph.ops):
         if index in absorbed:
@@ -335,8 +349,7 @@ def estimate_emitted(
             case CostClass.TRITON:
                 kernels.append(_graph_defined(graph, index, op, profile, constants))
             case CostClass.LIBRARY | CostClass.ARRAY | CostClass.IN_BLOCK:
-                moved = fused[index].tensors if index in fused else None
-                kernels.append(_pre_defined(graph, index, op, profile, constants, moved))
+                kernels.append(_pre_defined(graph, index, op, profile, constants, moves.get(index)))
             case _ as unreachable:
                 assert_never(unreachable)
     return EmittedEstimate(profile.name, tuple(kernels), constants.model)
@@ -374,11 +387,26 @@ def written_model(model: CostModel) -> CostModel:
 
 
 EMITTED = EmittedModel()
-EMITTED_TORCH = EmittedModel(dataclasses.replace(CONSTANTS, fused_pre_defined=True, affine_norms=True))
-# the torch models older stores' rows name: a reference's norm alone took its weight and bias in; none did
-EMITTED_TORCH_REFERENCE_NORMS = EmittedModel(dataclasses.replace(EMITTED_TORCH.constants, reference_norms_only=True))
+EMITTED_TORCH = EmittedModel(
+    dataclasses.replace(CONSTANTS, fused_pre_defined=True, affine_norms=True, linear_bias=True)
+)
+# the torch models older stores' rows name: a matmul's bias add a call of its own; a reference's norm
+# alone took its weight and bias in; none did
+EMITTED_TORCH_NORM_CALLS = EmittedModel(dataclasses.replace(EMITTED_TORCH.constants, linear_bias=False))
+EMITTED_TORCH_REFERENCE_NORMS = EmittedModel(
+    dataclasses.replace(EMITTED_TORCH_NORM_CALLS.constants, reference_norms_only=True)
+)
 EMITTED_TORCH_SEPARATE_AFFINE = EmittedModel(dataclasses.replace(CONSTANTS, fused_pre_defined=True))
-MODELS = {m.name: m for m in (EMITTED, EMITTED_TORCH, EMITTED_TORCH_REFERENCE_NORMS, EMITTED_TORCH_SEPARATE_AFFINE)}
+MODELS = {
+    m.name: m
+    for m in (
+        EMITTED,
+        EMITTED_TORCH,
+        EMITTED_TORCH_NORM_CALLS,
+        EMITTED_TORCH_REFERENCE_NORMS,
+        EMITTED_TORCH_SEPARATE_AFFINE,
+    )
+}
 
 
 def model_for(torch_ops: bool) -> EmittedModel:
@@ -389,6 +417,7 @@ def model_for(torch_ops: bool) -> EmittedModel:
 
 def model_named(name: str | None) -> EmittedModel:
     """The model a stored ranking row names (rows from before the PyTorch variant name emitted-v2; those
-    of a PyTorch model ranked before its norms took their weights in, emitted-v2-torch, or before the
-    module ran a μGraph's norm with its weight and bias as one call, emitted-v2-torch-norms)."""
+    of a PyTorch model ranked before its norms took their weights in, emitted-v2-torch, before the
+    module ran a μGraph's norm with its weight and bias as one call, emitted-v2-torch-norms, or before
+    a matmul took its bias in, emitted-v2-torch-norm-calls)."""
     return MODELS.get(name or MODEL, EMITTED)
