@@ -30,6 +30,7 @@ from mugraph.ir.plural import counted, noun
 from mugraph.ir.serialize import digest, from_json, to_json
 from mugraph.storage.run.paths import RunPaths
 from mugraph.torch.archive import UnsafeArchiveError, read_recorded
+from mugraph.torch.calls import is_cache
 from mugraph.torch.errors import CaptureError, NothingLowered, TrainingModeError
 from mugraph.torch.lower import Lowering, lower
 from mugraph.torch.quiet import quiet_torch
@@ -243,26 +244,47 @@ def as_module(model: Any) -> torch.nn.Module:
     raise CaptureError(f"model must be a torch.nn.Module or a function, not {type(model).__name__}")
 
 
-def example_keywords(example_kwargs: Mapping[str, Any] | None) -> dict[str, Any]:
+def example_keywords(example_kwargs: Mapping[str, Any] | None, module: torch.nn.Module | None = None) -> dict[str, Any]:
     """The model's keyword arguments: `example_kwargs` as a dict of names to tensors (or tuples and
-    lists of them, as a Hugging Face layer's `position_embeddings=(cos, sin)`). Any other value would
-    be fixed at capture, where the module is called with a value each time: left out, the forward's
-    default is used."""
+    lists of them, as a Hugging Face layer's `position_embeddings=(cos, sin)`), or to constants of the
+    call (None, a flag, a number: `use_cache=False`), captured as they are and taken by the module
+    where a call passes the same value or none. A constant is for an optional argument (one with a
+    default in `module`'s forward, or taken by its `**kwargs`): a required one is the call's input."""
     if example_kwargs is None:
         return {}
     if not isinstance(example_kwargs, Mapping) or not all(isinstance(k, str) for k in example_kwargs):
         raise CaptureError(
             f"example_kwargs must be a mapping of argument names to tensors, got {type(example_kwargs).__name__}"
         )
+    required = _required(module) if module is not None else set()
     for key, value in example_kwargs.items():
         leaves = pytree.tree_leaves(value)
-        if not leaves or not all(isinstance(leaf, torch.Tensor) for leaf in leaves):
+        if any(is_cache(leaf) for leaf in leaves):
             raise CaptureError(
-                f"example_kwargs[{key!r}] must be a tensor (or a tuple or list of tensors), got "
-                f"{type(value).__name__}: another value would be fixed in the module; leave it out to use the "
+                f"example_kwargs[{key!r}] is a {type(value).__name__}, a KV cache: a cache object cannot be "
+                "captured (the module computes without one); leave it out and pass use_cache=False "
+                "(example_kwargs={'use_cache': False}, or config.use_cache = False)"
+            )
+        tensors = all(isinstance(leaf, torch.Tensor) for leaf in leaves) and bool(leaves)
+        constants = all(isinstance(leaf, torch.Tensor | None | bool | int | float) for leaf in leaves)
+        if not tensors and (not constants or key in required):
+            why = f"{key} has no default in the forward" if key in required else "another value cannot be captured"
+            raise CaptureError(
+                f"example_kwargs[{key!r}] must be a tensor (or a tuple or list of tensors), or for an optional "
+                f"argument None, a flag or a number; got {type(value).__name__} ({why}): leave it out to use the "
                 "forward's default, or optimise a small wrapper module whose forward passes it"
             )
     return dict(example_kwargs)
+
+
+def _required(module: torch.nn.Module) -> set[str]:
+    """The forward's parameters without a default: what a call must pass."""
+    try:
+        params = inspect.signature(module.forward).parameters.values()
+    except (TypeError, ValueError):
+        return set()
+    varying = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    return {p.name for p in params if p.default is inspect.Parameter.empty and p.kind not in varying}
 
 
 def keyword_tensors(kwargs: Mapping[str, Any]) -> list[torch.Tensor]:
@@ -276,7 +298,7 @@ def export(
     """torch.export of a module (in eval mode: one in training mode is refused) or function at the
     example inputs' shapes, called with `example_inputs` by position and `example_kwargs` by name."""
     module = as_module(model)
-    args, kwargs = example_args(example_inputs), example_keywords(example_kwargs)
+    args, kwargs = example_args(example_inputs), example_keywords(example_kwargs, module)
     if not all(isinstance(a, torch.Tensor) for a in args):
         kinds = ", ".join(type(a).__name__ for a in args)
         raise CaptureError(f"example_inputs must be tensors (a tensor or a tuple of them), got ({kinds})")
@@ -293,11 +315,26 @@ def export(
     except MugraphError:
         raise
     except Exception as e:  # torch's own refusals (data-dependent control flow, unsupported calls)
-        where = _user_line(e)
+        where, hint = _user_line(e), _cache_hint(e)  # with a cache, torch's advice (register a pytree) misleads
         raise CaptureError(
             f"torch.export cannot capture {model_name(model)}{' at ' + where if where else ''}: "
-            f"{type(e).__name__}: {_first_line(e)}"
+            f"{type(e).__name__}: {_first_line(e) if not hint else _first_line(e).split('. ')[0]}{hint}"
         ) from None
+
+
+_CACHE_CLASS = re.compile(r"\b\w*Cache\b")
+
+
+def _cache_hint(e: BaseException) -> str:
+    """What to do where torch.export met a KV cache object (a Hugging Face model with use_cache on
+    returns one): the module computes without a cache, so the model is captured with it off."""
+    if _CACHE_CLASS.search(_first_line(e)) is None:
+        return ""
+    return (
+        "; the model makes or reads a KV cache object (a Hugging Face model does while use_cache is on): "
+        "optimise it with example_kwargs={'use_cache': False} (or set config.use_cache = False), and call "
+        "the optimized module with use_cache=False too"
+    )
 
 
 def _check_binds(module: torch.nn.Module, args: tuple[Any, ...], kwargs: Mapping[str, Any], name: str) -> None:

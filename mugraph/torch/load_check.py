@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch.export.graph_signature import ConstantArgument, InputKind
 from torch.utils import _pytree as pytree
 
 from mugraph.torch.capture import Captured
@@ -34,14 +35,19 @@ class LoadCheck:
 
 
 def generated_inputs(captured: Captured) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
-    """Positional and keyword arguments shaped as the example inputs were (None where an input is not
-    a tensor: its value was fixed at capture, and is not recorded)."""
+    """Positional and keyword arguments shaped as the example inputs were, the call's constants as
+    captured (None where an input is neither a tensor nor a recorded constant)."""
     ep = captured.exported
     nodes = {n.name: n for n in ep.graph.nodes}
     gen = torch.Generator().manual_seed(0)
-    leaves: list[torch.Tensor] = []
-    for name in ep.graph_signature.user_inputs:
-        val = nodes[name].meta.get("val")
+    leaves: list[Any] = []
+    for spec in ep.graph_signature.input_specs:
+        if spec.kind != InputKind.USER_INPUT:
+            continue
+        if isinstance(spec.arg, ConstantArgument):  # a constant of the call (None, a flag): as captured
+            leaves.append(spec.arg.value)
+            continue
+        val = nodes[spec.arg.name].meta.get("val")
         if not isinstance(val, torch.Tensor):
             return None
         shape, dtype = tuple(int(d) for d in val.shape), val.dtype

@@ -18,14 +18,14 @@ from typing import Any, Literal, Self, SupportsIndex, assert_never, cast
 
 import torch
 from torch import fx
-from torch.export.graph_signature import OutputKind
+from torch.export.graph_signature import ConstantArgument, InputKind, OutputKind
 from torch.utils import _pytree as pytree
 
 from mugraph.ir.families import BOUNDARY
 from mugraph.ir.graph import KernelGraph
 from mugraph.ir.plural import counted
 from mugraph.ir.types import OpKind
-from mugraph.torch.calls import bound, check_inputs, flattened, input_names, not_compiled, not_traced
+from mugraph.torch.calls import CallBinder, check_inputs, not_compiled, not_traced
 from mugraph.torch.capture import Captured
 from mugraph.torch.errors import InputMismatchError as InputMismatchError  # where the docs named it first
 from mugraph.torch.errors import TorchError, TrainingModeError
@@ -131,9 +131,11 @@ class OptimizedModule(torch.nn.Module):
         sig = ep.graph_signature
         self._output_specs = list(sig.output_specs)
         self._buffer_of = {fqn: ph for ph, fqn in sig.inputs_to_buffers.items()}
-        self._user_inputs = list(sig.user_inputs)
-        self._in_spec = ep.call_spec.in_spec
-        self._names = input_names(self._in_spec, self._user_inputs)  # each input a tensor: bound by name
+        user = [s.arg for s in sig.input_specs if s.kind == InputKind.USER_INPUT]
+        self._user_inputs = [a.name for a in user]  # placeholders, a constant of the call's too
+        constants = {i: a.value for i, a in enumerate(user) if isinstance(a, ConstantArgument)}
+        forward = _forward(captured.model)  # its parameters' defaults (a module from a store has none)
+        self._binder = CallBinder(captured.name, ep.call_spec.in_spec, self._user_inputs, constants, forward)
         self._expected = {
             n: (tuple(self._nodes[n].meta["val"].shape), self._nodes[n].meta["val"].dtype)
             for n in self._user_inputs
@@ -308,14 +310,7 @@ class OptimizedModule(torch.nn.Module):
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         if self.training or self._converted is not None:
             return self._model_call(args, kwargs)
-        # tensors alone, as models are mostly called: their own flattening (pytree's costs about 10 μs)
-        plain = not kwargs and all(isinstance(a, torch.Tensor) for a in args)
-        if plain and self._names is not None:
-            flat = list(args)
-        elif self._names is not None:  # each input a tensor of its own: keywords bound by name, as the model binds them
-            flat = bound(self._model_name, self._names, args, kwargs)
-        else:
-            flat = flattened(self._model_name, self._in_spec, args, kwargs)
+        flat = self._binder(args, kwargs)  # bound as the model binds them, flattened as the example call was
         not_traced(self._model_name, flat)
         check_inputs(self._model_name, self._user_inputs, self._expected, flat)
         if torch.is_grad_enabled() and any(isinstance(v, torch.Tensor) and v.requires_grad for v in flat):
@@ -383,6 +378,11 @@ class OptimizedModule(torch.nn.Module):
             + (f", verdict={self._verdict.summary()!r}" if self._verdict is not None else "")
             + (f", kernels_off={self.kernels_off!r}" if self.kernels_off is not None else "")
         )
+
+
+def _forward(model: torch.nn.Module | None) -> Callable[..., Any] | None:
+    """The model's forward, whose parameters (and their defaults) a call is bound to."""
+    return None if model is None else model.forward
 
 
 def _restored(

@@ -83,7 +83,7 @@ def test_a_keyword_only_tensor_is_captured_and_checked_by_name(workdir: Path) ->
     fast = mugraph.optimize(model, x, example_kwargs={"mask": mask}, **OPTIONS)
     assert fast.verdict.self_check is None and fast.kernels_off is None and fast.verdict.fragments[0].kernels
     assert torch.allclose(fast(x, mask=mask), model(x, mask=mask), atol=1e-5)
-    with pytest.raises(InputMismatchError, match=r"takes 2 inputs \(x, mask\), got 1: every input of the example"):
+    with pytest.raises(InputMismatchError, match=r"input 'mask' missing: .* passes it \(every tensor of the example"):
         fast(x)
     with pytest.raises(InputMismatchError, match=r"input 'mask' missing"):
         fast(x=x)
@@ -119,7 +119,7 @@ def test_a_tuple_and_keywords_in_another_order_are_bound_as_the_model_binds_them
     assert torch.allclose(fast(x, b=b, a=a, pe=(cos, sin)), want, atol=1e-6)
     with pytest.raises(InputMismatchError, match=r"called as \(\(\*,\), \{'pe': \(\*,\), .*optimised for"):
         fast(x, pe=(cos,), a=a, b=b)
-    with pytest.raises(InputMismatchError, match=r"keyword argument 'b' missing"):
+    with pytest.raises(InputMismatchError, match=r"input 'b' missing"):
         fast(x, pe=(cos, sin), a=a)
 
 

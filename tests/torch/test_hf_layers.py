@@ -1,0 +1,180 @@
+"""A Hugging Face decoder layer optimised as its model calls it and put back into the model: the tuple
+it takes by name (`position_embeddings=(cos, sin)`) is flattened and bound as tensors are, the
+arguments its model adds (`cache=None`, `use_cache=False`) are taken where they equal what the capture
+computed with, and a KV cache object is refused saying that the layer was captured without one."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM
+
+import mugraph
+from mugraph.torch.capture import capture
+from mugraph.torch.errors import CaptureError, InputMismatchError
+from mugraph.torch.runtime import OptimizedModule
+from tests.helpers.torch_models import GELU_LINEAR_SETTINGS
+
+OPTIONS: dict[str, Any] = {
+    "workers": 1,
+    "settings": GELU_LINEAR_SETTINGS,
+    "dashboard_address": ":0",
+    "verbose": False,
+    "time_limit": 4,
+}
+TENSORS = ("attention_mask", "position_embeddings", "position_ids")
+
+
+def _model(attn: str = "eager") -> LlamaForCausalLM:
+    config = LlamaConfig(  # type: ignore[call-arg]  # attn_implementation: a PretrainedConfig keyword
+        hidden_size=64,
+        intermediate_size=128,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        num_hidden_layers=1,
+        vocab_size=128,
+        attn_implementation=attn,
+    )
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config)
+    model.train(False)  # eval mode (transformers' own eval() is untyped)
+    return model
+
+
+def _layer_call(model: LlamaForCausalLM, ids: torch.Tensor) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The arguments the model passes its first decoder layer, as a forward pre-hook sees them."""
+    seen: dict[str, Any] = {}
+    hook = model.model.layers[0].register_forward_pre_hook(
+        lambda m, a, k: seen.update(args=a, kwargs=k), with_kwargs=True
+    )
+    with torch.no_grad():
+        model(ids, use_cache=False)
+    hook.remove()
+    return seen["args"], seen["kwargs"]
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    cwd, before = tmp_path_factory.mktemp("cwd"), Path.cwd()
+    os.chdir(cwd)
+    try:
+        yield cwd
+    finally:
+        os.chdir(before)
+
+
+def test_an_optimized_llama_layer_put_back_into_its_model_gives_the_models_logits(workdir: Path) -> None:
+    model, ids = _model(), torch.randint(0, 128, (1, 8), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        want = model(ids, use_cache=False).logits
+    args, kwargs = _layer_call(model, ids)
+    assert isinstance(kwargs["position_embeddings"], tuple) and kwargs["use_cache"] is False
+    tensors = {k: kwargs[k] for k in TENSORS}
+    layer = model.model.layers[0]
+    fast = mugraph.optimize(layer, args, example_kwargs=tensors, **OPTIONS)
+    assert fast.verdict.self_check is None and fast.kernels_off is None
+    assert any(f.kernels for f in fast.verdict.fragments)  # kernels run, not only the reference
+    (h,) = args
+    # the tuple bound as tensors are: by name, the hidden states by name too, keywords in any order
+    by_name = fast(position_ids=tensors["position_ids"], hidden_states=h, **{k: tensors[k] for k in TENSORS[:2]})
+    assert torch.allclose(by_name, layer(h, **tensors), atol=1e-5)
+    model.model.layers[0] = fast
+    with torch.no_grad():
+        got = model(ids, use_cache=False).logits  # the model adds cache=None, use_cache=False: the defaults
+    assert torch.allclose(got, want, atol=1e-5), float((got - want).abs().max())
+    with pytest.raises(
+        InputMismatchError, match=r"cache is a DynamicCache .* captured with cache=None .* use_cache=False"
+    ):
+        model(ids)  # use_cache on: the model hands the layer a cache it would not fill
+    loaded = mugraph.load(fast.verdict.store)  # from the store: the tuple kept in the exported program
+    assert loaded.verdict.self_check is None
+    assert torch.allclose(loaded(h, **tensors), layer(h, **tensors), atol=1e-5)
+
+
+def test_arguments_the_example_call_left_out_are_taken_at_their_defaults_and_refused_otherwise() -> None:
+    model, ids = _model("sdpa"), torch.randint(0, 128, (1, 8), generator=torch.Generator().manual_seed(1))
+    args, kwargs = _layer_call(model, ids)
+    layer = model.model.layers[0]
+    example = {k: kwargs[k] for k in TENSORS}  # with sdpa, no mask: attention_mask=None, a constant
+    assert example["attention_mask"] is None
+    captured = capture(layer, args, example_kwargs=example)
+    fast = OptimizedModule(captured, captured.lowering.graph, share=True)  # the captured program, unsearched
+    (h,) = args
+    want = layer(h, **example)
+    assert torch.allclose(fast(h, **example, cache=None, use_cache=False), want, atol=1e-5)
+    without_mask = {k: v for k, v in example.items() if k != "attention_mask"}
+    assert torch.allclose(fast(h, **without_mask), want, atol=1e-5)  # a constant omitted: as captured
+    with pytest.raises(InputMismatchError, match=r"use_cache=True, where the module was captured with use_cache=False"):
+        fast(h, **example, use_cache=True)
+    mask = torch.zeros(1, 1, 8, 8)
+    with pytest.raises(
+        InputMismatchError, match=r"attention_mask=a \[1, 1, 8, 8\] torch.float32 tensor, where .*=None"
+    ):
+        fast(h, **without_mask, attention_mask=mask)
+    with pytest.raises(InputMismatchError, match=r"cache is a DynamicCache \(a KV cache\).* use_cache=False"):
+        fast(h, **example, cache=DynamicCache(config=model.config))
+    with pytest.raises(InputMismatchError, match=r"input position_ids is None, where the example call passed"):
+        fast(h, **{**example, "position_ids": None})
+    with pytest.raises(InputMismatchError, match=r"got 7 \(attention_mask, .*, argument 7 are None\)"):
+        fast(h, None, None, None, None, None, None)  # hidden_states, attention_mask, ..., 7 by position
+
+
+class _Flags(torch.nn.Module):
+    """A layer with an optional mask and a flag, as Whisper's and older Hugging Face layers take them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(32, 64, bias=False)
+
+    def forward(
+        self, x: torch.Tensor, mask: torch.Tensor | None = None, output_attentions: bool = True, scale: float = 1.0
+    ) -> Any:
+        y = torch.nn.functional.gelu(self.fc(x)) * scale
+        y = y if mask is None else y + mask
+        return (y, y.sum(-1)) if output_attentions else y
+
+
+def test_constants_in_example_kwargs_are_fixed_and_a_different_value_is_refused() -> None:
+    torch.manual_seed(0)
+    model, x = _Flags().eval(), torch.randn(16, 32)
+    example = {"mask": None, "output_attentions": False, "scale": 0.5}
+    captured = capture(model, x, example_kwargs=example)
+    fast = OptimizedModule(captured, captured.lowering.graph, share=True)
+    want = model(x, **example)
+    assert isinstance(want, torch.Tensor)  # output_attentions=False was captured, not the default True
+    for call in ({}, example, {"scale": 0.5, "mask": None}):
+        assert torch.allclose(fast(x, **call), want, atol=1e-6)
+    with pytest.raises(InputMismatchError, match=r"output_attentions=True, where the module was captured with outp"):
+        fast(x, output_attentions=True)
+    with pytest.raises(InputMismatchError, match=r"scale=2\.0, where .* scale=0\.5 \(in the example call\)"):
+        fast(x, scale=2.0)
+    assert capture(model, x, example_kwargs={"scale": 2.0}).model_digest != captured.model_digest
+
+
+def test_a_constant_for_a_required_argument_is_refused_at_capture() -> None:
+    def f(x: torch.Tensor, *, w: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.gelu(x @ w)
+
+    with pytest.raises(CaptureError, match=r"example_kwargs\['w'\] must be a tensor .*w has no default"):
+        capture(f, torch.randn(16, 32), example_kwargs={"w": 3})
+
+
+def test_a_model_returning_its_kv_cache_is_refused_with_the_use_cache_hint() -> None:
+    model, ids = _model(), torch.randint(0, 128, (1, 8), generator=torch.Generator().manual_seed(1))
+    with pytest.raises(CaptureError, match=r"DynamicCache.*example_kwargs=\{'use_cache': False\}"):
+        capture(model, ids)  # use_cache on (the config's default): the model returns a DynamicCache
+    with pytest.raises(CaptureError, match=r"example_kwargs\['cache'\] is a DynamicCache, a KV cache.*use_cache"):
+        capture(model, ids, example_kwargs={"cache": DynamicCache(config=model.config)})
+    captured = capture(model, ids, example_kwargs={"use_cache": False})
+    fast = OptimizedModule(captured, captured.lowering.graph, share=True)
+    with torch.no_grad():
+        want = model(ids, use_cache=False).logits
+        assert torch.allclose(fast(ids).logits, want, atol=1e-5)  # the constant left out: as captured
+        assert torch.allclose(fast(ids, use_cache=False, attention_mask=None).logits, want, atol=1e-5)
+    with pytest.raises(InputMismatchError, match=r"use_cache=True, where the module was captured with use_cache=False"):
+        fast(ids, use_cache=True)
