@@ -34,7 +34,7 @@ from mugraph.stages.prune.oracle import VERDICT_BYTES
 from mugraph.stages.search.estimate import frontier_estimates
 from mugraph.stages.search.explore import CACHE_WEIGHT, Searcher
 from mugraph.stages.search.task_paths import Path
-from mugraph.stages.verify.confirm import Confirmer
+from mugraph.stages.verify.confirm import Confirmer, held_bytes, holds_inputs
 from mugraph.storage.memo.auth import ENV_SECRET, attach_secret, split_secret
 from mugraph.storage.memo.layered import LayeredMemo, MemoStore, open_memo_store
 from mugraph.storage.run.run_records import ConfirmationRecord, LayoutRecord, MeasurementRecord
@@ -100,9 +100,13 @@ class WorkerState:
             s.resize_caches(self.cache_weight)
 
     def confirmer(self, payload: FragmentPayload) -> Confirmer:
+        """The fragment's Confirmer; it holds its seeds' inputs where they fit, beside those the
+        worker's other Confirmers hold, under one budget (`confirm.HOLD_INPUT_BYTES`)."""
         c = self._confirmers.get(payload.digest)
         if c is None:
-            c = Confirmer(loads(payload.reference), payload.digest, xp=self.xp)
+            reference = loads(payload.reference)
+            others = sum(held_bytes(o.reference) for o in self._confirmers.values() if o.holds)
+            c = Confirmer(reference, payload.digest, xp=self.xp, hold=holds_inputs(reference, others=others))
             self._confirmers[payload.digest] = c
             if len(self._confirmers) > MAX_SEARCHERS:
                 self._confirmers.popitem(last=False)

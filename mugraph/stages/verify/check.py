@@ -68,28 +68,53 @@ def first_permutation(eq: Sequence[Sequence[bool]]) -> tuple[int, ...] | None:
     return None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class FieldInputs:
+    """One seed's ω and inputs. The inputs are `held`, or, where they are too large to keep
+    (`ReferenceFingerprints`' `hold_inputs`), drawn again at each use: the draw is a function of the
+    seed, so every use sees the same values."""
+
     seed: int
     omega: int
-    inputs: tuple[Array, ...]
+    held: tuple[Array, ...] | None
+    shapes: tuple[tuple[int, ...], ...] = ()
+    spec: FieldSpec | None = None
+    xp: ArrayModule = np
+
+    @property
+    def inputs(self) -> tuple[Array, ...]:
+        """The inputs: those held, or a fresh draw the caller alone holds (read it once per use)."""
+        if self.held is not None:
+            return self.held
+        assert self.spec is not None
+        return _draw_field(self.shapes, self.spec, self.seed, self.xp)[1]
 
 
-def field_inputs(graph: KernelGraph, spec: FieldSpec, seed: int, xp: ArrayModule) -> FieldInputs:
+def field_inputs(graph: KernelGraph, spec: FieldSpec, seed: int, xp: ArrayModule, *, hold: bool = True) -> FieldInputs:
     """Random inputs (generated with NumPy, so equal on every backend) and ω for one seed: each
-    input's integers in [0, m) as float64 (`uniform_array`)."""
+    input's integers in [0, m) as float64 (`uniform_array`); held, or drawn again at each use."""
+    shapes = tuple(tuple(shape) for _, shape, _ in graph.input_signature())
+    omega, arrays = _draw_field(shapes, spec, seed, xp)
+    return FieldInputs(seed, omega, arrays if hold else None, shapes, spec, xp)
+
+
+def _draw_field(
+    shapes: Sequence[tuple[int, ...]], spec: FieldSpec, seed: int, xp: ArrayModule
+) -> tuple[int, tuple[Array, ...]]:
     rng = np.random.default_rng([seed, spec.p, spec.q])
     omega = int(spec.omegas[int(rng.integers(len(spec.omegas)))])
-    arrays = tuple(
-        xp.asarray(uniform_array(rng, shape, float(spec.m), 0.0, floor=True)) for _, shape, _ in graph.input_signature()
-    )
-    return FieldInputs(seed, omega, arrays)
+    return omega, tuple(xp.asarray(uniform_array(rng, shape, float(spec.m), 0.0, floor=True)) for shape in shapes)
 
 
 def float_inputs(graph: KernelGraph, seed: int, xp: ArrayModule) -> list[Array]:
     """Random float64 inputs, uniform in [-1, 1) (`uniform_array`)."""
     rng = np.random.default_rng([seed, 0xF64])
     return [xp.asarray(uniform_array(rng, shape, 2.0, -1.0)) for _, shape, _ in graph.input_signature()]
+
+
+def input_bytes(graph: KernelGraph) -> int:
+    """The bytes one seed's inputs take as float64, as the fingerprints and float64 checks hold them."""
+    return sum(8 * math.prod(shape) for _, shape, _ in graph.input_signature())
 
 
 class ReferenceFingerprints:
@@ -102,14 +127,26 @@ class ReferenceFingerprints:
         spec: FieldSpec | None = None,
         xp: ArrayModule = np,
         cache_bytes: int = DEFAULT_MAX_BYTES,
+        *,
+        hold_inputs: bool = True,
     ) -> None:
+        """`hold_inputs=False` keeps no seed's inputs between uses (each is drawn again when a
+        candidate runs on it), so that at most one seed's are alive at a time: for a fragment whose
+        inputs are large, where drawing them costs little beside holding them (draws.py)."""
         self.reference = reference
         self.spec = spec or FieldSpec()
         self.xp = xp
         self.signature = reference.input_signature()
-        self.cases = [field_inputs(reference, self.spec, s, xp) for s in seeds]
-        self.algebras = [ZpqAlgebra(xp, self.spec, c.omega) for c in self.cases]
-        self.outputs = [evaluate(a, reference, c.inputs) for a, c in zip(self.algebras, self.cases, strict=True)]
+        self.cases: list[FieldInputs] = []
+        self.algebras: list[ZpqAlgebra] = []
+        self.outputs: list[list[Array]] = []
+        shapes = tuple(tuple(shape) for _, shape, _ in self.signature)
+        for s in seeds:  # seed by seed: a seed not held is gone before the next one is drawn
+            omega, arrays = _draw_field(shapes, self.spec, s, xp)
+            self.algebras.append(ZpqAlgebra(xp, self.spec, omega))
+            self.outputs.append(evaluate(self.algebras[-1], reference, arrays))
+            self.cases.append(FieldInputs(s, omega, arrays if hold_inputs else None, shapes, self.spec, xp))
+            del arrays
         # Values candidates share (reuse.py), one cache per seed's inputs.
         self.caches = [ValueCache(cache_bytes // max(1, len(self.cases))) for _ in self.cases]
 
@@ -128,7 +165,7 @@ class ReferenceFingerprints:
             return None, order
         caches = self.caches if order.inputs_in_order else [None] * len(self.cases)  # keys name input positions
         outs = [
-            evaluate(a, candidate, [c.inputs[k] for k in order.inputs], cache)
+            evaluate(a, candidate, _in_order(c.inputs, order.inputs), cache)
             for a, c, cache in zip(self.algebras, self.cases, caches, strict=True)
         ]
         names = names_of(self.reference, OpKind.OUTPUT)
@@ -180,16 +217,32 @@ class ReferenceFingerprints:
         return first_permutation([[same(i, j) for j in range(len(tiles))] for i in range(len(tiles))]) is None
 
 
+def _in_order(inputs: Sequence[Array], order: Sequence[int]) -> list[Array]:
+    """`inputs` in `order` (a seed's inputs not held are drawn once, on the read that passes them)."""
+    return [inputs[k] for k in order]
+
+
 class FloatReference:
     """A reference program's float64 outputs on one seed's inputs, computed once, compared with
     many candidates; values candidates share are reused between them (reuse.py)."""
 
-    def __init__(self, reference: KernelGraph, xp: ArrayModule, seed: int = 0, cache_bytes: int = 0) -> None:
+    def __init__(
+        self, reference: KernelGraph, xp: ArrayModule, seed: int = 0, cache_bytes: int = 0, *, hold_inputs: bool = True
+    ) -> None:
+        """`hold_inputs=False`: the inputs are drawn again for each candidate (`ReferenceFingerprints`)."""
         self.alg = Float64Algebra(xp)
-        self.inputs = float_inputs(reference, seed, xp)
+        self.reference, self.seed, self.xp = reference, seed, xp
+        self.n_inputs = len(reference.input_signature())
+        inputs = float_inputs(reference, seed, xp)
         with quiet_numerics():
-            self.outputs = [to_numpy(r) for r in evaluate(self.alg, reference, self.inputs)]
+            self.outputs = [to_numpy(r) for r in evaluate(self.alg, reference, inputs)]
+        self.held = inputs if hold_inputs else None
         self.cache = ValueCache(cache_bytes) if cache_bytes else None
+
+    @property
+    def inputs(self) -> list[Array]:
+        """The inputs: those held, or a fresh draw the caller alone holds (read it once per use)."""
+        return self.held if self.held is not None else float_inputs(self.reference, self.seed, self.xp)
 
     def max_rel_err(self, candidate: KernelGraph, perm: Sequence[int]) -> float:
         """max over outputs of max|candidate - reference| / max|reference|."""
@@ -198,10 +251,11 @@ class FloatReference:
     def rel_errs(self, candidate: KernelGraph, perm: Sequence[int], inputs: Sequence[int] | None = None) -> list[float]:
         """For each reference output i, max|candidate[perm[i]] - reference[i]| / max|reference[i]|;
         the candidate's input j is the reference's input `inputs[j]` (default: in order)."""
-        in_order = inputs is None or list(inputs) == list(range(len(self.inputs)))
-        args = self.inputs if inputs is None else [self.inputs[k] for k in inputs]
+        in_order = inputs is None or list(inputs) == list(range(self.n_inputs))
+        args = self.inputs if inputs is None else _in_order(self.inputs, inputs)
         with quiet_numerics():
             cand = evaluate(self.alg, candidate, args, self.cache if in_order else None)
+        del args
         return [rel_err(to_numpy(cand[perm[i]]), rn) for i, rn in enumerate(self.outputs)]
 
 

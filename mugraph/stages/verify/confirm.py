@@ -4,7 +4,10 @@ random seeds and in float64 before anything downstream trusts it.
 The fresh seeds are derived from the fragment's digest: they differ from the search's seeds (small
 integers), a rerun confirms with the same seeds and reaches the same verdict, and the reference's
 fingerprints and float64 outputs are computed once per fragment and worker rather than once per
-μGraph, with the values the μGraphs share reused between them.
+μGraph, with the values the μGraphs share reused between them. The seeds' inputs are held between
+μGraphs only while they are small (`HOLD_INPUT_BYTES`); a large fragment's are drawn again for each
+μGraph, one seed's alive at a time, which bounds the confirming worker's memory at one seed's inputs
+rather than k + 1.
 """
 
 from __future__ import annotations
@@ -17,11 +20,23 @@ import numpy as np
 
 from mugraph.arrays.backend import ArrayModule, backend_name
 from mugraph.ir.graph import KernelGraph
-from mugraph.stages.verify.check import FLOAT_TOLERANCE, FloatReference, ReferenceFingerprints, worst_error
+from mugraph.stages.verify.check import (
+    FLOAT_TOLERANCE,
+    FloatReference,
+    ReferenceFingerprints,
+    input_bytes,
+    worst_error,
+)
 
 CONFIRM_TESTS = 3
 TOLERANCE = FLOAT_TOLERANCE
 CONFIRM_CACHE_BYTES = 256 << 20  # values shared by the μGraphs of one fragment (reuse.py)
+# The confirm stage's k + 1 seeds' inputs are held between μGraphs while they take at most this
+# together (in a worker, all its Confirmers together: `pipeline.worker`); past it each seed's are
+# drawn again for every μGraph and dropped once it has run there, one seed's alive at a time.
+# rms_norm's take 0.8 GB and gated_mlp's 1.07 GB (held); a llama-7B MLP's fragments 2.9 and 1.4 GB,
+# which drawn again cost about 1 s a GB per μGraph (benchmarks/bench_verify_memory.py).
+HOLD_INPUT_BYTES = 1100 << 20
 
 
 class Verdict(TypedDict):
@@ -44,18 +59,38 @@ def confirm_seeds(fragment_digest: str, k: int = CONFIRM_TESTS) -> tuple[int, ..
     )
 
 
+def held_bytes(reference: KernelGraph, k: int = CONFIRM_TESTS) -> int:
+    """What a Confirmer's k + 1 seeds' inputs take where it holds them."""
+    return (k + 1) * input_bytes(reference)
+
+
+def holds_inputs(reference: KernelGraph, k: int = CONFIRM_TESTS, others: int = 0) -> bool:
+    """Whether a Confirmer keeps its k + 1 seeds' inputs between μGraphs, beside `others` bytes
+    other Confirmers hold (`HOLD_INPUT_BYTES`)."""
+    return others + held_bytes(reference, k) <= HOLD_INPUT_BYTES
+
+
 class Confirmer:
     """The reference's fingerprints on the fresh seeds, computed once, matched against many μGraphs."""
 
     def __init__(
-        self, reference: KernelGraph, fragment_digest: str, k: int = CONFIRM_TESTS, xp: ArrayModule = np
+        self,
+        reference: KernelGraph,
+        fragment_digest: str,
+        k: int = CONFIRM_TESTS,
+        xp: ArrayModule = np,
+        *,
+        hold: bool | None = None,
     ) -> None:
+        """`hold`: whether to keep the seeds' inputs between μGraphs (None: `holds_inputs`)."""
         self.reference = reference
         self.xp = xp
+        self.holds = holds_inputs(reference, k) if hold is None else hold
+        seeds = confirm_seeds(fragment_digest, k)
         self.fingerprints = ReferenceFingerprints(
-            reference, confirm_seeds(fragment_digest, k), xp=xp, cache_bytes=CONFIRM_CACHE_BYTES
+            reference, seeds, xp=xp, cache_bytes=CONFIRM_CACHE_BYTES, hold_inputs=self.holds
         )
-        self.floats = FloatReference(reference, xp, cache_bytes=CONFIRM_CACHE_BYTES)
+        self.floats = FloatReference(reference, xp, cache_bytes=CONFIRM_CACHE_BYTES, hold_inputs=self.holds)
 
     def confirm(self, candidate: KernelGraph) -> Verdict:
         """The verdict on `candidate` against the reference."""
