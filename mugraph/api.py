@@ -93,7 +93,7 @@ def optimize(
         settings=default_settings(captured.lowering.graph),
         model_digest=captured.model_digest,
     )
-    opts = dataclasses.replace(OptimizeOptions(**options), command=model_command(captured.name))
+    opts = dataclasses.replace(OptimizeOptions(**options), command=model_command(captured.name, bool(kwargs)))
     run = prepare(prog, opts)
     console = Console(verbose)
     stored = reused(run, t0)

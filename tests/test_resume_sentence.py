@@ -11,6 +11,7 @@ import pytest
 from mugraph.cli import main
 from mugraph.cli.app import _interrupted_line
 from mugraph.pipeline.interrupts import INTERRUPTED, INTERRUPTED_FRESH
+from mugraph.run.options import model_command
 from mugraph.run.resume import how_to_resume
 from tests.helpers.cli_runs import mugraph
 
@@ -42,3 +43,14 @@ def test_the_interrupt_line_is_the_runs_own_sentence() -> None:
     assert _interrupted_line(["optimize", "lora", "--fresh"]) == f"interrupted; {how_to_resume(fresh=True)}"
     assert _interrupted_line(["optimize", "lora", "--fresh"]) == INTERRUPTED_FRESH  # the import-time handler's
     assert _interrupted_line(["check", "lora"]) == "interrupted"  # nothing to resume
+
+
+def test_a_model_called_with_keywords_is_resumed_with_them(tmp_path: Path) -> None:
+    """A store `mugraph.optimize` made of a model called with keyword inputs is resumed by a call that
+    passes them again: without them the model would be captured as another program."""
+    with_kw, without = (
+        how_to_resume(tmp_path, {"command": list(model_command("Layer", keywords))}) for keywords in (True, False)
+    )
+    assert "example_kwargs=example_kwargs, " in with_kw and with_kw.startswith("call mugraph.optimize(model, ")
+    assert "example_kwargs" not in without and without.startswith("call mugraph.optimize(model, ")
+    assert str(tmp_path) in with_kw and str(tmp_path) in without

@@ -70,7 +70,7 @@ def finish_advice(data: ReportData) -> str:
     if command is not None:
         return f"Finish it with `{command}`."
     if made_from_python(data["meta"]):
-        return f"Finish it with {python_call(store)}."
+        return f"Finish it with {python_call(store, data['meta'])}."
     return "Run the command that made it again, without --fresh, to finish it."
 
 

@@ -15,7 +15,7 @@ from mugraph.ir.errors import MugraphError
 from mugraph.run.checks import file_name, parse_duration
 from mugraph.stages.layout.profiles import DEFAULT_PROFILE
 from mugraph.stages.search.config import parse_override
-from mugraph.storage.run.recorded_command import TORCH_MODEL_ARG
+from mugraph.storage.run.recorded_command import KEYWORDS_ARG, TORCH_MODEL_ARG
 
 DEFAULT_RUNS = Path("runs")
 
@@ -134,7 +134,8 @@ def check_options(options: Mapping[str, Any]) -> None:
     )
 
 
-def model_command(name: str) -> tuple[str, ...]:
+def model_command(name: str, keywords: bool = False) -> tuple[str, ...]:
     """The command a store made by `mugraph.optimize` records: no command line, the model by name (what
-    `recorded_command.resuming_command` knows to offer no shell command for)."""
-    return ("optimize", f"{TORCH_MODEL_ARG} {name}>")
+    `recorded_command.resuming_command` knows to offer no shell command for), and whether it was called
+    with keyword inputs (which the call that resumes it passes again: `recorded_command.python_call`)."""
+    return ("optimize", f"{TORCH_MODEL_ARG} {name}>", *((KEYWORDS_ARG,) if keywords else ()))

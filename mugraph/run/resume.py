@@ -28,5 +28,5 @@ def how_to_resume(
     if recorded is not None:
         return f"run `{recorded}` to resume"
     if made_from_python(meta):
-        return f"call {python_call(store)} again to resume"
+        return f"call {python_call(store, meta)} again to resume"
     return "run the `mugraph optimize` command that made it again, without --fresh, to resume"

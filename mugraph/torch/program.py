@@ -126,7 +126,7 @@ def _resume_hint(store: Path, meta: Mapping[str, Any]) -> str:
     recorded = resuming_command(meta, store)
     if recorded is not None:
         return f"resume it with the command that made it: {recorded}"
-    return f"resume it by calling {python_call(store)} again"
+    return f"resume it by calling {python_call(store, meta)} again"
 
 
 def load_store(store: Path) -> OptimizedModule:

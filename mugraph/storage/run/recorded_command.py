@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "KEYWORDS_ARG",
     "TORCH_MODEL_ARG",
     "is_model_command",
     "made_from_python",
@@ -19,6 +20,7 @@ __all__ = [
 ]
 
 TORCH_MODEL_ARG = "<torch model"  # how `mugraph.optimize` records its model in the command: `<torch model NAME>`
+KEYWORDS_ARG = "<example_kwargs>"  # and, after it, that the model was called with keyword arguments
 
 
 def resuming_command(meta: Mapping[str, Any], store: Path) -> str | None:
@@ -62,6 +64,10 @@ def made_from_python(meta: Mapping[str, Any]) -> bool:
     return is_model_command(meta.get("command"))
 
 
-def python_call(store: Path) -> str:
-    """The call that resumes a store `mugraph.optimize` made: the same model and inputs, this store."""
-    return f"mugraph.optimize(model, example_inputs, store={str(store)!r})"
+def python_call(store: Path, meta: Mapping[str, Any] | None = None) -> str:
+    """The call that resumes a store `mugraph.optimize` made: the same model and inputs (and keyword
+    inputs, where its `meta` records the model was called with some), this store."""
+    command = (meta or {}).get("command")
+    keywords = isinstance(command, list | tuple) and KEYWORDS_ARG in command
+    kwargs = "example_kwargs=example_kwargs, " if keywords else ""
+    return f"mugraph.optimize(model, example_inputs, {kwargs}store={str(store)!r})"

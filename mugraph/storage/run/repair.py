@@ -186,6 +186,6 @@ def resume_command(root: Path, plan: RepairPlan) -> str:
     if recorded is not None:
         return recorded
     if made_from_python(meta):
-        return python_call(root)
+        return python_call(root, meta)
     program = plan.scan.attrs["identity"].get("program", "PROGRAM")
     return "mugraph " + shlex.join(["optimize", program, "--store", str(root)])
