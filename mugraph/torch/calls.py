@@ -270,10 +270,11 @@ class CallBinder:
             return
         shown = _shown(value)
         if default is _EMPTY:
+            again = "that tensor" if _has_tensor(value) else shown
             raise InputMismatchError(
                 f"{self.name}: argument {key!r} ({shown}) was not in the example inputs it was optimised for "
                 "(the forward takes it in **kwargs; the example call left it out): call it without it, or "
-                "optimise again with it in example_kwargs"
+                f"optimise again with example_kwargs={{{key!r}: {again}}}, as the model is called"
             )
         if _has_tensor(value):
             raise InputMismatchError(

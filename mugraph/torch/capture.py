@@ -277,6 +277,36 @@ def example_keywords(example_kwargs: Mapping[str, Any] | None, module: torch.nn.
     return dict(example_kwargs)
 
 
+def _check_positional(module: torch.nn.Module, args: tuple[Any, ...]) -> None:
+    """Each positional example input a tensor (or a tuple of them), or a constant of the call (None, a
+    flag, a number) for an optional parameter: a Hugging Face model passes its layers None by position
+    (`block(h, None, None, mask)`)."""
+    optional = _optional_positions(module)
+    for i, a in enumerate(args):
+        leaves = pytree.tree_leaves(a)
+        if leaves and all(isinstance(leaf, torch.Tensor) for leaf in leaves):
+            continue
+        if i in optional and all(isinstance(leaf, torch.Tensor | None | bool | int | float) for leaf in leaves):
+            continue
+        kinds = ", ".join(type(a).__name__ for a in args)
+        raise CaptureError(
+            f"example_inputs must be tensors (a tensor or a tuple of them), or None, a flag or a number for "
+            f"an optional argument, got ({kinds}): input {i + 1} is a {type(a).__name__}"
+            + ("" if i in optional else " where the forward has no default")
+        )
+
+
+def _optional_positions(module: torch.nn.Module) -> set[int]:
+    """The positions of the forward's parameters that have a default."""
+    try:
+        params = inspect.signature(module.forward).parameters.values()
+    except (TypeError, ValueError):
+        return set()
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    positional = [p for p in params if p.kind in kinds]
+    return {i for i, p in enumerate(positional) if p.default is not inspect.Parameter.empty}
+
+
 def _required(module: torch.nn.Module) -> set[str]:
     """The forward's parameters without a default: what a call must pass."""
     try:
@@ -299,9 +329,7 @@ def export(
     example inputs' shapes, called with `example_inputs` by position and `example_kwargs` by name."""
     module = as_module(model)
     args, kwargs = example_args(example_inputs), example_keywords(example_kwargs, module)
-    if not all(isinstance(a, torch.Tensor) for a in args):
-        kinds = ", ".join(type(a).__name__ for a in args)
-        raise CaptureError(f"example_inputs must be tensors (a tensor or a tuple of them), got ({kinds})")
+    _check_positional(module, args)
     check_eval_mode(module, model_name(model))
     _check_binds(module, args, kwargs, model_name(model))
     try:

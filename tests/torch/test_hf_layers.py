@@ -178,3 +178,33 @@ def test_a_model_returning_its_kv_cache_is_refused_with_the_use_cache_hint() -> 
         assert torch.allclose(fast(ids, use_cache=False, attention_mask=None).logits, want, atol=1e-5)
     with pytest.raises(InputMismatchError, match=r"use_cache=True, where the module was captured with use_cache=False"):
         fast(ids, use_cache=True)
+
+
+@pytest.mark.parametrize("family", ["gpt2", "bert"])
+def test_a_layer_called_with_none_by_position_is_captured_as_its_model_calls_it(family: str) -> None:
+    """GPT-2's and BERT's models pass their layers None by position and in **kwargs (`position_ids=None`):
+    captured as the model calls it, the layer put back gives the model's outputs."""
+    import transformers
+
+    if family == "gpt2":
+        config: Any = transformers.GPT2Config(n_embd=64, n_layer=1, n_head=4, vocab_size=128)
+        model: Any = transformers.GPT2Model(config)
+    else:
+        config = transformers.BertConfig(
+            hidden_size=64, intermediate_size=128, num_attention_heads=4, num_hidden_layers=1, vocab_size=128
+        )
+        model = transformers.BertModel(config)
+    model.train(False)
+    layers = model.h if family == "gpt2" else model.encoder.layer
+    ids = torch.randint(0, 128, (1, 8), generator=torch.Generator().manual_seed(1))
+    seen: dict[str, Any] = {}
+    hook = layers[0].register_forward_pre_hook(lambda m, a, k: seen.update(args=a, kwargs=k), with_kwargs=True)
+    with torch.no_grad():
+        want = model(ids, use_cache=False).last_hidden_state
+    hook.remove()
+    assert None in seen["args"] or None in seen["kwargs"].values()  # what the capture once refused
+    captured = capture(layers[0], seen["args"], example_kwargs=seen["kwargs"])
+    layers[0] = OptimizedModule(captured, captured.lowering.graph, share=True)
+    with torch.no_grad():
+        got = model(ids, use_cache=False).last_hidden_state
+    assert torch.allclose(got, want, atol=1e-5), float((got - want).abs().max())
