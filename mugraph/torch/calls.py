@@ -137,9 +137,8 @@ class CallBinder:
         args, kwargs = _children(spec)
         self.n_pos, kw_keys = args.num_children, [str(k) for k in kwargs.context or []]
         params = _from_signature(forward) if forward is not None else None
-        if params is None or not self._binds(params, kw_keys):
-            params = _from_spec(args, kw_keys, self.placeholders)
-        self.params = params
+        self.knows_defaults = params is not None and self._binds(params, kw_keys)
+        self.params = params if params is not None and self.knows_defaults else _from_spec(args, kw_keys, placeholders)
         self.keys = [self._position_key(i) for i in range(self.n_pos)] + kw_keys
         children, start = [*_children(args), *_children(kwargs)], 0
         self.leaves: dict[str, list[Any]] = {}  # key -> per leaf: its constant, or _TENSOR
@@ -218,6 +217,13 @@ class CallBinder:
             )
         given = {self._position_key(i): a for i, a in enumerate(args)}
         unknown = {k: v for k, v in kwargs.items() if k not in p.named and not p.var_keyword}
+        if unknown and not self.knows_defaults:
+            shown = ", ".join(f"{k}={_shown(v)}" for k, v in unknown.items())
+            raise InputMismatchError(
+                f"{self.name}: {shown} not in the example call; this module, made from a store, knows that call "
+                "only, not the forward's defaults: pass that call's arguments, or optimise again with the call "
+                f"the model makes in example_kwargs ({shown})"
+            )
         if unknown:
             raise InputMismatchError(unknown_keywords(self.name, unknown))
         twice = [k for k in kwargs if k in given]
