@@ -161,8 +161,10 @@ class CallBinder:
         if self.plain and not kwargs and all(isinstance(a, torch.Tensor) for a in args):
             return list(args)
         given = self._given(args, kwargs)
-        extra = {k: v for k, v in given.items() if k not in self.leaves}
-        for key, value in [*extra.items(), *given.items()]:  # a cache object first: it says the most
+        # left out of the example call, passed at the forward's default (what the capture computed with)
+        extra = {k: v for k, v in given.items() if k not in self.leaves and not _same(v, self._default(k))}
+        checked = [*extra.items(), *((k, v) for k, v in given.items() if k in self.leaves)]
+        for key, value in checked:  # a cache object first: it says the most
             if not isinstance(value, torch.Tensor | tuple | list | dict | None | bool | int | float):
                 raise InputMismatchError(self._object_refusal(key, value))
         for key, value in extra.items():
@@ -271,10 +273,7 @@ class CallBinder:
 
     def _check_left_out(self, key: str, value: Any) -> None:
         """An argument the example call left out: taken where its value is the forward's default."""
-        default = self._default(key)
-        if default is not _EMPTY and _same(value, default):
-            return
-        shown = _shown(value)
+        default, shown = self._default(key), _shown(value)
         if default is _EMPTY:
             again = "that tensor" if _has_tensor(value) else shown
             raise InputMismatchError(
