@@ -211,3 +211,16 @@ def test_a_layer_called_with_none_by_position_is_captured_as_its_model_calls_it(
     with torch.no_grad():
         got = model(ids, use_cache=False).last_hidden_state
     assert torch.allclose(got, want, atol=1e-5), float((got - want).abs().max())
+
+
+def test_a_layer_captured_all_by_name_is_called_by_position_as_its_model_calls_it() -> None:
+    """Captured as `layer(hidden_states=h, position_embeddings=(cos, sin), ...)`, called as the model calls
+    it, `layer(h, position_embeddings=(cos, sin), ...)`: the tuple beside it once made the call refused."""
+    model, ids = _model(), torch.randint(0, 128, (1, 8), generator=torch.Generator().manual_seed(1))
+    (h,), kwargs = _layer_call(model, ids)
+    layer, tensors = model.model.layers[0], {k: kwargs[k] for k in TENSORS}
+    captured = capture(layer, (), example_kwargs={"hidden_states": h, **tensors})
+    fast = OptimizedModule(captured, captured.lowering.graph, share=True)
+    assert torch.allclose(fast(h, **tensors), layer(h, **tensors), atol=1e-5)
+    with pytest.raises(InputMismatchError, match=r"input 'hidden_states' given twice"):
+        fast(h, hidden_states=h, **tensors)
