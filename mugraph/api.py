@@ -56,19 +56,19 @@ def optimize(
     **options: Unpack[OptimizeKeywords],
 ) -> OptimizedModule:
     """Optimise a PyTorch module or function at the shapes of `example_inputs` (positional) and
-    `example_kwargs` (by name: a keyword-only tensor, `layer(h, attention_mask=mask)`): capture it with
-    torch.export, search its fragments (`options` are OptimizeOptions' fields), and return a drop-in
-    module, called as the model was, running the chosen μGraphs as Triton kernels, glue in torch. It
-    holds the model's own parameters (under the same names) and its `verdict` says what the search got.
-    A store holding the finished result for this program and config (the default store is named for
-    both) is reused, a stopped one resumed. `verbose` prints on stderr what `mugraph optimize` prints."""
+    `example_kwargs` (by name: `layer(h, attention_mask=mask)`): capture it with torch.export, search its
+    fragments (`options` are OptimizeOptions' fields), and return a drop-in module, called as the model
+    was, running the chosen μGraphs as Triton kernels, glue in torch, holding the model's own parameters;
+    its `verdict` says what the search got. A store holding this program and config's finished result is
+    reused, a stopped one resumed. `verbose` prints on stderr what `mugraph optimize` prints."""
     check_options(options)
     from mugraph.torch.errors import require_torch
 
     require_torch()
     require_triton_for_torch()  # before the capture and the search: the module runs Triton kernels
     from mugraph.run.outcome import Console, verdict_of
-    from mugraph.torch.capture import capture, example_args, example_keywords, keyword_tensors
+    from mugraph.torch.capture import capture
+    from mugraph.torch.example_call import example_args, example_keywords, keyword_tensors
     from mugraph.torch.kernels import check_model_device, interpreting
     from mugraph.torch.program import optimized_module
     from mugraph.torch.runtime import OptimizedModule
