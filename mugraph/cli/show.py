@@ -13,7 +13,7 @@ from mugraph.cli.options import store_argument
 from mugraph.cli.records import json_line
 from mugraph.dashboards.experts import expert_labels, expert_note
 from mugraph.dashboards.provisional import stored_or_provisional
-from mugraph.dashboards.summary import headline, held_back_reason, rows_to_show, speedup_text
+from mugraph.dashboards.summary import headline, held_back_reason, rows_to_show, speedup_text, stored_together
 from mugraph.ir.errors import MugraphError
 from mugraph.ir.names import printable
 from mugraph.ir.plural import counted
@@ -187,6 +187,7 @@ def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) ->
         experts = expert_labels(st.identity, frags)
         names = program_outputs(st)
         resume = how_to_resume(store, st.meta)
+        from_torch = "model_digest" in st.identity  # a PyTorch model's: its glue is run by PyTorch
     unranked = final is None and not any(r["ranking"] for r in rows)  # nothing confirmed yet
     if unranked and writer is None:
         raise MugraphError(f"{store}: no result yet: its run stopped before it confirmed a μGraph; {resume}")
@@ -231,6 +232,9 @@ def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) ->
         click.echo(
             render(loads(final["program_graph"]), "the whole program: the chosen μGraphs and the glue between them")
         )
+    figure = stored_together(final, {r["name"]: r["ranking"] for r in rows}, from_torch)
+    if figure is not None:  # what the fragments' speedups come to (one fragment's is its own)
+        click.echo(figure)
     state = "complete" if final["complete"] else f"NOT complete (best so far; {resume})"
     err = final["end_to_end_max_rel_err"]
     click.echo(f"run {state}; the run checked the stitched program in float64: max rel err {err:.2e}")

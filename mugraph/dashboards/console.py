@@ -13,6 +13,7 @@ from typing import Any
 
 from mugraph.dashboards.summary import eta_rate, eta_text, held_back_reason, memo_text, speedup_text
 from mugraph.ir.plural import counted
+from mugraph.ir.together import fragment_seconds, together
 from mugraph.stages.layout.describe import seconds_text
 from mugraph.stages.layout.rows import RankRow
 
@@ -139,6 +140,19 @@ def kept_reason(done: Mapping[str, Any], fragment: str) -> str | None:
     return f"no μGraph found is estimated faster (the best, {best['digest'][:16]}, {speedup_text(best['speedup'])})"
 
 
+def together_line(done: Mapping[str, Any]) -> str | None:
+    """The fragments priced together, from a `done` summary's rows (None for one fragment): what the
+    per-fragment speedups come to, the ops outside the fragments not priced."""
+    seconds = []
+    for name, ranking in done["ranking"].items():
+        pair = fragment_seconds([*ranking, done["reference"][name]], done["best_per_fragment"][name])
+        if pair is None:
+            return None
+        seconds.append(pair)
+    figure = together(seconds)
+    return None if figure is None else figure.line()
+
+
 def _states_and_calls(done: Mapping[str, Any]) -> str:
     return f"{counted(done['states'], 'state')}, {counted(done['solver_calls'], 'solver call')}"
 
@@ -190,6 +204,9 @@ def verdict_lines(done: Mapping[str, Any], gpu_name: str) -> list[str]:
                 + (f", {speedup:.2f}x the reference's measured time" if speedup else "")
                 + f" ({done['measured'].get(name, 0)} timed; ranked by measured time)"
             )
+    figure = together_line(done)
+    if figure is not None:
+        lines.append(f"  {figure}")
     if done.get("expert"):
         lines.extend(f"  {line}" for line in str(done["expert"]).splitlines())
     store = shlex.quote(str(done["store"]))  # pasted into a shell as one argument

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from mugraph.dashboards.report_records import ReportData
-from mugraph.dashboards.summary import COUNTER_MEANINGS, rows_to_show, size_line, speedup_text
+from mugraph.dashboards.summary import COUNTER_MEANINGS, rows_to_show, size_line, speedup_text, stored_together
 from mugraph.dashboards.svg_charts import bar_chart, line_chart
 from mugraph.dashboards.svg_graph import draw_mugraph
 from mugraph.ir.serialize import loads
@@ -110,6 +110,9 @@ def answer(data: ReportData) -> str:
             + ties
             + "</div>"
         )
+    figure = stored_together(data["final"], data.get("ranking") or {}, "model_digest" in data["identity"])
+    if figure is not None:  # what the fragments' speedups come to (one fragment's is its own)
+        out.append(f'<div class="answer together"><div class="big">{html.escape(figure)}</div></div>')
     size = f'<p class="size">{html.escape(size_line(data.get("size")))}</p>'
     return ("".join(out) or '<p class="empty">no result yet</p>') + size
 

@@ -9,6 +9,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TypedDict, TypeVar
 
 from mugraph.ir.plural import counted
+from mugraph.ir.serialize import loads
+from mugraph.ir.together import fragment_seconds, outside_words, together
+from mugraph.ir.types import NON_LAX_OPS
 from mugraph.stages.layout.describe import explain, seconds_text
 from mugraph.stages.layout.rank import MODEL_ERROR
 from mugraph.stages.layout.residency import MAX_REGISTERS
@@ -370,3 +373,25 @@ def duration_text(seconds: float) -> str:
     if seconds < 48 * 3600:
         return f"{seconds / 3600:.1f} h"
     return f"{seconds / 86400:.1f} days"
+
+
+def stored_together(
+    final: Mapping[str, Any] | None, rankings: Mapping[str, Sequence[Mapping[str, Any]]], from_torch: bool
+) -> str | None:
+    """The fragments priced together as a store's reader (`show`, the report) gives them: each fragment's
+    reference and the μGraph the run chose (`final`'s) from its ranking rows, summed; the ops no
+    fragment holds named as the store knows them (PyTorch's glue by kind only; the ops copied as written
+    between fragments, from the stitched program). None for one fragment, or before the run chose."""
+    if final is None:
+        return None
+    seconds = []
+    for name, rows in rankings.items():
+        pair = fragment_seconds(rows, final["best_per_fragment"].get(name, ""))
+        if pair is None:
+            return None
+        seconds.append(pair)
+    figure = together(seconds)
+    if figure is None:
+        return None
+    between = [op.kind.value for op in loads(final["program_graph"]).ops if op.kind in NON_LAX_OPS]
+    return figure.line(outside_words(None, between, from_torch))

@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from torch import fx
 
 from mugraph.ir.plural import counted, noun
+from mugraph.ir.together import Together, outside_words, together
 from mugraph.torch.capture import Captured
 from mugraph.torch.load_check import GENERATED, LoadCheck
 from mugraph.torch.timing import Measured
@@ -46,6 +47,14 @@ class FragmentVerdict:
     @property
     def kept_reference(self) -> bool:
         return self.chosen == "reference"
+
+    @property
+    def reference_seconds(self) -> float | None:
+        """The reference's estimated time (the speedup is its ratio to the chosen one); None for a
+        μGraph of no kernel, estimated at 0 s with its speedup stored as 0."""
+        if self.kept_reference:
+            return self.estimated_seconds
+        return self.estimated_seconds * self.speedup if self.speedup > 0 else None
 
     def line(self) -> str:
         if self.kept_reference:
@@ -92,6 +101,8 @@ class Verdict:
     checked_on: str = "the example inputs"
     # why `mugraph.load` did not check the module (a program that writes its buffers, say); None where it did
     unchecked: str | None = None
+    # every op PyTorch runs as glue, by name in graph order (`glue_ops`); None where not known
+    glue: tuple[str, ...] | None = None
 
     def after_load(self, found: LoadCheck | None) -> Verdict:
         """This verdict with what `mugraph.load`'s check of the module found."""
@@ -102,9 +113,28 @@ class Verdict:
         return replace(self, unchecked=found.skipped)
 
     @property
+    def together(self) -> Together | None:
+        """The fragments priced together: their references' estimated seconds summed against the chosen
+        ones' (a kept reference counts on both sides); glue is in neither. None for one fragment (its
+        own figure says it) or where a fragment's reference time is not known."""
+        seconds = []
+        for f in self.fragments:
+            reference = f.reference_seconds
+            if reference is None:
+                return None
+            seconds.append((reference, f.estimated_seconds))
+        return together(seconds)
+
+    def together_line(self) -> str | None:
+        """`together` in words, naming the glue it leaves out."""
+        figure = self.together
+        return None if figure is None else figure.line(outside_words(self.glue, (), from_torch=True))
+
+    @property
     def faster(self) -> bool:
         """True where some fragment runs a μGraph estimated faster than its reference, and the module,
-        where it was timed, took less time a call than the model."""
+        where it was timed, took less time a call than the model. It says nothing of how much faster
+        the model is: that is `together` for the fragments, with the glue unpriced."""
         slower = self.measured is not None and self.measured.ratio < 1.0
         return (
             self.self_check is None
@@ -151,10 +181,13 @@ class Verdict:
         return "\n".join(self.lines())
 
     def lines(self) -> list[str]:
-        """The verdict as text: one line per fragment, the notes, the store and report."""
+        """The verdict as text: one line per fragment, the fragments together, the notes, the store and
+        report."""
         unused = " (found, not run: the module runs the model's own program)" if self.self_check is not None else ""
+        figure = self.together_line()
         return [
             *(f.line() + unused for f in self.fragments),
+            *([figure + unused] if figure else []),
             *(f"note: {n}" for n in self.notes()),
             f"store: {self.store}",
             *([f"report: {self.report}"] if self.report else []),
@@ -188,6 +221,13 @@ def heavy_glue(captured: Captured) -> tuple[str, ...]:
         if is_heavy(op):
             out.append(f"{op} ({name})")
     return tuple(out)
+
+
+def glue_ops(captured: Captured) -> tuple[str, ...]:
+    """Every op of a capture that stayed glue (run by PyTorch, priced by no fragment), by op name in
+    graph order: "permute", "softmax"."""
+    nodes = {n.name: n for n in captured.exported.graph.nodes}
+    return tuple(_op_name(nodes[name]) if name in nodes else name for name in captured.lowering.glue)
 
 
 def _op_name(node: fx.Node) -> str:

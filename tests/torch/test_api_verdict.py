@@ -49,6 +49,7 @@ def test_a_printed_verdict_reads_as_the_modules_description_does() -> None:
     assert str(verdict).splitlines() == [
         f"f0: μGraph {'a' * 16}, 1 kernel, estimated 2.00x faster",
         "f1: kept the reference, because no μGraph found is estimated faster",
+        "fragments together: 40.0 μs → 30.0 μs, estimated 1.33x; not priced: any glue run by PyTorch",
         "store: runs/m.zarr",
     ]
     assert repr(verdict).startswith("Verdict(program='m'")  # the record, for a debugger
