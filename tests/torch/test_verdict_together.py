@@ -20,7 +20,9 @@ import mugraph
 from mugraph.cli import show as cli_show
 from mugraph.dashboards.report import write_report
 from mugraph.storage.run.backends import open_existing
+from mugraph.torch.capture import capture
 from mugraph.torch.runtime import OptimizedModule
+from mugraph.torch.verdict import FragmentVerdict, Verdict, glue_ops
 from tests.helpers.torch_models import GELU_LINEAR_SETTINGS, GeluLinear, build, inputs
 
 
@@ -108,3 +110,15 @@ def test_one_fragment_gives_no_figure_for_the_whole(tmp_path: Path) -> None:
     shown = CliRunner().invoke(cli_show.show, [str(store)])
     assert shown.exit_code == 0 and "together" not in shown.output
     assert "fragments together" not in write_report(store, tmp_path / "one.report.html").read_text()
+
+
+def test_glue_named_where_the_verdict_knows_it() -> None:
+    captured = capture(build(GeluThenNorm), inputs((16, 32)))
+    glue = glue_ops(captured)
+    assert len(glue) == len(captured.lowering.glue) and "softmax" in glue
+    kept = FragmentVerdict("f1", "reference", 1.0, 1, 2e-6, 1, "no μGraph found is estimated faster")
+    frags = (FragmentVerdict("f0", "a" * 64, 3.0, 1, 1e-6, 1), kept)
+    verdict = Verdict("m", True, False, frags, (), "s.zarr", None, "H100", glue=glue)
+    line = verdict.together_line()
+    assert line is not None and line.endswith(f"; not priced: glue run by PyTorch ({', '.join(glue)})")
+    assert f"{(3.0 * 1e-6 + 2e-6) / (1e-6 + 2e-6):.2f}x" in line
