@@ -29,11 +29,14 @@ class Together:
         """The references' time over the chosen time (inf where nothing runs in their place)."""
         return self.reference_seconds / self.chosen_seconds if self.chosen_seconds > 0 else math.inf
 
+    def ratio(self) -> str:
+        """The speedup as the console gives one: "1.44x" (three decimals where two would say 1.00x)."""
+        return "∞x" if math.isinf(self.speedup) else _ratio(self.speedup)
+
     def line(self, outside: str = OUTSIDE) -> str:
         """ "fragments together: 18.0 μs → 12.5 μs, estimated 1.44x; not priced: glue run by PyTorch
         (softmax)"; `outside` names what no fragment holds ("" where nothing is: the whole program)."""
-        ratio = "∞x" if math.isinf(self.speedup) else _ratio(self.speedup)
-        figure = f"{_micro(self.reference_seconds)} → {_micro(self.chosen_seconds)}, estimated {ratio}"
+        figure = f"{_micro(self.reference_seconds)} → {_micro(self.chosen_seconds)}, estimated {self.ratio()}"
         if not outside:
             return f"fragments together (the whole program): {figure}"
         return f"fragments together: {figure}; not priced: {outside}"

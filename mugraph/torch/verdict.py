@@ -143,8 +143,11 @@ class Verdict:
         )
 
     def summary(self) -> str:
-        """One phrase per fragment, for the module's repr: "f0 1.84x, f1 reference"."""
-        return ", ".join(f"{f.name} {'reference' if f.kept_reference else f'{f.speedup:.2f}x'}" for f in self.fragments)
+        """One phrase per fragment, for the module's repr, then the fragments together where there are
+        several: "f0 1.84x, f1 reference; together 1.31x"."""
+        each = ", ".join(f"{f.name} {'reference' if f.kept_reference else f'{f.speedup:.2f}x'}" for f in self.fragments)
+        figure = self.together
+        return each if figure is None else f"{each}; together {figure.ratio()}"
 
     def notes(self) -> list[str]:
         """What a reader should not miss: heavy ops never searched, and a module that runs the reference."""

@@ -91,6 +91,8 @@ def test_every_reader_gives_the_same_figure(two: tuple[OptimizedModule, str, Pat
     fast, printed, store = two
     reference, chosen, _ = _stored_sums(store)
     figure = f"{reference * 1e6:,.1f} μs → {chosen * 1e6:,.1f} μs, estimated {reference / chosen:.2f}x"
+    assert fast.verdict.summary().endswith(f"; together {reference / chosen:.2f}x")  # the module's repr
+    assert f"; together {reference / chosen:.2f}x" in repr(fast)
     described = [line.strip() for line in fast.describe().splitlines() if "fragments together" in line]
     assert described == [f"fragments together: {figure}; not priced: any glue run by PyTorch"]
     said = [line.strip() for line in printed.splitlines() if "fragments together" in line]
@@ -106,7 +108,7 @@ def test_one_fragment_gives_no_figure_for_the_whole(tmp_path: Path) -> None:
     store = tmp_path / "one.zarr"
     fast, printed = _optimize(build(GeluLinear), inputs((16, 32)), store)
     assert len(fast.verdict.fragments) == 1 and fast.verdict.together is None
-    assert "together" not in fast.describe() and "together" not in printed
+    assert "together" not in fast.describe() and "together" not in printed and "together" not in repr(fast)
     shown = CliRunner().invoke(cli_show.show, [str(store)])
     assert shown.exit_code == 0 and "together" not in shown.output
     assert "fragments together" not in write_report(store, tmp_path / "one.report.html").read_text()
