@@ -114,7 +114,7 @@ def optimize(
     if on_event is not None:  # last, as the command line's --json ends with it; alone for a reused store
         on_event(done)
     module = optimized_module(Path(done["store"]), captured)
-    verdict = verdict_of(done, module.heavy_glue, stored is not None)
+    verdict = verdict_of(done, module.heavy_glue, stored is not None, module.glue_ops)
     mismatch = output_mismatch(functools.partial(module, **kwargs), want, args) if want is not None else None
     if mismatch is not None:  # the model's own program, in torch, rather than kernels that disagree
         module = OptimizedModule(captured, captured.lowering.graph, "reference", share=True)
@@ -143,5 +143,5 @@ def load(store: str | Path) -> OptimizedModule:
     path = Path(store)
     module = load_store(path)
     done = stored_done(path, write_missing_report=False)  # a store may be read-only: load writes nothing
-    module.verdict = verdict_of(done, module.heavy_glue, reused=True).after_load(module.load_check)
+    module.verdict = verdict_of(done, module.heavy_glue, True, module.glue_ops).after_load(module.load_check)
     return module

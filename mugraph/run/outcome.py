@@ -141,8 +141,10 @@ def finished(
         return False  # the run opens it and says what is wrong
 
 
-def verdict_of(done: Mapping[str, Any], heavy_glue: tuple[str, ...], reused: bool) -> Verdict:
-    """The verdict record of a run's `done` summary."""
+def verdict_of(
+    done: Mapping[str, Any], heavy_glue: tuple[str, ...], reused: bool, glue: tuple[str, ...] | None = None
+) -> Verdict:
+    """The verdict record of a run's `done` summary; `glue` names every op PyTorch runs as written."""
     from mugraph.torch.verdict import FragmentVerdict, Verdict
 
     fragments = []
@@ -165,6 +167,7 @@ def verdict_of(done: Mapping[str, Any], heavy_glue: tuple[str, ...], reused: boo
         reused=reused,
         fragments=tuple(fragments),
         heavy_glue=heavy_glue,
+        glue=glue,
         store=str(done["store"]),
         report=done.get("report"),
         gpu_profile=str(done["gpu_profile"]),

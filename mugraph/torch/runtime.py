@@ -35,7 +35,7 @@ from mugraph.torch.load_check import LoadCheck
 from mugraph.torch.operands import InputMaker, Slot, kernel_strides, register_state
 from mugraph.torch.reference import ModelForward, model_forward
 from mugraph.torch.state import StateReader, converted, held_tensors, restore_tensors
-from mugraph.torch.verdict import Verdict, heavy_glue
+from mugraph.torch.verdict import Verdict, glue_ops, heavy_glue
 
 # The values of one forward pass by fx node name: what torch computed for the node (a tensor, a
 # scalar, a tuple of them: an fx argument), read where a glue op, a program input or the outputs need it.
@@ -120,6 +120,7 @@ class OptimizedModule(torch.nn.Module):
         self.store_path = None
         self.store_loader = None
         self.heavy_glue = heavy_glue(captured)  # heavy ops torch runs as written (never searched)
+        self.glue_ops = glue_ops(captured)  # every op torch runs as written, by name (the verdict's `glue`)
         self._model_name = captured.name
         self._chosen = chosen  # what the program is (the μGraph digests), for repr
         self.load_check: LoadCheck | None = None  # what `mugraph.load` found checking it, where it made it

@@ -94,7 +94,7 @@ def test_every_reader_gives_the_same_figure(two: tuple[OptimizedModule, str, Pat
     assert fast.verdict.summary().endswith(f"; together {reference / chosen:.2f}x")  # the module's repr
     assert f"; together {reference / chosen:.2f}x" in repr(fast)
     described = [line.strip() for line in fast.describe().splitlines() if "fragments together" in line]
-    assert described == [f"fragments together: {figure}; not priced: any glue run by PyTorch"]
+    assert described == [f"fragments together: {figure}; not priced: glue run by PyTorch (softmax)"]  # named
     said = [line.strip() for line in printed.splitlines() if "fragments together" in line]
     assert said == [f"fragments together: {figure}; not priced: ops outside the fragments"]  # once, not twice
     shown = CliRunner().invoke(cli_show.show, [str(store)])
