@@ -19,7 +19,7 @@ from mugraph.ir.plural import counted, noun
 from mugraph.programs import Program
 from mugraph.run.expert import expert_line
 from mugraph.run.kernels import write_store_module
-from mugraph.run.mismatch import setting_changes
+from mugraph.run.mismatch import held_by, setting_changes
 from mugraph.run.options import OptimizeOptions
 from mugraph.run.outcome import finished, stored_done
 from mugraph.run.prepare import Prepared, preflight, prepare
@@ -28,7 +28,8 @@ from mugraph.run.setup import main_not_rerun, staged_exported, versions, workers
 from mugraph.stages.layout.emitted import model_for
 from mugraph.storage.memo.url import redact_url
 from mugraph.storage.run.backends import open_store
-from mugraph.storage.run.errors import StoreMismatch
+from mugraph.storage.run.errors import OtherProgram, StoreMismatch
+from mugraph.storage.run.paths import RunPaths
 from mugraph.storage.run.protocol import RunStoreWriter
 from mugraph.storage.run.recorded_command import is_model_command
 
@@ -90,9 +91,9 @@ def run_prepared(run: Prepared, on_event: EventSink | None = None) -> DoneEvent:
 
 
 def _open_store(stack: contextlib.ExitStack, run: Prepared) -> RunStoreWriter:
-    """The run's store, opened (made, resumed or, with `fresh`, made again). What the store alone does not
-    hold (a PyTorch model's exported program) is written before a new store is made, so that the store
-    records its digest (which `load` checks)."""
+    """The run's store, opened (made, resumed or, with `fresh`, made again, its old report removed). What
+    the store alone does not hold (a PyTorch model's exported program) is written before a new store is
+    made, so that the store records its digest (which `load` checks)."""
     from mugraph.pipeline.driver import COUNTER_NAMES
 
     o = run.options
@@ -106,11 +107,15 @@ def _open_store(stack: contextlib.ExitStack, run: Prepared) -> RunStoreWriter:
         st = stack.enter_context(
             open_store(run.store, run.plan.identity, meta=meta, counter_names=COUNTER_NAMES, fresh=o.fresh)
         )
+    except OtherProgram as e:
+        raise e.described(held_by(run.store)) from None
     except StoreMismatch as e:
         changes = setting_changes(run.store, run.plan)
         if not changes:
             raise
         raise StoreMismatch(f"{e} (the search settings that differ: {'; '.join(changes)})") from None
+    if o.fresh:  # the report beside it described the run just deleted, whether or not this one ends
+        RunPaths(run.store).report.unlink(missing_ok=True)
     if staged is not None:
         staged.place(st.meta)
     return st

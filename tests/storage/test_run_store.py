@@ -160,11 +160,11 @@ def test_create_and_reopen_roundtrip(tmp_path: Path) -> None:
 
 def test_identity_mismatch_names_the_fields(tmp_path: Path) -> None:
     new_store(tmp_path / "s").close()
-    other = {**IDENTITY, "budget": "2000", "program": "mlp"}
+    other = {**IDENTITY, "budget": "2000", "program_digest": "p2"}
     with pytest.raises(StoreMismatch) as err:
         RunStore.open(tmp_path / "s", other)
     msg = str(err.value)
-    assert "budget: stored '1000', given '2000'" in msg and "program: stored 'lora', given 'mlp'" in msg
+    assert "budget: stored '1000', given '2000'" in msg and "program_digest: stored 'p1', given 'p2'" in msg
     assert "config_digest" not in msg and "--fresh" in msg and "--store" in msg
     with pytest.raises(StoreMismatch, match="counter_names"):
         RunStore.open(tmp_path / "s", IDENTITY, counter_names=["other"])
@@ -188,8 +188,9 @@ def test_fresh_replaces_a_store(tmp_path: Path) -> None:
     with new_store(path) as st:
         run_to_end(st, limit=5)
     (path / "tasks" / "info" / "zarr.json").write_text("{damaged")  # fresh also recovers damaged stores
-    with RunStore.open(path, {"program": "other"}, fresh=True) as st:
-        assert st.created and st.tasks() == [] and st.identity == {"program": "other"}
+    other = {"program": IDENTITY["program"]}  # the same program's run, other settings (another's is refused)
+    with RunStore.open(path, other, fresh=True) as st:
+        assert st.created and st.tasks() == [] and st.identity == other
     assert [p.name for p in tmp_path.iterdir()] == ["s"]  # no leftovers beside it
 
 

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
+from typing import Any
 
 from mugraph.ir.errors import MugraphError
 
 __all__ = [
     "MISMATCH_HINT",
     "RECOVERY_HINT",
+    "OtherProgram",
     "StoreBusy",
     "StoreDamaged",
     "StoreError",
@@ -29,6 +32,32 @@ class StoreError(MugraphError):
 
 class StoreMismatch(StoreError):
     """The store was made for another program, config, budget or schema version."""
+
+
+class OtherProgram(StoreMismatch):
+    """The store holds a run of another program than the one given: neither resumed nor, with
+    `--fresh`, deleted (that would lose another program's results for a mistyped program or path).
+    `held` says what it holds beside the program's name ("complete, 46 μGraphs found"), where the
+    caller that opened it could read that."""
+
+    def __init__(self, path: Path, stored: str, given: str, *, fresh: bool, held: str = "") -> None:
+        self.path, self.stored, self.given, self.fresh, self.held = path, stored, given, fresh, held
+        what = f"a run of another program, {stored!r}" + (f" ({held})" if held else "")
+        if fresh:
+            start = f"refusing to delete run store {path} for --fresh (fresh=True from Python): it holds {what}"
+        else:
+            start = f"run store {path} holds {what}"
+        super().__init__(
+            f"{start}, not of {given!r}; choose another --store (store=) for {given!r}, or delete {path} "
+            "yourself to use its path (--fresh replaces only a run of the same program)"
+        )
+
+    def __reduce__(self) -> tuple[Any, tuple[Path, str, str]]:
+        return functools.partial(OtherProgram, fresh=self.fresh, held=self.held), (self.path, self.stored, self.given)
+
+    def described(self, held: str) -> OtherProgram:
+        """The same refusal, saying what the store holds beside its program's name."""
+        return OtherProgram(self.path, self.stored, self.given, fresh=self.fresh, held=held)
 
 
 class StoreDamaged(StoreError):

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from mugraph.storage.run.atomic_store import remove_temp_files
-from mugraph.storage.run.errors import MISMATCH_HINT, StoreError, StoreMismatch
+from mugraph.storage.run.errors import MISMATCH_HINT, OtherProgram, StoreError, StoreMismatch
 from mugraph.storage.run.lock import StoreLock
 from mugraph.storage.run.records import normalize
 from mugraph.storage.run.root import (
@@ -20,6 +20,7 @@ from mugraph.storage.run.root import (
     has_entries,
     looks_like_store,
     read_root,
+    stored_program,
 )
 
 __all__ = ["Opening", "open_for_writing"]
@@ -45,7 +46,8 @@ def open_for_writing(
 ) -> Opening:
     """Create the store at `path` if missing (with `fresh`, replace it), check that it was made for
     `identity` (StoreMismatch) and take its lock (StoreBusy); the caller releases the lock if it
-    fails to open the store after this."""
+    fails to open the store after this. A store of another program is neither resumed nor replaced
+    (OtherProgram): `fresh` starts over a run of the same program only."""
     ident = {str(k): v for k, v in identity.items()}
     bad = [k for k, v in ident.items() if not isinstance(v, str)]
     if bad:
@@ -54,6 +56,10 @@ def open_for_writing(
     clean_siblings(path)
     if path.exists() and not path.is_dir():
         raise StoreError(f"run store path {path} is a file, not a directory; choose another --store")
+    if has_entries(path):
+        held = stored_program(path)
+        if held is not None and "program" in ident and held != ident["program"]:
+            raise OtherProgram(path, held, ident["program"], fresh=fresh)
     if fresh and has_entries(path):
         if not looks_like_store(path):
             raise StoreError(

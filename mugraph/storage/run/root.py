@@ -45,6 +45,7 @@ __all__ = [
     "has_entries",
     "looks_like_store",
     "read_root",
+    "stored_program",
 ]
 
 # 2: the ledger of committed records; 3: the task table, fragments, timeline, rankings and final
@@ -99,6 +100,17 @@ def looks_like_store(path: Path) -> bool:
         return bool(json.loads((path / "zarr.json").read_text())["attributes"]["format"] == FORMAT)
     except Exception:
         return False
+
+
+def stored_program(path: Path) -> str | None:
+    """The program named in the identity of the run store at `path`, read without `read_root`'s checks
+    (a store of an older schema or with a damaged root still names it); None where none can be read."""
+    try:
+        attrs = json.loads((path / "zarr.json").read_text())["attributes"]
+        program = attrs["identity"]["program"] if attrs["format"] == FORMAT else None
+    except Exception:
+        return None
+    return program if isinstance(program, str) else None
 
 
 def read_root(path: Path) -> RootAttrs:
