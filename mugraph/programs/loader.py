@@ -55,6 +55,8 @@ def resolve_program(spec: str) -> Program:
 
 
 def load_program(path: Path) -> Program:
+    if path.is_dir():
+        raise ProgramLoadError(f"{_at(path)}: a directory, not a program file (.py or .json)")
     if not path.is_file():
         raise ProgramLoadError(f"{_at(path)}: no such file")
     if path.suffix == ".py":
@@ -208,10 +210,7 @@ def _run_python(path: Path, seen: list[int]) -> Program:
     if "reference" not in ns and "model" in ns and "example_inputs" in ns:
         return _torch_program(path, ns)
     if "reference" not in ns:
-        raise ProgramLoadError(
-            f"{_at(path)}: defines no `reference` (a KernelGraph or a function returning one), "
-            "nor `model` and `example_inputs` (a PyTorch module or function and its inputs)"
-        )
+        raise ProgramLoadError(f"{_at(path)}: {_missing_definition(ns)}")
     reference = _python_graph(path, "reference", ns["reference"], seen)
     experts_raw = ns.get("experts", {})
     if not isinstance(experts_raw, dict):
@@ -220,6 +219,19 @@ def _run_python(path: Path, seen: list[int]) -> Program:
         _label(path, k): _frozen(_python_graph(path, f"experts[{shown(k)}]", v, seen)) for k, v in experts_raw.items()
     }
     return _program(path, ns.get("name"), ns.get("preset"), reference, experts)
+
+
+def _missing_definition(ns: dict[str, object]) -> str:
+    """What a program file lacks, where it defines no `reference`: the one name its `model` or
+    `example_inputs` lacks beside it, or both ways of defining a program."""
+    if "model" in ns:
+        return "defines `model` but no `example_inputs` (the inputs to call it with, a tensor or a tuple of them)"
+    if "example_inputs" in ns:
+        return "defines `example_inputs` but no `model` (the PyTorch module or function to call with them)"
+    return (
+        "defines no `reference` (a KernelGraph or a function returning one), "
+        "nor `model` and `example_inputs` (a PyTorch module or function and its inputs)"
+    )
 
 
 def _torch_program(path: Path, ns: dict[str, object]) -> Program:

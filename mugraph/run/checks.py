@@ -31,12 +31,20 @@ def check_host_port(text: str, option: str, *, scheduler: bool = False) -> None:
         raise MugraphError(f"{option} {text!r}: port {m['port']} is above 65535")
 
 
+def given(option: str, value: object, *, quoted: bool = False) -> str:
+    """An option and its value as a message names them: `--store runs/x.zarr` for the command line,
+    `store='runs/x.zarr'` for a library call (an `option` ending in "=")."""
+    if option.endswith("="):
+        return f"{option}{str(value)!r}"
+    return f"{option} {value!r}" if quoted else f"{option} {value}"
+
+
 def _probe_dir(directory: Path, option: str, target: Path) -> None:
     """Fail unless a file can be created in `directory` (tried for real: permissions, read-only mounts)."""
     try:
         fd, name = tempfile.mkstemp(dir=directory, prefix=".mugraph-probe-")
     except OSError as e:
-        raise MugraphError(f"{option} {target}: cannot write in {directory} ({e.strerror or e})") from None
+        raise MugraphError(f"{given(option, target)}: cannot write in {directory} ({e.strerror or e})") from None
     os.close(fd)
     with contextlib.suppress(OSError):
         os.unlink(name)
@@ -47,9 +55,9 @@ def _nearest_existing(path: Path, option: str) -> Path:
     for parent in path.absolute().parents:
         if parent.exists():
             if not parent.is_dir():
-                raise MugraphError(f"{option} {path}: {parent} is a file, not a directory")
+                raise MugraphError(f"{given(option, path)}: {parent} is a file, not a directory")
             return parent
-    raise MugraphError(f"{option} {path}: no existing directory above it")
+    raise MugraphError(f"{given(option, path)}: no existing directory above it")
 
 
 def check_store_name(text: str, option: str = "--store") -> Path:
@@ -60,7 +68,7 @@ def check_store_name(text: str, option: str = "--store") -> Path:
     path = Path(text)
     if path.name in ("", ".", ".."):
         raise MugraphError(
-            f"{option} {text!r} names no directory of its own (the memo directory and the report go "
+            f"{given(option, text, quoted=True)} names no directory of its own (the memo directory and the report go "
             "beside the store, named after it); give a path such as runs/my-run.zarr"
         )
     return path
@@ -71,7 +79,7 @@ def check_store_path(text: str, option: str = "--store") -> Path:
     `check_store_writable`'s, asked only once the run must write (a finished store is read back)."""
     if any(ord(c) < 32 or ord(c) == 127 for c in text):
         raise MugraphError(
-            f"{option} {text!r} contains a control character (newline, tab, ...); "
+            f"{given(option, text, quoted=True)} contains a control character (newline, tab, ...); "
             "the memo directory next to the store could not be found again"
         )
     path = check_store_name(text, option)
@@ -80,7 +88,7 @@ def check_store_path(text: str, option: str = "--store") -> Path:
     _check_name_length(path, option, name_max, 0)  # a name the filesystem refuses cannot even be looked up
     if path.exists():
         if not path.is_dir():
-            raise MugraphError(f"{option} {path} is a file, not a run store directory")
+            raise MugraphError(f"{given(option, path)} is a file, not a run store directory")
         return path
     _check_name_length(path, option, name_max, SIBLING_EXTRA)
     return path
@@ -115,7 +123,7 @@ def _check_name_length(path: Path, option: str, name_max: int, extra: int) -> No
         return
     built = f", and the store is first built beside it under a name {extra} bytes longer" if extra else ""
     raise MugraphError(
-        f"{option} {path}: the name is too long ({size} bytes{built}; this filesystem allows {name_max} "
+        f"{given(option, path)}: the name is too long ({size} bytes{built}; this filesystem allows {name_max} "
         f"bytes in a name); give a name of at most {name_max - SIBLING_EXTRA} bytes"
     )
 

@@ -15,7 +15,7 @@ from mugraph.ir.errors import MugraphError
 from mugraph.run.checks import file_name, parse_duration
 from mugraph.stages.layout.profiles import DEFAULT_PROFILE
 from mugraph.stages.search.config import parse_override
-from mugraph.storage.run.recorded_command import KEYWORDS_ARG, TORCH_MODEL_ARG
+from mugraph.storage.run.recorded_command import KEYWORDS_ARG, TORCH_MODEL_ARG, is_model_command
 
 DEFAULT_RUNS = Path("runs")
 
@@ -48,13 +48,19 @@ class OptimizeOptions:
 
     def __post_init__(self) -> None:
         """The counts a keyword can give wrong that the command line's types refuse (workers=-1 would
-        start a cluster of no workers that never runs a task)."""
+        start a cluster of no workers that never runs a task), and the time limit: an OptionError for
+        each, an OptionValueError where the value has the right type."""
         for name, low in (("workers", 1), ("budget", 1), ("measure", 0)):
             value = getattr(self, name)
             if value is None and name != "measure":
                 continue
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise OptionError(f"{name}={value!r}: give a whole number of at least {low}")
+            wrong = OptionValueError if isinstance(value, int) and not isinstance(value, bool) else OptionError
+            if wrong is OptionError or value < low:
+                raise wrong(f"{name}={value!r}: give a whole number of at least {low}")
+        try:
+            self.seconds()
+        except MugraphError as e:  # the same class as a bad count's, the same message as the command line's
+            raise OptionValueError(str(e)) from None
 
     def overrides(self) -> dict[str, object]:
         """The search-limit overrides by config field, each value as JSON gives it."""
@@ -72,6 +78,11 @@ class OptimizeOptions:
                 raise MugraphError(f"time limit {value!r}: must be a positive number of seconds")
             return float(value)
         return parse_duration(str(value))
+
+    def store_option(self) -> str:
+        """How messages name the store option: `--store` for the command line, `store=` for a library
+        call (which records no command line, or `mugraph.optimize`'s model)."""
+        return "store=" if self.command is None or is_model_command(self.command) else "--store"
 
     def reuses_finished(self) -> bool:
         """Whether a finished store is the whole answer: nothing asked that only a run does (start
@@ -113,7 +124,12 @@ class OptimizeKeywords(TypedDict, total=False):
 
 
 class OptionError(MugraphError, TypeError):
-    """`mugraph.optimize` was given an option it does not have, or a count it cannot take."""
+    """`mugraph.optimize` was given an option it does not have, or a value of a type it cannot take."""
+
+
+class OptionValueError(OptionError, ValueError):
+    """An option was given a value of its type that it cannot take (workers=0, time_limit=-1): an
+    OptionError as every refused option is, and a ValueError as Python's own functions raise."""
 
 
 def check_options(options: Mapping[str, Any]) -> None:

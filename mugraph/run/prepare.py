@@ -15,6 +15,7 @@ from mugraph.codegen.errors import CodegenError
 from mugraph.ir.errors import MugraphError
 from mugraph.ir.families import BOUNDARY
 from mugraph.ir.graph import KernelGraph
+from mugraph.ir.names import printable
 from mugraph.ir.plural import counted, noun
 from mugraph.ir.types import OpKind
 from mugraph.pipeline.plan import RunPlan, fragment_io_layouts, make_plan
@@ -29,12 +30,14 @@ from mugraph.run.checks import (
     check_workers,
 )
 from mugraph.run.options import OptimizeOptions, default_store
+from mugraph.run.resume import how_to_resume
 from mugraph.stages.fragments import Split, live_ops
 from mugraph.stages.layout.profiles import GpuProfile, get_profile
 from mugraph.stages.search.serial import DEFAULT_BUDGET
 from mugraph.storage.memo.url import check_memo_url
 from mugraph.storage.run.backends import open_existing
 from mugraph.storage.run.paths import RunPaths
+from mugraph.storage.run.root import looks_like_store
 
 
 @dataclass(frozen=True)
@@ -146,6 +149,24 @@ def unread_parts(program: KernelGraph) -> str | None:
     return "; ".join(parts) + " (optimize leaves them out of its search)" if parts else None
 
 
+def _not_a_store(spec: str) -> str:
+    """`spec`, refused where it names a run store (given as the program to go on with its run): what
+    reads the store instead, and how its run is resumed where it stopped before its end."""
+    path = Path(spec)
+    if not (path.is_dir() and looks_like_store(path)):
+        return spec
+    try:
+        with open_existing(path, readonly=True) as st:
+            final, meta = st.final(), dict(st.meta)
+    except MugraphError:
+        final, meta = None, {}
+    shown = printable(spec)
+    said = f"{shown} is a run store, not a program: `mugraph status {shown}`, `show` or `report` read it"
+    if final is not None and final.get("complete"):
+        raise MugraphError(f"{said}; its run is complete")
+    raise MugraphError(f"{said}; {how_to_resume(path, meta)}")
+
+
 def prepare(program: Program | str, options: OptimizeOptions | None = None) -> Prepared:
     """Check every option and make the run's plan, I/O layouts and paths, creating nothing (one error
     naming what is wrong otherwise)."""
@@ -153,7 +174,7 @@ def prepare(program: Program | str, options: OptimizeOptions | None = None) -> P
     limit = o.seconds()
     _check_machine(o)
     gpu = get_profile(o.gpu_profile)
-    prog = resolve_program(program) if isinstance(program, str) else program
+    prog = resolve_program(_not_a_store(program)) if isinstance(program, str) else program
     if prog.save_beside is not None:
         require_triton_for_torch()  # the module a PyTorch model's run makes runs Triton kernels
     plan = make_plan(prog, o.preset, o.overrides(), o.budget or DEFAULT_BUDGET)
@@ -162,7 +183,7 @@ def prepare(program: Program | str, options: OptimizeOptions | None = None) -> P
         raise MugraphError(f"{prog.name}: nothing to search: {why}")
     io = tuple(fragment_io_layouts(plan, o.layouts))  # refuses unknown names and dims before anything starts
     path = (
-        check_store_path(str(o.store))
+        check_store_path(str(o.store), o.store_option())
         if o.store is not None
         else check_store_path(str(default_store(prog.name, plan.identity)), "the default store")
     )
@@ -182,7 +203,7 @@ def preflight(run: Prepared) -> None:
     from mugraph.storage.memo.session import check_memo_reachable
 
     o = run.options
-    check_store_writable(run.store, "--store" if o.store is not None else "the default store", _why_written(o))
+    check_store_writable(run.store, o.store_option() if o.store is not None else "the default store", _why_written(o))
     if o.scheduler is None:
         check_dashboard_host(o.dashboard_address)
     else:
