@@ -140,6 +140,15 @@ def kept_reason(done: Mapping[str, Any], fragment: str) -> str | None:
     return f"no μGraph found is estimated faster (the best, {best['digest'][:16]}, {speedup_text(best['speedup'])})"
 
 
+def reranked_line(was: Mapping[str, Any], best: Mapping[str, Any]) -> str:
+    """A fragment's choice that changed when a store ranked by an earlier cost model was ranked again."""
+    before = "the reference" if was["was_reference"] else f"μGraph {str(was['was'])[:16]}"
+    return (
+        f"    ranked again by cost model {best.get('model', 'of this version')}: the store's ranking, by "
+        f"{was['was_model']}, chose {before}"
+    )
+
+
 def together_line(done: Mapping[str, Any]) -> str | None:
     """The fragments priced together, from a `done` summary's rows (None for one fragment): what the
     per-fragment speedups come to, the ops outside the fragments not priced."""
@@ -193,6 +202,8 @@ def verdict_lines(done: Mapping[str, Any], gpu_name: str) -> list[str]:
             f"{seconds_text(best['estimated_seconds'])} on {gpu_name}, speedup {speedup_text(best['speedup'])} "
             f"over the reference ({counted(len(ranking), 'μGraph')} ranked)"
         )
+        if name in done.get("reranked", {}):
+            lines.append(reranked_line(done["reranked"][name], best))
         if name in done.get("not_confident", ()):
             lines.append(not_confident_line(ranking[0]))
         elif best["reference"]:

@@ -126,6 +126,15 @@ class MeasuredEvent(TypedDict):
     error: str | None
 
 
+class Reranked(TypedDict):
+    """A fragment of a store ranked before by another cost model whose choice changed on ranking it
+    again: the model and the chosen row's digest before (`was_reference`: the reference was kept)."""
+
+    was_model: str
+    was: str
+    was_reference: bool
+
+
 class DoneEvent(TypedDict):
     """The run's end (complete, or stopped by its time limit): the ranking, the chosen μGraphs, what
     this invocation did. The library entry adds the files it wrote (`profile`, `report`, `kernels`),
@@ -165,6 +174,7 @@ class DoneEvent(TypedDict):
     kernels_note: NotRequired[str | None]  # the kernels take other strides than the ranking assumed
     expert: NotRequired[str | None]
     resume: NotRequired[str | None]  # how to go on with a run that stopped before its end; None for a complete one
+    reranked: NotRequired[dict[str, Reranked]]  # fragments whose choice changed with the cost model
 
 
 Event = (

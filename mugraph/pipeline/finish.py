@@ -10,7 +10,9 @@ written: a stitched program that differs from the reference is a bug, never a re
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -20,7 +22,7 @@ from mugraph.ir.graph import KernelGraph
 from mugraph.ir.serialize import dumps, loads
 from mugraph.pipeline.commit import Results
 from mugraph.pipeline.dispatch import Dispatch
-from mugraph.pipeline.events import DoneEvent
+from mugraph.pipeline.events import DoneEvent, Reranked
 from mugraph.pipeline.measuring import measure_fragment
 from mugraph.pipeline.plan import RunPlan
 from mugraph.pipeline.worker import peak_rss_mib
@@ -70,6 +72,7 @@ class _Fragment:
     confirmed: dict[str, KernelGraph]
     ordered: list[RankedRow]
     unlaid: list[str]
+    reranked: Reranked | None = None
 
     @property
     def best(self) -> RankedRow:
@@ -135,8 +138,21 @@ def _ranked(
         )
     else:
         ordered = ranked_rows(measured_first(ordered, results.measured[fragment]))
+    reranked = _changed_model(results.store.ranking(fragment), ordered)
     results.store.put_ranking(fragment, ordered)
-    return _Fragment(fp.spec.name, confirmed, ordered, unlaid)
+    return _Fragment(fp.spec.name, confirmed, ordered, unlaid, reranked)
+
+
+def _changed_model(before: Sequence[Mapping[str, Any]] | None, now: list[RankedRow]) -> Reranked | None:
+    """Where the store's ranking was made by another cost model (an earlier version's) and the choice
+    differs now: what was chosen, so that the run says its answer changed rather than changing it
+    silently. A ranking by the same model that grew with the search is no news."""
+    if not before or not now or before[0].get("model") in (None, now[0].get("model")):
+        return None
+    if before[0].get("digest") == now[0]["digest"]:
+        return None
+    was = before[0]
+    return {"was_model": str(was["model"]), "was": str(was["digest"]), "was_reference": bool(was.get("reference"))}
 
 
 def _stitched(plan: RunPlan, fragments: list[_Fragment]) -> tuple[KernelGraph, float]:
@@ -180,7 +196,7 @@ def _done_event(results: Results, fragments: list[_Fragment], final: FinalRecord
     rankings = {f.name: f.ranking for f in fragments}
     references = {f.name: f.reference for f in fragments}
     best_per_fragment = final["best_per_fragment"]
-    return {
+    done: DoneEvent = {
         "event": "done",
         "store": str(store.path),
         "program": plan.program.name,
@@ -217,6 +233,10 @@ def _done_event(results: Results, fragments: list[_Fragment], final: FinalRecord
         "store_bytes": store.size_bytes(),
         "seconds": round(time.perf_counter() - t0, 3),
     }
+    reranked = {f.name: f.reranked for f in fragments if f.reranked}
+    if reranked:
+        done["reranked"] = reranked
+    return done
 
 
 def finish(
