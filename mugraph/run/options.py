@@ -59,8 +59,14 @@ class OptimizeOptions:
                 raise wrong(f"{name}={value!r}: give a whole number of at least {low}")
         try:
             self.seconds()
-        except MugraphError as e:  # the same class as a bad count's, the same message as the command line's
-            raise OptionValueError(str(e)) from None
+        except MugraphError as e:  # the same class as a bad count's, named as the caller gave it
+            said = str(e)
+            if self.from_python():
+                for given in (f"time limit {self.time_limit!r}", f"time limit {str(self.time_limit)!r}"):
+                    if said.startswith(given):
+                        said = f"time_limit={self.time_limit!r}{said[len(given) :]}"
+                        break
+            raise OptionValueError(said) from None
 
     def overrides(self) -> dict[str, object]:
         """The search-limit overrides by config field, each value as JSON gives it."""
@@ -79,10 +85,14 @@ class OptimizeOptions:
             return float(value)
         return parse_duration(str(value))
 
+    def from_python(self) -> bool:
+        """Whether a library call made the run (it records no command line, or `mugraph.optimize`'s
+        model): its messages name keywords (`store=`), not the command line's options."""
+        return self.command is None or is_model_command(self.command)
+
     def store_option(self) -> str:
-        """How messages name the store option: `--store` for the command line, `store=` for a library
-        call (which records no command line, or `mugraph.optimize`'s model)."""
-        return "store=" if self.command is None or is_model_command(self.command) else "--store"
+        """How messages name the store option: `store=` for a library call, else `--store`."""
+        return "store=" if self.from_python() else "--store"
 
     def reuses_finished(self) -> bool:
         """Whether a finished store is the whole answer: nothing asked that only a run does (start
