@@ -69,7 +69,8 @@ def require_triton_for_torch() -> None:
 
     if mugraph.torch.TRITON_IMPORTED_TOO_EARLY:
         raise CodegenError(
-            "Triton was imported before mugraph (transformers, for one, imports it), so its interpreter, "
+            "Triton was imported before mugraph.torch (by transformers, for one, once a model is built or "
+            "loaded; `import mugraph` alone does not choose), so its interpreter, "
             "which runs the kernels on a machine without a CUDA device, cannot be chosen any more; "
             "import mugraph.torch first (before transformers or anything that imports Triton), or set "
             "TRITON_INTERPRET=1 in the environment"

@@ -264,7 +264,8 @@ class CallBinder:
                 f"{self.name}: {key} is a {what} (a KV cache), where the module was captured with {captured}: it "
                 "was captured without a cache and computes without one (it would neither read the cache nor add "
                 "this call's keys and values to it). Call the Hugging Face model with use_cache=False "
-                "(model(input_ids, use_cache=False)); a cache object cannot be part of a captured call"
+                "(model(input_ids, use_cache=False)); a cache object cannot be part of a captured call, and "
+                "generate(), whose sequence grows at every step, cannot be served by a module of fixed shapes"
             )
         return (
             f"{self.name}: {key} is an instance of {what}, where the module was captured with {captured}: it "
@@ -387,4 +388,7 @@ def _shape_fix(got: torch.Size, want: tuple[int, ...]) -> str:
     if len(got) != len(want):
         return f"{len(got)} dims where it was {len(want)}; shapes are fixed: optimise again for this shape"
     dims = [f"dim {d} is {g}, not {w}" for d, (g, w) in enumerate(zip(got, want, strict=True)) if g != w]
-    return f"{'; '.join(dims)}; shapes are fixed: optimise again for this shape (a growing KV cache: docs/torch.md)"
+    return (
+        f"{'; '.join(dims)}; shapes are fixed: optimise again for this shape (a sequence that grows at each "
+        "call, as generate() makes, or a growing KV cache, is served by no one shape: docs/torch.md)"
+    )

@@ -42,8 +42,10 @@ def example_keywords(example_kwargs: Mapping[str, Any] | None, module: torch.nn.
     """The model's keyword arguments: `example_kwargs` as a dict of names to tensors (or tuples and
     lists of them, as a Hugging Face layer's `position_embeddings=(cos, sin)`), or to constants of the
     call (None, a flag, a number: `use_cache=False`), captured as they are and taken by the module
-    where a call passes the same value or none. A constant is for an optional argument (one with a
-    default in `module`'s forward, or taken by its `**kwargs`): a required one is the call's input."""
+    where a call passes the same value or none. A flag or a number is for an optional argument (one with a
+    default in `module`'s forward, or taken by its `**kwargs`): a required one is the call's input, a
+    tensor or None (a Hugging Face model passes `alibi=None` to a Falcon layer, whose forward has no
+    default for it)."""
     if example_kwargs is None:
         return {}
     if not isinstance(example_kwargs, Mapping) or not all(isinstance(k, str) for k in example_kwargs):
@@ -61,30 +63,34 @@ def example_keywords(example_kwargs: Mapping[str, Any] | None, module: torch.nn.
             )
         tensors = all(isinstance(leaf, torch.Tensor) for leaf in leaves) and bool(leaves)
         constants = all(isinstance(leaf, torch.Tensor | None | bool | int | float) for leaf in leaves)
-        if not tensors and (not constants or key in required):
-            why = f"{key} has no default in the forward" if key in required else "another value cannot be captured"
+        if not tensors and value is not None and (not constants or key in required):
+            advice = (
+                f"{key} has no default in the forward: pass a tensor or None"
+                if key in required
+                else "another value cannot be captured: leave it out to use the forward's default"
+            )
             raise CaptureError(
-                f"example_kwargs[{key!r}] must be a tensor (or a tuple or list of tensors), or for an optional "
-                f"argument None, a flag or a number; got {type(value).__name__} ({why}): leave it out to use the "
-                "forward's default, or optimise a small wrapper module whose forward passes it"
+                f"example_kwargs[{key!r}] must be a tensor (or a tuple or list of tensors), None, or for an "
+                f"optional argument a flag or a number; got {type(value).__name__} ({advice}, or optimise a "
+                "small wrapper module whose forward passes it)"
             )
     return dict(example_kwargs)
 
 
 def check_positional(module: torch.nn.Module, args: tuple[Any, ...]) -> None:
-    """Each positional example input a tensor (or a tuple of them), or a constant of the call (None, a
-    flag, a number) for an optional parameter: a Hugging Face model passes its layers None by position
-    (`block(h, None, None, mask)`)."""
+    """Each positional example input a tensor (or a tuple of them), None (a Hugging Face model passes its
+    layers None by position, `block(h, None, None, mask)`, for parameters with a default or without, as
+    Whisper's encoder layer's `attention_mask`), or a flag or a number for an optional parameter."""
     optional = _optional_positions(module)
     for i, a in enumerate(args):
         leaves = pytree.tree_leaves(a)
-        if leaves and all(isinstance(leaf, torch.Tensor) for leaf in leaves):
+        if a is None or (leaves and all(isinstance(leaf, torch.Tensor) for leaf in leaves)):
             continue
         if i in optional and all(isinstance(leaf, torch.Tensor | None | bool | int | float) for leaf in leaves):
             continue
         kinds = ", ".join(type(a).__name__ for a in args)
         raise CaptureError(
-            f"example_inputs must be tensors (a tensor or a tuple of them), or None, a flag or a number for "
+            f"example_inputs must be tensors (a tensor or a tuple of them), None, or a flag or a number for "
             f"an optional argument, got ({kinds}): input {i + 1} is a {type(a).__name__}"
             + ("" if i in optional else " where the forward has no default")
         )

@@ -5,8 +5,6 @@ computed with, and a KV cache object is refused saying that the layer was captur
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -56,16 +54,6 @@ def _layer_call(model: LlamaForCausalLM, ids: torch.Tensor) -> tuple[tuple[Any, 
         model(ids, use_cache=False)
     hook.remove()
     return seen["args"], seen["kwargs"]
-
-
-@pytest.fixture(scope="module")
-def workdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    cwd, before = tmp_path_factory.mktemp("cwd"), Path.cwd()
-    os.chdir(cwd)
-    try:
-        yield cwd
-    finally:
-        os.chdir(before)
 
 
 def test_an_optimized_llama_layer_put_back_into_its_model_gives_the_models_logits(workdir: Path) -> None:
@@ -163,7 +151,8 @@ def test_a_constant_for_a_required_argument_is_refused_at_capture() -> None:
     def f(x: torch.Tensor, *, w: torch.Tensor) -> torch.Tensor:
         return torch.nn.functional.gelu(x @ w)
 
-    with pytest.raises(CaptureError, match=r"example_kwargs\['w'\] must be a tensor .*w has no default"):
+    refused = r"example_kwargs\['w'\] must be a tensor .*w has no default in the forward: pass a tensor or None"
+    with pytest.raises(CaptureError, match=refused):
         capture(f, torch.randn(16, 32), example_kwargs={"w": 3})
 
 
@@ -183,34 +172,81 @@ def test_a_model_returning_its_kv_cache_is_refused_with_the_use_cache_hint() -> 
         fast(ids, use_cache=True)
 
 
-@pytest.mark.parametrize("family", ["gpt2", "bert"])
-def test_a_layer_called_with_none_by_position_is_captured_as_its_model_calls_it(family: str) -> None:
-    """GPT-2's and BERT's models pass their layers None by position and in **kwargs (`position_ids=None`):
-    captured as the model calls it, the layer put back gives the model's outputs."""
+def _family(family: str) -> tuple[Any, Any]:
+    """A tiny model of `family`'s list of layers, and what runs the model: (layers, run)."""
     import transformers
 
+    ids = torch.randint(0, 128, (1, 8), generator=torch.Generator().manual_seed(1))
+    if family == "whisper":
+        config: Any = transformers.WhisperConfig(
+            d_model=64,
+            encoder_layers=1,
+            decoder_layers=1,
+            encoder_attention_heads=4,
+            decoder_attention_heads=4,
+            encoder_ffn_dim=128,
+            decoder_ffn_dim=128,
+            num_mel_bins=16,
+            max_source_positions=16,
+            vocab_size=128,
+            pad_token_id=0,
+            bos_token_id=1,
+            eos_token_id=2,
+            decoder_start_token_id=1,
+        )
+        model: Any = transformers.WhisperModel(config).train(False)
+        feats = torch.randn(1, 16, 32, generator=torch.Generator().manual_seed(2))
+        return model.encoder.layers, lambda: model.encoder(feats).last_hidden_state
     if family == "gpt2":
-        config: Any = transformers.GPT2Config(n_embd=64, n_layer=1, n_head=4, vocab_size=128)
-        model: Any = transformers.GPT2Model(config)
+        model = transformers.GPT2Model(transformers.GPT2Config(n_embd=64, n_layer=1, n_head=4, vocab_size=128))
+        layers = model.h
+    elif family == "falcon":
+        config = transformers.FalconConfig(hidden_size=64, num_attention_heads=4, num_hidden_layers=1, vocab_size=128)
+        model = transformers.FalconModel(config)
+        layers = model.h
     else:
         config = transformers.BertConfig(
             hidden_size=64, intermediate_size=128, num_attention_heads=4, num_hidden_layers=1, vocab_size=128
         )
         model = transformers.BertModel(config)
+        layers = model.encoder.layer
     model.train(False)
-    layers = model.h if family == "gpt2" else model.encoder.layer
-    ids = torch.randint(0, 128, (1, 8), generator=torch.Generator().manual_seed(1))
+    return layers, lambda: model(ids, use_cache=False).last_hidden_state
+
+
+@pytest.mark.parametrize("family", ["gpt2", "bert", "falcon", "whisper"])
+def test_a_layer_called_with_none_by_position_is_captured_as_its_model_calls_it(family: str) -> None:
+    """GPT-2's and BERT's models pass their layers None by position and in **kwargs (`position_ids=None`),
+    Falcon's `alibi=None` and Whisper's encoder `attention_mask=None` by position, to parameters without
+    a default: captured as the model calls it, the layer put back gives the model's outputs."""
+    layers, run = _family(family)
     seen: dict[str, Any] = {}
     hook = layers[0].register_forward_pre_hook(lambda m, a, k: seen.update(args=a, kwargs=k), with_kwargs=True)
     with torch.no_grad():
-        want = model(ids, use_cache=False).last_hidden_state
+        want = run()
     hook.remove()
     assert None in seen["args"] or None in seen["kwargs"].values()  # what the capture once refused
     captured = capture(layers[0], seen["args"], example_kwargs=seen["kwargs"])
     layers[0] = OptimizedModule(captured, captured.lowering.graph, share=True)
     with torch.no_grad():
-        got = model(ids, use_cache=False).last_hidden_state
+        got = run()
     assert torch.allclose(got, want, atol=1e-5), float((got - want).abs().max())
+
+
+def test_none_for_a_required_argument_is_a_constant_of_the_call() -> None:
+    """None passed to a parameter without a default is captured as the call's constant: a call passing
+    None again is taken, one passing a tensor there is refused naming it."""
+
+    def f(x: torch.Tensor, bias: torch.Tensor | None, *, scale: torch.Tensor | None) -> torch.Tensor:
+        y = torch.nn.functional.gelu(x @ x.T)
+        return y if bias is None else y + bias
+
+    x = torch.randn(8, 8, generator=torch.Generator().manual_seed(3))
+    captured = capture(f, (x, None), example_kwargs={"scale": None})
+    fast = OptimizedModule(captured, captured.lowering.graph, share=True)
+    assert torch.allclose(fast(x, None, scale=None), f(x, None, scale=None), atol=1e-6)
+    with pytest.raises(InputMismatchError, match=r"bias"):
+        fast(x, torch.ones(8), scale=None)
 
 
 def test_a_layer_captured_all_by_name_is_called_by_position_as_its_model_calls_it() -> None:

@@ -5,8 +5,6 @@ positional input, and the store is named for the call's structure."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -67,16 +65,6 @@ def made(model: nn.Module) -> nn.Module:
     return model.eval()
 
 
-@pytest.fixture(scope="module")
-def workdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    cwd, before = tmp_path_factory.mktemp("cwd"), Path.cwd()
-    os.chdir(cwd)
-    try:
-        yield cwd
-    finally:
-        os.chdir(before)
-
-
 def test_a_keyword_only_tensor_is_captured_and_checked_by_name(workdir: Path) -> None:
     model, (x,) = made(Masked()), inputs((16, 32), dtype=torch.float32)
     mask = torch.rand(16, 64, generator=torch.Generator().manual_seed(2)) > 0.5
@@ -134,7 +122,10 @@ def test_a_function_with_a_keyword_only_tensor_is_captured() -> None:
 
 def test_example_kwargs_that_are_not_tensors_are_refused_in_one_line() -> None:
     (x,) = inputs((16, 32), dtype=torch.float32)
-    with pytest.raises(CaptureError, match=r"example_kwargs\['mask'\] must be a tensor .* leave it out"):
+    with pytest.raises(CaptureError, match=r"example_kwargs\['mask'\] must be a tensor .* pass a tensor or None"):
+        capture(made(Masked()), x, example_kwargs={"mask": "all"})
+    # None is a constant of the call, also for a parameter without a default; this forward cannot take it
+    with pytest.raises(CaptureError, match=r"cannot capture Masked at .*masked_fill\(\) received .*NoneType"):
         capture(made(Masked()), x, example_kwargs={"mask": None})
     with pytest.raises(CaptureError, match=r"passed by position and keyword mask\): got an unexpected"):
         capture(made(Layer()), x, example_kwargs={"mask": x})
