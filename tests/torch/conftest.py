@@ -9,6 +9,8 @@ compiled kernels are checked by `test_cuda.py`, in processes of their own (`-m g
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -17,3 +19,15 @@ pytest.importorskip("torch")
 os.environ["TRITON_INTERPRET"] = "1"
 
 import mugraph.torch  # noqa: F401
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A directory of its own for the module's tests, as the working directory: the default stores and
+    reports are written beside it."""
+    cwd, before = tmp_path_factory.mktemp("cwd"), Path.cwd()
+    os.chdir(cwd)
+    try:
+        yield cwd
+    finally:
+        os.chdir(before)

@@ -5,34 +5,21 @@ rounding), and no separate mul or add."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.overrides import TorchFunctionMode
 
 from mugraph.ir.graph import KernelGraph
 from mugraph.ir.types import DType, OpKind
 from mugraph.torch.capture import capture
 from mugraph.torch.kernels import TORCH_DTYPES, Launcher
 from mugraph.torch.runtime import OptimizedModule
+from tests.helpers.torch_calls import TorchCalls
 from tests.helpers.torch_models import rel_err
 
 N, D = 16, 256
-
-
-class _Calls(TorchFunctionMode):
-    """The torch functions and tensor methods a call makes, by name (not those they make inside)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.names: list[str] = []
-
-    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        self.names.append(getattr(func, "__name__", str(func)).strip("_"))
-        return func(*args, **(kwargs or {}))
 
 
 def _norm_graph(kind: OpKind, dtype: DType, bias: bool) -> KernelGraph:
@@ -73,7 +60,7 @@ def test_the_launcher_runs_the_chain_as_pytorch_s_one_norm_call(
     x, w, b = (3 * torch.randn(N, D)).to(td), (1 + 0.1 * torch.randn(D)).to(td), (0.1 * torch.randn(D)).to(td)
     values = {"x": x, "w": w.reshape(1, D), "b": b.reshape(1, D)}
     tensors = {op.outputs[0]: values[str(op.attr("name"))] for op in g.ops if op.kind is OpKind.INPUT}
-    with _Calls() as calls:
+    with TorchCalls() as calls:
         (made,) = _run_all(launcher, tensors)
     assert made == next(op.inputs[0] for op in g.ops if op.kind is OpKind.OUTPUT)
     out = tensors[made]
@@ -112,7 +99,7 @@ def test_a_module_keeping_the_reference_gives_the_model_s_result_in_one_norm_cal
     module = OptimizedModule(c, c.lowering.graph)  # the reference kept: norm, mul (and add) in the program
     kinds = [op.kind for op in c.lowering.graph.ops]
     assert OpKind.MUL in kinds
-    with torch.no_grad(), _Calls() as calls:
+    with torch.no_grad(), TorchCalls() as calls:
         got = module(x)
     with torch.no_grad():
         want = model(x)

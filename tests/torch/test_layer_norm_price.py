@@ -8,12 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 import torch
 from torch import nn
-from torch.overrides import TorchFunctionMode
 
 import mugraph
 from mugraph.ir.graph import KernelGraph
@@ -24,6 +22,7 @@ from mugraph.stages.layout.rank import rerank
 from mugraph.stages.layout.rows import RankedRow, ranked_rows
 from mugraph.storage.run.store import RunStore
 from mugraph.torch.runtime import OptimizedModule
+from tests.helpers.torch_calls import TorchCalls
 from tests.helpers.torch_models import inputs, rel_err
 
 pytestmark = pytest.mark.slow  # one optimize run, about 14 s on two cores (most of it the cluster's start)
@@ -79,15 +78,3 @@ def test_the_module_runs_the_layer_norm_as_one_call(run: Run) -> None:
     with torch.no_grad():
         assert rel_err(got, run.model(*run.x)) < 5e-3
     assert [n for n in calls.names if n in ("layer_norm", "mul", "add")] == ["layer_norm"]
-
-
-class TorchCalls(TorchFunctionMode):
-    """The torch functions and tensor methods a call makes, by name (not those they make inside)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.names: list[str] = []
-
-    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        self.names.append(getattr(func, "__name__", str(func)).strip("_"))
-        return func(*args, **(kwargs or {}))

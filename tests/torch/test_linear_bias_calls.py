@@ -10,29 +10,21 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.overrides import TorchFunctionMode
 
 from mugraph.ir.graph import KernelGraph
 from mugraph.ir.types import DType, OpKind
 from mugraph.torch.capture import capture
 from mugraph.torch.kernels import TORCH_DTYPES, Launcher
 from mugraph.torch.runtime import OptimizedModule
+from tests.helpers.torch_calls import TorchCalls
 from tests.helpers.torch_models import rel_err
 
 M, K, N = 16, 64, 32
 PRODUCTS = ("addmm", "linear", "matmul", "mm", "add")  # the calls a product with a bias may be run as
 
 
-class _Calls(TorchFunctionMode):
-    """The torch functions and tensor methods a call makes, by name (not those they make inside)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.names: list[str] = []
-
-    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        self.names.append(getattr(func, "__name__", str(func)).strip("_"))
-        return func(*args, **(kwargs or {}))
+class _Calls(TorchCalls):
+    """The torch calls a module makes, and those of them that compute a product."""
 
     @property
     def products(self) -> list[str]:
