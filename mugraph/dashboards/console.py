@@ -15,6 +15,7 @@ from mugraph.dashboards.summary import eta_rate, eta_text, held_back_reason, mem
 from mugraph.ir.plural import counted
 from mugraph.ir.together import fragment_seconds, together
 from mugraph.stages.layout.describe import seconds_text
+from mugraph.stages.layout.emitted import TORCH_MODEL_PREFIX
 from mugraph.stages.layout.rows import RankRow
 
 
@@ -140,6 +141,14 @@ def kept_reason(done: Mapping[str, Any], fragment: str) -> str | None:
     return f"no μGraph found is estimated faster (the best, {best['digest'][:16]}, {speedup_text(best['speedup'])})"
 
 
+def what_runs(row: Mapping[str, Any]) -> str:
+    """What a ranked row runs: its kernels, or, for a PyTorch model's kept reference, the PyTorch calls it
+    is priced as (a linear layer with its bias one `addmm`, where its graph holds a matmul and an add)."""
+    if row.get("reference") and str(row.get("model", "")).startswith(TORCH_MODEL_PREFIX) and "emitted_launches" in row:
+        return counted(int(row["emitted_launches"]), "PyTorch call")
+    return counted(int(row["kernels"]), "kernel")
+
+
 def reranked_line(was: Mapping[str, Any], best: Mapping[str, Any]) -> str:
     """A fragment's choice that changed when a store ranked by an earlier cost model was ranked again."""
     before = "the reference" if was["was_reference"] else f"μGraph {str(was['was'])[:16]}"
@@ -198,7 +207,7 @@ def verdict_lines(done: Mapping[str, Any], gpu_name: str) -> list[str]:
             lines.append(f"  {name}: best is {what}, no kernel: its outputs are its inputs ({len(ranking):,} ranked)")
             continue
         lines.append(
-            f"  {name}: best is {what}, {counted(best['kernels'], 'kernel')}, estimated "
+            f"  {name}: best is {what}, {what_runs(best)}, estimated "
             f"{seconds_text(best['estimated_seconds'])} on {gpu_name}, speedup {speedup_text(best['speedup'])} "
             f"over the reference ({counted(len(ranking), 'μGraph')} ranked)"
         )

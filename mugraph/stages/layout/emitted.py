@@ -65,6 +65,7 @@ TORCH_MODEL_NORM_CALLS = "emitted-v2-torch-norm-calls"
 TORCH_MODEL_REFERENCE_NORMS = "emitted-v2-torch-norms"
 # and before that, three calls everywhere
 TORCH_MODEL_SEPARATE_AFFINE = "emitted-v2-torch"
+TORCH_MODEL_PREFIX = TORCH_MODEL_SEPARATE_AFFINE  # every PyTorch model's name starts so
 SECTOR = 32
 CUBLAS_TILE = 128  # output tile of one cuBLAS thread block (M and N)
 
