@@ -76,7 +76,9 @@ def test_a_live_run_with_nothing_yet_is_said_to_be_going(tmp_path: Path, capsys:
 def test_the_command_line_names_its_options_not_the_librarys_arguments(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert command_line_text(MISMATCH_HINT) == "start over with --fresh or choose another --store"
+    assert command_line_text(MISMATCH_HINT) == (
+        "choose another --store to keep what it holds, or start over with --fresh, which deletes it"
+    )
     store = tmp_path / "run.zarr"
     new_store(store).close()  # made for another run
     line = _error_line(capsys, ["optimize", "rms_norm", "--store", str(store), "--workers", "1"])

@@ -21,7 +21,12 @@ __all__ = [
 ]
 
 # A store made for another run holds nothing this run can use: it starts over or uses another store.
-MISMATCH_HINT = "start over with --fresh (fresh=True from Python) or choose another --store (store=)"
+# --fresh deletes what the store holds: said, since a model changed under its name (two models both called
+# `Net`) reads as a mismatch of its graph, not as another program
+MISMATCH_HINT = (
+    "choose another --store (store=) to keep what it holds, or start over with --fresh (fresh=True from "
+    "Python), which deletes it"
+)
 # A damaged store keeps its intact records: `mugraph repair` keeps them, and says when it cannot.
 RECOVERY_HINT = f"run `mugraph repair STORE` to keep every intact record and resume, or {MISMATCH_HINT}"
 
