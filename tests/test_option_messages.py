@@ -87,7 +87,18 @@ def test_an_option_value_out_of_range_is_an_option_error_and_a_value_error(optio
         assert isinstance(err.value, ValueError) and str(err.value).startswith("time limit "), err.value
 
 
-@pytest.mark.parametrize("option", [{"workers": "2"}, {"budget": True}, {"worker": 2}])
+@pytest.mark.parametrize(
+    "option",
+    [
+        {"workers": "2"},
+        {"budget": True},
+        {"worker": 2},
+        {"fresh": "no"},  # truthy: it would delete the store
+        {"settings": "grids"},
+        {"scheduler": 5},
+        {"layouts": "yes"},
+    ],
+)
 def test_an_option_of_the_wrong_type_or_name_is_an_option_error_but_no_value_error(option: dict[str, Any]) -> None:
     with pytest.raises(OptionError) as err:
         mugraph.api.optimize(object(), (), **option)

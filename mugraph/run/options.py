@@ -50,6 +50,7 @@ class OptimizeOptions:
         """The counts a keyword can give wrong that the command line's types refuse (workers=-1 would
         start a cluster of no workers that never runs a task), and the time limit: an OptionError for
         each, an OptionValueError where the value has the right type."""
+        self._check_types()
         for name, low in (("workers", 1), ("budget", 1), ("measure", 0)):
             value = getattr(self, name)
             if value is None and name != "measure":
@@ -67,6 +68,27 @@ class OptimizeOptions:
                         said = f"time_limit={self.time_limit!r}{said[len(given) :]}"
                         break
             raise OptionValueError(said) from None
+
+    def _check_types(self) -> None:
+        """Flags, names and mappings of the type they are read as: `fresh="no"` is truthy and would
+        delete the store; `settings="grids"` would be read letter by letter."""
+        wrong: list[str] = []
+        for name in ("fresh", "emit_kernels"):
+            if not isinstance(getattr(self, name), bool):
+                wrong.append(f"{name}={getattr(self, name)!r}: give True or False")
+        for name in ("preset", "scheduler", "memo_url"):
+            if not isinstance(getattr(self, name), str | None):
+                wrong.append(f"{name}={getattr(self, name)!r}: give a string or None")
+        layouts: object = self.layouts  # as a caller gave it, whatever the annotation says
+        settings: object = self.settings
+        if not isinstance(layouts, Mapping):
+            wrong.append(f"layouts={layouts!r}: give a dict of names to innermost dims")
+        if not isinstance(settings, Mapping) and (
+            not isinstance(settings, tuple | list) or not all(isinstance(x, str) for x in settings)
+        ):
+            wrong.append(f"settings={settings!r}: give a dict, or a tuple of KEY=VALUE strings")
+        if wrong:
+            raise OptionError("; ".join(wrong))
 
     def overrides(self) -> dict[str, object]:
         """The search-limit overrides by config field, each value as JSON gives it."""
