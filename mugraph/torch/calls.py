@@ -184,7 +184,9 @@ class CallBinder:
                 self._check_constants(key, given[key])
                 values.append(given[key])
             elif _TENSOR not in self.leaves[key]:  # a constant of the example call: as it was
-                values.append(pytree.tree_unflatten(self.leaves[key], self.child_spec[key]))
+                captured = pytree.tree_unflatten(self.leaves[key], self.child_spec[key])
+                self._check_left_out_constant(key, captured)
+                values.append(captured)
             else:
                 missing.append(key)
         if missing:
@@ -292,6 +294,18 @@ class CallBinder:
             f"computes as that call did. Call it without {key} (or with {default!r}), or optimise again with "
             f"example_kwargs={{{key!r}: {shown}}} for this call"
         )
+
+    def _check_left_out_constant(self, key: str, captured: Any) -> None:
+        """A constant of the example call that a call leaves out: the model would take the forward's
+        default there, so the module, which computes with the captured value, refuses where they differ
+        (a module from a store knows no defaults: it takes the captured value)."""
+        default = self._default(key)
+        if default is not _EMPTY and not _same(default, captured):
+            raise InputMismatchError(
+                f"{self.name}: {key} left out, where the model would take the forward's default {key}="
+                f"{_shown(default)}; the module was captured with {key}={_shown(captured)} (in the example "
+                f"call): pass {key}={_shown(captured)}, or optimise again with the call that leaves it out"
+            )
 
     def _check_constants(self, key: str, value: Any) -> None:
         """A value where the example call passed a constant: the same constant, or refused."""

@@ -138,12 +138,18 @@ def test_constants_in_example_kwargs_are_fixed_and_a_different_value_is_refused(
     fast = OptimizedModule(captured, captured.lowering.graph, share=True)
     want = model(x, **example)
     assert isinstance(want, torch.Tensor)  # output_attentions=False was captured, not the default True
-    for call in ({}, example, {"scale": 0.5, "mask": None}):
+    for call in (example, {"scale": 0.5, "output_attentions": False}):  # mask=None: the default, left out
         assert torch.allclose(fast(x, **call), want, atol=1e-6)
+    # left out, the model would compute with the forward's defaults (output_attentions=True, scale=1.0),
+    # not with the captured constants: refused, never the captured call's answer to another question
+    with pytest.raises(InputMismatchError, match=r"output_attentions left out, .* default output_attentions=True"):
+        fast(x)
+    with pytest.raises(InputMismatchError, match=r"scale left out, .*scale=1\.0; .*captured with scale=0\.5"):
+        fast(x, output_attentions=False)
     with pytest.raises(InputMismatchError, match=r"output_attentions=True, where the module was captured with outp"):
         fast(x, output_attentions=True)
     with pytest.raises(InputMismatchError, match=r"scale=2\.0, where .* scale=0\.5 \(in the example call\)"):
-        fast(x, scale=2.0)
+        fast(x, output_attentions=False, scale=2.0)
     assert capture(model, x, example_kwargs={"scale": 2.0}).model_digest != captured.model_digest
 
 
@@ -166,7 +172,8 @@ def test_a_model_returning_its_kv_cache_is_refused_with_the_use_cache_hint() -> 
     fast = OptimizedModule(captured, captured.lowering.graph, share=True)
     with torch.no_grad():
         want = model(ids, use_cache=False).logits
-        assert torch.allclose(fast(ids).logits, want, atol=1e-5)  # the constant left out: as captured
+        with pytest.raises(InputMismatchError, match=r"use_cache left out, .*default use_cache=None"):
+            fast(ids)  # the model would then take its config's use_cache (True), not the captured False
         assert torch.allclose(fast(ids, use_cache=False, attention_mask=None).logits, want, atol=1e-5)
     with pytest.raises(InputMismatchError, match=r"use_cache=True, where the module was captured with use_cache=False"):
         fast(ids, use_cache=True)
