@@ -141,6 +141,12 @@ def finished(
         return False  # the run opens it and says what is wrong
 
 
+def _reference_seconds(done: Mapping[str, Any], name: str) -> float | None:
+    """The fragment's reference's estimated seconds, from its row in the `done` event."""
+    row = (done.get("reference") or {}).get(name)
+    return None if not row or row.get("estimated_seconds") is None else float(row["estimated_seconds"])
+
+
 def verdict_of(
     done: Mapping[str, Any], heavy_glue: tuple[str, ...], reused: bool, glue: tuple[str, ...] | None = None
 ) -> Verdict:
@@ -159,6 +165,7 @@ def verdict_of(
                 estimated_seconds=float(row["estimated_seconds"]),
                 ranked=len(ranking),
                 reason=kept_reason(done, name),
+                reference_estimate=_reference_seconds(done, name),
             )
         )
     return Verdict(

@@ -43,6 +43,7 @@ class FragmentVerdict:
     estimated_seconds: float
     ranked: int  # confirmed μGraphs ranked
     reason: str | None = None
+    reference_estimate: float | None = None  # the reference's estimated seconds, where the run gave them
 
     @property
     def kept_reference(self) -> bool:
@@ -52,6 +53,8 @@ class FragmentVerdict:
     def reference_seconds(self) -> float | None:
         """The reference's estimated time (the speedup is its ratio to the chosen one); None for a
         μGraph of no kernel, estimated at 0 s with its speedup stored as 0."""
+        if self.reference_estimate is not None:
+            return self.reference_estimate
         if self.kept_reference:
             return self.estimated_seconds
         return self.estimated_seconds * self.speedup if self.speedup > 0 else None
@@ -63,6 +66,11 @@ class FragmentVerdict:
             return f"{self.name}: μGraph {self.chosen[:16]}, no kernel (its outputs are its inputs)"
         kernels = counted(self.kernels, "kernel")
         return f"{self.name}: μGraph {self.chosen[:16]}, {kernels}, {estimated(self.speedup)}"
+
+
+def _phrase(f: FragmentVerdict) -> str:
+    """A fragment in the module's repr: "reference", "no kernel" (nothing runs: no ratio), "1.84x"."""
+    return "reference" if f.kept_reference else "no kernel" if not f.kernels else f"{f.speedup:.2f}x"
 
 
 def estimated(speedup: float) -> str:
@@ -145,7 +153,7 @@ class Verdict:
     def summary(self) -> str:
         """One phrase per fragment, for the module's repr, then the fragments together where there are
         several: "f0 1.84x, f1 reference; together 1.31x"."""
-        each = ", ".join(f"{f.name} {'reference' if f.kept_reference else f'{f.speedup:.2f}x'}" for f in self.fragments)
+        each = ", ".join(f"{f.name} {_phrase(f)}" for f in self.fragments)
         figure = self.together
         return each if figure is None else f"{each}; together {figure.ratio()}"
 

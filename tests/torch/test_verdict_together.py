@@ -124,3 +124,17 @@ def test_glue_named_where_the_verdict_knows_it() -> None:
     line = verdict.together_line()
     assert line is not None and line.endswith(f"; not priced: glue run by PyTorch ({', '.join(glue)})")
     assert f"{(3.0 * 1e-6 + 2e-6) / (1e-6 + 2e-6):.2f}x" in line
+
+
+def test_a_fragment_of_no_kernel_counts_its_reference_in_the_figure() -> None:
+    """A μGraph of no kernel (its outputs are its inputs) is estimated at 0 s, its speedup stored as 0:
+    the reference's time the run gave still counts, and the repr says "no kernel", not "0.00x"."""
+    empty = FragmentVerdict("f0", "b" * 64, 0.0, 0, 0.0, 1, reference_estimate=3e-6)
+    fused = FragmentVerdict("f1", "a" * 64, 2.0, 1, 2e-6, 1, reference_estimate=4e-6)
+    verdict = Verdict("m", True, False, (empty, fused), (), "s.zarr", None, "H100")
+    figure = verdict.together
+    assert figure is not None and figure.reference_seconds == pytest.approx(7e-6)
+    assert figure.chosen_seconds == pytest.approx(2e-6) and figure.speedup == pytest.approx(3.5)
+    assert verdict.summary() == "f0 no kernel, f1 2.00x; together 3.50x"
+    unknown = FragmentVerdict("f0", "b" * 64, 0.0, 0, 0.0, 1)  # a verdict made without the reference's time
+    assert Verdict("m", True, False, (unknown, fused), (), "s.zarr", None, "H100").together is None
