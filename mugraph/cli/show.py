@@ -13,12 +13,13 @@ from mugraph.cli.options import store_argument
 from mugraph.cli.records import json_line
 from mugraph.dashboards.experts import expert_labels, expert_note
 from mugraph.dashboards.provisional import stored_or_provisional
-from mugraph.dashboards.summary import headline, held_back_reason, rows_to_show, speedup_text, stored_together
+from mugraph.dashboards.summary import headline, held_back_reason, rows_to_show, stored_together
 from mugraph.ir.errors import MugraphError
 from mugraph.ir.names import printable
 from mugraph.ir.plural import counted
 from mugraph.ir.render import render
 from mugraph.ir.serialize import loads
+from mugraph.ir.together import speedup_text
 from mugraph.run.kernels import program_outputs
 from mugraph.run.resume import how_to_resume
 from mugraph.stages.layout.costs import Layouts

@@ -11,9 +11,9 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from mugraph.dashboards.summary import eta_rate, eta_text, held_back_reason, memo_text, speedup_text
+from mugraph.dashboards.summary import eta_rate, eta_text, held_back_reason, memo_text
 from mugraph.ir.plural import counted
-from mugraph.ir.together import fragment_seconds, together
+from mugraph.ir.together import speedup_text, summed
 from mugraph.stages.layout.describe import seconds_text
 from mugraph.stages.layout.emitted import TORCH_MODEL_PREFIX
 from mugraph.stages.layout.rows import RankRow
@@ -161,13 +161,8 @@ def reranked_line(was: Mapping[str, Any], best: Mapping[str, Any]) -> str:
 def together_line(done: Mapping[str, Any]) -> str | None:
     """The fragments priced together, from a `done` summary's rows (None for one fragment): what the
     per-fragment speedups come to, the ops outside the fragments not priced."""
-    seconds = []
-    for name, ranking in done["ranking"].items():
-        pair = fragment_seconds([*ranking, done["reference"][name]], done["best_per_fragment"][name])
-        if pair is None:
-            return None
-        seconds.append(pair)
-    figure = together(seconds)
+    rows = {name: [*ranking, done["reference"][name]] for name, ranking in done["ranking"].items()}
+    figure = summed(rows, done["best_per_fragment"])
     return None if figure is None else figure.line()
 
 

@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from mugraph.dashboards.report_records import ReportData
-from mugraph.dashboards.summary import COUNTER_MEANINGS, rows_to_show, size_line, speedup_text, stored_together
+from mugraph.dashboards.summary import COUNTER_MEANINGS, rows_to_show, size_line, stored_together
 from mugraph.dashboards.svg_charts import bar_chart, line_chart
 from mugraph.dashboards.svg_graph import draw_mugraph
 from mugraph.ir.serialize import loads
+from mugraph.ir.together import speedup_text
 from mugraph.stages.layout.costs import Layouts
 from mugraph.stages.layout.describe import describe_layouts, seconds_text
 from mugraph.stages.layout.rows import RankedRow

@@ -10,7 +10,7 @@ from typing import Any, TypedDict, TypeVar
 
 from mugraph.ir.plural import counted
 from mugraph.ir.serialize import loads
-from mugraph.ir.together import fragment_seconds, outside_words, together
+from mugraph.ir.together import outside_words, speedup_text, summed
 from mugraph.ir.types import NON_LAX_OPS
 from mugraph.stages.layout.describe import explain, seconds_text
 from mugraph.stages.layout.rank import MODEL_ERROR
@@ -110,15 +110,6 @@ def rows_to_show(ranking: Sequence[Row], limit: int | None) -> list[tuple[int, R
     if ref is not None and ref[0] > limit:
         shown.append(ref)
     return shown
-
-
-def speedup_text(x: float) -> str:
-    """A speedup as a reader compares it with 1: two decimals, three where two would round it to
-    1.00x (a candidate 0.4% faster is not "1.00x, within the model's error"). A μGraph of no kernel
-    (its outputs are its inputs) is estimated at 0 s, and its row's speedup is stored as 0: "∞x"."""
-    if x <= 0:
-        return "∞x"
-    return f"{x:.3f}x" if x != 1.0 and round(x, 2) == 1.0 else f"{x:.2f}x"
 
 
 def held_back_reason(row: Mapping[str, Any]) -> str:
@@ -384,13 +375,7 @@ def stored_together(
     between fragments, from the stitched program). None for one fragment, or before the run chose."""
     if final is None:
         return None
-    seconds = []
-    for name, rows in rankings.items():
-        pair = fragment_seconds(rows, final["best_per_fragment"].get(name, ""))
-        if pair is None:
-            return None
-        seconds.append(pair)
-    figure = together(seconds)
+    figure = summed(rankings, final["best_per_fragment"])
     if figure is None:
         return None
     between = [op.kind.value for op in loads(final["program_graph"]).ops if op.kind in NON_LAX_OPS]

@@ -31,7 +31,7 @@ class Together:
 
     def ratio(self) -> str:
         """The speedup as the console gives one: "1.44x" (three decimals where two would say 1.00x)."""
-        return "∞x" if math.isinf(self.speedup) else _ratio(self.speedup)
+        return "∞x" if math.isinf(self.speedup) else speedup_text(self.speedup)
 
     def line(self, outside: str = OUTSIDE) -> str:
         """ "fragments together: 18.0 μs → 12.5 μs, estimated 1.44x; not priced: glue run by PyTorch
@@ -49,6 +49,18 @@ def together(seconds: Iterable[tuple[float, float]]) -> Together | None:
     if len(pairs) < 2:
         return None
     return Together(sum(r for r, _ in pairs), sum(c for _, c in pairs), len(pairs))
+
+
+def summed(rows: Mapping[str, Sequence[Mapping[str, Any]]], chosen: Mapping[str, str]) -> Together | None:
+    """The fragments together from each fragment's ranking rows (the reference's among them) and the
+    digest the run chose; None for one fragment, or where a fragment's pair cannot be read."""
+    seconds = []
+    for name, fragment_rows in rows.items():
+        pair = fragment_seconds(fragment_rows, chosen.get(name, ""))
+        if pair is None:
+            return None
+        seconds.append(pair)
+    return together(seconds)
 
 
 def fragment_seconds(rows: Sequence[Mapping[str, Any]], chosen: str) -> tuple[float, float] | None:
@@ -89,8 +101,12 @@ def op_list(ops: Sequence[str], most: int = 8) -> str:
     return ", ".join(words[:most]) + more
 
 
-def _ratio(x: float) -> str:
-    """Two decimals, three where two would round to 1.00x (the console's speedups read the same)."""
+def speedup_text(x: float) -> str:
+    """A speedup as a reader compares it with 1: two decimals, three where two would round it to
+    1.00x (a candidate 0.4% faster is not "1.00x, within the model's error"). A μGraph of no kernel
+    (its outputs are its inputs) is estimated at 0 s, and its row's speedup is stored as 0: "∞x"."""
+    if x <= 0:
+        return "∞x"
     return f"{x:.3f}x" if x != 1.0 and round(x, 2) == 1.0 else f"{x:.2f}x"
 
 

@@ -96,12 +96,17 @@ def check_positional(module: torch.nn.Module, args: tuple[Any, ...]) -> None:
         )
 
 
+def _parameters(module: torch.nn.Module) -> list[inspect.Parameter]:
+    """The forward's parameters; none where its signature cannot be read (a builtin, a C extension)."""
+    try:
+        return list(inspect.signature(module.forward).parameters.values())
+    except (TypeError, ValueError):
+        return []
+
+
 def _optional_positions(module: torch.nn.Module) -> set[int]:
     """The positions of the forward's parameters that have a default."""
-    try:
-        params = inspect.signature(module.forward).parameters.values()
-    except (TypeError, ValueError):
-        return set()
+    params = _parameters(module)
     kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     positional = [p for p in params if p.kind in kinds]
     return {i for i, p in enumerate(positional) if p.default is not inspect.Parameter.empty}
@@ -109,10 +114,7 @@ def _optional_positions(module: torch.nn.Module) -> set[int]:
 
 def _required(module: torch.nn.Module) -> set[str]:
     """The forward's parameters without a default: what a call must pass."""
-    try:
-        params = inspect.signature(module.forward).parameters.values()
-    except (TypeError, ValueError):
-        return set()
+    params = _parameters(module)
     varying = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
     return {p.name for p in params if p.default is inspect.Parameter.empty and p.kind not in varying}
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from torch import fx
 
 from mugraph.ir.plural import counted, noun
-from mugraph.ir.together import Together, outside_words, together
+from mugraph.ir.together import Together, outside_words, speedup_text, together
 from mugraph.torch.capture import Captured
 from mugraph.torch.load_check import GENERATED, LoadCheck
 from mugraph.torch.timing import Measured
@@ -76,7 +76,7 @@ def _phrase(f: FragmentVerdict) -> str:
 def estimated(speedup: float) -> str:
     """A chosen μGraph's estimate against the reference, in words that never call a slowdown faster (a
     μGraph timed faster on a GPU is chosen though the model estimated it slower)."""
-    ratio = f"{speedup:.3f}x" if round(speedup, 2) == 1.0 else f"{speedup:.2f}x"  # never 1.00x for 0.996
+    ratio = speedup_text(speedup)  # never 1.00x for 0.996
     if speedup > 1.0:
         return f"estimated {ratio} faster"
     if speedup == 1.0:

@@ -133,7 +133,7 @@ def test_a_speedup_that_two_decimals_would_call_1_00x_gets_a_third() -> None:
     """ "estimated 1.00x, but within the model's measured error" read as a reason for nothing; a
     candidate 0.4% faster is said to be 1.004x."""
     from mugraph.dashboards.console import not_confident_line
-    from mugraph.dashboards.summary import speedup_text
+    from mugraph.ir.together import speedup_text
 
     assert [speedup_text(x) for x in (1.0, 1.004, 0.996, 1.36, 1.006)] == [
         "1.00x",
@@ -186,7 +186,7 @@ def test_near_tie_times_apart_below_a_tenth_of_a_microsecond_get_more_digits() -
 def test_a_mugraph_of_no_kernel_is_not_said_to_be_0_00x() -> None:
     """Its estimate is 0 s and its stored speedup 0 (no ratio to take): the tables say ∞x, not a
     slowdown to nothing."""
-    from mugraph.dashboards.summary import speedup_text
+    from mugraph.ir.together import speedup_text
 
     assert speedup_text(0.0) == "∞x"
     assert speedup_text(1.36) == "1.36x"

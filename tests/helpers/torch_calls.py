@@ -5,7 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
 from torch.overrides import TorchFunctionMode
+
+from mugraph.ir.types import OpKind
+from mugraph.torch.kernels import Launcher
 
 
 class TorchCalls(TorchFunctionMode):
@@ -18,3 +22,12 @@ class TorchCalls(TorchFunctionMode):
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         self.names.append(getattr(func, "__name__", str(func)).strip("_"))
         return func(*args, **(kwargs or {}))
+
+
+def run_every_op(launcher: Launcher, tensors: dict[int, torch.Tensor]) -> list[int]:
+    """Run each op of the launcher's program in order, as the module does; the tensors each made."""
+    made: list[int] = []
+    for index, op in enumerate(launcher.program.ops):
+        if op.kind not in (OpKind.INPUT, OpKind.OUTPUT):
+            made += launcher.run(index, tensors, None)
+    return made

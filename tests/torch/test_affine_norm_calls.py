@@ -16,7 +16,7 @@ from mugraph.ir.types import DType, OpKind
 from mugraph.torch.capture import capture
 from mugraph.torch.kernels import TORCH_DTYPES, Launcher
 from mugraph.torch.runtime import OptimizedModule
-from tests.helpers.torch_calls import TorchCalls
+from tests.helpers.torch_calls import TorchCalls, run_every_op
 from tests.helpers.torch_models import rel_err
 
 N, D = 16, 256
@@ -32,14 +32,6 @@ def _norm_graph(kind: OpKind, dtype: DType, bias: bool) -> KernelGraph:
         y = g.add(g.new_input((1, D), dtype, name="b"), y)  # the bias first: the add is the same
     g.mark_output(y, "out")
     return g
-
-
-def _run_all(launcher: Launcher, tensors: dict[int, torch.Tensor]) -> list[int]:
-    made: list[int] = []
-    for index, op in enumerate(launcher.program.ops):
-        if op.kind not in (OpKind.INPUT, OpKind.OUTPUT):
-            made += launcher.run(index, tensors, None)
-    return made
 
 
 @pytest.mark.parametrize("dtype", [DType.FLOAT16, DType.FLOAT32])
@@ -61,7 +53,7 @@ def test_the_launcher_runs_the_chain_as_pytorch_s_one_norm_call(
     values = {"x": x, "w": w.reshape(1, D), "b": b.reshape(1, D)}
     tensors = {op.outputs[0]: values[str(op.attr("name"))] for op in g.ops if op.kind is OpKind.INPUT}
     with TorchCalls() as calls:
-        (made,) = _run_all(launcher, tensors)
+        (made,) = run_every_op(launcher, tensors)
     assert made == next(op.inputs[0] for op in g.ops if op.kind is OpKind.OUTPUT)
     out = tensors[made]
     assert out.dtype == td and out.shape == (N, D)
@@ -81,7 +73,7 @@ def test_a_norm_read_elsewhere_runs_its_ops_apart() -> None:
     g.mark_output(g.mul(y, w), "scaled")
     launcher = Launcher(g, {})
     tensors = {0: torch.randn(N, D).half(), 1: torch.randn(1, D).half()}
-    assert len(_run_all(launcher, tensors)) == 2 and launcher.torch_calls == 2
+    assert len(run_every_op(launcher, tensors)) == 2 and launcher.torch_calls == 2
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32])

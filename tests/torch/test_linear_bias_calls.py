@@ -16,7 +16,7 @@ from mugraph.ir.types import DType, OpKind
 from mugraph.torch.capture import capture
 from mugraph.torch.kernels import TORCH_DTYPES, Launcher
 from mugraph.torch.runtime import OptimizedModule
-from tests.helpers.torch_calls import TorchCalls
+from tests.helpers.torch_calls import TorchCalls, run_every_op
 from tests.helpers.torch_models import rel_err
 
 M, K, N = 16, 64, 32
@@ -29,14 +29,6 @@ class _Calls(TorchCalls):
     @property
     def products(self) -> list[str]:
         return [n for n in self.names if n in PRODUCTS]
-
-
-def _run_all(launcher: Launcher, tensors: dict[int, torch.Tensor]) -> list[int]:
-    made: list[int] = []
-    for index, op in enumerate(launcher.program.ops):
-        if op.kind not in (OpKind.INPUT, OpKind.OUTPUT):
-            made += launcher.run(index, tensors, None)
-    return made
 
 
 def _inputs(g: KernelGraph, values: dict[str, torch.Tensor]) -> dict[int, torch.Tensor]:
@@ -58,7 +50,7 @@ def test_the_launcher_runs_the_pair_as_one_addmm(dtype: DType) -> None:
     xv, weight, bias = torch.randn(M, K).to(td), (0.2 * torch.randn(N, K)).to(td), torch.randn(N).to(td)
     tensors = _inputs(g, {"x": xv, "w": weight.T, "b": bias.reshape(1, N)})  # W.T read in place, as the module does
     with _Calls() as calls:
-        (made,) = _run_all(launcher, tensors)
+        (made,) = run_every_op(launcher, tensors)
     assert calls.products == ["addmm"] and launcher.torch_calls == 1
     out = tensors[made]
     assert out.dtype == td and out.shape == (M, N)
@@ -77,7 +69,7 @@ def test_a_product_read_elsewhere_runs_its_bias_add_apart() -> None:
     values = {"x": torch.randn(M, K).half(), "w": torch.randn(K, N).half(), "b": torch.randn(1, N).half()}
     tensors = _inputs(g, values)
     with _Calls() as calls:
-        made = _run_all(launcher, tensors)
+        made = run_every_op(launcher, tensors)
     assert len(made) == 2 and launcher.torch_calls == 2 and calls.products == ["matmul", "add"]
     product = (values["x"].float() @ values["w"].float()).half()
     assert torch.equal(tensors[made[0]], product)
@@ -94,7 +86,7 @@ def test_an_add_a_norm_took_in_runs_in_the_norm_s_call() -> None:
     values = {"x": torch.randn(1, K), "w": torch.randn(K, N), "v": torch.randn(1, N)}
     tensors = _inputs(g, {k: t.half() for k, t in values.items()})
     with _Calls() as calls:
-        (*_, made) = _run_all(launcher, tensors)
+        (*_, made) = run_every_op(launcher, tensors)
     assert launcher.torch_calls == 2 and "layer_norm" in calls.names and calls.products == ["matmul"]
     product = (values["x"].half().float() @ values["w"].half().float()).half()
     want = F.layer_norm(values["v"].half().float(), (N,), None, product.float().reshape(-1), 1e-5).half()
