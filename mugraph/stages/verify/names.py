@@ -65,24 +65,31 @@ def name_order(reference: KernelGraph, candidate: KernelGraph) -> NameOrder | st
 
 
 def in_reference_order(graph: KernelGraph, reference: KernelGraph) -> KernelGraph:
-    """`graph`, equal to `reference` by name (`name_order`), with its inputs made and its outputs
-    marked in the reference's order: the μGraph the search would record for it. An output op makes
-    no tensor, so moving one renumbers nothing; inputs are reordered where they are the graph's
-    first ops (as the builder makes them), renumbering the kernel tensors that name them."""
+    """`graph`, equal to `reference` by name (`name_order`), with its inputs made first and its
+    outputs marked last, both in the reference's order, and its other ops in their own order
+    between: the μGraph the search would record for it. Kernel tensors are numbered again in the
+    new order; a block graph's inputs are positions in its op's inputs, so they stay as they are."""
     order = name_order(reference, graph)
     if isinstance(order, str):
         raise ValueError(order)
     data = to_json(graph)
     ops: list[dict[str, Any]] = data["ops"]
-    at = [i for i, op in enumerate(ops) if op["kind"] == OpKind.OUTPUT.value]
-    marked = [ops[i] for i in at]
-    for i, j in zip(at, order.outputs, strict=True):
-        ops[i] = marked[j]
-    n = len(order.inputs)
-    if not order.inputs_in_order and all(op["kind"] == OpKind.INPUT.value for op in ops[:n]):
-        ops[:n] = [ops[order.inputs.index(k)] for k in range(n)]  # the reference's input k first
-        renumber = dict(enumerate(order.inputs))  # the graph's tensor j is the reference's input
-        for op in ops[n:]:
-            if "inputs" in op:
-                op["inputs"] = [renumber.get(t, t) for t in op["inputs"]]
+    made = [op for op in ops if op["kind"] == OpKind.INPUT.value]
+    marked = [op for op in ops if op["kind"] == OpKind.OUTPUT.value]
+    rest = [i for i, op in enumerate(ops) if op["kind"] not in (OpKind.INPUT.value, OpKind.OUTPUT.value)]
+    inputs = [made[order.inputs.index(k)] for k in range(len(made))]  # the reference's input k first
+    outputs = [marked[j] for j in order.outputs]
+    # The graph's own tensor numbers, op by op, and the numbers they take in the new order.
+    numbers: dict[int, tuple[int, ...]] = {
+        id(op): graph_op.outputs for op, graph_op in zip(ops, graph.ops, strict=True)
+    }
+    renumber: dict[int, int] = {}
+    for op in [*inputs, *(ops[i] for i in rest)]:
+        for old in numbers[id(op)]:
+            renumber[old] = len(renumber)
+    reordered = [*inputs, *(ops[i] for i in rest), *outputs]
+    for op in reordered:
+        if "inputs" in op:
+            op["inputs"] = [renumber[t] for t in op["inputs"]]
+    data["ops"] = reordered
     return from_json(data)

@@ -11,13 +11,14 @@ import numpy as np
 import pytest
 
 from mugraph.ir.graph import KernelGraph
+from mugraph.ir.serialize import dumps
 from mugraph.ir.types import OpKind
 from mugraph.programs import load_program
 from mugraph.stages.search.config import preset_config
 from mugraph.stages.search.explore import Fragment, Searcher
 from mugraph.stages.verify.check import FloatReference, ReferenceFingerprints, check_equivalence, rel_err, worst_error
 from mugraph.stages.verify.confirm import Confirmer
-from mugraph.stages.verify.names import name_order, names_of
+from mugraph.stages.verify.names import in_reference_order, name_order, names_of
 
 QK = Path(__file__).parents[2] / "programs" / "files" / "qk_proj.py"
 pytestmark = pytest.mark.unit
@@ -167,3 +168,34 @@ def test_exp_of_a_sum_is_a_product_in_the_fingerprints_too() -> None:
 
     r = check_equivalence(graph(False), graph(True))
     assert r.equivalent and not r.undecided
+
+
+def _two_outputs(marks_b_first: bool, inputs_late: bool) -> KernelGraph:
+    """exp(X@W) as 'A' and X@W as 'B'; marked B first (A's tensor made after the mark), or W
+    declared and used before X."""
+    g = KernelGraph()
+    if inputs_late:
+        w = g.new_input((64, 48), name="W")
+        ew = g.exp(w)
+        x = g.new_input((16, 64), name="X")
+        m = g.matmul(x, ew)
+    else:
+        x, w = g.new_input((16, 64), name="X"), g.new_input((64, 48), name="W")
+        m = g.matmul(x, g.exp(w))
+    if marks_b_first:
+        g.mark_output(m, "B")
+        g.mark_output(g.exp(m), "A")
+    else:
+        g.mark_output(g.exp(m), "A")
+        g.mark_output(m, "B")
+    return g
+
+
+@pytest.mark.parametrize(("marks_b_first", "inputs_late"), [(True, False), (False, True), (True, True)])
+def test_in_reference_order_moves_marks_and_inputs_wherever_they_are(marks_b_first: bool, inputs_late: bool) -> None:
+    reference = _two_outputs(marks_b_first=False, inputs_late=False)
+    expert = _two_outputs(marks_b_first, inputs_late)
+    assert check_equivalence(reference, expert).equivalent
+    ordered = in_reference_order(expert, reference)
+    # the reference's own graph, op for op: what the search records for it
+    assert dumps(ordered) == dumps(reference)
