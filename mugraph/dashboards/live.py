@@ -173,7 +173,7 @@ def publish(client: Any, event: Mapping[str, object]) -> None:
             sender.send(client, _jsonable(event))
     except Exception as e:
         if sender is not None:
-            sender.failed(repr(e))
+            sender.failed(repr(e), connection=isinstance(e, OSError))
         else:
             logger.warning("mugraph: an event for the live page was lost: %s", e)
 
@@ -239,11 +239,13 @@ class _Sender:
             return
         exc = fut.exception()
         if exc is not None:
-            self.failed(repr(exc))
+            self.failed(repr(exc), connection=isinstance(exc, OSError))
 
-    def failed(self, why: str) -> None:
+    def failed(self, why: str, connection: bool = False) -> None:
+        """One warning, not one a second; none for a lost connection to the scheduler, which the run
+        itself reports (it ends saying the scheduler was lost, or goes on once it is back)."""
         self.failures += 1
-        level = logging.WARNING if self.failures == 1 else logging.DEBUG  # one warning, not one a second
+        level = logging.WARNING if self.failures == 1 and not connection else logging.DEBUG
         logger.log(level, "mugraph: an event for the live page was lost (%s)", why)
 
 

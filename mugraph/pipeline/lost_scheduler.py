@@ -19,6 +19,8 @@ from mugraph.ir.errors import MugraphError
 LOST_REASON = "scheduler-connection-lost"  # the reason distributed cancels a client's futures with
 _CONNECTION_ERRORS = (CommClosedError, OSError, CancelledError)
 _LOGGED_ERRORS = (*_CONNECTION_ERRORS, asyncio.CancelledError)  # a reconnection the client gave up
+# The client's reconnections, and its batched stream's "Batched Comm Closed" with a traceback.
+_CHATTY = ("distributed.client", "distributed.batched")
 
 
 class SchedulerLost(MugraphError):
@@ -26,8 +28,8 @@ class SchedulerLost(MugraphError):
 
 
 class _NoReconnectTracebacks(logging.Filter):
-    """Drops the client's log records of a connection that failed, traceback and all, and of its
-    giving up reconnecting ("Failed to reconnect to scheduler after 20.00 seconds")."""
+    """Drops the client's log records of a connection that failed, traceback and all (its own and its
+    batched stream's), and of its giving up reconnecting ("Failed to reconnect to scheduler after 20.00 seconds")."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
@@ -44,9 +46,10 @@ def _lost(client: Client, exc: BaseException) -> bool:
 def scheduler_loss_said(client: Client) -> Iterator[None]:
     """Within: a lost scheduler ends the run with `SchedulerLost`, and the client's reconnection
     tracebacks are not printed (then or later, as the client is closed)."""
-    logger = logging.getLogger("distributed.client")
+    loggers = [logging.getLogger(name) for name in _CHATTY]
     quiet = _NoReconnectTracebacks()
-    logger.addFilter(quiet)
+    for logger in loggers:
+        logger.addFilter(quiet)
     lost = False
     try:
         yield
@@ -61,4 +64,5 @@ def scheduler_loss_said(client: Client) -> Iterator[None]:
         ) from None
     finally:
         if not lost:
-            logger.removeFilter(quiet)
+            for logger in loggers:
+                logger.removeFilter(quiet)

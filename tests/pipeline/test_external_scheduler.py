@@ -83,6 +83,7 @@ def test_a_killed_scheduler_ends_the_run_with_one_line(tmp_path: Path) -> None:
         assert run.returncode == 2, text[-3000:]
         assert text.rstrip().splitlines()[-1].startswith("mugraph: error: lost the Dask scheduler at " + address)
         assert "Traceback" not in text and "distributed.client - ERROR" not in text, text[-3000:]
+        assert "Batched Comm Closed" not in text and "live page was lost" not in text, text[-3000:]
         assert _done(store) >= 3
     finally:
         for p in reversed(procs):
