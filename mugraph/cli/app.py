@@ -38,7 +38,7 @@ from mugraph.programs import builtin_programs, resolve_program
 from mugraph.run.prepare import nothing_to_search, unread_parts
 from mugraph.run.resume import how_to_resume
 from mugraph.stages.fragments import split_program
-from mugraph.stages.verify.check import DEFAULT_SEEDS, check_equivalence
+from mugraph.stages.verify.check import DEFAULT_SEEDS, ReferenceCheck, check_equivalence
 from mugraph.stages.verify.field import FieldSpec
 from mugraph.storage.run.errors import command_line_text
 
@@ -232,11 +232,12 @@ def check(program: str, as_json: bool, seeds: str, backend: str, p: int, q: int,
         _check_reference_only(prog.name, reference, seed_list, spec, xp, as_json, t0)
         return
     rows: list[ExpertCheck] = []
+    against = ReferenceCheck(reference, seed_list, spec, xp)  # the reference's side computed once
     for label, build in prog.experts.items():
         expert = build()
         if show:
             click.echo(render(expert, f"expert {label}  {_digests(expert)}"))
-        r = check_equivalence(reference, expert, seed_list, spec, xp)
+        r = against.check(expert)
         rows.append(
             {
                 "expert": label,

@@ -18,6 +18,7 @@ from mugraph.stages.prune.oracle import VERDICT_BYTES
 from mugraph.stages.search.config import parse_override
 from mugraph.stages.search.explain import explain_expert
 from mugraph.stages.search.explore import Fragment, Searcher
+from mugraph.stages.verify.check import ReferenceCheck
 from mugraph.storage.memo.url import check_memo_url
 
 
@@ -56,9 +57,10 @@ def explain(
         reference = prog.reference()
         searcher = Searcher(Fragment(reference, config, prog.name), memo)
         mismatched = False
+        against = ReferenceCheck(reference, seeds=(0,))  # the reference's side computed once for all
         for label in labels:
             expert = prog.experts[label]()
-            wrong = not_equivalent(label, reference, expert)
+            wrong = not_equivalent(label, against, expert)
             mismatched |= wrong is not None
             e = wrong or explain_expert(searcher, label, as_found(reference, expert))
             if as_json:

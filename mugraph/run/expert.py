@@ -13,15 +13,16 @@ from mugraph.stages.search.config import SearchConfig
 from mugraph.stages.search.explain import explain_expert
 from mugraph.stages.search.explanation import Explanation
 from mugraph.stages.search.explore import Fragment, Searcher
-from mugraph.stages.verify.check import check_equivalence
+from mugraph.stages.verify.check import ReferenceCheck
 from mugraph.stages.verify.names import in_reference_order
 
 
-def not_equivalent(label: str, reference: KernelGraph, expert: KernelGraph) -> Explanation | None:
+def not_equivalent(label: str, reference: KernelGraph | ReferenceCheck, expert: KernelGraph) -> Explanation | None:
     """Where the expert does not compute the reference (by name, as `check` compares): the search,
     which keeps only equivalent μGraphs, cannot find it, whatever the walk would reach. The walk
     compares canonical digests, which do not see output names, so this is asked first."""
-    r = check_equivalence(reference, expert, seeds=(0,))
+    against = reference if isinstance(reference, ReferenceCheck) else ReferenceCheck(reference, seeds=(0,))
+    r = against.check(expert)
     if r.equivalent:
         return None
     if r.undecided:  # float64 agrees: no seed would tell, and the search, which fingerprints, cannot keep it
@@ -60,9 +61,10 @@ def expert_line(
     reference = prog.reference()  # the fragment's names its outputs o0, o1, ...: the expert uses the program's
     text, config = fragments[0]
     searcher: Searcher | None = None  # made once, for the first expert that needs explaining
+    against = ReferenceCheck(reference, seeds=(0,))  # the reference's side computed once for all
     lines = []
     for label, build in prog.experts.items():
-        wrong = not_equivalent(label, reference, build())
+        wrong = not_equivalent(label, against, build())
         if wrong is not None:
             lines.append(f"expert {label!r} NOT found: {wrong.line()}")
             continue

@@ -329,6 +329,70 @@ class CheckResult:
     undecided: bool = False  # fingerprints differ but float64 agrees: not accepted, not refuted
 
 
+class ReferenceCheck:
+    """`check_equivalence` against one reference for many candidates (a program's experts): the
+    reference's fingerprints and float64 outputs are computed once, on first use."""
+
+    def __init__(
+        self,
+        reference: KernelGraph,
+        seeds: Sequence[int] = DEFAULT_SEEDS,
+        spec: FieldSpec | None = None,
+        xp: ArrayModule = np,
+        tolerance: float = FLOAT_TOLERANCE,
+    ) -> None:
+        self.reference, self.seeds, self.spec, self.xp, self.tolerance = reference, tuple(seeds), spec, xp, tolerance
+        self._fingerprints: ReferenceFingerprints | None = None
+        self._floats: FloatReference | None = None
+
+    @property
+    def fingerprints(self) -> ReferenceFingerprints:
+        if self._fingerprints is None:
+            self._fingerprints = ReferenceFingerprints(self.reference, self.seeds, self.spec, self.xp)
+        return self._fingerprints
+
+    @property
+    def floats(self) -> FloatReference:
+        if self._floats is None:
+            self._floats = FloatReference(self.reference, self.xp)
+        return self._floats
+
+    def check(self, candidate: KernelGraph, *, by_name: bool = True) -> CheckResult:
+        """Fingerprint `candidate` for every seed, then compare in float64. Inputs and outputs are
+        matched by name; `by_name=False` is for a candidate whose outputs are unnamed (inputs in
+        order, outputs under the first permutation that fits, reported in the result)."""
+        t0 = time.perf_counter()
+        ref, reference, tolerance = self.fingerprints, self.reference, self.tolerance
+        inputs: tuple[int, ...] | None = None
+        if by_name:
+            order, why = ref.match_named(candidate)
+            perm, inputs = (order.outputs, order.inputs) if order is not None else (None, None)
+        else:
+            perm, why = ref.match(candidate), "fingerprints differ"
+        t1 = time.perf_counter()
+        result = CheckResult(perm is not None, perm, self.seeds, t1 - t0, by_name=by_name)
+        if perm is None:
+            result.reason = why
+            lined = name_order(reference, candidate) if by_name else None
+            if isinstance(lined, NameOrder):  # the names line up: say what float64 makes of it
+                errs = self.floats.rel_errs(candidate, lined.outputs, lined.inputs)
+                result.float_max_rel_err = worst_error(errs)
+                result.float_seconds = time.perf_counter() - t1
+                if result.float_max_rel_err <= tolerance:
+                    result.undecided = True
+                    result.reason += f"; yet float64 agrees (relative error {result.float_max_rel_err:.2g}): {UNSEEN}"
+            return result
+        errs = self.floats.rel_errs(candidate, perm, inputs)
+        result.float_max_rel_err = worst_error(errs)
+        result.float_seconds = time.perf_counter() - t1
+        if not result.float_max_rel_err <= tolerance:
+            worst = worst_output(errs)
+            name = names_of(reference, OpKind.OUTPUT)[worst]
+            result.equivalent = False
+            result.reason = f"float64 relative error {errs[worst]:.3g} on output {name!r}, over {tolerance:g}"
+        return result
+
+
 def check_equivalence(
     reference: KernelGraph,
     candidate: KernelGraph,
@@ -339,36 +403,6 @@ def check_equivalence(
     *,
     by_name: bool = True,
 ) -> CheckResult:
-    """Fingerprint `candidate` against `reference` for every seed, then compare in float64. Inputs
-    and outputs are matched by name; `by_name=False` is for a candidate whose outputs are unnamed
-    (inputs in order, outputs under the first permutation that fits, reported in the result)."""
-    t0 = time.perf_counter()
-    ref = ReferenceFingerprints(reference, seeds, spec, xp)
-    inputs: tuple[int, ...] | None = None
-    if by_name:
-        order, why = ref.match_named(candidate)
-        perm, inputs = (order.outputs, order.inputs) if order is not None else (None, None)
-    else:
-        perm, why = ref.match(candidate), "fingerprints differ"
-    t1 = time.perf_counter()
-    result = CheckResult(perm is not None, perm, tuple(seeds), t1 - t0, by_name=by_name)
-    if perm is None:
-        result.reason = why
-        lined = name_order(reference, candidate) if by_name else None
-        if isinstance(lined, NameOrder):  # the names line up: say what float64 makes of it
-            errs = FloatReference(reference, xp).rel_errs(candidate, lined.outputs, lined.inputs)
-            result.float_max_rel_err = worst_error(errs)
-            result.float_seconds = time.perf_counter() - t1
-            if result.float_max_rel_err <= tolerance:
-                result.undecided = True
-                result.reason += f"; yet float64 agrees (relative error {result.float_max_rel_err:.2g}): {UNSEEN}"
-        return result
-    errs = FloatReference(reference, xp).rel_errs(candidate, perm, inputs)
-    result.float_max_rel_err = worst_error(errs)
-    result.float_seconds = time.perf_counter() - t1
-    if not result.float_max_rel_err <= tolerance:
-        worst = worst_output(errs)
-        name = names_of(reference, OpKind.OUTPUT)[worst]
-        result.equivalent = False
-        result.reason = f"float64 relative error {errs[worst]:.3g} on output {name!r}, over {tolerance:g}"
-    return result
+    """Fingerprint `candidate` against `reference` for every seed, then compare in float64
+    (`ReferenceCheck.check`, for one candidate)."""
+    return ReferenceCheck(reference, seeds, spec, xp, tolerance).check(candidate, by_name=by_name)
