@@ -134,11 +134,16 @@ def max_block_sources(cfg: SearchConfig) -> int:
 
 def block_sources(n_tensors: int, cfg: SearchConfig) -> tuple[int, ...] | None:
     """Mirage's single input tuple of a new block graph: all four tensors (lora), the first three
-    when there are three, else the last two."""
+    when there are three, else the last two. Where the graph holds one tensor (a program of one
+    input, at its root), that one, unless the config keeps Mirage's rule exactly (`block_inputs`
+    "mirage"), under which no block graph is ever made there: without it, LayerNorm or a softmax of
+    one input could never be fused."""
     if n_tensors == 4 and cfg.four_input_blocks:
         return (0, 1, 2, 3)
     if n_tensors == 3:
         return (0, 1, 2)
     if n_tensors >= 2:
         return (n_tensors - 2, n_tensors - 1)
+    if n_tensors == 1 and cfg.block_inputs != "mirage":
+        return (0,)
     return None

@@ -7,8 +7,9 @@ for-loop ranges {4, 16, 32, 64} (Mirage: {4, 16, 64}; the paper's RMSNorm+Linear
 attention grids (batch, 8, 16) and (batch, 16, 1) beside (batch, 16, 4) (the paper's GQA kernels). Differences,
 each deliberate: clamp is not explored (its bounds are floats the search cannot choose and its
 fingerprint ignores them); candidate lists are sorted; a commutative op's operand pair is tried
-once; a block graph may read any non-empty subset of Mirage's input tuple, and is closed only once
-its block ops read every input it loads (`block_inputs`; "mirage" gives Mirage's rule exactly).
+once; a block graph may read any non-empty subset of Mirage's input tuple (the one tensor of a
+program of one input, where Mirage's has none), and is closed only once its block ops read every
+input it loads (`block_inputs`; "mirage" gives Mirage's rule exactly).
 
 A config has a digest (of its canonical JSON), so stored results name the exact space they
 were searched in.

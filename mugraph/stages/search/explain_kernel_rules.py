@@ -81,7 +81,8 @@ def _open_rule(ends: DeadEnds, path: Path, state: State, bt: BlockTarget, ks: li
         mirage = C.block_sources(len(state.tensors), cfg)
         given = "none" if mirage is None else ", ".join(ends.name(i) for i in mirage)
         four = len(wanted) == 4 and len(state.tensors) == 4 and not cfg.four_input_blocks
-        part = mirage is not None and set(wanted) < {ks[i] for i in mirage} and cfg.block_inputs == "mirage"
+        one = len(state.tensors) == 1  # a program of one input, whose block graph subsets admits
+        part = (one or (mirage is not None and set(wanted) < {ks[i] for i in mirage})) and cfg.block_inputs == "mirage"
         subsets = " or a non-empty part of them" if cfg.block_inputs == "subsets" else ""
         times = Counter(wanted)
         again = [ends.name(ks.index(s)) for s in sorted(times, key=ks.index) if times[s] > 1]
@@ -94,7 +95,8 @@ def _open_rule(ends: DeadEnds, path: Path, state: State, bt: BlockTarget, ks: li
             path,
             "block inputs",
             f"the expert's block graph {what}{given}{subsets} (Mirage's block-input rule: all three "
-            "tensors when there are three, all four with four_input_blocks, else the last two)",
+            "tensors when there are three, all four with four_input_blocks, else the last two; in a "
+            "program of one input, none, where block_inputs=subsets reads that one)",
             "four_input_blocks=true" if four else "block_inputs=subsets" if part else None,
         )
         return

@@ -53,7 +53,8 @@ from mugraph.stages.verify.check import ReferenceFingerprints
 # (`viable.py`) are dropped with the oracle's verdicts. 3: a block graph's structure is one node for
 # all its grids, maps and for-loop ranges (`structures.py`). 4: a node's kept children are explored
 # in the config's `order` (the least DRAM traffic first), and a sibling run follows that order.
-SEARCH_TREE = "4"
+# 5: a program of one input may open a block graph on it (`block_sources`).
+SEARCH_TREE = "5"
 
 
 class SearchPathError(MugraphError):

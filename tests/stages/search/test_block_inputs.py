@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 
 from mugraph.ir.canonical import canonical_digest
+from mugraph.ir.types import OpKind
+from mugraph.pipeline.plan import program_config
 from mugraph.programs import get_builtin
 from mugraph.programs.loader import load_program
 from mugraph.stages.search import candidates as C
@@ -25,6 +27,7 @@ from tests.helpers.unread import unread_block_inputs
 
 DATA = Path(__file__).parent / "data"
 GELU_MLP = Path(__file__).parents[2] / "programs" / "files" / "gelu_mlp.py"
+ONE_INPUT = Path(__file__).parents[2] / "programs" / "files" / "one_input_norm.py"
 MIRAGE = {"block_inputs": "mirage"}
 
 
@@ -34,7 +37,8 @@ def test_mirage_keeps_its_one_tuple_and_subsets_list_every_non_empty_subset_sort
         one = C.block_sources(n, mirage)
         assert C.block_source_options(n, mirage) == ([] if one is None else [one])
     mlp = preset_config("mlp")
-    assert C.block_source_options(1, mlp) == []
+    assert C.block_source_options(1, mirage) == []
+    assert C.block_source_options(1, mlp) == [(0,)]  # a program of one input reads it
     assert C.block_source_options(2, mlp) == [(0,), (0, 1), (1,)]
     assert C.block_source_options(3, mlp) == [(0,), (0, 1), (0, 1, 2), (0, 2), (1,), (1, 2), (2,)]
     assert C.block_source_options(5, mlp) == [(3,), (3, 4), (4,)]
@@ -170,3 +174,22 @@ def test_explain_names_the_block_input_rule_and_the_setting_that_admits_the_expe
     assert not e.inside and e.rule == "block inputs" and e.setting == "block_inputs=subsets", e.line()
     assert "reads X, W1, but a new block graph here reads X, W1, W2" in e.reason
     assert explain("subsets").inside
+
+
+def test_a_program_of_one_input_is_fused_in_a_block_graph_reading_it() -> None:
+    """Mirage's rule opens no block graph on one tensor, so such a program (a norm, an activation of
+    one input) found nothing; beyond it, the one tensor is read and the fusion is found."""
+    prog = load_program(ONE_INPUT)
+    expert = canonical_digest(prog.experts["fused"]())
+    found = {}
+    for rule in ("subsets", "mirage"):
+        cfg = program_config(prog, None, {"block_inputs": rule})  # as optimize makes it
+        report = run_search(Searcher(Fragment(prog.reference(), cfg, prog.name)))
+        assert report.complete
+        found[rule] = report.found
+
+    def first_reads_x(rule: str) -> set[str]:  # a block graph before any kernel op: one kernel in all
+        return {d for d, f in found[rule].items() if f.kernel_graph().ops[1].kind is OpKind.CUSTOMIZED}
+
+    assert first_reads_x("mirage") == set() and expert not in found["mirage"]
+    assert expert in first_reads_x("subsets") and without_unread(found["mirage"]) < set(found["subsets"])

@@ -74,7 +74,8 @@ def test_block_sources_follow_mirage() -> None:
     assert C.block_sources(4, MLP) == (2, 3)
     assert C.block_sources(3, MLP) == (0, 1, 2)
     assert C.block_sources(5, ATTN) == (3, 4)
-    assert C.block_sources(1, MLP) is None
+    assert C.block_sources(1, MLP) == (0,)  # a program of one input: Mirage's rule has none
+    assert C.block_sources(1, MLP.with_overrides({"block_inputs": "mirage"})) is None
 
 
 def test_commutative_pairs_once() -> None:

@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 
 from mugraph.ir.canonical import canonical_digest
+from mugraph.pipeline.plan import program_config
 from mugraph.programs import get_builtin
+from mugraph.programs.loader import load_program
 from mugraph.run.expert import as_found
 from mugraph.stages.search.config import preset_config
 from mugraph.stages.search.explain import explain_expert
@@ -236,3 +238,15 @@ def test_a_block_output_the_block_also_reads_is_named_so() -> None:
     cfg = preset_config("mlp").with_overrides({"grids": [[8, 1, 1]], "franges": [8]})
     why = explain_expert(Searcher(Fragment(g, cfg, "gated2")), "two_outputs", as_found(g, e))
     assert why.rule == "block outputs" and "outputs a tensor that it also reads" in why.reason, why.line()
+
+
+def test_mirages_rule_on_a_program_of_one_input_is_named_with_the_setting_that_admits_it() -> None:
+    prog = load_program(Path(__file__).parents[2] / "programs" / "files" / "one_input_norm.py")
+    expert = as_found(prog.reference(), prog.experts["fused"]())
+    for rule, inside in (("mirage", False), ("subsets", True)):
+        cfg = program_config(prog, None, {"block_inputs": rule})
+        e = explain_expert(Searcher(Fragment(prog.reference(), cfg, prog.name)), "fused", expert)
+        assert e.inside is inside, e.line()
+        if not inside:
+            assert e.rule == "block inputs" and e.setting == "block_inputs=subsets", e.line()
+            assert "in a program of one input, none" in e.reason
