@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from mugraph.ir.types import COMMUTATIVE_OPS, OpKind
 from mugraph.stages.search import candidates as C
+from mugraph.stages.search.config import SEARCHABLE_BLOCK_OPS
 from mugraph.stages.search.expert_target import BlockTarget, Sig, block_sigs, kernel_sigs
-from mugraph.stages.search.explain_dead_ends import DeadEnds, setting_list
+from mugraph.stages.search.explain_dead_ends import DeadEnds, op_not_listed, setting_list
 from mugraph.stages.search.state import TYPE_ORDER, State
 from mugraph.stages.search.task_paths import Path
 
@@ -91,12 +92,7 @@ def block_rule(ends: DeadEnds, path: Path, state: State, ks: list[Sig], bt: Bloc
             )
         return
     if kind not in cfg.block_ops:
-        ends.dead(
-            path,
-            "block ops",
-            f"the expert's {what} is not among the block ops [{', '.join(map(str, cfg.block_ops))}]",
-            setting_list("block_ops", cfg.block_ops, kind),
-        )
+        ends.dead(path, "block ops", *op_not_listed("block_ops", what, kind, cfg.block_ops, SEARCHABLE_BLOCK_OPS))
         return
     ins = tuple(bs.index(a) for a in args)
     key = tuple(sorted(ins)) if kind in COMMUTATIVE_OPS else ins

@@ -7,7 +7,7 @@ named, with the `--set` that would admit the expert where one would.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +34,19 @@ def setting_list(name: str, values: Sequence[Any], extra: Any) -> str:
 
     items = [plain(v) for v in values] + [plain(extra)]
     return f"{name}={items}".replace("'", '"').replace(" ", "")
+
+
+def op_not_listed(
+    name: str, what: str, kind: Any, listed: Sequence[Any], searchable: Collection[Any]
+) -> tuple[str, str | None]:
+    """The reason an expert's op is not among `name` (kernel_ops or block_ops), and the setting
+    that adds it, or none where the search cannot enumerate that kind at all (its scalar or dim is
+    not the search's to choose): a setting the config would refuse is no advice."""
+    level = "kernel" if name == "kernel_ops" else "block"
+    reason = f"the expert's {what} is not among the {level} ops [{', '.join(map(str, listed))}]"
+    if kind not in searchable:
+        return f"{reason}, and the search cannot enumerate {kind} ops in a {level} graph", None
+    return reason, setting_list(name, listed, kind)
 
 
 def block_of(target: Target, state: State, ks: Sequence[Sig]) -> BlockTarget | None:

@@ -9,9 +9,9 @@ from typing import Any
 
 from mugraph.ir.types import COMMUTATIVE_OPS, Dim3, OpKind
 from mugraph.stages.search import candidates as C
-from mugraph.stages.search.config import ConfigError
+from mugraph.stages.search.config import SEARCHABLE_KERNEL_OPS, ConfigError
 from mugraph.stages.search.expert_target import BlockTarget, KernelStep, Sig, normalise_imap
-from mugraph.stages.search.explain_dead_ends import DeadEnds, setting_list
+from mugraph.stages.search.explain_dead_ends import DeadEnds, op_not_listed, setting_list
 from mugraph.stages.search.state import TYPE_ORDER, State
 from mugraph.stages.search.task_paths import Path
 
@@ -43,12 +43,8 @@ def _predefined_rule(ends: DeadEnds, path: Path, state: State, step: KernelStep,
     cfg = ends.cfg
     what = f"{step.kind}({','.join(ends.name(i) for i in ins)})"
     if step.kind not in cfg.kernel_ops:
-        ends.dead(
-            path,
-            "kernel ops",
-            f"the expert's kernel op {what} is not among the kernel ops [{', '.join(map(str, cfg.kernel_ops))}]",
-            setting_list("kernel_ops", cfg.kernel_ops, step.kind),
-        )
+        why = op_not_listed("kernel_ops", f"kernel op {what}", step.kind, cfg.kernel_ops, SEARCHABLE_KERNEL_OPS)
+        ends.dead(path, "kernel ops", *why)
         return
     key = tuple(sorted(ins)) if step.kind in COMMUTATIVE_OPS else ins
     if (key, TYPE_ORDER[step.kind]) <= state.last:

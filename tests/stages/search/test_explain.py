@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from mugraph.ir import BlockGraph, KernelGraph
 from mugraph.ir.canonical import canonical_digest
 from mugraph.pipeline.plan import program_config
 from mugraph.programs import get_builtin
@@ -250,3 +251,21 @@ def test_mirages_rule_on_a_program_of_one_input_is_named_with_the_setting_that_a
         if not inside:
             assert e.rule == "block inputs" and e.setting == "block_inputs=subsets", e.line()
             assert "in a program of one input, none" in e.reason
+
+
+def test_a_block_op_the_search_cannot_enumerate_gets_no_setting() -> None:
+    """A block mul_scalar (its scalar is not the search's to choose): `--set block_ops=[...]` naming it
+    is refused by the config, so it is not offered."""
+    g = KernelGraph()
+    x, w = g.new_input((64, 32), name="X"), g.new_input((32, 64), name="W")
+    g.mark_output(g.mul_scalar(g.matmul(x, w), 0.125), "O")
+    e = KernelGraph()
+    x_d, w_d = e.new_input((64, 32), name="X"), e.new_input((32, 64), name="W")
+    b = BlockGraph(grid=(16, 1, 1), forloop=1)
+    xb, wb = b.new_input(x_d, (0, -1, -1)), b.new_input(w_d, (-1, -1, -1))
+    b.new_output(b.accum_no_red(b.mul_scalar(b.matmul(xb, wb), 0.125)), (0, -1, -1))
+    e.mark_output(e.customized(b)[0], "O")
+    cfg = preset_config("mlp").with_overrides({"grids": [[16, 1, 1]]})
+    why = explain_expert(Searcher(Fragment(g, cfg, "scaled")), "scaled", as_found(g, e))
+    assert why.rule == "block ops" and why.setting is None, why.line()
+    assert "cannot enumerate mul_scalar ops in a block graph" in why.reason
