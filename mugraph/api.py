@@ -74,7 +74,7 @@ def optimize(
     from mugraph.torch.kernels import check_model_device, interpreting
     from mugraph.torch.program import optimized_module
     from mugraph.torch.runtime import OptimizedModule
-    from mugraph.torch.self_check import model_outputs, output_mismatch, writes_state
+    from mugraph.torch.self_check import UNCHECKED_STATEFUL, model_outputs, output_mismatch, writes_state
     from mugraph.torch.timing import measure
 
     t0 = time.perf_counter()
@@ -118,6 +118,8 @@ def optimize(
     module = optimized_module(Path(done["store"]), captured)
     verdict = verdict_of(done, module.heavy_glue, stored is not None, module.glue_ops)
     mismatch = output_mismatch(functools.partial(module, **kwargs), want, args) if want is not None else None
+    if not stateless:
+        verdict = dataclasses.replace(verdict, unchecked=UNCHECKED_STATEFUL)
     if mismatch is not None:  # the model's own program, in torch, rather than kernels that disagree
         module = OptimizedModule(captured, captured.lowering.graph, "reference", share=True)
         varies = want is not None and output_mismatch(called, want, args) is not None  # a random op differs each call

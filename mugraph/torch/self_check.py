@@ -32,6 +32,10 @@ def _tensors(value: Any) -> list[torch.Tensor]:
     return [t for t in leaves if isinstance(t, torch.Tensor)]
 
 
+# What `verdict.unchecked` says of such a model.
+UNCHECKED_STATEFUL = "it writes to its buffers or inputs, and the check would run it once more than its caller did"
+
+
 def writes_state(exported: torch.export.ExportedProgram) -> bool:
     """Whether the program writes to a buffer or an input when it runs."""
     from torch.export.graph_signature import OutputKind

@@ -107,7 +107,8 @@ class Verdict:
     # the inputs of the check `self_check` reports: the example inputs (`mugraph.optimize`), or inputs
     # made from their shapes and dtypes against the exported program (`mugraph.load`)
     checked_on: str = "the example inputs"
-    # why `mugraph.load` did not check the module (a program that writes its buffers, say); None where it did
+    # why the module was not checked against the model (`mugraph.optimize`: a model that writes its
+    # buffers or inputs) or its exported program (`mugraph.load`); None where it was
     unchecked: str | None = None
     # every op PyTorch runs as glue, by name in graph order (`glue_ops`); None where not known
     glue: tuple[str, ...] | None = None
@@ -118,7 +119,9 @@ class Verdict:
             return self
         if found.mismatch is not None:
             return replace(self, self_check=found.mismatch, model_varies=False, checked_on=GENERATED, measured=None)
-        return replace(self, unchecked=found.skipped)
+        if found.skipped is None:
+            return self
+        return replace(self, unchecked=found.skipped, checked_on=GENERATED)
 
     @property
     def together(self) -> Together | None:
@@ -173,7 +176,8 @@ class Verdict:
                 "it runs the model's own program instead (a fault of mugraph on this machine; please report it)"
             )
         elif self.unchecked is not None:
-            out.append(f"the module was not checked against the model's program when loaded: {self.unchecked}")
+            when = " when loaded" if self.checked_on == GENERATED else ""
+            out.append(f"the module was not checked against the model{when}: {self.unchecked}")
         if self.measured is not None:
             out.append(self.measured.line())
             if self.measured.ratio < 1.0 and self.self_check is None:

@@ -24,6 +24,7 @@ from mugraph.storage.run.store import RunStore
 from mugraph.torch.capture import capture
 from mugraph.torch.errors import InputMismatchError, TorchError
 from mugraph.torch.runtime import OptimizedModule
+from mugraph.torch.self_check import UNCHECKED_STATEFUL
 from tests.helpers.torch_models import GELU_LINEAR_SETTINGS, inputs
 
 OPTIONS: dict[str, Any] = {"workers": 1, "settings": GELU_LINEAR_SETTINGS, "dashboard_address": ":0", "verbose": False}
@@ -235,3 +236,27 @@ def test_a_model_with_a_random_op_is_said_to_vary_not_blamed_on_mugraph(tmp_path
     (note,) = [n for n in fast.verdict.notes() if "random op" in n]
     assert fast.verdict.model_varies and fast.verdict.self_check is not None
     assert "differ from one call to the next" in note and "please report it" not in note
+
+
+class Counted(nn.Module):
+    """gelu(fc(x)) that counts its calls in a buffer: the check before `optimize` returns would count one
+    call its caller never made, so it is not run, and the verdict says so."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(32, 64, bias=False)
+        self.register_buffer("calls", torch.zeros(1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.get_buffer("calls").add_(1)
+        return F.gelu(self.fc(x))
+
+
+def test_a_model_that_writes_its_buffers_is_said_to_be_unchecked(tmp_path: Path) -> None:
+    model, x = Counted().eval(), inputs((16, 32), dtype=torch.float32)
+    fast = mugraph.optimize(model, x, store=tmp_path / "s.zarr", **OPTIONS)
+    assert fast.verdict.unchecked == UNCHECKED_STATEFUL and fast.verdict.self_check is None
+    assert any(n.startswith("the module was not checked against the model: it writes") for n in fast.verdict.notes())
+    assert float(model.get_buffer("calls")) == 0.0  # nothing ran it on the caller's behalf
+    torch.testing.assert_close(fast(*x), F.gelu(model.fc(*x)), atol=1e-5, rtol=1e-5)
+    assert float(model.get_buffer("calls")) == 1.0  # the module counts the call, as the model would
