@@ -47,15 +47,13 @@ def not_traced(name: str, flat: Sequence[Any]) -> None:
         )
 
 
-def unknown_keywords(name: str, kwargs: Mapping[str, Any]) -> str:
+def unknown_keywords(name: str, kwargs: Mapping[str, Any], params: Sequence[str]) -> str:
+    """Keywords the model's forward has no parameter for (and no **kwargs): the model would refuse them too."""
+    takes = f"takes {', '.join(params)}" if params else "takes no named argument"
     return (
         f"{name}: {noun(len(kwargs), 'keyword argument')} {', '.join(map(repr, kwargs))} "
-        f"{noun(len(kwargs), 'was', 'were')} not in the example "
-        "inputs it was optimised for: the forward was captured with "
-        f"{noun(len(kwargs), 'its default', 'their defaults')}, which {noun(len(kwargs), 'is', 'are')} part "
-        "of the module. Call it without "
-        f"{noun(len(kwargs), 'it', 'them')}; for a tensor, optimise again with it in example_kwargs; "
-        "for another value (a flag, a scale), optimise a small wrapper module whose forward passes it"
+        f"{noun(len(kwargs), 'is not a parameter', 'are not parameters')} of its forward (which {takes}), "
+        "so the model would refuse the call too: call the module as the model is called"
     )
 
 
@@ -229,7 +227,7 @@ class CallBinder:
                 f"the model makes in example_kwargs ({shown})"
             )
         if unknown:
-            raise InputMismatchError(unknown_keywords(self.name, unknown))
+            raise InputMismatchError(unknown_keywords(self.name, unknown, list(p.named)))
         twice = [k for k in kwargs if k in given]
         if twice:
             raise InputMismatchError(
