@@ -87,6 +87,21 @@ class Op:
         return value
 
 
+_DTYPE_SHORT = {"fp16": "float16", "half": "float16", "bf16": "bfloat16", "fp32": "float32", "float": "float32"}
+
+
+def _dtype(dtype: DType | str, label: str) -> DType:
+    """An input's dtype, or a DTypeError naming the three (and the one meant, for a short name)."""
+    try:
+        return DType(dtype)
+    except ValueError:
+        meant = _DTYPE_SHORT.get(str(dtype).lower().removeprefix("torch."))
+        hint = f" (for {dtype!r}, write {meant!r})" if meant else ""
+        raise DTypeError(
+            f"input {shown(label)}: dtype {dtype!r} is not one of {', '.join(d.value for d in DType)}{hint}"
+        ) from None
+
+
 def _finite(v: object) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
 
@@ -403,7 +418,7 @@ class KernelGraph(_Graph):
                 f"input name {shown(label)} is taken by another input; inputs are given by name, so each needs its own"
             )
         dims = shapes.check_shape(shape, f"input {label}")
-        dt = DType(dtype)
+        dt = _dtype(dtype, label)
         attrs: list[tuple[str, Attr]] = [("dtype", dt.value), ("name", label), ("shape", dims)]
         return self._add(OpKind.INPUT, (), [dims], dt, attrs)[0]
 

@@ -162,6 +162,22 @@ def test_dtype_mismatch() -> None:
         g.add(a, b)
 
 
+@pytest.mark.parametrize(
+    ("given", "words"),
+    [
+        ("bf16", "(for 'bf16', write 'bfloat16')"),
+        ("FP16", "(for 'FP16', write 'float16')"),
+        ("torch.float", "(for 'torch.float', write 'float32')"),
+        ("int8", "float16, bfloat16, float32"),
+    ],
+)
+def test_an_unknown_input_dtype_names_the_three_and_the_one_meant(given: str, words: str) -> None:
+    g = KernelGraph()
+    with pytest.raises(DTypeError, match=pat(f"input 'X': dtype {given!r} is not one of", words)):
+        g.new_input((4, 8), given, name="X")
+    assert g.new_input((4, 8), "bfloat16", name="X").dtype is DType.BFLOAT16
+
+
 def test_dtype_mismatch_message_names_shapes() -> None:
     g = KernelGraph()
     a = g.new_input((4, 8), DType.FLOAT16)
