@@ -18,7 +18,7 @@ from mugraph.ir.errors import IRError, SchemaError
 from mugraph.ir.families import PREDEFINED, PROPS
 from mugraph.ir.graph import BlockGraph, KernelGraph, Op, Tensor
 from mugraph.ir.limits import DEFAULT_LIMITS, Limits
-from mugraph.ir.types import ACCUMULATORS, BLOCK_OPS, KERNEL_OPS, OpKind
+from mugraph.ir.types import ACCUMULATORS, BLOCK_OPS, KERNEL_OPS, DType, OpKind
 
 SCHEMA = "mugraph.kernel-graph/1"
 JSONDict = dict[str, Any]
@@ -271,12 +271,9 @@ def from_json(obj: Any, limits: Limits = DEFAULT_LIMITS, path: str = "graph") ->
         shape = of.ints("shape")
         dtype = of.get("dtype", lambda v: isinstance(v, str), "a dtype name", "float16")
         name = _name(of)
-        try:
-            return g.new_input(shape, dtype, name)
-        except ValueError as e:
-            if isinstance(e, IRError):
-                raise
-            raise SchemaError(f"{of.path}.dtype: unknown dtype {dtype!r}") from e
+        if dtype not in set(DType):  # a field error, named by its path, before the builder's
+            raise SchemaError(f"{of.path}.dtype: unknown dtype {dtype!r} (one of {', '.join(DType)})")
+        return g.new_input(shape, dtype, name)
 
     replay(g, ops, path, new_input, lambda of, t: g.mark_output(t, _name(of)))
     f.all_read()

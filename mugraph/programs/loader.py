@@ -51,7 +51,13 @@ def resolve_program(spec: str) -> Program:
     """A built-in name, or a path ending in .py or .json."""
     if spec.endswith((".py", ".json")) or "/" in spec:
         return load_program(Path(spec))
-    return get_builtin(spec)
+    try:
+        return get_builtin(spec)
+    except MugraphError as e:
+        files = [f"{spec}{ext}" for ext in (".py", ".json") if Path(f"{spec}{ext}").is_file()]
+        if not files:
+            raise
+        raise MugraphError(f"{e}; did you mean the file {' or '.join(files)}?") from None
 
 
 def load_program(path: Path) -> Program:
@@ -214,7 +220,10 @@ def _run_python(path: Path, seen: list[int]) -> Program:
     reference = _python_graph(path, "reference", ns["reference"], seen)
     experts_raw = ns.get("experts", {})
     if not isinstance(experts_raw, dict):
-        raise ProgramLoadError(f"{_at(path)}: `experts` must be a dict of label to KernelGraph")
+        raise ProgramLoadError(
+            f"{_at(path)}: `experts` must be a dict of label to KernelGraph (or to a function returning one), "
+            f"not a {type(experts_raw).__name__}"
+        )
     experts = {
         _label(path, k): _frozen(_python_graph(path, f"experts[{shown(k)}]", v, seen)) for k, v in experts_raw.items()
     }

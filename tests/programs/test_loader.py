@@ -115,6 +115,31 @@ def test_resolve_unknown_builtin_name() -> None:
         resolve_program("nosuch")
 
 
+def test_a_name_that_is_a_file_here_without_its_suffix_is_suggested(
+    good_program: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(good_program.parent)
+    with pytest.raises(MugraphError, match=re.escape(f"did you mean the file {good_program.name}?")):
+        resolve_program(good_program.stem)
+    monkeypatch.chdir(tmp_path / "..")  # no such file here: the built-in list alone
+    with pytest.raises(MugraphError, match=r"\(or pass a \.py or \.json file\)$"):
+        resolve_program(good_program.stem)
+
+
+def test_experts_as_a_list_is_refused_saying_what_they_may_be(tmp_path: Path) -> None:
+    path = tmp_path / "listed.py"
+    path.write_text(
+        "from mugraph.ir import KernelGraph\n"
+        "def reference():\n"
+        "    g = KernelGraph()\n"
+        "    g.mark_output(g.exp(g.new_input((4, 4), name='X')), 'O')\n"
+        "    return g\n"
+        "experts = [reference]\n"
+    )
+    with pytest.raises(MugraphError, match=re.escape("(or to a function returning one), not a list")):
+        load_program(path)
+
+
 def test_load_valid_python_program(good_program: Path) -> None:
     prog = resolve_program(str(good_program))
     assert prog.name == "tiny_mm" and prog.preset == "mlp" and prog.source == str(good_program)
