@@ -28,7 +28,9 @@ from mugraph.run.prepare import Prepared, prepare, require_triton_for_torch
 
 if TYPE_CHECKING:
     from mugraph.pipeline.events import Event
+    from mugraph.torch.capture import Captured
     from mugraph.torch.runtime import OptimizedModule
+    from mugraph.torch.verdict import Verdict
 
 __all__ = [
     "DEFAULT_RUNS",
@@ -71,11 +73,9 @@ def optimize(
     from mugraph.run.outcome import Console, verdict_of
     from mugraph.torch.capture import capture
     from mugraph.torch.example_call import example_args, example_keywords, keyword_tensors
-    from mugraph.torch.kernels import check_model_device, interpreting
+    from mugraph.torch.kernels import check_model_device
     from mugraph.torch.program import optimized_module
-    from mugraph.torch.runtime import OptimizedModule
-    from mugraph.torch.self_check import UNCHECKED_STATEFUL, model_outputs, output_mismatch, writes_state
-    from mugraph.torch.timing import measure
+    from mugraph.torch.self_check import model_outputs, writes_state
 
     t0 = time.perf_counter()
     args, kwargs = example_args(example_inputs), example_keywords(example_kwargs)
@@ -116,18 +116,47 @@ def optimize(
     if on_event is not None:  # last, as the command line's --json ends with it; alone for a reused store
         on_event(done)
     module = optimized_module(Path(done["store"]), captured)
-    verdict = verdict_of(done, module.heavy_glue, stored is not None, module.glue_ops)
-    mismatch = output_mismatch(functools.partial(module, **kwargs), want, args) if want is not None else None
-    if not stateless:
+    module = _handed_over(
+        module,
+        captured,
+        verdict_of(done, module.heavy_glue, stored is not None, module.glue_ops),
+        called,
+        want,
+        args,
+        kwargs,
+    )
+    console.verdict(done, module.verdict)
+    return module
+
+
+def _handed_over(
+    module: OptimizedModule,
+    captured: Captured,
+    verdict: Verdict,
+    called: Callable[..., Any],
+    want: list[Any] | None,
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+) -> OptimizedModule:
+    """The module as `optimize` returns it, its verdict set: checked against the model's outputs `want`
+    on the example call (None for a model that writes its buffers or inputs: not run again), the model's
+    own program in its place where they disagree, and timed beside the model where compiled on a GPU."""
+    from mugraph.torch.kernels import interpreting
+    from mugraph.torch.runtime import OptimizedModule
+    from mugraph.torch.self_check import UNCHECKED_STATEFUL, output_mismatch
+    from mugraph.torch.timing import measure
+
+    run = functools.partial(module, **kwargs)
+    mismatch = output_mismatch(run, want, args) if want is not None else None
+    if want is None:
         verdict = dataclasses.replace(verdict, unchecked=UNCHECKED_STATEFUL)
     if mismatch is not None:  # the model's own program, in torch, rather than kernels that disagree
         module = OptimizedModule(captured, captured.lowering.graph, "reference", share=True)
-        varies = want is not None and output_mismatch(called, want, args) is not None  # a random op differs each call
+        varies = output_mismatch(called, want or [], args) is not None  # a random op differs each call
         verdict = dataclasses.replace(verdict, self_check=mismatch, model_varies=varies)
-    elif stateless and not interpreting():  # compiled on a GPU: what a call costs, beside the estimate
-        verdict = dataclasses.replace(verdict, measured=measure(functools.partial(module, **kwargs), called, args))
+    elif want is not None and not interpreting():  # compiled on a GPU: what a call costs, beside the estimate
+        verdict = dataclasses.replace(verdict, measured=measure(run, called, args))
     module.verdict = verdict
-    console.verdict(done, module.verdict)
     return module
 
 
