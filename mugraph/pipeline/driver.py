@@ -192,7 +192,11 @@ class Driver:
                 elif results.confirmed[i][d]["equivalent"] and not results.layout_current(i, d):
                     dispatch.layout(i, d, rec.graph)
         with scheduler_loss_said(self.client):
-            stopped = self._loop()
+            try:
+                stopped = self._loop()
+            except KeyboardInterrupt:  # Ctrl-C or SIGTERM: `status` and `report` still see how far it got
+                self._sampler.write_last()
+                raise
             self.client.cancel(dispatch.warming)
             if stopped:
                 self._drain()

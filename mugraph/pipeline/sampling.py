@@ -17,6 +17,7 @@ from distributed import Client
 from mugraph.pipeline.commit import Results
 from mugraph.pipeline.dispatch import Dispatch
 from mugraph.pipeline.events import EventSink, ProgressEvent
+from mugraph.pipeline.interrupts import held
 from mugraph.pipeline.plan import RunPlan
 from mugraph.stages.search.estimate import SpaceEstimate, SpaceEstimator
 from mugraph.storage.run.protocol import RunStoreWriter
@@ -130,6 +131,19 @@ class Sampler:
         if size:  # as_json's keys are the sample's estimated_states, estimated_fraction and eta_seconds
             event.update(cast(ProgressEvent, size.as_json(event.get("states_per_s_searching") or 0.0)))
         return event
+
+    def write_last(self) -> None:
+        """Keep a last sample and write the timeline, emitting nothing: for a run interrupted between
+        writes, whose size estimate and rate `status` and `report` would otherwise not see. Best
+        effort: a store that cannot be written leaves the timeline as it was."""
+        try:
+            with held():  # an interrupt delivered again (one a finalizer dropped) waits for the write
+                self._running_at = time.perf_counter()  # the last view of the scheduler: no call to it now
+                progress = self.results.progress
+                progress.record(self.progress())
+                self.store.put_timeline(progress.invocation, progress.samples)
+        except Exception:
+            pass
 
     def sample(self, now: float, final: bool = False) -> None:
         """Keep a progress sample, write the timeline now and then, and emit the event. The write
