@@ -67,6 +67,16 @@ class Lowering:
         ]
 
 
+def _empty(value: object) -> bool:
+    return isinstance(value, torch.Tensor) and value.numel() == 0
+
+
+def _op_name(node: fx.Node) -> str:
+    """An op as a reader knows it: `embedding`, not `aten.embedding.default`."""
+    name = str(getattr(node.target, "__name__", node.target))
+    return name.removeprefix("aten.").split(".")[0]
+
+
 class _Lowerer(OpLowering):
     # -- the walk ---------------------------------------------------------------------------------
     def run(self) -> Lowering:
@@ -118,7 +128,14 @@ class _Lowerer(OpLowering):
             return f"; its values have {'/'.join(map(str, high))} dims, and mugraph lowers tensors of 1 to 4 dims"
         if tensors and not any(v.dtype in (torch.float16, torch.bfloat16, torch.float32) for v in tensors):
             return f"; its tensors are {', '.join(sorted({str(v.dtype) for v in tensors}))}, not fp16, bf16 or fp32"
-        return ""
+        empty = [n for n in self.nodes if n.op == "placeholder" and _empty(n.meta.get("val"))]
+        if empty:
+            shown = ", ".join(f"{n.name} {list(n.meta['val'].shape)}" for n in empty[:3])
+            return f"; an input has a dimension of size 0 ({shown}): there is nothing to compute"
+        ops = sorted({_op_name(n) for n in self.nodes if n.op == "call_function"})
+        if ops:
+            return f"; its ops ({', '.join(ops[:8])}{', ...' if len(ops) > 8 else ''}) are none of those"
+        return "; it computes nothing (its outputs are its inputs or constants)"
 
     def _visit(self, node: fx.Node, lowered: list[str], norm: Composite | None = None) -> bool:
         """Lower `node` (as `norm` where given) or leave it to torch as glue; True where lowered. A norm

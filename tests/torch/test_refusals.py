@@ -220,8 +220,10 @@ def test_triton_imported_before_mugraph_is_refused_before_the_search(tmp_path: P
     [
         (nn.Linear(128, 64).half(), torch.randn(2, 2, 2, 2, 128, dtype=torch.float16), "its values have 5 dims"),
         (nn.Linear(8, 4).double(), torch.randn(4, 8, dtype=torch.float64), "its tensors are torch.float64"),
+        (nn.Linear(64, 64).half(), torch.randn(0, 64, dtype=torch.float16), "input has a dimension of size 0"),
+        (nn.Embedding(10, 8), torch.tensor([[1, 2, 3]]), "its ops (embedding) are none of those"),
     ],
-    ids=["five-dims", "float64"],
+    ids=["five-dims", "float64", "empty-batch", "embedding"],
 )
 def test_a_model_with_nothing_lowered_is_told_why(model: nn.Module, x: torch.Tensor, cause: str) -> None:
     with pytest.raises(CaptureError, match="nothing to optimise") as e:
