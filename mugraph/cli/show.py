@@ -13,7 +13,7 @@ from mugraph.cli.options import store_argument
 from mugraph.cli.records import json_line
 from mugraph.dashboards.experts import expert_labels, expert_note
 from mugraph.dashboards.provisional import stored_or_provisional
-from mugraph.dashboards.summary import headline, held_back_reason, rows_to_show, stored_together
+from mugraph.dashboards.summary import headline, held_back_reason, rows_to_show, stored_together, what_runs
 from mugraph.ir.errors import MugraphError
 from mugraph.ir.names import printable
 from mugraph.ir.plural import counted
@@ -104,6 +104,9 @@ def _ranking_lines(ranking: list[RankedRow], limit: int | None, experts: dict[st
         expert = f"  (expert {experts[e['digest']]})" if e["digest"] in experts else ""
         if not e.get("reference") and e["digest"] in own:
             expert += "  (the reference's own graph, as the search found it)"
+        runs = what_runs(e)
+        if e.get("reference") and not runs.endswith("kernel" if e["kernels"] == 1 else "kernels"):
+            expert += f"  (priced as {runs})"
         measured = seconds_text(e["measured_seconds"]) if "measured_seconds" in e else "-"
         lines.append(
             f"   {n:>3}  {tag:<16}  {e['kernels']:>7}  {e['dram_bytes']:>13,}  {e['flops']:>15,}  "

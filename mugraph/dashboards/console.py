@@ -11,11 +11,10 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from mugraph.dashboards.summary import eta_rate, eta_text, held_back_reason, memo_text
+from mugraph.dashboards.summary import eta_rate, eta_text, held_back_reason, memo_text, what_runs
 from mugraph.ir.plural import counted
 from mugraph.ir.together import speedup_text, summed
 from mugraph.stages.layout.describe import seconds_text
-from mugraph.stages.layout.emitted import TORCH_MODEL_PREFIX
 from mugraph.stages.layout.rows import RankRow
 
 
@@ -139,14 +138,6 @@ def kept_reason(done: Mapping[str, Any], fragment: str) -> str | None:
         return "the search stopped at its time limit before finding any μGraph equal to it"
     best = others[0]
     return f"no μGraph found is estimated faster (the best, {best['digest'][:16]}, {speedup_text(best['speedup'])})"
-
-
-def what_runs(row: Mapping[str, Any]) -> str:
-    """What a ranked row runs: its kernels, or, for a PyTorch model's kept reference, the PyTorch calls it
-    is priced as (a linear layer with its bias one `addmm`, where its graph holds a matmul and an add)."""
-    if row.get("reference") and str(row.get("model", "")).startswith(TORCH_MODEL_PREFIX) and "emitted_launches" in row:
-        return counted(int(row["emitted_launches"]), "PyTorch call")
-    return counted(int(row["kernels"]), "kernel")
 
 
 def reranked_line(was: Mapping[str, Any], best: Mapping[str, Any]) -> str:

@@ -13,6 +13,7 @@ from mugraph.ir.serialize import loads
 from mugraph.ir.together import outside_words, speedup_text, summed
 from mugraph.ir.types import NON_LAX_OPS
 from mugraph.stages.layout.describe import explain, seconds_text
+from mugraph.stages.layout.emitted import TORCH_MODEL_PREFIX
 from mugraph.stages.layout.rank import MODEL_ERROR
 from mugraph.stages.layout.residency import MAX_REGISTERS
 
@@ -112,6 +113,14 @@ def rows_to_show(ranking: Sequence[Row], limit: int | None) -> list[tuple[int, R
     return shown
 
 
+def what_runs(row: Mapping[str, Any]) -> str:
+    """What a ranked row runs: its kernels, or, for a PyTorch model's kept reference, the PyTorch calls it
+    is priced as (a linear layer with its bias one `addmm`, where its graph holds a matmul and an add)."""
+    if row.get("reference") and str(row.get("model", "")).startswith(TORCH_MODEL_PREFIX) and "emitted_launches" in row:
+        return counted(int(row["emitted_launches"]), "PyTorch call")
+    return counted(int(row["kernels"]), "kernel")
+
+
 def held_back_reason(row: Mapping[str, Any]) -> str:
     """Why a candidate estimated faster than the reference is not a confident choice, by the rules of
     stages.layout.rank.confident, the surest first: its tiles do not fit, spill registers, or come
@@ -178,7 +187,7 @@ def headline(ranking: Sequence[Mapping[str, Any]]) -> Headline | None:
     )
     line = (
         f"best is {what}: {seconds_text(t_best)} against {seconds_text(t_ref)} for the reference "
-        f"({how}), {speedup_text(speedup)}; {counted(best['kernels'], 'kernel')} against {ref_row['kernels']}, DRAM "
+        f"({how}), {speedup_text(speedup)}; {what_runs(best)} against {what_runs(ref_row)}, DRAM "
         f"{best['dram_bytes']:,} B against {ref_row['dram_bytes']:,} B{kept}{fastest}"
     )
     return {

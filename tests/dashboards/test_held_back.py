@@ -195,10 +195,21 @@ def test_a_mugraph_of_no_kernel_is_not_said_to_be_0_00x() -> None:
 def test_a_pytorch_reference_is_said_in_the_calls_it_is_priced_as() -> None:
     """A linear layer's kept reference holds a matmul and an add (two kernels in the graph) and runs,
     and is priced as, one `addmm`: the summary says what it is priced as; a μGraph says its kernels."""
-    from mugraph.dashboards.console import what_runs
+    from mugraph.dashboards.summary import what_runs
     from mugraph.stages.layout.emitted import MODEL, TORCH_MODEL
 
     reference = {"reference": True, "model": TORCH_MODEL, "kernels": 2, "emitted_launches": 1}
     assert what_runs(reference) == "1 PyTorch call"
     assert what_runs({**reference, "reference": False}) == "2 kernels"
     assert what_runs({**reference, "model": MODEL}) == "2 kernels"  # a built-in program's reference
+
+
+def test_the_headline_counts_a_pytorch_reference_in_calls() -> None:
+    """`show` said "2 kernels against 2" for a kept linear layer the summary called "1 PyTorch call"."""
+    from mugraph.stages.layout.emitted import TORCH_MODEL
+
+    reference = {**REFERENCE, "model": TORCH_MODEL, "kernels": 2, "emitted_launches": 1}
+    slower = row("s" * 64, 13.7e-6 / 0.8)
+    head = headline([reference, slower])
+    assert head is not None
+    assert "1 PyTorch call against 1 PyTorch call" in head["line"], head["line"]
