@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
+import numpy as np
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
 from torch._subclasses.functional_tensor import FunctionalTensor
@@ -158,7 +159,7 @@ class CallBinder:
     def __call__(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> list[Any]:
         if self.plain and not kwargs and all(isinstance(a, torch.Tensor) for a in args):
             return list(args)
-        given = self._given(args, kwargs)
+        given = {k: _python_scalar(v) for k, v in self._given(args, kwargs).items()}
         # left out of the example call, passed at the forward's default (what the capture computed with)
         extra = {k: v for k, v in given.items() if k not in self.leaves and not _same(v, self._default(k))}
         checked = [*extra.items(), *((k, v) for k, v in given.items() if k in self.leaves)]
@@ -330,6 +331,12 @@ class _Tensor:
 
 
 _TENSOR = _Tensor()
+
+
+def _python_scalar(value: Any) -> Any:
+    """A NumPy scalar (np.float32(0.5), np.bool_(True)) as the Python number or flag it holds, as a
+    constant of the call is compared and computed with; anything else as it is."""
+    return value.item() if isinstance(value, np.generic) and np.ndim(value) == 0 else value
 
 
 def _same(a: Any, b: Any) -> bool:

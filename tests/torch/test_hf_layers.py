@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM
@@ -150,6 +151,10 @@ def test_constants_in_example_kwargs_are_fixed_and_a_different_value_is_refused(
         fast(x, output_attentions=True)
     with pytest.raises(InputMismatchError, match=r"scale=2\.0, where .* scale=0\.5 \(in the example call\)"):
         fast(x, output_attentions=False, scale=2.0)
+    # NumPy scalars are the numbers and flags they hold: equal ones taken, others refused as numbers are
+    assert torch.allclose(fast(x, output_attentions=np.bool_(False), scale=np.float32(0.5)), want, atol=1e-6)
+    with pytest.raises(InputMismatchError, match=r"scale=0\.25, where .* scale=0\.5"):
+        fast(x, output_attentions=False, scale=np.float64(0.25))
     assert capture(model, x, example_kwargs={"scale": 2.0}).model_digest != captured.model_digest
 
 
