@@ -199,3 +199,18 @@ def test_in_reference_order_moves_marks_and_inputs_wherever_they_are(marks_b_fir
     ordered = in_reference_order(expert, reference)
     # the reference's own graph, op for op: what the search records for it
     assert dumps(ordered) == dumps(reference)
+
+
+def test_in_reference_order_leaves_out_ops_no_output_reads() -> None:
+    """An expert with an op nothing reads (an exp left over, W declared after an unused relu) was found
+    by `optimize` (the canonical digest does not see the op) and said outside the space by `explain`."""
+    reference = _two_outputs(marks_b_first=False, inputs_late=False)
+    g = KernelGraph()
+    g.relu(g.new_input((16, 64), name="X"))  # read by nothing
+    x, w = g.tensor(0), g.new_input((64, 48), name="W")
+    m = g.matmul(x, g.exp(w))
+    g.exp(m)  # read by nothing either
+    g.mark_output(g.exp(m), "A")
+    g.mark_output(m, "B")
+    assert check_equivalence(reference, g).equivalent
+    assert dumps(in_reference_order(g, reference)) == dumps(reference)
