@@ -11,17 +11,19 @@ that left the expert's next step out is named with the setting that would admit 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from mugraph.ir.canonical import canonical_digest
 from mugraph.ir.graph import KernelGraph
 from mugraph.stages.prune.oracle import Verdict
-from mugraph.stages.search.config import SearchConfig
+from mugraph.stages.search.config import ConfigError, SearchConfig, parse_override
 from mugraph.stages.search.expand import child_list, describe_instances
 from mugraph.stages.search.expert_target import Target, kernel_sigs, target_of
 from mugraph.stages.search.explain_block_rules import block_rule, loop_rule
 from mugraph.stages.search.explain_dead_ends import DeadEnds, block_of
 from mugraph.stages.search.explain_kernel_rules import kernel_rule
 from mugraph.stages.search.explanation import Explanation
-from mugraph.stages.search.explore import Searcher
+from mugraph.stages.search.explore import Fragment, Searcher
 from mugraph.stages.search.state import State
 from mugraph.stages.search.structure_labels import structure_labels
 from mugraph.stages.search.task_paths import Path
@@ -134,7 +136,25 @@ class _Walk:
 
 
 def explain_expert(searcher: Searcher, label: str, expert: KernelGraph) -> Explanation:
-    """Whether the search of `searcher`'s fragment reaches `expert`, and if not, why."""
+    """Whether the search of `searcher`'s fragment reaches `expert`, and if not, why. A setting is
+    offered only where the search under it gets further: where it then stops the walk at a rule no
+    setting changes (the oracle, the canonical order), the setting is said to be no help and why."""
+    e = _explained(searcher, label, expert)
+    if e.setting is None:
+        return e
+    fragment = searcher.fragment
+    try:
+        cfg = fragment.config.with_overrides(dict([parse_override(e.setting)]))
+    except ConfigError:  # a setting the config refuses is no advice
+        return replace(e, setting=None)
+    under = Searcher(Fragment(fragment.reference, cfg, fragment.name), searcher.oracle.memo)
+    then = _explained(under, label, expert)
+    if then.inside or then.setting is not None:  # admitted, or past this rule to one a setting admits
+        return e
+    return replace(e, setting=None, reason=f"{e.reason}; --set {e.setting} gets past this, but then {then.reason}")
+
+
+def _explained(searcher: Searcher, label: str, expert: KernelGraph) -> Explanation:
     walk = _Walk(searcher, target_of(expert), canonical_digest(expert))
     path = walk.run()
     if path is not None:

@@ -269,3 +269,18 @@ def test_a_block_op_the_search_cannot_enumerate_gets_no_setting() -> None:
     why = explain_expert(Searcher(Fragment(g, cfg, "scaled")), "scaled", as_found(g, e))
     assert why.rule == "block ops" and why.setting is None, why.line()
     assert "cannot enumerate mul_scalar ops in a block graph" in why.reason
+
+
+def test_a_setting_that_only_gets_past_one_rule_is_not_offered() -> None:
+    """RMSNorm written out (square, sum, a scale, sqrt, div) against an expert calling rms_norm: adding
+    rms_norm to kernel_ops gets the walk past its rule, but the oracle then prunes the step (its term
+    is not one the reference computes), so `--set` would not admit it: said, not offered."""
+    g = KernelGraph()
+    x = g.new_input((64, 256), name="X")
+    g.mark_output(g.div(x, g.sqrt(g.mul_scalar(g.reduction(g.square(x), 1), 1 / 256))), "O")
+    e = KernelGraph()
+    e.mark_output(e.rms_norm(e.new_input((64, 256), name="X")), "O")
+    cfg = preset_config("mlp")
+    why = explain_expert(Searcher(Fragment(g, cfg, "rms_written")), "as_op", as_found(g, e))
+    assert why.rule == "kernel ops" and why.setting is None, why.line()
+    assert "gets past this, but then the oracle prunes step rms_norm(0)" in why.reason
