@@ -90,15 +90,17 @@ class Op:
 _DTYPE_SHORT = {"fp16": "float16", "half": "float16", "bf16": "bfloat16", "fp32": "float32", "float": "float32"}
 
 
-def _dtype(dtype: DType | str, label: str) -> DType:
+def _dtype(dtype: object, label: str) -> DType:
     """An input's dtype, or a DTypeError naming the three (and the one meant, for a short name)."""
     try:
-        return DType(dtype)
+        return DType(str(dtype))  # a user's value: a str, a DType, or torch's or NumPy's dtype
     except ValueError:
-        meant = _DTYPE_SHORT.get(str(dtype).lower().removeprefix("torch."))
-        hint = f" (for {dtype!r}, write {meant!r})" if meant else ""
+        said = f"{dtype.__module__}.{dtype.__name__}" if isinstance(dtype, type) else str(dtype)  # np.float16
+        key = said.lower().removeprefix("torch.").removeprefix("numpy.")
+        meant = _DTYPE_SHORT.get(key, key if key in set(DType) else None)
+        hint = f" (for {said!r}, write {meant!r})" if meant else ""
         raise DTypeError(
-            f"input {shown(label)}: dtype {dtype!r} is not one of {', '.join(d.value for d in DType)}{hint}"
+            f"input {shown(label)}: dtype {said!r} is not one of {', '.join(d.value for d in DType)}{hint}"
         ) from None
 
 

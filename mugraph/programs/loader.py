@@ -33,7 +33,7 @@ from mugraph.ir.names import check_label, printable, shown
 from mugraph.ir.serialize import SCHEMA, from_json, to_json
 from mugraph.ir.types import OpKind
 from mugraph.programs.program import Program, default_preset, default_settings
-from mugraph.programs.registry import get_builtin
+from mugraph.programs.registry import builtin_programs, get_builtin
 
 PROGRAM_SCHEMA = "mugraph.program/1"
 
@@ -49,7 +49,7 @@ def _at(path: Path) -> str:
 
 def resolve_program(spec: str) -> Program:
     """A built-in name, or a path ending in .py or .json."""
-    if spec.endswith((".py", ".json")) or "/" in spec:
+    if spec.lower().endswith((".py", ".json")) or "/" in spec:
         return load_program(Path(spec))
     try:
         return get_builtin(spec)
@@ -60,11 +60,25 @@ def resolve_program(spec: str) -> Program:
         raise MugraphError(f"{e}; did you mean the file {' or '.join(files)}?") from None
 
 
+def _meant(path: Path) -> str:
+    """For a program file that is not there: the file or built-in program the user likely meant."""
+    if not path.suffix:
+        candidates = [path.with_suffix(".py"), path.with_suffix(".json")]
+    else:
+        candidates = [path.with_suffix(path.suffix.lower())] if path.suffix != path.suffix.lower() else []
+    found = next((c for c in candidates if c.is_file()), None)
+    if found is not None:
+        return f"; did you mean {_at(found)}?"
+    if path.stem in builtin_programs() and path.parent == Path("."):
+        return f"; the built-in program is named {path.stem!r}, without a suffix"
+    return ""
+
+
 def load_program(path: Path) -> Program:
     if path.is_dir():
         raise ProgramLoadError(f"{_at(path)}: a directory, not a program file (.py or .json)")
     if not path.is_file():
-        raise ProgramLoadError(f"{_at(path)}: no such file")
+        raise ProgramLoadError(f"{_at(path)}: no such file{_meant(path)}")
     if path.suffix == ".py":
         return _load_python(path)
     if path.suffix == ".json":

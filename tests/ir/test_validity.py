@@ -10,6 +10,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import cast
 
+import numpy as np
 import pytest
 
 from mugraph.ir import (
@@ -169,6 +170,7 @@ def test_dtype_mismatch() -> None:
         ("FP16", "(for 'FP16', write 'float16')"),
         ("torch.float", "(for 'torch.float', write 'float32')"),
         ("int8", "float16, bfloat16, float32"),
+        ("Float16", "(for 'Float16', write 'float16')"),
     ],
 )
 def test_an_unknown_input_dtype_names_the_three_and_the_one_meant(given: str, words: str) -> None:
@@ -176,6 +178,11 @@ def test_an_unknown_input_dtype_names_the_three_and_the_one_meant(given: str, wo
     with pytest.raises(DTypeError, match=pat(f"input 'X': dtype {given!r} is not one of", words)):
         g.new_input((4, 8), given, name="X")
     assert g.new_input((4, 8), "bfloat16", name="X").dtype is DType.BFLOAT16
+
+
+def test_a_numpy_dtype_class_is_named_by_its_module() -> None:
+    with pytest.raises(DTypeError, match=pat("dtype 'numpy.float16' is not one of", "write 'float16'")):
+        KernelGraph().new_input((4, 8), np.float16, name="X")  # type: ignore[arg-type]  # a user mistake
 
 
 def test_dtype_mismatch_message_names_shapes() -> None:

@@ -126,6 +126,17 @@ def test_a_name_that_is_a_file_here_without_its_suffix_is_suggested(
         resolve_program(good_program.stem)
 
 
+def test_a_missing_file_names_the_one_likely_meant(
+    good_program: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(good_program.parent)
+    for spec in (f"./{good_program.stem}", f"{good_program.stem}.PY"):  # no suffix; the suffix's case
+        with pytest.raises(MugraphError, match=re.escape(f"no such file; did you mean {good_program.name}?")):
+            resolve_program(spec)
+    with pytest.raises(MugraphError, match=re.escape("the built-in program is named 'rms_norm', without a suffix")):
+        resolve_program("rms_norm.py")
+
+
 def test_experts_as_a_list_is_refused_saying_what_they_may_be(tmp_path: Path) -> None:
     path = tmp_path / "listed.py"
     path.write_text(
