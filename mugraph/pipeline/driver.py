@@ -194,12 +194,12 @@ class Driver:
         with scheduler_loss_said(self.client):
             try:
                 stopped = self._loop()
+                self.client.cancel(dispatch.warming)
+                if stopped:
+                    self._drain()
             except KeyboardInterrupt:  # Ctrl-C or SIGTERM: `status` and `report` still see how far it got
                 self._sampler.write_last()
                 raise
-            self.client.cancel(dispatch.warming)
-            if stopped:
-                self._drain()
         if stopped:
             self.client.cancel(list(dispatch.what))
         self._sampler.sample(time.perf_counter(), final=True)
