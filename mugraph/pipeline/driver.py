@@ -33,6 +33,7 @@ from mugraph.pipeline.commit import Results, fragment_record
 from mugraph.pipeline.dispatch import Dispatch, SearchFn
 from mugraph.pipeline.events import DoneEvent, EventSink, StartEvent
 from mugraph.pipeline.finish import finish
+from mugraph.pipeline.interrupts import held
 from mugraph.pipeline.jobs import ConfirmJob, LayoutJob, SearchJob, StagedResult
 from mugraph.pipeline.lost_scheduler import scheduler_loss_said
 from mugraph.pipeline.measuring import NO_GPU
@@ -224,8 +225,9 @@ class Driver:
             if not self._wait_ready(self._before_limit(last + self.progress_interval - now)):
                 continue
             self._linger()
-            stopped = self._handle(ac.next_batch(block=False))
-            self._results.commit()
+            with held():  # a Ctrl-C waits for the batch's writes: a write cut short leaves the store unwritable
+                stopped = self._handle(ac.next_batch(block=False))
+                self._results.commit()
             if stopped:
                 return True
         return False
@@ -253,7 +255,8 @@ class Driver:
             # by their futures, not `as_completed`'s queue: the batch that met the limit was taken from it
             for fut, job in checks:
                 if fut.done():
-                    self._on_check(fut, job)
+                    with held():  # as in the loop: the write whole before a Ctrl-C
+                        self._on_check(fut, job)
             now = time.perf_counter()
             if now >= end:
                 return

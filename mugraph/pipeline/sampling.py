@@ -152,6 +152,7 @@ class Sampler:
         event = self.progress()
         progress.record(event)
         if final or now - self._timeline_written >= timeline_write_interval(now - self.t0):
-            self.store.put_timeline(progress.invocation, progress.samples)
+            with held():  # whole, or the store refuses the last sample an interrupt writes
+                self.store.put_timeline(progress.invocation, progress.samples)
             self._timeline_written = now
         self.on_event(event)
