@@ -12,6 +12,7 @@ any other BaseException) is an error in the file.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import dataclasses
 import importlib.util
@@ -235,13 +236,32 @@ def _run_python(path: Path, seen: list[int]) -> Program:
     experts_raw = ns.get("experts", {})
     if not isinstance(experts_raw, dict):
         raise ProgramLoadError(
-            f"{_at(path)}: `experts` must be a dict of label to KernelGraph (or to a function returning one), "
-            f"not a {type(experts_raw).__name__}"
+            f"{_assigned_at(path, 'experts')}: `experts` must be a dict of label to KernelGraph (or to a function "
+            f"returning one), not a {type(experts_raw).__name__}"
         )
     experts = {
         _label(path, k): _frozen(_python_graph(path, f"experts[{shown(k)}]", v, seen)) for k, v in experts_raw.items()
     }
     return _program(path, ns.get("name"), ns.get("preset"), reference, experts)
+
+
+def _assigned_at(path: Path, name: str) -> str:
+    """`path:LINE` of the file's last top-level assignment to `name` (the value the file ends with),
+    or the path alone where none is found."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return _at(path)
+    lines = [
+        node.lineno
+        for node in tree.body
+        if isinstance(node, ast.Assign | ast.AnnAssign)
+        and any(
+            isinstance(t, ast.Name) and t.id == name
+            for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        )
+    ]
+    return f"{_at(path)}:{lines[-1]}" if lines else _at(path)
 
 
 def _missing_definition(ns: dict[str, object]) -> str:

@@ -147,7 +147,7 @@ def test_experts_as_a_list_is_refused_saying_what_they_may_be(tmp_path: Path) ->
         "    return g\n"
         "experts = [reference]\n"
     )
-    with pytest.raises(MugraphError, match=re.escape("(or to a function returning one), not a list")):
+    with pytest.raises(MugraphError, match=re.escape("listed.py:6: `experts` must be a dict")):
         load_program(path)
 
 
