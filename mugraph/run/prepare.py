@@ -15,6 +15,7 @@ from mugraph.codegen.errors import CodegenError
 from mugraph.ir.errors import MugraphError
 from mugraph.ir.families import BOUNDARY
 from mugraph.ir.graph import KernelGraph
+from mugraph.ir.live import live_ops
 from mugraph.ir.names import printable
 from mugraph.ir.plural import counted, noun
 from mugraph.ir.types import OpKind
@@ -31,7 +32,7 @@ from mugraph.run.checks import (
 )
 from mugraph.run.options import OptimizeOptions, default_store
 from mugraph.run.resume import how_to_resume
-from mugraph.stages.fragments import Split, live_ops
+from mugraph.stages.fragments import Split
 from mugraph.stages.layout.profiles import GpuProfile, get_profile
 from mugraph.stages.search.serial import DEFAULT_BUDGET
 from mugraph.storage.memo.url import check_memo_url

@@ -21,27 +21,14 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 from mugraph.ir.errors import MugraphError
-from mugraph.ir.families import BOUNDARY
 from mugraph.ir.graph import KernelGraph, Op
+from mugraph.ir.live import live_ops
 from mugraph.ir.serialize import SCHEMA, from_json, to_json
 from mugraph.ir.shapes import fmt
 from mugraph.ir.types import NON_LAX_OPS, OpKind
 
 # silu(x) = x / (1 + e^-x) and gelu carry an exponential too: at most one per path in a fragment.
 EXP_BEARING_OPS = frozenset({OpKind.EXP, OpKind.SILU, OpKind.GELU, OpKind.GELU_ERF})
-
-
-def live_ops(program: KernelGraph) -> tuple[list[int], set[int]]:
-    """The positions in `program.ops` of the compute ops some output depends on, in program order, and
-    the tensors those outputs depend on (inputs included): the rest is what a split drops."""
-    live = {t.index for t in program.output_tensors}
-    kept: list[int] = []
-    for pos in reversed(range(len(program.ops))):
-        op = program.ops[pos]
-        if op.kind not in BOUNDARY and live.intersection(op.outputs):
-            kept.append(pos)
-            live.update(op.inputs)
-    return kept[::-1], live
 
 
 class FragmentError(MugraphError):

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mugraph.ir.graph import KernelGraph
+from mugraph.ir.live import live_ops
 from mugraph.ir.serialize import from_json, to_json
 from mugraph.ir.types import OpKind
 
@@ -64,18 +65,6 @@ def name_order(reference: KernelGraph, candidate: KernelGraph) -> NameOrder | st
     return order
 
 
-def _read(graph: KernelGraph) -> list[int]:
-    """The indices of the ops other than outputs whose results an output reads, directly or not."""
-    wanted = {t for op in graph.ops if op.kind is OpKind.OUTPUT for t in op.inputs}
-    kept = []
-    for i in reversed(range(len(graph.ops))):
-        op = graph.ops[i]
-        if op.kind is not OpKind.OUTPUT and wanted.intersection(op.outputs):
-            wanted.update(op.inputs)
-            kept.append(i)
-    return kept[::-1]
-
-
 def in_reference_order(graph: KernelGraph, reference: KernelGraph) -> KernelGraph:
     """`graph`, equal to `reference` by name (`name_order`), with its inputs made first and its
     outputs marked last, both in the reference's order, and its other ops in their own order
@@ -90,7 +79,7 @@ def in_reference_order(graph: KernelGraph, reference: KernelGraph) -> KernelGrap
     ops: list[dict[str, Any]] = data["ops"]
     made = [op for op in ops if op["kind"] == OpKind.INPUT.value]
     marked = [op for op in ops if op["kind"] == OpKind.OUTPUT.value]
-    rest = [i for i in _read(graph) if ops[i]["kind"] != OpKind.INPUT.value]
+    rest, _ = live_ops(graph)
     inputs = [made[order.inputs.index(k)] for k in range(len(made))]  # the reference's input k first
     outputs = [marked[j] for j in order.outputs]
     # The graph's own tensor numbers, op by op, and the numbers they take in the new order.
