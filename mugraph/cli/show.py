@@ -105,7 +105,7 @@ def _ranking_lines(ranking: list[RankedRow], limit: int | None, experts: dict[st
         if not e.get("reference") and e["digest"] in own:
             expert += "  (the reference's own graph, as the search found it)"
         runs = what_runs(e)
-        if e.get("reference") and not runs.endswith("kernel" if e["kernels"] == 1 else "kernels"):
+        if runs != counted(e["kernels"], "kernel"):  # a PyTorch reference, priced as the calls it runs
             expert += f"  (priced as {runs})"
         measured = seconds_text(e["measured_seconds"]) if "measured_seconds" in e else "-"
         lines.append(

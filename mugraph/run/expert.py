@@ -17,11 +17,10 @@ from mugraph.stages.verify.check import ReferenceCheck
 from mugraph.stages.verify.names import in_reference_order
 
 
-def not_equivalent(label: str, reference: KernelGraph | ReferenceCheck, expert: KernelGraph) -> Explanation | None:
+def not_equivalent(label: str, against: ReferenceCheck, expert: KernelGraph) -> Explanation | None:
     """Where the expert does not compute the reference (by name, as `check` compares): the search,
     which keeps only equivalent μGraphs, cannot find it, whatever the walk would reach. The walk
     compares canonical digests, which do not see output names, so this is asked first."""
-    against = reference if isinstance(reference, ReferenceCheck) else ReferenceCheck(reference, seeds=(0,))
     r = against.check(expert)
     if r.equivalent:
         return None
