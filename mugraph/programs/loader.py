@@ -55,21 +55,26 @@ def resolve_program(spec: str) -> Program:
     try:
         return get_builtin(spec)
     except MugraphError as e:
-        files = [f"{spec}{ext}" for ext in (".py", ".json") if Path(f"{spec}{ext}").is_file()]
+        files = _files_named(spec)
         if not files:
             raise
-        raise MugraphError(f"{e}; did you mean the file {' or '.join(files)}?") from None
+        raise MugraphError(f"{e}; did you mean the file {' or '.join(map(str, files))}?") from None
+
+
+def _files_named(name: str) -> list[Path]:
+    """The program files NAME.py and NAME.json that are there: what a bare NAME likely meant."""
+    return [path for path in (Path(f"{name}{ext}") for ext in (".py", ".json")) if path.is_file()]
 
 
 def _meant(path: Path) -> str:
     """For a program file that is not there: the file or built-in program the user likely meant."""
     if not path.suffix:
-        candidates = [path.with_suffix(".py"), path.with_suffix(".json")]
+        found = _files_named(str(path))
     else:
-        candidates = [path.with_suffix(path.suffix.lower())] if path.suffix != path.suffix.lower() else []
-    found = next((c for c in candidates if c.is_file()), None)
-    if found is not None:
-        return f"; did you mean {_at(found)}?"
+        lower = path.with_suffix(path.suffix.lower())
+        found = [lower] if lower != path and lower.is_file() else []
+    if found:
+        return f"; did you mean {_at(found[0])}?"
     if path.stem in builtin_programs() and path.parent == Path("."):
         return f"; the built-in program is named {path.stem!r}, without a suffix"
     return ""
