@@ -244,9 +244,7 @@ def _run_python(path: Path, seen: list[int]) -> Program:
             f"{_assigned_at(path, 'experts')}: `experts` must be a dict of label to KernelGraph (or to a function "
             f"returning one), not a {type(experts_raw).__name__}"
         )
-    experts = {
-        _label(path, k): _frozen(_python_graph(path, f"experts[{shown(k)}]", v, seen)) for k, v in experts_raw.items()
-    }
+    experts = _each_expert(path, experts_raw, lambda k, v: _python_graph(path, f"experts[{shown(k)}]", v, seen))
     return _program(path, ns.get("name"), ns.get("preset"), reference, experts)
 
 
@@ -328,6 +326,29 @@ def _program(
     )
 
 
+def _each_expert(
+    path: Path, raw: dict[Any, Any], build: Callable[[Any, Any], KernelGraph]
+) -> dict[str, Callable[[], KernelGraph]]:
+    """Every expert built, or one error naming each that failed: a file's author fixing experts one at a
+    time would otherwise learn of the next only after rerunning. Two keys naming one label (1 and "1")
+    are refused, since the second would replace the first."""
+    experts: dict[str, Callable[[], KernelGraph]] = {}
+    problems: list[str] = []
+    for key, value in raw.items():
+        try:
+            label = _label(path, key)
+            if label in experts:
+                raise ProgramLoadError(f"{_at(path)}: two experts are labelled {shown(label)}")
+            experts[label] = _frozen(build(key, value))
+        except ProgramLoadError as e:
+            problems.append(str(e))
+    if len(problems) == 1:
+        raise ProgramLoadError(problems[0])
+    if problems:
+        raise ProgramLoadError(f"{len(problems)} experts cannot be read:\n" + "\n".join(problems))
+    return experts
+
+
 def _label(path: Path, key: Any) -> str:
     """An expert's label, checked as a name."""
     try:
@@ -376,10 +397,9 @@ def _load_json(path: Path) -> Program:
             experts_raw = data.get("experts", {})
             if not isinstance(experts_raw, dict):
                 raise SchemaError("experts: expected an object of label to graph")
-            experts = {
-                _label(path, k): _frozen(_checked(path, f"experts.{k}", from_json(v, path=f"experts.{k}")))
-                for k, v in experts_raw.items()
-            }
+            experts = _each_expert(
+                path, experts_raw, lambda k, v: _checked(path, f"experts.{k}", from_json(v, path=f"experts.{k}"))
+            )
             return _program(path, data.get("name"), data.get("preset"), reference, experts)
         if isinstance(data, dict) and data.get("schema") not in (SCHEMA, None):
             raise SchemaError(f"schema: {data.get('schema')!r} is neither {SCHEMA!r} nor {PROGRAM_SCHEMA!r}")

@@ -151,6 +151,33 @@ def test_experts_as_a_list_is_refused_saying_what_they_may_be(tmp_path: Path) ->
         load_program(path)
 
 
+def test_every_unreadable_expert_is_named_at_once(tmp_path: Path) -> None:
+    """Each malformed expert in one error (not only the first), and two keys naming one label refused."""
+    path = tmp_path / "several.py"
+    path.write_text(
+        "from mugraph.ir import KernelGraph\n"
+        "def reference():\n"
+        "    g = KernelGraph()\n"
+        "    g.mark_output(g.exp(g.new_input((4, 4), name='X')), 'O')\n"
+        "    return g\n"
+        "def empty():\n"
+        "    g = KernelGraph()\n"
+        "    g.new_input((4, 4), name='X')\n"
+        "    return g\n"
+        "def raising():\n"
+        "    raise ValueError('not built')\n"
+        "experts = {'empty': empty, 2: reference, 'raising': raising, '2': reference, 'fine': reference}\n"
+    )
+    msg = load_error(path)
+    lines = msg.splitlines()
+    assert lines[0] == "3 experts cannot be read:"
+    assert lines[1] == f"{path}: experts['empty'] has no outputs (mark one with mark_output)"
+    assert lines[2] == f"{path}:11: experts['raising']: ValueError: not built"
+    assert lines[3] == f"{path}: two experts are labelled '2'"
+    path.write_text(path.read_text().replace("'empty': empty, ", "").replace(", '2': reference", ""))
+    assert load_error(path) == f"{path}:11: experts['raising']: ValueError: not built"
+
+
 def test_load_valid_python_program(good_program: Path) -> None:
     prog = resolve_program(str(good_program))
     assert prog.name == "tiny_mm" and prog.preset == "mlp" and prog.source == str(good_program)
