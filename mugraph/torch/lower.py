@@ -28,7 +28,7 @@ import torch
 from torch import fx
 
 from mugraph.ir.errors import MugraphError
-from mugraph.ir.graph import KernelGraph
+from mugraph.ir.graph import KernelGraph, Tensor
 from mugraph.ir.serialize import SCHEMA, JSONDict, from_json, to_json
 from mugraph.ir.types import OpKind
 from mugraph.torch.activations import find_activations
@@ -118,6 +118,25 @@ class _Lowerer(OpLowering):
         pieces = [split_linear(n.args[0]) for n in self.nodes if n.name in live and n.target is operator.getitem]
         split = tuple(dict.fromkeys(lin.name for lin in pieces if lin is not None and lin.name not in needed))
         return Lowering(graph, inputs, outputs, tuple(n for n in lowered if n in live), tuple(needed), split)
+
+    def unread_pieces(self) -> frozenset[str]:
+        """The split linear layers (by name) lowered piece by piece where some piece's value is read by
+        no op of the program that an output needs (only returned or read by glue, or a scale folded
+        into its weight in a copy of the matmul)."""
+        live: set[int] = set()
+        read: set[int] = set()  # tensors a live op other than an output reads
+        for op in reversed(self.g.ops):
+            if op.kind is OpKind.OUTPUT or live.intersection(op.outputs):
+                live.update(op.inputs)
+                if op.kind is not OpKind.OUTPUT:
+                    read.update(op.inputs)
+        unread: set[str] = set()
+        for node in self.nodes:
+            lin = split_linear(node.args[0]) if node.target is operator.getitem and node.args else None
+            value = self.values.get(node.name)
+            if lin is not None and isinstance(value, Tensor) and value.index not in read:
+                unread.add(lin.name)
+        return frozenset(unread)
 
     def _why_none(self) -> str:
         """Where no op was lowered, a cause the model's tensors show: their rank or their dtype."""
@@ -230,5 +249,14 @@ def _compact(g: KernelGraph, early: set[str]) -> tuple[KernelGraph, set[str]]:
 
 
 def lower(ep: torch.export.ExportedProgram) -> Lowering:
-    """The mugraph program of an exported graph, and the glue around it."""
-    return _Lowerer(ep).run()
+    """The mugraph program of an exported graph, and the glue around it. A split linear layer with a
+    piece nothing in the program reads (`_Lowerer.unread_pieces`) is lowered again whole: its pieces
+    would be more matmul calls than the model makes, with nothing for the search to fuse them with."""
+    first = _Lowerer(ep)
+    lowering = first.run()
+    whole = first.unread_pieces()
+    if not whole:
+        return lowering
+    again = _Lowerer(ep)
+    again.whole = whole
+    return again.run()

@@ -4,7 +4,10 @@ A linear layer's weight [n, k] is read as its transpose [k, n], a view the kerne
 fused linear whose output is split (a SwiGLU's gate and up projections in one `nn.Linear`, then
 `chunk`, as Phi-3 and transformers' MoE experts write it) is lowered piece by piece: each piece is the
 linear over its rows of the weight (and bias), so the search can fuse it with what reads it, and the
-whole linear and the split, read by nothing then, never run.
+whole linear and the split, read by nothing then, never run. Only where every piece has a reader in the
+program: n pieces are n matmul calls where the model makes one, so a piece that is only returned (an
+attention's q, k and v, split then viewed as heads by glue) leaves the linear whole, one call as the
+model has it, and the split to torch.
 """
 
 from __future__ import annotations
@@ -23,7 +26,11 @@ aten = torch.ops.aten
 
 
 class SplitPieces(Operands):
-    """The transposed-weight inputs and the split-linear handler of the lowering."""
+    """The transposed-weight inputs and the split-linear handler of the lowering. `whole`: linear layers
+    whose split is not lowered piece by piece (the lowering's first pass found a piece nothing in the
+    program reads: see `lower`)."""
+
+    whole: frozenset[str] = frozenset()
 
     def _transposed(self, w: fx.Node, dt: DType, rows: tuple[int, int] | None = None) -> Tensor:
         """A 2-d torch value's transpose (of its `rows` only, where given) as a program input, a view the
@@ -40,7 +47,7 @@ class SplitPieces(Operands):
         the linear can be lowered piece by piece (its weight a 2-d torch value, so each piece is the
         linear over those rows of it); None for any other split."""
         lin = split_linear(split)
-        if lin is None:
+        if lin is None or lin.name in self.whole:
             return None
         w = bind(lin)["weight"]
         if not isinstance(w, fx.Node) or w.name in self.values or len(self._shape(w)) != 2:

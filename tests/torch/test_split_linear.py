@@ -1,7 +1,9 @@
 """A linear layer whose output is split along its last dim (a SwiGLU's gate and up projections in one
 `nn.Linear`, then `chunk`, as Phi-3 and transformers' MoE experts write it) is lowered piece by piece:
 each piece the linear over its rows of the weight and bias, so the search can fuse it with what reads
-it; the whole linear and the split are never run. Other splits stay glue, computed as before."""
+it; the whole linear and the split are never run. Only where every piece has a reader in the program: a
+piece only returned leaves the linear whole (one call, as the model makes it). Other splits stay glue,
+computed as before."""
 
 from __future__ import annotations
 
@@ -62,6 +64,32 @@ class SplitRows(nn.Module):
         return out
 
 
+class QKVReturned(nn.Module):
+    """An attention's fused projection, its pieces returned (or viewed as heads by glue): split, they
+    would be three matmul calls where the model makes one."""
+
+    def __init__(self, scaled: bool) -> None:
+        super().__init__()
+        self.scaled = scaled
+        self.qkv = nn.Linear(64, 96, bias=scaled)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        q, k, v = self.qkv(x).split((64, 16, 16), dim=-1)
+        return (q * 0.125 if self.scaled else q), k, v
+
+
+class OnePieceRead(nn.Module):
+    """One piece read by an op, the other only returned: the linear stays whole."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Linear(64, 128, bias=False)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        a, b = self.w(x).chunk(2, dim=-1)
+        return F.silu(a), b
+
+
 def _module(model: nn.Module, x: torch.Tensor) -> tuple[OptimizedModule, list[OpKind]]:
     captured = capture(model.half().eval(), (x,))
     ops: list[OpKind] = [op.kind for op in captured.lowering.graph.ops if op.kind not in (OpKind.INPUT, OpKind.OUTPUT)]
@@ -81,10 +109,14 @@ def test_each_piece_is_the_linear_over_its_rows(how: str, bias: bool) -> None:
     assert rel_err(module(x), float64_output(model, (x,))) <= FP16_TOLERANCE
 
 
-@pytest.mark.parametrize("cls", [ReadWhole, SplitRows])
-def test_other_splits_stay_glue_and_compute_the_same(cls: type[nn.Module]) -> None:
+@pytest.mark.parametrize(
+    "make",
+    [ReadWhole, SplitRows, lambda: QKVReturned(False), lambda: QKVReturned(True), OnePieceRead],
+    ids=["read-whole", "rows", "qkv-returned", "q-scaled", "one-piece-read"],
+)
+def test_other_splits_stay_glue_and_compute_the_same(make: type[nn.Module]) -> None:
     torch.manual_seed(0)
-    model, x = cls(), torch.randn(16, 64, dtype=torch.float16)
+    model, x = make(), torch.randn(16, 64, dtype=torch.float16)
     module, ops = _module(model, x)
     assert ops.count(OpKind.MATMUL) == 1
     assert "split" in module.describe().splitlines()[1]
