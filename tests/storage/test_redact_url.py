@@ -19,7 +19,12 @@ from mugraph.storage.memo.url import check_memo_url, redact_url
         ("redis://head:6379/0?mugraph_key=s3cr3t", "redis://head:6379/0?mugraph_key=***"),
         ("at redis://u:s3cr3t@a:1/0 and redis://:s3cr3t@b:2/0.", "at redis://u:***@a:1/0 and redis://:***@b:2/0."),
         ("redis://head:6379/0", "redis://head:6379/0"),
-        ("redis://alice@head:6379/0", "redis://alice@head:6379/0"),
+        # a lone user part: redis-py's user name, but as often a password missing its colon
+        ("redis://s3cr3t@head:6379/0", "redis://***@head:6379/0"),
+        (
+            "cannot reach redis://s3cr3t@h:1/0 (PING on redis://s3cr3t@h:1/0)",
+            "cannot reach redis://***@h:1/0 (PING on redis://***@h:1/0)",
+        ),
         ("unix:///run/redis.sock", "unix:///run/redis.sock"),
         ("local", "local"),
         ("lora", "lora"),
