@@ -15,7 +15,7 @@ from mugraph.ir.serialize import SCHEMA, digest, dumps, loads
 from mugraph.ir.types import OpKind
 from mugraph.programs.program import Program, suggest_preset, suggest_settings
 from mugraph.stages.fragments import FragmentSpec, Split, split_program
-from mugraph.stages.search.config import SearchConfig, for_reference, preset_config
+from mugraph.stages.search.config import SearchConfig, check_eps, for_reference, preset_config
 from mugraph.stages.search.explore import SEARCH_TREE, Fragment
 
 
@@ -100,6 +100,7 @@ def make_plan(program: Program, preset: str | None, overrides: Mapping[str, Any]
             )
         )
         config = for_reference(config, {op.kind for op in spec.graph.ops})
+        check_eps(config, spec.graph.ops)
         ref_json = dumps(spec.graph)
         frag_digest = hashlib.sha256(f"{digest(spec.graph)}|{config.digest}".encode()).hexdigest()[:32]
         payload = FragmentPayload(spec.index, spec.name, frag_digest, ref_json, json.dumps(config.to_json()))

@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 from mugraph.ir.errors import MugraphError
 from mugraph.ir.graph import Op, eps_of
+from mugraph.ir.limits import DEFAULT_LIMITS
 from mugraph.ir.types import Dim3, OpKind
 from mugraph.stages.prune.oracle import DEFAULT_RLIMIT, ENGINES, Engine
 
@@ -250,6 +251,17 @@ class SearchConfig:
             _check_kinds(name, kinds, allowed)
         if self.grids is not None and any(len(g) != 3 or min(g) < 1 for g in self.grids):
             raise ConfigError("grids: every grid is three positive integers")
+        # limits no block graph could meet: the search would end "finished" with nothing found
+        launchable = DEFAULT_LIMITS.max_blocks
+        if self.min_blocks > min(self.max_blocks, launchable):
+            raise ConfigError(
+                f"min_blocks {self.min_blocks} is above max_blocks {min(self.max_blocks, launchable)}"
+                + (f" (a kernel launches at most {launchable} blocks)" if self.max_blocks > launchable else "")
+                + ": no grid would be searched"
+            )
+        for g in self.grids or ():
+            if math.prod(g) > launchable:
+                raise ConfigError(f"grids: {list(g)} has {math.prod(g)} blocks; a kernel launches at most {launchable}")
         if any(len(g) != 2 or min(g) < 1 for g in self.attention_yz):
             raise ConfigError("attention_yz: every entry is two positive integers (grid y and z)")
 
@@ -429,6 +441,30 @@ def reference_eps(ops: Iterable[Op]) -> dict[OpKind, float]:
         if op.kind in (OpKind.RMS_NORM, OpKind.ACCUM_RMS, OpKind.LAYER_NORM):
             out.setdefault(op.kind, eps_of(op))
     return {k: v for k, v in out.items() if v}
+
+
+def check_eps(cfg: SearchConfig, ops: Iterable[Op]) -> None:
+    """Refuse an `rms_eps` or `layer_norm_eps` set to other than the reference's norms' eps: the search
+    gives its norms one eps, and a norm of another eps computes another function, so it would find no
+    μGraph with a norm at all (0 is the default: the reference's eps is taken then)."""
+    ops = list(ops)
+    kinds = {op.kind for op in ops} | {b.kind for op in ops if op.block is not None for b in op.block.ops}
+    eps = reference_eps(ops)
+    for name, norm_kinds in (
+        ("rms_eps", (OpKind.RMS_NORM, OpKind.ACCUM_RMS)),
+        ("layer_norm_eps", (OpKind.LAYER_NORM,)),
+    ):
+        present = [k for k in norm_kinds if k in kinds]
+        if not present:
+            continue
+        theirs = next((eps[k] for k in present if k in eps), 0.0)
+        ours = getattr(cfg, name)
+        if ours and ours != theirs:
+            raise ConfigError(
+                f"{name}={ours:g}: the reference's {present[0].value} has eps {theirs:g}, and the search gives "
+                f"its norms the reference's eps (a norm of another eps computes another function): leave "
+                f"{name} out"
+            )
 
 
 def parse_override(text: str) -> tuple[str, Any]:

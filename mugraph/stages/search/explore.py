@@ -40,7 +40,7 @@ from mugraph.stages.prune.outputs import OutputForms, terms_exact
 from mugraph.stages.search.block_tables import BlockTables
 from mugraph.stages.search.build import build_graph
 from mugraph.stages.search.collector import collector_paused
-from mugraph.stages.search.config import SearchConfig, for_reference, reference_eps
+from mugraph.stages.search.config import SearchConfig, check_eps, for_reference, reference_eps
 from mugraph.stages.search.lru import WeightedLRU
 from mugraph.stages.search.nodes import BlockNode, Expansion, Lazy, Node
 from mugraph.stages.search.state import State, root_state
@@ -127,6 +127,7 @@ class Fragment:
         self.reference = reference
         # The reference's layer_norms and norm eps, which the search must be able to make (plans
         # that called `for_reference` with the eps already have them; this makes every caller so).
+        check_eps(config, reference.ops)
         norm_kinds = {op.kind for op in reference.ops} & {OpKind.LAYER_NORM}
         self.config = for_reference(config, norm_kinds, reference_eps(reference.ops))
         config = self.config

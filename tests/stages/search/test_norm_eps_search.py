@@ -5,13 +5,16 @@ that eps; layer_norm(X @ W) finds a μGraph with the norm fused after the loop."
 from __future__ import annotations
 
 import json
+import re
 from functools import cache
+
+import pytest
 
 from mugraph.ir.canonical import canonical_digest
 from mugraph.ir.graph import KernelGraph, eps_of
 from mugraph.ir.serialize import dumps, loads
 from mugraph.ir.types import OpKind
-from mugraph.stages.search.config import for_reference, preset_config, reference_eps
+from mugraph.stages.search.config import ConfigError, for_reference, preset_config, reference_eps
 from mugraph.stages.search.explore import ExploreResult, Fragment, Searcher
 from mugraph.stages.search.serial import run_search
 from mugraph.stages.verify.confirm import Confirmer
@@ -108,3 +111,32 @@ def test_a_config_without_eps_keeps_its_json_and_digest() -> None:
     assert base.with_overrides({"rms_eps": EPS}) == with_eps
     assert fragment(rms_program(0.0)).config == preset_config("mlp").with_overrides(NARROW)
     assert "eps" not in dumps(rms_program(0.0))
+
+
+def test_an_eps_other_than_the_references_is_refused_by_name() -> None:
+    """rms_eps set on an eps-free rms_norm (or layer_norm_eps on another eps) would give every norm the
+    search makes another function than the reference's: nothing found, the search "finished"."""
+    for reference, setting, theirs in (
+        (rms_program(0.0), {"rms_eps": 1e-6}, "0"),
+        (rms_program(EPS), {"rms_eps": 1e-5}, "1e-06"),
+        (layer_norm_program(EPS), {"layer_norm_eps": 1e-3}, "1e-06"),
+    ):
+        cfg = preset_config("mlp").with_overrides({**NARROW, **setting})
+        with pytest.raises(ConfigError, match=rf"{next(iter(setting))}=.*has eps {theirs}, .*leave"):
+            Fragment(reference, cfg, "norm")
+    # the reference's own eps, or the default 0, is taken; a norm-free reference ignores it
+    Fragment(rms_program(EPS), preset_config("mlp").with_overrides({**NARROW, "rms_eps": EPS}), "norm")
+    Fragment(layer_norm_program(EPS), preset_config("mlp").with_overrides({**NARROW, "rms_eps": 1e-3}), "norm")
+
+
+def test_limits_no_grid_meets_are_refused() -> None:
+    mlp = preset_config("mlp")
+    for setting, words in (
+        ({"grids": [[2048, 1, 1]]}, "has 2048 blocks; a kernel launches at most 1024"),
+        ({"min_blocks": 2000}, "min_blocks 2000 is above max_blocks 1024"),
+        ({"min_blocks": 64, "max_blocks": 32}, "min_blocks 64 is above max_blocks 32"),
+        ({"min_blocks": 2000, "max_blocks": 4096}, "(a kernel launches at most 1024 blocks)"),
+    ):
+        with pytest.raises(ConfigError, match=re.escape(words)):
+            mlp.with_overrides(setting)
+    mlp.with_overrides({"grids": [[1024, 1, 1]], "min_blocks": 1024})
