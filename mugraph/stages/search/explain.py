@@ -155,6 +155,16 @@ def explain_expert(searcher: Searcher, label: str, expert: KernelGraph) -> Expla
 
 
 def _explained(searcher: Searcher, label: str, expert: KernelGraph) -> Explanation:
+    rdx = searcher.fragment.config.rdx
+    other = next((op.block.rdx for op in expert.ops if op.block is not None and op.block.rdx != rdx), None)
+    if other is not None:  # every block graph the search makes has the config's rdx
+        return Explanation(
+            label,
+            False,
+            "rdx",
+            f"the expert's block graph has reduction_dimx {other}; every block graph the search makes has rdx {rdx}",
+            f"rdx={other}",
+        )
     walk = _Walk(searcher, target_of(expert), canonical_digest(expert))
     path = walk.run()
     if path is not None:

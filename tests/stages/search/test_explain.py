@@ -11,6 +11,7 @@ import pytest
 
 from mugraph.ir import BlockGraph, KernelGraph
 from mugraph.ir.canonical import canonical_digest
+from mugraph.ir.serialize import from_json, to_json
 from mugraph.pipeline.plan import program_config
 from mugraph.programs import get_builtin
 from mugraph.programs.loader import load_program
@@ -284,3 +285,22 @@ def test_a_setting_that_only_gets_past_one_rule_is_not_offered() -> None:
     why = explain_expert(Searcher(Fragment(g, cfg, "rms_written")), "as_op", as_found(g, e))
     assert why.rule == "kernel ops" and why.setting is None, why.line()
     assert "gets past this, but then the oracle prunes step rms_norm(0)" in why.reason
+
+
+def test_an_expert_of_another_reduction_dimx_is_named_with_the_rdx_that_admits_it() -> None:
+    """Mirage's chameleon-7b μGraph reduces with rdx 128, the search's block graphs have 64: the walk
+    would reach the oracle (or the candidate check) with another graph and blame those."""
+    data = to_json(get_builtin("rms_norm").experts["expert"]())
+    for op in data["ops"]:
+        if "block" in op:
+            op["block"]["rdx"] = 128
+    expert = from_json(data)
+    name = "rms_norm"
+    prog = get_builtin(name)
+    for extra, inside in (({}, False), ({"rdx": 128}, True)):
+        cfg = preset_config(prog.preset).with_overrides({**NARROW[name], **extra})
+        e = explain_expert(Searcher(Fragment(reference(name), cfg, name)), "expert", expert)
+        assert e.inside is inside, e.line()
+        if not inside:
+            assert e.rule == "rdx" and e.setting == "rdx=128", e.line()
+            assert "reduction_dimx 128; every block graph the search makes has rdx 64" in e.reason
