@@ -48,3 +48,25 @@ def test_a_program_without_experts_has_nothing_to_explain_and_that_is_no_error(
     main(["explain", "transformer_block", "--memo-url", "local", "--json"])  # exits only on errors
     captured = capsys.readouterr()
     assert captured.out == "" and "transformer_block has no expert μGraphs to explain" in captured.err
+
+
+def test_an_attention_program_file_under_mlp_is_pointed_at_the_attention_preset(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A program file naming no preset is searched with mlp, whose grids hold no (batch, y, z): the
+    grid rule offers the attention grids, and a note names the preset that has them."""
+    path = tmp_path / "my_gqa.py"
+    path.write_text(
+        "from mugraph.programs.benchmarks import gqa_expert, gqa_reference\n"
+        "reference = gqa_reference\n"
+        "experts = {'mine': gqa_expert}\n"
+    )
+    main(["explain", str(path), "--memo-url", "local"])
+    out = capsys.readouterr().out
+    assert "my_gqa [mine]: outside the space (grid): the expert's grid [2, 16, 4] is not a candidate" in out
+    assert "--set 'attention_grids=true' would admit it" in out
+    assert "note: my_gqa computes an exp (an attention's softmax) and is searched with the mlp preset" in out
+    path.write_text(path.read_text() + "preset = 'attention'\n")
+    main(["explain", str(path), "--memo-url", "local"])
+    out = capsys.readouterr().out
+    assert "my_gqa [mine]: inside the space" in out and "note:" not in out

@@ -12,6 +12,7 @@ from mugraph.cli.records import json_line
 from mugraph.ir.errors import MugraphError
 from mugraph.pipeline.plan import program_config
 from mugraph.programs import resolve_program
+from mugraph.programs.program import suggest_preset
 from mugraph.run.expert import as_found, not_equivalent, split_note
 from mugraph.stages.fragments import split_program
 from mugraph.stages.prune.oracle import VERDICT_BYTES
@@ -56,18 +57,25 @@ def explain(
     with command_memo(memo_url, memo_dir, VERDICT_BYTES) as memo:
         reference = prog.reference()
         searcher = Searcher(Fragment(reference, config, prog.name), memo)
-        mismatched = False
+        mismatched = outside = False
         against = ReferenceCheck(reference, seeds=(0,))  # the reference's side computed once for all
         for label in labels:
             expert = prog.experts[label]()
             wrong = not_equivalent(label, against, expert)
             mismatched |= wrong is not None
             e = wrong or explain_expert(searcher, label, as_found(reference, expert))
+            outside |= wrong is None and not e.inside
             if as_json:
                 click.echo(json_line({"program": prog.name, "fragments": parts, **e.as_json()}))
                 continue
             click.echo(f"{prog.name} [{label}]: {e.line()}")
             if e.labels:
                 click.echo(f"  {'path' if e.inside else 'excluded after'}: {' > '.join(e.labels)}")
+    if outside and not as_json and config.preset != "attention" and suggest_preset(reference) == "attention":
+        click.echo(
+            f"note: {prog.name} computes an exp (an attention's softmax) and is searched with the "
+            f'{config.preset} preset; --preset attention (or preset = "attention" in its file) searches '
+            "attention's grids and maps"
+        )
     if mismatched:  # an expert that is not the reference's equal: a mismatch, as `check` exits on one
         raise SystemExit(1)

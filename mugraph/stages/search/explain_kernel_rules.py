@@ -138,6 +138,8 @@ def _grid_setting(ends: DeadEnds, grid: Dim3, shapes: Sequence[tuple[int, ...]])
             tries.append(({"min_blocks": blocks}, f"min_blocks={blocks}"))
         if blocks > cfg.max_blocks:
             tries.append(({"max_blocks": blocks}, f"max_blocks={blocks}"))
+        if grid[1:] != (1, 1) and not cfg.attention_grids:  # the attention preset's (batch, y, z) grids
+            tries.append(({"attention_grids": True}, "attention_grids=true"))
         if grid[1:] == (1, 1):
             for d in sorted({d for s in shapes for d in s}):
                 if d % grid[0] == 0 and d // grid[0] not in cfg.grid_divisors:
