@@ -95,11 +95,12 @@ def _normed(num: Pattern, v: Pattern) -> Pattern:
 
 
 def _affine(core: Pattern) -> Pattern:
-    """core, times a weight and plus a bias where present, each step possibly cast."""
+    """core, times a weight and plus a bias where present, each step possibly cast (the weight too:
+    `(w.float() * h).to(dtype)` multiplies in float32 before the cast back, as Gemma's 1 + w does)."""
     c = Cast(core)
     one = Num(1.0)
     plus_one = commuted(aten.add.Tensor, Cast(Capture("weight")), Capture("weight_shift", Num(1.0)), alpha=one)
-    scaled = Cast(commuted(aten.mul.Tensor, c, either(plus_one, Capture("weight"))))
+    scaled = Cast(commuted(aten.mul.Tensor, c, either(plus_one, Cast(Capture("weight")))))
     return Cast(
         either(
             commuted(aten.add.Tensor, scaled, Capture("bias"), alpha=one),

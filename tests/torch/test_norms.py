@@ -30,6 +30,14 @@ def llama(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return w * h.to(dtype)
 
 
+def weight_in_float32(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """The weight multiplied in float32 before the cast back (as some Llama ports write it)."""
+    dtype = x.dtype
+    h = x.to(torch.float32)
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)
+    return (w.to(torch.float32) * h).to(dtype)
+
+
 def mean_square_too(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The norm and its mean square, one node read twice."""
     ms = x.pow(2).mean(-1, keepdim=True)
@@ -67,6 +75,7 @@ NORMS: dict[str, tuple[Callable[..., Any], tuple[tuple[int, ...], ...], tuple[Op
     ),
     "no eps": (lambda x: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True)), ((8, 64),), (RMS, 0.0, False, False)),
     "llama casts": (llama, ((2, 4, 64), (64,)), (RMS, 1e-6, True, False)),
+    "weight cast to float32 first": (weight_in_float32, ((2, 4, 64), (64,)), (RMS, 1e-6, True, False)),
     "nn.LayerNorm": (_ln_module(True), ((8, 64),), (LAYER, 1e-5, True, True)),
     "nn.LayerNorm no affine": (_ln_module(False), ((2, 4, 64),), (LAYER, 1e-5, False, False)),
     "F.layer_norm weight only": (
