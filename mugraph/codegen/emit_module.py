@@ -321,7 +321,8 @@ def _launch(
         scratch = f"scratch_{number}_{k}"
         body.append(f"{scratch} = xp.empty({(blocks, *shape)!r}, dtype=xp.float32)  # for a concat")
         args.append(scratch)
-    body.append(f"{kname}[{bg.grid!r}](" + ", ".join(f"_arg({a})" for a in args) + ")")
+    body.append('with np.errstate(invalid="ignore", divide="ignore"):  # padded lanes: 0/0 until masked')
+    body.append(f"    {kname}[{bg.grid!r}](" + ", ".join(f"_arg({a})" for a in args) + ")")
     return ks.lines, body
 
 

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from mugraph.codegen import FP16_TOLERANCE, EmitInfo, emit_module
+from mugraph.ir import BlockGraph, KernelGraph
 from tests.helpers.emitting import narrow_rms_norm_expert, narrow_rms_norm_reference
 
 SCRIPT = """
@@ -59,3 +60,37 @@ def test_run_as_a_script_it_says_what_it_takes(tmp_path: Path) -> None:
     assert proc.stdout.strip() == (
         "rms: run(inputs) takes float16 arrays {'X': (16, 512), 'W': (512, 768)}, gives ('O',); on a GPU: False"
     )
+
+
+def _odd_tiles() -> KernelGraph:
+    """rms_norm(X) @ W with N = 255 on 17 blocks: tiles of 15 columns, padded to 16 lanes."""
+    g = KernelGraph()
+    xd, wd = g.new_input((3, 512), name="X"), g.new_input((512, 255), name="W")
+    b = BlockGraph(grid=(17, 1, 1), forloop=8)
+    x, w = b.new_input(xd, imap=(-1, -1, -1), fmap=1), b.new_input(wd, imap=(1, -1, -1), fmap=0)
+    b.new_output(b.div(b.accum_no_red(b.matmul(x, w)), b.accum_rms(x)), omap=(1, -1, -1))
+    g.mark_output(g.customized(b)[0], "O")
+    return g
+
+
+def test_padded_lanes_warn_of_nothing(tmp_path: Path) -> None:
+    """The interpreter computes padded lanes too (0/0 before the mask): a user running the module with
+    warnings as errors gets its outputs, not NumPy's 'invalid value encountered in divide'."""
+    (tmp_path / "odd.py").write_text(emit_module(_odd_tiles(), EmitInfo("odd")))
+    script = (
+        "import numpy as np, odd\n"
+        "rng = np.random.default_rng(0)\n"
+        "out = odd.run({n: rng.uniform(-1, 1, s).astype(np.float16) for n, s in odd.INPUTS.items()})['O']\n"
+        "print(out.shape, bool(np.isfinite(out).all()))\n"
+    )
+    env = {**{k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}, "CUDA_VISIBLE_DEVICES": ""}
+    proc = subprocess.run(
+        [sys.executable, "-W", "error", "-c", script],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "(3, 255) True"
