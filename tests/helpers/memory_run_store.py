@@ -23,9 +23,11 @@ from types import TracebackType
 from typing import Any, cast
 
 from mugraph.ir.canonical import replaces_find
+from mugraph.ir.names import check_label
 from mugraph.storage.run.errors import StoreBusy, StoreError, StoreMismatch
 from mugraph.storage.run.run_records import (
     ConfirmationRecord,
+    ExpertRecord,
     FinalRecord,
     FragmentRecord,
     JsonObject,
@@ -74,6 +76,7 @@ class _State:
     rankings: dict[int, list[JsonObject]] = field(default_factory=dict)
     timeline: dict[int, list[ProgressSample]] = field(default_factory=dict)
     final: FinalRecord | None = None
+    experts: list[ExpertRecord] | None = None
     writer: bool = False
 
 
@@ -368,10 +371,31 @@ class MemoryRunStore:
     def final(self) -> FinalRecord | None:
         return copy.deepcopy(self._s.final)
 
+    def put_experts(self, experts: Sequence[ExpertRecord]) -> None:
+        self._writable()
+        value = cast(list[ExpertRecord], _json([dict(e) for e in experts], "experts"))
+        for e in value:
+            check_label(e.get("label"), "expert")
+            self._digest(e.get("digest"))
+        self._s.experts = value
+
+    def experts(self) -> list[ExpertRecord] | None:
+        return copy.deepcopy(self._s.experts)
+
     def size_bytes(self) -> int:
         """The length of the state as JSON text (what it would take on a disk, roughly)."""
         s = self._s
         found = {f"{f}/{d}": [r.graph, list(r.path)] for f, recs in s.found.items() for d, r in recs.items()}
         keyed = {f"{k}/{f}": v for (k, f), v in s.keyed.items()}
-        state = [s.identity, s.meta, s.fragments, len(s.rows) * (MAX_DEPTH + 5), found, keyed, s.rankings, s.final]
+        state = [
+            s.identity,
+            s.meta,
+            s.fragments,
+            len(s.rows) * (MAX_DEPTH + 5),
+            found,
+            keyed,
+            s.rankings,
+            s.final,
+            s.experts,
+        ]
         return len(json.dumps([state, s.timeline], default=str))

@@ -292,6 +292,20 @@ class RunStoreContract:
         with pytest.raises(ValueError):
             store.put_timeline(-1, [])
 
+    def test_experts_round_trip_in_the_programs_order(self, backend: Backend, where: Path) -> None:
+        with backend.open(where) as st:
+            assert st.experts() is None  # a store made before the record was kept reads the same
+            st.put_experts([{"label": "zeta 2", "digest": D("a1")}, {"label": "alpha", "digest": D("a0")}])
+            st.put_experts([{"label": "wide", "digest": D("a1")}, {"label": "mine", "digest": D("a0")}])
+            for bad in ({"label": "a\nb", "digest": D("a0")}, {"label": "ok", "digest": "../x"}):
+                with pytest.raises(ValueError):
+                    st.put_experts([bad])  # type: ignore[list-item]
+        with backend.open_existing(where) as reader:  # replaced whole by each invocation
+            assert reader.experts() == [{"label": "wide", "digest": D("a1")}, {"label": "mine", "digest": D("a0")}]
+        with backend.open(where) as again:
+            again.put_experts([])  # the program names none now
+            assert again.experts() == []
+
     def test_records_given_back_are_copies(self, store: RunStoreWriter) -> None:
         _fill(store)
         store.fragments()[0]["name"] = "changed"

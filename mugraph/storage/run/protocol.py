@@ -18,6 +18,7 @@ from typing import Any, Protocol, Self, runtime_checkable
 
 from mugraph.storage.run.run_records import (
     ConfirmationRecord,
+    ExpertRecord,
     FinalRecord,
     FragmentRecord,
     JsonObject,
@@ -69,6 +70,10 @@ class RunStoreReader(Protocol):
 
     def final(self) -> FinalRecord | None: ...
 
+    def experts(self) -> list[ExpertRecord] | None:
+        """The program's experts as the run recorded them; None for a store made before it did."""
+        ...
+
     def size_bytes(self) -> int:
         """The bytes the store holds on its medium (what a finished store read back reports)."""
         ...
@@ -105,3 +110,5 @@ class RunStoreWriter(RunStoreReader, Protocol):
     def put_timeline(self, invocation: int, samples: Sequence[Mapping[str, Any]]) -> None: ...
 
     def put_final(self, final: Mapping[str, Any]) -> None: ...
+
+    def put_experts(self, experts: Sequence[ExpertRecord]) -> None: ...

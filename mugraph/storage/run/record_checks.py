@@ -9,13 +9,16 @@ Each check verifies the keys the record type requires and the types of the field
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
 
+from mugraph.ir.names import BadNameError, check_label
 from mugraph.storage.run.errors import damaged
 from mugraph.storage.run.run_records import (
     ConfirmationRecord,
+    ExpertRecord,
     FragmentRecord,
     JsonObject,
     LayoutRecord,
@@ -23,7 +26,17 @@ from mugraph.storage.run.run_records import (
     ProgressSample,
 )
 
-__all__ = ["check_confirmation", "check_fragments", "check_layout", "check_measurement", "check_samples"]
+__all__ = [
+    "DIGEST",
+    "check_confirmation",
+    "check_experts",
+    "check_fragments",
+    "check_layout",
+    "check_measurement",
+    "check_samples",
+]
+
+DIGEST = re.compile(r"[0-9A-Za-z][0-9A-Za-z_.-]{0,127}")  # a μGraph's digest, as records are named by it
 
 _Types = Mapping[str, type | tuple[type, ...]]
 _TEXT_LIST = "a list of strings"
@@ -31,6 +44,7 @@ _FRAGMENT: _Types = {"name": str, "digest": str, "graph": str, "config": str, "p
 _CONFIRMATION: _Types = {"equivalent": bool, "digest": str, "run_seconds": (int, float)}
 _LAYOUT: _Types = {"schema": str, "io_layouts": dict, "error": str}
 _MEASUREMENT: _Types = {"ok": bool, "median_seconds": (int, float), "error": str}
+_EXPERT: _Types = {"label": str, "digest": str}
 
 
 def _check(value: Any, required: frozenset[str], types: _Types, file: Path, what: str) -> JsonObject:
@@ -80,3 +94,19 @@ def check_samples(value: list[Any], file: Path) -> list[ProgressSample]:
     if not all(isinstance(s, dict) for s in value):
         raise damaged(file, "samples is not a list of objects")
     return cast(list[ProgressSample], value)
+
+
+def check_experts(value: Any, file: Path) -> list[ExpertRecord]:
+    """The program's experts, each a label as a program may name one and a digest as a μGraph has:
+    `show` prints both."""
+    if not isinstance(value, list):
+        raise damaged(file, "experts is not a list")
+    for e in value:
+        _check(e, ExpertRecord.__required_keys__, _EXPERT, file, "an expert")
+        try:
+            check_label(e["label"], "expert")
+        except BadNameError as exc:
+            raise damaged(file, str(exc)) from None
+        if not DIGEST.fullmatch(e["digest"]):
+            raise damaged(file, f"expert {e['label']!r}: digest {e['digest']!r:.60} is not a plain name")
+    return cast(list[ExpertRecord], value)

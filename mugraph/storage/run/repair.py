@@ -45,6 +45,7 @@ _NAMES = {  # (one, many) of each kind of record, as the summary counts them
     "measurements": ("measurement", "measurements"),
     "rankings": ("ranking", "rankings"),
     "final": ("the final record", "the final record"),
+    "experts": ("the experts record", "the experts record"),
 }
 
 
@@ -101,7 +102,7 @@ def _counted(records: list[str]) -> str:
     said = []
     for kind, (one, many) in _NAMES.items():
         if kinds[kind]:
-            said.append(one if kind == "final" else f"{kinds[kind]} {one if kinds[kind] == 1 else many}")
+            said.append(one if one == many else f"{kinds[kind]} {one if kinds[kind] == 1 else many}")
     return "dropped " + ", ".join(said)
 
 
@@ -168,6 +169,7 @@ def _check_clean(root: Path) -> None:
         with RunStore.open_existing(root, readonly=True) as st:
             st.timeline()
             st.final()
+            st.experts()
             for i in range(len(st.fragments())):
                 for read in (st.found, st.confirmations, st.layouts, st.measurements, st.ranking):
                     read(i)

@@ -22,6 +22,7 @@ result of an undamaged one:
 - A damaged measurement is dropped alone: the ranking it went into stays; `--measure` takes it again.
 - A damaged timeline record is written again with no samples (its invocation's progress is lost, its
   number kept, so the next invocation does not write over a later one).
+- A damaged experts record is dropped: every run writes it again, and no other record names it.
 - A damaged ledger is rebuilt from the records kept.
 """
 
@@ -39,7 +40,7 @@ __all__ = ["DROP_ORDER", "FINDS_COUNTER", "RepairPlan", "plan_repair"]
 
 # Records are removed in this order, each kind before those it names, so a repair killed midway
 # leaves no record naming a removed one while a damaged record remains for `repair` to find again.
-DROP_ORDER = ("final", "rankings", "measurements", "layouts", "confirmations", "found")
+DROP_ORDER = ("experts", "final", "rankings", "measurements", "layouts", "confirmations", "found")
 FINDS_COUNTER = "verified"  # a done task's fingerprint matches (each found μGraph is one)
 
 
@@ -78,9 +79,9 @@ def plan_repair(scan: Scan) -> RepairPlan:
     laid = {i: scan.keyed["layouts"][i] & confirmed[i] for i in range(n)}
     plan.rerun = _rerun(plan, found)
     bad = scan.damaged
-    drops = [r for r in bad if r.split("/")[0] in ("found", "measurements")]
+    drops = [r for r in bad if r.split("/")[0] in ("found", "measurements", "experts")]
     drops += _unfit(scan, "confirmations", confirmed) + _unfit(scan, "layouts", laid)
-    changed = {int(r.split("/")[1]) for r in drops if not r.startswith("measurements/")}
+    changed = {int(r.split("/")[1]) for r in drops if r.split("/")[0] not in ("measurements", "experts")}
     changed |= {scan.table.fragment_of(row) for row in plan.rerun}
     rankings = {
         i: rows for i, rows in scan.rankings.items() if i not in changed and set(_ranked(scan, i, rows)) <= laid[i]
@@ -194,4 +195,5 @@ def _ledger(
     out += [f"{kind}/{i}/{d}" for kind, per in kept.items() for i, names in sorted(per.items()) for d in sorted(names)]
     out += [f"rankings/{i}" for i in sorted(rankings)]
     out += sorted({f"timeline/{n}" for n in scan.timeline} | set(plan.emptied))
-    return out + (["final"] if scan.final is not None and "final" not in dropped else [])
+    out += ["final"] if scan.final is not None and "final" not in dropped else []
+    return out + (["experts"] if scan.experts else [])

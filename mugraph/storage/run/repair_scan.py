@@ -3,7 +3,7 @@ must know them all to keep the rest.
 
 Each record is read and checked exactly as its reader reads it (the same functions: `read_record`,
 `found_record` and `check_graph_digest`, `RecordFiles.keyed_result` and the record checks,
-`ResultRecords.ranking_rows`, `timeline_samples` and `final_record`), and a StoreDamaged is
+`ResultRecords.ranking_rows`, `timeline_samples`, `final_record` and `experts_record`), and a StoreDamaged is
 collected instead of raised. The root, the fragments and the task table are what every other
 record is checked against, so damage there is `Unrepairable`: nothing is guessed.
 """
@@ -82,6 +82,7 @@ class Scan:
     keyed: dict[str, dict[int, set[str]]] = field(default_factory=dict)  # kind → fragment → intact digests
     rankings: dict[int, list[JsonObject]] = field(default_factory=dict)  # intact, per fragment
     final: FinalRecord | None = None  # intact, or None
+    experts: bool = False  # whether an intact experts record is kept
     timeline: list[str] = field(default_factory=list)  # names of the intact timeline records
     has_fragments_record: bool = False
 
@@ -166,7 +167,7 @@ def _record_paths(scan: Scan) -> list[str]:
     paths += [f"{kind}/{i}/{d}" for kind in KEYED for i in range(n) for d in record_names(root, f"{kind}/{i}")]
     paths += [f"rankings/{i}" for i in range(n) if metadata_file(root, f"rankings/{i}").is_file()]
     paths += [f"timeline/{name}" for name in record_names(root, "timeline")]
-    return paths + (["final"] if metadata_file(root, "final").is_file() else [])
+    return paths + [r for r in ("final", "experts") if metadata_file(root, r).is_file()]
 
 
 def _check_records(scan: Scan, store: AtomicLocalStore) -> None:
@@ -210,6 +211,9 @@ def _check_one(scan: Scan, reader: _Reader, path: str, attrs: Mapping[str, Any])
     elif kind == "timeline":
         reader.timeline_samples(parts[1], attrs)
         scan.timeline.append(parts[1])
+    elif kind == "experts":
+        reader.experts_record(attrs)
+        scan.experts = True
     else:
         final = reader.final_record(attrs)
         check_final_shape(final, file)
@@ -224,7 +228,7 @@ def _check_committed(scan: Scan) -> None:
         if file.is_file():
             continue
         kind = record.split("/")[0]
-        if kind not in ("found", *KEYED, "rankings", "timeline", "final") or not _in_range(scan, record):
+        if kind not in ("found", *KEYED, "rankings", "timeline", "final", "experts") or not _in_range(scan, record):
             raise Unrepairable(
                 f"run store damaged: {file}: missing, though the run committed it; `repair` does not know "
                 f"this record: {MISMATCH_HINT}"
@@ -235,7 +239,7 @@ def _check_committed(scan: Scan) -> None:
 def _in_range(scan: Scan, record: str) -> bool:
     """Whether `record` names a fragment of the store (or none)."""
     parts = record.split("/")
-    if parts[0] in ("timeline", "final"):
+    if parts[0] in ("timeline", "final", "experts"):
         return len(parts) == (2 if parts[0] == "timeline" else 1)
     want = 2 if parts[0] == "rankings" else 3
     return len(parts) == want and parts[1].isdigit() and int(parts[1]) < len(scan.fragments)

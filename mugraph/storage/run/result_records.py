@@ -1,6 +1,6 @@
 """The later stages' records in a run store, each one sealed JSON record written whole: a μGraph's
 confirmation, layout and GPU measurement (named by its digest), a fragment's ranking, an
-invocation's progress timeline and the final result, with the guards every write of the store
+invocation's progress timeline, the final result and the program's experts, with the guards every write of the store
 passes. `ResultRecords` is the base of `store.RunStore`, which adds opening, the fragments, the task
 table and the found μGraphs: those writes follow an order a crash must not break, these need none
 beyond the ledger, so they live apart.
@@ -9,20 +9,28 @@ beyond the ledger, so they live apart.
 from __future__ import annotations
 
 import contextlib
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
+from mugraph.ir.names import check_label
 from mugraph.storage.run.atomic_store import AtomicLocalStore
 from mugraph.storage.run.errors import StoreError, damaged
 from mugraph.storage.run.found_records import graph_digest
 from mugraph.storage.run.ledger import Ledger
-from mugraph.storage.run.record_checks import check_confirmation, check_layout, check_measurement, check_samples
+from mugraph.storage.run.record_checks import (
+    DIGEST,
+    check_confirmation,
+    check_experts,
+    check_layout,
+    check_measurement,
+    check_samples,
+)
 from mugraph.storage.run.record_files import RecordFiles
 from mugraph.storage.run.records import RUN_KEY, check_run_tag, metadata_file, normalize, write_record
 from mugraph.storage.run.run_records import (
     ConfirmationRecord,
+    ExpertRecord,
     FinalRecord,
     FragmentRecord,
     JsonObject,
@@ -33,12 +41,11 @@ from mugraph.storage.run.run_records import (
 
 __all__ = ["ResultRecords"]
 
-_DIGEST = re.compile(r"[0-9A-Za-z][0-9A-Za-z_.-]{0,127}")
 _KEYED = ("confirmations", "layouts", "measurements")  # records named by the digest of their μGraph
 
 
 class ResultRecords:
-    """Confirmations, layouts, measurements, rankings, timeline and final record of one run's store,
+    """Confirmations, layouts, measurements, rankings, timeline, final and experts records of one run's store,
     and the state and guards the whole store shares (closed, read-only, broken by a failed write)."""
 
     def __init__(
@@ -84,7 +91,7 @@ class ResultRecords:
 
     @staticmethod
     def _check_digest(digest: str) -> str:
-        if not isinstance(digest, str) or not _DIGEST.fullmatch(digest):
+        if not isinstance(digest, str) or not DIGEST.fullmatch(digest):
             raise ValueError(f"digest {digest!r} is not a plain name ([0-9A-Za-z_.-], at most 128 characters)")
         return digest
 
@@ -201,3 +208,25 @@ class ResultRecords:
         """The final record read as `attrs`, checked (StoreDamaged naming its file)."""
         check_run_tag(attrs, self._tag, metadata_file(self.path, "final"))
         return cast(FinalRecord, self._files.field("final", attrs, "final", dict))
+
+    def put_experts(self, experts: Sequence[ExpertRecord]) -> None:
+        """The program's experts, written by every invocation (its program file may name others since)."""
+        self._check_writable()
+        value = normalize([dict(e) for e in experts], "experts")
+        for e in value:  # as the reader checks them
+            check_label(e.get("label"), "expert")
+            self._check_digest(e.get("digest"))
+        with self._writing():
+            write_record(self._store, "experts", {"experts": value, RUN_KEY: self._tag})
+            self._ledger.add(["experts"])
+
+    def experts(self) -> list[ExpertRecord] | None:
+        """The program's experts in its order; None for a store made before the record was kept."""
+        attrs = self._files.read("experts")
+        return None if attrs is None else self.experts_record(attrs)
+
+    def experts_record(self, attrs: Mapping[str, Any]) -> list[ExpertRecord]:
+        """The experts record read as `attrs`, checked (StoreDamaged naming its file)."""
+        file = metadata_file(self.path, "experts")
+        check_run_tag(attrs, self._tag, file)
+        return check_experts(self._files.field("experts", attrs, "experts", list), file)

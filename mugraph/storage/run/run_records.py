@@ -1,8 +1,8 @@
 """Records the driver writes to a run store as JSON and the report, `mugraph status`/`show` and the
 loaders read back: the fragments (`set_fragments` / `fragments`), each μGraph's confirmation, layout
 and GPU measurement (what the worker's task returned, kept as it came), the progress samples
-(`put_timeline` / `timeline`: one per progress event, less its `event` key) and the final result
-(`put_final` / `final`).
+(`put_timeline` / `timeline`: one per progress event, less its `event` key), the final result
+(`put_final` / `final`) and the program's experts (`put_experts` / `experts`).
 
 TypedDicts rather than dataclasses: they are written and read as JSON, and the driver builds them
 as plain dicts. No `from __future__ import annotations` here: TypedDict needs `NotRequired`
@@ -65,6 +65,15 @@ class FinalRecord(TypedDict):
     mugraphs: list[str]  # every confirmed μGraph's digest
     gpu_profile: str
     measured: NotRequired[dict[str, int]]  # μGraphs timed on a GPU, per fragment (stores since --measure)
+
+
+class ExpertRecord(TypedDict):
+    """One of the run's program's experts, as `show` and the report mark it: its label and the digest
+    its μGraph has in the ranking rows. The store keeps them because a program file named in a store
+    is never loaded again to find them (the store may come from elsewhere)."""
+
+    label: str
+    digest: str
 
 
 class FragmentRecord(TypedDict):

@@ -23,6 +23,8 @@ Layout (every node is a group or array with one `zarr.json`; JSON records carry 
       rankings/<fragment>/          attrs: ranking [ {...} ], run
       timeline/<invocation>/        attrs: samples [ progress event, ... ], run (one record per invocation)
       final/                        attrs: final {...}, run
+      experts/                      attrs: experts [ {label, digest} ], run (the program's experts, rewritten
+                                    by every invocation; absent in older stores)
 
 Surviving `kill -9` at any instant. Every file is replaced atomically (`AtomicLocalStore`), so each
 file is old or new. A store is built in a hidden sibling directory and renamed into place, so a
@@ -57,7 +59,8 @@ The pieces: `opening` (checks and the lock before a writer's open), `root` (root
 building and deleting a whole store), `task_table` (read back by `task_table_load`), `found_records`,
 `records` (sealed JSON records) and `record_files` (reading them), `ledger`, `cross_checks` (records
 against each other), `safe_files` (opening without following links), `result_records` (the records
-written whole: confirmations, layouts, measurements, rankings, timeline, final, and the write guards);
+written whole: confirmations, layouts, measurements, rankings, timeline, final, experts, and the write
+guards);
 this module ties them into `RunStore`, the one production implementation of `protocol.RunStoreWriter`
 (its records in `task_records` and `run_records`): opening, the fragments, the task table and the
 found μGraphs, whose writes follow the order above.
