@@ -11,7 +11,7 @@ import click
 
 from mugraph.cli.options import store_argument
 from mugraph.cli.records import json_line
-from mugraph.dashboards.experts import expert_labels, expert_note
+from mugraph.dashboards.experts import expert_labels, expert_marks, expert_note
 from mugraph.dashboards.provisional import stored_or_provisional
 from mugraph.dashboards.summary import headline, held_back_reason, rows_to_show, stored_together, what_runs
 from mugraph.ir.errors import MugraphError
@@ -188,7 +188,7 @@ def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) ->
                 }
             )
         final = st.final()
-        experts = expert_labels(st.identity, frags)
+        experts = expert_labels(st.identity, frags, st.experts())
         names = program_outputs(st)
         resume = how_to_resume(store, st.meta)
         from_torch = "model_digest" in st.identity  # a PyTorch model's: its glue is run by PyTorch
@@ -226,7 +226,7 @@ def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) ->
         note = expert_note(experts, ranking, bool(final and final.get("complete")))
         if note:
             click.echo(f"   {note}")
-        for line in _ranking_lines(ranking, None if show_all else SHOW_ROWS, experts):
+        for line in _ranking_lines(ranking, None if show_all else SHOW_ROWS, expert_marks(experts)):
             click.echo(line)
         _print_chosen(shown_frag, names.get(shown_frag["name"], {}))
     if final is None:

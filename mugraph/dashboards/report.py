@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from mugraph.dashboards import report_html
-from mugraph.dashboards.experts import expert_labels, expert_note
+from mugraph.dashboards.experts import expert_labels, expert_marks, expert_note
 from mugraph.dashboards.provisional import stored_or_provisional
 from mugraph.dashboards.report_html import CHART_WIDTH as CHART_WIDTH
 from mugraph.dashboards.report_records import ChosenGraph as ChosenGraph
@@ -101,7 +101,7 @@ def report_data(store: RunStoreReader) -> ReportData:
     fragments: list[FragmentSummary] = []
     chosen: dict[str, ChosenGraph] = {}
     rankings: dict[str, list[RankedRow]] = {}
-    experts = expert_labels(store.identity, frags)
+    experts = expert_labels(store.identity, frags, store.experts())
     found_order: dict[str, list[str]] = {}
     found_at: dict[str, dict[str, float]] = {}  # run seconds of each find, where the store kept them
     provisional: list[str] = []
@@ -172,7 +172,7 @@ def report_data(store: RunStoreReader) -> ReportData:
         "best_so_far": {
             name: best_so_far(samples, name, found_order[name], rows, found_at[name]) for name, rows in rankings.items()
         },
-        "experts": experts,
+        "experts": expert_marks(experts),
         "expert_notes": {name: expert_note(experts, rows, complete) for name, rows in rankings.items()},
         "ranking": rankings,
         "provisional": provisional,

@@ -76,7 +76,7 @@ class ReportData(TypedDict):
     invocations: int
     workers: dict[str, WorkerBusy]
     best_so_far: dict[str, list[tuple[float, float]]]
-    experts: dict[str, str]
+    experts: dict[str, str]  # canonical digest -> the expert label its ranking row is marked with
     expert_notes: dict[str, str]
     ranking: dict[str, list[RankedRow]]
     provisional: list[str]  # fragments ranked from what the store holds so far (the run has not ended)

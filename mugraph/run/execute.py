@@ -17,7 +17,7 @@ from mugraph.dashboards.report import write_report
 from mugraph.ir.errors import MugraphError
 from mugraph.ir.plural import counted, noun
 from mugraph.programs import Program
-from mugraph.run.expert import expert_line
+from mugraph.run.expert import expert_line, stored_experts
 from mugraph.run.kernels import write_store_module
 from mugraph.run.mismatch import held_by, setting_changes
 from mugraph.run.options import OptimizeOptions
@@ -118,6 +118,7 @@ def _open_store(stack: contextlib.ExitStack, run: Prepared) -> RunStoreWriter:
         RunPaths(run.store).report.unlink(missing_ok=True)
     if staged is not None:
         staged.place(st.meta)
+    st.put_experts(stored_experts(run.program, len(run.plan.fragments)))  # what `show` and the report mark
     return st
 
 

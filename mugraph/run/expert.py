@@ -1,8 +1,10 @@
 """What a run and `mugraph explain` say of a program's expert: found, or not found and why (not
-equivalent to the reference, or the first choice of the search that excludes it)."""
+equivalent to the reference, or the first choice of the search that excludes it); and the experts
+as the run's store records them, for `show` and the report."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 
 from mugraph.ir.canonical import canonical_digest
@@ -15,6 +17,7 @@ from mugraph.stages.search.explanation import Explanation
 from mugraph.stages.search.explore import Fragment, Searcher
 from mugraph.stages.verify.check import ReferenceCheck
 from mugraph.stages.verify.names import in_reference_order
+from mugraph.storage.run.run_records import ExpertRecord
 
 
 def not_equivalent(label: str, against: ReferenceCheck, expert: KernelGraph) -> Explanation | None:
@@ -75,3 +78,20 @@ def expert_line(
             searcher = Searcher(Fragment(loads(text), config, prog.name))
         lines.append(f"expert {label!r} {explain_expert(searcher, label, expert).missed_line(complete)}")
     return "\n".join(lines)
+
+
+def stored_experts(prog: Program, fragments: int) -> list[ExpertRecord]:
+    """The program's experts as the store records them: each label with the digest its μGraph has
+    where the search finds it (as `expert_line` looks it up), in the program's order; none for a
+    program that splits, whose experts are not looked for. An expert whose names are not the
+    reference's (not equivalent, as `optimize` says) keeps the digest of its graph as written."""
+    if fragments != 1 or not prog.experts:
+        return []
+    reference = prog.reference()
+    out: list[ExpertRecord] = []
+    for label, build in prog.experts.items():
+        graph = build()
+        with contextlib.suppress(ValueError):  # names that differ (`check` says so)
+            graph = as_found(reference, graph)
+        out.append({"label": label, "digest": canonical_digest(graph)})
+    return out
