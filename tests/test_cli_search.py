@@ -51,7 +51,7 @@ def test_an_expert_not_reached_before_the_time_limit_is_not_found_yet(tmp_path: 
     `optimize` does, never "NOT found: inside the space"."""
     args = ["search", "rms_norm", *settings("rms_norm"), "--time-limit", "0.01", "--budget", "1", "--memo-url", "local"]
     text = run(*args, cwd=tmp_path).stdout
-    said = "expert not found yet: the search stopped at its time limit; it lies inside the space, at root choice "
+    said = "expert 'expert' not found yet: the search stopped at its time limit; it lies inside the space, at root "
     assert said in text and "NOT found: inside" not in text, text
     assert "other experts: paper NOT found: outside the space (grid)" in text
     s = summary(run(*args, "--json", cwd=tmp_path))

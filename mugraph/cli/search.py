@@ -167,7 +167,7 @@ def _search_lines(summary: SearchSummary, report: SearchReport, said: dict[str, 
     left = counted(len(report.frontier), "subtree")
     state = "finished" if report.complete else f"stopped at the time limit, {left} left"
     labels = list(said)
-    expert = f", expert {said[labels[0]]}" if labels else ""
+    expert = f", expert {labels[0]!r} {said[labels[0]]}" if labels else ""
     others = [f"{label} {said[label]}" for label in labels[1:]]
     expert += f"; other experts: {'; '.join(others)}" if others else ""
     return [

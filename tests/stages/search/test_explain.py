@@ -106,7 +106,7 @@ def test_explain_command_and_the_reason_search_prints(tmp_path: Path) -> None:
     s = summary(run("search", "rms_norm", *args, "--json", cwd=tmp_path))
     assert s["expert_found"] is False and "for-loop range 64 is not among the ranges [16]" in s["expert_reason"]
     text = run("search", "rms_norm", *args, cwd=tmp_path).stdout
-    assert "expert NOT found: outside the space (for-loop range)" in text
+    assert "expert 'expert' NOT found: outside the space (for-loop range)" in text
 
 
 def test_optimize_says_why_its_expert_was_not_found(tmp_path: Path) -> None:
