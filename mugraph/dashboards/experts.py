@@ -48,14 +48,14 @@ def expert_marks(labels: Labels) -> dict[str, str]:
 
 def expert_note(labels: Labels, ranking: Sequence[Mapping[str, Any]], complete: bool = True) -> str:
     """Where each expert ranks, or that the search did not find it (`mugraph explain` says why), or
-    not yet (a run stopped before its end may still reach it)."""
+    not yet (a run still going, or stopped before its end, may still reach it)."""
     if not labels:
         return ""
     ranks = {r["digest"]: n for n, r in enumerate(ranking, 1)}
     missing = (
         "was not found (`mugraph explain` says why)"
         if complete
-        else "is not found yet: the search stopped before its end (`mugraph explain` says whether it lies "
+        else "is not found yet: the search has not reached its end (`mugraph explain` says whether it lies "
         "inside the space)"
     )
     parts = [

@@ -36,7 +36,7 @@ def test_expert_note_gives_each_expert_its_rank_or_says_it_was_not_found() -> No
     )
     assert expert_note([], ranking) == ""
     stopped = expert_note([("paper", "z")], ranking, complete=False)
-    assert stopped.startswith("expert 'paper' is not found yet: the search stopped before its end")
+    assert stopped.startswith("expert 'paper' is not found yet: the search has not reached its end")
 
 
 def test_experts_that_are_one_mugraph_mark_its_row_with_both_labels() -> None:
