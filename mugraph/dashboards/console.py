@@ -16,6 +16,7 @@ from mugraph.ir.plural import counted
 from mugraph.ir.together import speedup_text, summed
 from mugraph.stages.layout.describe import seconds_text
 from mugraph.stages.layout.rows import RankRow
+from mugraph.storage.memo.layered import UNAVAILABLE
 
 
 def start_line(e: Mapping[str, Any]) -> str:
@@ -31,11 +32,26 @@ def start_line(e: Mapping[str, Any]) -> str:
     ) + (NO_WORKERS if not e["workers"] else "")
 
 
-# after the start line where the cluster (an external scheduler) has no worker yet: nothing would run
-NO_WORKERS = (
-    "\nmugraph: the scheduler has no workers yet: the tasks wait until one joins (start one with "
-    "`dask worker SCHEDULER-ADDRESS`; --time-limit bounds the wait)"
+# what the tasks do while the cluster has no worker, and what to do about it
+WAIT_FOR_WORKERS = (
+    "the tasks wait until one joins (start one with `dask worker SCHEDULER-ADDRESS`; --time-limit bounds the wait)"
 )
+# after the start line where the cluster (an external scheduler) has no worker yet: nothing would run
+NO_WORKERS = f"\nmugraph: the scheduler has no workers yet: {WAIT_FOR_WORKERS}"
+
+
+def workers_line(e: Mapping[str, Any]) -> str:
+    """A `workers` event: every worker left in the middle of the run (nothing runs), or workers are
+    back; each said once, as the start line says a cluster with none."""
+    if not e["workers"]:
+        return f"mugraph: warning: every worker has left the scheduler ({e['seconds']:.0f} s in): {WAIT_FOR_WORKERS}"
+    return f"mugraph: {counted(e['workers'], 'worker')} joined; the tasks run again"
+
+
+def memo_lost_line(e: Mapping[str, Any]) -> str:
+    """A `memo_lost` event, in the words the worker's own warning uses (on a local cluster the driver's
+    line is the only one; a `dask worker` says it in its log too)."""
+    return f"mugraph: warning: {UNAVAILABLE}: {e['error']} (worker {e['worker']}; the same results, found more slowly)"
 
 
 def limit_line(e: Mapping[str, Any]) -> str:

@@ -91,6 +91,7 @@ class Dispatch:
         self.confirmer: str | None = None  # the worker all confirmations go to (no GPU)
         self.confirm_moves = 0
         self.slots = 1  # worker threads in the cluster (`refresh`)
+        self.workers = 0  # workers in the cluster when `refresh` last asked
         self.times = DepthTimes()  # recent search tasks' seconds, per depth: they size the bundles
         self.span = 0.0  # the seconds of the last batch's bundles
         self.queued_depths: Counter[int] = Counter()  # search rows in flight, per path length
@@ -238,6 +239,7 @@ class Dispatch:
         worker has left, move its confirmations to another one (they are pinned to it, so nothing else
         would ever run them). `Client.scheduler_info()` is a round trip to the scheduler, not a cache."""
         workers = self.client.scheduler_info()["workers"]
+        self.workers = len(workers)
         self.slots = sum(int(w.get("nthreads", 1)) for w in workers.values()) or 1
         if self.confirmer is None or self.confirmer in workers:
             return

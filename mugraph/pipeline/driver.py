@@ -36,10 +36,12 @@ from mugraph.pipeline.finish import finish
 from mugraph.pipeline.interrupts import held
 from mugraph.pipeline.jobs import ConfirmJob, LayoutJob, SearchJob, StagedResult
 from mugraph.pipeline.lost_scheduler import scheduler_loss_said
+from mugraph.pipeline.lost_workers import quiet_gather_retries
 from mugraph.pipeline.measuring import NO_GPU
 from mugraph.pipeline.plan import RunPlan
 from mugraph.pipeline.records import SearchTaskResult
 from mugraph.pipeline.sampling import SCHEDULER_VIEW_SECONDS, Sampler
+from mugraph.pipeline.watch import ClusterWatch
 from mugraph.pipeline.worker import confirm_task, layout_task, search_task, warm_task
 from mugraph.stages.layout.profiles import DEFAULT_PROFILE, GpuProfile, get_profile
 from mugraph.stages.search.explore import SearchCounters
@@ -144,9 +146,11 @@ class Driver:
         self.totals = self._results.totals
         self._t0 = 0.0
         self._task_seconds = 0.0  # a running mean of one search task's seconds (a bundle's, summed)
+        self._watch = ClusterWatch(0, self.on_event)
 
     # -- the run ---------------------------------------------------------------------------------
     def run(self) -> DoneEvent:
+        quiet_gather_retries()  # a worker lost with results: the driver says what matters (`watch`)
         start_workers(self.client, self.worker_env)  # a local cluster's, now that the plugin is in
         self._t0 = self._sampler.t0 = self._results.t0 = time.perf_counter()
         store, plan, dispatch, results = self.store, self.plan, self._dispatch, self._results
@@ -179,6 +183,7 @@ class Driver:
             "invocation": results.progress.invocation,
         }
         self.on_event(start)
+        self._watch.workers = start["workers"]
         if results.progress.history:
             self.on_event({"event": "history", "samples": results.progress.past_samples()})
         # a resumed run's pending rows keep the order the killed one would have run them in
@@ -218,6 +223,7 @@ class Driver:
                 return True
             if now - viewed >= SCHEDULER_VIEW_SECONDS:
                 dispatch.refresh(self._results.found)
+                self._watch.workers_now(dispatch.workers, now - self._t0)
                 viewed = now
             if now - last >= self.progress_interval:
                 self._sampler.sample(now)
@@ -366,4 +372,5 @@ class Driver:
 
     def _on_search(self, row: int, fragment: int, result: SearchTaskResult) -> None:
         """Stage a search result for the next commit."""
+        self._watch.search_result(result)
         self._results.staged.append(StagedResult(row, fragment, result))

@@ -25,8 +25,10 @@ __all__ = [
     "LayoutEvent",
     "LimitEvent",
     "MeasuredEvent",
+    "MemoLostEvent",
     "ProgressEvent",
     "StartEvent",
+    "WorkersEvent",
 ]
 
 
@@ -112,6 +114,24 @@ class LimitEvent(TypedDict):
     drain_seconds: float
 
 
+class WorkersEvent(TypedDict):
+    """The cluster's worker count went to 0 in the middle of the run (every worker left: nothing runs
+    until one joins), or back up from 0 (`workers` joined since): said once each time it changes so."""
+
+    event: Literal["workers"]
+    workers: int
+    seconds: float  # into this invocation
+
+
+class MemoLostEvent(TypedDict):
+    """A worker's shared memo failed (the Redis server went away): it goes on with its local memo,
+    slower and with the same results. Once per run, for the first worker that reports it."""
+
+    event: Literal["memo_lost"]
+    worker: str
+    error: str  # what the memo client said (no password or secret in it)
+
+
 class MeasuredEvent(TypedDict):
     """A μGraph (or the reference) timed on a GPU worker, beside the model's estimate."""
 
@@ -185,6 +205,8 @@ Event = (
     | ConfirmedEvent
     | LayoutEvent
     | LimitEvent
+    | WorkersEvent
+    | MemoLostEvent
     | MeasuredEvent
     | DoneEvent
 )

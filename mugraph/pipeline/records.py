@@ -22,8 +22,9 @@ MEMO_KEYS = ("local_hits", "remote_hits", "misses", "remote_errors")
 @dataclass(frozen=True, slots=True)
 class SearchTaskResult:
     """One explored path: the μGraphs found under it, its unexplored frontier, its counters, the memo
-    lookups it made by level, the worker that ran it (with that worker's peak memory), and the probed
-    size estimates of its frontier paths (None where a path was not probed)."""
+    lookups it made by level, the worker that ran it (with that worker's peak memory), the probed
+    size estimates of its frontier paths (None where a path was not probed), and why the worker's
+    shared memo failed, if it has (the driver says so: a worker's log may be read by no one)."""
 
     path: Path
     found: tuple[Found, ...]
@@ -34,6 +35,7 @@ class SearchTaskResult:
     peak_rss_mib: float = 0.0
     frontier_estimates: tuple[float | None, ...] | None = None  # Knuth-probe sizes, per frontier path
     frontier_ranks: tuple[int, ...] | None = None  # per frontier path, below `path` (`task_paths`)
+    memo_error: str | None = None  # why the worker's shared memo failed, once it has (None while it works)
 
     @property
     def seconds(self) -> float:

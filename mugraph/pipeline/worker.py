@@ -66,11 +66,13 @@ GUARD_SECONDS = 0.25
 class WorkerState:
     """One per worker process."""
 
-    def __init__(self, memo_url: str | None, backend: str, memory_limit: int | None = None) -> None:
+    def __init__(
+        self, memo_url: str | None, backend: str, memory_limit: int | None = None, *, warn_unavailable: bool = True
+    ) -> None:
         store: MemoStore | None = None
         if memo_url not in (None, "local"):
             store = open_memo_store(memo_url)
-        self.memo = LayeredMemo(store, valid_values=VERDICT_BYTES)
+        self.memo = LayeredMemo(store, valid_values=VERDICT_BYTES, warn_unavailable=warn_unavailable)
         self.xp: ArrayModule = get_array_module(backend)
         self._searchers: OrderedDict[str, Searcher] = OrderedDict()
         self._confirmers: OrderedDict[str, Confirmer] = OrderedDict()
@@ -210,7 +212,10 @@ class MugraphPlugin(WorkerPlugin):
         logging.getLogger("distributed.worker").addFilter(_NoHeartbeatNoise())
         url = worker_memo_url(self.memo_url)
         self.without_secret = url is None and self.memo_url not in (None, "local")
-        self.state = WorkerState(url, self.backend, worker.memory_manager.memory_limit)
+        # a local cluster's worker (the URL from its driver) shares the driver's terminal, where the
+        # driver says a failed memo once for all its workers; a `dask worker` says it in its own log too
+        local = url is not None and url == os.environ.get(MEMO_URL_ENV)
+        self.state = WorkerState(url, self.backend, worker.memory_manager.memory_limit, warn_unavailable=not local)
 
     def teardown(self, worker: Any) -> None:
         if self.state is not None:
@@ -275,6 +280,7 @@ def search_task(
                 peak_rss_mib=peak_rss_mib(),
                 frontier_estimates=tuple(estimates),
                 frontier_ranks=tuple(result.ranks),
+                memo_error=state.memo.failure,  # on every result after: a lost one does not hide it
             )
         )
     return tuple(out)

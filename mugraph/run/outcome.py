@@ -16,10 +16,12 @@ from mugraph.dashboards.console import (
     kept_reason,
     limit_line,
     measured_line,
+    memo_lost_line,
     progress_text,
     reused_line,
     start_line,
     verdict_lines,
+    workers_line,
 )
 from mugraph.dashboards.progress_line import ProgressLine
 from mugraph.dashboards.report import write_report
@@ -211,6 +213,10 @@ class Console:
         elif e["event"] == "limit":
             self._limit_said = True
             self._line(limit_line(e))
+        elif e["event"] == "workers":
+            self._line(workers_line(e))
+        elif e["event"] == "memo_lost":
+            self._line(memo_lost_line(e))
 
     def reused(self, done: Mapping[str, Any]) -> None:
         self._line(reused_line(done["program"], done["store"], len(done["ranking"]), done["tasks_done"]))

@@ -31,6 +31,7 @@ from mugraph.storage.memo.base import MAX_VALUE_BYTES, MemoStore, MemoUnavailabl
 __all__ = [
     "DEFAULT_LRU_ENTRIES",
     "MAX_VALUE_BYTES",
+    "UNAVAILABLE",
     "LayeredMemo",
     "LocalMemo",
     "MemoCounters",
@@ -41,6 +42,8 @@ __all__ = [
 ]
 
 DEFAULT_LRU_ENTRIES = 1_000_000
+# What a failed backend is reported as: by the process it failed in, or by the driver its counters reach.
+UNAVAILABLE = "memo server unavailable, continuing with the local memo"
 
 
 class LocalMemo(MemoStore):
@@ -125,8 +128,9 @@ class LayeredMemo:
     never sent to the backend: pass the verdicts that are not deterministic (for example an `unknown`
     caused by a wall-clock timeout) so that one slow machine cannot poison every other worker.
 
-    A backend failure (`MemoUnavailable`) is counted, reported by one warning, and the backend is not
-    used again by this LayeredMemo; results are unchanged, only slower."""
+    A backend failure (`MemoUnavailable`) is counted, kept as `failure` and reported by one warning
+    (none where `warn_unavailable` is off: a worker whose driver says it on the same terminal), and the
+    backend is not used again by this LayeredMemo; results are unchanged, only slower."""
 
     def __init__(
         self,
@@ -135,6 +139,7 @@ class LayeredMemo:
         valid_values: frozenset[bytes],
         max_entries: int = DEFAULT_LRU_ENTRIES,
         local_only_values: frozenset[bytes] = frozenset(),
+        warn_unavailable: bool = True,
     ) -> None:
         if max_entries < 0:
             raise ValueError(f"max_entries must be >= 0, got {max_entries}")
@@ -153,6 +158,8 @@ class LayeredMemo:
         self._to_repair: set[str] = set()
         self._lock = threading.Lock()
         self._warned_garbage = False
+        self.warn_unavailable = warn_unavailable
+        self.failure: str | None = None  # why the backend failed, the first time it did
 
     @property
     def name(self) -> str:
@@ -182,9 +189,10 @@ class LayeredMemo:
             if first:
                 self._backend = None
                 self._to_repair.clear()
-        if first:
+                self.failure = str(exc)
+        if first and self.warn_unavailable:
             warnings.warn(
-                f"memo server unavailable, continuing with the local memo: {exc}",
+                f"{UNAVAILABLE}: {exc}",
                 RuntimeWarning,
                 stacklevel=3,
             )
