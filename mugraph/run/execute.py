@@ -24,7 +24,7 @@ from mugraph.run.options import OptimizeOptions
 from mugraph.run.outcome import finished, stored_done
 from mugraph.run.prepare import Prepared, preflight, prepare
 from mugraph.run.resume import how_to_resume
-from mugraph.run.setup import main_not_rerun, staged_exported, versions, workers_memo_url
+from mugraph.run.setup import main_not_rerun, say_key_of_its_own, staged_exported, versions, workers_memo_url
 from mugraph.stages.layout.emitted import model_for
 from mugraph.storage.memo.url import redact_url
 from mugraph.storage.run.backends import open_store
@@ -77,6 +77,7 @@ def reused(run: Prepared, t0: float) -> DoneEvent | None:
 def run_prepared(run: Prepared, on_event: EventSink | None = None) -> DoneEvent:
     """`run_optimize` once its options are checked and its plan made (`prepare`)."""
     preflight(run)
+    say_key_of_its_own(run.options.memo_url, run.options.scheduler, run.store)
     try:
         with contextlib.ExitStack() as stack:
             st = _open_store(stack, run)

@@ -5,13 +5,17 @@ before the store is made, and the versions the store records."""
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mugraph.programs import Program
+from mugraph.storage.memo.auth import ENV_SECRET, KEY_FILE
 from mugraph.storage.memo.session import private_memo, signed_url
+from mugraph.storage.memo.url import redact_url
 from mugraph.storage.run.paths import RunPaths
 
 if TYPE_CHECKING:
@@ -41,6 +45,23 @@ def workers_memo_url(given: str | None, store: Path) -> Iterator[str | None]:
             yield url
         return
     yield None if given == "local" else signed_url(given, folder)
+
+
+def say_key_of_its_own(given: str | None, scheduler: str | None, store: Path) -> None:
+    """One warning where a local cluster's run shares a memo server with no $MUGRAPH_MEMO_KEY: its
+    verdicts are sealed with a key the store made for itself, so it reads none that other runs sealed
+    and they read none of its (docs/semantics.md). A cluster of one's own takes its workers' key, and
+    says where they have none."""
+    if given in (None, "local") or scheduler is not None or os.environ.get(ENV_SECRET):
+        return
+    warnings.warn(
+        f"the shared memo at {redact_url(given)} is used with this store's own key "
+        f"({RunPaths(store).memo_dir / KEY_FILE}): verdicts are shared only with runs that use the same key, "
+        f"so none sealed by other runs is read; set ${ENV_SECRET} to one secret for every run that shares "
+        "the server (docs/semantics.md)",
+        RuntimeWarning,
+        stacklevel=2,
+    )
 
 
 @contextlib.contextmanager
