@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 from mugraph.storage.memo.base import MAX_VALUE_BYTES, MemoStore, MemoUnavailable, check_items
+from mugraph.storage.memo.url import redact_url
 
 __all__ = [
     "DEFAULT_LRU_ENTRIES",
@@ -189,10 +190,10 @@ class LayeredMemo:
             if first:
                 self._backend = None
                 self._to_repair.clear()
-                self.failure = str(exc)
+                self.failure = redact_url(str(exc))  # carried to the driver's console and --json
         if first and self.warn_unavailable:
             warnings.warn(
-                f"{UNAVAILABLE}: {exc}",
+                f"{UNAVAILABLE}: {redact_url(str(exc))}",
                 RuntimeWarning,
                 stacklevel=3,
             )
