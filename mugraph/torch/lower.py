@@ -31,6 +31,7 @@ from mugraph.ir.errors import MugraphError
 from mugraph.ir.graph import KernelGraph, Tensor
 from mugraph.ir.serialize import SCHEMA, JSONDict, from_json, to_json
 from mugraph.ir.types import OpKind
+from mugraph.stages.fragments import split_program
 from mugraph.torch.activations import find_activations
 from mugraph.torch.composite import Composite
 from mugraph.torch.errors import CaptureError, NothingLowered
@@ -119,10 +120,11 @@ class _Lowerer(OpLowering):
         split = tuple(dict.fromkeys(lin.name for lin in pieces if lin is not None and lin.name not in needed))
         return Lowering(graph, inputs, outputs, tuple(n for n in lowered if n in live), tuple(needed), split)
 
-    def unread_pieces(self) -> frozenset[str]:
-        """The split linear layers (by name) lowered piece by piece where some piece's value is read by
-        no op of the program that an output needs (only returned or read by glue, or a scale folded
-        into its weight in a copy of the matmul)."""
+    def unfused_splits(self, graph: KernelGraph, inputs: dict[str, InputSource]) -> frozenset[str]:
+        """The split linear layers (by name) lowered piece by piece that the search cannot fuse: a piece
+        whose value no op an output needs reads (only returned or read by glue; a scale folded into its
+        weight counts as the product that took it), or pieces that `graph`'s fragment split puts in
+        different fragments (each then a matmul call of its own, where the model makes one)."""
         live: set[int] = set()
         read: set[int] = set()  # tensors a live op other than an output reads
         for op in reversed(self.g.ops):
@@ -130,13 +132,27 @@ class _Lowerer(OpLowering):
                 live.update(op.inputs)
                 if op.kind is not OpKind.OUTPUT:
                     read.update(op.inputs)
-        unread: set[str] = set()
+        unfused: set[str] = set()
         for node in self.nodes:
             lin = split_linear(node.args[0]) if node.target is operator.getitem and node.args else None
-            value = self.values.get(node.name)
+            name = node.name
+            while name in self.folded:
+                name = self.folded[name]
+            value = self.values.get(name)
             if lin is not None and isinstance(value, Tensor) and value.index not in read:
-                unread.add(lin.name)
-        return frozenset(unread)
+                unfused.add(lin.name)
+        parts = {i: f.name for f in split_program(graph).fragments for i in f.op_indices}
+        by_input = {op.outputs[0]: str(op.attr("name")) for op in graph.ops_of(OpKind.INPUT)}
+        for linear, weight in self.piece_weights.items():
+            rows_of = {t for t, n in by_input.items() if inputs[n].node == weight and inputs[n].rows is not None}
+            pieces = {
+                parts.get(i)
+                for i, op in enumerate(graph.ops)
+                if op.kind is OpKind.MATMUL and rows_of.intersection(op.inputs)
+            }
+            if len(pieces) > 1 or None in pieces:
+                unfused.add(linear)
+        return frozenset(unfused)
 
     def _why_none(self) -> str:
         """Where no op was lowered, a cause the model's tensors show: their rank or their dtype."""
@@ -249,14 +265,16 @@ def _compact(g: KernelGraph, early: set[str]) -> tuple[KernelGraph, set[str]]:
 
 
 def lower(ep: torch.export.ExportedProgram) -> Lowering:
-    """The mugraph program of an exported graph, and the glue around it. A split linear layer with a
-    piece nothing in the program reads (`_Lowerer.unread_pieces`) is lowered again whole: its pieces
-    would be more matmul calls than the model makes, with nothing for the search to fuse them with."""
-    first = _Lowerer(ep)
-    lowering = first.run()
-    whole = first.unread_pieces()
-    if not whole:
-        return lowering
-    again = _Lowerer(ep)
-    again.whole = whole
-    return again.run()
+    """The mugraph program of an exported graph, and the glue around it. A split linear layer is lowered
+    piece by piece only where the search can fuse its pieces: every piece read by an op of the
+    program, all of them in one fragment (`_Lowerer.unfused_splits`); any other is lowered again
+    whole, since its pieces would be more matmul calls than the model makes."""
+    whole: frozenset[str] = frozenset()
+    while True:  # each pass keeps more linears whole (at most one pass per split linear)
+        lowerer = _Lowerer(ep)
+        lowerer.whole = whole
+        lowering = lowerer.run()
+        more = lowerer.unfused_splits(lowering.graph, lowering.inputs) - whole
+        if not more:
+            return lowering
+        whole |= more

@@ -193,6 +193,7 @@ class OpLowering(MatmulLowering):
         scaled = InputSource(SCALABLE[src.kind], src.node, src.shape, dt, factor, src.shift)
         new = self._made(scaled) or self._fresh(f"{name}_s")
         w = self._new_input(new, scaled, name in self.early_inputs)
+        self.folded[x.name] = node.name  # x's product is node's now: a split piece stays read through it
         args = [w if j == k else self.g.tensors[t] for j, t in enumerate(op.inputs)]
         return self.g.mul(*args) if op.kind is OpKind.MUL else self.g.matmul(*args)
 

@@ -32,6 +32,11 @@ class SplitPieces(Operands):
 
     whole: frozenset[str] = frozenset()
 
+    def __init__(self, ep: torch.export.ExportedProgram) -> None:
+        super().__init__(ep)
+        self.piece_weights: dict[str, str] = {}  # split linear's name -> its weight's node, once a piece is lowered
+        self.folded: dict[str, str] = {}  # fx node -> the node whose product took its scale in (`_fold_into_weight`)
+
     def _transposed(self, w: fx.Node, dt: DType, rows: tuple[int, int] | None = None) -> Tensor:
         """A 2-d torch value's transpose (of its `rows` only, where given) as a program input, a view the
         kernels read in place (one per value and rows, shared by every reader)."""
@@ -87,6 +92,7 @@ class SplitPieces(Operands):
             raise Skip
         f = self.frame(node, [x])
         y = self.g.matmul(self.operand(x, dt, f), self._transposed(w, dt, rows))
+        self.piece_weights[lin.name] = w.name
         if bias is None:
             return y
         if not isinstance(bias, fx.Node) or bias.name in self.values or self._dtype(bias) is not dt:

@@ -278,13 +278,14 @@ ROWS: list[Row] = [
     Row(
         "a linear's output split along its last dim: `gate, up = self.w12(x).chunk(2, -1)` (`split` too)",
         "lowered: one matmul (+ bias) per piece, over its rows of W (and b), where every piece is read by a "
-        "lowered op; the whole linear never runs",
+        "lowered op and the pieces fall in one fragment (the search can fuse them); the whole linear never runs",
         lambda: lambda x, w: [torch.relu(p) for p in F.linear(x, w).chunk(2, dim=-1)],
         ((2, 4, 64), (64, 64)),
         Expect((K.MATMUL, K.MATMUL, K.RELU, K.RELU)),
     ),
     Row(
-        "a split linear's piece only returned or read by glue: `q, k, v = self.qkv(x).split(d, -1)`",
+        "a split linear's piece only returned or read by glue (`q, k, v = self.qkv(x).split(d, -1)`), or pieces "
+        "in separate fragments",
         "lowered: the linear whole, one matmul as the model makes it; the split: glue",
         lambda: lambda x, w: [torch.relu(p) if i == 0 else p for i, p in enumerate(F.linear(x, w).chunk(2, dim=-1))],
         ((2, 4, 64), (64, 64)),
