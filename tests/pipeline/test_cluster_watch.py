@@ -44,9 +44,9 @@ def test_every_worker_leaving_is_said_once_and_their_return(tmp_path: Path) -> N
         wait_for("a search task done", lambda: _tasks_done(tmp_path) >= 1, 180)
         worker.send_signal(signal.SIGKILL)
         worker.wait(timeout=30)
-        wait_for("the line saying no worker is left", lambda: "every worker has left" in err.read_text(), 30)
+        wait_for("the line saying no worker is left", lambda: "every worker has left" in err.read_text(), 120)
         procs.append(start_worker(address, tmp_path))
-        wait_for("the line saying a worker joined", lambda: "1 worker joined" in err.read_text(), 60)
+        wait_for("the line saying a worker joined", lambda: "1 worker joined" in err.read_text(), 120)
         assert _stopped(run) == 130, err.read_text()[-3000:]
     finally:
         stop_all(procs)
