@@ -326,6 +326,15 @@ def _program(
     )
 
 
+def _json_expert(path: Path, key: str, value: Any) -> KernelGraph:
+    try:
+        return _checked(path, f"experts.{key}", from_json(value, path=f"experts.{key}"))
+    except ProgramLoadError:
+        raise
+    except MugraphError as e:
+        raise ProgramLoadError(f"{_at(path)}: {e}") from None
+
+
 def _each_expert(
     path: Path, raw: dict[Any, Any], build: Callable[[Any, Any], KernelGraph]
 ) -> dict[str, Callable[[], KernelGraph]]:
@@ -334,11 +343,13 @@ def _each_expert(
     are refused, since the second would replace the first."""
     experts: dict[str, Callable[[], KernelGraph]] = {}
     problems: list[str] = []
+    labels: set[str] = set()  # every label met, an unreadable expert's too
     for key, value in raw.items():
         try:
             label = _label(path, key)
-            if label in experts:
+            if label in labels:
                 raise ProgramLoadError(f"{_at(path)}: two experts are labelled {shown(label)}")
+            labels.add(label)
             experts[label] = _frozen(build(key, value))
         except ProgramLoadError as e:
             problems.append(str(e))
@@ -397,9 +408,7 @@ def _load_json(path: Path) -> Program:
             experts_raw = data.get("experts", {})
             if not isinstance(experts_raw, dict):
                 raise SchemaError("experts: expected an object of label to graph")
-            experts = _each_expert(
-                path, experts_raw, lambda k, v: _checked(path, f"experts.{k}", from_json(v, path=f"experts.{k}"))
-            )
+            experts = _each_expert(path, experts_raw, lambda k, v: _json_expert(path, k, v))
             return _program(path, data.get("name"), data.get("preset"), reference, experts)
         if isinstance(data, dict) and data.get("schema") not in (SCHEMA, None):
             raise SchemaError(f"schema: {data.get('schema')!r} is neither {SCHEMA!r} nor {PROGRAM_SCHEMA!r}")

@@ -176,6 +176,23 @@ def test_every_unreadable_expert_is_named_at_once(tmp_path: Path) -> None:
     assert lines[3] == f"{path}: two experts are labelled '2'"
     path.write_text(path.read_text().replace("'empty': empty, ", "").replace(", '2': reference", ""))
     assert load_error(path) == f"{path}:11: experts['raising']: ValueError: not built"
+    path.write_text(path.read_text().replace("'raising': raising", "1: raising, '1': reference"))
+    assert load_error(path).splitlines()[1:] == [
+        f"{path}:11: experts[1]: ValueError: not built",
+        f"{path}: two experts are labelled '1'",  # said with the unreadable one, not after it is mended
+    ]
+
+
+def test_every_unreadable_expert_of_a_json_program_is_named_at_once(tmp_path: Path) -> None:
+    good = to_json(get_builtin("rms_norm").reference())
+    data = {"schema": PROGRAM_SCHEMA, "reference": good, "experts": {"a": {"schema": "x"}, "b": 3, "c": good}}
+    path = tmp_path / "several.json"
+    path.write_text(json.dumps(data))
+    assert load_error(path).splitlines() == [
+        "2 experts cannot be read:",
+        f"{path}: experts.a.schema: 'x' is not supported (expected 'mugraph.kernel-graph/1')",
+        f"{path}: experts.b: expected an object, got int",
+    ]
 
 
 def test_load_valid_python_program(good_program: Path) -> None:
