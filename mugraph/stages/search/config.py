@@ -448,23 +448,25 @@ def check_eps(cfg: SearchConfig, ops: Iterable[Op]) -> None:
     gives its norms one eps, and a norm of another eps computes another function, so it would find no
     μGraph with a norm at all (0 is the default: the reference's eps is taken then)."""
     ops = list(ops)
-    kinds = {op.kind for op in ops} | {b.kind for op in ops if op.block is not None for b in op.block.ops}
-    eps = reference_eps(ops)
+    every = [*ops, *(b for op in ops if op.block is not None for b in op.block.ops)]
     for name, norm_kinds in (
         ("rms_eps", (OpKind.RMS_NORM, OpKind.ACCUM_RMS)),
         ("layer_norm_eps", (OpKind.LAYER_NORM,)),
     ):
-        present = [k for k in norm_kinds if k in kinds]
-        if not present:
-            continue
-        theirs = next((eps[k] for k in present if k in eps), 0.0)
+        norms = [op for op in every if op.kind in norm_kinds]
+        theirs = sorted({eps_of(op) for op in norms})
         ours = getattr(cfg, name)
-        if ours and ours != theirs:
-            raise ConfigError(
-                f"{name}={ours:g}: the reference's {present[0].value} has eps {theirs:g}, and the search gives "
-                f"its norms the reference's eps (a norm of another eps computes another function): leave "
-                f"{name} out"
-            )
+        if not norms or not ours or theirs == [ours]:
+            continue
+        what = (
+            f"{norms[0].kind.value} has eps {theirs[0]!r}"
+            if len(theirs) == 1
+            else (f"norms have eps {', '.join(map(repr, theirs))}")
+        )
+        raise ConfigError(
+            f"{name}={ours!r}: the reference's {what}, and the search gives its norms the reference's eps "
+            f"(a norm of another eps computes another function): leave {name} out"
+        )
 
 
 def parse_override(text: str) -> tuple[str, Any]:

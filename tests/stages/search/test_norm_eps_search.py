@@ -116,13 +116,17 @@ def test_a_config_without_eps_keeps_its_json_and_digest() -> None:
 def test_an_eps_other_than_the_references_is_refused_by_name() -> None:
     """rms_eps set on an eps-free rms_norm (or layer_norm_eps on another eps) would give every norm the
     search makes another function than the reference's: nothing found, the search "finished"."""
-    for reference, setting, theirs in (
-        (rms_program(0.0), {"rms_eps": 1e-6}, "0"),
-        (rms_program(EPS), {"rms_eps": 1e-5}, "1e-06"),
-        (layer_norm_program(EPS), {"layer_norm_eps": 1e-3}, "1e-06"),
+    two = rms_program(EPS)
+    two.mark_output(two.rms_norm(two.input_tensors[0], eps=1e-5), "O2")  # a second norm, another eps
+    for reference, setting, said in (
+        (rms_program(0.0), {"rms_eps": 1e-6}, "rms_eps=1e-06: the reference's rms_norm has eps 0.0, "),
+        (rms_program(EPS), {"rms_eps": 1e-5}, "rms_eps=1e-05: the reference's rms_norm has eps 1e-06, "),
+        (rms_program(EPS), {"rms_eps": 1.000001e-6}, "rms_eps=1.000001e-06: the reference's rms_norm has eps 1e-06, "),
+        (two, {"rms_eps": 1e-5}, "rms_eps=1e-05: the reference's norms have eps 1e-06, 1e-05, "),
+        (layer_norm_program(EPS), {"layer_norm_eps": 1e-3}, "layer_norm_eps=0.001: the reference's layer_norm has "),
     ):
         cfg = preset_config("mlp").with_overrides({**NARROW, **setting})
-        with pytest.raises(ConfigError, match=rf"{next(iter(setting))}=.*has eps {theirs}, .*leave"):
+        with pytest.raises(ConfigError, match=re.escape(said)):
             Fragment(reference, cfg, "norm")
     # the reference's own eps, or the default 0, is taken; a norm-free reference ignores it
     Fragment(rms_program(EPS), preset_config("mlp").with_overrides({**NARROW, "rms_eps": EPS}), "norm")
