@@ -70,3 +70,10 @@ def test_an_attention_program_file_under_mlp_is_pointed_at_the_attention_preset(
     main(["explain", str(path), "--memo-url", "local"])
     out = capsys.readouterr().out
     assert "my_gqa [mine]: inside the space" in out and "note:" not in out
+    # an exp on a plain grid (README's exp(X·W), its for-loop range outside the space): no such note
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    code = readme.split("## Your own program", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    path.write_text(code.replace("forloop=4", "forloop=128"))
+    main(["explain", str(path), "--memo-url", "local"])
+    out = capsys.readouterr().out
+    assert "outside the space (for-loop range)" in out and "note:" not in out

@@ -10,6 +10,7 @@ import click
 from mugraph.cli.options import command_memo, memo_options, space_options
 from mugraph.cli.records import json_line
 from mugraph.ir.errors import MugraphError
+from mugraph.ir.graph import BlockGraph, KernelGraph
 from mugraph.pipeline.plan import program_config
 from mugraph.programs import resolve_program
 from mugraph.programs.program import suggest_preset
@@ -64,7 +65,8 @@ def explain(
             wrong = not_equivalent(label, against, expert)
             mismatched |= wrong is not None
             e = wrong or explain_expert(searcher, label, as_found(reference, expert))
-            outside |= wrong is None and not e.inside
+            # outside, and on a (batch, y, z) grid: the attention preset's
+            outside |= wrong is None and not e.inside and any(g.grid[1:] != (1, 1) for g in _block_graphs(expert))
             if as_json:
                 click.echo(json_line({"program": prog.name, "fragments": parts, **e.as_json()}))
                 continue
@@ -79,3 +81,7 @@ def explain(
         )
     if mismatched:  # an expert that is not the reference's equal: a mismatch, as `check` exits on one
         raise SystemExit(1)
+
+
+def _block_graphs(graph: KernelGraph) -> list[BlockGraph]:
+    return [op.block for op in graph.ops if op.block is not None]

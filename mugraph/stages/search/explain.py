@@ -156,14 +156,14 @@ def explain_expert(searcher: Searcher, label: str, expert: KernelGraph) -> Expla
 
 def _explained(searcher: Searcher, label: str, expert: KernelGraph) -> Explanation:
     rdx = searcher.fragment.config.rdx
-    other = next((op.block.rdx for op in expert.ops if op.block is not None and op.block.rdx != rdx), None)
-    if other is not None:  # every block graph the search makes has the config's rdx
+    theirs = sorted({op.block.rdx for op in expert.ops if op.block is not None})
+    if theirs and theirs != [rdx]:  # every block graph the search makes has the config's rdx
+        if len(theirs) > 1:
+            said, setting = f"block graphs have reduction_dimx {', '.join(map(str, theirs))}", None
+        else:
+            said, setting = f"block graph has reduction_dimx {theirs[0]}", f"rdx={theirs[0]}"
         return Explanation(
-            label,
-            False,
-            "rdx",
-            f"the expert's block graph has reduction_dimx {other}; every block graph the search makes has rdx {rdx}",
-            f"rdx={other}",
+            label, False, "rdx", f"the expert's {said}; every block graph the search makes has rdx {rdx}", setting
         )
     walk = _Walk(searcher, target_of(expert), canonical_digest(expert))
     path = walk.run()

@@ -304,3 +304,19 @@ def test_an_expert_of_another_reduction_dimx_is_named_with_the_rdx_that_admits_i
         if not inside:
             assert e.rule == "rdx" and e.setting == "rdx=128", e.line()
             assert "reduction_dimx 128; every block graph the search makes has rdx 64" in e.reason
+    # two block graphs of two rdx: no one setting admits it, none is offered
+    g = KernelGraph()
+    x = g.new_input((16, 256), name="X")
+    g.mark_output(g.exp(g.exp(x)), "O")
+    e2 = KernelGraph()
+    t = e2.new_input((16, 256), name="X")
+    for rdx in (64, 128):
+        b = BlockGraph(grid=(16, 1, 1), forloop=1, rdx=rdx)
+        b.new_output(b.accum_no_red(b.exp(b.new_input(t, (0, -1, -1)))), (0, -1, -1))
+        t = e2.customized(b)[0]
+    e2.mark_output(t, "O")
+    for rdx in (64, 128):
+        cfg = preset_config("mlp").with_overrides({"rdx": rdx})
+        why = explain_expert(Searcher(Fragment(g, cfg, "two")), "two", as_found(g, e2))
+        assert why.rule == "rdx" and why.setting is None, why.line()
+        assert "block graphs have reduction_dimx 64, 128" in why.reason
