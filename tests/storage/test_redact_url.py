@@ -21,6 +21,7 @@ from mugraph.storage.memo.url import check_memo_url, redact_url
         ("redis://head:6379/0", "redis://head:6379/0"),
         # a lone user part: redis-py's user name, but as often a password missing its colon
         ("redis://s3cr3t@head:6379/0", "redis://***@head:6379/0"),
+        ("redis://s3cr3t:@head:6379/0", "redis://***:***@head:6379/0"),  # the colon on the wrong side
         (
             "cannot reach redis://s3cr3t@h:1/0 (PING on redis://s3cr3t@h:1/0)",
             "cannot reach redis://***@h:1/0 (PING on redis://***@h:1/0)",

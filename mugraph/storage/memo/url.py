@@ -21,6 +21,8 @@ _PASSWORD = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://[^:@/\s]*:)[^/\s]*
 # scheme://USERINFO@ without a colon: redis-py reads it as a user name, but it is as often a password
 # written without its colon (`redis://PASS@host` for `redis://:PASS@host`), so it is never shown
 _LONE_USERINFO = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://)[^:@/\s]+@")
+# scheme://USER:@ with an empty password: as often the password with its colon on the wrong side
+_EMPTY_PASSWORD = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://)[^:@/\s]+:@")
 # query parameters holding a secret: the run's memo secret, and redis-py's password (unix://…?password=)
 _SECRET = re.compile(rf"(?P<head>[?&](?:{SECRET_PARAM}|password)=)[^&#\s'\"]*")
 
@@ -56,7 +58,9 @@ def check_memo_url(url: str) -> None:
 def redact_url(text: str) -> str:
     """`text` (a URL, an argument such as `--memo-url=URL`, or a message holding URLs) with each URL's
     password and the memo secret replaced by `***`: `redis://:***@head:6379/0`, a user name beside a
-    password kept, a lone one (`redis://X@head`, which may be a password missing its colon) not."""
+    password kept, a lone one (`redis://X@head`, which may be a password missing its colon) or one
+    before an empty password (`redis://X:@head`, the colon on the wrong side) not."""
+    text = _EMPTY_PASSWORD.sub(lambda m: f"{m['head']}***:@", text)
     text = _PASSWORD.sub(lambda m: f"{m['head']}***@", text)
     text = _LONE_USERINFO.sub(lambda m: f"{m['head']}***@", text)
     return _SECRET.sub(lambda m: f"{m['head']}***", text)
