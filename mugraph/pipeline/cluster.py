@@ -202,6 +202,12 @@ def probe_scheduler(
         )
 
 
+def _clipped(text: str, most: int = 160) -> str:
+    """The first line of `text`, cut at a word (with an ellipsis) where longer than `most`."""
+    line = (text.strip().splitlines() or [""])[0]
+    return line if len(line) <= most else line[:most].rsplit(" ", 1)[0] + " …"
+
+
 def _dask_handshake(address: str, timeout: float) -> str | None:
     """None where the peer at `address` completes Dask's connection handshake within `timeout` seconds,
     else what went wrong. In a thread of its own, so a caller's running event loop (a notebook's) is
@@ -222,7 +228,7 @@ def _dask_handshake(address: str, timeout: float) -> str | None:
     except TimeoutError:  # the future's, asyncio's and the socket's are one class since Python 3.11
         return f"no handshake within {timeout:g} s"
     except Exception as e:  # garbage read as frames can fail anywhere in deserialisation
-        return f"{type(e).__name__}: {str(e)[:120]}"
+        return f"{type(e).__name__}: {_clipped(str(e))}"
     return None
 
 

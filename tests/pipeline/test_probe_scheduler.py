@@ -133,3 +133,15 @@ def test_a_real_scheduler_passes() -> None:
     finally:
         loop.call_soon_threadsafe(stop[0].set)
         thread.join(30)
+
+
+def test_a_long_reason_is_cut_at_a_word() -> None:
+    """Dask's reasons run long (a TLS port read as plain tcp: ConnectionResetError, then the stream's
+    repr); a cut mid-word ('Connectio)') reads as a typo."""
+    from mugraph.pipeline.cluster import _clipped
+
+    reason = "Stream is closed: while trying to read: ConnectionResetError: [Errno 104] Connection reset by peer " * 3
+    out = _clipped(reason + "\nsecond line")
+    assert out.endswith(" …") and len(out) <= 162 and "second line" not in out
+    assert reason.startswith(out.removesuffix(" …")) and reason[len(out) - 2] == " "
+    assert _clipped("short reason") == "short reason"

@@ -75,3 +75,16 @@ def test_an_unreachable_memo_is_refused_without_its_password(tmp_path: Path) -> 
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert SECRET not in proc.stdout + proc.stderr and f"redis://alice:***@127.0.0.1:{port}/0" in proc.stderr
     assert not (tmp_path / "run.zarr").exists()
+
+
+@pytest.mark.parametrize("given", ["wrong-pw", None])
+def test_a_refused_password_is_said_so_not_that_the_server_is_down(
+    tmp_path: Path, guarded_redis: int, given: str | None
+) -> None:
+    """The server answers and refuses a wrong or missing password: 'start it' would send the user to a
+    server that is running."""
+    url = f"redis://:{given}@127.0.0.1:{guarded_redis}/0" if given else f"redis://127.0.0.1:{guarded_redis}/0"
+    proc = mugraph(*optimize_args("lora", tmp_path / "run.zarr", "--memo-url", url), cwd=tmp_path)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "refuses the run's credentials" in proc.stderr and "start it" not in proc.stderr, proc.stderr
+    assert "wrong-pw" not in proc.stderr and not (tmp_path / "run.zarr").exists()

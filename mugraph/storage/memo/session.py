@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -50,11 +51,21 @@ def check_memo_reachable(memo_url: str) -> None:
         problem = _unreachable(store)
     finally:
         store.close()
+    if problem and _REFUSED.search(problem):  # it answers, and refuses the password (or asks for one)
+        raise MugraphError(
+            f"the memo server at {redact_url(memo_url)} refuses the run's credentials ({problem}); give its "
+            "password in the URL (redis://:PASSWORD@HOST:PORT/DB) or leave out --memo-url (and unset "
+            "$MUGRAPH_MEMO_URL) to use a private one"
+        )
     if problem:
         raise MugraphError(
             f"cannot reach the memo server at {redact_url(memo_url)} ({problem}); start it, or leave out "
             "--memo-url (and unset $MUGRAPH_MEMO_URL) to use a private one"
         )
+
+
+# redis-py's and the server's words for a missing or wrong password
+_REFUSED = re.compile(r"AuthenticationError|WRONGPASS|NOAUTH|invalid password|Authentication required", re.I)
 
 
 @contextmanager
