@@ -91,3 +91,14 @@ def test_a_stopped_store_on_a_read_only_mount_is_refused_in_one_line(tmp_path: P
     assert len(line.splitlines()) == 1, line
     assert line.startswith(f"mugraph: error: --store {store}: cannot write in {ro} (Read-only file system)"), line
     assert "a stopped run is resumed in place" in line and "copy the store somewhere writable" in line, line
+
+
+def test_repair_on_a_read_only_mount_says_why_and_what_to_do(finished: Path) -> None:
+    """repair locks the store before it reads it (a live run's is not repaired): on a read-only mount
+    that fails, said as the command's own refusal, not as a bare OSError."""
+    for extra in ((), ("--dry-run",)):
+        proc = _read_only(finished.parent, sys.executable, "-m", "mugraph.cli", "repair", *extra, str(finished))
+        assert proc.returncode == 2 and not proc.stdout, proc.stderr
+        line = proc.stderr.strip()
+        assert line.startswith(f"mugraph: error: cannot repair {finished}: Read-only file system"), line
+        assert "copy it somewhere writable and repair the copy" in line, line

@@ -3,12 +3,14 @@ that `mugraph optimize` resumes it (the work is `mugraph.storage.run.repair`'s).
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 
 import click
 
 from mugraph.cli.options import store_argument
 from mugraph.cli.records import json_line
+from mugraph.ir.errors import MugraphError
 from mugraph.storage.run.errors import StoreBusy
 from mugraph.storage.run.repair import repair_store
 
@@ -31,6 +33,14 @@ def repair(store: Path, dry_run: bool, as_json: bool) -> None:
             "not read for repair, not even with --dry-run: wait for the run to end or stop it, then run "
             "repair again",
             e.holder,
+        ) from None
+    except OSError as e:
+        if e.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+            raise
+        raise MugraphError(
+            f"cannot repair {store}: {e.strerror} ({e.filename}); repair writes in the store, even to lock "
+            "it: copy it somewhere writable and repair the copy, or look at it with `mugraph repair --dry-run` "
+            "there"
         ) from None
     if as_json:
         click.echo(json_line(report.record()))
