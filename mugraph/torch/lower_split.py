@@ -4,10 +4,11 @@ A linear layer's weight [n, k] is read as its transpose [k, n], a view the kerne
 fused linear whose output is split (a SwiGLU's gate and up projections in one `nn.Linear`, then
 `chunk`, as Phi-3 and transformers' MoE experts write it) is lowered piece by piece: each piece is the
 linear over its rows of the weight (and bias), so the search can fuse it with what reads it, and the
-whole linear and the split, read by nothing then, never run. Only where every piece has a reader in the
-program: n pieces are n matmul calls where the model makes one, so a piece that is only returned (an
-attention's q, k and v, split then viewed as heads by glue) leaves the linear whole, one call as the
-model has it, and the split to torch.
+whole linear and the split, read by nothing then, never run. Only where the search can fuse the pieces
+(every piece read by an op of the program, all in one fragment: `lower`): n pieces are n matmul calls
+where the model makes one, so a piece only returned (an attention's q, k and v, split then viewed as
+heads by glue), or pieces in separate fragments, leave the linear whole, one call as the model has it,
+and the split to torch.
 """
 
 from __future__ import annotations
@@ -27,8 +28,7 @@ aten = torch.ops.aten
 
 class SplitPieces(Operands):
     """The transposed-weight inputs and the split-linear handler of the lowering. `whole`: linear layers
-    whose split is not lowered piece by piece (the lowering's first pass found a piece nothing in the
-    program reads: see `lower`)."""
+    whose split is not lowered piece by piece (an earlier pass found their pieces unfused: see `lower`)."""
 
     whole: frozenset[str] = frozenset()
 
