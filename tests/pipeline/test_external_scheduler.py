@@ -5,7 +5,6 @@ tracebacks, and the store keeps the tasks done."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -13,6 +12,7 @@ import sys
 from pathlib import Path
 
 from mugraph.storage.run.store import RunStore
+from tests.helpers.external_cluster import start_scheduler
 from tests.helpers.waiting import wait_for
 
 
@@ -25,21 +25,8 @@ def _done(store: Path) -> int:
         return 0
 
 
-def _scheduler(tmp_path: Path) -> tuple[subprocess.Popen[bytes], str]:
-    sched_file = tmp_path / "scheduler.json"
-    scheduler = subprocess.Popen(
-        [sys.executable, "-m", "distributed.cli.dask_scheduler", "--scheduler-file", str(sched_file)]
-        + ["--port", "0", "--dashboard-address", ":0"],
-        cwd=tmp_path,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    wait_for("the scheduler's address file", sched_file.exists, 60)
-    return scheduler, json.loads(sched_file.read_text())["address"]
-
-
 def test_a_scheduler_with_no_workers_is_said_to_have_none(tmp_path: Path) -> None:
-    scheduler, address = _scheduler(tmp_path)
+    scheduler, address = start_scheduler(tmp_path)
     try:
         proc = subprocess.run(
             [sys.executable, "-m", "mugraph.cli", "optimize", "rms_norm", "--scheduler", address]
@@ -58,7 +45,7 @@ def test_a_scheduler_with_no_workers_is_said_to_have_none(tmp_path: Path) -> Non
 
 
 def test_a_killed_scheduler_ends_the_run_with_one_line(tmp_path: Path) -> None:
-    scheduler, address = _scheduler(tmp_path)
+    scheduler, address = start_scheduler(tmp_path)
     procs = [scheduler]
     try:
         worker = [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nworkers", "1", "--nthreads", "1"]
