@@ -137,16 +137,19 @@ def test_a_missing_file_names_the_one_likely_meant(
         resolve_program("rms_norm.py")
 
 
+# a program file's first lines: a reference of one op
+EXP_REFERENCE = (
+    "from mugraph.ir import KernelGraph\n"
+    "def reference():\n"
+    "    g = KernelGraph()\n"
+    "    g.mark_output(g.exp(g.new_input((4, 4), name='X')), 'O')\n"
+    "    return g\n"
+)
+
+
 def test_experts_as_a_list_is_refused_saying_what_they_may_be(tmp_path: Path) -> None:
     path = tmp_path / "listed.py"
-    path.write_text(
-        "from mugraph.ir import KernelGraph\n"
-        "def reference():\n"
-        "    g = KernelGraph()\n"
-        "    g.mark_output(g.exp(g.new_input((4, 4), name='X')), 'O')\n"
-        "    return g\n"
-        "experts = [reference]\n"
-    )
+    path.write_text(EXP_REFERENCE + "experts = [reference]\n")
     with pytest.raises(MugraphError, match=re.escape("listed.py:6: `experts` must be a dict")):
         load_program(path)
 
@@ -155,12 +158,7 @@ def test_every_unreadable_expert_is_named_at_once(tmp_path: Path) -> None:
     """Each malformed expert in one error (not only the first), and two keys naming one label refused."""
     path = tmp_path / "several.py"
     path.write_text(
-        "from mugraph.ir import KernelGraph\n"
-        "def reference():\n"
-        "    g = KernelGraph()\n"
-        "    g.mark_output(g.exp(g.new_input((4, 4), name='X')), 'O')\n"
-        "    return g\n"
-        "def empty():\n"
+        EXP_REFERENCE + "def empty():\n"
         "    g = KernelGraph()\n"
         "    g.new_input((4, 4), name='X')\n"
         "    return g\n"
