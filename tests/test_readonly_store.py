@@ -101,4 +101,4 @@ def test_repair_on_a_read_only_mount_says_why_and_what_to_do(finished: Path) -> 
         assert proc.returncode == 2 and not proc.stdout, proc.stderr
         line = proc.stderr.strip()
         assert line.startswith(f"mugraph: error: cannot repair {finished}: Read-only file system"), line
-        assert "copy it somewhere writable and repair the copy" in line, line
+        assert "--dry-run too" in line and "copy it somewhere writable and repair the copy" in line, line

@@ -38,9 +38,9 @@ def repair(store: Path, dry_run: bool, as_json: bool) -> None:
         if e.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
             raise
         raise MugraphError(
-            f"cannot repair {store}: {e.strerror} ({e.filename}); repair writes in the store, even to lock "
-            "it: copy it somewhere writable and repair the copy, or look at it with `mugraph repair --dry-run` "
-            "there"
+            f"cannot repair {store}: {e.strerror} ({e.filename}); repair locks the store before it reads it, "
+            "--dry-run too (a live run's store is never read for repair): copy it somewhere writable and repair "
+            "the copy"
         ) from None
     if as_json:
         click.echo(json_line(report.record()))
