@@ -50,6 +50,7 @@ from mugraph.storage.run.protocol import RunStoreWriter
 __all__ = ["COUNTER_NAMES", "Driver", "drain_seconds", "linger_seconds"]
 
 COUNTER_NAMES = tuple(SearchCounters().as_dict())
+GATHER_SECONDS = 30.0  # a batch of finished results, at most: longer means their worker died with them
 RESULT_SECONDS = 5.0  # a finished task's result is a few KiB; longer means it was lost on the way
 # Waiting for a longer batch (`linger_seconds`): at most LINGER_SECONDS, or a quarter of a bundle's
 # seconds when bundles are longer (few workers, a deep queue: a result then waits less than the
@@ -351,8 +352,12 @@ class Driver:
                 continue
             fetched.append((fut, job, result))
         if searches:
-            bundles = self.client.gather([fut for fut, _ in searches])
-            fetched += [(fut, job, b) for (fut, job), b in zip(searches, bundles, strict=True)]
+            bundles = self._gathered([fut for fut, _ in searches])
+            if bundles is None:  # their worker died with them: watched again until the scheduler redoes them
+                for fut, _ in searches:
+                    self._dispatch.ac.add(fut)
+            else:
+                fetched += [(fut, job, b) for (fut, job), b in zip(searches, bundles, strict=True)]
         for fut, search, bundle in fetched:
             del what[fut]
             seconds = sum(r.seconds for r in bundle)
@@ -366,6 +371,24 @@ class Driver:
                 self._dispatch.observe(result.path, result.seconds)
                 self._on_search(row, search.fragment, result)
         return False
+
+    def _gathered(self, futures: list[Future[Any]]) -> list[Any] | None:
+        """The results of finished tasks in one round trip, or None where that took longer than
+        GATHER_SECONDS: a worker that died holding them makes the client wait until the scheduler has
+        run them again, for ever if no worker is left, and the loop must go on to say so (`watch`).
+        `Client.gather` is `sync(_gather)` without a timeout; this is the same call with one."""
+        try:
+            gathered = self.client.sync(
+                self.client._gather,
+                futures,
+                errors="raise",
+                direct=None,
+                local_worker=None,
+                callback_timeout=GATHER_SECONDS,
+            )
+        except TimeoutError:
+            return None
+        return list(gathered)
 
     def _past_limit(self, now: float) -> bool:
         return self.time_limit is not None and now - self._t0 >= self.time_limit

@@ -27,7 +27,11 @@ class ClusterWatch:
         self.workers = workers
 
     def search_result(self, result: SearchTaskResult) -> None:
-        """A search result: the first that says its worker's shared memo failed is said."""
+        """A search result: the first that says its worker's shared memo failed is said. A result means a
+        worker ran it, whether or not the scheduler's last view (every few seconds) held one: a run that
+        started before its worker joined then says the worker's leaving too."""
+        if self.workers == 0:
+            self.workers = 1
         if result.memo_error is None or self.memo_said:
             return
         self.memo_said = True
