@@ -10,7 +10,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from mugraph.dashboards import live
 from mugraph.dashboards.report import write_report
@@ -27,7 +27,7 @@ from mugraph.run.resume import how_to_resume
 from mugraph.run.setup import main_not_rerun, say_key_of_its_own, staged_exported, versions, workers_memo_url
 from mugraph.stages.layout.emitted import model_for
 from mugraph.storage.memo.url import redact_url
-from mugraph.storage.run.backends import open_existing, open_store
+from mugraph.storage.run.backends import open_store
 from mugraph.storage.run.errors import OtherProgram, StoreMismatch
 from mugraph.storage.run.paths import RunPaths
 from mugraph.storage.run.protocol import RunStoreWriter
@@ -71,23 +71,7 @@ def reused(run: Prepared, t0: float) -> DoneEvent | None:
         return None
     done = stored_done(run.store, t0)
     done["expert"] = _expert(run, done)
-    _record_experts(run)
     return done
-
-
-def _record_experts(run: Prepared) -> None:
-    """A finished store read back keeps the experts its program has now, as a run writes them (repair
-    may have dropped the record, or the file's experts changed since): written where the store can be
-    (not on a read-only mount, nor while another process holds it), else left as it is."""
-    want = stored_experts(run.program, len(run.plan.fragments))
-    try:
-        with open_existing(run.store, readonly=True) as st:
-            if st.experts() == want:
-                return
-        with open_existing(run.store, readonly=False) as st:
-            cast(RunStoreWriter, st).put_experts(want)
-    except (OSError, MugraphError):
-        return  # `show` marks what the store holds until a run can write it
 
 
 def run_prepared(run: Prepared, on_event: EventSink | None = None) -> DoneEvent:
