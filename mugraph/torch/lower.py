@@ -29,6 +29,7 @@ from torch import fx
 
 from mugraph.ir.errors import MugraphError
 from mugraph.ir.graph import KernelGraph, Tensor
+from mugraph.ir.live import live_ops
 from mugraph.ir.serialize import SCHEMA, JSONDict, from_json, to_json
 from mugraph.ir.types import OpKind
 from mugraph.stages.fragments import split_program
@@ -125,13 +126,8 @@ class _Lowerer(OpLowering):
         whose value no op an output needs reads (only returned or read by glue; a scale folded into its
         weight counts as the product that took it), or pieces that `graph`'s fragment split puts in
         different fragments (each then a matmul call of its own, where the model makes one)."""
-        live: set[int] = set()
-        read: set[int] = set()  # tensors a live op other than an output reads
-        for op in reversed(self.g.ops):
-            if op.kind is OpKind.OUTPUT or live.intersection(op.outputs):
-                live.update(op.inputs)
-                if op.kind is not OpKind.OUTPUT:
-                    read.update(op.inputs)
+        kept, _ = live_ops(self.g)
+        read = {t for pos in kept for t in self.g.ops[pos].inputs}  # tensors a live compute op reads
         unfused: set[str] = set()
         for node in self.nodes:
             lin = split_linear(node.args[0]) if node.target is operator.getitem and node.args else None
