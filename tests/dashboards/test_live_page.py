@@ -416,6 +416,7 @@ def live_page_of(start: dict[str, Any], dashboard_port: int) -> str:
     return url
 
 
+@pytest.mark.slow  # a browser through a run, a kill and a resume: about 27 s
 def test_page_during_a_run_then_killed_and_resumed(browser: Any, artifacts: Path, tmp_path: Path) -> None:
     port = free_port()
     args = [

@@ -9,6 +9,8 @@ import signal
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from mugraph.dashboards.report import read_report_data
 from tests.helpers.cli_runs import mugraph, start
 
@@ -33,6 +35,7 @@ def killed_after_layouts(store: Path, cwd: Path, wanted: int) -> set[str]:
     return laid
 
 
+@pytest.mark.slow  # a run killed and ranked: about 23 s
 def test_show_and_status_rank_a_killed_run(tmp_path: Path) -> None:
     store = tmp_path / "run.zarr"
     laid = killed_after_layouts(store, tmp_path, wanted=3)
@@ -79,6 +82,7 @@ def test_show_and_status_rank_a_killed_run(tmp_path: Path) -> None:
     assert f"Finish it with `mugraph optimize lora --json --dashboard-address :0 --workers 2 --store {store}`" in page
 
 
+@pytest.mark.slow  # a lora run watched while it goes: about 28 s
 def test_a_run_going_on_is_said_to_be_going(tmp_path: Path) -> None:
     """While a writer holds the store (here this process, through the store's real lock), `status`
     and `show` say the run is going, with its pid; once it lets go, that it stopped."""

@@ -122,6 +122,7 @@ def test_a_store_resumes_with_its_own_budget_when_none_is_given(two_workers: Run
         assert st.identity["budget"] == str(BUDGET)
 
 
+@pytest.mark.slow  # a run ranked twice: about 15 s
 def test_another_gpu_profile_ranks_the_finished_store_again(two_workers: Run) -> None:
     cwd, last, _ = two_workers
     a100 = done(
@@ -179,6 +180,7 @@ def test_a_store_ranked_by_another_cost_model_is_ranked_again(two_workers: Run, 
     assert again["ranking"] == last["ranking"]
 
 
+@pytest.mark.slow  # two more runs on the cluster: about 17 s
 def test_user_strides_are_kept_and_change_the_layouts(two_workers: Run, tmp_path: Path) -> None:
     """--layout W=0 (W column-major): every μGraph is laid out again around it, and a finished
     store asked for other strides solves again instead of reusing layouts made for row-major."""
@@ -220,6 +222,7 @@ def test_same_result_with_other_worker_counts(workers: int, tmp_path: Path, two_
     assert store_paths(tmp_path / "run.zarr") == store_paths(cwd0 / "run.zarr")
 
 
+@pytest.mark.slow  # a decoder block's whole search: about 19 s
 def test_transformer_block_is_split_searched_and_stitched(tmp_path: Path) -> None:
     """Four fragments, each searched with its own preset until the time limit; the stitched best
     program equals the transformer block in float64, and the stopped run says it is incomplete."""

@@ -39,6 +39,7 @@ def _count(monkeypatch: pytest.MonkeyPatch, name: str) -> list[int]:
     return calls
 
 
+@pytest.mark.slow  # a run killed and resumed: about 17 s
 def test_a_resumed_run_makes_its_plan_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = tmp_path / "run.zarr"
     common = {"settings": NARROW["rms_norm"], "workers": 1, "memo_url": "local", "store": store}

@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from mugraph.dashboards.console import verdict_lines
 from mugraph.storage.run.store import RunStore
 from tests.helpers.cli_runs import done, mugraph, optimize_args
@@ -24,6 +26,7 @@ def _age_ranking(store: Path) -> dict[str, Any]:
     return aged[0]
 
 
+@pytest.mark.slow  # two lora runs: about 19 s
 def test_a_choice_changed_by_the_cost_model_is_said(tmp_path: Path) -> None:
     store = tmp_path / "run.zarr"
     args = optimize_args("rms_norm", store, "--workers", "1", "--memo-url", "local")

@@ -7,6 +7,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 from bench_scale import ROOT, replay, summarize, trace_stats
@@ -28,6 +30,7 @@ def test_the_replay_runs_every_recorded_task_and_finds_the_recorded_mugraphs(tmp
     assert 0 < row["commits"] < row["tasks"], row
 
 
+@pytest.mark.slow  # every recorded task replayed: about 14 s
 def test_the_floor_client_runs_every_recorded_task_without_a_driver(tmp_path: Path) -> None:
     """The floor (Dask alone, children submitted from the trace) runs each recorded task once: a
     client that lost or repeated tasks would make the driver look better or worse than it is."""

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.helpers.cli_runs import settings
 
 SCRIPT = """
@@ -56,6 +58,7 @@ print(failed)
 """
 
 
+@pytest.mark.slow  # two clusters at once: about 13 s
 def test_two_local_clusters_at_once_keep_dask_quiet(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-c", SCRIPT, *settings("rms_norm")[1::2], str(tmp_path)],
