@@ -27,6 +27,20 @@ def send(sock_path: str, args: list[str], timeout: float) -> bytes:
     return reply
 
 
+def answers_plain(host: str, port: int, timeout: float = 1.0) -> bool:
+    """Whether a server at host:port answers an inline PING in Redis's plain protocol: told apart from a
+    TLS server (which closes on, or does not answer, bytes that are not a handshake), so a `rediss://`
+    URL naming a server without TLS is said to be that, rather than a server that cannot be reached."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as conn:
+            conn.settimeout(timeout)
+            conn.sendall(b"PING\r\n")
+            reply = conn.recv(64)
+    except OSError:
+        return False
+    return reply.startswith((b"+PONG", b"-NOAUTH", b"-ERR", b"-WRONGPASS"))
+
+
 def read_pid(path: Path) -> int | None:
     try:
         return int(path.read_text().strip())

@@ -7,11 +7,13 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from mugraph.ir.errors import MugraphError
 from mugraph.storage.memo.auth import attach_secret, load_secret
 from mugraph.storage.memo.layered import LayeredMemo, MemoStore, MemoUnavailable, open_memo_store
 from mugraph.storage.memo.redis_binary import NoRedisServer, find_redis_server
+from mugraph.storage.memo.redis_probe import answers_plain
 from mugraph.storage.memo.redis_server import EmbeddedRedis
 from mugraph.storage.memo.url import check_memo_url, redact_url
 
@@ -45,7 +47,15 @@ def private_memo(data_dir: Path) -> Iterator[str | None]:
 
 
 def check_memo_reachable(memo_url: str) -> None:
-    """A MugraphError unless the shared memo at `memo_url` answers PING now."""
+    """A MugraphError unless the shared memo at `memo_url` answers PING now. A `rediss://` URL naming a
+    server without TLS is told first: the TLS handshake would wait for the connect timeout and fail as
+    if nothing listened."""
+    parts = urlsplit(memo_url)
+    if parts.scheme == "rediss" and parts.hostname and answers_plain(parts.hostname, parts.port or 6379):
+        raise MugraphError(
+            f"the memo server at {redact_url(memo_url)} answers without TLS: write its URL with redis:// "
+            "rather than rediss://, or turn TLS on in the server"
+        )
     store = open_memo_store(memo_url)
     try:
         problem = _unreachable(store)
