@@ -32,6 +32,7 @@ from mugraph.arrays.backend import ArrayModule, to_numpy
 from mugraph.ir.graph import KernelGraph
 from mugraph.ir.types import OpKind
 from mugraph.stages.verify.algebra import Array, Float64Algebra, ZpqAlgebra
+from mugraph.stages.verify.constants import scale_hint
 from mugraph.stages.verify.draws import uniform_array
 from mugraph.stages.verify.field import FieldSpec
 from mugraph.stages.verify.float_error import FLOAT_TOLERANCE, quiet_numerics, rel_err, worst_error, worst_output
@@ -346,7 +347,9 @@ class ReferenceCheck:
                 result.float_seconds = time.perf_counter() - t1
                 if result.float_max_rel_err <= tolerance:
                     result.undecided = True
-                    result.reason += f"; yet float64 agrees (relative error {result.float_max_rel_err:.2g}): {UNSEEN}"
+                    hint = scale_hint(reference, candidate)
+                    why = UNSEEN if hint is None else f"{hint}; it is not accepted"
+                    result.reason += f"; yet float64 agrees (relative error {result.float_max_rel_err:.2g}): {why}"
             return result
         errs = self.floats.rel_errs(candidate, perm, inputs)
         result.float_max_rel_err = worst_error(errs)
