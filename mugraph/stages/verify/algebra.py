@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from mugraph.arrays.backend import ArrayModule
-from mugraph.stages.verify.field import FieldSpec, clamp_table, matmul_chunk, tables
+from mugraph.stages.verify.field import FieldSpec, clamp_table, matmul_chunk, opaque_table, tables
 
 Array = Any
 
@@ -128,6 +128,8 @@ class ZpqAlgebra:
         self._sqrt = xp.asarray(t.sqrt.astype(float))
         self._relu = xp.asarray(t.relu.astype(float))
         self._clamps: dict[tuple[float, float], Array] = {}
+        self._opaque: dict[str, Array] = {}
+        self._omega = omega
         self._chunk = matmul_chunk(spec)
 
     def _index(self, a: Array) -> Array:
@@ -151,15 +153,22 @@ class ZpqAlgebra:
     def sqrt(self, a: Array) -> Array:
         return self._sqrt[self._index(a)]
 
+    def _opaque_op(self, name: str, a: Array) -> Array:
+        """An activation as its own random function of the ring (`field.opaque_table`)."""
+        table = self._opaque.get(name)
+        if table is None:
+            table = self._opaque[name] = self.xp.asarray(opaque_table(self.spec, name, self._omega).astype(float))
+        return table[self._index(a)]
+
     def silu(self, a: Array) -> Array:
-        return self.mul(a, self.exp(a))
+        return self._opaque_op("silu", a)
 
     def gelu(self, a: Array) -> Array:
-        return self.mul(a, self.exp(self.add(a, a)))
+        return self._opaque_op("gelu", a)
 
     def gelu_erf(self, a: Array) -> Array:
-        """x·exp(3x): another opaque function than gelu's x·exp(2x), so the two forms never match."""
-        return self.mul(a, self.exp(self.add(a, self.add(a, a))))
+        """Another function than gelu's (the tanh form), so the two forms never match."""
+        return self._opaque_op("gelu_erf", a)
 
     def relu(self, a: Array) -> Array:
         return self._relu[self._index(a)]
@@ -231,7 +240,7 @@ class Float64Algebra:
         return a / (1.0 + self.xp.exp(-a))
 
     def gelu(self, a: Array) -> Array:
-        """The tanh form of GELU (the fingerprint treats gelu as an opaque function anyway)."""
+        """The tanh form of GELU (the fingerprint treats gelu as an opaque function)."""
         c = 0.7978845608028654  # sqrt(2/pi)
         return 0.5 * a * (1.0 + self.xp.tanh(c * (a + 0.044715 * a**3)))
 

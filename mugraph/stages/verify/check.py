@@ -3,11 +3,12 @@
 Fingerprints: for each seed, random inputs in Z_pq and a random ω; the candidate's outputs must
 equal the reference's for every seed (Mirage ran one test with fixed inputs; random inputs and
 repetition are what the paper's error bound assumes). Then a float64 run on random inputs in [-1, 1)
-measures the relative error, catching what the ring cannot see: a scalar that differs from the
-reference's by a multiple of pq over a power of two is the same element of Z_pq, and only the float
-run tells 1 + pq/2**35 from 1. Hence the float tolerance, `FLOAT_TOLERANCE`, is far below what
-fp16 could show, and far above what reordering float64 sums costs (at most 3e-15 on every expert
-of the built-in programs).
+measures the relative error of every element (`rel_err`), catching what the ring cannot see: a scalar
+that differs from the reference's by a multiple of pq over a power of two is the same element of
+Z_pq, and only the float run tells 1 + pq/2**35 from 1. Hence the float tolerance, `FLOAT_TOLERANCE`,
+is far below what fp16 could show, and far above what reordering float64 sums costs (at most 7e-13
+of an element, elements under `SMALL_ELEMENTS` of the output's largest held to that, on every
+expert and collected μGraph of the built-in programs).
 
 Which candidate output is which reference output: where the candidate names its inputs and outputs
 (an expert, a μGraph the search found, a stitched program), by name, as the emitted module returns
@@ -31,14 +32,15 @@ from mugraph.arrays.backend import ArrayModule, to_numpy
 from mugraph.ir.graph import KernelGraph
 from mugraph.ir.types import OpKind
 from mugraph.stages.verify.algebra import Array, Float64Algebra, ZpqAlgebra
+from mugraph.stages.verify.constants import scale_hint
 from mugraph.stages.verify.draws import uniform_array
 from mugraph.stages.verify.field import FieldSpec
+from mugraph.stages.verify.float_error import FLOAT_TOLERANCE, quiet_numerics, rel_err, worst_error, worst_output
 from mugraph.stages.verify.interpret import evaluate, probe_outputs
 from mugraph.stages.verify.names import NameOrder, name_order, names_of
 from mugraph.stages.verify.reuse import DEFAULT_MAX_BYTES, ValueCache
 
 DEFAULT_SEEDS = (0, 1, 2)
-FLOAT_TOLERANCE = 1e-9  # relative to the output's largest value (`rel_err`)
 
 
 def match_outputs(
@@ -245,12 +247,12 @@ class FloatReference:
         return self.held if self.held is not None else float_inputs(self.reference, self.seed, self.xp)
 
     def max_rel_err(self, candidate: KernelGraph, perm: Sequence[int]) -> float:
-        """max over outputs of max|candidate - reference| / max|reference|."""
+        """The largest of `rel_errs`: each element's error relative to its size (`rel_err`)."""
         return worst_error(self.rel_errs(candidate, perm))
 
     def rel_errs(self, candidate: KernelGraph, perm: Sequence[int], inputs: Sequence[int] | None = None) -> list[float]:
-        """For each reference output i, max|candidate[perm[i]] - reference[i]| / max|reference[i]|;
-        the candidate's input j is the reference's input `inputs[j]` (default: in order)."""
+        """For each reference output i, `rel_err(candidate[perm[i]], reference[i])`; the candidate's
+        input j is the reference's input `inputs[j]` (default: in order)."""
         in_order = inputs is None or list(inputs) == list(range(self.n_inputs))
         args = self.inputs if inputs is None else _in_order(self.inputs, inputs)
         with quiet_numerics():
@@ -259,50 +261,15 @@ class FloatReference:
         return [rel_err(to_numpy(cand[perm[i]]), rn) for i, rn in enumerate(self.outputs)]
 
 
-def rel_err(candidate: np.ndarray, reference: np.ndarray) -> float:
-    """max|candidate - reference| / max|reference| (over the reference's finite values). Elements
-    that agree exactly count as equal, a NaN with a NaN and an infinity with itself among them (a
-    reference's sqrt of a negative input is NaN, and so is a right candidate's); a NaN or an
-    infinity on one side only makes the error NaN or infinite, never smaller."""
-    with quiet_numerics():
-        same = (candidate == reference) | (np.isnan(candidate) & np.isnan(reference))
-        diff = np.where(same, 0.0, np.abs(candidate - reference))
-    finite = np.abs(reference[np.isfinite(reference)])
-    scale = max(float(finite.max()) if finite.size else 0.0, np.finfo(np.float64).tiny)
-    return float(diff.max()) / scale
-
-
-def quiet_numerics() -> np.errstate:
-    """NumPy's floating-point warnings off: random inputs make NaNs and infinities in candidates (a sqrt
-    of a negative, a division by zero) and in some references, which the comparison handles; as
-    warnings they reached the terminal from every worker."""
-    return np.errstate(all="ignore")
-
-
-def _ordered(err: float) -> float:
-    """An error as a sort key in which NaN (an output that is not a number) is the worst."""
-    return math.inf if math.isnan(err) else err
-
-
-def worst_output(errs: Sequence[float]) -> int:
-    """The index of the largest error, a NaN's first (`_ordered`)."""
-    return max(range(len(errs)), key=lambda i: _ordered(errs[i]))
-
-
-def worst_error(errs: Sequence[float]) -> float:
-    """The largest error, NaN where any is NaN (`max` would keep or drop a NaN by its position)."""
-    return max(errs, key=_ordered, default=0.0)
-
-
 def float_max_rel_err(
     reference: KernelGraph, candidate: KernelGraph, perm: Sequence[int], xp: ArrayModule, seed: int = 0
 ) -> float:
-    """max over outputs of max|candidate - reference| / max|reference|, in float64."""
+    """The largest error over outputs of an element relative to its size (`rel_err`), in float64."""
     return FloatReference(reference, xp, seed).max_rel_err(candidate, perm)
 
 
-# Fingerprints evaluate sqrt as a table over Z_q and silu and gelu as x·exp(x) and x·exp(2x) (as Mirage
-# does; exp is ω^x, so exp(a+b) = exp(a)·exp(b) does hold), so an identity through sqrt
+# Fingerprints evaluate sqrt as a table over Z_q and silu and gelu each as a random function of the ring
+# (field.py; exp is ω^x, so exp(a+b) = exp(a)·exp(b) does hold), so an identity through sqrt
 # (sqrt(a·b) = sqrt(a)·sqrt(b)) or through an activation's true form (silu(x) written as x/(1+exp(-x)))
 # does not hold there: an expert that needs one differs in fingerprints while it computes the
 # reference. Such an expert is said to be undecided.
@@ -380,7 +347,9 @@ class ReferenceCheck:
                 result.float_seconds = time.perf_counter() - t1
                 if result.float_max_rel_err <= tolerance:
                     result.undecided = True
-                    result.reason += f"; yet float64 agrees (relative error {result.float_max_rel_err:.2g}): {UNSEEN}"
+                    hint = scale_hint(reference, candidate)
+                    why = UNSEEN if hint is None else f"{hint}; it is not accepted"
+                    result.reason += f"; yet float64 agrees (relative error {result.float_max_rel_err:.2g}): {why}"
             return result
         errs = self.floats.rel_errs(candidate, perm, inputs)
         result.float_max_rel_err = worst_error(errs)

@@ -20,13 +20,8 @@ import numpy as np
 
 from mugraph.arrays.backend import ArrayModule, backend_name
 from mugraph.ir.graph import KernelGraph
-from mugraph.stages.verify.check import (
-    FLOAT_TOLERANCE,
-    FloatReference,
-    ReferenceFingerprints,
-    input_bytes,
-    worst_error,
-)
+from mugraph.stages.verify.check import FloatReference, ReferenceFingerprints, input_bytes
+from mugraph.stages.verify.float_error import FLOAT_TOLERANCE, worst_error
 
 CONFIRM_TESTS = 3
 TOLERANCE = FLOAT_TOLERANCE

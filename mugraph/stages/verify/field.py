@@ -7,10 +7,16 @@ mod p and mod q, and + and * act on both at once. The other ops:
 - exp(x) = ω^(x mod q) in the p-component and 0 in the q-component. ω has order q in Z_p*, so
   exp(a + b) = exp(a)·exp(b), and an exp of an exp degenerates (the LAX limit of one exp per path);
 - sqrt: per residue the smallest root of x, or of n·x (n the smallest non-residue) when x has none;
-- silu(x) = x·exp(x), gelu(x) = x·exp(2x) (Mirage's rules), relu and clamp: the residue itself in
-  the lower half / a middle band of [0, r), else the nearest end of it. The band's ends are drawn
-  from clamp's float bounds (a hash of them), so two clamps with other bounds are other functions:
-  one table for all of them matched clamps whose bounds lay beyond the float64 check's values;
+- silu, gelu and gelu_erf: each its own random function of the whole ring (`opaque_table`), drawn
+  from the op's name, the primes and ω. Not Mirage's rules, silu(x) = x·exp(x) and gelu(x) =
+  x·exp(2x): those are polynomials in exp that a wrong μGraph can write out (silu(x)·exp(x) would
+  have gelu(x)'s fingerprint exactly). A random function almost surely agrees with no expression
+  but itself, and an elementwise function commutes with every tiling, so a right μGraph keeps its
+  fingerprints;
+- relu and clamp: the residue itself in the lower half / a middle band of [0, r), else the nearest
+  end of it. The band's ends are drawn from clamp's float bounds (a hash of them), so two clamps with
+  other bounds are other functions: one table for all of them matched clamps whose bounds lay beyond
+  the float64 check's values;
 - scaling by a rational c = n/d (mul_scalar, mean, rms): n·d⁻¹, exact because a float is a dyadic
   rational and 2 is invertible.
 
@@ -155,6 +161,18 @@ def clamp_table(spec: FieldSpec, lo: float, hi: float) -> np.ndarray:
         return np.asarray(np.clip(r, a, b), dtype=np.int64)
 
     return _crt(spec, band(x % spec.p, spec.p, draw & 0xFFFFFFFF), band(x % spec.q, spec.q, draw >> 64))
+
+
+@lru_cache(maxsize=64)
+def opaque_table(spec: FieldSpec, name: str, omega: int) -> np.ndarray:
+    """A unary op with no identity the fingerprints must keep (silu, gelu, gelu_erf) as a random
+    function of Z_pq: each value uniform in [0, pq), drawn from a hash of the op's name, the primes
+    and ω, so each op is another function, the same in every process, and each ω another draw. Two
+    expressions that differ anywhere (another activation, another composition order, an activation
+    written out through exp) then agree at one element with chance about 1/pq."""
+    key = f"{name}|{spec.p}|{spec.q}|{omega}".encode()
+    seed = int.from_bytes(hashlib.blake2b(key, digest_size=16).digest(), "little")
+    return np.random.default_rng(seed).integers(0, spec.m, size=spec.m, dtype=np.int64)
 
 
 def _crt(spec: FieldSpec, a: np.ndarray, b: np.ndarray) -> np.ndarray:

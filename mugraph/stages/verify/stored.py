@@ -14,7 +14,8 @@ import numpy as np
 
 from mugraph.ir.graph import KernelGraph
 from mugraph.ir.types import OpKind
-from mugraph.stages.verify.check import DEFAULT_SEEDS, FloatReference, ReferenceFingerprints, worst_error, worst_output
+from mugraph.stages.verify.check import DEFAULT_SEEDS, FloatReference, ReferenceFingerprints
+from mugraph.stages.verify.float_error import worst_error, worst_output
 from mugraph.stages.verify.names import NameOrder, name_order, names_of
 
 __all__ = ["STORED_TOLERANCE", "stored_program_differs"]
