@@ -247,11 +247,36 @@ def export(
     except MugraphError:
         raise
     except Exception as e:  # torch's own refusals (data-dependent control flow, unsupported calls)
-        where, hint = _user_line(e), _cache_hint(e)  # with a cache, torch's advice (register a pytree) misleads
+        where = _user_line(e)
+        if _data_dependent(e):
+            raise CaptureError(_data_dependent_refusal(model_name(model), where, e)) from None
+        hint = _cache_hint(e)  # with a cache, torch's advice (register a pytree) misleads
         raise CaptureError(
             f"torch.export cannot capture {model_name(model)}{' at ' + where if where else ''}: "
             f"{type(e).__name__}: {_first_line(e) if not hint else _first_line(e).split('. ')[0]}{hint}"
         ) from None
+
+
+def _data_dependent(e: BaseException) -> bool:
+    """torch.export stopped where the model's Python branches on, or sizes a value by, a tensor's data
+    (`if idx.numel() == 0`, `range(int(count))`): GuardOnDataDependentSymNode and its kin."""
+    return "DataDependent" in type(e).__name__ or "data-dependent expression" in _first_line(e)
+
+
+def _data_dependent_refusal(name: str, where: str, e: BaseException) -> str:
+    """One line for a model whose control flow or a size depends on its tensors' values: which expression,
+    where, and what to do. Ops whose sizes depend on the data (nonzero, a boolean mask's indexing) are
+    captured and left to torch; only Python reading such a size (a branch, a loop count) cannot be."""
+    expr = re.search(r"data-dependent expression (.+?) \(unhinted", _first_line(e))
+    what = f" ({expr.group(1)})" if expr else ""
+    return (
+        f"torch.export cannot capture {name}{' at ' + where if where else ''}: its Python code branches on or "
+        f"sizes something by a value computed from the tensors' data{what}, such as a count of routed tokens "
+        "or of nonzero entries, which a captured graph cannot hold; remove that branch (ops of data-dependent "
+        "size, as nonzero, masked indexing or routing tokens to experts, are captured and left to torch), "
+        "or optimise the submodules whose shapes are fixed (mugraph.optimize(model.layer, ...)) and keep the "
+        "rest in torch"
+    )
 
 
 _CACHE_CLASS = re.compile(r"\b\w*Cache\b")
