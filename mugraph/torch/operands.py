@@ -108,8 +108,8 @@ class InputMaker:
         value = cast(torch.Tensor, env[str(src.node)])
         if src.rows is not None:  # a view: rows of a row-major value stay row-major
             value = value[src.rows[0] : src.rows[1]]
-        if src.kind == "transpose":
-            return value.t()  # read in place by the kernels (see kernel_strides)
+        if src.kind == "transpose":  # read in place by the kernels (see kernel_strides)
+            return (value if value.dtype is dtype else value.to(dtype)).t()
         base, scaled = src.kind.removesuffix("_scale"), src.kind.endswith("scale")  # "scale": as it is, scaled
         if base == "transpose":
             value = value.t()

@@ -143,7 +143,8 @@ class OptimizedModule(torch.nn.Module):
             if isinstance(self._nodes[n].meta.get("val"), torch.Tensor)
         }
         self._slots: dict[str, Slot] = register_state(self, ep, share)
-        self._state = StateReader(captured.name, ep, self._slots)
+        read = {src.node for src in self._lowering.inputs.values() if src.node is not None}
+        self._state = StateReader(captured.name, ep, self._slots, read)
         self._converted: str | None = None  # what a conversion left in a dtype the kernels were not made for
         tied = {**sig.inputs_to_parameters, **sig.inputs_to_buffers}
         self._model_forward = model_forward(captured.model if share else None, tied, self._slots)
@@ -191,7 +192,7 @@ class OptimizedModule(torch.nn.Module):
         if self.training:
             why.append(TRAINING)
         if self._converted is not None:
-            why.append(f"{self._converted}; converting it back turns them back on")
+            why.append(self._converted)
         return "; ".join(why) or None
 
     def __reduce_ex__(self, protocol: SupportsIndex) -> tuple[Any, ...]:
