@@ -135,7 +135,7 @@ class OptimizedModule(torch.nn.Module):
         user = [s.arg for s in sig.input_specs if s.kind == InputKind.USER_INPUT]
         self._user_inputs = [a.name for a in user]  # placeholders, a constant of the call's too
         constants = {i: a.value for i, a in enumerate(user) if isinstance(a, ConstantArgument)}
-        forward = _forward(captured.model)  # its parameters' defaults (a module from a store has none)
+        forward = captured.forward  # its parameters and their defaults (kept in the store's exported file)
         self._binder = CallBinder(captured.name, ep.call_spec.in_spec, self._user_inputs, constants, forward)
         self._expected = {
             n: (tuple(self._nodes[n].meta["val"].shape), self._nodes[n].meta["val"].dtype)
@@ -380,11 +380,6 @@ class OptimizedModule(torch.nn.Module):
             + (f", verdict={self._verdict.summary()!r}" if self._verdict is not None else "")
             + (f", kernels_off={self.kernels_off!r}" if self.kernels_off is not None else "")
         )
-
-
-def _forward(model: torch.nn.Module | None) -> Callable[..., Any] | None:
-    """The model's forward, whose parameters (and their defaults) a call is bound to."""
-    return None if model is None else model.forward
 
 
 def _restored(
