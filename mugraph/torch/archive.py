@@ -29,7 +29,7 @@ _SERIALIZATION_ID = ".data/serialization_id"
 _PLAIN = {"archive_format", "archive_version", "byteorder", ".data/version", _SERIALIZATION_ID}
 _ENTRY = re.compile(
     r"(?P<kind>models/\w+\.json|data/weights/\w+_weights_config\.json|data/constants/\w+_constants_config\.json"
-    r"|data/weights/weight_\d+|data/constants/tensor_\d+|data/sample_inputs/\w+\.pt)"
+    r"|data/weights/weight_\d+|data/constants/tensor_\d+|data/sample_inputs/\w+\.pt|extra/mugraph_forward\.json)"
 )
 
 
@@ -94,6 +94,13 @@ def check_archive(path: Path, data: bytes) -> dict[str, bytes]:
                         "would unpickle; refusing to load it"
                     )
     return entries
+
+
+def extra_file(data: bytes, name: str) -> str | None:
+    """The text of an extra file torch.export.save wrote into the archive (`data`, checked), or None."""
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        found = [n for n in z.namelist() if n.split("/", 1)[-1] == f"extra/{name}"]
+        return z.read(found[0]).decode("utf-8", errors="replace") if found else None
 
 
 def archive_digest(path: Path) -> str:

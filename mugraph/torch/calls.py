@@ -157,7 +157,7 @@ class CallBinder:
         return self.params.positional[i].name if i < len(self.params.positional) else f"*{i}"
 
     def __call__(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> list[Any]:
-        if self.plain and not kwargs and all(isinstance(a, torch.Tensor) for a in args):
+        if self.plain and not kwargs and len(args) == self.n_pos and all(isinstance(a, torch.Tensor) for a in args):
             return list(args)
         given = {k: _python_scalar(v) for k, v in self._given(args, kwargs).items()}
         # left out of the example call, passed at the forward's default (what the capture computed with)
@@ -285,14 +285,25 @@ class CallBinder:
             )
         if _has_tensor(value):
             raise InputMismatchError(
-                f"{self.name}: argument {key!r} is {shown}, where the module was captured with "
-                f"{self._captured(key)}: call it without {key}, or optimise again with it in example_kwargs"
+                f"{self.name}: argument {key!r} is {shown}, where the module was optimised for a call with "
+                f"{self._captured(key)}; passing {key} changes what the model computes, so this module cannot serve "
+                f"the call: call it without {key}, or optimise the model again with one in the example call "
+                f"({self._example_with(key)})"
             )
         raise InputMismatchError(
             f"{self.name}: {key}={shown}, where the module was captured with {self._captured(key)}; the module "
             f"computes as that call did. Call it without {key} (or with {default!r}), or optimise again with "
             f"example_kwargs={{{key!r}: {shown}}} for this call"
         )
+
+    def _example_with(self, key: str) -> str:
+        """How an example call passes `key`: by position where the forward takes it so (the example's
+        positional inputs before it, then it), else by name."""
+        names = [p.name for p in self.params.positional]
+        if key in names and names.index(key) >= self.n_pos:
+            before = names[: names.index(key) + 1]
+            return f"example_inputs=({', '.join(before)})"
+        return f"example_kwargs={{{key!r}: {key}}}"
 
     def _check_left_out_constant(self, key: str, captured: Any) -> None:
         """A constant of the example call that a call leaves out: the model would take the forward's

@@ -27,7 +27,7 @@ from mugraph.ir.errors import MugraphError
 from mugraph.ir.graph import KernelGraph
 from mugraph.ir.serialize import digest, from_json, to_json
 from mugraph.storage.run.paths import RunPaths
-from mugraph.torch.archive import UnsafeArchiveError, read_recorded
+from mugraph.torch.archive import UnsafeArchiveError, extra_file, read_recorded
 from mugraph.torch.errors import CaptureError, NothingLowered
 from mugraph.torch.example_call import (
     check_binds,
@@ -38,6 +38,7 @@ from mugraph.torch.example_call import (
 )
 from mugraph.torch.lower import Lowering, lower
 from mugraph.torch.quiet import quiet_torch
+from mugraph.torch.signature import FILE, forward_of, signature_json
 
 
 def exported_path(store: Path) -> Path:
@@ -88,6 +89,14 @@ class Captured:
     # the module captured (the model, or a function's wrapper), where this process holds it: what the
     # drop-in module runs where its kernels cannot (None for a program read back from a store)
     model: torch.nn.Module | None = field(default=None, compare=False, repr=False)
+    # the model's forward signature as JSON, as its exported program's file keeps it (a program read back
+    # from a store has no model: this is what its module binds calls by); None where not known
+    signature: str | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def forward(self) -> Callable[..., Any] | None:
+        """The model's forward, or a stand-in with its signature; None where neither is known."""
+        return self.model.forward if self.model is not None else forward_of(self.signature)
 
     @property
     def digest(self) -> str:
@@ -132,7 +141,8 @@ class Captured:
         ep.example_inputs = None
         try:
             with quiet_torch():
-                torch.export.save(ep, str(tmp))
+                sig = signature_json(self.model.forward) if self.model is not None else self.signature
+                torch.export.save(ep, str(tmp), extra_files={FILE: sig} if sig is not None else None)
         except Exception as e:  # torch's refusal (a NamedTuple output it has no name for): one line, no file left
             tmp.unlink(missing_ok=True)
             raise CaptureError(
@@ -247,11 +257,36 @@ def export(
     except MugraphError:
         raise
     except Exception as e:  # torch's own refusals (data-dependent control flow, unsupported calls)
-        where, hint = _user_line(e), _cache_hint(e)  # with a cache, torch's advice (register a pytree) misleads
+        where = _user_line(e)
+        if _data_dependent(e):
+            raise CaptureError(_data_dependent_refusal(model_name(model), where, e)) from None
+        hint = _cache_hint(e)  # with a cache, torch's advice (register a pytree) misleads
         raise CaptureError(
             f"torch.export cannot capture {model_name(model)}{' at ' + where if where else ''}: "
             f"{type(e).__name__}: {_first_line(e) if not hint else _first_line(e).split('. ')[0]}{hint}"
         ) from None
+
+
+def _data_dependent(e: BaseException) -> bool:
+    """torch.export stopped where the model's Python branches on, or sizes a value by, a tensor's data
+    (`if idx.numel() == 0`, `range(int(count))`): GuardOnDataDependentSymNode and its kin."""
+    return "DataDependent" in type(e).__name__ or "data-dependent expression" in _first_line(e)
+
+
+def _data_dependent_refusal(name: str, where: str, e: BaseException) -> str:
+    """One line for a model whose control flow or a size depends on its tensors' values: which expression,
+    where, and what to do. Ops whose sizes depend on the data (nonzero, a boolean mask's indexing) are
+    captured and left to torch; only Python reading such a size (a branch, a loop count) cannot be."""
+    expr = re.search(r"data-dependent expression (.+?) \(unhinted", _first_line(e))
+    what = f" ({expr.group(1)})" if expr else ""
+    return (
+        f"torch.export cannot capture {name}{' at ' + where if where else ''}: its Python code branches on or "
+        f"sizes something by a value computed from the tensors' data{what}, such as a count of routed tokens "
+        "or of nonzero entries, which a captured graph cannot hold; remove that branch (ops of data-dependent "
+        "size, as nonzero, masked indexing or routing tokens to experts, are captured and left to torch), "
+        "or optimise the submodules whose shapes are fixed (mugraph.optimize(model.layer, ...)) and keep the "
+        "rest in torch"
+    )
 
 
 _CACHE_CLASS = re.compile(r"\b\w*Cache\b")
@@ -318,7 +353,7 @@ def load_exported(path: Path, name: str, recorded: str | None) -> Captured:
                 f"{path}: node {node.name} calls {getattr(node.target, '__name__', node.target)!r}, not a torch "
                 "operator; refusing to load it"
             )
-    return Captured(name, ep, lower(ep))
+    return Captured(name, ep, lower(ep), signature=extra_file(data, FILE))
 
 
 def _is_operator(target: object) -> bool:

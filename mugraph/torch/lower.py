@@ -15,7 +15,9 @@ Semantics are PyTorch's, decomposed into the IR's ops where exact: `rms_norm(x, 
 rms_norm(x, eps) · w, layer_norm(x, w, b, eps) its layer_norm(x, eps) · w + b, `gelu` is the erf form
 unless `approximate="tanh"`, division by a scalar is a scale by its reciprocal, and a scalar added to
 a tensor is a constant input filled with it. Softmax stays glue: the IR has no max, and exp(x) without
-torch's max shift overflows fp16 at x > 11.1.
+torch's max shift overflows fp16 at x > 11.1. A value whose size depends on the data (`nonzero`, a
+boolean mask's indexing, tokens routed to an expert) stays glue, and so does every op reading it: a
+program is made for fixed shapes, and torch runs the rest at each call's sizes.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from mugraph.torch.activations import find_activations
 from mugraph.torch.composite import Composite
 from mugraph.torch.errors import CaptureError, NothingLowered
 from mugraph.torch.flatten import held_flat, split_linear
-from mugraph.torch.lower_operands import InputSource, Skip, Value, source_line
+from mugraph.torch.lower_operands import InputSource, Skip, Value, data_dependent, source_line
 from mugraph.torch.lower_ops import OpLowering
 from mugraph.torch.norms import find_norms
 from mugraph.torch.patterns import ASSERTS
@@ -188,6 +190,8 @@ class _Lowerer(OpLowering):
         handler = self.handlers.get(node.target)
         value: Value | None = None
         try:
+            if any(data_dependent(n.meta.get("val")) for n in (node, *node.all_input_nodes)):
+                raise Skip  # a size read from the data: no program has it, torch runs it
             if norm is not None:
                 value = self.composite(norm)
             elif handler is not None:

@@ -112,7 +112,21 @@ def source_line(node: fx.Node) -> str:
 
 
 def meta(node: fx.Node) -> Any:
-    return node.meta.get("val")
+    """The value torch.export traced for `node`; None for one whose size depends on the data (the
+    result of `nonzero`, of a boolean mask's indexing, or a count read from a tensor): such a value has
+    no shape a program could be made for, so every op making or reading it stays glue."""
+    val = node.meta.get("val")
+    return None if data_dependent(val) else val
+
+
+def data_dependent(val: object) -> bool:
+    """Whether a traced value (a tensor, a number, or a tuple of them) has a size or value that
+    torch.export could only name by a symbol (an unbacked SymInt): its size depends on the data."""
+    if isinstance(val, torch.Tensor):
+        return any(not isinstance(d, int) for d in val.shape)
+    if isinstance(val, torch.SymInt | torch.SymFloat | torch.SymBool):
+        return True
+    return isinstance(val, list | tuple) and any(data_dependent(v) for v in val)
 
 
 def bind(node: fx.Node) -> dict[str, Argument]:

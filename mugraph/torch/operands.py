@@ -42,29 +42,41 @@ def register_state(root: torch.nn.Module, ep: torch.export.ExportedProgram, shar
     parameters are then the module's: a change to either is seen by both), else copies."""
     sig = ep.graph_signature
     slots: dict[str, Slot] = {}
+    made: dict[tuple[object, ...], torch.Tensor] = {}  # one tensor per tensor of the model (tied weights)
 
-    def value(t: torch.Tensor) -> torch.Tensor:
-        return t if share else t.detach().clone()
+    def value(t: torch.Tensor, kind: str) -> torch.Tensor:
+        key = (kind, id(t)) if share else (kind, *_identity(t))
+        if key not in made:
+            v = t if share else t.detach().clone()
+            if kind == "parameter" and not isinstance(v, torch.nn.Parameter):
+                v = torch.nn.Parameter(v, requires_grad=False)
+            made[key] = v
+        return made[key]
 
     try:
         for ph, fqn in sig.inputs_to_parameters.items():
             owner, leaf = slots[ph] = _owner(root, fqn)
-            p = value(ep.state_dict[fqn])
-            owner.register_parameter(
-                leaf, p if isinstance(p, torch.nn.Parameter) else torch.nn.Parameter(p, requires_grad=False)
-            )
+            owner.register_parameter(leaf, cast(torch.nn.Parameter, value(ep.state_dict[fqn], "parameter")))
         for ph, fqn in sig.inputs_to_buffers.items():
             owner, leaf = slots[ph] = _owner(root, fqn)
             persistent = fqn in ep.state_dict
             owner.register_buffer(
-                leaf, value(ep.state_dict[fqn] if persistent else ep.constants[fqn]), persistent=persistent
+                leaf, value(ep.state_dict[fqn] if persistent else ep.constants[fqn], "buffer"), persistent=persistent
             )
         for ph, fqn in sig.inputs_to_lifted_tensor_constants.items():
             owner, leaf = slots[ph] = _owner(root, f"{CONSTANTS}.{fqn.replace('.', '_')}")
-            owner.register_buffer(leaf, value(ep.constants[fqn]), persistent=False)
+            owner.register_buffer(leaf, value(ep.constants[fqn], "constant"), persistent=False)
     except KeyError as e:  # torch's "attribute ... already exists": a name the module itself uses
         raise TorchError(f"the model's state has a name the drop-in module cannot hold: {e}") from None
     return slots
+
+
+def _identity(t: torch.Tensor) -> tuple[object, ...]:
+    """What makes two tensors one: the same memory read the same way. A weight tied in the model (a
+    language model's embedding and output head) is one tensor under two names there, and two objects on
+    one storage in an exported program read back from its file: either way, one tensor here, so an edit
+    in place reaches every use, as it does in the model."""
+    return (t.untyped_storage().data_ptr(), t.device, t.dtype, t.storage_offset(), tuple(t.shape), t.stride())
 
 
 def kernel_strides(program: KernelGraph, sources: Mapping[str, InputSource]) -> dict[int, Shape]:
@@ -96,8 +108,8 @@ class InputMaker:
         value = cast(torch.Tensor, env[str(src.node)])
         if src.rows is not None:  # a view: rows of a row-major value stay row-major
             value = value[src.rows[0] : src.rows[1]]
-        if src.kind == "transpose":
-            return value.t()  # read in place by the kernels (see kernel_strides)
+        if src.kind == "transpose":  # read in place by the kernels (see kernel_strides)
+            return (value if value.dtype is dtype else value.to(dtype)).t()
         base, scaled = src.kind.removesuffix("_scale"), src.kind.endswith("scale")  # "scale": as it is, scaled
         if base == "transpose":
             value = value.t()

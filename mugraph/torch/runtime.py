@@ -135,7 +135,7 @@ class OptimizedModule(torch.nn.Module):
         user = [s.arg for s in sig.input_specs if s.kind == InputKind.USER_INPUT]
         self._user_inputs = [a.name for a in user]  # placeholders, a constant of the call's too
         constants = {i: a.value for i, a in enumerate(user) if isinstance(a, ConstantArgument)}
-        forward = _forward(captured.model)  # its parameters' defaults (a module from a store has none)
+        forward = captured.forward  # its parameters and their defaults (kept in the store's exported file)
         self._binder = CallBinder(captured.name, ep.call_spec.in_spec, self._user_inputs, constants, forward)
         self._expected = {
             n: (tuple(self._nodes[n].meta["val"].shape), self._nodes[n].meta["val"].dtype)
@@ -143,7 +143,8 @@ class OptimizedModule(torch.nn.Module):
             if isinstance(self._nodes[n].meta.get("val"), torch.Tensor)
         }
         self._slots: dict[str, Slot] = register_state(self, ep, share)
-        self._state = StateReader(captured.name, ep, self._slots)
+        read = {src.node for src in self._lowering.inputs.values() if src.node is not None}
+        self._state = StateReader(captured.name, ep, self._slots, read)
         self._converted: str | None = None  # what a conversion left in a dtype the kernels were not made for
         tied = {**sig.inputs_to_parameters, **sig.inputs_to_buffers}
         self._model_forward = model_forward(captured.model if share else None, tied, self._slots)
@@ -191,7 +192,7 @@ class OptimizedModule(torch.nn.Module):
         if self.training:
             why.append(TRAINING)
         if self._converted is not None:
-            why.append(f"{self._converted}; converting it back turns them back on")
+            why.append(self._converted)
         return "; ".join(why) or None
 
     def __reduce_ex__(self, protocol: SupportsIndex) -> tuple[Any, ...]:
@@ -379,11 +380,6 @@ class OptimizedModule(torch.nn.Module):
             + (f", verdict={self._verdict.summary()!r}" if self._verdict is not None else "")
             + (f", kernels_off={self.kernels_off!r}" if self.kernels_off is not None else "")
         )
-
-
-def _forward(model: torch.nn.Module | None) -> Callable[..., Any] | None:
-    """The model's forward, whose parameters (and their defaults) a call is bound to."""
-    return None if model is None else model.forward
 
 
 def _restored(

@@ -6,13 +6,16 @@ another shape would be read past its end (garbage, or an illegal access on a GPU
 another dtype (`model.half()`, which the module shares) silently computes with rounded weights. So
 each call of the kernels compares every weight with the exported program's; a conversion of the module
 itself is taken whole, and says what it left (`converted`), so that the module runs the model's own
-forward instead until it is converted back. A pickle keeps every
+forward instead until it is converted back. A tensor only glue reads (an fp16 model's float32 rotary
+table) is checked for its shape alone: torch computes with it as the model would, in whatever dtype it
+has, so the dtype the module was optimised for is its kernels' (the model's compute dtype), and
+`.half()` of an fp16 model holding float32 buffers keeps them on. A pickle keeps every
 tensor the module holds, buffers that `state_dict()` leaves out (non-persistent ones: rotary caches)
 included."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from itertools import chain
 
 import torch
@@ -22,30 +25,38 @@ from mugraph.torch.operands import Slot
 
 
 class StateReader:
-    """The module's state placeholders' current values at each call, refused where a value's shape or
-    dtype is not the one the kernels were made for (about 0.2 μs a weight: a call's host overhead is
-    tens of μs)."""
+    """The module's state placeholders' current values at each call, refused where a value's shape, or
+    the dtype of one the kernels read, is not the one the module was made for (about 0.2 μs a weight: a
+    call's host overhead is tens of μs)."""
 
-    def __init__(self, model: str, ep: torch.export.ExportedProgram, slots: Mapping[str, Slot]) -> None:
+    def __init__(
+        self,
+        model: str,
+        ep: torch.export.ExportedProgram,
+        slots: Mapping[str, Slot],
+        kernel_read: Collection[str],
+    ) -> None:
+        """`kernel_read`: the placeholders the program's inputs are made from (the rest only glue reads)."""
         self.model = model
         sig = ep.graph_signature
         self.names = {**sig.inputs_to_parameters, **sig.inputs_to_buffers, **sig.inputs_to_lifted_tensor_constants}
         vals = {n.name: n.meta.get("val") for n in ep.graph.nodes if n.op == "placeholder"}
-        self.plan: list[tuple[str, torch.nn.Module, str, torch.Size, torch.dtype]] = []
+        # (placeholder, owner, attribute, shape, dtype, whether the kernels read it)
+        self.plan: list[tuple[str, torch.nn.Module, str, torch.Size, torch.dtype, bool]] = []
         self.unchecked: list[tuple[str, torch.nn.Module, str]] = []  # no exported value to check against
         for ph, (owner, leaf) in slots.items():
             val = vals.get(ph)
             if isinstance(val, torch.Tensor):
-                self.plan.append((ph, owner, leaf, torch.Size(val.shape), val.dtype))
+                self.plan.append((ph, owner, leaf, torch.Size(val.shape), val.dtype, ph in kernel_read))
             else:
                 self.unchecked.append((ph, owner, leaf))
 
     def __call__(self) -> dict[str, torch.Tensor]:
         out = {ph: getattr(owner, leaf) for ph, owner, leaf in self.unchecked}
-        for ph, owner, leaf, shape, dtype in self.plan:
+        for ph, owner, leaf, shape, dtype, kernels in self.plan:
             value = getattr(owner, leaf)
             try:
-                same = value.dtype is dtype and value.shape == shape
+                same = value.shape == shape and (value.dtype is dtype or not kernels)
             except AttributeError:  # None, or something else where a tensor was
                 same = False
             if not same:
@@ -107,15 +118,19 @@ def restore_tensors(module: torch.nn.Module, state: Mapping[str, torch.Tensor], 
 
 def converted(reader: StateReader) -> str | None:
     """What a conversion (`.half()`, `.to(torch.bfloat16)`, `.double()`) of the module left in another
-    dtype than the one its kernels were made for ("torch.float16 where it was optimised for
-    torch.float32"), or None where every tensor has its optimised dtype again."""
+    dtype than the one its kernels compute in, and what to do ("its weights the kernels read are
+    torch.float32 where it was optimised for torch.float16; ..."), or None where every tensor they read
+    has that dtype again (a tensor only glue reads may have any: torch computes with it)."""
     changed: dict[torch.dtype, torch.dtype] = {}
-    for _, owner, leaf, _, optimised in reader.plan:
+    for _, owner, leaf, _, optimised, kernels in reader.plan:
         current = getattr(owner, leaf)
-        if isinstance(current, torch.Tensor) and current.dtype is not optimised:
+        if kernels and isinstance(current, torch.Tensor) and current.dtype is not optimised:
             changed.setdefault(current.dtype, optimised)
     if not changed:
         return None
     now = ", ".join(sorted(str(d) for d in changed))
-    was = ", ".join(sorted({str(d) for d in changed.values()}))
-    return f"its tensors are {now} where it was optimised for {was}"
+    was = sorted({str(d) for d in changed.values()})
+    return (
+        f"the weights its kernels read are {now} where it was optimised for {', '.join(was)}; convert it "
+        f"back (.to({was[0]})) to turn them back on, or optimise the model again in {now}"
+    )

@@ -62,7 +62,7 @@ def test_a_function_with_a_weight_argument() -> None:
         ),
         ((torch.zeros(16, 64, 1, dtype=torch.float16),), r"\(3 dims where it was 2; shapes are fixed"),
         ((torch.zeros(16, 64),), r"torch.float32; this module was optimised for \[16, 64\] torch.float16 \(pass "),
-        ((), r"takes 1 input \(x\), got 0: every input of the example call is required"),
+        ((), r"input 'x' missing: the module was optimised for a call that passes it"),
     ],
     ids=["shape", "rank", "dtype", "arity"],
 )
