@@ -50,7 +50,10 @@ def workers_line(e: Mapping[str, Any]) -> str:
 
 def memo_lost_line(e: Mapping[str, Any]) -> str:
     """A `memo_lost` event, in the words the worker's own warning uses (on a local cluster the driver's
-    line is the only one; a `dask worker` says it in its log too)."""
+    line is the only one; a `dask worker` says it in its log too). Where the memo was mugraph's own
+    server and it died, why it died (`cause`), not the client's "Connection refused"."""
+    if e.get("cause"):
+        return f"mugraph: warning: {e['cause']} (worker {e['worker']} said: {e['error']})"
     return f"mugraph: warning: {UNAVAILABLE}: {e['error']} (worker {e['worker']}; the same results, found more slowly)"
 
 
