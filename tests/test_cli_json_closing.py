@@ -40,7 +40,9 @@ def _said(proc: subprocess.CompletedProcess[str]) -> str:
         (["rms_norm", "--set", "max_kernel_ops=1e400"], "input", "expected an integer"),
     ],
 )
-def test_bad_input_ends_the_stream_with_one_error_event(tmp_path: Path, extra: list[str], kind: str, words: str) -> None:
+def test_bad_input_ends_the_stream_with_one_error_event(
+    tmp_path: Path, extra: list[str], kind: str, words: str
+) -> None:
     proc = mugraph("optimize", *extra, "--json", cwd=tmp_path)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     assert _stream(proc) == [{"event": "error", "error": _said(proc), "kind": kind, "exit_status": 2}]
@@ -103,4 +105,5 @@ def test_an_interrupted_run_ends_the_stream_with_its_line(tmp_path: Path) -> Non
     last = json.loads(out.splitlines()[-1])
     said = err.strip().splitlines()[-1]
     assert proc.returncode == 130 and said == "mugraph: interrupted; run the same command to resume", err[-3000:]
-    assert last == {"event": "error", "error": said.removeprefix("mugraph: "), "kind": "interrupted", "exit_status": 130}
+    closing = {"event": "error", "error": said.removeprefix("mugraph: "), "kind": "interrupted", "exit_status": 130}
+    assert last == closing

@@ -1,6 +1,6 @@
-"""A full disk (ENOSPC) is one line saying so (and the `--json` stream's closing `error` event), and the store stays resumable: after space is freed the same
-command finishes with the same μGraphs. Runs on a small tmpfs; skipped where mounting one is not allowed.
-In the slow suite."""
+"""A full disk (ENOSPC) is one line saying so (and the `--json` stream's closing `error` event), and the
+store stays resumable: after space is freed the same command finishes with the same μGraphs. Runs on a
+small tmpfs; skipped where mounting one is not allowed. In the slow suite."""
 
 from __future__ import annotations
 

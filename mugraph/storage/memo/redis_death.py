@@ -14,7 +14,7 @@ import resource
 import signal
 from pathlib import Path
 
-from mugraph.storage.memo.redis_files import DATA_FILES
+from mugraph.storage.memo.redis_files import DATA_FILES, LOG_NAME
 
 __all__ = ["death_words"]
 
@@ -30,8 +30,9 @@ def death_words(pid: int, returncode: int, data_dir: Path, log_reason: str) -> s
     `returncode` is Popen's (negative: the signal that killed it); `log_reason` the last warning of
     its log."""
     who = f"mugraph's own Redis server (pid {pid}, data in {data_dir}) died"
+    log = data_dir / LOG_NAME
     if returncode >= 0:
-        return f"{who}: it exited with status {returncode} ({log_reason}; its log: {data_dir / 'redis.log'}); {AFTERWARDS}"
+        return f"{who}: it exited with status {returncode} ({log_reason}; its log: {log}); {AFTERWARDS}"
     signum = -returncode
     name = _signal_name(signum)
     if signum == getattr(signal, "SIGXFSZ", None):
@@ -41,7 +42,7 @@ def death_words(pid: int, returncode: int, data_dir: Path, log_reason: str) -> s
             f"{who}: killed by {name} (most often the kernel's out-of-memory killer: `dmesg` says; give "
             f"the run more memory or fewer --workers); {AFTERWARDS}"
         )
-    return f"{who}: killed by {name} (sent by another process, or a fault of redis-server: its log, {data_dir / 'redis.log'}, may say); {AFTERWARDS}"
+    return f"{who}: killed by {name} (sent by another process, or a fault of redis-server: {log} may say); {AFTERWARDS}"
 
 
 def _signal_name(signum: int) -> str:
