@@ -64,3 +64,35 @@ def test_what_no_fragment_holds_is_named_where_known() -> None:
     assert together("").startswith("fragments together (the whole program): ")
     assert together("ops between fragments (relu)").endswith("; not priced: ops between fragments (relu)")
     assert together().endswith("; not priced: ops outside the fragments")  # a caller that does not know
+
+
+MODEL = """
+import torch
+from torch import nn
+
+
+class TwoExp(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.w1 = nn.Parameter(torch.randn(64, 64) * 0.01)
+        self.w2 = nn.Parameter(torch.randn(64, 64) * 0.01)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.exp(torch.exp(x @ self.w1) @ self.w2)
+
+
+model = TwoExp().eval()
+example_inputs = (torch.randn(16, 64),)
+"""
+
+
+@pytest.mark.slow  # a model captured, then a run of a cluster: about 15 s on 2 busy cores
+def test_a_model_without_glue_is_priced_whole(tmp_path: Path) -> None:
+    """A PyTorch model whose every op lowers into its two fragments leaves nothing to PyTorch."""
+    pytest.importorskip("torch")
+    (tmp_path / "twoexp_model.py").write_text(MODEL)
+    args = ["optimize", "twoexp_model.py", "--workers", "1", "--memo-url", "local", "--time-limit", "1"]
+    proc = mugraph(*args, "--store", str(tmp_path / "run.zarr"), "--dashboard-address", ":0", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    said = [line.strip() for line in proc.stdout.splitlines() if "fragments together" in line]
+    assert len(said) == 1 and said[0].startswith("fragments together (the whole program): "), proc.stdout
