@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -76,6 +77,35 @@ def test_a_poisoned_shared_memo_gives_the_unpoisoned_result(tmp_path: Path) -> N
         assert again["digests"] == clean["digests"] and again["solver_calls"] == 0  # and rewritten, sealed
 
 
+def test_the_rejected_values_are_shown_as_stored_and_counted_in_all(tmp_path: Path) -> None:
+    """The warning shows a rejected value as Redis holds it (its key with the secret's prefix, its raw
+    value), and the values rejected are counted in all, not only those of the first lookup that met one."""
+    env = {"MUGRAPH_MEMO_KEY": SECRET}
+    settings = [a for k, v in NARROW["rms_norm"].items() for a in ("--set", f"{k}={json.dumps(v)}")]
+    with EmbeddedRedis(tmp_path / "shared") as server:
+        search = ["search", "rms_norm", *settings, "--memo-url", server.url, "--json"]
+        last_json(cli(*search, cwd=tmp_path, env=env))
+        poison(server.url)
+        client: Any = redis.Redis.from_url(server.url, protocol=2)
+        held = {k.decode(): client.get(k) for k in client.keys("*")}  # as the poisoned run reads them
+        client.close()
+        proc = cli(*search, cwd=tmp_path, env=env)
+        counted = last_json(proc)["memo_counters"]["garbage"]
+    said = [line for line in proc.stderr.splitlines() if "memo values" in line]
+    assert len(said) == 2, proc.stderr[-3000:]
+    first = re.fullmatch(
+        r"mugraph: warning: rejected (\d+) memo values? so far from redis .*: e\.g\. key '([^']+)' = (.+?); .*", said[0]
+    )
+    assert first is not None, said[0]
+    key, shown = first.group(2), first.group(3)
+    assert re.fullmatch(r"a[0-9a-f]{12}:mugraph:\S+", key) and key in held, key  # the key as stored, prefixed
+    assert shown == repr(held[key][:24]) + ("…" if len(held[key]) > 24 else ""), (shown, held[key])
+    assert "untrusted" not in said[0]
+    assert 0 < int(first.group(1)) < counted  # the first lookup's, not all of them
+    total = f"rejected {counted:,} memo values in all from redis that failed their check"
+    assert said[1] == f"mugraph: warning: {total} or were no verdict; each was solved again and overwritten", said[1]
+
+
 def test_values_from_another_secret_or_none_are_not_trusted(own_redis_url: str) -> None:
     ours = LayeredMemo(RedisMemo(own_redis_url, secret=b"ours"), valid_values=VALID)
     ours.store({"k1": b"Y", "k2": b"N"})
@@ -90,7 +120,7 @@ def test_values_from_another_secret_or_none_are_not_trusted(own_redis_url: str) 
     client.set(key1, b"N")  # a foreign writer who knows the key layout but not the secret
     backend = RedisMemo(own_redis_url, secret=b"ours")
     memo = LayeredMemo(backend, valid_values=VALID)
-    with pytest.warns(RuntimeWarning, match="ignored 1 invalid memo values"):
+    with pytest.warns(RuntimeWarning, match="rejected 1 memo value so far"):
         assert memo.lookup(["k1", "k2"]) == [None, b"N"] and backend.untrusted == 1
     memo.store({"k1": b"Y"})  # solved again: the bad value is repaired
     assert LayeredMemo(RedisMemo(own_redis_url, secret=b"ours"), valid_values=VALID).lookup(["k1"]) == [b"Y"]

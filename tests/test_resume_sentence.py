@@ -4,12 +4,17 @@ the store; the interrupt line says the run's own form."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import cast
 
 import pytest
 
 from mugraph.cli import main
 from mugraph.cli.app import _interrupted_line
+from mugraph.dashboards.report_html import finish_advice
+from mugraph.dashboards.report_records import ReportData
+from mugraph.dashboards.said_command import for_a_person
 from mugraph.pipeline.interrupts import INTERRUPTED, INTERRUPTED_FRESH
 from mugraph.run.options import model_command
 from mugraph.run.resume import how_to_resume
@@ -23,19 +28,23 @@ def _said(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
 
 
 def test_every_place_says_the_same_sentence(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The run started with `--json`: the advice names its command without it (a person reading "run this
+    to resume" wants the verdict, not a stream of JSON), with every flag that changes the result."""
     args = ["optimize", "rms_norm", "--workers", "1", "--memo-url", "local", "--dashboard-address", ":0"]
     store = tmp_path / "run.zarr"
-    stopped = mugraph(*args, "--store", str(store), "--time-limit", "1", cwd=tmp_path)
-    assert stopped.returncode == 0 and "stopped at the time limit" in stopped.stdout, stopped.stderr[-3000:]
-    assert f"({how_to_resume()})" in stopped.stdout.splitlines()[0]  # the run, of its own command
+    stopped = mugraph(*args, "--json", "--store", str(store), "--time-limit", "1", cwd=tmp_path)
+    assert stopped.returncode == 0, stopped.stderr[-3000:]
+    done = json.loads(stopped.stdout.splitlines()[-1])
+    assert not done["complete"] and done["resume"] == how_to_resume()  # the run, of its own command
 
-    sentence = f"run `mugraph {' '.join(args)} --time-limit 1 --store {store}` to resume"  # as it was typed
+    sentence = f"run `mugraph {' '.join(args)} --time-limit 1 --store {store}` to resume"  # as typed, less --json
     said = {
         "status": _said(capsys, ["status", str(store)]),
         "show": _said(capsys, ["show", str(store)]),
         "emit": _said(capsys, ["emit", str(store), "--out", str(tmp_path / "k.py")]),
     }
     assert {name: sentence in text for name, text in said.items()} == dict.fromkeys(said, True), said
+    assert not [name for name, text in said.items() if "--json" in text], said
 
 
 def test_the_interrupt_line_is_the_runs_own_sentence() -> None:
@@ -54,3 +63,17 @@ def test_a_model_called_with_keywords_is_resumed_with_them(tmp_path: Path) -> No
     assert "example_kwargs=example_kwargs, " in with_kw and with_kw.startswith("call mugraph.optimize(model, ")
     assert "example_kwargs" not in without and without.startswith("call mugraph.optimize(model, ")
     assert str(tmp_path) in with_kw and str(tmp_path) in without
+
+
+def test_the_reports_advice_leaves_out_the_output_format(tmp_path: Path) -> None:
+    """The report of a run killed before its end (provisional) says how to finish it, as `status` does."""
+    meta = {"command": ["optimize", "lora", "--json", "--budget", "9"], "cwd": str(tmp_path)}
+    said = finish_advice(cast(ReportData, {"store": str(tmp_path / "s.zarr"), "meta": meta}))
+    assert said == f"Finish it with `mugraph optimize lora --budget 9 --store {tmp_path / 's.zarr'}`.", said
+
+
+def test_only_the_output_flag_is_left_out() -> None:
+    assert for_a_person("mugraph optimize lora --json --store s.zarr") == "mugraph optimize lora --store s.zarr"
+    assert for_a_person("mugraph optimize lora --store --json") == "mugraph optimize lora --store --json"  # a value
+    assert for_a_person("mugraph optimize x.py --emit --json -- --json") == "mugraph optimize x.py --emit -- --json"
+    assert for_a_person("mugraph optimize lora --fresh --budget 9") == "mugraph optimize lora --fresh --budget 9"

@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 import click
 
 from mugraph.arrays.backend import backend_name, get_array_module
+from mugraph.cli import json_stream
 from mugraph.cli.hangup import take_hangup_as_term
 from mugraph.cli.options import backend_option
 from mugraph.cli.pipeline import optimize
@@ -26,6 +27,7 @@ from mugraph.ir.errors import MugraphError, warning_line
 from mugraph.ir.graph import KernelGraph
 from mugraph.ir.render import render
 from mugraph.ir.serialize import digest
+from mugraph.pipeline.events import ErrorKind
 from mugraph.pipeline.interrupts import (  # noqa: F401  (_interrupted: the handler, for tests)
     EXIT_INTERRUPTED,
     EXIT_STDOUT_CLOSED,
@@ -327,10 +329,42 @@ def _stdout_closed() -> NoReturn:
     sys.exit(EXIT_STDOUT_CLOSED)
 
 
+def _fail(message: str, status: int, kind: ErrorKind, args: list[str]) -> NoReturn:
+    """One line on stderr, the `error` event that closes an open `--json` stream, and the exit status."""
+    with contextlib.suppress(OSError):  # a terminal that hung up takes no line
+        click.echo(f"mugraph: {'' if kind == 'interrupted' else 'error: '}{message}", err=True)
+    json_stream.close_with_error(message, status, kind, args)
+    sys.exit(status)
+
+
+def _os_error(e: OSError, args: list[str]) -> NoReturn:
+    where = f" ({e.filename})" if e.filename else ""
+    if e.errno == errno.EPIPE:  # the reader went away (`mugraph list | head -1`)
+        _stdout_closed()
+    if e.errno == errno.ENOSPC:
+        _fail(
+            f"no space left on device{where}; free some space and run the same command again (a run store "
+            "stays resumable)",
+            EXIT_USAGE,
+            "storage",
+            args,
+        )
+    if e.errno == errno.EFBIG:  # SIGXFSZ is ignored in Python: the write fails instead
+        _fail(
+            f"a file grew past the file size limit this command runs under (`ulimit -f`){where}; run it under "
+            "a larger limit (`ulimit -f unlimited`) and the same command again (a run store stays resumable)",
+            EXIT_USAGE,
+            "storage",
+            args,
+        )
+    _fail(f"{e.strerror or e}{where}", EXIT_USAGE, "os", args)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: MugraphErrors become one line on stderr and exit status 2, never a traceback;
-    warnings are one line each."""
+    warnings are one line each. A `--json` event stream that ends without `done` ends with `error`."""
     warnings.formatwarning = warning_line
+    json_stream.reset()
     if threading.current_thread() is threading.main_thread():
         install_interrupt_handlers()
         take_hangup_as_term()
@@ -345,31 +379,18 @@ def main(argv: list[str] | None = None) -> None:
         _stdout_closed()
     except (KeyboardInterrupt, click.exceptions.Abort):
         # Every `with` block (store, memo server, cluster) has closed on the way here.
-        with contextlib.suppress(OSError):  # a terminal that hung up takes no line
-            click.echo(f"mugraph: {_interrupted_line(args)}", err=True)
-        sys.exit(EXIT_INTERRUPTED)
+        _fail(_interrupted_line(args), EXIT_INTERRUPTED, "interrupted", args)
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
     except click.ClickException as e:
         ctx = getattr(e, "ctx", None)
         hint = f" (see `{ctx.command_path} --help`)" if isinstance(e, click.UsageError) and ctx is not None else ""
-        click.echo(f"mugraph: error: {e.format_message()}{hint}", err=True)
-        sys.exit(EXIT_USAGE)
+        _fail(f"{e.format_message()}{hint}", EXIT_USAGE, "usage", args)
     except MugraphError as e:
         text = command_line_text(str(e))  # the options, not the library's arguments
-        one_line = " | ".join(part.strip() for part in text.splitlines() if part.strip())
-        click.echo(f"mugraph: error: {one_line}", err=True)
-        sys.exit(EXIT_USAGE)
+        _fail(" | ".join(part.strip() for part in text.splitlines() if part.strip()), EXIT_USAGE, "input", args)
     except OSError as e:
-        where = f" ({e.filename})" if e.filename else ""
-        if e.errno == errno.EPIPE:  # the reader went away (`mugraph list | head -1`)
-            _stdout_closed()
-        if e.errno == errno.ENOSPC:
-            click.echo(
-                f"mugraph: error: no space left on device{where}; free some space and run the same "
-                "command again (a run store stays resumable)",
-                err=True,
-            )
-        else:
-            click.echo(f"mugraph: error: {e.strerror or e}{where}", err=True)
-        sys.exit(EXIT_USAGE)
+        _os_error(e, args)
+    except Exception as e:  # a fault of mugraph: its traceback follows, after the stream's last event
+        json_stream.close_with_error(f"internal error: {type(e).__name__}: {e}", 1, "internal", args)
+        raise

@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from mugraph.cli import json_stream
 from mugraph.cli.options import backend_option
 from mugraph.ir.errors import MugraphError
 from mugraph.ir.names import check_tensor_name, shown
@@ -98,7 +99,15 @@ def _parse_layout(text: str) -> tuple[str, int]:
     f"the budget of the store being resumed, else {DEFAULT_BUDGET}.",
 )
 @backend_option("Array backend of the workers' fingerprints.")
-@click.option("--json", "as_json", is_flag=True, help="NDJSON events on stdout; the last has event 'done'.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    is_eager=True,  # read first, so that a refused option's error closes the stream too
+    callback=json_stream.open_on_flag,
+    help="NDJSON events on stdout (docs/commands.md, 'The --json event stream'); the last is 'done', or "
+    "'error' (the one line stderr gets) where the run fails or stops before its end.",
+)
 @click.option(
     "--profile",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -154,3 +163,4 @@ def optimize(program: str, as_json: bool, layouts: tuple[str, ...], **flags: Any
     # every other flag is the OptimizeOptions field of its name
     options = OptimizeOptions(layouts=dict(_parse_layout(s) for s in layouts), command=tuple(sys.argv[1:]), **flags)
     run_printed(program, options, as_json=as_json, echo=click.echo)
+    json_stream.closed()

@@ -13,7 +13,7 @@ from typing import Any
 
 from mugraph.dashboards.summary import eta_rate, eta_text, held_back_reason, memo_text, what_runs
 from mugraph.ir.plural import counted
-from mugraph.ir.together import speedup_text, summed
+from mugraph.ir.together import OUTSIDE, speedup_text, summed
 from mugraph.stages.layout.describe import seconds_text
 from mugraph.stages.layout.rows import RankRow
 from mugraph.storage.memo.layered import UNAVAILABLE
@@ -50,7 +50,10 @@ def workers_line(e: Mapping[str, Any]) -> str:
 
 def memo_lost_line(e: Mapping[str, Any]) -> str:
     """A `memo_lost` event, in the words the worker's own warning uses (on a local cluster the driver's
-    line is the only one; a `dask worker` says it in its log too)."""
+    line is the only one; a `dask worker` says it in its log too). Where the memo was mugraph's own
+    server and it died, why it died (`cause`), not the client's "Connection refused"."""
+    if e.get("cause"):
+        return f"mugraph: warning: {e['cause']} (worker {e['worker']} said: {e['error']})"
     return f"mugraph: warning: {UNAVAILABLE}: {e['error']} (worker {e['worker']}; the same results, found more slowly)"
 
 
@@ -165,12 +168,14 @@ def reranked_line(was: Mapping[str, Any], best: Mapping[str, Any]) -> str:
     )
 
 
-def together_line(done: Mapping[str, Any]) -> str | None:
+def together_line(done: Mapping[str, Any], outside: str = OUTSIDE) -> str | None:
     """The fragments priced together, from a `done` summary's rows (None for one fragment): what the
-    per-fragment speedups come to, the ops outside the fragments not priced."""
+    per-fragment speedups come to, and what no fragment holds, not priced (`outside`, in
+    `ir.together.outside_words`' words: "" where nothing is; by default, where the caller does not
+    know, the words that name no op)."""
     rows = {name: [*ranking, done["reference"][name]] for name, ranking in done["ranking"].items()}
     figure = summed(rows, done["best_per_fragment"])
-    return None if figure is None else figure.line()
+    return None if figure is None else figure.line(outside)
 
 
 def _states_and_calls(done: Mapping[str, Any]) -> str:
@@ -184,10 +189,11 @@ NO_PROGRESS = (
 )
 
 
-def verdict_lines(done: Mapping[str, Any], gpu_name: str) -> list[str]:
+def verdict_lines(done: Mapping[str, Any], gpu_name: str, outside: str = OUTSIDE) -> list[str]:
     """The run's final verdict from its `done` event (with the library entry's `report`, `kernels` and
     `expert`): the search's state, per fragment the chosen μGraph or the reference with its estimated
-    speedup, and where the results are."""
+    speedup, the fragments together (`outside`: what no fragment holds, see `together_line`), and
+    where the results are."""
     resume = done.get("resume", "run the same command to resume")  # the run says how (a fresh run: without it)
     state = "finished" if done["complete"] else f"stopped at the time limit ({resume})"
     work = (
@@ -226,7 +232,7 @@ def verdict_lines(done: Mapping[str, Any], gpu_name: str) -> list[str]:
                 + (f", {speedup:.2f}x the reference's measured time" if speedup else "")
                 + f" ({done['measured'].get(name, 0)} timed; ranked by measured time)"
             )
-    figure = together_line(done)
+    figure = together_line(done, outside)
     if figure is not None:
         lines.append(f"  {figure}")
     if done.get("expert"):

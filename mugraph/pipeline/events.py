@@ -17,6 +17,8 @@ from mugraph.storage.run.run_records import ProgressSample
 __all__ = [
     "ConfirmedEvent",
     "DoneEvent",
+    "ErrorEvent",
+    "ErrorKind",
     "Estimates",
     "Event",
     "EventSink",
@@ -130,6 +132,7 @@ class MemoLostEvent(TypedDict):
     event: Literal["memo_lost"]
     worker: str
     error: str  # what the memo client said (no password or secret in it)
+    cause: str | None  # where the memo was mugraph's own server and it died: why, and what to do
 
 
 class MeasuredEvent(TypedDict):
@@ -195,6 +198,19 @@ class DoneEvent(TypedDict):
     expert: NotRequired[str | None]
     resume: NotRequired[str | None]  # how to go on with a run that stopped before its end; None for a complete one
     reranked: NotRequired[dict[str, Reranked]]  # fragments whose choice changed with the cost model
+
+
+ErrorKind = Literal["usage", "input", "storage", "os", "interrupted", "internal"]
+
+
+class ErrorEvent(TypedDict):
+    """The command line's closing event where no `done` comes (`optimize --json`): the run failed or
+    stopped before its end. Never passed to `on_event`: the driver raises, and the command says it."""
+
+    event: Literal["error"]
+    error: str  # the one line stderr gets, without its "mugraph: error: " prefix
+    kind: ErrorKind  # a bad option, bad input (program, store), a full disk, another OS error, ...
+    exit_status: int  # the command's: 2 for bad input or storage, 130 for an interrupt, 1 for a fault
 
 
 Event = (

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from mugraph.pipeline.events import EventSink
 from mugraph.pipeline.records import SearchTaskResult
+from mugraph.storage.memo.redis_server import own_server_death
 
 __all__ = ["ClusterWatch"]
 
@@ -35,4 +36,5 @@ class ClusterWatch:
         if result.memo_error is None or self.memo_said:
             return
         self.memo_said = True
-        self.on_event({"event": "memo_lost", "worker": result.worker, "error": result.memo_error})
+        cause = own_server_death(result.memo_error)  # the private server this process started: why it died
+        self.on_event({"event": "memo_lost", "worker": result.worker, "error": result.memo_error, "cause": cause})

@@ -292,7 +292,7 @@ def _torch_program(path: Path, ns: dict[str, object]) -> Program:
 
         require_torch()
         from mugraph.torch.capture import capture
-        from mugraph.torch.verdict import heavy_glue
+        from mugraph.torch.verdict import glue_ops, heavy_glue
 
         keywords: Any = ns.get("example_kwargs")  # checked by the capture, as mugraph.optimize's
         captured = capture(ns["model"], ns["example_inputs"], name if isinstance(name, str) else None, keywords)
@@ -305,6 +305,7 @@ def _torch_program(path: Path, ns: dict[str, object]) -> Program:
         save_beside=captured.save_beside,
         model_digest=captured.model_digest,
         heavy_glue=heavy_glue(captured),
+        glue=glue_ops(captured),
     )
 
 

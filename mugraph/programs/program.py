@@ -38,6 +38,9 @@ class Program:
     # Heavy ops of a captured model that stay glue, run by PyTorch as written and never searched
     # ("conv2d (conv2d_1)"): what the command line's verdict notes, as `mugraph.optimize`'s does
     heavy_glue: tuple[str, ...] = ()
+    # Every op of a captured model that stays glue, by op name ("permute", "softmax"): what the verdict's
+    # fragments-together line names as not priced; () for a model with none, None where not known
+    glue: tuple[str, ...] | None = None
 
     @property
     def from_torch(self) -> bool:

@@ -26,6 +26,7 @@ from mugraph.dashboards.console import (
 from mugraph.dashboards.progress_line import ProgressLine
 from mugraph.dashboards.report import write_report
 from mugraph.ir.errors import MugraphError
+from mugraph.ir.together import outside_words
 from mugraph.pipeline.records import MEMO_KEYS
 from mugraph.storage.run.backends import open_existing
 from mugraph.storage.run.paths import RunPaths
@@ -227,7 +228,8 @@ class Console:
         self._line(f"mugraph: interrupted after the run finished; its result is complete in {done['store']}")
 
     def verdict(self, done: Mapping[str, Any], verdict: Verdict) -> None:
-        for line in verdict_lines(done, verdict.gpu_profile):
+        # what no fragment holds, as the verdict's own fragments-together line names it
+        for line in verdict_lines(done, verdict.gpu_profile, outside_words(verdict.glue, (), from_torch=True)):
             self._line(line)
         for note in verdict.notes():
             self._line(f"  note: {note}")

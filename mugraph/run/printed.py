@@ -10,6 +10,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from mugraph.dashboards.console import verdict_lines
+from mugraph.ir.together import outside_words
+from mugraph.ir.types import NON_LAX_OPS
 from mugraph.pipeline.interrupts import StdoutClosed
 from mugraph.programs import Program
 from mugraph.run.execute import reused, run_prepared
@@ -59,7 +61,7 @@ def run_printed(
     if as_json:
         echo(json.dumps(done))
     else:
-        for line in verdict_lines(done, done["gpu_profile"]) + _model_notes(run.program, done):
+        for line in verdict_lines(done, done["gpu_profile"], _outside(run)) + _model_notes(run.program, done):
             echo(line)
     return done
 
@@ -71,6 +73,13 @@ def _stored_result(run: Prepared, t0: float) -> DoneEvent | None:
         return reused(run, t0)
     except Exception:
         return None
+
+
+def _outside(run: Prepared) -> str:
+    """What no fragment of the run's program holds, as the verdict names it (nothing, for a program
+    whose fragments hold every op): the ops between fragments, and a PyTorch model's glue."""
+    between = [op.kind.value for glue in run.plan.split.glue for op in glue.graph.ops if op.kind in NON_LAX_OPS]
+    return outside_words(run.program.glue, between, run.program.from_torch)
 
 
 def _model_notes(program: Program, done: DoneEvent) -> list[str]:

@@ -1,9 +1,10 @@
-"""A full disk (ENOSPC) is one line saying so, and the store stays resumable: after space is freed the same
-command finishes with the same μGraphs. Runs on a small tmpfs; skipped where mounting one is not allowed.
-In the slow suite."""
+"""A full disk (ENOSPC) is one line saying so (and the `--json` stream's closing `error` event), and the
+store stays resumable: after space is freed the same command finishes with the same μGraphs. Runs on a
+small tmpfs; skipped where mounting one is not allowed. In the slow suite."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from collections.abc import Iterator
@@ -44,6 +45,9 @@ def test_disk_full_is_one_line_then_the_same_command_finishes(small_disk_and_mem
     full = mugraph(*args, cwd=small_disk.parent)
     lines = full.stderr.strip().splitlines()
     assert full.returncode == 2 and "Traceback" not in full.stderr, full.stderr[-2000:]
+    closing = json.loads(full.stdout.splitlines()[-1])  # the --json stream ends with stderr's line
+    assert closing["event"] == "error" and closing["exit_status"] == 2, closing
+    assert closing["error"] == lines[-1].removeprefix("mugraph: error: ")
     assert lines[-1].startswith("mugraph: error: no space left on device"), lines[-3:]
     assert [line for line in lines if line.startswith("mugraph: error")] == lines[-1:]
     if memo == "private":

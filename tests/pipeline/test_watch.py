@@ -30,4 +30,5 @@ def test_a_failed_memo_is_said_once() -> None:
     watch = ClusterWatch(1, said.append)
     for _ in range(3):
         watch.search_result(_result(memo_error="Connection refused"))
-    assert [dict(e) for e in said] == [{"event": "memo_lost", "worker": "w1", "error": "Connection refused"}]
+    lost = {"event": "memo_lost", "worker": "w1", "error": "Connection refused", "cause": None}
+    assert [dict(e) for e in said] == [lost]

@@ -283,7 +283,9 @@ def test_layered_garbage_is_ignored_counted_warned_and_repaired(redis_url: str) 
     client.set("smt:bad2", b"maybe")
     client.set("smt:good", b"Y")
     memo = LayeredMemo(RedisMemo(redis_url), valid_values=VALID)
-    with pytest.warns(RuntimeWarning, match=r"ignored 2 invalid memo values .*e\.g\. key 'smt:bad'"):
+    with pytest.warns(
+        RuntimeWarning, match=r"rejected 2 memo values so far .*e\.g\. key 'smt:bad' = b'\\x80\\x04.*'; "
+    ):
         assert memo.lookup(["smt:bad", "smt:good", "smt:bad2"]) == [None, b"Y", None]
     assert memo.counters.garbage == 2 and memo.counters.misses == 2 and memo.counters.remote_hits == 1
     with warnings.catch_warnings():

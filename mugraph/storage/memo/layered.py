@@ -26,6 +26,7 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 
+from mugraph.ir.plural import noun
 from mugraph.storage.memo.base import MAX_VALUE_BYTES, MemoStore, MemoUnavailable, check_items
 from mugraph.storage.memo.url import redact_url
 
@@ -159,6 +160,7 @@ class LayeredMemo:
         self._to_repair: set[str] = set()
         self._lock = threading.Lock()
         self._warned_garbage = False
+        self._total_said = False  # the values rejected in all, said at the close after a first warning
         self.warn_unavailable = warn_unavailable
         self.failure: str | None = None  # why the backend failed, the first time it did
 
@@ -254,15 +256,27 @@ class LayeredMemo:
             if warn:
                 self._warned_garbage = True
         if warn:
-            key, value = garbage[0]
-            warnings.warn(
-                f"ignored {len(garbage)} invalid memo values from {backend.name if backend else '?'} "
-                f"(expected one of {sorted(self.valid_values)}), e.g. key {key!r} = {value[:16]!r}; "
-                "they are recomputed and overwritten",
-                RuntimeWarning,
-                stacklevel=2,
-            )
+            warnings.warn(self._rejected_first(backend, garbage), RuntimeWarning, stacklevel=2)
         return result
+
+    def _rejected_first(self, backend: MemoStore | None, garbage: list[tuple[str, bytes]]) -> str:
+        """The warning at the first lookup that met values failing their check: how many so far, and one
+        as the backend holds it (its stored key, its raw value, truncated), where the backend can say."""
+        sealed = getattr(backend, "first_untrusted", None)  # a backend that seals its values says which failed
+        key, value = sealed or garbage[0]
+        why = (
+            "fail their check (written without this run's memo key, or altered)"
+            if sealed
+            else f"are no verdict (one of {sorted(self.valid_values)})"
+        )
+        with self._lock:
+            so_far = self.counters.garbage
+        shown = repr(value[:24]) + ("…" if len(value) > 24 else "")
+        return (
+            f"rejected {so_far:,} memo {noun(so_far, 'value', 'values')} so far from "
+            f"{backend.name if backend else '?'} that {why}: e.g. key {key!r} = {shown}; each is solved again "
+            "and overwritten, and the total is said at the end"
+        )
 
     def store(self, items: Mapping[str, bytes]) -> None:
         """Remember verdicts: into the LRU, then one backend batch (except `local_only_values`)."""
@@ -318,8 +332,19 @@ class LayeredMemo:
         return held
 
     def close(self) -> None:
-        """Close the backend (if any); the LRU stays usable."""
+        """Close the backend (if any), saying how many values it rejected in all where it warned of the
+        first ones (that warning cannot know the total); the LRU stays usable."""
         with self._lock:
             backend, self._backend = self._backend, None
+            total = self.counters.garbage
+            say = self._warned_garbage and not self._total_said
+            self._total_said = True
+        if say:
+            warnings.warn(
+                f"rejected {total:,} memo values in all from {backend.name if backend else 'the shared memo'} "
+                "that failed their check or were no verdict; each was solved again and overwritten",
+                RuntimeWarning,
+                stacklevel=2,
+            )
         if backend is not None:
             backend.close()

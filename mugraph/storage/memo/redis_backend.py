@@ -59,6 +59,8 @@ class RedisMemo(MemoStore):
         self.connect_timeout = connect_timeout
         self.retries = retries
         self.untrusted = 0
+        # the first value read back that failed its check, as Redis holds it: (stored key, raw value)
+        self.first_untrusted: tuple[str, bytes] | None = None
         self._signer = MemoSigner(secret) if secret is not None else None
         self._client: Any = redis.Redis.from_url(
             plain,
@@ -103,6 +105,11 @@ class RedisMemo(MemoStore):
             return values
         opened = [None if v is None else signer.open(k, v) for k, v in zip(keys, values, strict=True)]
         self.untrusted += sum(1 for o in opened if o is UNTRUSTED)
+        if self.first_untrusted is None:
+            self.first_untrusted = next(
+                ((signer.prefix + k, v) for k, v, o in zip(keys, values, opened, strict=True) if o is UNTRUSTED and v),
+                None,
+            )
         return opened
 
     def _set_batch(self, items: Mapping[str, bytes], *, nx: bool) -> None:

@@ -85,6 +85,12 @@ def register(server: Stoppable) -> None:
                 _previous_sigterm = current
 
 
+def live_servers() -> list[Stoppable]:
+    """The servers this process started and has not stopped (some may have died since)."""
+    with _live_lock:
+        return [s for s in _live if s.owner_pid == os.getpid()]
+
+
 def unregister(server: Stoppable) -> None:
     global _previous_sigterm
     with _live_lock:

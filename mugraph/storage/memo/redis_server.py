@@ -41,6 +41,7 @@ from typing import IO, Self
 from mugraph.ir.errors import MugraphError
 from mugraph.storage.memo.auth import MemoDirUnwritable
 from mugraph.storage.memo.redis_binary import find_redis_server
+from mugraph.storage.memo.redis_death import death_words
 from mugraph.storage.memo.redis_files import (
     LOCK_NAME,
     LOG_NAME,
@@ -51,11 +52,11 @@ from mugraph.storage.memo.redis_files import (
     ServerState,
 )
 from mugraph.storage.memo.redis_leftovers import CORRUPT_DATA, DISK_FULL, clear_stale, move_data_aside
-from mugraph.storage.memo.redis_lifetime import death_signal, register, unregister
+from mugraph.storage.memo.redis_lifetime import death_signal, live_servers, register, unregister
 from mugraph.storage.memo.redis_probe import log_tail, ping, send
 from mugraph.storage.safe_files import LinkFound, find_link, open_nofollow, write_nofollow
 
-__all__ = ["EmbeddedRedis"]
+__all__ = ["EmbeddedRedis", "own_server_death"]
 
 
 class _ExitedWhileStarting(Exception):
@@ -123,6 +124,14 @@ class EmbeddedRedis:
     @property
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
+
+    def death(self) -> str | None:
+        """Why the server died while it should have been running (one line: `redis_death`); None while
+        it runs or once stopped."""
+        if self._proc is None or self._proc.poll() is None:
+            return None
+        reason = _ExitedWhileStarting.reason_of(log_tail(self.log_path))
+        return death_words(self._proc.pid, self._proc.returncode, self.data_dir, reason)
 
     def __repr__(self) -> str:
         state = f"pid {self._proc.pid}" if self._proc is not None else "stopped"
@@ -345,3 +354,12 @@ class EmbeddedRedis:
             return
         proc.kill()
         proc.wait()
+
+
+def own_server_death(error: str) -> str | None:
+    """Why a server this process started died, where `error` (what a memo client said: its socket path
+    is in it) is about one of them; None where none of this process's servers has died."""
+    for server in live_servers():
+        if isinstance(server, EmbeddedRedis) and server.socket_path is not None and server.socket_path in error:
+            return server.death()
+    return None

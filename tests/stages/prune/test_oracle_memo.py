@@ -140,7 +140,7 @@ def test_garbage_in_redis_is_ignored_reported_and_repaired(redis: EmbeddedRedis)
     raw.replace({planted.key(e): b"\x80\x04pickle?"})
     memo = layered(redis.url)
     o = oracle("lora", memo)
-    with pytest.warns(RuntimeWarning, match="ignored 1 invalid memo values"):
+    with pytest.warns(RuntimeWarning, match="rejected 1 memo value so far"):
         assert o.verdicts([e]) == [Verdict.YES]
     assert o.counters.solver_calls == 1 and memo.counters.garbage == 1
     assert raw.get_many([planted.key(e)]) == [b"Y"]  # overwritten with the recomputed verdict
