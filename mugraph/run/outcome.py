@@ -181,6 +181,7 @@ def verdict_of(
         store=str(done["store"]),
         report=done.get("report"),
         gpu_profile=str(done["gpu_profile"]),
+        resume=done.get("resume"),
     )
 
 

@@ -96,6 +96,9 @@ class Verdict:
     store: str
     report: str | None
     gpu_profile: str
+    # how to go on with a stopped search, as the run says it (`how_to_resume`): "without fresh=True"
+    # only where the call passed it; None where the run did not say
+    resume: str | None = None
     # what differed where the module's outputs disagreed with the model's on the example inputs (the
     # module then runs the model's own program, `self_check`); None where they agreed
     self_check: str | None = None
@@ -188,7 +191,7 @@ class Verdict:
                 )
         out += glue_notes(self.heavy_glue, bool(self.fragments) and all(f.kept_reference for f in self.fragments))
         if not self.complete:
-            out.append("the search stopped at its time limit: optimise again (without fresh=True) to resume it")
+            out.append(f"the search stopped at its time limit: {self.resume or 'optimise again to resume it'}")
         return out
 
     def __str__(self) -> str:

@@ -242,10 +242,8 @@ def test_a_stopped_search_is_resumed_not_reused(tmp_path: Path) -> None:
     model, x, store = build(GeluLinear), inputs((16, 32)), tmp_path / "s.zarr"
     stopped = mugraph.optimize(model, x, store=store, time_limit=0.01, verbose=False, **OPTIONS)
     assert not stopped.verdict.complete
-    assert (
-        "the search stopped at its time limit: optimise again (without fresh=True) to resume it"
-        in stopped.verdict.notes()
-    )
+    assert "the search stopped at its time limit: call it again to resume" in stopped.verdict.notes()
+    assert "fresh" not in " ".join(stopped.verdict.notes())  # the call passed no fresh=True
     starts: list[dict[str, Any]] = []
     done = mugraph.optimize(
         model,
@@ -257,6 +255,13 @@ def test_a_stopped_search_is_resumed_not_reused(tmp_path: Path) -> None:
     )
     assert [s["resumed"] for s in starts] == [True]  # the same store, searched on
     assert done.verdict.complete and not done.verdict.reused
+
+
+def test_a_fresh_stopped_search_is_resumed_without_fresh(tmp_path: Path) -> None:
+    """Begun with fresh=True, the call that resumes leaves it out: again it would delete what was done."""
+    model, x, store = build(GeluLinear), inputs((16, 32)), tmp_path / "s.zarr"
+    stopped = mugraph.optimize(model, x, store=store, time_limit=0.01, fresh=True, verbose=False, **OPTIONS)
+    assert "the search stopped at its time limit: call it again without fresh=True to resume" in stopped.verdict.notes()
 
 
 def test_the_module_runs_its_kernels_in_eval_mode_only(run: Run) -> None:
