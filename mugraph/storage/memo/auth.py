@@ -13,6 +13,7 @@ removed before the URL goes to redis-py and from every message).
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import hmac
 import os
@@ -66,6 +67,8 @@ def load_secret(directory: Path) -> bytes:
             "new secret (verdicts sealed with the old one are then solved again)"
         ) from None
     except OSError as exc:
+        if exc.errno == errno.ENOSPC:  # a full disk is said as every full disk is: free space, run again
+            raise OSError(exc.errno, exc.strerror, str(file)) from None
         raise MemoDirUnwritable(f"cannot keep the memo secret in {file}: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
         raise MugraphError(
