@@ -138,7 +138,7 @@ def repair_steps(plan: RepairPlan) -> list[Callable[[], None]]:
     """The repair's writes in order, each one atomic file or a few (a kill between any two leaves a
     store that `repair` completes)."""
     scan, root = plan.scan, plan.scan.root
-    store = AtomicLocalStore(root)
+    store = AtomicLocalStore(root, seal_key=scan.attrs["store"])
     steps: list[Callable[[], None]] = []
     if plan.rerun or plan.counts:
         steps.append(lambda: _reopen_tasks(plan, store))
