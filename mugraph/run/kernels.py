@@ -17,11 +17,11 @@ from mugraph.codegen.emit_module import is_emitted_text
 from mugraph.ir.canonical import canonical_digest
 from mugraph.ir.errors import MugraphError
 from mugraph.ir.graph import KernelGraph
-from mugraph.ir.serialize import digest as json_digest
 from mugraph.ir.serialize import dumps, loads
 from mugraph.ir.types import OpKind
-from mugraph.programs import resolve_program
+from mugraph.programs import Program, resolve_program
 from mugraph.run.resume import how_to_resume
+from mugraph.run.store_program import store_program
 from mugraph.stages.combine import stitch
 from mugraph.stages.fragments import Split, split_program
 from mugraph.stages.layout.choose import LayoutResult, choose_layouts
@@ -33,7 +33,6 @@ from mugraph.storage.run.backends import open_existing
 from mugraph.storage.run.errors import damaged
 from mugraph.storage.run.paths import EXPORTED_META_KEY, RunPaths
 from mugraph.storage.run.protocol import RunStoreReader
-from mugraph.storage.run.recorded_command import program_argument
 from mugraph.storage.run.records import metadata_file
 
 
@@ -88,44 +87,11 @@ def _layouts(
     return describe_layouts(graph, chosen.layouts), chosen.layouts.kernel, chosen.layouts
 
 
-def _store_reference(st: RunStoreReader) -> KernelGraph | None:
-    """The program the store was made for: a built-in name, or the program file of its command,
-    taken only if its digest is the store's."""
-    return _find_store_reference(st)[0]
-
-
-def _find_store_reference(st: RunStoreReader) -> tuple[KernelGraph | None, str | None]:
-    """`_store_reference`, or None and why not: the program file (or built-in) the run was made from is
-    there but is not the program the run searched, or it cannot be found."""
-    spec = str(st.identity.get("program", ""))
-    candidates = [spec]
-    command = st.meta.get("command")
-    if isinstance(command, list) and len(command) > 1 and isinstance(command[1], str):
-        spec = program_argument(st.meta, command[1])
-        candidates.append(spec)
-    resolved: set[str] = set()
-    for candidate in candidates:
-        try:
-            graph = resolve_program(candidate).reference()
-        except MugraphError:
-            continue
-        if json_digest(graph) == st.identity.get("program_digest"):
-            return graph, None
-        resolved.add(candidate)
-    if spec not in resolved:
-        if Path(spec).suffix in (".py", ".json"):
-            return None, f"cannot find {spec}, the program file this store was made for; run it where that file is"
-        return None, f"cannot find the program {spec!r} this store was made for"
-    return None, (
-        f"{spec} has changed since this run (its program digest differs from the store's program_digest); "
-        "restore the file as it was, or emit from a store made for the file as it is now"
-    )
-
-
-def _store_split(st: RunStoreReader) -> tuple[KernelGraph, Split] | None:
+def _store_split(st: RunStoreReader, program: Program | str | None) -> tuple[KernelGraph, Split] | None:
     """The store's program and its split into the store's fragments; None where the program cannot be
-    had again (a moved program file) or no longer splits into them (another release's split)."""
-    reference = _store_reference(st)
+    had again (a moved program file, one the user did not name: `store_program`) or no longer splits
+    into them (another release's split)."""
+    reference = store_program(st, program).reference
     if reference is None:
         return None
     split = split_program(reference)
@@ -134,13 +100,17 @@ def _store_split(st: RunStoreReader) -> tuple[KernelGraph, Split] | None:
 
 
 def _stitched_with(
-    st: RunStoreReader, fragment: int, graph: KernelGraph, final: Mapping[str, Any] | None
+    st: RunStoreReader,
+    fragment: int,
+    graph: KernelGraph,
+    final: Mapping[str, Any] | None,
+    program: Program | str | None,
 ) -> tuple[KernelGraph, KernelGraph] | None:
     """The whole program with `graph` in place of fragment `fragment`'s choice, each other fragment's
     best as the run ranked it (its reference before the run's end), and the program's reference; None
     where the store's program cannot be had again (a moved program file) or no longer splits into the
     store's fragments, so that only the fragment itself, with its own names, can be emitted."""
-    had = _store_split(st)
+    had = _store_split(st, program)
     if had is None:
         return None
     reference, split = had
@@ -157,11 +127,12 @@ def _stitched_with(
     return stitch(split, chosen), reference
 
 
-def program_outputs(st: RunStoreReader) -> dict[str, dict[str, str]]:
+def program_outputs(st: RunStoreReader, program: Program | str | None = None) -> dict[str, dict[str, str]]:
     """Per fragment, the program output each of its outputs is (`o0` is `H`), where the store's
-    program can be had again; empty where it cannot, and for a PyTorch model's store (its program is
-    had again only by running the model's file)."""
-    had = None if EXPORTED_META_KEY in st.meta else _store_split(st)
+    program can be had again without running a file the user did not name (`program`); empty where
+    it cannot, and for a PyTorch model's store (its program is had again only by running the model's
+    file)."""
+    had = None if EXPORTED_META_KEY in st.meta else _store_split(st, program)
     if had is None:
         return {}
     out: dict[str, dict[str, str]] = {}
@@ -180,8 +151,10 @@ def _match(digests: list[str], prefix: str, where: str) -> str:
     return hits[0]
 
 
-def select_from_store(store: Path, digest: str | None) -> Selection:
-    """The stitched program of the store's best μGraphs, or the confirmed μGraph named by `digest`."""
+def select_from_store(store: Path, digest: str | None, given: Program | str | None = None) -> Selection:
+    """The stitched program of the store's best μGraphs, or the confirmed μGraph named by `digest`;
+    `given` is the program the user named for the store (see `store_program`): a store made from a
+    program file needs it for its stitched program, which is checked against it before it is emitted."""
     with open_existing(store, readonly=True) as st:
         final = st.final()
         frags = st.fragments()
@@ -198,7 +171,7 @@ def select_from_store(store: Path, digest: str | None) -> Selection:
             d = _match(list(found), digest, f"the confirmed μGraphs of {store}")
             i, text = found[d]
             graph = loads(text)
-            whole = _stitched_with(st, i, graph, final)
+            whole = _stitched_with(st, i, graph, final, given)
             if whole is not None:  # the program's own inputs and outputs, the other fragments as ranked
                 program, program_reference = whole
                 _same_program(store, f"found/{i}/{d}", program_reference, program)
@@ -220,7 +193,10 @@ def select_from_store(store: Path, digest: str | None) -> Selection:
         meta = st.meta
         if final is None:
             raise MugraphError(_no_result(store, st.writer(), meta))
-        reference, unchecked = _find_store_reference(st)
+        had = store_program(st, given)
+        if had.needs_file is not None:  # the stored program is emitted only once checked against it
+            had.required(store, "emitting its stitched program")
+        reference, unchecked = had.reference, had.why
         io = _run_io_layouts(st)
         for i in range(len(frags)):
             st.found(i)  # read whole, as show reads them: a damaged record is said here too
@@ -311,11 +287,11 @@ def check_module_target(target: Path, instead: str, reading: Path | None = None)
         )
 
 
-def write_store_module(store: Path) -> tuple[Path, str | None]:
-    """Emit the store's stitched best program beside it (what `optimize --emit` does at the end); the
-    file and what the user should know of its strides (`row_major_note`)."""
+def write_store_module(store: Path, program: Program | None = None) -> tuple[Path, str | None]:
+    """Emit the store's stitched best program beside it (what `optimize --emit` does at the end, given
+    the program it ran); the file and what the user should know of its strides (`row_major_note`)."""
     require_triton()
-    sel = select_from_store(store, None)
+    sel = select_from_store(store, None, program)
     out = RunPaths(store).kernels
     check_module_target(out, f"move it away, or write the module elsewhere with `mugraph emit {store} --out FILE`")
     out.write_text(emit_module(sel.graph, sel.info))
