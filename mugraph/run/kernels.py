@@ -21,16 +21,16 @@ from mugraph.ir.serialize import dumps, loads
 from mugraph.ir.types import OpKind
 from mugraph.programs import Program, resolve_program
 from mugraph.run.resume import how_to_resume
-from mugraph.run.store_program import store_program
+from mugraph.run.store_program import recorded_program, store_program
+from mugraph.run.stored_checks import differs_from_program, repair_hint
 from mugraph.stages.combine import stitch
 from mugraph.stages.fragments import Split, split_program
 from mugraph.stages.layout.choose import LayoutResult, choose_layouts
 from mugraph.stages.layout.costs import Layouts
 from mugraph.stages.layout.describe import describe_layouts
 from mugraph.stages.layout.facts import LayoutError
-from mugraph.stages.verify.stored import stored_program_differs
 from mugraph.storage.run.backends import open_existing
-from mugraph.storage.run.errors import damaged
+from mugraph.storage.run.errors import MISMATCH_HINT
 from mugraph.storage.run.paths import EXPORTED_META_KEY, RunPaths
 from mugraph.storage.run.protocol import RunStoreReader
 from mugraph.storage.run.records import metadata_file
@@ -201,8 +201,9 @@ def select_from_store(store: Path, digest: str | None, given: Program | str | No
         for i in range(len(frags)):
             st.found(i)  # read whole, as show reads them: a damaged record is said here too
     graph = loads(final["program_graph"])
-    if reference is not None:
-        _same_program(store, "final", reference, graph)
+    if reference is not None:  # what `repair` checks too (`stored_checks`), so it drops what is refused here
+        named = given if isinstance(given, str) else _program_file(meta)
+        _same_program(store, "final", reference, graph, repair_hint(store, named))
     # the stitched program's layouts, solved as the layout stage solves each fragment's (the same
     # layouts for a one-fragment program, whose stitched program is its best μGraph)
     lines, inner, chosen = _layouts(graph)
@@ -233,15 +234,21 @@ def _no_result(store: Path, writer: int | None, meta: Mapping[str, Any]) -> str:
     )
 
 
-def _same_program(store: Path, record: str, reference: KernelGraph, program: KernelGraph) -> None:
+def _same_program(
+    store: Path, record: str, reference: KernelGraph, program: KernelGraph, hint: str = MISMATCH_HINT
+) -> None:
     """Refuse to emit a stored program that does not compute its reference (a record edited after the
-    run and its checksum recomputed: the checksums guard against damage, not against an edit)."""
-    why = stored_program_differs(reference, program)
-    if why is not None:
-        raise damaged(
-            metadata_file(store, record),
-            f"the μGraph it holds does not compute the program: {why}; it was changed after the run",
-        )
+    run and its checksum recomputed: the checksums guard against damage, not against an edit); `hint`
+    says what to do (a found μGraph's record, which `repair` does not run, means starting over)."""
+    bad = differs_from_program(metadata_file(store, record), reference, program, hint)
+    if bad is not None:
+        raise bad
+
+
+def _program_file(meta: Mapping[str, Any]) -> str | None:
+    """The program file (.py) a store's command names, which `repair` must be told to run."""
+    recorded = recorded_program(meta)
+    return recorded if recorded is not None and Path(recorded).suffix == ".py" else None
 
 
 # what emit says of a store whose search stopped at its time limit (or was stopped after one)

@@ -10,8 +10,10 @@ command that needs it and was not given it says which option to pass."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from mugraph.ir.errors import MugraphError
 from mugraph.ir.graph import KernelGraph
@@ -21,7 +23,7 @@ from mugraph.programs import Program, resolve_program, resolve_recorded_program
 from mugraph.storage.run.protocol import RunStoreReader
 from mugraph.storage.run.recorded_command import program_argument
 
-__all__ = ["PROGRAM_OPTION", "StoreProgram", "recorded_program", "store_program"]
+__all__ = ["PROGRAM_OPTION", "StoreProgram", "program_of", "recorded_program", "store_program"]
 
 PROGRAM_OPTION = "--program"  # how a command that reads a store is told the program file to run
 
@@ -43,19 +45,28 @@ class StoreProgram:
         raise MugraphError(f"{store}: {what} needs the program this store was made for: {self.why}")
 
 
-def recorded_program(st: RunStoreReader) -> str | None:
-    """The PROGRAM of the command that made the store, as typed from here (None where none is recorded)."""
-    command = st.meta.get("command")
+def recorded_program(meta: Mapping[str, Any]) -> str | None:
+    """The PROGRAM of the command that made a store (its `meta`), as typed from here (None where none
+    is recorded)."""
+    command = meta.get("command")
     if isinstance(command, list) and len(command) > 1 and isinstance(command[1], str):
-        return program_argument(st.meta, command[1])
+        return program_argument(meta, command[1])
     return None
 
 
 def store_program(st: RunStoreReader, given: Program | str | None = None) -> StoreProgram:
-    """The program `st` was made for: `given` (a program the user named: a Program, or a built-in name
-    or file as the command line takes it) where it has the store's program digest, else the built-in
-    or JSON program the store names. A program file (.py) the store names is never run here."""
-    want = st.identity.get("program_digest")
+    """The program `st` was made for (see `program_of`)."""
+    return program_of(st.identity, st.meta, given)
+
+
+def program_of(
+    identity: Mapping[str, str], meta: Mapping[str, Any], given: Program | str | None = None
+) -> StoreProgram:
+    """The program of the store with this identity and meta: `given` (a program the user named: a
+    Program, or a built-in name or file as the command line takes it) where it has the store's program
+    digest, else the built-in or JSON program the store names. A program file (.py) the store names is
+    never run here."""
+    want = identity.get("program_digest")
     if given is not None:
         prog = given if isinstance(given, Program) else resolve_program(given)
         graph = prog.reference()
@@ -67,9 +78,9 @@ def store_program(st: RunStoreReader, given: Program | str | None = None) -> Sto
             f"{named} is not the program of this run, or has changed since it (its program digest differs "
             "from the store's program_digest); restore the file as it was, or use a store made for it as it is now",
         )
-    recorded = recorded_program(st)
+    recorded = recorded_program(meta)
     changed: list[str] = []
-    for spec in dict.fromkeys(s for s in (str(st.identity.get("program", "")), recorded) if s):
+    for spec in dict.fromkeys(s for s in (str(identity.get("program", "")), recorded) if s):
         try:
             recorded_prog = resolve_recorded_program(spec)
         except MugraphError:
@@ -79,7 +90,7 @@ def store_program(st: RunStoreReader, given: Program | str | None = None) -> Sto
             if json_digest(graph) == want:
                 return StoreProgram(graph)
             changed.append(spec)
-    spec = recorded or str(st.identity.get("program", ""))
+    spec = recorded or str(identity.get("program", ""))
     shown = printable(spec)
     if Path(spec).suffix == ".py":
         return StoreProgram(

@@ -1,7 +1,7 @@
 """Reading a run store runs no program file the user did not name: a store whose recorded command
 names a Python file (edited, its checksum recomputed, as anyone can) is shown and refused by `emit`
-without that file ever being imported; `emit --program FILE` runs the file the user names. Real
-subprocesses over a store a real program-file run made."""
+without that file ever being imported; `emit --program FILE` and `repair --program FILE` run the
+file the user names. Real subprocesses over a store a real program-file run made."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import pytest
 
 from mugraph.storage.run.root import _root_crc
 from tests.helpers.cli_runs import done, mugraph
+from tests.helpers.store_edits import edit_final_program, first_kind
 
 PROGRAM = """
 from mugraph.ir.graph import KernelGraph
@@ -79,3 +80,21 @@ def test_emit_runs_the_program_file_the_user_names(made: Path, tmp_path: Path) -
     assert proc.returncode == 0, proc.stderr
     assert "skipped" not in proc.stderr and (tmp_path / "k.py").is_file()
     one_line_error(mugraph("emit", "prog.py", "--program", "prog.py", cwd=tmp_path), "--program")
+
+
+def test_an_edited_final_program_of_a_program_file_is_checked_by_repair_with_the_file_named(
+    made: Path, tmp_path: Path
+) -> None:
+    """`emit --program` refuses the edited final program and names the `repair` that drops it; `repair`
+    without the file says it could not check the final program and how to let it."""
+    store = Path(shutil.copytree(made, tmp_path / "s.zarr"))
+    (tmp_path / "prog.py").write_text(PROGRAM)
+    edit_final_program(store, first_kind("exp", "sqrt"))
+    proc = mugraph("emit", str(store), "--program", "prog.py", "--out", "k.py", cwd=tmp_path)
+    one_line_error(proc, "does not compute the program", f"run `mugraph repair {store} --program prog.py`")
+    unchecked = mugraph("repair", str(store), "--dry-run", cwd=tmp_path)
+    assert unchecked.returncode == 2 and "final/zarr.json was not checked" in unchecked.stdout, unchecked.stdout
+    assert f"pass --program {made.parent / 'prog.py'}" in unchecked.stdout, unchecked.stdout
+    assert "nothing to repair" not in unchecked.stdout, unchecked.stdout
+    named = mugraph("repair", str(store), "--program", "prog.py", cwd=tmp_path)
+    assert named.returncode == 0 and "dropped the final record" in named.stdout, named.stdout + named.stderr
