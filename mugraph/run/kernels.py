@@ -188,7 +188,8 @@ def select_from_store(store: Path, digest: str | None, given: Program | str | No
             _same_program(store, f"found/{i}/{d}", loads(frags[i]["graph"]), graph)
             lines, inner, chosen = _layouts(graph, layout)
             info = EmitInfo(f"{ident.get('program')} {frags[i]['name']}", config, d, lines, inner)
-            note = row_major_note(dict(rec.get("io_layouts", {})), graph) if rec else None
+            strides = row_major_note(dict(rec.get("io_layouts", {})), graph) if rec else None
+            note = "; ".join(n for n in (strides, _alone(st.meta, given, frags[i]["name"])) if n) or None
             return Selection(graph, loads(frags[i]["graph"]), info, None, chosen, note)
         meta = st.meta
         if final is None:
@@ -243,6 +244,15 @@ def _same_program(
     bad = differs_from_program(metadata_file(store, record), reference, program, hint)
     if bad is not None:
         raise bad
+
+
+def _alone(meta: Mapping[str, Any], given: Program | str | None, fragment: str) -> str | None:
+    """Why a μGraph of a store made from a program file is emitted as its fragment alone, with the
+    fragment's own names: the whole program is stitched only with the file named (None otherwise)."""
+    file = _program_file(meta)
+    if given is not None or file is None:
+        return None
+    return f"emitted {fragment} alone, with its own names: to stitch it into the whole program, pass --program {file}"
 
 
 def _program_file(meta: Mapping[str, Any]) -> str | None:
