@@ -1,7 +1,8 @@
-"""Records bound to their own store: two real stores of the same run identity (the same program,
-config and budget, so the same run tag), and records copied from one into the other. Every reader
-refuses them, naming the file, and `repair` finds and drops them, where before they read as the
-store's own. A store made before stores had an id (schema 3) still opens and resumes."""
+"""Records bound to their own store, and the root checksum over meta: two real stores of the same
+run identity (the same program, config and budget, so the same run tag), and records copied from one
+into the other. Every reader refuses them, naming the file, and `repair` finds and drops them, where
+before they read as the store's own. A store made before stores had an id (schema 3) still opens and
+resumes; an edited meta fails the root's checksum."""
 
 from __future__ import annotations
 
@@ -92,3 +93,15 @@ def test_a_store_made_before_stores_had_an_id_opens_and_resumes(tmp_path: Path) 
         st.put_timeline(1, [{"wall": 1.0}])
     read_all(path)
     assert json.loads((path / "zarr.json").read_text())["attributes"]["schema"] == 3
+
+
+def test_an_edited_meta_fails_the_root_checksum(tmp_path: Path) -> None:
+    """The recorded command (what `resume` and the report say) is under the root's checksum."""
+    path = made(tmp_path / "s.zarr")
+    file = path / "zarr.json"
+    meta = json.loads(file.read_text())
+    meta["attributes"]["meta"]["argv"] = ["mugraph", "optimize", "elsewhere.py"]
+    file.write_text(json.dumps(meta))
+    with pytest.raises(StoreDamaged, match="checksum mismatch in the root attributes") as err:
+        RunStore.open_existing(path)
+    assert err.value.file == file
