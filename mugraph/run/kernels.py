@@ -21,7 +21,7 @@ from mugraph.ir.serialize import dumps, loads
 from mugraph.ir.types import OpKind
 from mugraph.programs import Program, resolve_program
 from mugraph.run.resume import how_to_resume
-from mugraph.run.store_program import recorded_program, store_program
+from mugraph.run.store_program import PROGRAM_OPTION, recorded_program, store_program
 from mugraph.run.stored_checks import differs_from_program, repair_hint
 from mugraph.stages.combine import stitch
 from mugraph.stages.fragments import Split, split_program
@@ -252,7 +252,8 @@ def _alone(meta: Mapping[str, Any], given: Program | str | None, fragment: str) 
     file = _program_file(meta)
     if given is not None or file is None:
         return None
-    return f"emitted {fragment} alone, with its own names: to stitch it into the whole program, pass --program {file}"
+    named = f"{PROGRAM_OPTION} {shlex.quote(file)}"
+    return f"emitted {fragment} alone, with its own names: to stitch it into the whole program, pass {named}"
 
 
 def _program_file(meta: Mapping[str, Any]) -> str | None:

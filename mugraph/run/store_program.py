@@ -10,6 +10,7 @@ command that needs it and was not given it says which option to pass."""
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,7 +97,7 @@ def program_of(
         return StoreProgram(
             None,
             f"it was made from the program file {shown}, which is code and is run only when you name it: "
-            f"pass {PROGRAM_OPTION} {shown}",
+            f"pass {PROGRAM_OPTION} {shlex.quote(shown)}",
             spec,
         )
     if changed:
