@@ -61,6 +61,14 @@ from mugraph.storage.run.paths import RunPaths
     is_flag=True,
     help="Time the compiled module on the CUDA device (fp16, CUDA events, median of 50 runs); needs a GPU.",
 )
+@click.option(
+    "--program",
+    "program",
+    default=None,
+    metavar="FILE",
+    help="For a STORE made from a program file (.py): that file, run to check the stored program against "
+    "the program it computes. A program file a store names is never run unless named here.",
+)
 @click.option("--json", "as_json", is_flag=True, help="The last stdout line is one JSON object with the verdict.")
 def emit(
     source: str,
@@ -70,6 +78,7 @@ def emit(
     check: bool,
     interpret: bool,
     time_it: bool,
+    program: str | None,
     as_json: bool,
 ) -> None:
     """Write SOURCE's chosen μGraph as one Python module: a Triton kernel per graph-defined op, an
@@ -78,12 +87,14 @@ def emit(
     t0 = time.perf_counter()
     require_triton()
     _check_flags(source, expert, check, interpret, time_it)
+    if program is not None and not Path(source).is_dir():
+        raise click.UsageError("--program names the program of a STORE; a PROGRAM is given as SOURCE itself")
     native = (check or time_it) and not interpret and cupy_available()
     is_store = Path(source).is_dir()
     if out is not None:
         check_output_file(out, "--out")
         check_module_target(out, "choose another --out", reading=None if is_store else Path(source))
-    sel = select_from_store(Path(source), digest) if is_store else select_from_program(source, digest, expert)
+    sel = select_from_store(Path(source), digest, program) if is_store else select_from_program(source, digest, expert)
     text = emit_module(sel.graph, sel.info)
     target = out or sel.default_out or (_json_out(sel.info.program) if as_json else None)
     if target is not None:

@@ -159,7 +159,14 @@ def _print_chosen(shown_frag: ShownFragment, given: dict[str, str]) -> None:
     is_flag=True,
     help=f"Every row of each ranking (default: the first {SHOW_ROWS} and the reference's).",
 )
-def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) -> None:
+@click.option(
+    "--program",
+    default=None,
+    metavar="FILE",
+    help="For a STORE made from a program file (.py): that file, run to name the program output each "
+    "fragment output is (a program file a store names is never run unless named here).",
+)
+def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool, program: str | None) -> None:
     """The ranking of every fragment of a run STORE (each μGraph's kernels, DRAM bytes, FLOPs and
     estimated time on a GPU profile, best first), then the chosen μGraph with its layouts."""
     gpu = get_profile(gpu_profile) if gpu_profile is not None else None
@@ -189,7 +196,7 @@ def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool) ->
             )
         final = st.final()
         experts = expert_labels(st.identity, frags, st.experts())
-        names = program_outputs(st)
+        names = program_outputs(st, program)
         resume = how_to_resume(store, st.meta)
         from_torch = "model_digest" in st.identity  # a PyTorch model's: its glue is run by PyTorch
     unranked = final is None and not any(r["ranking"] for r in rows)  # nothing confirmed yet

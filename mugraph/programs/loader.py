@@ -61,6 +61,18 @@ def resolve_program(spec: str) -> Program:
         raise MugraphError(f"{e}; did you mean the file {' or '.join(map(str, files))}?") from None
 
 
+def resolve_recorded_program(spec: str) -> Program | None:
+    """A program as a run store recorded it (its identity's name, its command's PROGRAM), resolved
+    only where that runs no code: a built-in name or a JSON file; None for anything else. A store is
+    data someone may hand over, and its recorded path could name any Python file, so a `.py` program
+    is run only where the user names it on the command line (`resolve_program`)."""
+    if spec in builtin_programs():
+        return get_builtin(spec)
+    if spec.lower().endswith(".json"):
+        return load_program(Path(spec))
+    return None
+
+
 def _files_named(name: str) -> list[Path]:
     """The program files NAME.py and NAME.json that are there: what a bare NAME likely meant."""
     return [path for path in (Path(f"{name}{ext}") for ext in (".py", ".json")) if path.is_file()]

@@ -229,7 +229,8 @@ def _written_beside(run: Prepared, done: DoneEvent) -> DoneEvent:
     done["report"] = str(write_report(run.store))
     done["kernels"] = done["kernels_note"] = None
     if o.emit_kernels:
-        kernels, done["kernels_note"] = write_store_module(run.store)
+        program = None if run.program.from_torch else run.program  # a model is checked by `mugraph.load`
+        kernels, done["kernels_note"] = write_store_module(run.store, program)
         done["kernels"] = str(kernels)
     done["expert"] = _expert(run, done)
     return done

@@ -17,23 +17,22 @@ from mugraph.codegen.emit_module import is_emitted_text
 from mugraph.ir.canonical import canonical_digest
 from mugraph.ir.errors import MugraphError
 from mugraph.ir.graph import KernelGraph
-from mugraph.ir.serialize import digest as json_digest
 from mugraph.ir.serialize import dumps, loads
 from mugraph.ir.types import OpKind
-from mugraph.programs import resolve_program
+from mugraph.programs import Program, resolve_program
 from mugraph.run.resume import how_to_resume
+from mugraph.run.store_program import PROGRAM_OPTION, recorded_program, store_program
+from mugraph.run.stored_checks import differs_from_program, repair_hint
 from mugraph.stages.combine import stitch
 from mugraph.stages.fragments import Split, split_program
 from mugraph.stages.layout.choose import LayoutResult, choose_layouts
 from mugraph.stages.layout.costs import Layouts
 from mugraph.stages.layout.describe import describe_layouts
 from mugraph.stages.layout.facts import LayoutError
-from mugraph.stages.verify.stored import stored_program_differs
 from mugraph.storage.run.backends import open_existing
-from mugraph.storage.run.errors import damaged
+from mugraph.storage.run.errors import MISMATCH_HINT
 from mugraph.storage.run.paths import EXPORTED_META_KEY, RunPaths
 from mugraph.storage.run.protocol import RunStoreReader
-from mugraph.storage.run.recorded_command import program_argument
 from mugraph.storage.run.records import metadata_file
 
 
@@ -88,44 +87,11 @@ def _layouts(
     return describe_layouts(graph, chosen.layouts), chosen.layouts.kernel, chosen.layouts
 
 
-def _store_reference(st: RunStoreReader) -> KernelGraph | None:
-    """The program the store was made for: a built-in name, or the program file of its command,
-    taken only if its digest is the store's."""
-    return _find_store_reference(st)[0]
-
-
-def _find_store_reference(st: RunStoreReader) -> tuple[KernelGraph | None, str | None]:
-    """`_store_reference`, or None and why not: the program file (or built-in) the run was made from is
-    there but is not the program the run searched, or it cannot be found."""
-    spec = str(st.identity.get("program", ""))
-    candidates = [spec]
-    command = st.meta.get("command")
-    if isinstance(command, list) and len(command) > 1 and isinstance(command[1], str):
-        spec = program_argument(st.meta, command[1])
-        candidates.append(spec)
-    resolved: set[str] = set()
-    for candidate in candidates:
-        try:
-            graph = resolve_program(candidate).reference()
-        except MugraphError:
-            continue
-        if json_digest(graph) == st.identity.get("program_digest"):
-            return graph, None
-        resolved.add(candidate)
-    if spec not in resolved:
-        if Path(spec).suffix in (".py", ".json"):
-            return None, f"cannot find {spec}, the program file this store was made for; run it where that file is"
-        return None, f"cannot find the program {spec!r} this store was made for"
-    return None, (
-        f"{spec} has changed since this run (its program digest differs from the store's program_digest); "
-        "restore the file as it was, or emit from a store made for the file as it is now"
-    )
-
-
-def _store_split(st: RunStoreReader) -> tuple[KernelGraph, Split] | None:
+def _store_split(st: RunStoreReader, program: Program | str | None) -> tuple[KernelGraph, Split] | None:
     """The store's program and its split into the store's fragments; None where the program cannot be
-    had again (a moved program file) or no longer splits into them (another release's split)."""
-    reference = _store_reference(st)
+    had again (a moved program file, one the user did not name: `store_program`) or no longer splits
+    into them (another release's split)."""
+    reference = store_program(st, program).reference
     if reference is None:
         return None
     split = split_program(reference)
@@ -134,13 +100,17 @@ def _store_split(st: RunStoreReader) -> tuple[KernelGraph, Split] | None:
 
 
 def _stitched_with(
-    st: RunStoreReader, fragment: int, graph: KernelGraph, final: Mapping[str, Any] | None
+    st: RunStoreReader,
+    fragment: int,
+    graph: KernelGraph,
+    final: Mapping[str, Any] | None,
+    program: Program | str | None,
 ) -> tuple[KernelGraph, KernelGraph] | None:
     """The whole program with `graph` in place of fragment `fragment`'s choice, each other fragment's
     best as the run ranked it (its reference before the run's end), and the program's reference; None
     where the store's program cannot be had again (a moved program file) or no longer splits into the
     store's fragments, so that only the fragment itself, with its own names, can be emitted."""
-    had = _store_split(st)
+    had = _store_split(st, program)
     if had is None:
         return None
     reference, split = had
@@ -157,11 +127,12 @@ def _stitched_with(
     return stitch(split, chosen), reference
 
 
-def program_outputs(st: RunStoreReader) -> dict[str, dict[str, str]]:
+def program_outputs(st: RunStoreReader, program: Program | str | None = None) -> dict[str, dict[str, str]]:
     """Per fragment, the program output each of its outputs is (`o0` is `H`), where the store's
-    program can be had again; empty where it cannot, and for a PyTorch model's store (its program is
-    had again only by running the model's file)."""
-    had = None if EXPORTED_META_KEY in st.meta else _store_split(st)
+    program can be had again without running a file the user did not name (`program`); empty where
+    it cannot, and for a PyTorch model's store (its program is had again only by running the model's
+    file)."""
+    had = None if EXPORTED_META_KEY in st.meta else _store_split(st, program)
     if had is None:
         return {}
     out: dict[str, dict[str, str]] = {}
@@ -180,8 +151,10 @@ def _match(digests: list[str], prefix: str, where: str) -> str:
     return hits[0]
 
 
-def select_from_store(store: Path, digest: str | None) -> Selection:
-    """The stitched program of the store's best μGraphs, or the confirmed μGraph named by `digest`."""
+def select_from_store(store: Path, digest: str | None, given: Program | str | None = None) -> Selection:
+    """The stitched program of the store's best μGraphs, or the confirmed μGraph named by `digest`;
+    `given` is the program the user named for the store (see `store_program`): a store made from a
+    program file needs it for its stitched program, which is checked against it before it is emitted."""
     with open_existing(store, readonly=True) as st:
         final = st.final()
         frags = st.fragments()
@@ -198,7 +171,7 @@ def select_from_store(store: Path, digest: str | None) -> Selection:
             d = _match(list(found), digest, f"the confirmed μGraphs of {store}")
             i, text = found[d]
             graph = loads(text)
-            whole = _stitched_with(st, i, graph, final)
+            whole = _stitched_with(st, i, graph, final, given)
             if whole is not None:  # the program's own inputs and outputs, the other fragments as ranked
                 program, program_reference = whole
                 _same_program(store, f"found/{i}/{d}", program_reference, program)
@@ -215,18 +188,23 @@ def select_from_store(store: Path, digest: str | None) -> Selection:
             _same_program(store, f"found/{i}/{d}", loads(frags[i]["graph"]), graph)
             lines, inner, chosen = _layouts(graph, layout)
             info = EmitInfo(f"{ident.get('program')} {frags[i]['name']}", config, d, lines, inner)
-            note = row_major_note(dict(rec.get("io_layouts", {})), graph) if rec else None
+            strides = row_major_note(dict(rec.get("io_layouts", {})), graph) if rec else None
+            note = "; ".join(n for n in (strides, _alone(st.meta, given, frags[i]["name"])) if n) or None
             return Selection(graph, loads(frags[i]["graph"]), info, None, chosen, note)
         meta = st.meta
         if final is None:
             raise MugraphError(_no_result(store, st.writer(), meta))
-        reference, unchecked = _find_store_reference(st)
+        had = store_program(st, given)
+        if had.needs_file is not None:  # the stored program is emitted only once checked against it
+            had.required(store, "emitting its stitched program")
+        reference, unchecked = had.reference, had.why
         io = _run_io_layouts(st)
         for i in range(len(frags)):
             st.found(i)  # read whole, as show reads them: a damaged record is said here too
     graph = loads(final["program_graph"])
-    if reference is not None:
-        _same_program(store, "final", reference, graph)
+    if reference is not None:  # what `repair` checks too (`stored_checks`), so it drops what is refused here
+        named = given if isinstance(given, str) else _program_file(meta)
+        _same_program(store, "final", reference, graph, repair_hint(store, named))
     # the stitched program's layouts, solved as the layout stage solves each fragment's (the same
     # layouts for a one-fragment program, whose stitched program is its best μGraph)
     lines, inner, chosen = _layouts(graph)
@@ -257,15 +235,31 @@ def _no_result(store: Path, writer: int | None, meta: Mapping[str, Any]) -> str:
     )
 
 
-def _same_program(store: Path, record: str, reference: KernelGraph, program: KernelGraph) -> None:
+def _same_program(
+    store: Path, record: str, reference: KernelGraph, program: KernelGraph, hint: str = MISMATCH_HINT
+) -> None:
     """Refuse to emit a stored program that does not compute its reference (a record edited after the
-    run and its checksum recomputed: the checksums guard against damage, not against an edit)."""
-    why = stored_program_differs(reference, program)
-    if why is not None:
-        raise damaged(
-            metadata_file(store, record),
-            f"the μGraph it holds does not compute the program: {why}; it was changed after the run",
-        )
+    run and its checksum recomputed: the checksums guard against damage, not against an edit); `hint`
+    says what to do (a found μGraph's record, which `repair` does not run, means starting over)."""
+    bad = differs_from_program(metadata_file(store, record), reference, program, hint)
+    if bad is not None:
+        raise bad
+
+
+def _alone(meta: Mapping[str, Any], given: Program | str | None, fragment: str) -> str | None:
+    """Why a μGraph of a store made from a program file is emitted as its fragment alone, with the
+    fragment's own names: the whole program is stitched only with the file named (None otherwise)."""
+    file = _program_file(meta)
+    if given is not None or file is None:
+        return None
+    named = f"{PROGRAM_OPTION} {shlex.quote(file)}"
+    return f"emitted {fragment} alone, with its own names: to stitch it into the whole program, pass {named}"
+
+
+def _program_file(meta: Mapping[str, Any]) -> str | None:
+    """The program file (.py) a store's command names, which `repair` must be told to run."""
+    recorded = recorded_program(meta)
+    return recorded if recorded is not None and Path(recorded).suffix == ".py" else None
 
 
 # what emit says of a store whose search stopped at its time limit (or was stopped after one)
@@ -311,11 +305,11 @@ def check_module_target(target: Path, instead: str, reading: Path | None = None)
         )
 
 
-def write_store_module(store: Path) -> tuple[Path, str | None]:
-    """Emit the store's stitched best program beside it (what `optimize --emit` does at the end); the
-    file and what the user should know of its strides (`row_major_note`)."""
+def write_store_module(store: Path, program: Program | None = None) -> tuple[Path, str | None]:
+    """Emit the store's stitched best program beside it (what `optimize --emit` does at the end, given
+    the program it ran); the file and what the user should know of its strides (`row_major_note`)."""
     require_triton()
-    sel = select_from_store(store, None)
+    sel = select_from_store(store, None, program)
     out = RunPaths(store).kernels
     check_module_target(out, f"move it away, or write the module elsewhere with `mugraph emit {store} --out FILE`")
     out.write_text(emit_module(sel.graph, sel.info))

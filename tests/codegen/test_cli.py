@@ -127,22 +127,23 @@ def reference() -> KernelGraph:
 
 
 def test_emit_of_a_store_whose_program_file_changed_says_so(tmp_path: Path) -> None:
-    """The store's program file edited after the run: a plain emit says the float64 cross-check was
-    skipped and why, `--check` says the file changed (not that it cannot be found); a removed file is
-    said to be missing."""
+    """The store's program file (named with --program, as a program file always is) edited after the
+    run: a plain emit says the float64 cross-check was skipped and why, `--check` says the file
+    changed (not that it cannot be found); a removed file is said to be missing."""
     (tmp_path / "prog.py").write_text(EXP_PROGRAM.format(n=64))
     args = ["--workers", "1", "--dashboard-address", ":0", "--set", "grids=[[16,1,1]]", "--store", "s.zarr"]
     assert done(mugraph("optimize", "prog.py", *args, "--json", cwd=tmp_path))["complete"]
     (tmp_path / "prog.py").write_text(EXP_PROGRAM.format(n=32))
-    plain = mugraph("emit", "s.zarr", cwd=tmp_path)
+    plain = mugraph("emit", "s.zarr", "--program", "prog.py", cwd=tmp_path)
     assert plain.returncode == 0, plain.stderr
     assert (
-        "float64 cross-check of the stored program against the program it computes was skipped: prog.py has "
-        "changed since this run" in plain.stderr
+        "float64 cross-check of the stored program against the program it computes was skipped: prog.py is not "
+        "the program of this run, or has changed since it" in plain.stderr
     ), plain.stderr
-    _one_line_error(mugraph("emit", "s.zarr", "--check", cwd=tmp_path), "prog.py has changed since this run")
+    check = ["emit", "s.zarr", "--check", "--program", "prog.py"]
+    _one_line_error(mugraph(*check, cwd=tmp_path), "prog.py is not the program of this run, or has changed")
     (tmp_path / "prog.py").unlink()
-    _one_line_error(mugraph("emit", "s.zarr", "--check", cwd=tmp_path), "cannot find prog.py")
+    _one_line_error(mugraph(*check, cwd=tmp_path), "prog.py: no such file")
 
 
 FLOAT32_PROGRAM = """

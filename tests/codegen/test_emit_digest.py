@@ -53,9 +53,8 @@ def test_a_fragments_mugraph_is_emitted_as_the_whole_program(run: tuple[Path, di
     assert rows, f"the narrowed run confirmed nothing for {fragment}"
     digest = rows[-1]["digest"]  # the slowest confirmed one: not what the run chose
     out = cwd / f"{fragment}.py"
-    proc = mugraph(
-        "emit", "m.zarr", "--digest", digest[:12], "--out", str(out), "--check", "--interpret", "--json", cwd=cwd
-    )
+    args = ["--digest", digest[:12], "--out", str(out), "--check", "--interpret", "--json", "--program", "mlp.py"]
+    proc = mugraph("emit", "m.zarr", *args, cwd=cwd)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["ok"] is True and result["digest"] == digest
@@ -66,7 +65,21 @@ def test_a_fragments_mugraph_is_emitted_as_the_whole_program(run: tuple[Path, di
 
 def test_show_names_the_program_output_a_fragments_output_is(run: tuple[Path, dict[str, Any]]) -> None:
     cwd, _ = run
-    proc = mugraph("show", "m.zarr", cwd=cwd)
+    proc = mugraph("show", "m.zarr", "--program", "mlp.py", cwd=cwd)
     assert proc.returncode == 0, proc.stderr
     assert "outputs: o0 is the program's Y" in proc.stdout  # the second fragment's; the first feeds it
     assert proc.stdout.count("outputs: ") == 1
+    unnamed = mugraph("show", "m.zarr", cwd=cwd)  # the program file is run only when named
+    assert unnamed.returncode == 0 and "outputs: " not in unnamed.stdout, unnamed.stderr
+
+
+def test_a_fragments_mugraph_without_the_program_file_is_emitted_alone_and_says_so(
+    run: tuple[Path, dict[str, Any]],
+) -> None:
+    cwd, last = run
+    digest = last["best_per_fragment"]["f0"]
+    proc = mugraph("emit", "m.zarr", "--digest", digest[:12], "--out", "alone.py", cwd=cwd)
+    assert proc.returncode == 0, proc.stderr
+    assert "emitted f0 alone, with its own names: to stitch it into the whole program, pass --program mlp.py" in (
+        proc.stderr
+    )

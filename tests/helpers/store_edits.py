@@ -8,7 +8,30 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+from mugraph.storage.run.atomic_store import AtomicLocalStore
 from mugraph.storage.run.records import CRC_KEY, seal
+from mugraph.storage.run.root import read_root, seal_key
+
+
+def store_key(store: Path) -> str:
+    """The id the records of `store` are sealed with (anyone can read it from its root)."""
+    return seal_key(read_root(store))
+
+
+def record_store(store: Path, *, read_only: bool = False) -> AtomicLocalStore:
+    """`store` opened to read or write its records as the run does, sealed with its id."""
+    return AtomicLocalStore(store, read_only=read_only, seal_key=store_key(store))
+
+
+def resealed(store: Path, record: str, change: Callable[[dict[str, object]], None]) -> None:
+    """The record at `record` (`final`, `found/0/D`) passed through `change`, its checksum recomputed
+    for its store (anyone can)."""
+    file = store / record / "zarr.json"
+    meta = json.loads(file.read_text())
+    attrs = {k: v for k, v in meta["attributes"].items() if k != CRC_KEY}
+    change(attrs)
+    meta["attributes"] = seal(attrs, store_key(store))
+    file.write_text(json.dumps(meta))
 
 
 def edit_final_program(store: Path, edit: Callable[[str], str]) -> None:
@@ -19,7 +42,7 @@ def edit_final_program(store: Path, edit: Callable[[str], str]) -> None:
     before = attrs["final"]["program_graph"]
     attrs["final"]["program_graph"] = edit(before)
     assert attrs["final"]["program_graph"] != before, "the edit changed nothing"
-    meta["attributes"] = seal(attrs)
+    meta["attributes"] = seal(attrs, store_key(store))
     file.write_text(json.dumps(meta))
 
 

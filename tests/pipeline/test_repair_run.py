@@ -1,7 +1,7 @@
 """`mugraph repair` end to end on a real run of rms_norm: a store with a damaged timeline record,
-confirmation, found μGraph or ledger is repaired, and the same `mugraph optimize` then finishes with
-the undamaged run's μGraphs and best; damage to the task table is refused with the store untouched,
-and `--dry-run` changes nothing."""
+confirmation, found μGraph or ledger, or a final program `emit` refuses (edited and resealed), is
+repaired, and the same `mugraph optimize` then finishes with the undamaged run's μGraphs and best;
+damage to the task table is refused with the store untouched, and `--dry-run` changes nothing."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from mugraph.cli import main
 from mugraph.storage.run.ledger import LEDGER_NAME
 from mugraph.storage.run.store import RunStore
 from tests.helpers.cli_runs import done, mugraph
-from tests.helpers.store_edits import file_digests
+from tests.helpers.store_edits import edit_final_program, file_digests, first_kind
 
 Found = dict[str, tuple[tuple[int, ...], int]]
 
@@ -151,3 +151,26 @@ def test_a_dry_run_changes_nothing(
     assert file_digests(store) == before
     code, _, err = run_cli(["status", str(store)], capsys)
     assert code == 2 and "run store damaged" in err  # still damaged: nothing was repaired
+
+
+def test_an_edited_final_program_emit_refuses_is_what_repair_drops(
+    finished: tuple[Path, dict[str, Any], Found],
+    store: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The final record's program edited, its checksum recomputed: `emit` refuses it and sends the user
+    to `repair`, which finds and drops it, and the resumed run stitches the undamaged program again."""
+    edit_final_program(store, first_kind("rms_norm", "exp"))
+    monkeypatch.chdir(store.parent)
+    code, _, err = run_cli(["emit", str(store), "--out", "k.py"], capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and f"run `mugraph repair {store}`" in err, err
+    code, out, _ = run_cli(["repair", str(store)], capsys)
+    lines = out.splitlines()
+    assert code == 0 and len(lines) == 2, out
+    assert lines[0].startswith(f"damaged: {store}/final/zarr.json: the μGraph it holds does not compute"), out
+    assert "dropped the final record" in lines[1] and lines[1].endswith(f"--store {store}` to finish"), out
+    last = done(mugraph(*optimize_args(store), cwd=store.parent))
+    assert last["complete"] and last["tasks_run"] == 0 and last["best"] == finished[1]["best"]
+    code, _, err = run_cli(["emit", str(store), "--out", "k.py"], capsys)
+    assert code == 0 and (store.parent / "k.py").is_file(), err

@@ -17,6 +17,7 @@ from mugraph.storage.run.repair import repair_store
 from mugraph.storage.run.store import RunStore
 from tests.helpers.graphs import digest_of as D
 from tests.helpers.run_store import COUNTERS, FRAGMENTS, IDENTITY, new_store
+from tests.helpers.store_edits import store_key
 
 EXPERTS: list[Any] = [{"label": "mine", "digest": D("a0")}, {"label": "wide", "digest": D("a1")}]
 
@@ -35,7 +36,7 @@ def resealed(store: Path, experts: Any) -> None:
     file = store / "experts" / "zarr.json"
     meta = json.loads(file.read_text())
     attrs = {k: v for k, v in meta["attributes"].items() if k != CRC_KEY}
-    meta["attributes"] = seal({**attrs, "experts": experts})
+    meta["attributes"] = seal({**attrs, "experts": experts}, store_key(store))
     file.write_text(json.dumps(meta))
 
 
@@ -68,6 +69,12 @@ def test_a_record_copied_from_another_runs_store_is_damage(store: Path, tmp_path
     with RunStore.open(other, {**IDENTITY, "budget": "2"}, counter_names=COUNTERS) as st:
         st.put_experts(EXPERTS)
     (store / "experts" / "zarr.json").write_bytes((other / "experts" / "zarr.json").read_bytes())
+    with RunStore.open_existing(store) as st, pytest.raises(StoreDamaged, match="copied from another store"):
+        st.experts()
+    meta = json.loads((other / "experts" / "zarr.json").read_text())  # resealed for this store: its run tag tells
+    attrs = {k: v for k, v in meta["attributes"].items() if k != CRC_KEY}
+    meta["attributes"] = seal(attrs, store_key(store))
+    (store / "experts" / "zarr.json").write_text(json.dumps(meta))
     with RunStore.open_existing(store) as st, pytest.raises(StoreDamaged, match="written for another run"):
         st.experts()
 

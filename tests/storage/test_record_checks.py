@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from mugraph.storage.run.atomic_store import AtomicLocalStore
 from mugraph.storage.run.ledger import LEDGER_NAME
 from mugraph.storage.run.records import read_record, run_tag, write_record
 from mugraph.storage.run.store import RunStore, StoreDamaged
 from tests.helpers.graphs import digest_of as D
 from tests.helpers.run_store import FRAGMENTS, IDENTITY, complete, confirmation, layout, new_store, run_to_end
+from tests.helpers.store_edits import record_store
 
 
 @pytest.fixture(scope="module")
@@ -125,7 +125,7 @@ def test_a_final_record_naming_an_unconfirmed_mugraph(judged: Path) -> None:
 
 
 def test_a_store_made_before_the_count_was_kept_opens(judged: Path) -> None:
-    store = AtomicLocalStore(judged)
+    store = record_store(judged)
     attrs = store_attrs(judged, "tasks")
     del attrs["found"]
     write_record(store, "tasks", attrs)
@@ -136,7 +136,7 @@ def test_a_store_made_before_the_count_was_kept_opens(judged: Path) -> None:
 def store_attrs(root: Path, path: str) -> dict[str, Any]:
     from zarr.core.sync import sync
 
-    attrs = sync(read_record(AtomicLocalStore(root, read_only=True), root, path))
+    attrs = sync(read_record(record_store(root, read_only=True), root, path))
     assert attrs is not None
     return attrs
 
@@ -157,7 +157,7 @@ def test_a_found_record_of_the_wrong_type_is_damage(judged: Path, field: str, va
     d = first(judged, "found")
     attrs = store_attrs(judged, f"found/0/{d}")
     attrs[field] = value
-    write_record(AtomicLocalStore(judged), f"found/0/{d}", attrs)  # sealed: only its value is wrong
+    write_record(record_store(judged), f"found/0/{d}", attrs)  # sealed: only its value is wrong
     file = judged / "found" / "0" / d / "zarr.json"
     with RunStore.open_existing(judged) as st, pytest.raises(StoreDamaged, match=f"{file}: "):
         st.found(0)
@@ -184,7 +184,7 @@ def test_a_judgement_of_the_wrong_shape_is_damage(judged: Path, kind: str, field
         del attrs["result"][field]
     else:
         attrs["result"][field] = value
-    write_record(AtomicLocalStore(judged), f"{kind}/0/{d}", attrs)  # sealed: only its shape is wrong
+    write_record(record_store(judged), f"{kind}/0/{d}", attrs)  # sealed: only its shape is wrong
     file = judged / kind / "0" / d / "zarr.json"
     with RunStore.open_existing(judged) as st:
         with pytest.raises(StoreDamaged, match=re.escape(f"{file}: {says}")):
@@ -206,7 +206,7 @@ def test_a_fragment_record_of_the_wrong_shape_is_damage(judged: Path, field: str
         del attrs["fragments"][0][field]
     else:
         attrs["fragments"][0][field] = value
-    write_record(AtomicLocalStore(judged), "fragments", attrs)
+    write_record(record_store(judged), "fragments", attrs)
     refused(judged, f"{judged}/fragments/zarr.json: {says}")
 
 
@@ -215,7 +215,7 @@ def test_a_progress_sample_that_is_not_an_object_is_damage(tmp_path: Path) -> No
         st.put_timeline(0, [{"wall": 1.0, "states": 3}])
         st.put_timeline(1, [{"wall": 2.0, "states": 5}])
         samples = {"samples": [{"wall": 2.0}, [2.0, 5]], "run": run_tag(IDENTITY)}
-        write_record(AtomicLocalStore(tmp_path / "s"), "timeline/000001", samples)
+        write_record(record_store(tmp_path / "s"), "timeline/000001", samples)
         with pytest.raises(StoreDamaged, match=re.escape(f"{tmp_path}/s/timeline/000001/zarr.json: samples is not")):
             st.timeline()
 

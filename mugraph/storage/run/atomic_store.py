@@ -72,14 +72,18 @@ def remove_temp_files(root: Path) -> int:
 
 
 class AtomicLocalStore(LocalStore):
-    """`LocalStore` with `set`, `set_if_not_exists` and `set_sync` replaced by temp-file-and-rename writes."""
+    """`LocalStore` with `set`, `set_if_not_exists` and `set_sync` replaced by temp-file-and-rename writes.
 
-    def __init__(self, root: Path | str, *, read_only: bool = False, durable: bool = False) -> None:
+    `seal_key` is the store's id, which the checksum of every record read or written through it
+    covers (`records.seal`; "" for a store made before it had one)."""
+
+    def __init__(self, root: Path | str, *, read_only: bool = False, durable: bool = False, seal_key: str = "") -> None:
         super().__init__(root, read_only=read_only)
         self.durable = durable
+        self.seal_key = seal_key
 
     def with_read_only(self, read_only: bool = False) -> Self:
-        return type(self)(self.root, read_only=read_only, durable=self.durable)
+        return type(self)(self.root, read_only=read_only, durable=self.durable, seal_key=self.seal_key)
 
     def _prepare(self, key: str, value: Buffer) -> Path:
         self._check_writable()

@@ -84,7 +84,7 @@ class RecordFiles:
         for d in record_names(self.root, base):
             file = metadata_file(self.root, f"{base}/{d}")
             try:
-                attrs = unseal(json.loads(read_nofollow(file))["attributes"], file)
+                attrs = unseal(json.loads(read_nofollow(file))["attributes"], file, self.store.seal_key)
                 about = attrs["result"]["digest"]
             except StoreError:
                 raise

@@ -1,8 +1,11 @@
 """Small JSON records kept as Zarr group attributes (one `zarr.json` each), sealed with a checksum.
 
 Zarr checksums chunks (crc32c codec) but not metadata, so a bit flip inside a `zarr.json` would pass
-as valid JSON with a wrong value. Every record therefore carries `crc32`, the CRC-32 of the canonical
-JSON of its other attributes; a mismatch is reported as damage, never returned. Values are normalised
+as valid JSON with a wrong value. Every record therefore carries `crc32`, the CRC-32 of the store's
+id (`root.seal_key`, the key the store is opened with) followed by the canonical JSON of its other
+attributes; a mismatch is reported as damage, never returned. The id binds a record to its store: one
+copied in from another store, even of the same program and run identity, fails its check (a store
+made before it had an id seals with an empty key: the canonical JSON alone). Values are normalised
 through JSON before they are sealed so that what a caller gets back equals what was stored.
 
 A record is replaced by rewriting its `zarr.json` (one atomic file), never by deleting and recreating
@@ -81,21 +84,27 @@ def _checked_text(attrs: Mapping[str, Any]) -> str:
     return canonical_json({k: v for k, v in attrs.items() if k != CRC_KEY})
 
 
-def _crc(attrs: Mapping[str, Any]) -> int:
-    return zlib.crc32(_checked_text(attrs).encode())
+def _text_crc(text: str, key: str) -> int:
+    """The CRC-32 of `key` followed by `text`."""
+    return zlib.crc32(text.encode(), zlib.crc32(key.encode()))
 
 
-def seal(attrs: Mapping[str, Any]) -> JsonObject:
-    """`attrs` (already normalised) plus their checksum."""
+def _crc(attrs: Mapping[str, Any], key: str) -> int:
+    return _text_crc(_checked_text(attrs), key)
+
+
+def seal(attrs: Mapping[str, Any], key: str = "") -> JsonObject:
+    """`attrs` (already normalised) plus their checksum, for the store whose id is `key`."""
     out = dict(attrs)
-    out[CRC_KEY] = _crc(attrs)
+    out[CRC_KEY] = _crc(attrs, key)
     return out
 
 
-def unseal(attrs: Mapping[str, Any], file: Path) -> JsonObject:
-    """The attributes without the checksum; StoreDamaged naming `file` if it is missing or wrong."""
-    if attrs.get(CRC_KEY) != _crc(attrs):
-        raise damaged(file, "checksum mismatch (the record was altered or truncated)")
+def unseal(attrs: Mapping[str, Any], file: Path, key: str = "") -> JsonObject:
+    """The attributes without the checksum; StoreDamaged naming `file` if it is missing or wrong for
+    the store whose id is `key`."""
+    if attrs.get(CRC_KEY) != _crc(attrs, key):
+        raise damaged(file, "checksum mismatch (the record was altered, truncated or copied from another store)")
     return {k: v for k, v in attrs.items() if k != CRC_KEY}
 
 
@@ -104,7 +113,8 @@ def metadata_file(root: Path, path: str) -> Path:
 
 
 async def read_record(store: Store, root: Path, path: str) -> JsonObject | None:
-    """The unsealed record at `path`, None if there is none; StoreDamaged if it cannot be trusted."""
+    """The unsealed record at `path`, None if there is none; StoreDamaged if it cannot be trusted
+    (its checksum taken with the store's id where `store` is a run store's `AtomicLocalStore`)."""
     file = metadata_file(root, path)
     if not file.is_file():
         return None
@@ -115,7 +125,7 @@ async def read_record(store: Store, root: Path, path: str) -> JsonObject | None:
         raise
     except Exception as exc:
         raise damaged(file, exc) from None
-    return unseal(attrs, file)
+    return unseal(attrs, file, store.seal_key if isinstance(store, AtomicLocalStore) else "")
 
 
 def write_record(store: AtomicLocalStore, path: str, attrs: Mapping[str, Any]) -> None:
@@ -131,7 +141,7 @@ def write_record(store: AtomicLocalStore, path: str, attrs: Mapping[str, Any]) -
         if not parent.is_file():
             with contextlib.suppress(FileExistsError):
                 write_atomic(parent, _group_json({}), exclusive=True, durable=store.durable)
-    write_atomic(metadata_file(store.root, path), sealed_group_json(attrs), durable=store.durable)
+    write_atomic(metadata_file(store.root, path), sealed_group_json(attrs, store.seal_key), durable=store.durable)
 
 
 def _group_json(attrs: Mapping[str, Any]) -> bytes:
@@ -143,13 +153,13 @@ def _group_json(attrs: Mapping[str, Any]) -> bytes:
     return json.dumps(meta, allow_nan=True).encode()
 
 
-def sealed_group_json(attrs: Mapping[str, Any]) -> bytes:
-    """`_group_json(seal(attrs))` in one encoding pass: the canonical text the checksum is taken over
+def sealed_group_json(attrs: Mapping[str, Any], key: str = "") -> bytes:
+    """`_group_json(seal(attrs, key))` in one encoding pass: the canonical text the checksum is taken over
     is also the text the file holds, with the checksum spliced in as the last key. The driver writes
     the run's timeline (up to 600 progress samples) this way, and each pass over it costs it about
     5 ms."""
     text = _checked_text(attrs)
-    sealed = f'{text[:-1]}{"," if text != "{}" else ""}"{CRC_KEY}":{zlib.crc32(text.encode())}}}'
+    sealed = f'{text[:-1]}{"," if text != "{}" else ""}"{CRC_KEY}":{_text_crc(text, key)}}}'
     return f'{{"attributes":{sealed},"zarr_format":3,"node_type":"group"}}'.encode()
 
 

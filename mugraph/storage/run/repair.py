@@ -31,12 +31,17 @@ from mugraph.storage.run.record_files import run_sync
 from mugraph.storage.run.recorded_command import made_from_python, python_call, resuming_command
 from mugraph.storage.run.records import RUN_KEY, metadata_file, write_record
 from mugraph.storage.run.repair_plan import RepairPlan, plan_repair
-from mugraph.storage.run.repair_scan import Unrepairable, scan_store, unrepairable
+from mugraph.storage.run.repair_scan import Damage, Scan, Unrepairable, scan_store, unrepairable
 from mugraph.storage.run.root import read_root
 from mugraph.storage.run.store import RunStore
 from mugraph.storage.run.task_table_load import load_task_table
 
-__all__ = ["RepairReport", "Unrepairable", "apply_plan", "repair_steps", "repair_store"]
+__all__ = ["Judgement", "RepairReport", "Unrepairable", "apply_plan", "repair_steps", "repair_store"]
+
+# A check of a scanned store beyond what its records say of themselves, made by a caller that may know
+# more than storage does (whether the final record's program computes the program it was made for):
+# the records it finds damaged, and notes on what it could not check.
+Judgement = Callable[[Scan], tuple[list[Damage], list[str]]]
 
 _NAMES = {  # (one, many) of each kind of record, as the summary counts them
     "found": ("found μGraph", "found μGraphs"),
@@ -56,13 +61,16 @@ class RepairReport:
     plan: RepairPlan
     dry_run: bool
     resume: str  # the command that finishes the run
+    notes: tuple[str, ...] = ()  # what the judgement could not check, and why
 
     def lines(self) -> list[str]:
-        """One line per damaged record, then the summary."""
-        return [d.line() for d in self.plan.damage] + [self.summary()]
+        """One line per damaged record, the notes, then the summary."""
+        return [d.line() for d in self.plan.damage] + list(self.notes) + [self.summary()]
 
     def summary(self) -> str:
         plan, store = self.plan, self.plan.scan.root
+        if not plan.changes and self.notes:
+            return f"run store {store}: no damaged record among those checked; nothing repaired (see the note)"
         if not plan.changes:
             return f"run store {store}: no damaged record; nothing to repair"
         done = "would repair" if self.dry_run else "repaired"
@@ -94,6 +102,7 @@ class RepairReport:
             "changed": plan.changes and not self.dry_run,
             "result_intact": plan.keeps_result(),
             "resume": self.resume,
+            "notes": list(self.notes),
         }
 
 
@@ -106,9 +115,10 @@ def _counted(records: list[str]) -> str:
     return "dropped " + ", ".join(said)
 
 
-def repair_store(root: Path, *, dry_run: bool = False) -> RepairReport:
-    """Repair the run store at `root` (with `dry_run`, only say how). StoreBusy while a live run holds
-    it; Unrepairable (nothing changed) where the root, the fragments or the task table is damaged."""
+def repair_store(root: Path, *, dry_run: bool = False, judge: Judgement | None = None) -> RepairReport:
+    """Repair the run store at `root` (with `dry_run`, only say how), with the records `judge` finds
+    damaged besides. StoreBusy while a live run holds it; Unrepairable (nothing changed) where the
+    root, the fragments or the task table is damaged."""
     root = Path(root)
     if not root.is_dir():
         raise StoreError(f"no run store at {root}")
@@ -118,12 +128,17 @@ def repair_store(root: Path, *, dry_run: bool = False) -> RepairReport:
         raise unrepairable(exc) from None
     lock = StoreLock.acquire(root, record=not dry_run)  # a dry run changes no file, the lock's included
     try:
-        plan = plan_repair(scan_store(root))
+        scan = scan_store(root)
+        notes: list[str] = []
+        if judge is not None:
+            more, notes = judge(scan)
+            scan.damage += [d for d in more if d.record not in scan.damaged]
+        plan = plan_repair(scan)
         if plan.changes and not dry_run:
             remove_temp_files(root)
             apply_plan(plan)
             _check_clean(root)
-        return RepairReport(plan, dry_run, resume_command(root, plan))
+        return RepairReport(plan, dry_run, resume_command(root, plan), tuple(notes))
     finally:
         lock.release()
 
@@ -138,7 +153,7 @@ def repair_steps(plan: RepairPlan) -> list[Callable[[], None]]:
     """The repair's writes in order, each one atomic file or a few (a kill between any two leaves a
     store that `repair` completes)."""
     scan, root = plan.scan, plan.scan.root
-    store = AtomicLocalStore(root)
+    store = AtomicLocalStore(root, seal_key=scan.attrs["store"])
     steps: list[Callable[[], None]] = []
     if plan.rerun or plan.counts:
         steps.append(lambda: _reopen_tasks(plan, store))

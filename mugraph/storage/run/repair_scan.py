@@ -109,7 +109,7 @@ def scan_store(root: Path) -> Scan:
     try:
         attrs = read_root(root)
         tag = run_tag(attrs["identity"])
-        store = AtomicLocalStore(root, read_only=True)
+        store = AtomicLocalStore(root, read_only=True, seal_key=attrs["store"])
         ledger, ledger_damage = _read_ledger(root)
         fragments, present = _read_fragments(root, store, tag, ledger)
         table = run_sync(load_task_table(store, root, len(fragments), exclusive=True, run=tag))

@@ -2,7 +2,15 @@
 renaming it into place (so a directory at the path is complete or empty), and deleting one for --fresh.
 
 The root group's attributes are `format` ("mugraph-run-store"), `schema`, `identity` (compared on open),
-`meta` (free) and `crc32` (of format, schema, identity).
+`meta` (free: the command line that made the store, versions), `store` (a random id of this store,
+which every record's checksum covers: `records.seal`) and `crc32` (of all of them).
+
+A store of schema 3, made before `store` was kept, has none, and its `crc32` covers format, schema and
+identity only: it stays readable and resumable as it was written (its records sealed without an id,
+the version it has kept); a store of schema 4 must have an id and its meta under its checksum (an older
+mugraph refuses it by its version, not as damage). No checksum is a defence against an edit
+(anyone can recompute one), which is why no reader runs a program file a store's meta names
+(`run.store_program`).
 
 A store holds no symbolic link: Zarr and the writer open files by name, so a link planted inside (a
 record's directory, a chunk, the lock) would redirect a write to its target. `read_root`, which every
@@ -45,13 +53,16 @@ __all__ = [
     "has_entries",
     "looks_like_store",
     "read_root",
+    "seal_key",
     "stored_program",
 ]
 
 # 2: the ledger of committed records; 3: the task table, fragments, timeline, rankings and final
 # record carry the run tag
 # (an older store's would all read as written for another run, so it is refused by its version)
-SCHEMA_VERSION = 3
+# 4: the root's checksum covers meta and the store's id, which every record's checksum covers
+SCHEMA_VERSION = 4
+_NO_ID_SCHEMA = 3  # read and resumed as written: no store id, a checksum of format, schema, identity
 FORMAT = "mugraph-run-store"
 _SIBLING = re.compile(r"\.(?P<name>.+)\.mugraph-(?:new|old)-(?P<pid>\d+)-[0-9a-f]+")
 # The bytes a store's name gains in the name of the store built (or deleted) beside it: "." before it and
@@ -67,11 +78,25 @@ class RootAttrs(TypedDict):
     schema: int
     identity: dict[str, str]  # what a resumed run must match
     meta: JsonObject  # free-form: the command line, versions
-    crc32: int  # of format, schema, identity
+    store: str  # this store's random id ("" in a store made before it was kept)
+    crc32: int  # of format, schema, identity and, where there is a store id, meta and it
+
+
+STORE_KEY = "store"
+_OLD_SCOPE = ("format", "schema", "identity")  # what the checksum of a store without an id covers
+_SCOPE = (*_OLD_SCOPE, "meta", STORE_KEY)
 
 
 def _root_crc(attrs: Mapping[str, Any]) -> int:
-    return zlib.crc32(canonical_json({k: attrs.get(k) for k in ("format", "schema", "identity")}).encode())
+    scope = _OLD_SCOPE if attrs.get("schema") == _NO_ID_SCHEMA else _SCOPE
+    return zlib.crc32(canonical_json({k: attrs.get(k) for k in scope}).encode())
+
+
+def seal_key(attrs: Mapping[str, Any]) -> str:
+    """What the checksum of each record of the store with root `attrs` covers beside the record: the
+    store's id, so a record copied in from another store (of the same run, even) fails its check."""
+    key = attrs.get(STORE_KEY, "")
+    return key if isinstance(key, str) else ""
 
 
 def _sibling(path: Path, kind: str) -> Path:
@@ -136,17 +161,27 @@ def read_root(path: Path) -> RootAttrs:
         if ours:
             raise damaged(file, "the root has lost its run-store attributes")
         raise StoreError(f"{path} is a Zarr store but not a mugraph run store; give a run store's path")
-    if attrs.get("schema") != SCHEMA_VERSION:
+    schema = attrs.get("schema")
+    if schema not in (_NO_ID_SCHEMA, SCHEMA_VERSION) or isinstance(schema, bool):
         raise StoreMismatch(
-            f"run store {path} has schema version {attrs.get('schema')!r}; this mugraph reads version "
-            f"{SCHEMA_VERSION}; {MISMATCH_HINT}"
+            f"run store {path} has schema version {schema!r}; this mugraph reads versions "
+            f"{_NO_ID_SCHEMA} and {SCHEMA_VERSION}; {MISMATCH_HINT}"
         )
-    ident, meta = attrs.get("identity"), attrs.get("meta")
+    ident, meta, key = attrs.get("identity"), attrs.get("meta"), attrs.get(STORE_KEY, "")
     if attrs.get("crc32") != _root_crc(attrs) or not isinstance(meta, dict):
         raise damaged(file, "checksum mismatch in the root attributes")
     if not isinstance(ident, dict) or not all(isinstance(v, str) for v in ident.values()):
         raise damaged(file, "identity is not a mapping of strings")
-    return {"format": FORMAT, "schema": SCHEMA_VERSION, "identity": ident, "meta": meta, "crc32": attrs["crc32"]}
+    if not isinstance(key, str) or (schema == SCHEMA_VERSION) != bool(key):
+        raise damaged(file, f"the store id {key!r:.40} does not fit schema version {schema}")
+    return {
+        "format": FORMAT,
+        "schema": schema,
+        "identity": ident,
+        "meta": meta,
+        "store": key,
+        "crc32": attrs["crc32"],
+    }
 
 
 def create_store(
@@ -158,8 +193,9 @@ def create_store(
     tmp.mkdir()
     lock = StoreLock.acquire(tmp)
     try:
-        store = AtomicLocalStore(tmp, durable=durable)
-        attrs = {"format": FORMAT, "schema": SCHEMA_VERSION, "identity": identity, "meta": meta}
+        key = uuid.uuid4().hex
+        store = AtomicLocalStore(tmp, durable=durable, seal_key=key)
+        attrs = {"format": FORMAT, "schema": SCHEMA_VERSION, "identity": identity, "meta": meta, STORE_KEY: key}
         attrs["crc32"] = _root_crc(attrs)
 
         async def build() -> None:

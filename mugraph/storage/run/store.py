@@ -5,7 +5,7 @@ Layout (every node is a group or array with one `zarr.json`; JSON records carry 
 
     <store>/                        root group; attrs: format "mugraph-run-store", schema (int),
                                     identity {str: str} (compared on open), meta (free, not compared),
-                                    crc32 (of format, schema, identity)
+                                    store (a random id), crc32 (of them all; see `root`)
       mugraph.lock                  flock lock file of the single writer (holds its pid)
       ledger.jsonl                  every record committed, one line each (see `mugraph.storage.run.ledger`)
       fragments/                    attrs: fragments [ {name, digest, graph, config, ...} ], run  (written once)
@@ -44,7 +44,9 @@ their view consistent (see `mugraph.storage.run.task_table_load`).
 
 `run` is the run tag (`records.run_tag`) of the root's identity: these records belong to one run,
 and a table, fragment list, timeline, ranking or final record copied from another run's store, or a
-root `zarr.json` copied over another run's records, is damage. Records of μGraphs are named by the
+root `zarr.json` copied over another run's records, is damage. Every record's checksum covers the store's
+id (`root.seal_key`), so a record copied in from another store, even one of the same run identity,
+is damage too. Records of μGraphs are named by the
 canonical digest of their μGraph: a found record's graph must hash to its name, a confirmation,
 layout or measurement must say it is about the μGraph that names it, and a ranking's reference row
 must name the fragment's reference graph's digest; each is checked once per record per open.
@@ -158,7 +160,7 @@ class RunStore(ResultRecords):
         self.meta: JsonObject = dict(root_attrs["meta"])
         tag = run_tag(self.identity)
         self._lock = lock
-        store = AtomicLocalStore(path, read_only=readonly, durable=durable)
+        store = AtomicLocalStore(path, read_only=readonly, durable=durable, seal_key=root_attrs["store"])
         files = RecordFiles(store, path)
         ledger = Ledger.load(path, writer=lock is not None, durable=durable)  # every committed record is there
         super().__init__(path, readonly=readonly, tag=tag, store=store, files=files, ledger=ledger)
