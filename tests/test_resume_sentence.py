@@ -14,10 +14,10 @@ from mugraph.cli import main
 from mugraph.cli.app import _interrupted_line
 from mugraph.dashboards.report_html import finish_advice
 from mugraph.dashboards.report_records import ReportData
-from mugraph.dashboards.said_command import for_a_person
 from mugraph.pipeline.interrupts import INTERRUPTED, INTERRUPTED_FRESH
 from mugraph.run.options import model_command
 from mugraph.run.resume import how_to_resume
+from mugraph.storage.run.recorded_command import for_a_person, resuming_command
 from tests.helpers.cli_runs import mugraph
 
 
@@ -73,7 +73,18 @@ def test_the_reports_advice_leaves_out_the_output_format(tmp_path: Path) -> None
 
 
 def test_only_the_output_flag_is_left_out() -> None:
-    assert for_a_person("mugraph optimize lora --json --store s.zarr") == "mugraph optimize lora --store s.zarr"
-    assert for_a_person("mugraph optimize lora --store --json") == "mugraph optimize lora --store --json"  # a value
-    assert for_a_person("mugraph optimize x.py --emit --json -- --json") == "mugraph optimize x.py --emit -- --json"
-    assert for_a_person("mugraph optimize lora --fresh --budget 9") == "mugraph optimize lora --fresh --budget 9"
+    def said(command: str) -> str:
+        return " ".join(for_a_person(command.split()))
+
+    assert said("optimize lora --json --store s.zarr") == "optimize lora --store s.zarr"
+    assert said("optimize lora --store --json") == "optimize lora --store --json"  # a value
+    assert said("optimize x.py --emit --json -- --json") == "optimize x.py --emit -- --json"
+    assert said("optimize lora --fresh --budget 9") == "optimize lora --fresh --budget 9"
+
+
+def test_every_reader_of_the_recorded_command_gets_it_without_the_output_format(tmp_path: Path) -> None:
+    """`repair`'s advice, the report's, `status`'s and a torch store's all come from `resuming_command`."""
+    meta = {"command": ["optimize", "lora", "--json", "--fresh", "--budget", "9"], "cwd": str(tmp_path)}
+    assert (
+        resuming_command(meta, tmp_path / "s.zarr") == f"mugraph optimize lora --budget 9 --store {tmp_path / 's.zarr'}"
+    )

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from mugraph.dashboards.report_records import ReportData
-from mugraph.dashboards.said_command import for_a_person
 from mugraph.dashboards.summary import COUNTER_MEANINGS, rows_to_show, size_line, stored_together
 from mugraph.dashboards.svg_charts import bar_chart, line_chart
 from mugraph.dashboards.svg_graph import draw_mugraph
@@ -70,7 +69,7 @@ def finish_advice(data: ReportData) -> str:
     store = Path(data["store"])
     command = resuming_command(data["meta"], store)
     if command is not None:
-        return f"Finish it with `{for_a_person(command)}`."
+        return f"Finish it with `{command}`."
     if made_from_python(data["meta"]):
         return f"Finish it with {python_call(store, data['meta'])}."
     return "Run the command that made it again, without --fresh, to finish it."

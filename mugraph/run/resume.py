@@ -9,7 +9,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from mugraph.dashboards.said_command import for_a_person
 from mugraph.pipeline.interrupts import resume_advice
 from mugraph.storage.run.recorded_command import made_from_python, python_call, resuming_command
 
@@ -27,7 +26,7 @@ def how_to_resume(
     meta = meta or {}
     recorded = resuming_command(meta, store)
     if recorded is not None:  # as a person runs it: a recorded --json would stream JSON at them
-        return f"run `{for_a_person(recorded)}` to resume"
+        return f"run `{recorded}` to resume"
     if made_from_python(meta):
         return f"call {python_call(store, meta)} again to resume"
     return "run the `mugraph optimize` command that made it again, without --fresh, to resume"

@@ -11,7 +11,9 @@ from typing import Any
 
 __all__ = [
     "KEYWORDS_ARG",
+    "OUTPUT_FLAGS",
     "TORCH_MODEL_ARG",
+    "for_a_person",
     "is_model_command",
     "made_from_python",
     "program_argument",
@@ -24,7 +26,8 @@ KEYWORDS_ARG = "<example_kwargs>"  # and, after it, that the model was called wi
 
 
 def resuming_command(meta: Mapping[str, Any], store: Path) -> str | None:
-    """`mugraph` and the recorded command without `--fresh` and with `--store` set to `store`; None
+    """`mugraph` and the recorded command without `--fresh`, without `--json` (`for_a_person`) and with
+    `--store` set to `store`; None
     where the meta records no command line to run again (none, or a model passed from Python)."""
     command = meta.get("command")
     if not (isinstance(command, list) and command[:1] == ["optimize"] and all(isinstance(a, str) for a in command)):
@@ -32,7 +35,7 @@ def resuming_command(meta: Mapping[str, Any], store: Path) -> str | None:
     if is_model_command(command):
         return None
     out: list[str] = []
-    args = iter(command)
+    args = iter(for_a_person(command))
     for a in args:
         if a == "--store":
             next(args, None)
@@ -41,6 +44,28 @@ def resuming_command(meta: Mapping[str, Any], store: Path) -> str | None:
     if len(out) > 1:
         out[1] = program_argument(meta, out[1])
     return "mugraph " + shlex.join([*out, "--store", str(store)])
+
+
+# `optimize`'s flags that change only how the run prints, never what it computes, stores or writes
+OUTPUT_FLAGS = frozenset({"--json"})
+# its flags that take no value: a word after any other option is that option's value, even "--json"
+_BARE_FLAGS = frozenset({"--fresh", "--emit", *OUTPUT_FLAGS})
+
+
+def for_a_person(words: list[str]) -> list[str]:
+    """A recorded command's words without the flags that only change how its output is printed
+    (`--json`, one JSON event per line, which a reader told "run this to resume" does not want); every
+    flag that changes what the run computes or writes is kept, and so is a word that is another
+    option's value or comes after `--`."""
+    kept: list[str] = []
+    for i, word in enumerate(words):
+        if word == "--":
+            return kept + words[i:]
+        after = words[i - 1] if i else ""
+        is_value = after.startswith("--") and "=" not in after and after not in _BARE_FLAGS
+        if word not in OUTPUT_FLAGS or is_value:
+            kept.append(word)
+    return kept
 
 
 def program_argument(meta: Mapping[str, Any], program: str) -> str:
