@@ -463,6 +463,7 @@ def test_page_during_a_run_then_killed_and_resumed(browser: Any, artifacts: Path
         assert second.proc.poll() is None, "".join(second.stderr)[-2000:]  # still running: killed on exit
 
 
+@pytest.mark.slow  # a scheduler, workers and a browser: about 18 s
 def test_page_on_an_external_dask_scheduler(browser: Any, artifacts: Path, tmp_path: Path) -> None:
     port, dashboard = free_port(), free_port()
     address = f"tcp://127.0.0.1:{port}"

@@ -9,6 +9,8 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 from mugraph.storage.run.ledger import LEDGER_NAME, rewrite_ledger
 from tests.helpers.cli_runs import done, mugraph
 
@@ -49,6 +51,7 @@ def marked(text: str) -> dict[str, str]:
     return {line.split()[1]: line.split("(expert ")[1].split(")")[0] for line in rows}
 
 
+@pytest.mark.slow  # a lora program file's whole run: about 16 s
 def test_show_and_the_report_name_the_program_files_own_experts(tmp_path: Path) -> None:
     (tmp_path / "rms_norm.py").write_text(PROGRAM)
     settings = [a for k, v in NARROW.items() for a in ("--set", f"{k}={json.dumps(v)}")]

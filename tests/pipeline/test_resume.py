@@ -187,6 +187,7 @@ def test_external_dask_scheduler_and_workers(tmp_path: Path, uninterrupted: Whol
             p.wait(timeout=30)
 
 
+@pytest.mark.slow  # a run, then refused commands each in a process: about 21 s
 def test_wrong_store_bad_program_bad_preset_are_one_line_and_status_2(tmp_path: Path) -> None:
     store = tmp_path / "run.zarr"
     first = mugraph(

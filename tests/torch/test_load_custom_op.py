@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 SAVE = """
@@ -57,6 +59,7 @@ def run(code: str, *args: str) -> str:
     return proc.stdout.strip().splitlines()[-1]
 
 
+@pytest.mark.slow  # a run and a load in new processes: about 15 s
 def test_an_unregistered_custom_op_is_named(tmp_path: Path) -> None:
     archive = tmp_path / "m.torch.pt2"
     digest = run(SAVE, str(archive))
