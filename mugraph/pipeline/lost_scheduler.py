@@ -19,8 +19,9 @@ from mugraph.ir.errors import MugraphError
 LOST_REASON = "scheduler-connection-lost"  # the reason distributed cancels a client's futures with
 _CONNECTION_ERRORS = (CommClosedError, OSError, CancelledError)
 _LOGGED_ERRORS = (*_CONNECTION_ERRORS, asyncio.CancelledError)  # a reconnection the client gave up
-# The client's reconnections, and its batched stream's "Batched Comm Closed" with a traceback.
-_CHATTY = ("distributed.client", "distributed.batched")
+# The client's reconnections, its batched stream's "Batched Comm Closed" with a traceback, and tornado's
+# "Exception in callback" of a task the driver submitted as the scheduler went (CommClosedError).
+_CHATTY = ("distributed.client", "distributed.batched", "tornado.application")
 
 
 class SchedulerLost(MugraphError):
