@@ -143,7 +143,9 @@ def block_expansion(
     explored cheapest kernel first (`_closed_cost`), still before the block ops, and the block ops
     and macros whose new term holds the most of the program (`Expr.size`) first: every op the
     oracle keeps computes a subterm of an output, and the larger its term, the fewer ops are left
-    between it and a closing that is a candidate. With the search's
+    between it and a closing that is a candidate. Where the block graph reads every program input
+    no kernel has read yet, it may compute the outputs itself, and closings and block ops are
+    ordered together by term size (`_by_reach`). With the search's
     `tables` (made with `judge`), the rows list only block ops whose terms it keeps."""
     rows = node.rows
     if not rows:
@@ -179,12 +181,14 @@ def block_expansion(
     kept: list[int] = []
     lazy: list[Lazy] = []
     cost: list[int] | None = [] if cfg.order == "cost" else None
+    reaches: list[int] = []
     if debts.closed_ok:
         kept = list(range(len(closed)))
         lazy = [Lazy(_closed_child, s, b, c) for b, c in closed]
         if cost is not None:
             reads = sum(s.tensors[i].nbytes for i in node.sources)
             cost = [CLOSED + _closed_cost(b, reads + c[3]) for b, c in closed]
+            reaches = [max(b.tensors[i].expr.size for i in c[1]) for b, c in closed]
     kept_rows = len(kept)
     if not open_more or not alive:
         return Expansion(listed, kept_rows, kept, lazy, cost)
@@ -231,8 +235,29 @@ def block_expansion(
         lazy.append(made)
         kept_rows += n_rows
     if cost is not None:
-        cost += [-reach for *_, reach in children]
+        if _absorbs(node):
+            cost = _by_reach(cost, reaches, [reach for *_, reach in children])
+        else:
+            cost += [-reach for *_, reach in children]
     return Expansion(listed, kept_rows, kept, lazy, cost)
+
+
+def _by_reach(closed: list[int], closed_reach: list[int], op_reach: list[int]) -> list[int]:
+    """Sort keys for a block graph that may still compute the outputs itself: closings and block
+    ops together, the largest term first; of one size, closings first, cheapest kernel first. A
+    closing whose outputs are the program's holds its whole term and comes first; one that leaves
+    ops to later kernels comes after the block ops that would take the term further."""
+    keys = [(-r, 0, c) for r, c in zip(closed_reach, closed, strict=True)] + [(-r, 1, 0) for r in op_reach]
+    dense = {k: i for i, k in enumerate(sorted(set(keys)), start=1)}
+    return [dense[k] for k in keys]
+
+
+def _absorbs(node: BlockNode) -> bool:
+    """Whether the block graph reads every program input no kernel has read yet: it may then
+    compute the outputs itself, and closing it early leaves work to kernels after it."""
+    s = node.state
+    n_inputs = sum(op.kind is OpKind.INPUT for op in s.ops)
+    return all(s.uses[i] > 0 or i in node.sources for i in range(n_inputs))
 
 
 def _number_sizes(rows: Sequence[OpenBlock]) -> None:

@@ -137,3 +137,37 @@ def test_the_whole_space_is_the_same_and_its_best_comes_early(name: str, share: 
 
     assert best_by(cost_at) == best
     assert best_by(index_at) > best
+
+
+def test_a_block_graph_that_reads_every_unread_input_grows_before_closing_short() -> None:
+    """Where a block graph reads every program input no kernel has read, it may compute the outputs
+    itself: its closings and block ops come together, the largest term first (closings first among
+    equals), so a closing that leaves ops to later kernels comes after the ops that go further."""
+    cfg = preset_config(get_builtin("gated_mlp").preset)
+    s = Searcher(Fragment(reference("gated_mlp"), cfg, "gated_mlp"))
+    queue: list[object] = [s.fragment.root]
+    checked = grown_first = others = 0
+    while queue and checked < 30:
+        node = queue.pop(0)
+        kids = s.expansion(node)  # type: ignore[arg-type]
+        made = [lazy.build() for lazy in kids.lazy]
+        queue += [n for n in made if isinstance(n, BlockNode)]
+        if not isinstance(node, BlockNode) or len({isinstance(n, State) for n in made}) < 2:
+            continue
+        base = len(node.state.tensors)
+        closed = [isinstance(n, State) for n in made]
+        unread = {i for i in range(3) if node.state.uses[i] == 0}
+        if not unread <= set(node.sources):
+            assert closed == sorted(closed, reverse=True)  # another kernel must follow: closings first
+            others += 1
+            continue
+        keys = [
+            (-max(t.expr.size for t in n.tensors[base:]), 0)
+            if isinstance(n, State)
+            else (-n.rows[0].tensors[-1].expr.size, 1)
+            for n in made
+        ]
+        assert keys == sorted(keys)
+        checked += 1
+        grown_first += closed != sorted(closed, reverse=True)
+    assert checked == 30 and grown_first > 0 and others > 0
