@@ -181,14 +181,12 @@ def block_expansion(
     kept: list[int] = []
     lazy: list[Lazy] = []
     cost: list[int] | None = [] if cfg.order == "cost" else None
-    reaches: list[int] = []
     if debts.closed_ok:
         kept = list(range(len(closed)))
         lazy = [Lazy(_closed_child, s, b, c) for b, c in closed]
         if cost is not None:
             reads = sum(s.tensors[i].nbytes for i in node.sources)
             cost = [CLOSED + _closed_cost(b, reads + c[3]) for b, c in closed]
-            reaches = [max(b.tensors[i].expr.size for i in c[1]) for b, c in closed]
     kept_rows = len(kept)
     if not open_more or not alive:
         return Expansion(listed, kept_rows, kept, lazy, cost)
@@ -236,6 +234,7 @@ def block_expansion(
         kept_rows += n_rows
     if cost is not None:
         if _absorbs(node):
+            reaches = [max(b.tensors[i].expr.size for i in c[1]) for b, c in closed] if debts.closed_ok else []
             cost = _by_reach(cost, reaches, [reach for *_, reach in children])
         else:
             cost += [-reach for *_, reach in children]
