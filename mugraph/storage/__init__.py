@@ -7,36 +7,44 @@
   (`RedisMemo`, imported on demand by `open_memo_store`, or `LocalMemo`), the private redis-server a
   run starts (`EmbeddedRedis`), and the memo URL, session and value signing."""
 
-from mugraph.storage.memo.layered import (
-    LayeredMemo,
-    LocalMemo,
-    MemoCounters,
-    MemoStore,
-    MemoUnavailable,
-    open_memo_store,
-)
-from mugraph.storage.memo.redis_binary import find_redis_server
-from mugraph.storage.memo.redis_server import EmbeddedRedis
-from mugraph.storage.run.errors import StoreBusy, StoreDamaged, StoreError, StoreMismatch
-from mugraph.storage.run.protocol import RunStoreReader, RunStoreWriter
-from mugraph.storage.run.store import FoundRecord, RunStore, TaskRecord
+from __future__ import annotations
 
-__all__ = [
-    "EmbeddedRedis",
-    "FoundRecord",
-    "LayeredMemo",
-    "LocalMemo",
-    "MemoCounters",
-    "MemoStore",
-    "MemoUnavailable",
-    "RunStore",
-    "RunStoreReader",
-    "RunStoreWriter",
-    "StoreBusy",
-    "StoreDamaged",
-    "StoreError",
-    "StoreMismatch",
-    "TaskRecord",
-    "find_redis_server",
-    "open_memo_store",
-]
+import importlib
+from typing import Any
+
+# Each public name and the module that holds it, imported when first asked for: a worker or a command
+# that reads only the memo should not pay for Zarr (a fifth of a second per process) or the other way.
+_WHERE = {
+    "EmbeddedRedis": "mugraph.storage.memo.redis_server",
+    "FoundRecord": "mugraph.storage.run.store",
+    "LayeredMemo": "mugraph.storage.memo.layered",
+    "LocalMemo": "mugraph.storage.memo.layered",
+    "MemoCounters": "mugraph.storage.memo.layered",
+    "MemoStore": "mugraph.storage.memo.layered",
+    "MemoUnavailable": "mugraph.storage.memo.layered",
+    "RunStore": "mugraph.storage.run.store",
+    "RunStoreReader": "mugraph.storage.run.protocol",
+    "RunStoreWriter": "mugraph.storage.run.protocol",
+    "StoreBusy": "mugraph.storage.run.errors",
+    "StoreDamaged": "mugraph.storage.run.errors",
+    "StoreError": "mugraph.storage.run.errors",
+    "StoreMismatch": "mugraph.storage.run.errors",
+    "TaskRecord": "mugraph.storage.run.store",
+    "find_redis_server": "mugraph.storage.memo.redis_binary",
+    "open_memo_store": "mugraph.storage.memo.layered",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_WHERE])
