@@ -118,7 +118,8 @@ def _parse_layout(text: str) -> tuple[str, int]:
     "--dashboard-address",
     default="127.0.0.1:8787",
     show_default=True,
-    help="Where the local cluster's Dask dashboard listens.",
+    help="Where the local cluster's Dask dashboard listens; 'none' for no dashboard (a batch job: the "
+    "cluster starts a second or so sooner, and `status` still follows the run).",
 )
 @click.option(
     "--layout",
@@ -160,6 +161,8 @@ def optimize(program: str, as_json: bool, layouts: tuple[str, ...], **flags: Any
     stopped."""
     if flags["workers"] is not None and flags["scheduler"] is not None:
         raise click.UsageError("--workers starts a local cluster; with --scheduler the cluster's own workers run")
+    if flags["dashboard_address"].strip().lower() == "none":
+        flags["dashboard_address"] = None
     # every other flag is the OptimizeOptions field of its name
     options = OptimizeOptions(layouts=dict(_parse_layout(s) for s in layouts), command=tuple(sys.argv[1:]), **flags)
     run_printed(program, options, as_json=as_json, echo=click.echo)

@@ -28,7 +28,7 @@ def start_line(e: Mapping[str, Any]) -> str:
     return (
         f"mugraph: {verb} {e['program']} in {e['store']}: {counted(len(e['fragments']), 'fragment')}{named}, "
         f"{counted(e['tasks_done'], 'task')} done, {e['tasks_pending']:,} pending; {counted(e['workers'], 'worker')}; "
-        f"dashboard {e['dashboard']}{taken}, search page {e.get('live_page') or '-'}"
+        f"dashboard {e['dashboard'] or 'none'}{taken}, search page {e.get('live_page') or '-'}"
     ) + (NO_WORKERS if not e["workers"] else "")
 
 

@@ -95,6 +95,8 @@ class _LocalCluster(LocalCluster):
     async def _start(self) -> None:
         if self.scheduler is None and self.scheduler_spec is not None and self.scheduler_spec["cls"] is Scheduler:
             options = {**self.scheduler_spec.get("options", {}), "log_level": self._log_level}
+            if options.get("dashboard") is False:  # Dask's HTTP routes still listen: not on 8787, loopback only
+                options["dashboard_address"] = f"{LOCAL_HOST}:0"
             self.scheduler_spec = {"cls": SchedulerProcess, "options": options}
         await super()._start()
 
@@ -118,6 +120,13 @@ QUIET_LOGS = logging.ERROR  # Dask's records a run lets through
 _STARTING = threading.Lock()  # a local cluster's port choice and scheduler start, one run at a time
 # the dashboard port a local cluster was asked for and found taken (its start line says so)
 _TAKEN: weakref.WeakKeyDictionary[Client, str] = weakref.WeakKeyDictionary()
+_NO_DASHBOARD: weakref.WeakSet[Client] = weakref.WeakSet()  # clients of local clusters started without one
+
+
+def dashboard_link(client: Client) -> str:
+    """The client's dashboard URL; "" where its local cluster was started with none (its scheduler still
+    serves Dask's HTTP routes, on a free port, which Dask reports as the dashboard's)."""
+    return "" if client in _NO_DASHBOARD else str(client.dashboard_link or "")
 
 
 def dashboard_taken(client: Client) -> str | None:
@@ -296,12 +305,13 @@ def _deaf_to_hangup() -> Iterator[None]:
 def dask_client(
     workers: int | None = None,
     scheduler: str | None = None,
-    dashboard_address: str = DEFAULT_DASHBOARD,
+    dashboard_address: str | None = DEFAULT_DASHBOARD,
     connect_timeout: float = 20.0,
 ) -> Iterator[Client]:
     """A client on the cluster at `scheduler` (whose workers were started with `dask worker`), or on a
-    fresh TLS LocalCluster whose `workers` processes `start_workers` starts; both are closed (the
-    LocalCluster's workers first, then its scheduler) on exit."""
+    fresh TLS LocalCluster whose `workers` processes `start_workers` starts, serving its dashboard at
+    `dashboard_address` (None: none, and its scheduler starts without importing Bokeh, some 1.5 s of
+    CPU); both are closed (the LocalCluster's workers first, then its scheduler) on exit."""
     if scheduler is not None:  # probed already, before the run's store was made (`run.prepare.preflight`)
         security = external_security(scheduler)
         try:
@@ -328,16 +338,18 @@ def dask_client(
         _PENDING[client] = _Pending(cluster, n)
         if taken is not None:
             _TAKEN[client] = taken
+        if dashboard_address is None:
+            _NO_DASHBOARD.add(client)
         yield client
 
 
-def _local_cluster(security: Security, dashboard_address: str) -> tuple[LocalCluster, str | None]:
+def _local_cluster(security: Security, dashboard_address: str | None) -> tuple[LocalCluster, str | None]:
     """A TLS LocalCluster with no worker yet, and the dashboard port asked for that was taken."""
     kwargs: _WorkerResources = {}
     if cupy_available():
         kwargs["resources"] = {"GPU": 1}
     with _STARTING, dask.config.set(WORKER_SETTINGS):  # two runs in one process: one sees the port the other took
-        address, taken = free_dashboard(dashboard_address)
+        address, taken = (None, None) if dashboard_address is None else free_dashboard(dashboard_address)
         cluster = _LocalCluster(
             n_workers=0,
             threads_per_worker=1,
@@ -352,6 +364,8 @@ def _local_cluster(security: Security, dashboard_address: str) -> tuple[LocalClu
     # another process may take the port between the look and the start (two runs starting together):
     # the scheduler moves its dashboard (its process keeps Dask's warning to itself) and the start
     # line says which port was taken
+    if address is None:
+        return cluster, None
     asked, got = address.rpartition(":")[2], urlsplit(cluster.dashboard_link).port
     if taken is None and asked not in ("", "0") and got is not None and str(got) != asked:
         taken = asked

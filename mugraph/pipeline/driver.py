@@ -28,7 +28,13 @@ from typing import Any, assert_never
 from distributed import Client, Future
 
 from mugraph.ir.errors import MugraphError
-from mugraph.pipeline.cluster import confirming_worker, dashboard_taken, gpu_workers, start_workers
+from mugraph.pipeline.cluster import (
+    confirming_worker,
+    dashboard_link,
+    dashboard_taken,
+    gpu_workers,
+    start_workers,
+)
 from mugraph.pipeline.commit import Results, fragment_record
 from mugraph.pipeline.dispatch import Dispatch, SearchFn
 from mugraph.pipeline.events import DoneEvent, EventSink, StartEvent
@@ -178,7 +184,7 @@ class Driver:
             "tasks_pending": len(pending),
             "workers": len(self.client.scheduler_info()["workers"]),
             "gpu_workers": dispatch.gpu,
-            "dashboard": self.client.dashboard_link,
+            "dashboard": dashboard_link(self.client) or None,
             "dashboard_taken": dashboard_taken(self.client),
             "gpu_profile": self.profile.name,
             "invocation": results.progress.invocation,

@@ -186,11 +186,12 @@ def _drive(
     """The driver's run, every event also published to the live page (whose URL the start event gets)."""
     from distributed import performance_report
 
+    from mugraph.pipeline.cluster import dashboard_link
     from mugraph.pipeline.driver import Driver
     from mugraph.pipeline.worker import worker_environment
 
     o = run.options
-    page = live.install(client)
+    page = live.install(client) if dashboard_link(client) else None  # the page is part of the dashboard
 
     def emit(e: Event) -> None:
         live.publish(client, e)

@@ -39,7 +39,7 @@ class OptimizeOptions:
     budget: int | None = None
     backend: str = "auto"
     profile: Path | None = None
-    dashboard_address: str = "127.0.0.1:8787"
+    dashboard_address: str | None = "127.0.0.1:8787"  # None: the local cluster serves no dashboard
     layouts: Mapping[str, int] = field(default_factory=dict)
     gpu_profile: str = DEFAULT_PROFILE
     emit_kernels: bool = False
@@ -76,7 +76,7 @@ class OptimizeOptions:
         for name in ("fresh", "emit_kernels"):
             if not isinstance(getattr(self, name), bool):
                 wrong.append(f"{name}={getattr(self, name)!r}: give True or False")
-        for name in ("preset", "scheduler", "memo_url"):
+        for name in ("preset", "scheduler", "memo_url", "dashboard_address"):
             if not isinstance(getattr(self, name), str | None):
                 wrong.append(f"{name}={getattr(self, name)!r}: give a string or None")
         layouts: object = self.layouts  # as a caller gave it, whatever the annotation says
@@ -148,7 +148,7 @@ class OptimizeKeywords(TypedDict, total=False):
     budget: int | None
     backend: str
     profile: Path | None
-    dashboard_address: str
+    dashboard_address: str | None
     layouts: Mapping[str, int]
     gpu_profile: str
     emit_kernels: bool

@@ -99,7 +99,7 @@ def _check_machine(o: OptimizeOptions) -> None:
         )
     if o.scheduler is not None:
         check_host_port(o.scheduler, "--scheduler", scheduler=True)
-    else:
+    elif o.dashboard_address is not None:
         check_host_port(o.dashboard_address, "--dashboard-address")
     if o.memo_url is not None:
         check_memo_url(o.memo_url)
@@ -207,7 +207,8 @@ def preflight(run: Prepared) -> None:
     o = run.options
     check_store_writable(run.store, o.store_option() if o.store is not None else "the default store", _why_written(o))
     if o.scheduler is None:
-        check_dashboard_host(o.dashboard_address)
+        if o.dashboard_address is not None:
+            check_dashboard_host(o.dashboard_address)
     else:
         external_security(o.scheduler)
         _probe_scheduler_live(o.scheduler)

@@ -43,7 +43,9 @@ def settings(name: str) -> list[str]:
     return out
 
 
-def optimize_args(name: str, store: Path, *extra: str, budget: int = 40) -> list[str]:
+def optimize_args(name: str, store: Path, *extra: str, budget: int = 40, dashboard: str = "none") -> list[str]:
+    """`optimize NAME` narrowed, with `--json`; with no dashboard unless one is asked for (":0": a free
+    port), since a run's scheduler with one imports Bokeh, a second of CPU per run the suite rarely reads."""
     return [
         "optimize",
         name,
@@ -54,7 +56,7 @@ def optimize_args(name: str, store: Path, *extra: str, budget: int = 40) -> list
         str(budget),
         "--json",
         "--dashboard-address",
-        ":0",
+        dashboard,
         *extra,
     ]
 

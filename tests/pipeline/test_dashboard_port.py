@@ -5,12 +5,14 @@ verbose=False gets silence); the start line says which port was taken."""
 from __future__ import annotations
 
 import socket
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 
 from mugraph.dashboards.console import start_line
-from mugraph.pipeline.cluster import dashboard_taken, dask_client, free_dashboard, port_taken
+from mugraph.pipeline.cluster import dashboard_link, dashboard_taken, dask_client, free_dashboard, port_taken
+from tests.helpers.cli_runs import done, events, mugraph, optimize_args
 
 
 def _listening() -> socket.socket:
@@ -62,3 +64,29 @@ def test_a_port_taken_between_the_look_and_the_start_is_said_taken_too(
             taken = dashboard_taken(client)
     assert taken == str(port)
     assert "already in use" not in capfd.readouterr().err
+
+
+def test_a_run_without_a_dashboard_serves_none_and_says_so(tmp_path: Path) -> None:
+    """`--dashboard-address none`: the scheduler serves no HTTP dashboard (and never imports Bokeh),
+    the start line says `dashboard none`, and the run ends as any other."""
+    proc = mugraph(*optimize_args("rms_norm", tmp_path / "run.zarr", dashboard="none"), cwd=tmp_path)
+    start = next(e for e in events(proc) if e["event"] == "start")
+    assert start["dashboard"] is None and start.get("live_page") is None, start
+    assert "dashboard none, search page -" in proc.stderr
+    assert done(proc)["complete"]
+
+
+def _bokeh_loaded() -> bool:
+    import sys
+
+    return "bokeh" in sys.modules
+
+
+def test_the_library_takes_none_for_no_dashboard() -> None:
+    with dask_client(workers=1, dashboard_address=None) as client:
+        assert dashboard_link(client) == "" and dashboard_taken(client) is None
+        assert not client.run_on_scheduler(_bokeh_loaded)
+        port = client.scheduler_info()["services"].get("dashboard")  # Dask's HTTP routes: any free port
+        assert port != 8787
+    with dask_client(workers=1, dashboard_address="127.0.0.1:0") as client:
+        assert dashboard_link(client) == client.dashboard_link != "" and client.run_on_scheduler(_bokeh_loaded)
