@@ -17,7 +17,7 @@ import pytest
 
 from tests.helpers.cli_runs import mugraph
 
-ARGS = ["optimize", "lora", "--workers", "2", "--store", "run.zarr", "--dashboard-address", ":0"]
+ARGS = ["optimize", "lora", "--workers", "2", "--store", "run.zarr", "--dashboard-address", "none"]
 
 
 def _read_until(fd: int, text: bytes, timeout: float) -> bytes:

@@ -32,7 +32,7 @@ def test_check_into_a_closed_pipe_is_not_a_mismatch(tmp_path: Path) -> None:
 def test_optimize_json_into_a_closed_pipe_stops_the_run_and_says_so(tmp_path: Path) -> None:
     store = tmp_path / "g.zarr"
     args = ["optimize", "gated_mlp", "--json", "--time-limit", "60", "--workers", "1", "--store", str(store)]
-    proc = start([*args, "--dashboard-address", ":0"], tmp_path)
+    proc = start([*args, "--dashboard-address", "none"], tmp_path)
     assert proc.stdout is not None
     assert '"event": "start"' in proc.stdout.readline()
     proc.stdout.close()  # as `head -1` does once it has its line

@@ -29,7 +29,7 @@ def _said(tmp_path: Path, relu: bool) -> list[str]:
     name = f"relu{relu}.json"
     (tmp_path / name).write_text(_two_fragments(relu))
     args = ["optimize", name, "--workers", "1", "--memo-url", "local", "--time-limit", "1"]
-    proc = mugraph(*args, "--store", str(tmp_path / f"{name}.zarr"), "--dashboard-address", ":0", cwd=tmp_path)
+    proc = mugraph(*args, "--store", str(tmp_path / f"{name}.zarr"), "--dashboard-address", "none", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return [line.strip() for line in proc.stdout.splitlines() if "fragments together" in line]
 
@@ -92,7 +92,7 @@ def test_a_model_without_glue_is_priced_whole(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     (tmp_path / "twoexp_model.py").write_text(MODEL)
     args = ["optimize", "twoexp_model.py", "--workers", "1", "--memo-url", "local", "--time-limit", "1"]
-    proc = mugraph(*args, "--store", str(tmp_path / "run.zarr"), "--dashboard-address", ":0", cwd=tmp_path)
+    proc = mugraph(*args, "--store", str(tmp_path / "run.zarr"), "--dashboard-address", "none", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     said = [line.strip() for line in proc.stdout.splitlines() if "fragments together" in line]
     assert len(said) == 1 and said[0].startswith("fragments together (the whole program): "), proc.stdout

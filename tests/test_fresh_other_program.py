@@ -61,7 +61,7 @@ def test_a_store_of_another_program_is_refused_saying_what_it_holds(
     store = _copy(finished, tmp_path)
     before, held = _files(store), _status(store)
     found = sum(f["found"] for f in held["fragments"])
-    args = ["optimize", "lora", "--store", str(store), "--workers", "1", "--dashboard-address", ":0"]
+    args = ["optimize", "lora", "--store", str(store), "--workers", "1", "--dashboard-address", "none"]
     proc = mugraph(*args, *(["--fresh"] if fresh else []), cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr[-3000:]
     lines = proc.stderr.strip().splitlines()
@@ -85,7 +85,7 @@ def test_fresh_on_a_store_of_the_same_program_starts_over_without_the_old_report
     report = RunPaths(store).report
     assert report.is_file()
     settings = {**NARROW["rms_norm"], "franges": [16]}
-    options = OptimizeOptions(settings=settings, workers=1, store=store, dashboard_address=":0", fresh=True, budget=40)
+    options = OptimizeOptions(settings=settings, workers=1, store=store, dashboard_address=None, fresh=True, budget=40)
     seen: list[str] = []
 
     def interrupt(e: Any) -> None:
@@ -105,7 +105,7 @@ def test_fresh_on_a_store_of_the_same_program_starts_over_without_the_old_report
 def test_the_same_program_with_other_settings_is_still_told_to_start_over(finished: Path, tmp_path: Path) -> None:
     store = _copy(finished, tmp_path)
     before = _files(store)
-    args = ["optimize", "rms_norm", "--store", str(store), "--workers", "1", "--dashboard-address", ":0"]
+    args = ["optimize", "rms_norm", "--store", str(store), "--workers", "1", "--dashboard-address", "none"]
     proc = mugraph(*args, cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert "was made for another run" in proc.stderr and "start over with --fresh" in proc.stderr, proc.stderr

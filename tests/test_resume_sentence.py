@@ -30,7 +30,7 @@ def _said(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
 def test_every_place_says_the_same_sentence(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The run started with `--json`: the advice names its command without it (a person reading "run this
     to resume" wants the verdict, not a stream of JSON), with every flag that changes the result."""
-    args = ["optimize", "rms_norm", "--workers", "1", "--memo-url", "local", "--dashboard-address", ":0"]
+    args = ["optimize", "rms_norm", "--workers", "1", "--memo-url", "local", "--dashboard-address", "none"]
     store = tmp_path / "run.zarr"
     stopped = mugraph(*args, "--json", "--store", str(store), "--time-limit", "1", cwd=tmp_path)
     assert stopped.returncode == 0, stopped.stderr[-3000:]

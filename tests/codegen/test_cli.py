@@ -100,7 +100,7 @@ def test_emit_never_writes_over_a_file_it_did_not_write(tmp_path: Path) -> None:
         (["emit", "lora", "--out", "mine.py"], ["mine.py exists and is not a module", "another --out"]),
         (["emit", "lora", "--out", "nodir/k.py"], ["nodir", "does not exist"]),
         (  # before the search, not after it
-            ["optimize", "lora", "--emit", "--store", "s.zarr", "--time-limit", "5", "--dashboard-address", ":0"],
+            ["optimize", "lora", "--emit", "--store", "s.zarr", "--time-limit", "5", "--dashboard-address", "none"],
             ["s.kernels.py exists and is not a module", "without --emit"],
         ),
     ]
@@ -131,7 +131,7 @@ def test_emit_of_a_store_whose_program_file_changed_says_so(tmp_path: Path) -> N
     run: a plain emit says the float64 cross-check was skipped and why, `--check` says the file
     changed (not that it cannot be found); a removed file is said to be missing."""
     (tmp_path / "prog.py").write_text(EXP_PROGRAM.format(n=64))
-    args = ["--workers", "1", "--dashboard-address", ":0", "--set", "grids=[[16,1,1]]", "--store", "s.zarr"]
+    args = ["--workers", "1", "--dashboard-address", "none", "--set", "grids=[[16,1,1]]", "--store", "s.zarr"]
     assert done(mugraph("optimize", "prog.py", *args, "--json", cwd=tmp_path))["complete"]
     (tmp_path / "prog.py").write_text(EXP_PROGRAM.format(n=32))
     plain = mugraph("emit", "s.zarr", "--program", "prog.py", cwd=tmp_path)

@@ -32,7 +32,7 @@ experts = {}
 def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
     cwd = tmp_path_factory.mktemp("emit-digest")
     (cwd / "mlp.py").write_text(PROGRAM)
-    narrow = ["--set", "grids=[[8,1,1]]", "--set", "franges=[4,16]", "--dashboard-address", ":0"]
+    narrow = ["--set", "grids=[[8,1,1]]", "--set", "franges=[4,16]", "--dashboard-address", "none"]
     proc = mugraph("optimize", "mlp.py", "--workers", "1", "--store", "m.zarr", "--json", *narrow, cwd=cwd)
     return cwd, done(proc)
 

@@ -33,7 +33,7 @@ PLANTED = "import pathlib\npathlib.Path(__file__).with_name('MARKER').write_text
 def made(tmp_path_factory: pytest.TempPathFactory) -> Path:
     cwd = tmp_path_factory.mktemp("prog")
     (cwd / "prog.py").write_text(PROGRAM)
-    args = ["--workers", "1", "--dashboard-address", ":0", "--set", "grids=[[16,1,1]]", "--store", "s.zarr"]
+    args = ["--workers", "1", "--dashboard-address", "none", "--set", "grids=[[16,1,1]]", "--store", "s.zarr"]
     assert done(mugraph("optimize", "prog.py", *args, "--json", cwd=cwd))["complete"]
     return cwd / "s.zarr"
 

@@ -47,7 +47,7 @@ def test_status_of_a_stopped_run_gives_the_estimate_and_eta(tmp_path: Path) -> N
     event carries the size (16 tasks finished: about 6 s on a quiet machine, more on a loaded one), as
     a user stops it with Ctrl-C: a narrowed space would finish before that, a fixed wait fall short."""
     store = tmp_path / "run.zarr"
-    args = ["optimize", "lora", "--store", str(store), "--budget", "100", "--json", "--dashboard-address", ":0"]
+    args = ["optimize", "lora", "--store", str(store), "--budget", "100", "--json", "--dashboard-address", "none"]
     proc = start([*args, "--workers", "1", "--memo-url", "local", "--time-limit", "300"], tmp_path, subprocess.DEVNULL)
     try:
         assert proc.stdout is not None

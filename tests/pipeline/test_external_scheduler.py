@@ -30,7 +30,7 @@ def test_a_scheduler_with_no_workers_is_said_to_have_none(tmp_path: Path) -> Non
     try:
         proc = subprocess.run(
             [sys.executable, "-m", "mugraph.cli", "optimize", "rms_norm", "--scheduler", address]
-            + ["--store", str(tmp_path / "run.zarr"), "--time-limit", "3", "--dashboard-address", ":0"],
+            + ["--store", str(tmp_path / "run.zarr"), "--time-limit", "3", "--dashboard-address", "none"],
             cwd=tmp_path,
             capture_output=True,
             text=True,
@@ -55,7 +55,7 @@ def test_a_killed_scheduler_ends_the_run_with_one_line(tmp_path: Path) -> None:
         with err.open("w") as f:  # lora's whole space: minutes, so the scheduler goes in the middle
             run = subprocess.Popen(
                 [sys.executable, "-m", "mugraph.cli", "optimize", "lora", "--scheduler", address]
-                + ["--store", str(store), "--dashboard-address", ":0"],
+                + ["--store", str(store), "--dashboard-address", "none"],
                 cwd=tmp_path,
                 stdout=subprocess.DEVNULL,
                 stderr=f,

@@ -18,7 +18,7 @@ FRESH_LINE = "mugraph: interrupted; run the same command without --fresh to resu
 
 
 def _args(store: Path, *extra: str) -> list[str]:
-    return ["optimize", "rms_norm", "--workers", "1", "--store", str(store), "--dashboard-address", ":0", *extra]
+    return ["optimize", "rms_norm", "--workers", "1", "--store", str(store), "--dashboard-address", "none", *extra]
 
 
 def test_an_interrupted_fresh_run_says_to_leave_fresh_out(tmp_path: Path) -> None:
@@ -53,7 +53,7 @@ def test_the_library_says_how_to_call_it_again(tmp_path: Path, fresh: bool) -> N
     from mugraph.run.execute import run_optimize
     from mugraph.run.options import OptimizeOptions
 
-    options = OptimizeOptions(workers=1, store=tmp_path / "run.zarr", dashboard_address=":0", fresh=fresh)
+    options = OptimizeOptions(workers=1, store=tmp_path / "run.zarr", dashboard_address=None, fresh=fresh)
     stopped = run_optimize("rms_norm", dataclasses.replace(options, time_limit=1.0))
     assert not stopped["complete"]
     advice = "call it again without fresh=True to resume" if fresh else "call it again to resume"

@@ -10,7 +10,7 @@ from mugraph.pipeline.cluster import IDLE_SETTINGS, dask_client, start_workers
 
 
 def test_scheduler_nannies_and_workers_use_the_idle_intervals() -> None:
-    with dask_client(workers=1, dashboard_address=":0") as client:
+    with dask_client(workers=1, dashboard_address=None) as client:
         start_workers(client)
         scheduler_pid = client.run_on_scheduler(os.getpid)
         scheduler_tick = client.run_on_scheduler(lambda dask_scheduler: dask_scheduler._tick_interval)

@@ -34,7 +34,7 @@ def with_interrupt_handlers(lines: list[str]) -> subprocess.CompletedProcess[str
 def test_interrupted_run_says_one_line(tmp_path: Path, sig: signal.Signals, group: bool) -> None:
     # lora's whole default space (minutes): still searching when the signal comes, however fast
     # the driver turns tasks around (the narrowed space can finish within the 1.5 s)
-    args = ["optimize", "lora", "--store", str(tmp_path / "run.zarr"), "--json", "--dashboard-address", ":0"]
+    args = ["optimize", "lora", "--store", str(tmp_path / "run.zarr"), "--json", "--dashboard-address", "none"]
     proc = start([*args, "--workers", "2"], tmp_path)
     try:
         assert proc.stderr is not None

@@ -18,7 +18,7 @@ from tests.helpers.cli_runs import mugraph, start
 def killed_after_layouts(store: Path, cwd: Path, wanted: int) -> set[str]:
     """Run lora's whole default space (minutes) until `wanted` μGraphs are laid out, then SIGKILL the
     driver, its workers and its memo server; the digests the run reported laid out."""
-    args = ["optimize", "lora", "--store", str(store), "--json", "--dashboard-address", ":0", "--workers", "2"]
+    args = ["optimize", "lora", "--store", str(store), "--json", "--dashboard-address", "none", "--workers", "2"]
     proc = start(args, cwd, stderr=subprocess.DEVNULL)
     laid: set[str] = set()
     try:
@@ -56,7 +56,7 @@ def test_show_and_status_rank_a_killed_run(tmp_path: Path) -> None:
     text = mugraph("show", str(store), cwd=tmp_path)
     assert text.returncode == 0, text.stderr
     assert "the run stopped before its end" in text.stdout
-    assert f"run `mugraph optimize lora --dashboard-address :0 --workers 2 --store {store}` to resume" in (text.stdout)
+    assert f"run `mugraph optimize lora --dashboard-address none --workers 2 --store {store}` to resume" in (text.stdout)
     assert frag["ranking"][0]["digest"][:16] in text.stdout or frag["ranking"][0]["reference"]
 
     status = mugraph("status", str(store), "--json", cwd=tmp_path)
@@ -64,7 +64,7 @@ def test_show_and_status_rank_a_killed_run(tmp_path: Path) -> None:
     (per,) = json.loads(status.stdout)["fragments"]
     assert per["provisional"] is True and per["best"] == frag["best"]["digest"]
     said = mugraph("status", str(store), cwd=tmp_path).stdout.splitlines()[0]
-    assert said.endswith(f"(run `mugraph optimize lora --dashboard-address :0 --workers 2 --store {store}` to resume)")
+    assert said.endswith(f"(run `mugraph optimize lora --dashboard-address none --workers 2 --store {store}` to resume)")
 
     # the report answers with the same ranking, and says it is provisional
     report = mugraph("report", str(store), "--out", str(tmp_path / "r.html"), cwd=tmp_path)
@@ -75,7 +75,7 @@ def test_show_and_status_rank_a_killed_run(tmp_path: Path) -> None:
     assert [r["digest"] for r in data["ranking"]["f0"]] == [r["digest"] for r in frag["ranking"]]
     assert data["chosen"]["f0"]["digest"] == frag["best"]["digest"]
     assert "no ranking yet" not in page and "Provisional: the run has not ended" in page
-    assert f"Finish it with `mugraph optimize lora --dashboard-address :0 --workers 2 --store {store}`" in page
+    assert f"Finish it with `mugraph optimize lora --dashboard-address none --workers 2 --store {store}`" in page
 
 
 @pytest.mark.slow  # a lora run watched while it goes: about 28 s

@@ -28,7 +28,7 @@ def test_a_name_holding_a_path_is_refused_before_anything_is_made(tmp_path: Path
     cwd = tmp_path / "a" / "b"
     cwd.mkdir(parents=True)
     (cwd / "prog.py").write_text(PROGRAM.format(name=name))
-    proc = mugraph("optimize", "prog.py", "--workers", "1", "--dashboard-address", ":0", cwd=cwd)
+    proc = mugraph("optimize", "prog.py", "--workers", "1", "--dashboard-address", "none", cwd=cwd)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and "program name" in lines[0], proc.stderr
     assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == ["a", "a/b", "a/b/prog.py"]

@@ -23,7 +23,7 @@ Found = dict[str, tuple[tuple[int, ...], int]]
 
 
 def optimize_args(store: Path) -> list[str]:
-    return ["optimize", "rms_norm", "--store", str(store), "--workers", "1", "--json", "--dashboard-address", ":0"]
+    return ["optimize", "rms_norm", "--store", str(store), "--workers", "1", "--json", "--dashboard-address", "none"]
 
 
 def found_view(store: Path) -> Found:

@@ -23,7 +23,7 @@ first_up, first_done, failed = threading.Event(), threading.Event(), []
 
 
 def options(name):
-    return OptimizeOptions(settings=settings, workers=1, memo_url="local", store=folder / name, dashboard_address=":0")
+    return OptimizeOptions(settings=settings, workers=1, memo_url="local", store=folder / name, dashboard_address=None)
 
 
 def first():

@@ -34,7 +34,7 @@ from mugraph.torch.runtime import OptimizedModule
 from tests.helpers.store_edits import edit_final_program, first_kind
 from tests.helpers.torch_models import GELU_LINEAR_SETTINGS, GeluLinear, build, inputs
 
-OPTIONS: dict[str, Any] = {"workers": 1, "settings": GELU_LINEAR_SETTINGS, "dashboard_address": ":0"}
+OPTIONS: dict[str, Any] = {"workers": 1, "settings": GELU_LINEAR_SETTINGS, "dashboard_address": None}
 
 
 @dataclass(frozen=True)

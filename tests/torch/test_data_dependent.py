@@ -23,7 +23,7 @@ from mugraph.torch.errors import CaptureError
 from tests.helpers.torch_models import GELU_LINEAR_SETTINGS
 
 ROOT = Path(__file__).resolve().parents[2]
-OPTIONS: dict[str, Any] = {"workers": 1, "settings": GELU_LINEAR_SETTINGS, "dashboard_address": ":0", "verbose": False}
+OPTIONS: dict[str, Any] = {"workers": 1, "settings": GELU_LINEAR_SETTINGS, "dashboard_address": None, "verbose": False}
 
 
 class NonzeroOut(nn.Module):
@@ -166,7 +166,7 @@ def test_the_command_exits_2_on_a_branch_on_a_data_dependent_size(tmp_path: Path
 @pytest.mark.slow
 def test_the_command_optimises_a_model_with_masked_indexing(tmp_path: Path) -> None:
     (tmp_path / "masked.py").write_text(_MODEL_FILE.format(cls="MaskedMean"))
-    done = _cli(tmp_path, "masked.py", "--workers", "1", "--time-limit", "5s", "--dashboard-address", ":0")
+    done = _cli(tmp_path, "masked.py", "--workers", "1", "--time-limit", "5s", "--dashboard-address", "none")
     assert done.returncode == 0, done.stderr[-2000:]
     assert "Traceback" not in done.stderr
 

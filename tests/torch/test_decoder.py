@@ -45,7 +45,7 @@ def test_a_decoder_block_is_optimized_loaded_and_matches_the_model(
         settings=settings or {},
         budget=None if settings is None else 200,
         time_limit=seconds,
-        dashboard_address=":0",
+        dashboard_address=None,
         on_event=events.append,
     )
     start = next(e for e in events if e["event"] == "start")

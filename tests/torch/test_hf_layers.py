@@ -22,7 +22,7 @@ from tests.helpers.torch_models import GELU_LINEAR_SETTINGS
 OPTIONS: dict[str, Any] = {
     "workers": 1,
     "settings": GELU_LINEAR_SETTINGS,
-    "dashboard_address": ":0",
+    "dashboard_address": None,
     "verbose": False,
     "time_limit": 4,
 }

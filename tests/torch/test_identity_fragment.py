@@ -21,7 +21,7 @@ class CosSoftmax(torch.nn.Module):
 def test_an_identity_fragment_reads_its_output_from_its_input(tmp_path: Path) -> None:
     model = CosSoftmax().eval()
     x = torch.randn(16, 64, generator=torch.Generator().manual_seed(0))
-    fast = mugraph.optimize(model, (x,), store=tmp_path / "s.zarr", workers=1, dashboard_address=":0", verbose=False)
+    fast = mugraph.optimize(model, (x,), store=tmp_path / "s.zarr", workers=1, dashboard_address=None, verbose=False)
     assert not [op for op in fast.program.ops if op.kind not in (OpKind.INPUT, OpKind.OUTPUT)]  # nothing runs
     x2 = torch.randn(16, 64, generator=torch.Generator().manual_seed(1))
     assert torch.allclose(fast(x2), model(x2), rtol=1e-5, atol=1e-6)

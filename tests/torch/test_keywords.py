@@ -20,7 +20,7 @@ from mugraph.torch.errors import CaptureError, InputMismatchError
 from mugraph.torch.runtime import OptimizedModule
 from tests.helpers.torch_models import GELU_LINEAR_SETTINGS, inputs
 
-OPTIONS: dict[str, Any] = {"workers": 1, "settings": GELU_LINEAR_SETTINGS, "dashboard_address": ":0", "verbose": False}
+OPTIONS: dict[str, Any] = {"workers": 1, "settings": GELU_LINEAR_SETTINGS, "dashboard_address": None, "verbose": False}
 
 
 class Masked(nn.Module):

@@ -27,7 +27,7 @@ from mugraph.torch.runtime import OptimizedModule
 from mugraph.torch.self_check import UNCHECKED_STATEFUL
 from tests.helpers.torch_models import GELU_LINEAR_SETTINGS, inputs
 
-OPTIONS: dict[str, Any] = {"workers": 1, "settings": GELU_LINEAR_SETTINGS, "dashboard_address": ":0", "verbose": False}
+OPTIONS: dict[str, Any] = {"workers": 1, "settings": GELU_LINEAR_SETTINGS, "dashboard_address": None, "verbose": False}
 
 
 class LeakyGelu(nn.Module):

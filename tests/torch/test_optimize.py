@@ -50,7 +50,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
         store=store,
         workers=1,
         settings=GELU_LINEAR_SETTINGS,
-        dashboard_address=":0",
+        dashboard_address=None,
         on_event=lambda e: events.append(e["event"]),
     )
     assert events[0] == "start" and events[-1] == "done" and events.count("done") == 1

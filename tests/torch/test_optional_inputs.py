@@ -19,7 +19,7 @@ from mugraph.torch.errors import InputMismatchError
 from mugraph.torch.runtime import OptimizedModule
 from tests.helpers.torch_models import GELU_LINEAR_SETTINGS
 
-OPTIONS: dict[str, Any] = {"workers": 1, "settings": GELU_LINEAR_SETTINGS, "dashboard_address": ":0", "verbose": False}
+OPTIONS: dict[str, Any] = {"workers": 1, "settings": GELU_LINEAR_SETTINGS, "dashboard_address": None, "verbose": False}
 
 
 class Masked(nn.Module):

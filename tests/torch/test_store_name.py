@@ -32,7 +32,7 @@ def _optimize_file(cwd: Path) -> dict[str, object]:
     sets = [a for k, v in GELU_LINEAR_SETTINGS.items() for a in ("--set", f"{k}={json.dumps(v)}")]
     proc = subprocess.run(
         [sys.executable, "-m", "mugraph.cli", "optimize", "gmodel.py", *sets, "--workers", "1", "--json"]
-        + ["--dashboard-address", ":0"],
+        + ["--dashboard-address", "none"],
         capture_output=True,
         text=True,
         cwd=cwd,
