@@ -21,10 +21,12 @@ WORKERS_PER_CORE_WARNING = 2
 WORKERS_PER_CORE_LIMIT = 8
 
 
-def check_host_port(text: str, option: str, *, scheduler: bool = False) -> None:
-    """`HOST:PORT` or `PORT` (no HOST: all interfaces), or for a scheduler `[tcp://]HOST:PORT`."""
+def check_host_port(text: str, option: str, *, scheduler: bool = False, none: str | None = None) -> None:
+    """`HOST:PORT` or `PORT` (no HOST: all interfaces), or for a scheduler `[tcp://]HOST:PORT`; `none`,
+    where given, is how the caller says "no address" (the message offers it)."""
     m = (_SCHEDULER if scheduler else _HOST_PORT).fullmatch(text.strip())
-    example = "tcp://HOST:8786" if scheduler else "127.0.0.1:8787 or :0"
+    nor = f", nor {none} (no dashboard)" if none else ""
+    example = "tcp://HOST:8786" if scheduler else f"127.0.0.1:8787 or :0{nor}"
     if m is None or (scheduler and not m["host"]):
         raise MugraphError(f"{option} {text!r} is not an address such as {example}")
     if int(m["port"]) > 65535:

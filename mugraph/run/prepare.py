@@ -100,7 +100,7 @@ def _check_machine(o: OptimizeOptions) -> None:
     if o.scheduler is not None:
         check_host_port(o.scheduler, "--scheduler", scheduler=True)
     elif o.dashboard_address is not None:
-        check_host_port(o.dashboard_address, "--dashboard-address")
+        check_host_port(o.dashboard_address, "--dashboard-address", none="None" if o.from_python() else "none")
     if o.memo_url is not None:
         check_memo_url(o.memo_url)
     if o.profile is not None:

@@ -90,3 +90,11 @@ def test_the_library_takes_none_for_no_dashboard() -> None:
         assert port != 8787
     with dask_client(workers=1, dashboard_address="127.0.0.1:0") as client:
         assert dashboard_link(client) == client.dashboard_link != "" and client.run_on_scheduler(_bokeh_loaded)
+
+
+def test_a_bad_dashboard_address_is_told_it_may_be_none() -> None:
+    from mugraph.ir.errors import MugraphError
+    from mugraph.run.checks import check_host_port
+
+    with pytest.raises(MugraphError, match=r"'nowhere' is not an address such as 127.0.0.1:8787 or :0, nor none"):
+        check_host_port("nowhere", "--dashboard-address", none="none")

@@ -56,7 +56,8 @@ def test_show_and_status_rank_a_killed_run(tmp_path: Path) -> None:
     text = mugraph("show", str(store), cwd=tmp_path)
     assert text.returncode == 0, text.stderr
     assert "the run stopped before its end" in text.stdout
-    assert f"run `mugraph optimize lora --dashboard-address none --workers 2 --store {store}` to resume" in (text.stdout)
+    again = f"mugraph optimize lora --dashboard-address none --workers 2 --store {store}"
+    assert f"run `{again}` to resume" in (text.stdout)
     assert frag["ranking"][0]["digest"][:16] in text.stdout or frag["ranking"][0]["reference"]
 
     status = mugraph("status", str(store), "--json", cwd=tmp_path)
@@ -64,7 +65,7 @@ def test_show_and_status_rank_a_killed_run(tmp_path: Path) -> None:
     (per,) = json.loads(status.stdout)["fragments"]
     assert per["provisional"] is True and per["best"] == frag["best"]["digest"]
     said = mugraph("status", str(store), cwd=tmp_path).stdout.splitlines()[0]
-    assert said.endswith(f"(run `mugraph optimize lora --dashboard-address none --workers 2 --store {store}` to resume)")
+    assert said.endswith(f"(run `{again}` to resume)")
 
     # the report answers with the same ranking, and says it is provisional
     report = mugraph("report", str(store), "--out", str(tmp_path / "r.html"), cwd=tmp_path)
