@@ -42,7 +42,13 @@ def _count(monkeypatch: pytest.MonkeyPatch, name: str) -> list[int]:
 @pytest.mark.slow  # a run killed and resumed: about 17 s
 def test_a_resumed_run_makes_its_plan_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = tmp_path / "run.zarr"
-    common = {"settings": NARROW["rms_norm"], "workers": 1, "memo_url": "local", "store": store}
+    common = {
+        "settings": NARROW["rms_norm"],
+        "workers": 1,
+        "memo_url": "local",
+        "store": store,
+        "dashboard_address": None,
+    }
     first = run_optimize("rms_norm", OptimizeOptions(budget=BUDGET, layouts={"X": 1}, **common))  # type: ignore[arg-type]
     assert first["complete"]
     plans = _count(monkeypatch, "make_plan")

@@ -15,7 +15,9 @@ from tests.helpers.narrow import NARROW
 
 def test_a_finished_store_is_read_back_with_the_runs_fields(tmp_path: Path) -> None:
     store = tmp_path / "run.zarr"
-    options = OptimizeOptions(settings=NARROW["rms_norm"], workers=1, memo_url="local", store=store)
+    options = OptimizeOptions(
+        settings=NARROW["rms_norm"], workers=1, memo_url="local", store=store, dashboard_address=None
+    )
     ran: list[Any] = []
     first = run_optimize("rms_norm", options, on_event=ran.append)
     assert first["complete"] and first["resume"] is None and first["tasks_run"] > 0

@@ -50,7 +50,12 @@ def test_the_command_and_the_call_default_to_one_store(tmp_path: Path, monkeypat
     assert str(done["store"]).startswith("runs/GeluLinear-")  # the class's name, not the file's
     monkeypatch.chdir(tmp_path)
     module = mugraph.optimize(
-        build(GeluLinear), inputs((16, 32)), workers=1, settings=GELU_LINEAR_SETTINGS, verbose=False
+        build(GeluLinear),
+        inputs((16, 32)),
+        workers=1,
+        settings=GELU_LINEAR_SETTINGS,
+        verbose=False,
+        dashboard_address=None,
     )
     assert module.verdict.reused and module.verdict.store == done["store"]
     assert [p.name for p in (tmp_path / "runs").glob("*.zarr")] == [Path(str(done["store"])).name]
