@@ -52,6 +52,7 @@ from torch import nn
 
 case, store, workers, limit, device = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] or None, sys.argv[5]
 profile_calls = sys.argv[6] == "1"
+no_dashboard = sys.argv[7] == "1"
 torch.manual_seed(0)
 
 
@@ -162,7 +163,8 @@ else:
     model = model.eval().to(device)
     x = torch.randn(*shape, dtype=dtype).to(device)
     t_opt = time.perf_counter()
-    fast = mugraph.optimize(model, (x,), store=store, workers=workers, time_limit=limit, verbose=False)
+    dash = {"dashboard_address": None} if no_dashboard else {}
+    fast = mugraph.optimize(model, (x,), store=store, workers=workers, time_limit=limit, verbose=False, **dash)
     optimize_s = time.perf_counter() - t_opt
     v = fast.verdict
     x2 = torch.randn(*shape, dtype=dtype).to(device)
@@ -208,14 +210,21 @@ print("RESULT " + json.dumps(out, default=str))
 
 
 def run_case(
-    case: str, workers: int, limit: str, scratch: Path, device: str = "cpu", profile: bool = False
+    case: str,
+    workers: int,
+    limit: str,
+    scratch: Path,
+    device: str = "cpu",
+    profile: bool = False,
+    no_dashboard: bool = False,
 ) -> dict[str, Any]:
     store = scratch / f"{case.replace(':', '-')}.zarr"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
     env.pop("TRITON_INTERPRET", None)
     t0 = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-c", CHILD, case, str(store), str(workers), limit, device, str(int(profile))],
+        [sys.executable, "-c", CHILD, case, str(store), str(workers), limit, device]
+        + [str(int(profile)), str(int(no_dashboard))],
         capture_output=True,
         text=True,
         cwd=scratch,
@@ -307,11 +316,12 @@ def main() -> None:
     ap.add_argument("--table", action="store_true", help="print a Markdown table at the end")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where the models run (cuda: timed)")
     ap.add_argument("--profile", action="store_true", help="with --device cuda: the kernels of ten calls, on stderr")
+    ap.add_argument("--no-dashboard", action="store_true", help="start each run's cluster without a dashboard")
     a = ap.parse_args()
     a.scratch.mkdir(parents=True, exist_ok=True)
     rows = []
     for case in a.cases:
-        row = run_case(case, a.workers, a.time_limit, a.scratch, a.device, a.profile)
+        row = run_case(case, a.workers, a.time_limit, a.scratch, a.device, a.profile, a.no_dashboard)
         rows.append(row)
         print(json.dumps(row, default=str), flush=True)
     if a.table:
