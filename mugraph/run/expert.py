@@ -4,7 +4,6 @@ as the run's store records them, for `show` and the report."""
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Sequence
 
 from mugraph.ir.canonical import canonical_digest
@@ -66,31 +65,34 @@ def expert_line(
     against: ReferenceCheck | None = None  # the reference's side, made once for the experts not found
     lines = []
     for label, build in prog.experts.items():
-        if _found_as_is(reference, build(), found):
+        graph = build()
+        expert = _in_reference_order(reference, graph)
+        # A found μGraph computes the reference's outputs in its order, so an expert in that order by
+        # name that is one of them computes each under its name: no test on drawn inputs (of the
+        # program's full shapes, a second of every run's end) is needed.
+        if expert is not None and canonical_digest(expert) in found:
             lines.append(f"expert {label!r} found")
             continue
         if against is None:
             against = ReferenceCheck(reference, seeds=(0,))
-        wrong = not_equivalent(label, against, build())
+        wrong = not_equivalent(label, against, graph)
         if wrong is not None:
             lines.append(f"expert {label!r} NOT found: {wrong.line()}")
             continue
-        expert = as_found(reference, build())
+        assert expert is not None  # equivalent by name: its names are the reference's
         if searcher is None:
             searcher = Searcher(Fragment(loads(text), config, prog.name))
         lines.append(f"expert {label!r} {explain_expert(searcher, label, expert).missed_line(complete)}")
     return "\n".join(lines)
 
 
-def _found_as_is(reference: KernelGraph, expert: KernelGraph, found: set[str]) -> bool:
-    """Whether the expert, put in the reference's order by name, is one of the found μGraphs. Those
-    compute the reference's outputs in its order, so the expert then computes each of them under
-    its name, and no fingerprint of it is needed (drawing inputs of the program's full shapes took
-    a second of every run's end). An expert whose names are not the reference's is not."""
+def _in_reference_order(reference: KernelGraph, expert: KernelGraph) -> KernelGraph | None:
+    """`as_found(reference, expert)`; None where the expert's names are not the reference's (`check`
+    says so)."""
     try:
-        return canonical_digest(as_found(reference, expert)) in found
+        return as_found(reference, expert)
     except ValueError:
-        return False
+        return None
 
 
 def stored_experts(prog: Program, fragments: int) -> list[ExpertRecord]:
@@ -104,7 +106,6 @@ def stored_experts(prog: Program, fragments: int) -> list[ExpertRecord]:
     out: list[ExpertRecord] = []
     for label, build in prog.experts.items():
         graph = build()
-        with contextlib.suppress(ValueError):  # names that differ (`check` says so)
-            graph = as_found(reference, graph)
-        out.append({"label": label, "digest": canonical_digest(graph)})
+        ordered = _in_reference_order(reference, graph)
+        out.append({"label": label, "digest": canonical_digest(graph if ordered is None else ordered)})
     return out
