@@ -206,12 +206,11 @@ def preflight(run: Prepared) -> None:
 
     o = run.options
     check_store_writable(run.store, o.store_option() if o.store is not None else "the default store", _why_written(o))
-    if o.scheduler is None:
-        if o.dashboard_address is not None:
-            check_dashboard_host(o.dashboard_address)
-    else:
+    if o.scheduler is not None:
         external_security(o.scheduler)
         _probe_scheduler_live(o.scheduler)
+    elif o.dashboard_address is not None:
+        check_dashboard_host(o.dashboard_address)
     if o.memo_url != "local":
         check_memo_secret(run.paths.memo_dir)
     if o.memo_url not in (None, "local"):
