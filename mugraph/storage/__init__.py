@@ -10,7 +10,26 @@
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the names as type checkers see them; at run time `__getattr__` imports each
+    from mugraph.storage.memo.layered import LayeredMemo as LayeredMemo
+    from mugraph.storage.memo.layered import LocalMemo as LocalMemo
+    from mugraph.storage.memo.layered import MemoCounters as MemoCounters
+    from mugraph.storage.memo.layered import MemoStore as MemoStore
+    from mugraph.storage.memo.layered import MemoUnavailable as MemoUnavailable
+    from mugraph.storage.memo.layered import open_memo_store as open_memo_store
+    from mugraph.storage.memo.redis_binary import find_redis_server as find_redis_server
+    from mugraph.storage.memo.redis_server import EmbeddedRedis as EmbeddedRedis
+    from mugraph.storage.run.errors import StoreBusy as StoreBusy
+    from mugraph.storage.run.errors import StoreDamaged as StoreDamaged
+    from mugraph.storage.run.errors import StoreError as StoreError
+    from mugraph.storage.run.errors import StoreMismatch as StoreMismatch
+    from mugraph.storage.run.protocol import RunStoreReader as RunStoreReader
+    from mugraph.storage.run.protocol import RunStoreWriter as RunStoreWriter
+    from mugraph.storage.run.store import FoundRecord as FoundRecord
+    from mugraph.storage.run.store import RunStore as RunStore
+    from mugraph.storage.run.store import TaskRecord as TaskRecord
 
 # Each public name and the module that holds it, imported when first asked for: a worker or a command
 # that reads only the memo should not pay for Zarr (a fifth of a second per process) or the other way.
