@@ -76,6 +76,13 @@ CASES: list[tuple[str, list[str], str]] = [
     ("program-raises-keyboardinterrupt", ["optimize", "interrupts.py"], "KeyboardInterrupt"),
     ("program-reference-exits", ["check", "exits_late.py"], "sys.exit"),
     ("unknown-program", ["optimize", "no_such_program"], "unknown program"),
+    ("unknown-program-close", ["optimize", "rms-norm"], "unknown program 'rms-norm' (did you mean 'rms_norm'?)"),
+    ("check-unknown-program-close", ["check", "lorra"], "(did you mean 'lora'?)"),
+    ("set-unknown-close", ["search", "lora", "--set", "frange=[16]"], "'frange' (did you mean 'franges'?)"),
+    # over a preset, `preset` would only rename the config: the option that changes it is named
+    ("set-preset", ["optimize", "lora", "--set", 'preset="attention"'], "give --preset attention"),
+    ("search-set-preset", ["search", "rms_norm", "--set", "preset=attention"], "give --preset attention"),
+    ("explain-set-preset", ["explain", "rms_norm", "--set", "preset=mlp"], "give --preset mlp"),
     ("time-limit", ["optimize", "lora", "--time-limit", "1e400"], "duration"),
     # op kinds the search cannot enumerate: refused by the config's validation, not by a worker
     *[

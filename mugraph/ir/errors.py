@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 
 class MugraphError(Exception):
     """An error meant for a person: the CLI prints its message and exits with status 2."""
@@ -56,3 +59,10 @@ def warning_line(
 ) -> str:
     """A warning as the command line prints it (`warnings.formatwarning`): one line, no source."""
     return f"mugraph: warning: {message}\n"
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """ " (did you mean 'x'?)" for the choice closest to a mistyped `word`, or "" where none is close:
+    a message names the likely one before listing them all."""
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""

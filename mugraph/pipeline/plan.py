@@ -15,7 +15,7 @@ from mugraph.ir.serialize import SCHEMA, digest, dumps, loads
 from mugraph.ir.types import OpKind
 from mugraph.programs.program import Program, suggest_preset, suggest_settings
 from mugraph.stages.fragments import FragmentSpec, Split, split_program
-from mugraph.stages.search.config import SearchConfig, check_eps, for_reference, preset_config
+from mugraph.stages.search.config import SearchConfig, check_eps, for_reference, no_preset_among, preset_config
 from mugraph.stages.search.explore import SEARCH_TREE, Fragment
 
 
@@ -73,6 +73,7 @@ class RunPlan:
 def program_config(program: Program, preset: str | None, overrides: Mapping[str, Any]) -> SearchConfig:
     """The config of a program searched whole: `preset` (`--preset`) as it is, else the program's own
     with the settings that come with it; `overrides` (`--set`) over either."""
+    no_preset_among(overrides)
     if preset is not None:
         return preset_config(preset).with_overrides(overrides)
     return preset_config(program.preset).with_overrides({**program.settings, **overrides})
@@ -87,6 +88,7 @@ def fragment_settings(program: Program, graph: KernelGraph, preset: str | None) 
 def make_plan(program: Program, preset: str | None, overrides: Mapping[str, Any], budget: int) -> RunPlan:
     """`preset` None: the program's own for a one-fragment program, else one suggested per fragment.
     `overrides` (the `--set` settings) apply to every fragment."""
+    no_preset_among(overrides)
     reference = program.reference()
     split = split_program(reference)
     plans = []

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mugraph.ir.errors import MugraphError
+from mugraph.ir.errors import MugraphError, did_you_mean
 from mugraph.programs import benchmarks, transformer  # noqa: F401  (register on import)
 from mugraph.programs.program import REGISTRY, GraphBuilder, Program, register
 
@@ -17,6 +17,7 @@ def get_builtin(name: str) -> Program:
     programs = builtin_programs()
     if name not in programs:
         raise MugraphError(
-            f"unknown program {name!r}; built-in programs are: {', '.join(programs)} (or pass a .py or .json file)"
+            f"unknown program {name!r}{did_you_mean(name, programs)}; built-in programs are: "
+            f"{', '.join(programs)} (or pass a .py or .json file)"
         )
     return programs[name]

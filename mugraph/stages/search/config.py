@@ -25,7 +25,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from mugraph.ir.errors import MugraphError
+from mugraph.ir.errors import MugraphError, did_you_mean
 from mugraph.ir.graph import Op, eps_of
 from mugraph.ir.limits import DEFAULT_LIMITS
 from mugraph.ir.types import Dim3, OpKind
@@ -196,7 +196,9 @@ class SearchConfig:
         changes: dict[str, Any] = {}
         for name, value in overrides.items():
             if name not in known:
-                raise ConfigError(f"unknown search setting {name!r}; known: {', '.join(sorted(known))}")
+                raise ConfigError(
+                    f"unknown search setting {name!r}{did_you_mean(name, known)}; known: {', '.join(sorted(known))}"
+                )
             changes[name] = _convert(name, value, getattr(self, name))
         out = dataclasses.replace(self, **changes)
         out.validate()
@@ -467,6 +469,18 @@ def check_eps(cfg: SearchConfig, ops: Iterable[Op]) -> None:
             f"{name}={ours!r}: the reference's {what}, and the search gives its norms the reference's eps "
             f"(a norm of another eps computes another function): leave {name} out"
         )
+
+
+def no_preset_among(overrides: Mapping[str, Any]) -> Mapping[str, Any]:
+    """`overrides` as given over a preset (`--set`, `settings=`), refused where they name `preset`:
+    over a preset it would only rename the config, not change one limit of it."""
+    if "preset" in overrides:
+        value = overrides["preset"]
+        raise ConfigError(
+            f"preset is not a setting to --set (it would rename the config, not change its limits): "
+            f"give --preset {value} (preset={value!r} from Python)"
+        )
+    return overrides
 
 
 def parse_override(text: str) -> tuple[str, Any]:
