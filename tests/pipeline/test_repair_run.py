@@ -105,7 +105,7 @@ def test_a_repaired_store_resumes_to_the_undamaged_result(
     DAMAGE[kind](store)
     monkeypatch.chdir(store.parent)
     code, _, err = run_cli(["status", str(store)], capsys)
-    assert code == 2 and "run store damaged" in err and "mugraph repair STORE" in err, err
+    assert code == 2 and "run store damaged" in err and f"run `mugraph repair {store}` to keep" in err, err
     code, out, _ = run_cli(["repair", str(store)], capsys)
     lines = out.splitlines()
     assert code == 0 and len(lines) == 2 and lines[0].startswith(f"damaged: {store}/"), out

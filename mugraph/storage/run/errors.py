@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import functools
+import shlex
 from pathlib import Path
 from typing import Any
 
 from mugraph.ir.errors import MugraphError
 
 __all__ = [
+    "LOCK_NAME",
     "MISMATCH_HINT",
     "RECOVERY_HINT",
     "OtherProgram",
@@ -29,6 +31,9 @@ MISMATCH_HINT = (
 )
 # A damaged store keeps its intact records: `mugraph repair` keeps them, and says when it cannot.
 RECOVERY_HINT = f"run `mugraph repair STORE` to keep every intact record and resume, or {MISMATCH_HINT}"
+# The writer's lock file at a store's root, made with the store and never removed: it tells a store's
+# root from the directories of its records (`storage.run.lock` takes it).
+LOCK_NAME = "mugraph.lock"
 
 
 class StoreError(MugraphError):
@@ -100,9 +105,25 @@ def command_line_text(message: str) -> str:
 
 
 def damaged(file: Path, problem: object, hint: str = RECOVERY_HINT) -> StoreDamaged:
-    """A StoreDamaged naming `file`, with the first line of `problem` and the recovery hint."""
+    """A StoreDamaged naming `file`, with the first line of `problem` and the recovery hint (naming
+    the store `file` is in, where its root is found, so the command can be pasted as it is)."""
     text = str(problem).strip().splitlines()
     detail = text[0] if text else type(problem).__name__
     if isinstance(problem, BaseException) and not isinstance(problem, StoreError):
         detail = f"{type(problem).__name__}: {detail}"
+    root = store_root(file)
+    if hint == RECOVERY_HINT and root is not None:
+        hint = hint.replace("repair STORE", f"repair {shlex.quote(str(root))}", 1)
     return StoreDamaged(f"run store damaged: {file}: {detail}; {hint}", file, detail)
+
+
+def store_root(file: Path) -> Path | None:
+    """The run store `file` is in, or is: the nearest directory holding the store's lock file (None
+    where none does, or the file system cannot be read)."""
+    try:
+        for where in (file, *file.parents):
+            if (where / LOCK_NAME).is_file():
+                return where
+    except OSError:
+        return None
+    return None

@@ -13,12 +13,10 @@ import fcntl
 import os
 from pathlib import Path
 
-from mugraph.storage.run.errors import StoreBusy, damaged
+from mugraph.storage.run.errors import LOCK_NAME, StoreBusy, damaged
 from mugraph.storage.safe_files import LinkFound, open_nofollow
 
 __all__ = ["LOCK_NAME", "StoreLock", "writer_pid"]
-
-LOCK_NAME = "mugraph.lock"
 
 
 class StoreLock:
