@@ -11,10 +11,10 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from mugraph.dashboards.summary import eta_rate, eta_text, held_back_reason, memo_text, what_runs
+from mugraph.dashboards.summary import eta_rate, eta_text, held_back_reason, memo_text
 from mugraph.ir.plural import counted
 from mugraph.ir.together import OUTSIDE, speedup_text, summed
-from mugraph.stages.layout.describe import seconds_text
+from mugraph.stages.layout.describe import seconds_text, what_runs
 from mugraph.stages.layout.rows import RankRow
 from mugraph.storage.memo.layered import UNAVAILABLE
 
@@ -242,7 +242,8 @@ def verdict_lines(done: Mapping[str, Any], gpu_name: str, outside: str = OUTSIDE
     if done.get("report"):  # none where the store was read back from a read-only place without one
         lines.append(f"  report: {done['report']}")
     if done.get("kernels"):
-        lines.append(f"  kernels: {done['kernels']}  (Triton; mugraph emit {store} --check runs them)")
+        check = done.get("kernels_check", f"mugraph emit {store} --check")  # absent from an event before it was said
+        lines.append(f"  kernels: {done['kernels']}  (Triton" + (f"; {check} runs them)" if check else ")"))
         if done.get("kernels_note"):
             lines.append(f"  note: {done['kernels_note']}")
     return lines

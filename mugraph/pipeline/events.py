@@ -195,6 +195,7 @@ class DoneEvent(TypedDict):
     report: NotRequired[str]
     kernels: NotRequired[str | None]
     kernels_note: NotRequired[str | None]  # the kernels take other strides than the ranking assumed
+    kernels_check: NotRequired[str | None]  # the command that runs the kernels against the program
     expert: NotRequired[str | None]
     resume: NotRequired[str | None]  # how to go on with a run that stopped before its end; None for a complete one
     reranked: NotRequired[dict[str, Reranked]]  # fragments whose choice changed with the cost model

@@ -18,7 +18,7 @@ from mugraph.ir.errors import MugraphError
 from mugraph.ir.plural import counted, noun
 from mugraph.programs import Program
 from mugraph.run.expert import expert_line, stored_experts
-from mugraph.run.kernels import write_store_module
+from mugraph.run.kernels import kernels_check_command, write_store_module
 from mugraph.run.mismatch import held_by, setting_changes
 from mugraph.run.options import OptimizeOptions
 from mugraph.run.outcome import finished, stored_done
@@ -228,11 +228,12 @@ def _written_beside(run: Prepared, done: DoneEvent) -> DoneEvent:
     o = run.options
     done["profile"] = str(o.profile) if o.profile else None
     done["report"] = str(write_report(run.store))
-    done["kernels"] = done["kernels_note"] = None
+    done["kernels"] = done["kernels_note"] = done["kernels_check"] = None
     if o.emit_kernels:
         program = None if run.program.from_torch else run.program  # a model is checked by `mugraph.load`
         kernels, done["kernels_note"] = write_store_module(run.store, program)
         done["kernels"] = str(kernels)
+        done["kernels_check"] = kernels_check_command(run.store, o.command)
     done["expert"] = _expert(run, done)
     return done
 

@@ -6,7 +6,7 @@ around this."""
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,7 @@ from mugraph.storage.run.backends import open_existing
 from mugraph.storage.run.errors import MISMATCH_HINT
 from mugraph.storage.run.paths import EXPORTED_META_KEY, RunPaths
 from mugraph.storage.run.protocol import RunStoreReader
+from mugraph.storage.run.recorded_command import is_model_command
 from mugraph.storage.run.records import metadata_file
 
 
@@ -254,6 +255,19 @@ def _alone(meta: Mapping[str, Any], given: Program | str | None, fragment: str) 
         return None
     named = f"{PROGRAM_OPTION} {shlex.quote(file)}"
     return f"emitted {fragment} alone, with its own names: to stitch it into the whole program, pass {named}"
+
+
+def kernels_check_command(store: Path, command: Sequence[str] | None) -> str | None:
+    """The command that runs the kernels `optimize --emit` wrote beside `store` against the program
+    (`command`, the optimize command line): a program file (.py) is named to it, since `emit` runs one
+    only where the user names it; None for a model optimized from Python (`mugraph.load` checks those)."""
+    if command is None or is_model_command(command):
+        return None
+    args = ["mugraph", "emit", str(store)]
+    file = recorded_program({"command": list(command)})
+    if file is not None and Path(file).suffix == ".py":
+        args += [PROGRAM_OPTION, file]
+    return shlex.join([*args, "--check"])
 
 
 def _program_file(meta: Mapping[str, Any]) -> str | None:

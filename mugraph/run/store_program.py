@@ -22,7 +22,7 @@ from mugraph.ir.names import printable
 from mugraph.ir.serialize import digest as json_digest
 from mugraph.programs import Program, resolve_program, resolve_recorded_program
 from mugraph.storage.run.protocol import RunStoreReader
-from mugraph.storage.run.recorded_command import program_argument
+from mugraph.storage.run.recorded_command import TORCH_MODEL_ARG, program_argument
 
 __all__ = ["PROGRAM_OPTION", "StoreProgram", "program_of", "recorded_program", "store_program"]
 
@@ -105,6 +105,13 @@ def program_of(
             None,
             f"{printable(changed[-1])} has changed since this run (its program digest differs from the store's "
             "program_digest); restore the file as it was, or use a store made for the file as it is now",
+        )
+    if spec.startswith(TORCH_MODEL_ARG):
+        return StoreProgram(
+            None,
+            f"it was made by mugraph.optimize from the PyTorch model {shown[len(TORCH_MODEL_ARG) :].strip(' >')} "
+            "in Python, which no command can have again; mugraph.load(STORE) in Python checks the store's "
+            "kernels against the model's exported program",
         )
     if Path(spec).suffix == ".json":
         return StoreProgram(

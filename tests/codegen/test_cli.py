@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -54,6 +55,20 @@ def test_optimize_emit_writes_the_best_mugraph_and_it_matches(run: tuple[Path, d
     assert set(out) >= KEYS and out["program"] == "lora" and out["digest"] == last["best"]
     assert out["ok"] is True and out["interpreted"] is True and 0 < out["max_rel_err"] <= FP16_TOLERANCE
     assert (cwd / "again.py").read_text() == text  # the same module from the store, whoever writes it
+    assert last["kernels_check"] == f"mugraph emit {shlex.quote(str(cwd / 'run.zarr'))} --check"
+
+
+def test_optimize_emit_of_a_program_file_names_the_check_that_runs(tmp_path: Path) -> None:
+    """A program file is run only where the user names it, so the check `optimize --emit` offers for
+    its kernels names it with --program; that command, as printed, runs them and passes."""
+    (tmp_path / "prog.py").write_text(EXP_PROGRAM.format(n=64))
+    args = ["--workers", "1", "--dashboard-address", "none", "--set", "grids=[[16,1,1]]", "--store", "s.zarr"]
+    last = done(mugraph("optimize", "prog.py", *args, "--emit", "--json", cwd=tmp_path))
+    assert last["kernels_check"] == "mugraph emit s.zarr --program prog.py --check"
+    proc = mugraph(*shlex.split(last["kernels_check"])[1:], "--out", "k.py", cwd=tmp_path)
+    assert proc.returncode == 0 and "k.py" in proc.stderr, proc.stderr
+    bare = mugraph("emit", "s.zarr", "--check", "--out", "k2.py", cwd=tmp_path)  # what was offered before
+    assert bare.returncode == 2 and "pass --program prog.py" in bare.stderr, bare.stderr
 
 
 def test_emit_a_confirmed_digest_of_a_store(run: tuple[Path, dict[str, Any]]) -> None:
