@@ -13,7 +13,7 @@ from mugraph.cli.options import store_argument
 from mugraph.cli.records import json_line
 from mugraph.dashboards.experts import expert_labels, expert_marks, expert_note
 from mugraph.dashboards.provisional import stored_or_provisional
-from mugraph.dashboards.summary import headline, held_back_reason, rows_to_show, stored_together, what_runs
+from mugraph.dashboards.summary import headline, held_back_reason, rows_to_show, stored_together
 from mugraph.ir.errors import MugraphError
 from mugraph.ir.names import printable
 from mugraph.ir.plural import counted
@@ -23,7 +23,7 @@ from mugraph.ir.together import speedup_text
 from mugraph.run.kernels import program_outputs
 from mugraph.run.resume import how_to_resume
 from mugraph.stages.layout.costs import Layouts
-from mugraph.stages.layout.describe import describe_layouts, seconds_text
+from mugraph.stages.layout.describe import describe_layouts, seconds_text, what_runs
 from mugraph.stages.layout.profiles import DEFAULT_PROFILE, PROFILES, get_profile
 from mugraph.stages.layout.rank import MODEL_ERROR, rerank
 from mugraph.stages.layout.rows import RankedRow
@@ -246,6 +246,7 @@ def show(store: Path, as_json: bool, gpu_profile: str | None, show_all: bool, pr
     figure = stored_together(final, {r["name"]: r["ranking"] for r in rows}, from_torch)
     if figure is not None:  # what the fragments' speedups come to (one fragment's is its own)
         click.echo(figure)
-    state = "complete" if final["complete"] else f"NOT complete (best so far; {resume})"
+    going = f"a run is going on with it now, pid {writer}" if writer is not None else resume  # not told to resume
+    state = "complete" if final["complete"] else f"NOT complete (best so far; {going})"
     err = final["end_to_end_max_rel_err"]
     click.echo(f"run {state}; the run checked the stitched program in float64: max rel err {err:.2e}")

@@ -8,12 +8,10 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, TypedDict, TypeVar
 
-from mugraph.ir.plural import counted
 from mugraph.ir.serialize import loads
 from mugraph.ir.together import outside_words, speedup_text, summed
 from mugraph.ir.types import NON_LAX_OPS
-from mugraph.stages.layout.describe import explain, seconds_text
-from mugraph.stages.layout.emitted import TORCH_MODEL_PREFIX
+from mugraph.stages.layout.describe import explain, seconds_text, what_runs
 from mugraph.stages.layout.rank import MODEL_ERROR
 from mugraph.stages.layout.residency import MAX_REGISTERS
 
@@ -111,14 +109,6 @@ def rows_to_show(ranking: Sequence[Row], limit: int | None) -> list[tuple[int, R
     if ref is not None and ref[0] > limit:
         shown.append(ref)
     return shown
-
-
-def what_runs(row: Mapping[str, Any]) -> str:
-    """What a ranked row runs: its kernels, or, for a PyTorch model's kept reference, the PyTorch calls it
-    is priced as (a linear layer with its bias one `addmm`, where its graph holds a matmul and an add)."""
-    if row.get("reference") and str(row.get("model", "")).startswith(TORCH_MODEL_PREFIX) and "emitted_launches" in row:
-        return counted(int(row["emitted_launches"]), "PyTorch call")
-    return counted(int(row["kernels"]), "kernel")
 
 
 def held_back_reason(row: Mapping[str, Any]) -> str:

@@ -195,7 +195,7 @@ def test_a_mugraph_of_no_kernel_is_not_said_to_be_0_00x() -> None:
 def test_a_pytorch_reference_is_said_in_the_calls_it_is_priced_as() -> None:
     """A linear layer's kept reference holds a matmul and an add (two kernels in the graph) and runs,
     and is priced as, one `addmm`: the summary says what it is priced as; a μGraph says its kernels."""
-    from mugraph.dashboards.summary import what_runs
+    from mugraph.stages.layout.describe import what_runs
     from mugraph.stages.layout.emitted import MODEL, TORCH_MODEL
 
     reference = {"reference": True, "model": TORCH_MODEL, "kernels": 2, "emitted_launches": 1}
@@ -213,3 +213,20 @@ def test_the_headline_counts_a_pytorch_reference_in_calls() -> None:
     head = headline([reference, slower])
     assert head is not None
     assert "1 PyTorch call against 1 PyTorch call" in head["line"], head["line"]
+
+
+def test_the_why_line_counts_a_pytorch_reference_as_the_headline_does() -> None:
+    """`show` said "1 kernel against 2 PyTorch calls" and, on the next line, "why: 1 kernel vs 3": the
+    why line now counts a model's kept reference in the calls it is priced as too."""
+    from mugraph.stages.layout.emitted import MODEL, TORCH_MODEL
+
+    emitted = {"emitted_launch_seconds": 3e-6, "emitted_dram_seconds": 1e-6, "emitted_serial_seconds": 0.0}
+    reference = {**REFERENCE, **emitted, "model": TORCH_MODEL, "kernels": 3, "emitted_launches": 2}
+    faster = {**row("f" * 64, 13.7e-6 / 2.0), **emitted, "kernels": 1}
+    head = headline([faster, reference])
+    assert head is not None
+    assert "1 kernel against 2 PyTorch calls" in head["line"], head["line"]
+    assert head["why"].startswith("1 kernel vs 2 PyTorch calls;"), head["why"]
+    built_in = headline([{**faster, "model": MODEL}, {**reference, "model": MODEL}])
+    assert built_in is not None
+    assert built_in["why"].startswith("1 kernel vs 3;"), built_in["why"]

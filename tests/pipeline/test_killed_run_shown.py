@@ -153,3 +153,22 @@ def test_repair_names_the_python_call_for_a_store_made_from_python() -> None:
     made = resume_command(Path("s.zarr"), plan(["optimize", "<torch model GeluMLP>"]))
     assert made == "mugraph.optimize(model, example_inputs, store='s.zarr')"
     assert resume_command(Path("s.zarr"), plan([])) == "mugraph optimize GeluMLP --store s.zarr"
+
+
+def test_a_stopped_run_taken_up_again_is_not_told_to_resume(tmp_path: Path) -> None:
+    """A store whose last run stopped at its time limit (a result, not complete) that a run holds
+    again (here this process, through the store's real lock): `show` says a run is going on with it,
+    not to run the command that would resume it (which the held store would refuse)."""
+    from mugraph.storage.run.backends import open_existing
+
+    store = tmp_path / "run.zarr"
+    args = ["optimize", "lora", "--store", str(store), "--workers", "1", "--dashboard-address", "none"]
+    stopped = mugraph(*args, "--time-limit", "1", "--json", cwd=tmp_path)
+    assert stopped.returncode == 0, stopped.stderr
+    before = mugraph("show", str(store), cwd=tmp_path).stdout
+    assert "run NOT complete (best so far; run `mugraph optimize lora" in before, before
+    with open_existing(store, readonly=False):
+        shown = mugraph("show", str(store), cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert f"run NOT complete (best so far; a run is going on with it now, pid {os.getpid()})" in shown.stdout
+    assert "to resume" not in shown.stdout.splitlines()[-1]
