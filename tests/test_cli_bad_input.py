@@ -61,6 +61,13 @@ CASES: list[tuple[str, list[str], str]] = [
     ("profile-no-directory", ["optimize", "lora", "--profile", "nodir/profile.html"], "does not exist"),
     ("profile-under-a-file", ["optimize", "lora", "--profile", "afile/profile.html"], "is a file"),
     ("report-out-unwritable", ["report", "some.zarr", "--out", "/proc/mugraph-report.html"], "cannot write"),
+    # a file written at the end never replaces a store's records, nor a file the user keeps
+    ("report-out-inside-a-store", ["report", "st.zarr", "--out", "st.zarr/zarr.json"], "inside the run store"),
+    ("report-out-deep-in-a-store", ["report", "st.zarr", "--out", "st.zarr/tasks/zarr.json"], "inside the run store"),
+    ("profile-inside-a-store", ["optimize", "lora", "--profile", "st.zarr/ledger.jsonl"], "inside the run store"),
+    ("emit-out-inside-a-store", ["emit", "lora", "--out", "st.zarr/k.py"], "inside the run store"),
+    ("report-out-over-a-users-file", ["report", "some.zarr", "--out", "afile"], "not a file this command wrote"),
+    ("profile-over-a-users-file", ["optimize", "lora", "--profile", "afile"], "not a file this command wrote"),
     ("report-empty-store", ["report", ""], "empty"),
     ("show-two-stores", ["show", "a.zarr", "b.zarr"], "2 stores given (a.zarr, b.zarr); name one"),
     ("status-two-stores", ["status", "a.zarr", "b.zarr", "--json"], "2 stores given"),
@@ -198,6 +205,8 @@ def _program_json(name: str = "p", experts: tuple[str, ...] = ()) -> str:
 def scratch(directory: Path) -> None:
     """The files the cases name."""
     (directory / "afile").write_text("not a directory\n")
+    (directory / "st.zarr" / "tasks").mkdir(parents=True)  # a run store's root holds its lock file
+    (directory / "st.zarr" / "mugraph.lock").write_text("")
     (directory / "deep.json").write_text("[" * DEEP + "]" * DEEP)
     g = KernelGraph()
     g.new_input((16, 16), name="X")

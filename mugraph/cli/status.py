@@ -14,7 +14,7 @@ from mugraph.cli.options import store_argument
 from mugraph.cli.records import json_line
 from mugraph.dashboards.find_times import find_line, run_seconds
 from mugraph.dashboards.provisional import stored_or_provisional
-from mugraph.dashboards.report import write_report
+from mugraph.dashboards.report import REPORT_MARK, write_report
 from mugraph.dashboards.summary import eta_rate, eta_text, run_rate, states_so_far
 from mugraph.ir.names import printable
 from mugraph.run.checks import check_output_file, check_store_name
@@ -162,5 +162,7 @@ def report(store: Path, out: Path | None) -> None:
     rates, per-worker busy time, rankings, the chosen μGraphs drawn, counters. One self-contained file
     (no network needed); `optimize` writes it at the end of every run. Works beside a running search."""
     path = check_store_name(str(store), "STORE")
-    target = check_output_file(out, "--out") if out is not None else check_output_file(RunPaths(path).report, "report")
+    target = check_output_file(
+        out if out is not None else RunPaths(path).report, "--out" if out else "report", REPORT_MARK
+    )
     click.echo(str(write_report(path, target)))

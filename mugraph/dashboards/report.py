@@ -44,6 +44,9 @@ SECTIONS = ("answer", "configuration", "fragments", "timeline", "workers", "rank
 RANKING_ROWS = 25
 DATA_ID = "mugraph-report-data"
 
+# How every report begins (its title): a file at a report's path is replaced only where it has it.
+REPORT_MARK = "<title>mugraph report"
+
 
 def _redacted(meta: Mapping[str, Any]) -> RunMeta:
     """The store's meta with any password or memo secret in its command line replaced by `***` (a
@@ -201,7 +204,7 @@ def render_report(data: ReportData) -> str:
     blob = json.dumps(data, default=str).replace("</", "<\\/")
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
-        f"<title>mugraph report: {html.escape(str(data['identity'].get('program')))}</title>"
+        f"{REPORT_MARK}: {html.escape(str(data['identity'].get('program')))}</title>"
         f"<style>{report_html.CSS}</style></head>"
         f"<body>{report_html.heading(data)}{''.join(sections)}"
         f'<script type="application/json" id="{DATA_ID}">{blob}</script></body></html>'

@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 from mugraph.ir.errors import MugraphError
+from mugraph.storage.run.errors import store_root
 from mugraph.storage.run.root import SIBLING_EXTRA
 
 _HOST_PORT = re.compile(r"(?:(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]*):)?(?P<port>\d+)")
@@ -130,12 +131,25 @@ def _check_name_length(path: Path, option: str, name_max: int, extra: int) -> No
     )
 
 
-def check_output_file(path: Path, option: str) -> Path:
-    """A file the command will write at the end: its directory must exist and be writable now."""
+def check_output_file(path: Path, option: str, mark: str | None = None) -> Path:
+    """A file the command will write at the end: its directory must exist and be writable now, it is
+    not inside a run store (whose records it would replace), and where `mark` is given, a file already
+    there is replaced only if `mark` is in its first 4 KB (one this command wrote before: a report's
+    title), never a file of the user's."""
     if not str(path).strip() or path.name in ("", ".", ".."):
         raise MugraphError(f"{option} is empty; give a file name")
     if path.is_dir():
         raise MugraphError(f"{option} {path} is a directory, not a file")
+    root = store_root(path.absolute().parent)
+    if root is not None:
+        raise MugraphError(
+            f"{option} {path} is inside the run store {root}, whose records it would replace; choose a file outside it"
+        )
+    if mark is not None and path.exists() and mark not in _head(path):
+        raise MugraphError(
+            f"{option} {path} exists and is not a file this command wrote; it will not replace it: "
+            "choose another file, or move it away"
+        )
     if path.exists() and not os.access(path, os.W_OK):
         raise MugraphError(f"{option} {path}: the file is not writable")
     parent = path.absolute().parent
@@ -144,6 +158,15 @@ def check_output_file(path: Path, option: str) -> Path:
         raise MugraphError(f"{option} {path}: the directory {parent} does not exist")
     _probe_dir(parent, option, path)
     return path
+
+
+def _head(path: Path) -> str:
+    """The first 4 KB of a file as text ("" where it cannot be read)."""
+    try:
+        with path.open(encoding="utf-8", errors="replace") as f:
+            return f.read(4096)
+    except OSError:
+        return ""
 
 
 def usable_cores() -> int:

@@ -40,6 +40,10 @@ from mugraph.storage.run.backends import open_existing
 from mugraph.storage.run.paths import RunPaths
 from mugraph.storage.run.root import looks_like_store
 
+# The title of the page Dask's performance_report writes (`--profile`): a file at that path is replaced
+# only where it is such a page.
+PROFILE_MARK = "Dask Performance Report"
+
 
 @dataclass(frozen=True)
 class Prepared:
@@ -104,7 +108,7 @@ def _check_machine(o: OptimizeOptions) -> None:
     if o.memo_url is not None:
         check_memo_url(o.memo_url)
     if o.profile is not None:
-        check_output_file(o.profile, "--profile")
+        check_output_file(o.profile, "--profile", PROFILE_MARK)
 
 
 def _stored_budget(path: Path) -> int | None:
