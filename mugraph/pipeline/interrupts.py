@@ -11,6 +11,7 @@ whatever takes SIGTERM (`mugraph.cli.hangup`), so a closed terminal stops a run 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import signal
@@ -106,8 +107,21 @@ def _interrupted_before_main(kind: type[BaseException], value: BaseException, tb
     if issubclass(kind, KeyboardInterrupt):
         sys.stderr.write(f"mugraph: {INTERRUPTED}\n")
         sys.stderr.flush()
+        _close_stream(sys.argv[1:])
         os._exit(EXIT_INTERRUPTED)  # nothing exists yet that needs closing
     _PREVIOUS_EXCEPTHOOK(kind, value, tb)
+
+
+def _close_stream(args: list[str]) -> None:
+    """Where the command line asked for `optimize --json`'s event stream, its closing `error` event
+    (every stream ends with one, as `cli.json_stream` closes it once the command line has loaded)."""
+    words = args[: args.index("--")] if "--" in args else args
+    if not words or words[0] != "optimize" or "--json" not in words[1:]:
+        return
+    event = {"event": "error", "error": INTERRUPTED, "kind": "interrupted", "exit_status": EXIT_INTERRUPTED}
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.write(json.dumps(event) + "\n")
+        sys.stdout.flush()
 
 
 def install_interrupt_handlers() -> None:

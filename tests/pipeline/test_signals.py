@@ -5,6 +5,7 @@ while the local cluster starts; once interrupted, no more worker processes are s
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -53,6 +54,30 @@ def test_a_signal_while_importing_is_one_line_and_130(tmp_path: Path, sig: signa
     assert proc.returncode == 130, err
     assert err.strip().splitlines() == [LINE], err
     assert list(tmp_path.iterdir()) == []  # interrupted before the store
+
+
+def test_a_signal_while_importing_closes_the_json_stream(tmp_path: Path) -> None:
+    """`--json`'s stream ends with one closing event on every path, this one too: the `error` event,
+    as a later interrupt prints it, though the module that prints it was not loaded yet."""
+    argv = ["optimize", "lora", "--json", "--workers", "1", "--store", str(tmp_path / "run.zarr")]
+    proc = start(argv, tmp_path)
+    deadline = time.monotonic() + 30
+    while not caught(proc.pid) & SIGTERM_CAUGHT:  # the entry's handlers are in; the imports run now
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGINT)
+    try:
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130 and err.strip().splitlines() == [LINE], err
+    events = [json.loads(line) for line in out.splitlines()]
+    assert events == [
+        {"event": "error", "error": LINE.removeprefix("mugraph: "), "kind": "interrupted", "exit_status": 130}
+    ]
+    assert list(tmp_path.iterdir()) == []
 
 
 def _workers(pgid: int) -> set[int]:
