@@ -13,10 +13,12 @@ from __future__ import annotations
 def main(argv: list[str] | None = None) -> None:
     """The console command (`mugraph`, `python -m mugraph`, `python -m mugraph.cli`)."""
     from mugraph.cli.hangup import take_hangup_as_term
-    from mugraph.pipeline.interrupts import install_interrupt_handlers
+    from mugraph.pipeline.interrupts import exit_once_finished, install_interrupt_handlers
 
     install_interrupt_handlers()
     take_hangup_as_term()
     from mugraph.cli.app import main as run  # an interrupt in here reaches the excepthook: one line, 130
 
     run(argv)
+    if argv is None:  # the process's own command line, done: what is left is the interpreter's exit
+        exit_once_finished()

@@ -34,6 +34,7 @@ from mugraph.pipeline.interrupts import (  # noqa: F401  (_interrupted: the hand
     StdoutClosed,
     _interrupted,
     install_interrupt_handlers,
+    output_complete,
     quiet_event_loop_logs,
 )
 from mugraph.programs import builtin_programs, resolve_program
@@ -365,6 +366,7 @@ def main(argv: list[str] | None = None) -> None:
     warnings are one line each. A `--json` event stream that ends without `done` ends with `error`."""
     warnings.formatwarning = warning_line
     json_stream.reset()
+    output_complete(False)
     if threading.current_thread() is threading.main_thread():
         install_interrupt_handlers()
         take_hangup_as_term()
@@ -394,3 +396,5 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as e:  # a fault of mugraph: its traceback follows, after the stream's last event
         json_stream.close_with_error(f"internal error: {type(e).__name__}: {e}", 1, "internal", args)
         raise
+    finally:
+        output_complete(False)  # a host process (a test calling `main`) takes its interrupts again

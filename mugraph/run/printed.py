@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from mugraph.dashboards.console import verdict_lines
 from mugraph.ir.together import outside_words
 from mugraph.ir.types import NON_LAX_OPS
-from mugraph.pipeline.interrupts import StdoutClosed
+from mugraph.pipeline.interrupts import StdoutClosed, held, output_complete
 from mugraph.programs import Program
 from mugraph.run.execute import reused, run_prepared
 from mugraph.run.options import OptimizeOptions
@@ -58,11 +58,18 @@ def run_printed(
             done = finished
         finally:
             console.close()
-    if as_json:
-        echo(json.dumps(done))
-    else:
-        for line in verdict_lines(done, done["gpu_profile"], _outside(run)) + _model_notes(run.program, done):
-            echo(line)
+    try:
+        with held():  # the result is printed whole; an interrupt meanwhile changes nothing
+            if as_json:
+                echo(json.dumps(done))
+            else:
+                for line in verdict_lines(done, done["gpu_profile"], _outside(run)) + _model_notes(run.program, done):
+                    echo(line)
+    except KeyboardInterrupt as e:
+        if isinstance(e, StdoutClosed):
+            raise
+        console.finished_anyway(done)
+    output_complete()  # an interrupt from here on, while the command returns and exits, changes nothing
     return done
 
 

@@ -6,6 +6,8 @@ resume" of a complete store. One that comes before the end is an interrupt as be
 from __future__ import annotations
 
 import json
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,7 @@ import pytest
 import mugraph.run.execute
 from mugraph.run.options import OptimizeOptions
 from mugraph.run.printed import run_printed
+from tests.helpers.cli_runs import optimize_args, start
 from tests.helpers.narrow import NARROW
 
 
@@ -42,3 +45,23 @@ def test_an_interrupt_before_the_end_is_an_interrupt(tmp_path: Path, monkeypatch
     monkeypatch.setattr(mugraph.run.execute, "_drive", interrupted)
     with pytest.raises(KeyboardInterrupt):
         run_printed("rms_norm", _options(tmp_path / "run.zarr"), as_json=True, echo=lambda line: None)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
+def test_a_signal_as_the_done_line_comes_out_exits_0(tmp_path: Path, sig: signal.Signals) -> None:
+    """The signal sent as the reader sees `done` (a script's Ctrl-C, a CI timeout) lands while the line
+    is written, while the command returns, or while the interpreter exits: the result stands in every
+    case, exit 0 after one line, where it was 130 with "run the same command to resume", or the
+    signal's own death (130 or 143) with no line."""
+    proc = start(optimize_args("rms_norm", tmp_path / "run.zarr", "--workers", "1"), tmp_path)
+    assert proc.stdout is not None
+    last = ""
+    for last in proc.stdout:
+        if '"event": "done"' in last:
+            os.killpg(proc.pid, sig)
+            break
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err[-2000:]
+    assert json.loads(last)["event"] == "done" and out == ""
+    said = [line for line in err.splitlines() if "interrupted" in line]
+    assert len(said) == 1 and "interrupted after the" in said[0] and "to resume" not in said[0], err[-2000:]
