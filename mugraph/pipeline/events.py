@@ -192,7 +192,7 @@ class DoneEvent(TypedDict):
     store_bytes: int
     seconds: float
     profile: NotRequired[str | None]
-    report: NotRequired[str]
+    report: NotRequired[str | None]
     kernels: NotRequired[str | None]
     kernels_note: NotRequired[str | None]  # the kernels take other strides than the ranking assumed
     kernels_check: NotRequired[str | None]  # the command that runs the kernels against the program

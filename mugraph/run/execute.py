@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import sys
 import time
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mugraph.dashboards import live
@@ -227,7 +229,7 @@ def _written_beside(run: Prepared, done: DoneEvent) -> DoneEvent:
     Dask's profile, and the line on the program's expert."""
     o = run.options
     done["profile"] = str(o.profile) if o.profile else None
-    done["report"] = str(write_report(run.store))
+    done["report"] = _report_written(run.store)
     done["kernels"] = done["kernels_note"] = done["kernels_check"] = None
     if o.emit_kernels:
         program = None if run.program.from_torch else run.program  # a model is checked by `mugraph.load`
@@ -236,6 +238,22 @@ def _written_beside(run: Prepared, done: DoneEvent) -> DoneEvent:
         done["kernels_check"] = kernels_check_command(run.store, o.command)
     done["expert"] = _expert(run, done)
     return done
+
+
+def _report_written(store: Path) -> str | None:
+    """The report written beside the store; None, said in one warning, where the disk refuses it (full,
+    read-only): the run's result is in the store whatever becomes of its report, and the command that
+    writes it later is named."""
+    try:
+        return str(write_report(store))
+    except OSError as e:
+        warnings.warn(
+            f"the run's report was not written ({e.strerror or e}); its result is complete in the store: "
+            f"`mugraph report {shlex.quote(str(store))}` writes the report once there is room",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return None
 
 
 def _expert(run: Prepared, done: DoneEvent) -> str | None:
