@@ -116,6 +116,22 @@ def test_fresh_removes_links_not_their_targets(store: Path, target: Path) -> Non
     assert untouched(target) and not (store / LOCK_NAME).is_symlink()
 
 
+def test_fresh_through_a_linked_store_path_is_refused(store: Path, tmp_path: Path) -> None:
+    """A store path that is itself a link (to a store on another disk): --fresh would move the link
+    away and make a new store where the link was, keeping the old store; it is refused, naming the
+    link, with the link and the store it names as they were. Without --fresh the store opens through it."""
+    with new_store(store) as st:
+        tasks = st.tasks()
+    link = tmp_path / "linked.zarr"
+    link.symlink_to(store)
+    with pytest.raises(MugraphError, match=r"it is a symbolic link .* give that store's own path"):
+        new_store(link, fresh=True)
+    assert link.is_symlink() and link.resolve() == store.resolve()
+    assert not [p for p in tmp_path.iterdir() if ".mugraph-old-" in p.name]
+    with new_store(link) as st:
+        assert not st.created and st.tasks() == tasks
+
+
 def test_a_hard_linked_lock_is_refused(store: Path, target: Path) -> None:
     (store / LOCK_NAME).unlink()
     os.link(target, store / LOCK_NAME)  # same file system: tmp_path

@@ -3,6 +3,7 @@ one built, the identity compared and the writer's lock taken, before `RunStore` 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,6 +62,12 @@ def open_for_writing(
         if held is not None and "program" in ident and held != ident["program"]:
             raise OtherProgram(path, held, ident["program"], fresh=fresh)
     if fresh and has_entries(path):
+        if path.is_symlink():  # the link would be moved away and the store it names kept
+            raise StoreError(
+                f"refusing to delete {path} for --fresh: it is a symbolic link (to {os.readlink(path)}), and "
+                "--fresh would replace the link, not the run store it names; give that store's own path as "
+                "--store (store=), or delete it yourself"
+            )
         if not looks_like_store(path):
             raise StoreError(
                 f"refusing to delete {path} for --fresh: it is not a mugraph run store; choose another --store"
