@@ -66,6 +66,7 @@ CASES: list[tuple[str, list[str], str]] = [
     ("report-out-deep-in-a-store", ["report", "st.zarr", "--out", "st.zarr/tasks/zarr.json"], "inside the run store"),
     ("profile-inside-a-store", ["optimize", "lora", "--profile", "st.zarr/ledger.jsonl"], "inside the run store"),
     ("emit-out-inside-a-store", ["emit", "lora", "--out", "st.zarr/k.py"], "inside the run store"),
+    ("memo-dir-is-a-file", ["optimize", "rms_norm", "--store", "m.zarr"], "m.zarr.memo, where the run keeps"),
     ("report-out-over-a-users-file", ["report", "some.zarr", "--out", "afile"], "not a file this command wrote"),
     ("profile-over-a-users-file", ["optimize", "lora", "--profile", "afile"], "not a file this command wrote"),
     ("report-empty-store", ["report", ""], "empty"),
@@ -207,6 +208,7 @@ def scratch(directory: Path) -> None:
     (directory / "afile").write_text("not a directory\n")
     (directory / "st.zarr" / "tasks").mkdir(parents=True)  # a run store's root holds its lock file
     (directory / "st.zarr" / "mugraph.lock").write_text("")
+    (directory / "m.zarr.memo").write_text("a file where the memo directory goes\n")
     (directory / "deep.json").write_text("[" * DEEP + "]" * DEEP)
     g = KernelGraph()
     g.new_input((16, 16), name="X")

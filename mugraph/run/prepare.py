@@ -215,8 +215,14 @@ def preflight(run: Prepared) -> None:
         _probe_scheduler_live(o.scheduler)
     elif o.dashboard_address is not None:
         check_dashboard_host(o.dashboard_address)
+    memo_dir = run.paths.memo_dir
+    if o.memo_url is None and memo_dir.exists() and not memo_dir.is_dir():  # said before the store is made
+        raise MugraphError(
+            f"{memo_dir}, where the run keeps its memo server's data beside the store, is a file, not a "
+            "directory: move it away, or choose another --store"
+        )
     if o.memo_url != "local":
-        check_memo_secret(run.paths.memo_dir)
+        check_memo_secret(memo_dir)
     if o.memo_url not in (None, "local"):
         check_memo_reachable(o.memo_url)
     if o.emit_kernels:  # before the search, not after it: a file of the user's where the module would go
