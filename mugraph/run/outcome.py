@@ -94,6 +94,7 @@ def stored_done(store: Path, t0: float | None = None, *, write_missing_report: b
         "report": _report(store, write_missing_report),
         "kernels": None,
         "kernels_note": None,
+        "kernels_check": None,
         "expert": None,
     }
     if final["complete"]:
