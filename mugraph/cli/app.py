@@ -397,4 +397,5 @@ def main(argv: list[str] | None = None) -> None:
         json_stream.close_with_error(f"internal error: {type(e).__name__}: {e}", 1, "internal", args)
         raise
     finally:
-        output_complete(False)  # a host process (a test calling `main`) takes its interrupts again
+        if argv is not None:  # a host process (a test calling `main`) takes its interrupts again
+            output_complete(False)

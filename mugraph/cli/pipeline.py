@@ -165,5 +165,5 @@ def optimize(program: str, as_json: bool, layouts: tuple[str, ...], **flags: Any
         flags["dashboard_address"] = None
     # every other flag is the OptimizeOptions field of its name
     options = OptimizeOptions(layouts=dict(_parse_layout(s) for s in layouts), command=tuple(sys.argv[1:]), **flags)
-    run_printed(program, options, as_json=as_json, echo=click.echo)
+    run_printed(program, options, as_json=as_json, echo=click.echo, exiting=True)
     json_stream.closed()

@@ -25,11 +25,18 @@ if TYPE_CHECKING:
 
 
 def run_printed(
-    program: Program | str, options: OptimizeOptions, *, as_json: bool, echo: Callable[[str], None]
+    program: Program | str,
+    options: OptimizeOptions,
+    *,
+    as_json: bool,
+    echo: Callable[[str], None],
+    exiting: bool = False,
 ) -> DoneEvent:
     """`run_optimize` with the command line's output, `echo` writing stdout's lines; the `done` event.
     The `history` event (earlier invocations' samples, for the live page) is not printed. A finished
-    store that already holds the answer is read back without starting a cluster."""
+    store that already holds the answer is read back without starting a cluster. `exiting`: the caller
+    only returns and exits once the result is printed (the command line), so an interrupt from then on
+    changes nothing (`interrupts.output_complete`)."""
     console = Console(verbose=True)
 
     def emit(e: Event) -> None:
@@ -65,11 +72,11 @@ def run_printed(
             else:
                 for line in verdict_lines(done, done["gpu_profile"], _outside(run)) + _model_notes(run.program, done):
                     echo(line)
+            output_complete(exiting)  # within the hold: no interrupt slips in between
     except KeyboardInterrupt as e:
         if isinstance(e, StdoutClosed):
             raise
         console.finished_anyway(done)
-    output_complete()  # an interrupt from here on, while the command returns and exits, changes nothing
     return done
 
 

@@ -51,8 +51,8 @@ def test_an_interrupt_before_the_end_is_an_interrupt(tmp_path: Path, monkeypatch
 def test_a_signal_as_the_done_line_comes_out_exits_0(tmp_path: Path, sig: signal.Signals) -> None:
     """The signal sent as the reader sees `done` (a script's Ctrl-C, a CI timeout) lands while the line
     is written, while the command returns, or while the interpreter exits: the result stands in every
-    case, exit 0 after one line, where it was 130 with "run the same command to resume", or the
-    signal's own death (130 or 143) with no line."""
+    case, exit 0 after one line (none once the interpreter's last steps ignore it), where it was 130
+    with "run the same command to resume", or the signal's own death (130 or 143) with no line."""
     proc = start(optimize_args("rms_norm", tmp_path / "run.zarr", "--workers", "1"), tmp_path)
     assert proc.stdout is not None
     last = ""
@@ -63,5 +63,5 @@ def test_a_signal_as_the_done_line_comes_out_exits_0(tmp_path: Path, sig: signal
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err[-2000:]
     assert json.loads(last)["event"] == "done" and out == ""
-    said = [line for line in err.splitlines() if "interrupted" in line]
-    assert len(said) == 1 and "interrupted after the" in said[0] and "to resume" not in said[0], err[-2000:]
+    said = [line for line in err.splitlines() if "interrupted" in line]  # none where it came in the last instant
+    assert len(said) <= 1 and all("interrupted after the" in s and "to resume" not in s for s in said), err[-2000:]
