@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 import mugraph.run.execute
+from mugraph.pipeline import interrupts
 from mugraph.run.options import OptimizeOptions
 from mugraph.run.printed import run_printed
 from tests.helpers.cli_runs import optimize_args, start
@@ -36,6 +37,11 @@ def test_an_interrupt_after_the_result_was_stored_gives_the_result(
     assert done["complete"] and done["resume"] is None
     assert json.loads(lines[-1])["event"] == "done" and json.loads(lines[-1])["best"] == done["best"]
     assert "interrupted after the run finished; its result is complete in" in capsys.readouterr().err
+    # a host calling run_printed still takes its interrupts after it (the handler's marks undone after)
+    monkeypatch.setattr(interrupts, "_LAST_SIGNAL", [None])
+    monkeypatch.setattr(interrupts, "quiet_event_loop_logs", lambda: None)
+    with pytest.raises(KeyboardInterrupt):
+        interrupts._interrupted(signal.SIGINT, None)
 
 
 def test_an_interrupt_before_the_end_is_an_interrupt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
