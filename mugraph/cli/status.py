@@ -163,6 +163,6 @@ def report(store: Path, out: Path | None) -> None:
     (no network needed); `optimize` writes it at the end of every run. Works beside a running search."""
     path = check_store_name(str(store), "STORE")
     target = check_output_file(
-        out if out is not None else RunPaths(path).report, "--out" if out else "report", REPORT_MARK
+        out if out is not None else RunPaths(path).report, "--out" if out is not None else "report", REPORT_MARK
     )
     click.echo(str(write_report(path, target)))

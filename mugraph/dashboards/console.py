@@ -242,7 +242,7 @@ def verdict_lines(done: Mapping[str, Any], gpu_name: str, outside: str = OUTSIDE
     if done.get("report"):  # none where the store was read back from a read-only place without one
         lines.append(f"  report: {done['report']}")
     if done.get("kernels"):
-        check = done.get("kernels_check", f"mugraph emit {store} --check")  # absent from an event before it was said
+        check = done.get("kernels_check")
         lines.append(f"  kernels: {done['kernels']}  (Triton" + (f"; {check} runs them)" if check else ")"))
         if done.get("kernels_note"):
             lines.append(f"  note: {done['kernels_note']}")

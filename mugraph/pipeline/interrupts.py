@@ -83,9 +83,7 @@ def _interrupted(signum: int, frame: FrameType | None) -> None:
     if _OUTPUT_DONE[0]:
         if _LAST_SIGNAL[0] is None:
             _LAST_SIGNAL[0] = signum
-            with contextlib.suppress(OSError, ValueError):
-                sys.stderr.write(f"mugraph: {FINISHED}\n")
-                sys.stderr.flush()
+            _say_finished()
         return
     if signum == signal.SIGTERM:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once is enough
@@ -142,11 +140,15 @@ def _close_stream(args: list[str]) -> None:
         sys.stdout.flush()
 
 
-def _finished(signum: int, frame: FrameType | None) -> None:
-    """An interrupt once the command's output is all written: one line, and exit 0 at once."""
+def _say_finished() -> None:
     with contextlib.suppress(OSError, ValueError):
         sys.stderr.write(f"mugraph: {FINISHED}\n")
         sys.stderr.flush()
+
+
+def _finished(signum: int, frame: FrameType | None) -> None:
+    """An interrupt once the command's output is all written: one line, and exit 0 at once."""
+    _say_finished()
     os._exit(0)
 
 

@@ -140,7 +140,8 @@ def check_output_file(path: Path, option: str, mark: str | None = None) -> Path:
         raise MugraphError(f"{option} is empty; give a file name")
     if path.is_dir():
         raise MugraphError(f"{option} {path} is a directory, not a file")
-    root = store_root(path.absolute().parent)
+    parent = path.absolute().parent
+    root = store_root(parent)
     if root is not None:
         raise MugraphError(
             f"{option} {path} is inside the run store {root}, whose records it would replace; choose a file outside it"
@@ -152,7 +153,6 @@ def check_output_file(path: Path, option: str, mark: str | None = None) -> Path:
         )
     if path.exists() and not os.access(path, os.W_OK):
         raise MugraphError(f"{option} {path}: the file is not writable")
-    parent = path.absolute().parent
     if not parent.is_dir():
         _nearest_existing(path, option)
         raise MugraphError(f"{option} {path}: the directory {parent} does not exist")

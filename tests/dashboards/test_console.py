@@ -3,12 +3,14 @@ is said to have none (the tasks would wait silently otherwise); a count of one i
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from mugraph.dashboards.console import NO_PROGRESS, NO_WORKERS, limit_line, reused_line, start_line, verdict_lines
 from mugraph.ir.plural import counted, noun
+from mugraph.run.kernels import kernels_check_command
 
 
 def _start(fragments: list[str], presets: dict[str, str], workers: int) -> dict[str, Any]:
@@ -86,6 +88,7 @@ def _stopped(tasks_run: int, store: str = "runs/p.zarr") -> dict[str, Any]:
         "store": store,
         "report": "runs/p.report.html",
         "kernels": "runs/p.kernels.py",
+        "kernels_check": kernels_check_command(Path(store), ("optimize", "p")),
     }
 
 

@@ -49,9 +49,18 @@ def seconds_text(s: float) -> str:
 def what_runs(row: Mapping[str, Any]) -> str:
     """What a ranked row runs: its kernels, or, for a PyTorch model's kept reference, the PyTorch calls it
     is priced as (a linear layer with its bias one `addmm`, where its graph holds a matmul and an add)."""
-    if row.get("reference") and str(row.get("model", "")).startswith(TORCH_MODEL_PREFIX) and "emitted_launches" in row:
+    if _priced_as_calls(row):
         return counted(int(row["emitted_launches"]), "PyTorch call")
     return counted(int(row["kernels"]), "kernel")
+
+
+def _priced_as_calls(row: Mapping[str, Any]) -> bool:
+    """A PyTorch model's kept reference, priced as the calls PyTorch makes, not as its kernels."""
+    return (
+        bool(row.get("reference"))
+        and str(row.get("model", "")).startswith(TORCH_MODEL_PREFIX)
+        and ("emitted_launches" in row)
+    )
 
 
 def explain(row: Mapping[str, Any], reference: Mapping[str, Any]) -> str:
@@ -75,8 +84,7 @@ def explain(row: Mapping[str, Any], reference: Mapping[str, Any]) -> str:
 def _ref_runs(ref: Mapping[str, Any]) -> str:
     """The reference's side of "N kernels vs M": its kernel count, or the PyTorch calls a model's kept
     reference is priced as (as the headline counts it)."""
-    runs = what_runs(ref)
-    return str(ref["kernels"]) if runs == counted(int(ref["kernels"]), "kernel") else runs
+    return what_runs(ref) if _priced_as_calls(ref) else str(ref["kernels"])
 
 
 def _explain_emitted(row: Mapping[str, Any], ref: Mapping[str, Any]) -> str:

@@ -471,16 +471,15 @@ def check_eps(cfg: SearchConfig, ops: Iterable[Op]) -> None:
         )
 
 
-def no_preset_among(overrides: Mapping[str, Any]) -> Mapping[str, Any]:
-    """`overrides` as given over a preset (`--set`, `settings=`), refused where they name `preset`:
-    over a preset it would only rename the config, not change one limit of it."""
+def no_preset_among(overrides: Mapping[str, Any]) -> None:
+    """Refuse `overrides` given over a preset (`--set`, `settings=`) that name `preset`: over a preset
+    it would only rename the config, not change one limit of it."""
     if "preset" in overrides:
         value = overrides["preset"]
         raise ConfigError(
             f"preset is not a setting to --set (it would rename the config, not change its limits): "
             f"give --preset {value} (preset={value!r} from Python)"
         )
-    return overrides
 
 
 def parse_override(text: str) -> tuple[str, Any]:

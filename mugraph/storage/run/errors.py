@@ -12,7 +12,6 @@ from mugraph.ir.errors import MugraphError
 __all__ = [
     "LOCK_NAME",
     "MISMATCH_HINT",
-    "RECOVERY_HINT",
     "OtherProgram",
     "StoreBusy",
     "StoreDamaged",
@@ -20,6 +19,7 @@ __all__ = [
     "StoreMismatch",
     "command_line_text",
     "damaged",
+    "recovery_hint",
 ]
 
 # A store made for another run holds nothing this run can use: it starts over or uses another store.
@@ -29,8 +29,15 @@ MISMATCH_HINT = (
     "choose another --store (store=) to keep what it holds, or start over with --fresh (fresh=True from "
     "Python), which deletes it"
 )
-# A damaged store keeps its intact records: `mugraph repair` keeps them, and says when it cannot.
-RECOVERY_HINT = f"run `mugraph repair STORE` to keep every intact record and resume, or {MISMATCH_HINT}"
+
+
+def recovery_hint(store: Path | None = None) -> str:
+    """A damaged store keeps its intact records: `mugraph repair` keeps them, and says when it cannot.
+    The command names the store where it is known, quoted to be pasted as it is."""
+    where = "STORE" if store is None else shlex.quote(str(store))
+    return f"run `mugraph repair {where}` to keep every intact record and resume, or {MISMATCH_HINT}"
+
+
 # The writer's lock file at a store's root, made with the store and never removed: it tells a store's
 # root from the directories of its records (`storage.run.lock` takes it).
 LOCK_NAME = "mugraph.lock"
@@ -104,16 +111,14 @@ def command_line_text(message: str) -> str:
     return message
 
 
-def damaged(file: Path, problem: object, hint: str = RECOVERY_HINT) -> StoreDamaged:
-    """A StoreDamaged naming `file`, with the first line of `problem` and the recovery hint (naming
-    the store `file` is in, where its root is found, so the command can be pasted as it is)."""
+def damaged(file: Path, problem: object, hint: str | None = None) -> StoreDamaged:
+    """A StoreDamaged naming `file`, with the first line of `problem` and `hint`, by default the
+    recovery hint for the store `file` is in (`recovery_hint`)."""
     text = str(problem).strip().splitlines()
     detail = text[0] if text else type(problem).__name__
     if isinstance(problem, BaseException) and not isinstance(problem, StoreError):
         detail = f"{type(problem).__name__}: {detail}"
-    root = store_root(file)
-    if hint == RECOVERY_HINT and root is not None:
-        hint = hint.replace("repair STORE", f"repair {shlex.quote(str(root))}", 1)
+    hint = recovery_hint(store_root(file)) if hint is None else hint
     return StoreDamaged(f"run store damaged: {file}: {detail}; {hint}", file, detail)
 
 
