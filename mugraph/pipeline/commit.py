@@ -7,14 +7,16 @@ that were running. Each new μGraph gets its confirmation task and each equivale
 the counters the results carry feed the run's totals, its progress and the space-size estimate.
 
 Each find is stored with when the run made it: the run's seconds (this invocation's, after the
-seconds of those before it, as the progress samples count them) and the states it had explored,
-the counters of the batch that found it included; each confirmation with the run's seconds.
+seconds of those before it, as the progress samples count them) at which the worker's walk verified
+it, and the states the run had explored at its commit, the counters of the batch that found it
+included; each confirmation with the run's seconds. A search cut at the time limit has its finds
+stored and its task left pending (`SearchTaskResult.cut`).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from mugraph.ir.canonical import replaces_find
@@ -72,6 +74,21 @@ def fragment_record(fp: FragmentPlan) -> FragmentRecord:
         "sources": list(fp.spec.sources),
         "outputs": list(fp.spec.outputs),
     }
+
+
+def _find_clock(seconds: float, offset: float, wall: float) -> Callable[[SearchTaskResult, int], float]:
+    """The run seconds at which a result's `k`th find was made, from the wall-clock time its walk
+    stamped (`SearchTaskResult.found_at`), for a commit at run seconds `seconds` and wall time
+    `wall`; within this invocation and not after the commit, whatever a worker's clock says. A
+    result without stamps (a replayed trace) has its finds at the commit."""
+
+    def at(result: SearchTaskResult, k: int) -> float:
+        stamps = result.found_at
+        if not stamps:
+            return seconds
+        return round(min(seconds, max(offset, seconds - (wall - stamps[k]))), 3)
+
+    return at
 
 
 class Results:
@@ -143,40 +160,41 @@ class Results:
             return
         staged, self.staged = self.staged, []
         seconds = round(self.run_seconds(), 3)
-        states = self.states() + sum(int(s.result.counters.get("nodes", 0)) for s in staged)
+        found_seconds = _find_clock(seconds, self.offset, time.time())
+        states = self.states() + sum(int(s.result.counters.get("nodes", 0)) for s in staged if not s.result.cut)
         dispatch = self.dispatch
         ranks = [dispatch.child_ranks(s.row, s.result.frontier_ranks) for s in staged]
+        finds = [
+            [
+                FoundRecord(s.fragment, f.digest, tuple(f.path), f.graph, s.row, found_seconds(s.result, k), states)
+                for k, f in enumerate(s.result.found)
+            ]
+            for s in staged
+        ]
         done = [
-            TaskCompletion(
-                s.row,
-                s.result.counters,
-                s.result.worker,
-                [
-                    FoundRecord(s.fragment, f.digest, tuple(f.path), f.graph, s.row, seconds, states)
-                    for f in s.result.found
-                ],
-                s.result.frontier,
-                r,
-            )
-            for s, r in zip(staged, ranks, strict=True)
+            TaskCompletion(s.row, s.result.counters, s.result.worker, f, s.result.frontier, r, done=not s.result.cut)
+            for s, f, r in zip(staged, finds, ranks, strict=True)
         ]
         child_rows = self.store.complete_tasks(done)
         children: dict[int, list[tuple[int, tuple[int, ...]]]] = {}
-        for s, kids, kid_ranks in zip(staged, child_rows, ranks, strict=True):
+        cut: list[StagedResult] = []
+        for s, kids, kid_ranks, recs in zip(staged, child_rows, ranks, finds, strict=True):
             row, fragment, result = s.row, s.fragment, s.result
-            dispatch.finished(row)
-            self.totals.add_search(result)
-            self.progress.on_search(fragment, result)
-            self.estimator.finish(
-                (fragment, *result.path),
-                int(result.counters.get("nodes", 0)),
-                [(fragment, *c) for c in result.frontier],
-                result.frontier_estimates,
-            )
+            if result.cut:  # its finds only: the task stays pending
+                cut.append(s)
+            else:
+                dispatch.finished(row)
+                self.totals.add_search(result)
+                self.progress.on_search(fragment, result)
+                self.estimator.finish(
+                    (fragment, *result.path),
+                    int(result.counters.get("nodes", 0)),
+                    [(fragment, *c) for c in result.frontier],
+                    result.frontier_estimates,
+                )
             known = self.found[fragment]
-            for f in result.found:
+            for k, (f, rec) in enumerate(zip(result.found, recs, strict=True)):
                 have = known.get(f.digest)
-                rec = FoundRecord(fragment, f.digest, tuple(f.path), f.graph, row, seconds, states)
                 if have is None:
                     known[f.digest] = rec
                     self.on_event(
@@ -185,17 +203,20 @@ class Results:
                             "fragment": self.plan.fragments[fragment].spec.name,
                             "digest": f.digest,
                             "path": list(f.path),
-                            "seconds": seconds,
+                            "seconds": found_seconds(result, k),
                             "states": states,
                         }
                     )
                     self.confirm(fragment, rec)
                 elif replaces_find(rec.path, have.path):
                     known[f.digest] = first_found(rec, have)
-            dispatch.rank_rows(row, kids, kid_ranks)
-            children.setdefault(fragment, []).extend(zip(kids, result.frontier, strict=True))
+            if not result.cut:
+                dispatch.rank_rows(row, kids, kid_ranks)
+                children.setdefault(fragment, []).extend(zip(kids, result.frontier, strict=True))
         for fragment, tasks in children.items():
             dispatch.searches(fragment, tasks)
+        for s in cut:
+            dispatch.cut(s.row, s.result.path, s.fragment)
 
     def on_confirm(self, fragment: int, digest: str, result: ConfirmationRecord) -> None:
         result = {**result, "run_seconds": round(self.run_seconds(), 3)}

@@ -39,8 +39,9 @@ from mugraph.storage.run.store import FoundRecord
 
 __all__ = ["CONFIRM_PRIORITY", "LAYOUT_PRIORITY", "WARM_PRIORITY", "Dispatch", "SearchFn", "confirm_priority"]
 
-# (payload, paths, node budget, seconds after which a bundle hands back its unstarted paths)
-SearchFn = Callable[[Any, tuple[tuple[int, ...], ...], int, float], tuple[SearchTaskResult, ...]]
+# (payload, paths, node budget, seconds after which a bundle hands back its unstarted paths); and,
+# in a run with a time limit, a fifth: its wall-clock deadline (`worker.search_task`)
+SearchFn = Callable[..., tuple[SearchTaskResult, ...]]
 WARM_PRIORITY = -(1 << 20)  # below every search task: a busy worker warms up once its queue is empty
 assert WARM_PRIORITY < RANK_FLOOR
 LAYOUT_PRIORITY = 50  # above every search task: a confirmed μGraph is laid out at once
@@ -96,6 +97,8 @@ class Dispatch:
         self.span = 0.0  # the seconds of the last batch's bundles
         self.queued_depths: Counter[int] = Counter()  # search rows in flight, per path length
         self.ranks: dict[int, int] = {}  # a search row's rank, where known, until it is done
+        self.deadline: float | None = None  # the run's time limit, wall-clock: search tasks cut there
+        self.stopped = False  # past the time limit: nothing more is searched
 
     def child_ranks(self, row: int, below: Sequence[int] | None) -> list[int] | None:
         """The ranks of the children search row `row` left: its rank (0 where unknown) plus theirs
@@ -120,6 +123,8 @@ class Dispatch:
         """Submit the (row, path) search tasks not running or done yet, bundled by `plan_bundles`: one
         `map` per priority, so a batch of children costs the scheduler a message per priority, not one
         per task."""
+        if self.stopped:  # the rows stay pending in the store
+            return
         fp = self.plan.fragments[fragment]
         batch: list[tuple[int, tuple[int, ...]]] = []
         for row, path in tasks:
@@ -143,12 +148,17 @@ class Dispatch:
         for priority, split in sorted(by_priority.items(), reverse=True):
             rows = [tuple(batch[i][0] for i in m) for m in split]
             paths = [tuple(batch[i][1] for i in m) for m in split]
-            futs = self.client.map(
-                self.search_fn,
+            args: list[list[Any]] = [
                 [fp.payload] * len(split),
-                paths,
+                list(paths),
                 [task_budget(ps[0], self.plan.budget) for ps in paths],
                 [2 * plan.seconds] * len(split),
+            ]
+            if self.deadline is not None:
+                args.append([self.deadline] * len(split))
+            futs = self.client.map(
+                self.search_fn,
+                *args,
                 key=[bundle_key(fp, ps) for ps in paths],
                 pure=False,
                 priority=priority,
@@ -163,6 +173,12 @@ class Dispatch:
         for row, _ in rest:
             self._landed(row)
         self.searches(job.fragment, rest)
+
+    def cut(self, row: int, path: tuple[int, ...], fragment: int) -> None:
+        """Search row `row` came back cut at the deadline: pending still, submitted again unless
+        the run has stopped (a worker whose clock runs ahead of the driver's cuts early)."""
+        self._landed(row)
+        self.searches(fragment, [(row, path)])
 
     def finished(self, row: int) -> None:
         """A search row's result is in the store: it is done and no longer in flight."""

@@ -21,11 +21,12 @@ every row not marked done. Task keys are `search-<fragment>-<id>`, `confirm-<fra
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any, assert_never
 
-from distributed import Client, Future
+from distributed import Client, Future, wait
 
 from mugraph.ir.errors import MugraphError
 from mugraph.pipeline.cluster import (
@@ -45,7 +46,7 @@ from mugraph.pipeline.lost_scheduler import scheduler_loss_said
 from mugraph.pipeline.lost_workers import quiet_gather_retries
 from mugraph.pipeline.measuring import NO_GPU
 from mugraph.pipeline.plan import RunPlan
-from mugraph.pipeline.records import SearchTaskResult
+from mugraph.pipeline.records import SearchTaskResult, finds_only
 from mugraph.pipeline.sampling import SCHEDULER_VIEW_SECONDS, Sampler
 from mugraph.pipeline.watch import ClusterWatch
 from mugraph.pipeline.worker import confirm_task, layout_task, search_task, warm_task
@@ -70,6 +71,9 @@ LINGER_BATCH = 64
 TASK_SECONDS_WEIGHT = 0.05  # of each new search task's seconds in the running mean
 DRAIN_SECONDS = (10.0, 30.0)  # at least, at most: see `drain_seconds`
 DRAIN_SHARE = 0.1
+# At the time limit, how long the driver waits for the searches running then to come back with what
+# they found: they stop at the limit themselves, within one node's expansion (`Dispatch.deadline`).
+HARVEST_SECONDS = 5.0
 _LOST = object()
 
 
@@ -161,6 +165,8 @@ class Driver:
         start_workers(self.client, self.worker_env)  # a local cluster's, now that the plugin is in
         self._t0 = self._sampler.t0 = self._results.t0 = time.perf_counter()
         store, plan, dispatch, results = self.store, self.plan, self._dispatch, self._results
+        if self.time_limit is not None:  # the searches running at the limit stop there with their finds
+            dispatch.deadline = time.time() + self.time_limit
         dispatch.gpu = gpu_workers(self.client) > 0
         if self.measure and not dispatch.gpu:
             raise MugraphError(NO_GPU)  # before anything is written
@@ -246,15 +252,17 @@ class Driver:
         return False
 
     def _drain(self) -> None:
-        """After the time limit: cancel the search tasks (their rows stay pending in the store) and
-        let the confirmations and layouts of what was found run on for up to `drain_seconds`, so a
-        stopped run ranks the μGraphs it found, as a finished one does (`--time-limit 1` after an
-        interrupted run confirms what that run found). What is left then stays unconfirmed."""
+        """After the time limit: stop the search tasks, keeping what those running had found
+        (`_harvest`; their rows stay pending in the store), and let the confirmations and layouts
+        of what was found run on for up to `drain_seconds`, so a stopped run ranks the μGraphs it
+        found, as a finished one does (`--time-limit 1` after an interrupted run confirms what that
+        run found). What is left then stays unconfirmed."""
         what = self._dispatch.what
+        self._dispatch.stopped = True
         searches = [fut for fut, job in what.items() if isinstance(job, SearchJob)]
-        self.client.cancel(searches)
         last = time.perf_counter()
         end = last + drain_seconds(self.time_limit)
+        self._harvest(searches)
         self.on_event(
             {
                 "event": "limit",
@@ -279,6 +287,33 @@ class Driver:
             left = end - now
             self._dispatch.ac.next_batch(block=False)  # woken by any task: none is handled from here
             self._wait_ready(min(left, self.progress_interval))
+
+    def _harvest(self, searches: list[Future[Any]]) -> None:
+        """At the time limit: cancel the search tasks not running, wait up to HARVEST_SECONDS for
+        those running, which stop at the limit themselves (`Dispatch.deadline`), and store what
+        they found, their tasks left pending; cancel any still running then."""
+        what = self._dispatch.what
+        jobs: dict[Future[Any], SearchJob] = {}
+        for fut in searches:
+            job = what.pop(fut)
+            assert isinstance(job, SearchJob)
+            jobs[fut] = job
+        keys = {k for ks in self.client.processing().values() for k in ks}
+        running = [fut for fut in searches if fut.key in keys or fut.status == "finished"]
+        self.client.cancel([fut for fut in searches if fut.key not in keys and fut.status != "finished"])
+        with contextlib.suppress(TimeoutError):
+            wait(running, timeout=HARVEST_SECONDS)
+        done = [fut for fut in running if fut.status == "finished"]
+        self.client.cancel([fut for fut in running if fut.status != "finished"])
+        bundles = self._gathered(done) if done else None
+        if not bundles:
+            return
+        for fut, bundle in zip(done, bundles, strict=True):
+            search = jobs[fut]
+            for row, result in zip(search.rows, bundle, strict=False):
+                self._results.staged.append(StagedResult(row, search.fragment, finds_only(result)))
+        with held():  # as in the loop: the write whole before a Ctrl-C
+            self._results.commit()
 
     def _on_check(self, fut: Future[Any], job: ConfirmJob | LayoutJob) -> None:
         """Record a finished confirmation or layout (a result lost with its worker is watched again)."""
@@ -335,8 +370,8 @@ class Driver:
     def _handle(self, batch: list[Future[Any]]) -> bool:
         """Handle a batch of finished tasks: search results are fetched in one `gather` and staged
         for one commit. True when the time limit passed: a driver behind its workers gets long
-        batches, so the limit is checked per result, and the results not handled stay pending in the
-        store (their tasks rerun on resume)."""
+        batches, so the limit is checked per result, and the results handled past it keep their
+        finds only (`finds_only`): their tasks stay pending in the store and rerun on resume."""
         what = self._dispatch.what
         searches: list[tuple[Future[Any], SearchJob]] = []  # finished: fetched together below
         fetched: list[tuple[Future[Any], SearchJob, tuple[SearchTaskResult, ...]]] = []  # one by one (not finished)
@@ -364,6 +399,7 @@ class Driver:
                     self._dispatch.ac.add(fut)
             else:
                 fetched += [(fut, job, b) for (fut, job), b in zip(searches, bundles, strict=True)]
+        past = False
         for fut, search, bundle in fetched:
             del what[fut]
             seconds = sum(r.seconds for r in bundle)
@@ -372,11 +408,13 @@ class Driver:
             if len(bundle) < len(search.rows):  # it stopped early and handed the rest back
                 self._dispatch.handed_back(search, len(bundle))
             for row, result in zip(search.rows, bundle, strict=False):
-                if self._past_limit(time.perf_counter()):
-                    return True
+                if past or self._past_limit(time.perf_counter()):  # its finds kept, nothing else handled
+                    past = self._dispatch.stopped = True
+                    self._results.staged.append(StagedResult(row, search.fragment, finds_only(result)))
+                    continue
                 self._dispatch.observe(result.path, result.seconds)
                 self._on_search(row, search.fragment, result)
-        return False
+        return past
 
     def _gathered(self, futures: list[Future[Any]]) -> list[Any] | None:
         """The results of finished tasks in one round trip, or None where that took longer than

@@ -9,11 +9,11 @@ progress events without a change here.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from mugraph.stages.search.explore import Found
 
-__all__ = ["MEMO_KEYS", "Found", "SearchTaskResult"]
+__all__ = ["MEMO_KEYS", "Found", "SearchTaskResult", "finds_only"]
 
 Path = tuple[int, ...]
 MEMO_KEYS = ("local_hits", "remote_hits", "misses", "remote_errors")
@@ -36,7 +36,17 @@ class SearchTaskResult:
     frontier_estimates: tuple[float | None, ...] | None = None  # Knuth-probe sizes, per frontier path
     frontier_ranks: tuple[int, ...] | None = None  # per frontier path, below `path` (`task_paths`)
     memo_error: str | None = None  # why the worker's shared memo failed, once it has (None while it works)
+    found_at: tuple[float, ...] | None = None  # per found μGraph, the wall-clock time its walk found it
+    # Stopped at the run's time limit: its finds so far and no frontier. The driver stores the finds
+    # and leaves the task pending, to run again whole when the run is resumed.
+    cut: bool = False
 
     @property
     def seconds(self) -> float:
         return float(self.counters.get("seconds", 0.0))
+
+
+def finds_only(result: SearchTaskResult) -> SearchTaskResult:
+    """`result` as one handled past the run's time limit: its finds kept, its task left pending
+    (cut, without a frontier), as if cut at the limit; the resumed run explores the task again."""
+    return replace(result, frontier=(), frontier_estimates=(), frontier_ranks=(), cut=True)

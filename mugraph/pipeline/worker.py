@@ -248,12 +248,20 @@ def _worker_name() -> str:
 
 
 def search_task(
-    payload: FragmentPayload, paths: Sequence[Path], budget: int, seconds: float | None = None
+    payload: FragmentPayload,
+    paths: Sequence[Path],
+    budget: int,
+    seconds: float | None = None,
+    deadline: float | None = None,
 ) -> tuple[SearchTaskResult, ...]:
     """Explore each path's subtree under the node budget, in order: one result per path (its found
     μGraphs, its frontier, its counters), as if each had been its own task. Once the paths explored
     have taken `seconds`, the rest are left unexplored: the results are a prefix of `paths`, and the
-    driver submits the others again (the nodes each path visits do not depend on its task)."""
+    driver submits the others again (the nodes each path visits do not depend on its task). At the
+    run's time limit (`deadline`, wall-clock) the path being explored is cut (`SearchTaskResult.cut`)
+    and the rest are left: a task that starts past it explores nothing."""
+    if deadline is not None and time.time() >= deadline:
+        return ()
     state = _state()
     searcher = state.searcher(payload)
     worker = _worker_name()
@@ -262,8 +270,10 @@ def search_task(
     for path in paths:
         if out and seconds is not None and time.perf_counter() - t0 >= seconds:
             break
+        if out and deadline is not None and time.time() >= deadline:
+            break
         m0 = state.memo.counters.as_dict()
-        result = searcher.explore(path, budget)
+        result = searcher.explore(path, budget, deadline)
         if (now := time.perf_counter()) - state.guarded_at >= GUARD_SECONDS:
             state.guarded_at = now
             state.fit_caches(_rss())
@@ -281,8 +291,12 @@ def search_task(
                 frontier_estimates=tuple(estimates),
                 frontier_ranks=tuple(result.ranks),
                 memo_error=state.memo.failure,  # on every result after: a lost one does not hide it
+                found_at=tuple(result.found_at[d] for d in result.found),
+                cut=result.cut,
             )
         )
+        if result.cut:
+            break
     return tuple(out)
 
 

@@ -275,8 +275,8 @@ class MemoryRunStore:
             ranks.append(check_ranks(item.ranks, len(kids), f"children of row {item.row}"))
             staged.append((item.row, kids, self._counters(item.counters, item.row), str(item.worker)))
         out = [self._stage(kids, rows, r) for (_, kids, _, _), r in zip(staged, ranks, strict=True)]
-        for row, _, values, worker in staged:
-            if not rows[row].done:
+        for (row, _, values, worker), item in zip(staged, items, strict=True):
+            if item.done and not rows[row].done:
                 rows[row].done, rows[row].counters, rows[row].worker = True, values, worker
         for (f, d), rec in best.items():
             kept = self._s.found.setdefault(f, {}).get(d)

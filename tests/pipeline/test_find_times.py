@@ -1,10 +1,11 @@
 """Find times on a real run (rms_norm, one Dask worker process, a real Zarr store), stopped after its
-first find and resumed: every found μGraph says when the run found it and the states explored
-then, in the order the finds came, within the run's totals, unchanged by the resume; and what
+first find and resumed: every found μGraph says when the run's walk found it and the states the
+run had explored when it was stored, within the run's totals, unchanged by the resume; and what
 `status`, the report's curve and `best_at` make of them."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +28,10 @@ Resumed = tuple[Path, dict[str, Any], list[tuple[str, float, int]]]
 def resumed_run(tmp_path_factory: pytest.TempPathFactory) -> Resumed:
     """The store of a run stopped right after its first find was committed and then resumed to the
     end; the find times after the first invocation, and every `found` event in order."""
+    import mugraph.pipeline.driver as driver
     from mugraph.pipeline.driver import Driver
     from mugraph.pipeline.plan import make_plan
+    from mugraph.pipeline.records import finds_only
     from mugraph.programs import get_builtin
     from tests.helpers.driven import open_run, search_cluster
 
@@ -40,6 +43,9 @@ def resumed_run(tmp_path_factory: pytest.TempPathFactory) -> Resumed:
         def _past_limit(self, now: float) -> bool:
             return any(self._results.found) or any(s.result.found for s in self._results.staged)
 
+        def _harvest(self, searches: list[Any]) -> None:
+            self.client.cancel(searches)  # what the running tasks found is left to the resume
+
     store_path = tmp_path_factory.mktemp("find-times") / "run.zarr"
     order: list[tuple[str, float, int]] = []
 
@@ -48,7 +54,9 @@ def resumed_run(tmp_path_factory: pytest.TempPathFactory) -> Resumed:
             order.append((e["digest"], e["seconds"], e["states"]))
 
     plan = make_plan(get_builtin("rms_norm"), None, WIDER, BUDGET)
-    with search_cluster() as client:
+    with search_cluster() as client, pytest.MonkeyPatch.context() as mp:
+        # the results handled past the stop keep no finds either, so the resume has some to make
+        mp.setattr(driver, "finds_only", lambda r: dataclasses.replace(finds_only(r), found=(), found_at=()))
         with open_run(store_path, plan) as store:
             first = StopAtFirstFind(plan, store, client, on_event=on_event, progress_interval=0.2).run()
             assert not first["complete"]
@@ -77,8 +85,10 @@ def test_find_times_follow_the_finds_within_the_run(resumed_run: Resumed) -> Non
     assert all(s is not None and n is not None for s, n in times)
     seconds = [float(s or 0.0) for s, _ in times]
     states = [int(n or 0) for _, n in times]
-    assert seconds == sorted(seconds) and states == sorted(states)  # non-decreasing in the order found
-    assert seconds[0] > 0 and seconds[-1] <= total_seconds
+    # states as the driver stored each find: non-decreasing in the order announced; seconds as the
+    # walks made them, which a task that ran long may hand in after a later find of a shorter one
+    assert states == sorted(states)
+    assert all(0 < s <= total_seconds for s in seconds)
     assert states[0] > 0 and states[-1] <= total_states
     for d, rec in found.items():  # confirmed after found, on the same clock
         assert rec.seconds is not None and confirmed[d]["run_seconds"] >= rec.seconds

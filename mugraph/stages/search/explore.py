@@ -114,6 +114,13 @@ class ExploreResult:
     frontier: list[Path]
     counters: SearchCounters = field(default_factory=SearchCounters)
     ranks: list[int] = field(default_factory=list)  # each frontier task's rank below `path` (`task_paths`)
+    # Where each found μGraph was first verified in this walk: wall-clock seconds (`time.time`, which
+    # the driver's clock shares on one machine), so a run records when a find was made, not when it
+    # was committed.
+    found_at: dict[str, float] = field(default_factory=dict)
+    # Stopped at its deadline, not by its budget: the finds so far, no frontier. Such a walk is not a
+    # task's result; its task stays pending and runs again whole.
+    cut: bool = False
 
 
 NORM_EPS_KINDS = (OpKind.RMS_NORM, OpKind.ACCUM_RMS, OpKind.LAYER_NORM)
@@ -336,9 +343,12 @@ class Searcher:
         kids, kept = self.kept_children(run.parent)
         return [(*run.parent, kept[j]) for j in _covered(kids, run) or ()]
 
-    def explore(self, path: Sequence[int] = (), budget: int | None = None) -> ExploreResult:
+    def explore(
+        self, path: Sequence[int] = (), budget: int | None = None, deadline: float | None = None
+    ) -> ExploreResult:
         """Depth-first over the subtree (or sibling run) named by `path`, expanding at most
-        `budget` nodes."""
+        `budget` nodes; at the wall-clock `deadline` (`time.time`), cut: the finds so far, no
+        frontier (`ExploreResult.cut`)."""
         if budget is not None and budget < 1:
             raise MugraphError(f"budget {budget} must be at least 1 node")
         t0 = time.perf_counter()
@@ -349,7 +359,8 @@ class Searcher:
         with collector_paused():
             stack, ranks = self._task_stack(start)
             opened: list[_Opened | None] = [None] * len(stack)
-            found = self._walk(stack, ranks, opened, budget, counters)
+            walk = _Walk(budget, deadline)
+            self._walk(stack, ranks, opened, walk, counters)
             self._keep_open(opened)
         self._frontier = dict(stack)
         o1 = self.oracle.counters
@@ -364,24 +375,29 @@ class Searcher:
         else:
             counters.undecided_pruned = undecided
         counters.seconds = time.perf_counter() - t0
+        if walk.cut:
+            return ExploreResult(start, walk.found, [], counters, [], walk.found_at, cut=True)
         tasks, task_ranks = ranked_frontier([p for p, _ in reversed(stack)], ranks[::-1])
-        return ExploreResult(start, found, tasks, counters, task_ranks)
+        return ExploreResult(start, walk.found, tasks, counters, task_ranks, walk.found_at)
 
     def _walk(
         self,
         stack: list[tuple[Path, Node | Lazy]],
         ranks: list[int],
         opened: list[_Opened | None],
-        budget: int | None,
+        walk: _Walk,
         counters: SearchCounters,
-    ) -> dict[str, Found]:
-        """Depth first from `stack` (popped from its end) until it is empty or `budget` states are
-        expanded; what is left on it is the frontier. `ranks` runs beside `stack`: each entry's
-        rank, its parent's plus its place in exploration order (`task_paths`); so does `opened`:
-        the expansion each entry came from (None for the task's own entries), with a count of its
-        children still on the stack."""
-        found: dict[str, Found] = {}
+    ) -> None:
+        """Depth first from `stack` (popped from its end) until it is empty or the walk's budget of
+        states is expanded or its deadline passed; what is left on it is the frontier. `ranks` runs
+        beside `stack`: each entry's rank, its parent's plus its place in exploration order
+        (`task_paths`); so does `opened`: the expansion each entry came from (None for the task's
+        own entries), with a count of its children still on the stack."""
+        found, found_at, budget, deadline = walk.found, walk.found_at, walk.budget, walk.deadline
         while stack and (budget is None or counters.nodes < budget):
+            if deadline is not None and time.time() >= deadline:
+                walk.cut = True
+                return
             p, top = stack.pop()
             rank = ranks.pop()
             parent = opened.pop()
@@ -397,7 +413,9 @@ class Searcher:
                 counters.kernel_nodes += 1
                 verdict = self._verify(node, p, counters)
                 if isinstance(verdict, Found):
-                    found.setdefault(verdict.digest, verdict)
+                    if verdict.digest not in found:
+                        found[verdict.digest] = verdict
+                        found_at[verdict.digest] = time.time()
                     continue
             kids = self.expansion(node)
             counters.children += kids.listed
@@ -407,7 +425,6 @@ class Searcher:
             stack.extend(zip([p + (i,) for i in reversed(kids.kept)], reversed(kids.lazy), strict=True))
             ranks.extend(range(rank + len(kids.kept) - 1, rank - 1, -1))
             opened.extend([_Opened(p, node, kids)] * len(kids.kept))
-        return found
 
     def _keep_open(self, opened: list[_Opened | None]) -> None:
         """Keep the nodes and expansions whose children a walk left on its frontier: the next
@@ -416,6 +433,17 @@ class Searcher:
         for o in dict.fromkeys(o for o in opened if o is not None and o.waiting):
             self._nodes.put(o.path, o.node)
             self._kids.put(o.path, (o.node, o.kids))
+
+
+@dataclass(slots=True)
+class _Walk:
+    """What bounds one walk (its budget of states, its wall-clock deadline) and what it found."""
+
+    budget: int | None
+    deadline: float | None
+    found: dict[str, Found] = field(default_factory=dict)
+    found_at: dict[str, float] = field(default_factory=dict)  # wall-clock seconds of each find
+    cut: bool = False  # stopped at the deadline
 
 
 class _Opened:

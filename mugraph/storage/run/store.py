@@ -307,7 +307,8 @@ class RunStore(ResultRecords):
         its row. Each found record is stored with its task's row; a digest already stored keeps the
         smaller path and its first find time (`FoundRecord.seconds`, `states`). A task already done
         (or earlier in the batch) keeps its counters; its found and
-        children are merged in. Every item is checked before anything is written. Returns each
+        children are merged in. An item not `done` (cut at the time limit) adds its found records
+        only: its task stays pending. Every item is checked before anything is written. Returns each
         item's children rows, in the order of its `children`."""
         self._check_writable()
         table = self._table
@@ -337,8 +338,9 @@ class RunStore(ResultRecords):
             kids = [(fragment, check_path(p, f"child of row {row}"), row) for p in item.children]
             ranks.append(check_ranks(item.ranks, len(kids), f"children of row {row}"))
             values = table.counter_values(item.counters, row)
-            first = not table.is_done(row) and row not in completing
-            completing.add(row)
+            first = item.done and not table.is_done(row) and row not in completing
+            if item.done:
+                completing.add(row)
             staged.append((row, kids, values if first else None, str(item.worker)))
         new_found = [
             r if kept is None else first_found(r, kept)

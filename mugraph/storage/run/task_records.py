@@ -65,7 +65,9 @@ class TaskRecord:
 class TaskCompletion:
     """A finished search task as the store records it: its counters, the worker that ran it, the
     μGraphs it found and its frontier (the children to add as pending rows), with each child's rank
-    where the driver knows it (`TaskRecord.rank`; None: not known)."""
+    where the driver knows it (`TaskRecord.rank`; None: not known). Not `done`: a search cut at the
+    run's time limit, whose finds are stored while the task stays pending (no children, its
+    counters not kept)."""
 
     row: int
     counters: Mapping[str, float]
@@ -73,6 +75,11 @@ class TaskCompletion:
     found: Sequence[FoundRecord]
     children: Sequence[tuple[int, ...]]
     ranks: Sequence[int] | None = None
+    done: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.done and self.children:
+            raise ValueError(f"task row {self.row}: a task left pending has no children")
 
 
 class FragmentTasks(TypedDict):
