@@ -28,18 +28,21 @@ Whole = tuple[dict[str, Any], set[tuple[int, ...]]]
 BUDGET = 20  # many small tasks, so a kill lands between and inside them
 
 
-def kill_after(proc: subprocess.Popen[str], tasks_done: int, timeout: float = 120) -> dict[str, Any]:
-    """SIGKILL once a progress event reports `tasks_done` tasks; the last event seen."""
+def kill_after(proc: subprocess.Popen[str], tasks_done: int, timeout: float = 120) -> tuple[dict[str, Any], bool]:
+    """SIGKILL once a progress event reports `tasks_done` tasks; the last event seen, and whether
+    the invocation started a run (a store found finished is read back: no `start`, no invocation)."""
     assert proc.stdout is not None
     last: dict[str, Any] = {}
+    started = False
     deadline = time.monotonic() + timeout
     for line in proc.stdout:
         last = json.loads(line)
+        started = started or last.get("event") == "start"
         if (last.get("event") == "progress" and last["tasks_done"] >= tasks_done) or time.monotonic() > deadline:
             break
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    return last
+    return last, started
 
 
 def table(store: Path) -> tuple[set[tuple[int, ...]], int]:
@@ -62,16 +65,18 @@ def test_kill_9_at_several_points_then_resume(tmp_path: Path, uninterrupted: Who
     store = tmp_path / "run.zarr"
     args = optimize_args("lora", store, "--workers", "2", budget=BUDGET)
     done_before = 0
+    invocations = 0
     for target in (1, 60, 200):  # early (the first tasks), middle, late
-        seen = kill_after(start(args, tmp_path, stderr=subprocess.DEVNULL), target)
+        seen, started = kill_after(start(args, tmp_path, stderr=subprocess.DEVNULL), target)
+        invocations += started  # a loaded machine may finish the run before a kill lands
         paths, n_done = table(store)
         # everything reported done before the kill is durable; done counts never go back
         assert n_done >= seen.get("tasks_done", 0) and n_done >= done_before
         done_before = n_done
     final = mugraph(*args, cwd=tmp_path)
     last = done(final)
-    # where the last kill came after the run's end, the store is read back: no fourth invocation
-    invocations = 3 if "reused, nothing searched" in final.stderr else 4
+    # where a kill came after the run's end, the store is read back: no invocation after it
+    invocations += "reused, nothing searched" not in final.stderr
     paths, n_done = table(store)
     assert last["complete"] and last["mugraphs"] == whole["mugraphs"] and last["best"] == whole["best"]
     assert paths == whole_paths and n_done == len(paths)
@@ -82,7 +87,7 @@ def test_kill_9_at_several_points_then_resume(tmp_path: Path, uninterrupted: Who
     assert data["invocations"] == invocations and len(data["restarts"]) == invocations - 1
     elapsed = [s["elapsed"] for s in data["timeline"]]
     assert elapsed == sorted(elapsed) and data["timeline"][-1]["tasks_done"] == len(whole_paths)
-    assert data["restarts"] == sorted(data["restarts"]) and data["restarts"][0] > 0
+    assert data["restarts"] == sorted(data["restarts"]) and all(r > 0 for r in data["restarts"])
 
 
 @contextlib.contextmanager
