@@ -59,7 +59,8 @@ def memo_lost_line(e: Mapping[str, Any]) -> str:
 
 def limit_line(e: Mapping[str, Any]) -> str:
     """What the run says the moment its `--time-limit` is reached (a `limit` event): the search is
-    cancelled, and how long the confirmations of what it found may still take before the summary."""
+    stopped (a task running then hands in what its walk had found), and how long the confirmations
+    of what it found may still take before the summary."""
     cancelled = counted(e["cancelled"], "running or queued search task")
     checks = (
         f"confirming and laying out the μGraphs found ({counted(e['checks'], 'check')} left, up to "
@@ -68,8 +69,8 @@ def limit_line(e: Mapping[str, Any]) -> str:
         else "ranking what was confirmed"
     )
     return (
-        f"mugraph: time limit reached ({e['time_limit']:g} s): search stopped, {cancelled} cancelled (left "
-        f"pending for a resume); {checks}"
+        f"mugraph: time limit reached ({e['time_limit']:g} s): search stopped, {cancelled} stopped (what "
+        f"those running had found is kept; left pending for a resume); {checks}"
     )
 
 

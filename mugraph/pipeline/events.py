@@ -106,12 +106,13 @@ class LayoutEvent(Estimates):
 
 
 class LimitEvent(TypedDict):
-    """The time limit was reached: the search tasks are cancelled (their rows stay pending in the store,
-    for a resume) and the confirmations and layouts of what was found run on for up to `drain_seconds`."""
+    """The time limit was reached: the search tasks are stopped, those running with what they had
+    found kept (their rows stay pending in the store, for a resume), and the confirmations and
+    layouts of what was found run on for up to `drain_seconds`."""
 
     event: Literal["limit"]
     time_limit: float
-    cancelled: int  # search tasks cancelled, running or queued
+    cancelled: int  # search tasks stopped, running (their finds kept) or queued
     checks: int  # confirmations and layouts left to run
     drain_seconds: float
 

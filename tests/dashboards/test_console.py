@@ -109,6 +109,7 @@ def test_the_limit_line_says_what_is_cancelled_and_how_long_confirming_may_take(
     e = {"event": "limit", "time_limit": 20.0, "cancelled": 4, "checks": 3, "drain_seconds": 10.0}
     line = limit_line(e)
     assert line.startswith("mugraph: time limit reached (20 s): search stopped, 4 running or queued search tasks")
+    assert "4 running or queued search tasks stopped (what those running had found is kept;" in line
     assert "3 checks left, up to 10 s more" in line
     assert "ranking what was confirmed" in limit_line(e | {"checks": 0, "cancelled": 1})
 
