@@ -1,6 +1,7 @@
 """Found μGraphs in a run store: `found/<fragment>/<digest>/` records (path, graph JSON, the task row that
 found it and, since find times are kept, `seconds` and `states`: when the run first found it),
-written by `RunStore.complete_task` before the task is marked done.
+written by `RunStore.complete_tasks` before the task is marked done (a search cut at the run's time
+limit writes its finds and leaves its task pending: the task that reruns it finds them again).
 
 A record is content-addressed: its name is the canonical digest of its graph. Reading one hashes the
 graph again (about half a millisecond), once per record per open, since the records of a fragment are
