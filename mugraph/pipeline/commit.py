@@ -16,7 +16,7 @@ stored and its task left pending (`SearchTaskResult.cut`).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from mugraph.ir.canonical import replaces_find
@@ -76,19 +76,13 @@ def fragment_record(fp: FragmentPlan) -> FragmentRecord:
     }
 
 
-def _find_clock(seconds: float, offset: float, wall: float) -> Callable[[SearchTaskResult, int], float]:
-    """The run seconds at which a result's `k`th find was made, from the wall-clock time its walk
-    stamped (`SearchTaskResult.found_at`), for a commit at run seconds `seconds` and wall time
+def _find_times(result: SearchTaskResult, seconds: float, offset: float, wall: float) -> list[float]:
+    """The run seconds at which each of a result's finds was made, from the wall-clock times its
+    walk stamped (`SearchTaskResult.found_at`), for a commit at run seconds `seconds` and wall time
     `wall`; within this invocation and not after the commit, whatever a worker's clock says. A
     result without stamps (a replayed trace) has its finds at the commit."""
-
-    def at(result: SearchTaskResult, k: int) -> float:
-        stamps = result.found_at
-        if not stamps:
-            return seconds
-        return round(min(seconds, max(offset, seconds - (wall - stamps[k]))), 3)
-
-    return at
+    stamps = result.found_at or [wall] * len(result.found)
+    return [round(min(seconds, max(offset, seconds - (wall - stamp))), 3) for stamp in stamps]
 
 
 class Results:
@@ -160,16 +154,17 @@ class Results:
             return
         staged, self.staged = self.staged, []
         seconds = round(self.run_seconds(), 3)
-        found_seconds = _find_clock(seconds, self.offset, time.time())
+        wall = time.time()
+        times = [_find_times(s.result, seconds, self.offset, wall) for s in staged]
         states = self.states() + sum(int(s.result.counters.get("nodes", 0)) for s in staged if not s.result.cut)
         dispatch = self.dispatch
         ranks = [dispatch.child_ranks(s.row, s.result.frontier_ranks) for s in staged]
         finds = [
             [
-                FoundRecord(s.fragment, f.digest, tuple(f.path), f.graph, s.row, found_seconds(s.result, k), states)
-                for k, f in enumerate(s.result.found)
+                FoundRecord(s.fragment, f.digest, tuple(f.path), f.graph, s.row, at, states)
+                for f, at in zip(s.result.found, ts, strict=True)
             ]
-            for s in staged
+            for s, ts in zip(staged, times, strict=True)
         ]
         done = [
             TaskCompletion(s.row, s.result.counters, s.result.worker, f, s.result.frontier, r, done=not s.result.cut)
@@ -177,11 +172,10 @@ class Results:
         ]
         child_rows = self.store.complete_tasks(done)
         children: dict[int, list[tuple[int, tuple[int, ...]]]] = {}
-        cut: list[StagedResult] = []
-        for s, kids, kid_ranks, recs in zip(staged, child_rows, ranks, finds, strict=True):
+        for s, kids, kid_ranks, recs, ts in zip(staged, child_rows, ranks, finds, times, strict=True):
             row, fragment, result = s.row, s.fragment, s.result
-            if result.cut:  # its finds only: the task stays pending
-                cut.append(s)
+            if result.cut:  # its finds only: the task stays pending, submitted again unless stopped
+                dispatch.cut(row, result.path, fragment)
             else:
                 dispatch.finished(row)
                 self.totals.add_search(result)
@@ -193,7 +187,7 @@ class Results:
                     result.frontier_estimates,
                 )
             known = self.found[fragment]
-            for k, (f, rec) in enumerate(zip(result.found, recs, strict=True)):
+            for f, rec, at in zip(result.found, recs, ts, strict=True):
                 have = known.get(f.digest)
                 if have is None:
                     known[f.digest] = rec
@@ -203,7 +197,7 @@ class Results:
                             "fragment": self.plan.fragments[fragment].spec.name,
                             "digest": f.digest,
                             "path": list(f.path),
-                            "seconds": found_seconds(result, k),
+                            "seconds": at,
                             "states": states,
                         }
                     )
@@ -215,8 +209,6 @@ class Results:
                 children.setdefault(fragment, []).extend(zip(kids, result.frontier, strict=True))
         for fragment, tasks in children.items():
             dispatch.searches(fragment, tasks)
-        for s in cut:
-            dispatch.cut(s.row, s.result.path, s.fragment)
 
     def on_confirm(self, fragment: int, digest: str, result: ConfirmationRecord) -> None:
         result = {**result, "run_seconds": round(self.run_seconds(), 3)}
